@@ -1,0 +1,1 @@
+"""Metrics: pure functions on arrays, one module per metric group."""

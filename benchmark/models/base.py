@@ -1,0 +1,288 @@
+"""The adapter contract and the shared batching base.
+
+An adapter turns texts and images into float32 numpy arrays and says how to compare them:
+
+- ``encode_texts(texts, role=...) -> np.ndarray (n, d)`` or :class:`MultiVector`
+- ``encode_images(images, role=...) -> np.ndarray (n, d)`` or :class:`MultiVector`
+- ``similarity(queries, docs) -> np.ndarray (n_queries, n_docs)``: cosine by default, MaxSim
+  for multi-vector models.
+
+``role`` is ``"query"`` or ``"document"``: models with prompts or instructions (GME, jina-v4)
+encode the two sides differently. Whatever changes an embedding (prompt, instruction, max
+pixels) is returned by :meth:`Adapter.conventions`, which goes into the embedding-cache key and
+the results file.
+
+Subclasses implement ``_encode_text_batch`` / ``_encode_image_batch``; the base does batching,
+``torch.inference_mode`` (when torch is in use), the progress bar, and the float32 conversion.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+from tqdm.auto import tqdm
+
+log = logging.getLogger(__name__)
+
+ROLES = ("query", "document")
+
+
+@dataclass
+class MultiVector:
+    """Padded multi-vector embeddings: ``vectors`` (n, L, d) float32, ``lengths`` (n,) int."""
+
+    vectors: np.ndarray
+    lengths: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.vectors.shape[0])
+
+    @classmethod
+    def from_list(cls, items: Sequence[np.ndarray]) -> MultiVector:
+        """Pad a list of (L_i, d) arrays to (n, max L, d) with zeros."""
+        if not items:
+            return cls(np.zeros((0, 0, 0), np.float32), np.zeros(0, np.int64))
+        d = items[0].shape[-1]
+        max_len = max(int(a.shape[0]) for a in items)
+        out = np.zeros((len(items), max_len, d), np.float32)
+        for i, a in enumerate(items):
+            out[i, : a.shape[0]] = a
+        return cls(out, np.array([a.shape[0] for a in items], np.int64))
+
+    def to_list(self) -> list[np.ndarray]:
+        return [self.vectors[i, : int(n)] for i, n in enumerate(self.lengths)]
+
+    def take(self, idx: Sequence[int] | np.ndarray) -> MultiVector:
+        idx = np.asarray(idx, dtype=np.int64)
+        lengths = self.lengths[idx]
+        max_len = int(lengths.max()) if len(lengths) else 0
+        return MultiVector(self.vectors[idx, :max_len], lengths)
+
+    def mean_pooled(self) -> np.ndarray:
+        """One vector per item: the mean of its valid token vectors (for analysis)."""
+        mask = np.arange(self.vectors.shape[1])[None, :] < self.lengths[:, None]
+        s = (self.vectors * mask[..., None]).sum(axis=1)
+        return (s / np.maximum(self.lengths[:, None], 1)).astype(np.float32)
+
+
+Embeddings = np.ndarray | MultiVector
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """What identifies a model's embeddings: recorded in results and in the cache key."""
+
+    name: str
+    family: str
+    checkpoint: str
+    revision: str | None = None
+    adapter_version: str = "1"
+    multi_vector: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def take(emb: Embeddings, idx: Sequence[int] | np.ndarray) -> Embeddings:
+    """Rows ``idx`` of single- or multi-vector embeddings."""
+    if isinstance(emb, MultiVector):
+        return emb.take(idx)
+    return emb[np.asarray(idx, dtype=np.int64)]
+
+
+def l2_normalize(x: np.ndarray, axis: int = -1) -> np.ndarray:
+    """Unit-norm rows in float32 (zero rows stay zero)."""
+    x = np.asarray(x, dtype=np.float32)
+    n = np.linalg.norm(x, axis=axis, keepdims=True)
+    return x / np.maximum(n, np.float32(1e-12))
+
+
+def cosine_similarity(q: np.ndarray, d: np.ndarray) -> np.ndarray:
+    """(n, m) cosine similarities of the rows of ``q`` and ``d``, float32."""
+    return l2_normalize(q) @ l2_normalize(d).T
+
+
+def maxsim(q: MultiVector, d: MultiVector, batch: int = 64) -> np.ndarray:
+    """ColBERT late interaction: sum over query tokens of the max dot product over doc tokens.
+
+    Padding tokens are masked out on both sides; computed in batches of queries (torch on the
+    device when available, else numpy) so memory stays bounded. Returns (n_q, n_d) float32.
+    """
+    from benchmark.metrics.maxsim import maxsim_scores
+
+    return maxsim_scores(q, d, batch=batch)
+
+
+class Adapter:
+    """Base of every model adapter: batching, inference mode, progress, float32 output."""
+
+    spec: ModelSpec
+    text_batch_size: int = 64
+    image_batch_size: int = 32
+
+    def __init__(self, spec: ModelSpec, device: str | None = None, dtype: str | None = None):
+        self.spec = spec
+        self.device = device or default_device()
+        self.dtype = dtype or default_dtype(self.device)
+
+    # -- to implement ---------------------------------------------------------------------
+    def _encode_text_batch(self, texts: list[str], role: str) -> Embeddings:
+        raise NotImplementedError  # abstract: every text-capable adapter overrides it
+
+    def _encode_image_batch(self, images: list[Any], role: str) -> Embeddings:
+        raise NotImplementedError  # abstract: every image-capable adapter overrides it
+
+    def conventions(self, modality: str, role: str) -> dict[str, Any]:
+        """Prompt/instruction/preprocessing that shape an embedding (cache key, results)."""
+        return {}
+
+    # -- contract -------------------------------------------------------------------------
+    @property
+    def multi_vector(self) -> bool:
+        return self.spec.multi_vector
+
+    def encode_texts(
+        self, texts: Sequence[str], role: str = "query", batch_size: int | None = None,
+        progress: bool = True,
+    ) -> Embeddings:
+        return self._batched(
+            list(texts), self._encode_text_batch, role, batch_size or self.text_batch_size,
+            f"{self.spec.name} texts", progress,
+        )
+
+    def encode_images(
+        self, images: Sequence[Any], role: str = "document", batch_size: int | None = None,
+        progress: bool = True,
+    ) -> Embeddings:
+        return self._batched(
+            list(images), self._encode_image_batch, role, batch_size or self.image_batch_size,
+            f"{self.spec.name} images", progress,
+        )
+
+    def similarity(self, queries: Embeddings, docs: Embeddings) -> np.ndarray:
+        """(n_q, n_d) scores: cosine for single vectors, MaxSim for multi-vectors."""
+        if isinstance(queries, MultiVector) or isinstance(docs, MultiVector):
+            return maxsim(as_multi(queries), as_multi(docs))
+        return cosine_similarity(queries, docs)
+
+    def pair_similarity(self, queries: Embeddings, docs: Embeddings) -> np.ndarray:
+        """Row-wise scores ``s[i] = sim(queries[i], docs[i])`` (n,), computed in blocks."""
+        n = len(queries)
+        out = np.empty(n, np.float32)
+        if not isinstance(queries, MultiVector) and not isinstance(docs, MultiVector):
+            qn, dn = l2_normalize(queries), l2_normalize(docs)
+            return np.einsum("ij,ij->i", qn, dn).astype(np.float32)
+        block = 256
+        for s in range(0, n, block):
+            idx = np.arange(s, min(n, s + block))
+            m = self.similarity(take(queries, idx), take(docs, idx))
+            out[idx] = np.diagonal(m)
+        return out
+
+    # -- machinery ------------------------------------------------------------------------
+    def _batched(
+        self, items: list[Any], fn: Callable[[list[Any], str], Embeddings], role: str,
+        batch_size: int, desc: str, progress: bool,
+    ) -> Embeddings:
+        if role not in ROLES:
+            raise ValueError(f"role must be one of {ROLES}, got {role!r}")
+        parts: list[Embeddings] = []
+        with _inference_mode(), tqdm(
+            total=len(items), desc=desc, unit="item", disable=not progress or len(items) < batch_size,
+            leave=False,
+        ) as bar:
+            for s in range(0, len(items), batch_size):
+                out = fn(items[s : s + batch_size], role)
+                parts.append(out if isinstance(out, MultiVector) else np.asarray(out, np.float32))
+                bar.update(min(batch_size, len(items) - s))
+        return concat(parts)
+
+
+def as_multi(e: Embeddings) -> MultiVector:
+    if isinstance(e, MultiVector):
+        return e
+    e = np.asarray(e, np.float32)
+    return MultiVector(e[:, None, :], np.ones(e.shape[0], np.int64))
+
+
+def concat(parts: Sequence[Embeddings]) -> Embeddings:
+    """Concatenate batches of single- or multi-vector embeddings."""
+    if not parts:
+        return np.zeros((0, 0), np.float32)
+    if isinstance(parts[0], MultiVector):
+        return MultiVector.from_list([v for p in parts for v in p.to_list()])  # type: ignore[union-attr]
+    return np.concatenate([np.asarray(p, np.float32) for p in parts], axis=0)
+
+
+def default_device() -> str:
+    """``cuda`` when torch sees a GPU, else ``cpu`` (torch imported only if installed)."""
+    try:
+        import torch
+    except ImportError:
+        return "cpu"
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def default_dtype(device: str) -> str:
+    """bf16 on GPUs that support it, fp16 on other GPUs, float32 on the CPU."""
+    if not device.startswith("cuda"):
+        return "float32"
+    import torch
+
+    return "bfloat16" if torch.cuda.is_bf16_supported() else "float16"
+
+
+def torch_dtype(name: str) -> Any:
+    import torch
+
+    return {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}[name]
+
+
+class _inference_mode:
+    """``torch.inference_mode()`` when torch is importable, else a no-op."""
+
+    def __enter__(self) -> None:
+        try:
+            import torch
+        except ImportError:
+            self._ctx = None
+            return
+        self._ctx = torch.inference_mode()
+        self._ctx.__enter__()
+
+    def __exit__(self, *exc: object) -> None:
+        if self._ctx is not None:
+            self._ctx.__exit__(*exc)
+
+
+class UserAdapter(Adapter):
+    """Wraps a user's class: ``encode_texts(list[str])``, ``encode_images(list[Image])`` and an
+    optional ``similarity(queries, docs)``; constructed with no arguments."""
+
+    def __init__(self, obj: Any, target: str):
+        for attr in ("encode_texts", "encode_images"):
+            if not callable(getattr(obj, attr, None)):
+                raise TypeError(f"{target}: adapter has no callable {attr}(...)")
+        super().__init__(
+            ModelSpec(name=target, family="user", checkpoint=target,
+                      revision=getattr(obj, "revision", None),
+                      adapter_version=str(getattr(obj, "version", "1")))
+        )
+        self.obj = obj
+
+    def _encode_text_batch(self, texts: list[str], role: str) -> Embeddings:
+        return np.asarray(self.obj.encode_texts(texts), np.float32)
+
+    def _encode_image_batch(self, images: list[Any], role: str) -> Embeddings:
+        return np.asarray(self.obj.encode_images(images), np.float32)
+
+    def similarity(self, queries: Embeddings, docs: Embeddings) -> np.ndarray:
+        fn = getattr(self.obj, "similarity", None)
+        if callable(fn):
+            return np.asarray(fn(queries, docs), np.float32)
+        return super().similarity(queries, docs)

@@ -1,0 +1,49 @@
+"""``hash``: a deterministic fake model for tests and demos.
+
+Each input's vector is drawn from a normal distribution seeded by the sha256 of its content
+(text bytes, or image pixels), so equal inputs give equal vectors across runs and machines,
+and no weights are needed. Scores from it are chance-level by construction.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import numpy as np
+
+from benchmark.models.base import Adapter, ModelSpec, l2_normalize
+
+
+def content_seed(data: bytes, salt: str = "") -> int:
+    return int.from_bytes(hashlib.sha256(salt.encode() + data).digest()[:8], "little")
+
+
+def image_bytes(image: Any) -> bytes:
+    """Canonical bytes of a PIL image (mode, size and pixels)."""
+    img = image.convert("RGB")
+    return f"{img.size}".encode() + img.tobytes()
+
+
+class HashModel(Adapter):
+    """Vectors seeded by the sha256 of each input; ``dim`` dimensions, unit norm."""
+
+    def __init__(self, name: str = "hash", dim: int = 64, **kw: Any):
+        super().__init__(
+            ModelSpec(name=name, family="hash", checkpoint=f"hash-{dim}", revision="1"),
+            device="cpu", dtype="float32",
+        )
+        self.dim = dim
+        self.calls = 0  # forward passes (tests count them)
+
+    def _vec(self, data: bytes, salt: str) -> np.ndarray:
+        rng = np.random.default_rng(content_seed(data, salt))
+        return rng.standard_normal(self.dim).astype(np.float32)
+
+    def _encode_text_batch(self, texts: list[str], role: str) -> np.ndarray:
+        self.calls += 1
+        return l2_normalize(np.stack([self._vec(t.encode("utf-8"), "text") for t in texts]))
+
+    def _encode_image_batch(self, images: list[Any], role: str) -> np.ndarray:
+        self.calls += 1
+        return l2_normalize(np.stack([self._vec(image_bytes(im), "image") for im in images]))

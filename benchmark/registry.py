@@ -1,0 +1,135 @@
+"""The one registry: model names and task names -> lazily imported ``"module:Class"``.
+
+Modelled on lm-evaluation-harness's registry: registering a name twice is an error, unknown
+names get close-name suggestions, nothing is imported until it is used. A model entry pins its
+checkpoint and revision. ``FAMILIES`` handle ``family:argument`` names
+(``open_clip:ViT-L-14/openai``, ``open_clip:local-dir:/path``); any other ``module.path:Class``
+loads a user's adapter.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class RegistryError(LookupError):
+    """Unknown or duplicate name, or a target that cannot be imported."""
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    """A registered model: its adapter class and the keyword arguments that pin it."""
+
+    name: str
+    target: str  # "module:Class"
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    description: str = ""
+    extra: str = ""  # pip extra that provides its libraries
+    paper: bool = False  # one of the paper's ten models
+
+
+MODELS: dict[str, ModelEntry] = {}
+FAMILIES: dict[str, tuple[str, str]] = {}  # prefix -> (target, extra)
+TASKS: dict[str, str] = {}
+
+
+def register_model(
+    name: str, target: str, *, description: str = "", extra: str = "", paper: bool = False,
+    **kwargs: Any,
+) -> None:
+    if name in MODELS:
+        raise RegistryError(f"model {name!r} registered twice ({MODELS[name].target}, {target})")
+    MODELS[name] = ModelEntry(name, target, kwargs, description, extra, paper)
+
+
+def register_family(prefix: str, target: str, extra: str = "") -> None:
+    if prefix in FAMILIES:
+        raise RegistryError(f"model family {prefix!r} registered twice")
+    FAMILIES[prefix] = (target, extra)
+
+
+def register_task(name: str, target: str) -> None:
+    if name in TASKS:
+        raise RegistryError(f"task {name!r} registered twice ({TASKS[name]}, {target})")
+    TASKS[name] = target
+
+
+def import_target(target: str, extra: str = "") -> Any:
+    """Import ``module.path:Attr``; a missing library names the extra to install."""
+    module_name, _, attr = target.partition(":")
+    if not attr:
+        raise RegistryError(f"{target!r} is not of the form module.path:Class")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as e:
+        missing = e.name or "?"
+        if extra and not module_name.startswith(missing):
+            raise RegistryError(
+                f"{target}: needs the Python package {missing!r}; install it with "
+                f"pip install -e '.[{extra}]'"
+            ) from e
+        raise RegistryError(f"cannot import {module_name!r} ({e})") from e
+    try:
+        return getattr(module, attr)
+    except AttributeError as e:
+        raise RegistryError(f"{module_name!r} has no attribute {attr!r}") from e
+
+
+def suggest(name: str, known: list[str]) -> str:
+    close = difflib.get_close_matches(name, known, n=3, cutoff=0.5)
+    return f"; did you mean {', '.join(close)}?" if close else ""
+
+
+def load_model(name: str, **overrides: Any) -> Any:
+    """Instantiate the adapter for a registered name, a ``family:arg`` or a ``module:Class``."""
+    from benchmark.models.base import Adapter, UserAdapter
+
+    _ensure_registered()
+    if name in MODELS:
+        entry = MODELS[name]
+        cls = import_target(entry.target, entry.extra)
+        return cls(name=name, **{**entry.kwargs, **overrides})
+    prefix, sep, arg = name.partition(":")
+    if sep and prefix in FAMILIES:
+        target, extra = FAMILIES[prefix]
+        cls = import_target(target, extra)
+        return cls(name=name, checkpoint=arg, **overrides)
+    if sep and "." in prefix and arg.isidentifier():
+        cls = import_target(name)
+        obj = cls()
+        return obj if isinstance(obj, Adapter) else UserAdapter(obj, name)
+    raise RegistryError(
+        f"unknown model {name!r}{suggest(name, sorted(MODELS))} "
+        f"(see `python -m benchmark ls`; families: {', '.join(sorted(FAMILIES))}; "
+        f"or pass module.path:Class)"
+    )
+
+
+def load_task(name: str) -> Any:
+    _ensure_registered()
+    if name not in TASKS:
+        raise RegistryError(f"unknown task {name!r}{suggest(name, sorted(TASKS))}")
+    return import_target(TASKS[name])
+
+
+_REGISTERED = False
+
+
+def _ensure_registered() -> None:
+    global _REGISTERED
+    if not _REGISTERED:
+        _REGISTERED = True
+        importlib.import_module("benchmark.zoo")
+
+
+def models() -> dict[str, ModelEntry]:
+    _ensure_registered()
+    return dict(MODELS)
+
+
+def tasks() -> dict[str, str]:
+    _ensure_registered()
+    return dict(TASKS)

@@ -1,0 +1,157 @@
+"""The results file: ``<output-dir>/<model-slug>/<task>.json``, strict JSON, written atomically.
+
+Schema (``SCHEMA_VERSION``)::
+
+    schema_version, package_version, git_commit, date, environment {python, numpy, torch, ...}
+    model     {name, family, checkpoint, revision, adapter_version, multi_vector, conventions}
+    task      {name, dataset, data_fingerprint, n, ...task specifics}
+    settings  {batch sizes, device, dtype, seed, bootstrap resamples, tie order, ...}
+    timings   {embed_texts_s, embed_images_s, scoring_s, total_s, embedding stats}
+    scores    task-specific, e.g. 3xcm: {overall, by_country, by_language, by_concept}
+
+NaN and infinities are not JSON: they are written as null (``sanitize``), and ``allow_nan`` is
+off so a stray one is an error, never a silent ``NaN`` token.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import re
+import subprocess
+import tempfile
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+
+from benchmark import __version__
+
+SCHEMA_VERSION = 1
+
+
+class ModelInfo(BaseModel):
+    model_config = ConfigDict(extra="allow", protected_namespaces=())
+    name: str
+    family: str
+    checkpoint: str
+    revision: str | None = None
+    adapter_version: str = "1"
+    multi_vector: bool = False
+
+
+class TaskInfo(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    name: str
+    dataset: str
+    data_fingerprint: str
+    n: int
+
+
+class ResultFile(BaseModel):
+    """Top level of every results JSON."""
+
+    model_config = ConfigDict(extra="allow", protected_namespaces=())
+    schema_version: int = SCHEMA_VERSION
+    package_version: str = __version__
+    git_commit: str | None = None
+    date: str
+    environment: dict[str, Any] = {}
+    model: ModelInfo
+    task: TaskInfo
+    settings: dict[str, Any] = {}
+    timings: dict[str, Any] = {}
+    scores: dict[str, Any]
+
+
+def model_slug(name: str) -> str:
+    """File-system safe model name: ``open_clip:ViT-L-14/openai`` -> ``open_clip_ViT-L-14_openai``."""
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._")
+    return slug or "model"
+
+
+def git_commit() -> str | None:
+    """The commit of the checkout this package runs from (``-dirty`` if modified), else None."""
+    root = Path(__file__).resolve().parent.parent
+    try:
+        sha = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
+            timeout=5, check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True, text=True, timeout=5,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return f"{sha}-dirty" if dirty else sha
+
+
+def environment() -> dict[str, Any]:
+    """Versions of the interpreter and the numeric libraries that shaped the numbers."""
+    env: dict[str, Any] = {"python": platform.python_version(), "numpy": np.__version__,
+                           "platform": platform.platform()}
+    import importlib.metadata as md
+
+    for pkg in ("torch", "transformers", "open_clip_torch", "datasets"):
+        try:
+            env[pkg] = md.version(pkg)
+        except md.PackageNotFoundError:
+            continue
+    return env
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).replace(microsecond=0).isoformat()
+
+
+def sanitize(obj: Any) -> Any:
+    """Make ``obj`` strict-JSON: numpy scalars/arrays to Python, NaN/inf to None."""
+    if isinstance(obj, dict):
+        return {str(k): sanitize(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [sanitize(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return sanitize(obj.tolist())
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, np.floating | float):
+        f = float(obj)
+        return f if math.isfinite(f) else None
+    if isinstance(obj, np.bool_):
+        return bool(obj)
+    return obj
+
+
+def atomic_write_json(path: Path, obj: Any) -> None:
+    """Strict JSON (``allow_nan=False``) via a temp file and ``os.replace``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(sanitize(obj), indent=2, ensure_ascii=False, allow_nan=False)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text + "\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def results_path(output_dir: str | Path, model_name: str, task_name: str) -> Path:
+    return Path(output_dir) / model_slug(model_name) / f"{task_name}.json"
+
+
+def write_results(output_dir: str | Path, result: ResultFile) -> Path:
+    """Validate and write a results file; returns its path."""
+    path = results_path(output_dir, result.model.name, result.task.name)
+    atomic_write_json(path, result.model_dump(mode="python"))
+    return path
+
+
+def read_results(path: str | Path) -> ResultFile:
+    """Load and validate a results file."""
+    return ResultFile.model_validate(json.loads(Path(path).read_text(encoding="utf-8")))

@@ -1,0 +1,177 @@
+"""The one loader of the versioned tables in ``data/`` (countries, languages, concepts, queries).
+
+Every other module asks this one for country codes, native languages, Common Crawl shares,
+tiers, concept names and query terms; nothing else hard-codes these facts. The tables live in
+the repository's ``data/`` folder; ``XCM_DATA_DIR`` points elsewhere (e.g. a user's variant).
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import os
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+
+class TableError(ValueError):
+    """A data table is missing or malformed."""
+
+
+def data_dir() -> Path:
+    """Folder holding the tables: ``$XCM_DATA_DIR`` or the repository's ``data/``."""
+    env = os.environ.get("XCM_DATA_DIR")
+    path = Path(env) if env else Path(__file__).resolve().parent.parent / "data"
+    if not path.is_dir():
+        raise TableError(f"data folder not found: {path} (set XCM_DATA_DIR)")
+    return path
+
+
+def file_sha256(path: Path) -> str:
+    """Hex sha256 of a file's bytes (recorded for prompts and tables used by a run)."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Country:
+    """One of the benchmark's countries."""
+
+    code: str  # ISO 3166-1 alpha-3
+    name: str
+    label: str  # the paper's short label (USA, UK, GER, ...)
+    authors_name: str  # as written in the authors' xcm-bench.csv
+    language: str  # BCP-47 of the native language
+    language_name: str
+    ddg_region: str | None  # DuckDuckGo region; None -> "wt-wt"
+    cc_share: float | None  # Common Crawl share (%) of the language; None if unknown
+
+    @property
+    def search_region(self) -> str:
+        return self.ddg_region or "wt-wt"
+
+
+@dataclass(frozen=True)
+class Language:
+    """One of the 36 Crossmodal-3600 languages."""
+
+    code: str
+    name: str
+    cc_share: float
+    tier: str  # high / medium / low
+
+
+def _read_csv(name: str, required: list[str]) -> list[dict[str, str]]:
+    path = data_dir() / name
+    if not path.is_file():
+        raise TableError(f"missing table {path}")
+    with path.open(newline="", encoding="utf-8") as f:
+        reader = csv.DictReader(f)
+        missing = [c for c in required if c not in (reader.fieldnames or [])]
+        if missing:
+            raise TableError(f"{path}: missing columns {missing}")
+        return list(reader)
+
+
+@lru_cache(maxsize=4)
+def _countries(root: str) -> tuple[Country, ...]:
+    rows = _read_csv(
+        "countries.csv",
+        ["code", "name", "label", "authors_name", "language", "language_name", "ddg_region", "cc_share"],
+    )
+    return tuple(
+        Country(
+            code=r["code"],
+            name=r["name"],
+            label=r["label"],
+            authors_name=r["authors_name"],
+            language=r["language"],
+            language_name=r["language_name"],
+            ddg_region=r["ddg_region"] or None,
+            cc_share=float(r["cc_share"]) if r["cc_share"] else None,
+        )
+        for r in rows
+    )
+
+
+def countries() -> tuple[Country, ...]:
+    """All countries, in the table's order (the paper's order)."""
+    return _countries(str(data_dir()))
+
+
+def country(key: str) -> Country:
+    """Look a country up by ISO code, paper label, English name or authors' name (any case)."""
+    k = key.strip().lower()
+    for c in countries():
+        if k in {c.code.lower(), c.label.lower(), c.name.lower(), c.authors_name.lower()}:
+            return c
+    known = ", ".join(c.code for c in countries())
+    raise TableError(f"unknown country {key!r} (known: {known})")
+
+
+def resolve_countries(spec: str) -> list[Country]:
+    """``all`` or a comma-separated list of codes/labels/names."""
+    if spec.strip().lower() == "all":
+        return list(countries())
+    return [country(p) for p in spec.split(",") if p.strip()]
+
+
+@lru_cache(maxsize=4)
+def _languages(root: str) -> tuple[Language, ...]:
+    rows = _read_csv("xm3600_languages.csv", ["code", "name", "cc_share", "tier"])
+    return tuple(Language(r["code"], r["name"], float(r["cc_share"]), r["tier"]) for r in rows)
+
+
+def languages() -> tuple[Language, ...]:
+    """The 36 XM3600 languages with Common Crawl share and tier."""
+    return _languages(str(data_dir()))
+
+
+def language(code: str) -> Language:
+    for lang in languages():
+        if lang.code == code:
+            return lang
+    raise TableError(f"unknown XM3600 language {code!r}")
+
+
+def language_names() -> dict[str, str]:
+    """BCP-47 code -> English name, over the XM3600 languages and the countries' languages."""
+    out = {lang.code: lang.name for lang in languages()}
+    for c in countries():
+        out.setdefault(c.language, c.language_name)
+    return out
+
+
+def concepts() -> list[str]:
+    """The curated concept list (``data/concepts.txt``), in index order."""
+    path = data_dir() / "concepts.txt"
+    if not path.is_file():
+        raise TableError(f"missing table {path}")
+    lines = path.read_text(encoding="utf-8").splitlines()
+    return [ln.strip() for ln in lines if ln.strip() and not ln.lstrip().startswith("#")]
+
+
+QUERY_COLUMNS = [
+    "concept",
+    "country",
+    "language",
+    "english_query",
+    "native_query",
+    "native_term",
+    "source",
+    "reviewed",
+]
+
+
+def queries() -> list[dict[str, str]]:
+    """Rows of ``data/queries.csv`` (concept x country query terms)."""
+    return _read_csv("queries.csv", QUERY_COLUMNS)
+
+
+def native_terms() -> dict[tuple[str, str], str]:
+    """(concept, language) -> the bare native concept term used as 3XCM's text query."""
+    out: dict[tuple[str, str], str] = {}
+    for r in queries():
+        if r["native_term"]:
+            out.setdefault((r["concept"], r["language"]), r["native_term"])
+    return out

@@ -1,0 +1,92 @@
+"""The build's work dir: catalog, content-addressed images, LLM cache, exports.
+
+Layout (DESIGN.md)::
+
+    catalog.sqlite               single source of truth (WAL)
+    images/ab/<sha256>.<ext>     original bytes, content-addressed, written atomically
+    cache/llm.sqlite             LLM responses keyed by request hash
+    exports/                     CSV/parquet exports and the release
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+DEFAULT_WORKDIR = "./xcm-work"
+
+
+def resolve_workdir(path: str | os.PathLike[str] | None = None) -> Path:
+    """``--workdir`` if given, else ``$XCM_WORKDIR``, else ``./xcm-work``."""
+    return Path(path or os.environ.get("XCM_WORKDIR") or DEFAULT_WORKDIR).expanduser()
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` via a temp file in the same folder and ``os.replace``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+@dataclass(frozen=True)
+class WorkDir:
+    """Paths of one build's work dir; ``ensure()`` creates the folders."""
+
+    root: Path
+
+    @classmethod
+    def open(cls, path: str | os.PathLike[str] | None = None) -> WorkDir:
+        wd = cls(resolve_workdir(path))
+        wd.ensure()
+        return wd
+
+    def ensure(self) -> None:
+        for p in (self.root, self.images_dir, self.cache_dir, self.exports_dir):
+            p.mkdir(parents=True, exist_ok=True)
+
+    @property
+    def catalog_path(self) -> Path:
+        return self.root / "catalog.sqlite"
+
+    @property
+    def images_dir(self) -> Path:
+        return self.root / "images"
+
+    @property
+    def cache_dir(self) -> Path:
+        return self.root / "cache"
+
+    @property
+    def llm_cache_path(self) -> Path:
+        return self.cache_dir / "llm.sqlite"
+
+    @property
+    def exports_dir(self) -> Path:
+        return self.root / "exports"
+
+    def image_path(self, sha256: str, ext: str) -> Path:
+        """``images/<sha[:2]>/<sha>.<ext>``: the name never comes from a URL."""
+        return self.images_dir / sha256[:2] / f"{sha256}.{ext.lstrip('.').lower()}"
+
+    def store_image_bytes(self, data: bytes, ext: str) -> tuple[str, Path]:
+        """Store bytes content-addressed (atomically, once); return (sha256, path)."""
+        sha = hashlib.sha256(data).hexdigest()
+        path = self.image_path(sha, ext)
+        if not path.exists():
+            atomic_write_bytes(path, data)
+        return sha, path
