@@ -151,7 +151,7 @@ class Adapter:
         progress: bool = True,
     ) -> Embeddings:
         return self._batched(
-            list(texts), self._encode_text_batch, role, batch_size or self.text_batch_size,
+            texts if isinstance(texts, Sequence) else list(texts), self._encode_text_batch, role, batch_size or self.text_batch_size,
             f"{self.spec.name} texts", progress,
         )
 
@@ -160,7 +160,7 @@ class Adapter:
         progress: bool = True,
     ) -> Embeddings:
         return self._batched(
-            list(images), self._encode_image_batch, role, batch_size or self.image_batch_size,
+            images if isinstance(images, Sequence) else list(images), self._encode_image_batch, role, batch_size or self.image_batch_size,
             f"{self.spec.name} images", progress,
         )
 
@@ -186,7 +186,7 @@ class Adapter:
 
     # -- machinery ------------------------------------------------------------------------
     def _batched(
-        self, items: list[Any], fn: Callable[[list[Any], str], Embeddings], role: str,
+        self, items: Sequence[Any], fn: Callable[[list[Any], str], Embeddings], role: str,
         batch_size: int, desc: str, progress: bool,
     ) -> Embeddings:
         if role not in ROLES:
@@ -197,7 +197,7 @@ class Adapter:
             leave=False,
         ) as bar:
             for s in range(0, len(items), batch_size):
-                out = fn(items[s : s + batch_size], role)
+                out = fn(list(items[s : s + batch_size]), role)
                 parts.append(out if isinstance(out, MultiVector) else np.asarray(out, np.float32))
                 bar.update(min(batch_size, len(items) - s))
         return concat(parts)

@@ -1,0 +1,191 @@
+"""Where model weights come from: local folders, ``$XCM_WEIGHTS_DIR``, the Hugging Face cache.
+
+Every adapter resolves its checkpoint to a local folder (or file) here *before* it calls a
+library's ``from_pretrained``, so the libraries only ever read local files and a missing
+checkpoint fails in milliseconds with one line that says where weights were looked for and how
+to point at a local folder.
+
+Order of the search for a hub id ``org/name`` at ``revision``:
+
+1. the checkpoint itself when it is an existing folder or file (``checkpoint=/path``);
+2. ``$XCM_WEIGHTS_DIR/org/name`` then ``$XCM_WEIGHTS_DIR/name`` (a folder of
+   ``hf download org/name --local-dir ...`` trees, e.g. copied onto an air-gapped machine);
+3. the Hugging Face cache (``$HF_HUB_CACHE``, default ``$HF_HOME/hub``) at that revision;
+4. a download, unless offline (``HF_HUB_OFFLINE=1`` or ``TRANSFORMERS_OFFLINE=1``).
+
+``huggingface_hub`` reads ``HF_HUB_OFFLINE`` once, when it is first imported; set later (by a
+CLI flag, or after ``datasets`` imported it), it would be ignored and a missing model would
+retry for ~20 s. :func:`sync_offline_flag` copies the environment into the already imported
+module, and resolution passes ``local_files_only`` explicitly, so offline is offline.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+WEIGHTS_ENV = "XCM_WEIGHTS_DIR"
+_TRUE = {"1", "true", "yes", "on"}
+
+
+class CheckpointNotFound(FileNotFoundError):
+    """A model's weights are neither local nor downloadable (one-line message)."""
+
+
+def offline() -> bool:
+    """True when the environment asks for no hub access."""
+    return any(
+        os.environ.get(k, "").strip().lower() in _TRUE
+        for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+    )
+
+
+def sync_offline_flag() -> bool:
+    """Make an already imported ``huggingface_hub`` honour ``HF_HUB_OFFLINE`` now; returns it."""
+    off = offline()
+    if off:
+        try:
+            from huggingface_hub import constants
+        except ImportError:
+            return off
+        constants.HF_HUB_OFFLINE = True
+    return off
+
+
+def hub_cache_dir() -> str:
+    """The Hugging Face hub cache folder in effect (for messages)."""
+    if os.environ.get("HF_HUB_CACHE"):
+        return os.environ["HF_HUB_CACHE"]
+    home = os.environ.get("HF_HOME") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "huggingface"
+    )
+    return os.path.join(home, "hub")
+
+
+def strip_local_prefix(checkpoint: str) -> str:
+    return checkpoint[len("local-dir:"):] if checkpoint.startswith("local-dir:") else checkpoint
+
+
+def is_local(checkpoint: str) -> bool:
+    """True when ``checkpoint`` names a local path (``local-dir:``, absolute, ``./``, existing)."""
+    c = strip_local_prefix(checkpoint)
+    return (
+        checkpoint.startswith("local-dir:")
+        or c.startswith(("/", "./", "../", "~"))
+        or Path(c).expanduser().exists()
+    )
+
+
+def _weights_dir_candidates(repo_id: str) -> list[Path]:
+    root = os.environ.get(WEIGHTS_ENV)
+    if not root:
+        return []
+    base = Path(root).expanduser()
+    return [base / repo_id, base / repo_id.split("/")[-1]]
+
+
+def not_found_message(what: str, repo_id: str, revision: str | None, reason: str = "") -> str:
+    rev = f"@{revision}" if revision else ""
+    wd = os.environ.get(WEIGHTS_ENV)
+    where = f"{WEIGHTS_ENV}={wd}, " if wd else ""
+    mode = "offline (HF_HUB_OFFLINE=1)" if offline() else "online"
+    why = f" ({reason})" if reason else ""
+    return (
+        f"{what}: weights {repo_id}{rev} not found{why}; looked in {where}the Hugging Face "
+        f"cache {hub_cache_dir()} [{mode}]. Fix: `hf download {repo_id}"
+        f"{' --revision ' + revision if revision else ''} --local-dir DIR` on a machine with "
+        f"access, then set {WEIGHTS_ENV} to DIR's parent or pass checkpoint=DIR"
+    )
+
+
+def resolve_repo(
+    repo_id: str, revision: str | None, *, what: str,
+    allow_patterns: Sequence[str] | None = None,
+) -> Path:
+    """Local folder holding ``repo_id`` at ``revision`` (see the module docstring for order)."""
+    if is_local(repo_id):
+        p = Path(strip_local_prefix(repo_id)).expanduser()
+        if not p.exists():
+            raise CheckpointNotFound(f"{what}: local checkpoint {p} does not exist")
+        return p
+    for cand in _weights_dir_candidates(repo_id):
+        if cand.is_dir():
+            log.info("%s: using %s from %s", what, repo_id, cand)
+            return cand
+    try:
+        from huggingface_hub import snapshot_download
+        from huggingface_hub.errors import HFValidationError
+    except ImportError as e:  # pragma: no cover - huggingface_hub is a core dependency
+        raise CheckpointNotFound(f"{what}: huggingface_hub is not installed ({e})") from e
+    off = sync_offline_flag()
+    patterns = list(allow_patterns) if allow_patterns else None
+    try:
+        return Path(snapshot_download(
+            repo_id, revision=revision, local_files_only=True, allow_patterns=patterns,
+        ))
+    except HFValidationError as e:
+        raise CheckpointNotFound(f"{what}: {repo_id!r} is neither a folder nor a hub id ({e})") from e
+    except Exception as e:  # noqa: BLE001 - any miss in the local cache
+        if off:
+            raise CheckpointNotFound(not_found_message(what, repo_id, revision)) from e
+    try:
+        return Path(snapshot_download(repo_id, revision=revision, allow_patterns=patterns))
+    except Exception as e:  # noqa: BLE001 - network, auth, missing revision: one line
+        reason = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+        raise CheckpointNotFound(not_found_message(what, repo_id, revision, reason)) from e
+
+
+def resolve_file(repo_id: str, filename: str, revision: str | None, *, what: str) -> Path:
+    """One file of a hub repo (or of a local folder / ``$XCM_WEIGHTS_DIR`` tree)."""
+    if is_local(repo_id):
+        p = Path(strip_local_prefix(repo_id)).expanduser()
+        f = p / filename if p.is_dir() else p
+        if not f.is_file():
+            raise CheckpointNotFound(f"{what}: local weights file {f} does not exist")
+        return f
+    for cand in _weights_dir_candidates(repo_id):
+        if (cand / filename).is_file():
+            return cand / filename
+    from huggingface_hub import hf_hub_download
+
+    off = sync_offline_flag()
+    try:
+        return Path(hf_hub_download(repo_id, filename, revision=revision, local_files_only=True))
+    except Exception as e:  # noqa: BLE001
+        if off:
+            raise CheckpointNotFound(not_found_message(what, f"{repo_id}/{filename}", revision)) from e
+    try:
+        return Path(hf_hub_download(repo_id, filename, revision=revision))
+    except Exception as e:  # noqa: BLE001
+        reason = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+        raise CheckpointNotFound(
+            not_found_message(what, f"{repo_id}/{filename}", revision, reason)
+        ) from e
+
+
+def folder_fingerprint(path: Path, patterns: Sequence[str] = ("*.json", "*.safetensors", "*.bin", "*.pt")) -> str:
+    """sha256 over the names, sizes and contents of a local checkpoint's weight/config files.
+
+    Used as the revision of a local folder, so the embedding cache never mixes two different
+    folders given the same path. Reads every byte once (about 1 s per GB).
+    """
+    h = hashlib.sha256()
+    files = sorted({f for pat in patterns for f in (path.rglob(pat) if path.is_dir() else [path])})
+    for f in files:
+        if not f.is_file():
+            continue
+        h.update(str(f.relative_to(path) if path.is_dir() else f.name).encode())
+        with open(f, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 22), b""):
+                h.update(chunk)
+    return "sha256:" + h.hexdigest()[:16]
+
+
+def torch_device_of(model: object) -> object:
+    """The device of a torch module's first parameter."""
+    return next(model.parameters()).device  # type: ignore[attr-defined]

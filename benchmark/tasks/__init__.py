@@ -1,0 +1,1 @@
+"""Evaluator tasks, one file per task; names are registered in ``benchmark.zoo``."""
