@@ -1,0 +1,216 @@
+"""``python -m builder``: the state of a build, exports, and the stage runner.
+
+- ``python -m builder [status] [--json]``: each stage of ``builder.stages.STAGES`` with its
+  state (``not run``, ``running``, ``done``, ``failed``, ``interrupted``, or ``not available``
+  when its module does not exist yet), the last run's start/end and counts, and the row count
+  of every catalog table.
+- ``python -m builder export TABLE --out FILE``: any catalog table as ``.csv`` or ``.parquet``.
+- ``python -m builder run [--from STAGE] [--to STAGE] [--llm SPEC] [--embedder SPEC]
+  [--stage-args STAGE=ARGS ...]``: runs the stages in order (each resumes from the catalog),
+  skipping stages whose module is not there yet with a message; ``--llm`` / ``--embedder`` go to
+  every stage that accepts them; stops at the first stage that returns non-zero.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import json
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+from builder.catalog import Catalog
+from builder.stagekit import StageInputError, cli_main
+from builder.stages import STAGES
+from builder.workdir import WorkDir
+
+
+def stage_available(module: str) -> bool:
+    """True when the stage module exists and has ``main``."""
+    try:
+        if importlib.util.find_spec(module) is None:
+            return False
+    except ModuleNotFoundError:
+        return False
+    mod = importlib.import_module(module)
+    return callable(getattr(mod, "main", None))
+
+
+def build_status(catalog: Catalog) -> dict[str, Any]:
+    """Stages with state and last-run record, and the catalog's table sizes."""
+    stages = []
+    for name, module in STAGES:
+        run = catalog.last_run(name)
+        entry: dict[str, Any] = {
+            "stage": name,
+            "module": module,
+            "available": stage_available(module),
+        }
+        if run is None:
+            entry["state"] = "not run" if entry["available"] else "not available"
+        else:
+            entry.update(
+                state=run["status"],
+                run_id=run["run_id"],
+                started_at=run["started_at"],
+                ended_at=run["ended_at"],
+                counts=json.loads(run["counts_json"] or "{}"),
+                usage=json.loads(run["usage_json"] or "{}"),
+                runs=catalog.query("SELECT COUNT(*) FROM stage_runs WHERE stage=?", (name,))[0][0],
+            )
+        stages.append(entry)
+    tables = {t: catalog.query(f'SELECT COUNT(*) FROM "{t}"')[0][0] for t in catalog.tables()}
+    return {
+        "workdir": str(catalog.workdir.root),
+        "schema_version": catalog.schema_version,
+        "stages": stages,
+        "tables": tables,
+    }
+
+
+def _brief(counts: dict[str, Any], width: int = 70) -> str:
+    text = ", ".join(
+        f"{k}={v if not isinstance(v, dict) else sum(_ints(v))}" for k, v in counts.items()
+    )
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def _ints(d: dict) -> list[int]:
+    return [v for v in d.values() if isinstance(v, int)]
+
+
+def format_status(st: dict[str, Any]) -> str:
+    lines = [
+        f"work dir {st['workdir']} (catalog schema v{st['schema_version']})",
+        "",
+        f"{'stage':<14} {'state':<14} {'last run (UTC)':<26} counts",
+    ]
+    for s in st["stages"]:
+        when = s.get("ended_at") or s.get("started_at") or "-"
+        lines.append(f"{s['stage']:<14} {s['state']:<14} {when:<26} {_brief(s.get('counts', {}))}")
+    lines += ["", "tables: " + ", ".join(f"{k}={v}" for k, v in st["tables"].items())]
+    return "\n".join(lines)
+
+
+def export_table(catalog: Catalog, table: str, out: str | Path) -> int:
+    """Write one catalog table to CSV or parquet (by extension); returns the row count."""
+    import pandas as pd
+
+    from builder.workdir import atomic_write_bytes
+
+    if table not in catalog.tables():
+        raise StageInputError(f"unknown table {table!r} (tables: {', '.join(catalog.tables())})")
+    out = Path(out)
+    suffix = out.suffix.lower()
+    if suffix not in (".csv", ".parquet"):
+        raise StageInputError(f"--out must end in .csv or .parquet, got {out.name!r}")
+    df = pd.read_sql_query(f'SELECT * FROM "{table}"', catalog.con)
+    if suffix == ".csv":
+        atomic_write_bytes(out, df.to_csv(index=False).encode("utf-8"))
+    else:
+        import io
+
+        buf = io.BytesIO()
+        df.to_parquet(buf, index=False)
+        atomic_write_bytes(out, buf.getvalue())
+    return len(df)
+
+
+def _accepts(module: str, flag: str) -> bool:
+    mod = importlib.import_module(module)
+    builder = getattr(mod, "build_parser", None)
+    if builder is None:
+        return False
+    return any(flag in a.option_strings for a in builder()._actions)
+
+
+def run_stages(
+    workdir: str | None,
+    start: str | None,
+    stop: str | None,
+    forward: dict[str, str],
+    stage_args: dict[str, list[str]],
+) -> int:
+    """Run the stages in order; returns the first non-zero exit code, else 0."""
+    names = [n for n, _ in STAGES]
+    for bound in (start, stop):
+        if bound is not None and bound not in names:
+            raise StageInputError(f"unknown stage {bound!r} (stages: {', '.join(names)})")
+    i0 = names.index(start) if start else 0
+    i1 = names.index(stop) if stop else len(names) - 1
+    for name, module in STAGES[i0 : i1 + 1]:
+        if not stage_available(module):
+            print(f"[{name}] skipped: module {module} is not available yet")  # noqa: T201
+            continue
+        argv = ["--workdir", workdir] if workdir else []
+        for flag, value in forward.items():
+            if value is not None and _accepts(module, flag):
+                argv += [flag, value]
+        argv += stage_args.get(name, [])
+        print(f"[{name}] python -m {module} {shlex.join(argv)}")  # noqa: T201
+        rc = importlib.import_module(module).main(argv)
+        if rc:
+            print(f"[{name}] exited with {rc}; stopping")  # noqa: T201
+            return int(rc)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m builder", description=__doc__.split("\n\n")[0])
+    p.add_argument("--workdir", default=None, help="work dir (default $XCM_WORKDIR or ./xcm-work)")
+    sub = p.add_subparsers(dest="command")
+    s = sub.add_parser("status", help="stage states and counts (the default)")
+    s.add_argument("--json", action="store_true", help="machine-readable output")
+    e = sub.add_parser("export", help="write a catalog table as CSV or parquet")
+    e.add_argument("table")
+    e.add_argument("--out", required=True, help="FILE.csv or FILE.parquet")
+    r = sub.add_parser("run", help="run the stages in order, resuming")
+    r.add_argument("--from", dest="start", default=None, help="first stage")
+    r.add_argument("--to", dest="stop", default=None, help="last stage")
+    r.add_argument("--llm", default=None, help="forwarded to stages that take --llm")
+    r.add_argument("--embedder", default=None, help="forwarded to stages that take --embedder")
+    r.add_argument(
+        "--stage-args",
+        action="append",
+        default=[],
+        metavar="STAGE=ARGS",
+        help='extra arguments for one stage, e.g. "concepts=--rounds 3"',
+    )
+    for q in (s, e, r):
+        q.add_argument("--workdir", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+
+    def body() -> int:
+        command = args.command or "status"
+        if command == "run":
+            extra: dict[str, list[str]] = {}
+            for spec in args.stage_args:
+                name, sep, rest = spec.partition("=")
+                if not sep:
+                    raise StageInputError(f"--stage-args wants STAGE=ARGS, got {spec!r}")
+                extra.setdefault(name, []).extend(shlex.split(rest))
+            forward = {"--llm": args.llm, "--embedder": args.embedder}
+            return run_stages(args.workdir, args.start, args.stop, forward, extra)
+        wd = WorkDir.open(args.workdir)
+        with Catalog(wd) as catalog:
+            if command == "export":
+                n = export_table(catalog, args.table, args.out)
+                print(f"wrote {n} rows of {args.table} to {args.out}")  # noqa: T201
+                return 0
+            st = build_status(catalog)
+            as_json = getattr(args, "json", False)
+            print(json.dumps(st, indent=2) if as_json else format_status(st))  # noqa: T201
+        return 0
+
+    return cli_main(body)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

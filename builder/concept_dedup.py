@@ -1,0 +1,286 @@
+"""Stage ``concept_dedup``: merge near-synonymous concepts by BGE-M3 cosine similarity.
+
+``python -m builder.concept_dedup --threshold 0.92``: every concept in the catalog is embedded
+(BGE-M3 dense, float32, L2-normalised; ``--embedder hash`` is the test fake), two concepts whose
+cosine is >= the threshold are linked, and the connected components of those links (union-find)
+are the clusters. In each cluster:
+
+- curated concepts are all kept (the curated list is authoritative); every other member is
+  merged into the curated member it is most similar to;
+- without a curated member, the representative is the most frequent concept (most
+  per-country instances over all rounds; ties: shorter name, then alphabetical) and the others
+  are merged into it.
+
+A merged concept gets ``status='merged'``, ``merged_into`` and ``similarity`` (its cosine to the
+concept it was merged into; in a chain a~b~c that can be below the threshold: the link that
+joined it is in the report). When a curated list is in force, a cluster with no curated member
+is ``dropped`` (reason ``not in the curated list``) unless ``--keep-uncurated``. The whole
+decision is written in one transaction, so a kill leaves the previous state and a re-run
+recomputes the same result. ``exports/concept_merges.csv`` lists every merged pair.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import logging
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from builder.catalog import Catalog
+from builder.embedders import TextEncoder, make_encoder
+from builder.stagekit import (
+    StageInputError,
+    add_common_args,
+    cli_main,
+    format_summary,
+    setup_logging,
+    stage_run,
+)
+from builder.workdir import WorkDir, atomic_write_text
+
+log = logging.getLogger(__name__)
+
+STAGE = "concept_dedup"
+REPORT = "concept_merges.csv"
+DEFAULT_THRESHOLD = 0.92
+
+
+class UnionFind:
+    """Disjoint sets over 0..n-1 (path halving, union by size)."""
+
+    def __init__(self, n: int):
+        self.parent = list(range(n))
+        self.size = [1] * n
+
+    def find(self, i: int) -> int:
+        while self.parent[i] != i:
+            self.parent[i] = self.parent[self.parent[i]]
+            i = self.parent[i]
+        return i
+
+    def union(self, a: int, b: int) -> None:
+        ra, rb = self.find(a), self.find(b)
+        if ra == rb:
+            return
+        if self.size[ra] < self.size[rb]:
+            ra, rb = rb, ra
+        self.parent[rb] = ra
+        self.size[ra] += self.size[rb]
+
+
+def cosine_matrix(vectors: np.ndarray) -> np.ndarray:
+    """Cosine similarities of L2-normalised float32 rows (float32 out)."""
+    v = np.asarray(vectors, dtype=np.float32)
+    return (v @ v.T).astype(np.float32)
+
+
+def clusters(sim: np.ndarray, threshold: float) -> list[list[int]]:
+    """Connected components of the graph ``sim[i, j] >= threshold`` (i != j), each sorted,
+    the list sorted by first member."""
+    n = sim.shape[0]
+    uf = UnionFind(n)
+    ii, jj = np.nonzero(np.triu(sim >= np.float32(threshold), k=1))
+    for i, j in zip(ii.tolist(), jj.tolist(), strict=True):
+        uf.union(i, j)
+    groups: dict[int, list[int]] = {}
+    for i in range(n):
+        groups.setdefault(uf.find(i), []).append(i)
+    return sorted(groups.values(), key=lambda g: g[0])
+
+
+@dataclass(frozen=True)
+class Decision:
+    name: str
+    status: str  # kept / merged / dropped
+    merged_into: str | None
+    similarity: float | None
+    reason: str | None
+    cluster: int
+    cluster_size: int
+    link: str | None = None  # the member it is most similar to above the threshold
+    link_similarity: float | None = None
+
+
+def decide(
+    names: list[str],
+    sim: np.ndarray,
+    threshold: float,
+    curated: set[str],
+    freq: dict[str, int],
+    keep_uncurated: bool = False,
+) -> list[Decision]:
+    """The kept / merged / dropped decision for every concept (pure; see module doc)."""
+    out: list[Decision] = []
+    curated_mode = bool(curated)
+    for cid, members in enumerate(clusters(sim, threshold)):
+        cur = [m for m in members if names[m] in curated]
+        if cur:
+            reps = cur
+        else:
+            reps = [min(members, key=lambda m: (-freq.get(names[m], 0), len(names[m]), names[m]))]
+        drop = curated_mode and not cur and not keep_uncurated
+        for m in members:
+            if m in reps:
+                status, reason = ("dropped", "not in the curated list") if drop else ("kept", None)
+                out.append(Decision(names[m], status, None, None, reason, cid, len(members)))
+                continue
+            rep = max(reps, key=lambda r: (float(sim[m, r]), -r))
+            others = [o for o in members if o != m]
+            link = max(others, key=lambda o: (float(sim[m, o]), -o))
+            out.append(
+                Decision(
+                    names[m],
+                    "merged",
+                    names[rep],
+                    round(float(sim[m, rep]), 6),
+                    f"cosine >= {threshold} cluster",
+                    cid,
+                    len(members),
+                    names[link],
+                    round(float(sim[m, link]), 6),
+                )
+            )
+    return sorted(out, key=lambda d: d.name)
+
+
+def run_concept_dedup(
+    catalog: Catalog,
+    encoder: TextEncoder,
+    threshold: float = DEFAULT_THRESHOLD,
+    keep_uncurated: bool = False,
+) -> dict:
+    """Embed, cluster and record the decision; write the merge report; return the counts."""
+    if not 0.0 < threshold <= 1.0:
+        raise StageInputError(f"--threshold must be in (0, 1], got {threshold}")
+    rows = catalog.query("SELECT name, source FROM concepts ORDER BY name")
+    if not rows:
+        raise StageInputError("no concepts in the catalog: run `python -m builder.concepts` first")
+    names = [r["name"] for r in rows]
+    curated = {r["name"] for r in rows if r["source"] == "curated"}
+    freq = {
+        r[0]: r[1]
+        for r in catalog.query("SELECT concept, COUNT(*) FROM concept_instances GROUP BY concept")
+    }
+    params = {"threshold": threshold, "embedder": encoder.name, "keep_uncurated": keep_uncurated}
+    with stage_run(catalog, STAGE, params, inputs=names) as rec:
+        vecs = encoder.encode(names)
+        sim = cosine_matrix(vecs)
+        decisions = decide(names, sim, threshold, curated, freq, keep_uncurated)
+        with catalog.tx() as con:
+            con.executemany(
+                "UPDATE concepts SET status=?, merged_into=?, similarity=?, reason=?, run_id=?"
+                " WHERE name=?",
+                [
+                    (d.status, d.merged_into, d.similarity, d.reason, rec.run_id, d.name)
+                    for d in decisions
+                ],
+            )
+        report = write_report(catalog.workdir.exports_dir / REPORT, decisions)
+        by_status = Counter(d.status for d in decisions)
+        sizes = Counter(d.cluster_size for d in decisions if d.status != "merged")
+        rec.counts = {
+            "by_status": dict(by_status),
+            "clusters": len({d.cluster for d in decisions}),
+            "cluster_sizes": {str(k): v for k, v in sorted(sizes.items())},
+            "report": str(report.name),
+        }
+        top = Counter({d.merged_into: 0 for d in decisions if d.merged_into})
+        for d in decisions:
+            if d.merged_into:
+                top[d.merged_into] += 1
+        rec.summary = format_summary(
+            f"concept_dedup: {len(names)} concepts -> {by_status.get('kept', 0)} kept "
+            f"(threshold {threshold}, {encoder.name})",
+            {
+                "by status": by_status,
+                "clusters by size": {f"size {k}": v for k, v in sizes.items()},
+                "most merged into": top,
+            },
+        )
+    log.debug("%s", rec.summary)
+    return rec.counts
+
+
+def write_report(path: Path, decisions: list[Decision]) -> Path:
+    """CSV of every merged pair: concept, merged_into, similarity, link, cluster."""
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(
+        [
+            "concept",
+            "merged_into",
+            "similarity",
+            "linked_by",
+            "link_similarity",
+            "cluster",
+            "cluster_size",
+        ]
+    )
+    for d in sorted(decisions, key=lambda d: (d.cluster, d.name)):
+        if d.status == "merged":
+            w.writerow(
+                [
+                    d.name,
+                    d.merged_into,
+                    f"{d.similarity:.6f}",
+                    d.link,
+                    f"{d.link_similarity:.6f}",
+                    d.cluster,
+                    d.cluster_size,
+                ]
+            )
+    atomic_write_text(path, buf.getvalue())
+    return path
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m builder.concept_dedup", description=__doc__.split("\n\n")[0]
+    )
+    add_common_args(p)
+    p.add_argument(
+        "--threshold",
+        type=float,
+        default=DEFAULT_THRESHOLD,
+        help=f"cosine link threshold (default {DEFAULT_THRESHOLD})",
+    )
+    p.add_argument(
+        "--embedder",
+        default="bge-m3",
+        help="bge-m3 (BAAI/bge-m3), bge-m3:/local/dir, or hash (test fake)",
+    )
+    p.add_argument("--device", default=None, help="cpu / cuda / cuda:1 (default: cuda if present)")
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument(
+        "--keep-uncurated",
+        action="store_true",
+        help="keep clusters without a curated member (default: dropped)",
+    )
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    setup_logging(args.verbose)
+
+    def body() -> int:
+        try:
+            encoder = make_encoder(args.embedder, device=args.device, batch_size=args.batch_size)
+        except ValueError as exc:
+            raise StageInputError(str(exc)) from exc
+        wd = WorkDir.open(args.workdir)
+        with Catalog(wd) as catalog:
+            run_concept_dedup(catalog, encoder, args.threshold, args.keep_uncurated)
+            print(catalog.last_run(STAGE)["summary"])  # noqa: T201
+        return 0
+
+    return cli_main(body)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,408 @@
+"""Stage ``concepts``: ask the LLM for culturally distinctive concepts with per-country instances.
+
+``python -m builder.concepts --countries all --rounds N`` sends the concept prompt
+(``data/prompts/concepts.txt``, after the paper's Appendix A; its sha256 goes into the stage-run
+record and the cache key) once per round and batch of countries, and stores every candidate
+concept with its per-country instance (``concepts``, ``concept_instances``). Rounds are merged
+by concept name (normalised: lower case, single spaces). The answer is the paper's mapping
+``{concept: {country: instance}}``; Gemini's Developer API cannot constrain free-form object
+keys, so the response schema writes it as a list of ``{concept, instances: [{country,
+instance}]}`` and the stage turns it back into the mapping. An answer naming a country outside
+the requested batch is re-asked, then recorded as failed with its raw text (``llm_requests``).
+
+The curated list (``data/concepts.txt`` by default, ``--curated FILE`` to replace it,
+``--no-curated`` to build from generated concepts alone) is added with ``source='curated'``;
+concept dedup keeps curated names. ``--export-candidates FILE`` writes the candidates (with
+counts and instances) as CSV for a person to curate.
+
+Offline (``--llm offline``): for each round and batch, a deterministic sample (seeded by round
+and countries) of the curated list, each with the instance ``"<concept> in <country name>"``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import logging
+import random
+import re
+from collections import Counter
+from pathlib import Path
+from string import Template
+
+from pydantic import BaseModel, Field
+from tqdm import tqdm
+
+from benchmark import tables
+from builder.catalog import Catalog
+from builder.llm import BaseLLM, add_llm_args, llm_config_from_args, make_llm
+from builder.stagekit import (
+    StageInputError,
+    add_common_args,
+    cli_main,
+    format_summary,
+    setup_logging,
+    stage_run,
+)
+from builder.workdir import WorkDir, atomic_write_text
+
+log = logging.getLogger(__name__)
+
+STAGE = "concepts"
+PROMPT_FILE = "prompts/concepts.txt"
+
+
+class CountryInstance(BaseModel):
+    country: str = Field(min_length=1, max_length=80)
+    instance: str = Field(min_length=1, max_length=300)
+
+
+class ConceptEntry(BaseModel):
+    concept: str = Field(min_length=1, max_length=80)
+    instances: list[CountryInstance] = Field(min_length=1)
+
+
+class ConceptAnswer(BaseModel):
+    """The paper's ``{concept: {country: instance}}``, as a list (schema-expressible)."""
+
+    concepts: list[ConceptEntry]
+
+
+def normalize_concept(name: str) -> str:
+    """Lower case, single spaces, no surrounding punctuation."""
+    name = re.sub(r"\s+", " ", name.strip().lower())
+    return name.strip(" .,;:!?\"'`")
+
+
+def load_curated(path: str | Path | None = None) -> list[str]:
+    """The curated concept list (default ``data/concepts.txt``), normalised, order kept."""
+    if path is None:
+        names = tables.concepts()
+    else:
+        p = Path(path)
+        if not p.is_file():
+            raise StageInputError(f"curated concept file not found: {p}")
+        lines = p.read_text(encoding="utf-8").splitlines()
+        names = [ln.strip() for ln in lines if ln.strip() and not ln.lstrip().startswith("#")]
+    out: list[str] = []
+    for n in names:
+        norm = normalize_concept(n)
+        if norm and norm not in out:
+            out.append(norm)
+    return out
+
+
+def prompt_template() -> tuple[Template, str]:
+    path = tables.data_dir() / PROMPT_FILE
+    if not path.is_file():
+        raise StageInputError(f"concept prompt not found: {path}")
+    return Template(path.read_text(encoding="utf-8")), tables.file_sha256(path)
+
+
+def answer_mapping(answer: ConceptAnswer, batch: list[tables.Country]) -> dict[str, dict[str, str]]:
+    """``{concept: {country code: instance}}``; the first instance wins on repeats."""
+    codes = {c.code for c in batch}
+    out: dict[str, dict[str, str]] = {}
+    for entry in answer.concepts:
+        name = normalize_concept(entry.concept)
+        if not name:
+            continue
+        per = out.setdefault(name, {})
+        for inst in entry.instances:
+            code = _resolve(inst.country)
+            if code in codes and inst.instance.strip():
+                per.setdefault(code, inst.instance.strip())
+    return {k: v for k, v in out.items() if v}
+
+
+def _resolve(key: str) -> str | None:
+    try:
+        return tables.country(key).code
+    except tables.TableError:
+        return None
+
+
+def _validator(batch: list[tables.Country]):
+    codes = {c.code for c in batch}
+
+    def check(answer: ConceptAnswer) -> str | None:
+        if not answer.concepts:
+            return "no concepts"
+        bad = sorted(
+            {
+                i.country
+                for e in answer.concepts
+                for i in e.instances
+                if _resolve(i.country) not in codes
+            }
+        )
+        if bad:
+            return f"countries outside the requested list: {bad[:10]}"
+        if not any(normalize_concept(e.concept) for e in answer.concepts):
+            return "empty concept names"
+        return None
+
+    return check
+
+
+def offline_answer(curated: list[str], batch: list[tables.Country], rnd: int, n: int) -> dict:
+    """The documented offline answer: a seeded sample of the curated list."""
+    pool = curated or load_curated(None)
+    rng = random.Random(f"concepts|{rnd}|{','.join(c.code for c in batch)}")
+    chosen = rng.sample(pool, min(n, len(pool)))
+    return {
+        "concepts": [
+            {
+                "concept": c,
+                "instances": [{"country": k.name, "instance": f"{c} in {k.name}"} for k in batch],
+            }
+            for c in chosen
+        ]
+    }
+
+
+def _batches(countries: list[tables.Country], size: int) -> list[list[tables.Country]]:
+    size = max(1, size)
+    return [countries[i : i + size] for i in range(0, len(countries), size)]
+
+
+def run_concepts(
+    catalog: Catalog,
+    llm: BaseLLM,
+    countries: list[tables.Country],
+    rounds: int = 1,
+    curated: list[str] | None = None,
+    batch_size: int = 16,
+    n_concepts: int = 60,
+    temperature: float = 1.0,
+) -> dict:
+    """Run the stage; returns the counts written to the stage-run record."""
+    if rounds < 1:
+        raise StageInputError("--rounds must be >= 1")
+    template, prompt_sha = prompt_template()
+    batches = _batches(countries, batch_size)
+    params = {
+        "countries": [c.code for c in countries],
+        "rounds": rounds,
+        "batch_size": batch_size,
+        "n_concepts": n_concepts,
+        "temperature": temperature,
+        "llm": llm.spec,
+        "prompt_sha": prompt_sha,
+        "curated": len(curated) if curated is not None else None,
+    }
+    status: Counter = Counter()
+    with stage_run(catalog, STAGE, params, inputs=curated, llm=llm) as rec:
+        done = {
+            r["item"]
+            for r in catalog.query(
+                "SELECT item FROM llm_requests WHERE stage=? AND status='ok'", (STAGE,)
+            )
+        }
+        items = [(r, b) for r in range(1, rounds + 1) for b in batches]
+        for rnd, batch in tqdm(items, desc="concepts", unit="request"):
+            item = f"round={rnd};countries={','.join(c.code for c in batch)}"
+            if item in done:
+                status["skipped_done"] += 1
+                continue
+            prompt = template.substitute(
+                countries="; ".join(c.name for c in batch), n_concepts=n_concepts
+            )
+            res = llm.generate_structured(
+                prompt,
+                ConceptAnswer,
+                template_sha=prompt_sha,
+                params={"round": rnd, "temperature": temperature},
+                validate=_validator(batch),
+                offline=lambda b=batch, r=rnd: offline_answer(curated or [], b, r, n_concepts),
+            )
+            status[res.status] += 1
+            mapping = answer_mapping(res.value, batch) if res.ok else {}
+            with catalog.tx() as con:
+                for name, per in mapping.items():
+                    con.execute(
+                        "INSERT OR IGNORE INTO concepts (name, source, status, run_id)"
+                        " VALUES (?, 'generated', 'candidate', ?)",
+                        (name, rec.run_id),
+                    )
+                    con.executemany(
+                        "INSERT OR REPLACE INTO concept_instances (concept, country, round,"
+                        " instance, run_id) VALUES (?,?,?,?,?)",
+                        [(name, code, rnd, inst, rec.run_id) for code, inst in per.items()],
+                    )
+                con.execute(
+                    "INSERT OR REPLACE INTO llm_requests (stage, item, status, reason, raw,"
+                    " cache_key, llm, prompt_sha, attempts, run_id) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                    (
+                        STAGE,
+                        item,
+                        res.status,
+                        res.error,
+                        None if res.ok else res.raw,
+                        res.key,
+                        llm.spec,
+                        prompt_sha,
+                        res.attempts,
+                        rec.run_id,
+                    ),
+                )
+        if curated is not None:
+            _apply_curated(catalog, curated, rec.run_id)
+        rec.counts = _counts(catalog, status)
+        rec.summary = _summary(rec.counts)
+    log.debug("%s", rec.summary)
+    return rec.counts
+
+
+def _apply_curated(catalog: Catalog, curated: list[str], run_id: int) -> None:
+    """Make the curated list the catalog's curated set (idempotent, one transaction)."""
+    with catalog.tx() as con:
+        con.execute("UPDATE concepts SET source='generated' WHERE source='curated'")
+        con.execute(
+            "DELETE FROM concepts WHERE source='generated'"
+            " AND name NOT IN (SELECT DISTINCT concept FROM concept_instances)"
+        )
+        for name in curated:
+            con.execute(
+                "INSERT INTO concepts (name, source, status, run_id) VALUES (?, 'curated',"
+                " 'candidate', ?) ON CONFLICT(name) DO UPDATE SET source='curated'",
+                (name, run_id),
+            )
+
+
+def _counts(catalog: Catalog, status: Counter) -> dict:
+    by_source = {
+        r[0]: r[1] for r in catalog.query("SELECT source, COUNT(*) FROM concepts GROUP BY source")
+    }
+    by_country = {
+        r[0]: r[1]
+        for r in catalog.query(
+            "SELECT country, COUNT(DISTINCT concept) FROM concept_instances GROUP BY country"
+        )
+    }
+    failed = catalog.query(
+        "SELECT COUNT(*) FROM llm_requests WHERE stage=? AND status!='ok'", (STAGE,)
+    )[0][0]
+    return {
+        "requests": dict(status),
+        "requests_not_ok": failed,
+        "concepts_by_source": by_source,
+        "concepts_by_country": by_country,
+        "instances": catalog.query("SELECT COUNT(*) FROM concept_instances")[0][0],
+    }
+
+
+def _summary(counts: dict) -> str:
+    return format_summary(
+        f"concepts: {sum(counts['concepts_by_source'].values())} concepts, "
+        f"{counts['instances']} instances, {counts['requests_not_ok']} requests not ok",
+        {
+            "requests this run": counts["requests"],
+            "concepts by source": counts["concepts_by_source"],
+            "generated concepts by country": counts["concepts_by_country"],
+        },
+    )
+
+
+def export_candidates(catalog: Catalog, out: str | Path) -> int:
+    """Write every candidate concept with its counts and instances as CSV; returns rows."""
+    rows = catalog.query(
+        "SELECT c.name, c.source, c.status, c.merged_into, c.similarity,"
+        " COUNT(i.concept) AS n_instances, COUNT(DISTINCT i.country) AS n_countries,"
+        " COUNT(DISTINCT i.round) AS n_rounds FROM concepts c LEFT JOIN concept_instances i"
+        " ON i.concept = c.name GROUP BY c.name ORDER BY n_instances DESC, c.name"
+    )
+    inst: dict[str, dict[str, str]] = {}
+    for r in catalog.query(
+        "SELECT concept, country, instance FROM concept_instances ORDER BY concept, round, country"
+    ):
+        inst.setdefault(r["concept"], {}).setdefault(r["country"], r["instance"])
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(
+        [
+            "concept",
+            "source",
+            "status",
+            "merged_into",
+            "similarity",
+            "n_instances",
+            "n_countries",
+            "n_rounds",
+            "instances_json",
+        ]
+    )
+    for r in rows:
+        w.writerow(
+            [
+                r["name"],
+                r["source"],
+                r["status"],
+                r["merged_into"] or "",
+                "" if r["similarity"] is None else f"{r['similarity']:.4f}",
+                r["n_instances"],
+                r["n_countries"],
+                r["n_rounds"],
+                json.dumps(inst.get(r["name"], {}), ensure_ascii=False, sort_keys=True),
+            ]
+        )
+    atomic_write_text(Path(out), buf.getvalue())
+    return len(rows)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m builder.concepts", description=__doc__.split("\n\n")[0]
+    )
+    add_common_args(p)
+    p.add_argument("--countries", default="all", help="all or codes/names, comma-separated")
+    p.add_argument("--rounds", type=int, default=1, help="prompt rounds to merge (default 1)")
+    p.add_argument("--batch-size", type=int, default=16, help="countries per request")
+    p.add_argument("--n-concepts", type=int, default=60, help="concepts asked per request")
+    p.add_argument("--temperature", type=float, default=1.0, help="sampling temperature")
+    cur = p.add_mutually_exclusive_group()
+    cur.add_argument(
+        "--curated", default=None, help="curated list file (default data/concepts.txt)"
+    )
+    cur.add_argument("--no-curated", action="store_true", help="no curated list: generated only")
+    p.add_argument("--export-candidates", metavar="FILE", help="write candidates as CSV and exit")
+    add_llm_args(p)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    setup_logging(args.verbose)
+
+    def body() -> int:
+        wd = WorkDir.open(args.workdir)
+        with Catalog(wd) as catalog:
+            if args.export_candidates:
+                n = export_candidates(catalog, args.export_candidates)
+                print(f"wrote {n} candidate concepts to {args.export_candidates}")  # noqa: T201
+                return 0
+            countries = tables.resolve_countries(args.countries)
+            curated = None if args.no_curated else load_curated(args.curated)
+            llm = make_llm(args.llm, wd.llm_cache_path, llm_config_from_args(args))
+            counts = run_concepts(
+                catalog,
+                llm,
+                countries,
+                args.rounds,
+                curated,
+                args.batch_size,
+                args.n_concepts,
+                args.temperature,
+            )
+            print(catalog.last_run(STAGE)["summary"])  # noqa: T201
+            if counts["requests_not_ok"]:
+                log.warning("%d requests not ok: see llm_requests", counts["requests_not_ok"])
+            return 0
+
+    return cli_main(body)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

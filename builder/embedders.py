@@ -1,0 +1,122 @@
+"""Text embedders of the builder (concept dedup): BGE-M3 dense vectors and a hash-seeded fake.
+
+``--embedder bge-m3`` loads ``BAAI/bge-m3`` (or ``bge-m3:/local/dir``) with FlagEmbedding's
+``BGEM3FlagModel(path, use_fp16=False, devices=[device])``: full-precision weights, dense
+vectors only, returned as float32 and L2-normalised in float32 before any thresholding (half
+precision moves cosines near a 0.92 threshold). ``--embedder hash`` is the deterministic fake
+for tests and air-gapped demos: each text seeds a Gaussian vector from its sha256, so distinct
+texts are nearly orthogonal and equal texts identical; ``planted`` vectors override it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Protocol
+
+import numpy as np
+
+log = logging.getLogger(__name__)
+
+BGE_M3 = "BAAI/bge-m3"
+
+
+class TextEncoder(Protocol):
+    """Encodes texts into L2-normalised float32 rows."""
+
+    name: str
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray: ...
+
+
+def l2_normalize(x: np.ndarray) -> np.ndarray:
+    """Row-wise L2 normalisation in float32 (zero rows stay zero)."""
+    x = np.asarray(x, dtype=np.float32)
+    norms = np.linalg.norm(x, axis=1, keepdims=True).astype(np.float32)
+    return (x / np.where(norms == 0, np.float32(1), norms)).astype(np.float32)
+
+
+class BGEM3Encoder:
+    """BGE-M3 dense vectors through FlagEmbedding (imported when first used)."""
+
+    def __init__(
+        self,
+        path: str = BGE_M3,
+        device: str | None = None,
+        batch_size: int = 32,
+        max_length: int = 128,
+    ):
+        self.path = path
+        self.device = device
+        self.batch_size = batch_size
+        self.max_length = max_length
+        self.name = f"bge-m3:{path}"
+        self._model = None
+
+    def _load(self):
+        if self._model is None:
+            from FlagEmbedding import BGEM3FlagModel
+
+            from benchmark.models.base import default_device
+
+            device = self.device or default_device()
+            log.info("loading BGE-M3 from %s on %s", self.path, device)
+            self._model = BGEM3FlagModel(
+                self.path,
+                use_fp16=False,
+                devices=[device],
+                return_dense=True,
+                return_sparse=False,
+                return_colbert_vecs=False,
+            )
+        return self._model
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, 0), dtype=np.float32)
+        out = self._load().encode(
+            list(texts),
+            batch_size=self.batch_size,
+            max_length=self.max_length,
+            return_dense=True,
+            return_sparse=False,
+            return_colbert_vecs=False,
+        )
+        return l2_normalize(np.asarray(out["dense_vecs"], dtype=np.float32))
+
+
+class HashEncoder:
+    """Deterministic fake: a sha256-seeded Gaussian vector per text, or a planted vector."""
+
+    def __init__(self, dim: int = 64, planted: Mapping[str, Sequence[float]] | None = None):
+        self.dim = dim
+        self.planted = {k: np.asarray(v, dtype=np.float32) for k, v in (planted or {}).items()}
+        for k, v in self.planted.items():
+            if v.shape != (dim,):
+                raise ValueError(f"planted vector for {k!r} has shape {v.shape}, want ({dim},)")
+        self.name = f"hash:{dim}"
+
+    def vector(self, text: str) -> np.ndarray:
+        if text in self.planted:
+            return self.planted[text]
+        seed = int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:8], "little")
+        return np.random.default_rng(seed).standard_normal(self.dim).astype(np.float32)
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return l2_normalize(np.stack([self.vector(t) for t in texts]))
+
+
+def make_encoder(spec: str, device: str | None = None, batch_size: int = 32) -> TextEncoder:
+    """``bge-m3`` / ``bge-m3:PATH`` / ``hash`` / ``hash:DIM``."""
+    kind, _, arg = spec.partition(":")
+    if kind == "bge-m3":
+        return BGEM3Encoder(arg or BGE_M3, device=device, batch_size=batch_size)
+    if kind == "hash":
+        try:
+            return HashEncoder(int(arg) if arg else 64)
+        except ValueError as exc:
+            raise ValueError(f"bad --embedder {spec!r}: hash:DIM needs an integer") from exc
+    raise ValueError(f"unknown --embedder {spec!r}: use bge-m3[:PATH] or hash[:DIM]")

@@ -1,0 +1,417 @@
+"""Stage ``queries``: English and native-language query text for every kept concept and country.
+
+For every kept concept (``concepts.status='kept'``; with no concepts in the catalog, the curated
+list ``data/concepts.txt``) and every chosen country, two rows go into the catalog's ``queries``
+table: ``kind='english'`` (``"<concept> <country name>"``, the paper's "train Japan") and
+``kind='native'`` (the concept and the country's name in the country's language), each carrying
+``native_term``, the bare concept in the country's language that 3XCM uses as its text query.
+
+Sources, in order:
+
+1. ``table``: the shipped ``data/queries.csv`` row of that (concept, country).
+2. ``generated``: one LLM request per (concept, language) for the countries of that language
+   that the table lacks (prompt ``data/prompts/queries.txt``, structured, cached), so countries
+   sharing a language share one term.
+3. ``offline`` (``--llm offline``): the table's term of that (concept, language) when it has
+   one, else the English concept (reason ``offline: no native term``); the country's native
+   name from the table when known, else its English name.
+
+A failed request leaves the native row ``status='failed'`` with the reason (raw text in
+``llm_requests``); the next run asks again. ``--write-table FILE`` writes the catalog's queries
+in the ``data/queries.csv`` format (``reviewed=false`` except table rows already reviewed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import logging
+from pathlib import Path
+from string import Template
+
+from pydantic import BaseModel, Field
+from tqdm import tqdm
+
+from benchmark import tables
+from builder.catalog import Catalog
+from builder.concepts import load_curated
+from builder.llm import BaseLLM, add_llm_args, llm_config_from_args, make_llm
+from builder.stagekit import (
+    StageInputError,
+    add_common_args,
+    cli_main,
+    format_summary,
+    setup_logging,
+    stage_run,
+)
+from builder.workdir import WorkDir, atomic_write_text
+
+log = logging.getLogger(__name__)
+
+STAGE = "queries"
+PROMPT_FILE = "prompts/queries.txt"
+
+
+class NativeQuery(BaseModel):
+    country: str = Field(min_length=1, max_length=80)
+    native_query: str = Field(min_length=1, max_length=200)
+
+
+class QueryAnswer(BaseModel):
+    native_term: str = Field(min_length=1, max_length=120)
+    queries: list[NativeQuery] = Field(min_length=1)
+
+
+def english_query(concept: str, country: tables.Country) -> str:
+    return f"{concept} {country.name}"
+
+
+def table_rows() -> dict[tuple[str, str], dict[str, str]]:
+    """(concept, country code) -> row of ``data/queries.csv`` (empty when there is no table)."""
+    try:
+        rows = tables.queries()
+    except tables.TableError as exc:
+        log.warning("no query table: %s", exc)
+        return {}
+    return {(r["concept"], r["country"]): r for r in rows if r["native_term"] and r["native_query"]}
+
+
+def native_country_names(rows: dict[tuple[str, str], dict[str, str]]) -> dict[str, str]:
+    """Country code -> its name in its language, read off table rows ``"<term> <country>"``."""
+    out: dict[str, str] = {}
+    for (_, code), r in sorted(rows.items()):
+        term, query = r["native_term"], r["native_query"]
+        if query.startswith(term + " ") and code not in out:
+            out[code] = query[len(term) + 1 :]
+    return out
+
+
+def target_concepts(catalog: Catalog) -> list[str]:
+    rows = catalog.query("SELECT name FROM concepts WHERE status='kept' ORDER BY name")
+    if rows:
+        return [r["name"] for r in rows]
+    if catalog.query("SELECT COUNT(*) FROM concepts")[0][0]:
+        raise StageInputError("no kept concepts: run `python -m builder.concept_dedup` first")
+    log.info("no concepts in the catalog: using the curated list")
+    return load_curated(None)
+
+
+def _validator(group: list[tables.Country]):
+    want = {c.code for c in group}
+
+    def check(ans: QueryAnswer) -> str | None:
+        got: set[str] = set()
+        for q in ans.queries:
+            try:
+                got.add(tables.country(q.country).code)
+            except tables.TableError:
+                return f"unknown country {q.country!r}"
+        if got != want:
+            return f"countries {sorted(got)} != requested {sorted(want)}"
+        return None if ans.native_term.strip() else "empty native_term"
+
+    return check
+
+
+def _row(concept, c, kind, language, text, term, source, status, reason, run_id):
+    return (concept, c.code, kind, language, text, term, source, status, reason, run_id)
+
+
+def _resolve_rows(
+    concept: str,
+    lang: str,
+    group: list[tables.Country],
+    table: dict,
+    native_names: dict,
+    llm: BaseLLM,
+    template: Template,
+    prompt_sha: str,
+    run_id: int,
+) -> tuple[list[tuple], tuple | None]:
+    """Query rows for one (concept, language) group, and its llm_requests row if it asked."""
+    rows, missing = [], []
+    for c in group:
+        t = table.get((concept, c.code))
+        if t is None:
+            missing.append(c)
+            continue
+        rows.append(
+            _row(
+                concept,
+                c,
+                "english",
+                "en",
+                english_query(concept, c),
+                t["native_term"],
+                "table",
+                "ok",
+                None,
+                run_id,
+            )
+        )
+        rows.append(
+            _row(
+                concept,
+                c,
+                "native",
+                lang,
+                t["native_query"],
+                t["native_term"],
+                "table",
+                "ok",
+                None,
+                run_id,
+            )
+        )
+    if not missing:
+        return rows, None
+    known_term = next(
+        (r["native_term"] for (k, _), r in table.items() if k == concept and r["language"] == lang),
+        None,
+    )
+
+    def offline() -> dict:
+        term = known_term or concept
+        return {
+            "native_term": term,
+            "queries": [
+                {"country": c.name, "native_query": f"{term} {native_names.get(c.code, c.name)}"}
+                for c in missing
+            ],
+        }
+
+    prompt = template.substitute(
+        concept=concept,
+        language=lang,
+        language_name=missing[0].language_name,
+        countries="; ".join(c.name for c in missing),
+    )
+    res = llm.generate_structured(
+        prompt, QueryAnswer, template_sha=prompt_sha, validate=_validator(missing), offline=offline
+    )
+    source = "offline" if llm.provider == "offline" else "generated"
+    by_code = {}
+    if res.ok:
+        by_code = {
+            tables.country(q.country).code: q.native_query.strip() for q in res.value.queries
+        }
+    for c in missing:
+        if res.ok:
+            term = res.value.native_term.strip()
+            reason = "offline: no native term" if source == "offline" and not known_term else None
+            rows.append(
+                _row(
+                    concept,
+                    c,
+                    "english",
+                    "en",
+                    english_query(concept, c),
+                    term,
+                    source,
+                    "ok",
+                    None,
+                    run_id,
+                )
+            )
+            rows.append(
+                _row(
+                    concept, c, "native", lang, by_code[c.code], term, source, "ok", reason, run_id
+                )
+            )
+        else:
+            rows.append(
+                _row(
+                    concept,
+                    c,
+                    "english",
+                    "en",
+                    english_query(concept, c),
+                    None,
+                    source,
+                    "ok",
+                    None,
+                    run_id,
+                )
+            )
+            rows.append(
+                _row(concept, c, "native", lang, "", None, source, res.status, res.error, run_id)
+            )
+    req = (
+        STAGE,
+        f"concept={concept};language={lang};countries={','.join(c.code for c in missing)}",
+        res.status,
+        res.error,
+        None if res.ok else res.raw,
+        res.key,
+        llm.spec,
+        prompt_sha,
+        res.attempts,
+        run_id,
+    )
+    return rows, req
+
+
+def run_queries(
+    catalog: Catalog,
+    llm: BaseLLM,
+    countries: list[tables.Country],
+    concepts: list[str] | None = None,
+    use_table: bool = True,
+) -> dict:
+    """Fill the ``queries`` table; returns the counts of the stage-run record."""
+    concepts = concepts if concepts is not None else target_concepts(catalog)
+    path = tables.data_dir() / PROMPT_FILE
+    template, prompt_sha = Template(path.read_text(encoding="utf-8")), tables.file_sha256(path)
+    table = table_rows() if use_table else {}
+    native_names = native_country_names(table_rows())
+    langs: dict[str, list[tables.Country]] = {}
+    for c in countries:
+        langs.setdefault(c.language, []).append(c)
+    params = {
+        "countries": [c.code for c in countries],
+        "n_concepts": len(concepts),
+        "use_table": use_table,
+        "llm": llm.spec,
+        "prompt_sha": prompt_sha,
+    }
+    with stage_run(catalog, STAGE, params, inputs=concepts, llm=llm) as rec:
+        done = {
+            (r[0], r[1])
+            for r in catalog.query(
+                "SELECT concept, country FROM queries WHERE kind='native' AND status='ok'"
+            )
+        }
+        work = [
+            (k, lang, [c for c in group if (k, c.code) not in done])
+            for k in concepts
+            for lang, group in langs.items()
+        ]
+        work = [w for w in work if w[2]]
+        for concept, lang, group in tqdm(work, desc="queries", unit="group"):
+            rows, req = _resolve_rows(
+                concept, lang, group, table, native_names, llm, template, prompt_sha, rec.run_id
+            )
+            with catalog.tx() as con:
+                con.executemany(
+                    "INSERT OR REPLACE INTO queries (concept, country, kind, language, text,"
+                    " native_term, source, status, reason, run_id) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                    rows,
+                )
+                if req is not None:
+                    con.execute(
+                        "INSERT OR REPLACE INTO llm_requests (stage, item, status, reason,"
+                        " raw, cache_key, llm, prompt_sha, attempts, run_id)"
+                        " VALUES (?,?,?,?,?,?,?,?,?,?)",
+                        req,
+                    )
+        rec.counts = _counts(catalog, len(work))
+        rec.summary = format_summary(
+            f"queries: {rec.counts['native_ok']} native queries ok, "
+            f"{rec.counts['native_not_ok']} not ok ({len(work)} groups this run)",
+            {
+                "native by source": rec.counts["by_source"],
+                "not ok by status": rec.counts["by_status"],
+                "native ok by country": rec.counts["by_country"],
+            },
+        )
+    log.debug("%s", rec.summary)
+    return rec.counts
+
+
+def _counts(catalog: Catalog, groups: int) -> dict:
+    q = catalog.query
+    return {
+        "groups_this_run": groups,
+        "native_ok": q("SELECT COUNT(*) FROM queries WHERE kind='native' AND status='ok'")[0][0],
+        "native_not_ok": q("SELECT COUNT(*) FROM queries WHERE kind='native' AND status!='ok'")[0][
+            0
+        ],
+        "by_source": dict(
+            q("SELECT source, COUNT(*) FROM queries WHERE kind='native' GROUP BY source")
+        ),
+        "by_status": dict(
+            q(
+                "SELECT status, COUNT(*) FROM queries WHERE kind='native'"
+                " AND status!='ok' GROUP BY status"
+            )
+        ),
+        "by_country": dict(
+            q(
+                "SELECT country, COUNT(*) FROM queries WHERE kind='native'"
+                " AND status='ok' GROUP BY country"
+            )
+        ),
+    }
+
+
+def write_table(catalog: Catalog, out: str | Path) -> int:
+    """Write the catalog's ok queries in the ``data/queries.csv`` format; returns rows."""
+    reviewed = {k: r["reviewed"] for k, r in table_rows().items()}
+    rows = catalog.query(
+        "SELECT n.concept, n.country, n.language, e.text AS english_query, n.text AS native_query,"
+        " n.native_term, n.source FROM queries n JOIN queries e ON e.concept=n.concept AND"
+        " e.country=n.country AND e.kind='english' WHERE n.kind='native' AND n.status='ok'"
+        " ORDER BY n.concept, n.country"
+    )
+    order = {c.code: i for i, c in enumerate(tables.countries())}
+    rows = sorted(rows, key=lambda r: (r["concept"], order.get(r["country"], 99), r["country"]))
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(tables.QUERY_COLUMNS)
+    for r in rows:
+        rev = (
+            reviewed.get((r["concept"], r["country"]), "false")
+            if r["source"] == "table"
+            else "false"
+        )
+        w.writerow(
+            [
+                r["concept"],
+                r["country"],
+                r["language"],
+                r["english_query"],
+                r["native_query"],
+                r["native_term"],
+                r["source"],
+                rev,
+            ]
+        )
+    atomic_write_text(Path(out), buf.getvalue())
+    return len(rows)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m builder.queries", description=__doc__.split("\n\n")[0]
+    )
+    add_common_args(p)
+    p.add_argument("--countries", default="all", help="all or codes/names, comma-separated")
+    p.add_argument("--no-table", action="store_true", help="ignore data/queries.csv (ask the LLM)")
+    p.add_argument("--write-table", metavar="FILE", help="write catalog queries as CSV and exit")
+    add_llm_args(p)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    setup_logging(args.verbose)
+
+    def body() -> int:
+        wd = WorkDir.open(args.workdir)
+        with Catalog(wd) as catalog:
+            if args.write_table:
+                n = write_table(catalog, args.write_table)
+                print(f"wrote {n} query rows to {args.write_table}")  # noqa: T201
+                return 0
+            countries = tables.resolve_countries(args.countries)
+            llm = make_llm(args.llm, wd.llm_cache_path, llm_config_from_args(args))
+            run_queries(catalog, llm, countries, use_table=not args.no_table)
+            print(catalog.last_run(STAGE)["summary"])  # noqa: T201
+        return 0
+
+    return cli_main(body)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
