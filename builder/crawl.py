@@ -1,0 +1,456 @@
+"""Stage ``crawl``: image search for every kept concept x country x query language, then the
+download of the top results, with provenance and one status + reason per URL.
+
+``python -m builder.crawl --countries all [--concepts all|LIST] [--languages english,native]
+[--per-query 10] [--search ddgs|folder:PATH|urls:FILE] [--workdir W]``
+
+Phases (each resumable; a kill -9 at any moment loses at most the work in flight):
+
+1. plan: one ``searches`` row per query (``pending``), from the catalog's ``queries`` table
+   (ddgs) or from the folder / URL file (which need no earlier stage);
+2. search: each pending search runs once; its results (``search_results``, raw rank and every
+   backend field) and one ``items`` row per result are written in the same transaction as its
+   status, so a finished search is never run again;
+3. download: every item URL without a ``downloads`` row is fetched once (``builder.download``);
+   each result is committed as soon as it is known (bytes first, atomically, then the row), so
+   a completed image is never fetched again;
+4. finalize: URLs whose bytes equal an earlier URL's become ``duplicate`` (deterministically:
+   the URL of the earliest item keeps ``ok``), and the summary is recorded in ``stage_runs``.
+
+``--export-urls F.parquet`` writes the pending URLs in img2dataset's input format instead of
+downloading; ``python -m builder.ingest --img2dataset DIR`` brings the results back.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sqlite3
+import sys
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tqdm.auto import tqdm
+
+from benchmark import tables
+from builder.catalog import Catalog, utcnow
+from builder.download import TRANSIENT, Downloader, FetchConfig, FetchResult
+from builder.search import DdgsSearch, InputError, Outcome, Search, parse_source
+
+log = logging.getLogger(__name__)
+
+KINDS = ("english", "native")
+
+
+@dataclass
+class CrawlConfig:
+    """Parameters of one crawl run (recorded in ``stage_runs``; no secrets)."""
+
+    countries: str = "all"
+    concepts: str = "all"
+    languages: tuple[str, ...] = KINDS
+    per_query: int = 10
+    search: str = "ddgs"
+    retry_failed: bool = False
+    skip_download: bool = False
+    export_urls: str | None = None
+    search_interval: float = 2.0
+    search_retries: int = 4
+    search_backoff: float = 15.0
+    fetch: FetchConfig = field(default_factory=FetchConfig)
+
+
+@dataclass
+class CrawlResult:
+    run_id: int
+    counts: dict[str, Any]
+    summary: str
+
+
+# -- plan ------------------------------------------------------------------------------------
+def _concept_filter(spec: str) -> set[str] | None:
+    if spec.strip().lower() == "all":
+        return None
+    return {c.strip() for c in spec.split(",") if c.strip()}
+
+
+def plan_ddgs(catalog: Catalog, cfg: CrawlConfig) -> list[Search]:
+    """Searches from the ``queries`` table: kept concepts x countries x query kinds."""
+    codes = [c.code for c in tables.resolve_countries(cfg.countries)]
+    kinds = list(cfg.languages)
+    has_concepts = catalog.query("SELECT COUNT(*) AS n FROM concepts")[0]["n"] > 0
+    rows = catalog.query(
+        f"SELECT concept, country, kind, language, text FROM queries WHERE status='ok' "
+        f"AND country IN ({','.join('?' * len(codes))}) AND kind IN ({','.join('?' * len(kinds))})"
+        + (" AND concept IN (SELECT name FROM concepts WHERE status='kept')" if has_concepts
+           else "")
+        + " ORDER BY concept, country, kind", (*codes, *kinds))
+    if not rows:
+        raise ValueError("no queries in the catalog for these countries and languages: run "
+                         "`python -m builder.queries` first (or use --search folder:PATH / "
+                         "urls:FILE)")
+    wanted = _concept_filter(cfg.concepts)
+    english = {(r["concept"], r["country"]): r["text"] for r in rows if r["kind"] == "english"}
+    out = []
+    for r in rows:
+        if wanted is not None and r["concept"] not in wanted:
+            continue
+        s = Search(r["concept"], r["country"], r["language"], r["kind"], r["text"], DdgsSearch.backend,
+                   tables.country(r["country"]).search_region)
+        if r["kind"] != "english" and english.get((r["concept"], r["country"])) == r["text"]:
+            s.skip = "same text as the english query"
+        out.append(s)
+    return out
+
+
+def plan_local(kind: str, path: Path, cfg: CrawlConfig) -> tuple[list[Search], list[InputError]]:
+    """Searches from a folder tree or a URL CSV, filtered by ``--countries`` / ``--concepts``."""
+    from builder.search import folder_searches, urls_searches
+
+    searches, errors = folder_searches(path) if kind == "folder" else urls_searches(path)
+    codes = {c.code for c in tables.resolve_countries(cfg.countries)}
+    wanted = _concept_filter(cfg.concepts)
+    keep = [s for s in searches if s.country in codes and (wanted is None or s.concept in wanted)]
+    return keep, errors
+
+
+def register(catalog: Catalog, searches: list[Search], errors: list[InputError],
+             run_id: int) -> None:
+    """Insert the planned searches (``pending``) and the rejected input rows, idempotently."""
+    with catalog.tx() as con:
+        con.executemany(
+            "INSERT OR IGNORE INTO searches (concept, country, language, kind, query_text, "
+            "backend, region, status, run_id) VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', ?)",
+            [(s.concept, s.country, s.language, s.kind, s.query_text, s.backend, s.region, run_id)
+             for s in searches])
+        con.executemany(
+            "INSERT OR IGNORE INTO crawl_input_errors (source, line, reason, raw, run_id) "
+            "VALUES (?, ?, ?, ?, ?)", [(e.source, e.line, e.reason, e.raw, run_id) for e in errors])
+    for e in errors:
+        log.warning("%s line %s: %s", e.source, e.line, e.reason)
+
+
+# -- search ----------------------------------------------------------------------------------
+def run_searches(catalog: Catalog, searches: list[Search], backend: Any, run_id: int,
+                 retry_failed: bool = False) -> Counter[str]:
+    """Run every pending (and, with ``retry_failed``, failed) search once; one tx each."""
+    todo_status = ("pending", "failed") if retry_failed else ("pending",)
+    ids = {(r["concept"], r["country"], r["kind"], r["backend"]): (r["search_id"], r["status"])
+           for r in catalog.query("SELECT search_id, concept, country, kind, backend, status "
+                                  "FROM searches")}
+    todo = [(ids[k][0], s) for s in searches
+            if (k := (s.concept, s.country, s.kind, s.backend)) in ids and ids[k][1] in todo_status]
+    counts: Counter[str] = Counter()
+    for search_id, s in tqdm(todo, desc="search", unit="query", disable=not todo):
+        if s.skip:
+            out = Outcome("skipped", s.skip, [], 0)
+        elif s.hits is not None:
+            out = Outcome("ok" if s.hits else "empty", f"{len(s.hits)} results", s.hits, 1)
+        else:
+            out = backend.search(s)
+        _record_search(catalog, search_id, s, out, run_id)
+        counts[out.status] += 1
+    return counts
+
+
+def _record_search(catalog: Catalog, search_id: int, s: Search, out: Outcome,
+                   run_id: int) -> None:
+    with catalog.tx() as con:
+        con.execute(
+            "UPDATE searches SET status=?, reason=?, n_results=?, attempts=attempts+?, "
+            "searched_at=?, run_id=? WHERE search_id=?",
+            (out.status, out.reason, len(out.hits), out.attempts, utcnow(), run_id, search_id))
+        con.executemany(
+            "INSERT OR IGNORE INTO search_results (search_id, rank, image_url, page_url, title, "
+            "width, height, raw_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            [(search_id, h.rank, h.image_url, h.page_url, h.title, h.width, h.height, h.raw_json)
+             for h in out.hits])
+        con.executemany(
+            "INSERT OR IGNORE INTO items (search_id, rank, concept, country, language, query_text,"
+            " url, status, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', ?)",
+            [(search_id, h.rank, s.concept, s.country, s.language, s.query_text, h.image_url,
+              utcnow()) for h in out.hits])
+
+
+# -- download --------------------------------------------------------------------------------
+def record_download(con: sqlite3.Connection, res: FetchResult, run_id: int | None) -> None:
+    """Write one URL's outcome (image row, download row, its items) inside a transaction."""
+    if res.status == "ok" and res.sha256:
+        con.execute(
+            "INSERT OR IGNORE INTO images (sha256, ext, format, width, height, bytes, first_seen)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (res.sha256, res.ext, res.format, res.width, res.height, res.nbytes,
+             res.fetched_at or utcnow()))
+    con.execute(
+        "INSERT OR REPLACE INTO downloads (url, status, reason, http_status, final_url, sha256, "
+        "bytes, content_type, attempts, fetched_at, run_id, x_robots_tag) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (res.url, res.status, res.reason, res.http_status, res.final_url, res.sha256, res.nbytes,
+         res.content_type, res.attempts, res.fetched_at or utcnow(), run_id, res.x_robots_tag))
+    ok = res.status in ("ok", "duplicate")
+    con.execute(
+        "UPDATE items SET sha256=?, status=?, reason=?, updated_at=? WHERE url=? "
+        "AND status IN ('pending', 'failed')",
+        (res.sha256 if ok else None, "ok" if ok else "failed",
+         res.reason if ok else f"{res.status}: {res.reason}", utcnow(), res.url))
+
+
+def link_items(catalog: Catalog) -> int:
+    """Give pending items whose URL was already fetched (by another query) that outcome."""
+    with catalog.tx() as con:
+        cur = con.execute(
+            "UPDATE items SET sha256 = CASE WHEN d.status IN ('ok','duplicate') THEN d.sha256 END,"
+            " status = CASE WHEN d.status IN ('ok','duplicate') THEN 'ok' ELSE 'failed' END,"
+            " reason = CASE WHEN d.status IN ('ok','duplicate') THEN d.reason"
+            " ELSE d.status || ': ' || d.reason END, updated_at = ?"
+            " FROM downloads d WHERE d.url = items.url AND items.status = 'pending'", (utcnow(),))
+        return cur.rowcount
+
+
+def reset_transient(catalog: Catalog) -> int:
+    """``--retry-failed``: forget transient download failures so they are fetched again."""
+    marks = ",".join("?" * len(TRANSIENT))
+    with catalog.tx() as con:
+        con.execute(
+            f"UPDATE items SET status='pending', reason=NULL WHERE status='failed' AND url IN "
+            f"(SELECT url FROM downloads WHERE status IN ({marks}))", TRANSIENT)
+        return con.execute(f"DELETE FROM downloads WHERE status IN ({marks})", TRANSIENT).rowcount
+
+
+def pending_urls(catalog: Catalog) -> list[str]:
+    """Distinct item URLs with no download outcome yet, in item order."""
+    rows = catalog.query(
+        "SELECT url, MIN(item_id) AS first FROM items WHERE status='pending' AND url NOT IN "
+        "(SELECT url FROM downloads) GROUP BY url ORDER BY first")
+    return [r["url"] for r in rows]
+
+
+def download_pending(catalog: Catalog, fetch: FetchConfig, run_id: int | None) -> int:
+    """Fetch every pending URL once; each outcome is committed as soon as it is known."""
+    urls = pending_urls(catalog)
+    if not urls:
+        return 0
+    with tqdm(total=len(urls), desc="download", unit="url") as bar:
+
+        def on_result(res: FetchResult) -> None:
+            with catalog.tx() as con:
+                record_download(con, res, run_id)
+
+        Downloader(fetch, catalog.workdir).run(urls, on_result, bar.update)
+    return len(urls)
+
+
+def finalize_duplicates(catalog: Catalog) -> int:
+    """Same bytes under several URLs: the URL of the earliest item is ``ok``, the others
+    ``duplicate`` (reason names it). Deterministic, so resumed and uninterrupted runs agree."""
+    rows = catalog.query(
+        "SELECT d.url, d.sha256, d.status, MIN(i.item_id) AS first, im.format, im.width, "
+        "im.height FROM downloads d LEFT JOIN items i ON i.url = d.url "
+        "LEFT JOIN images im ON im.sha256 = d.sha256 WHERE d.status IN ('ok', 'duplicate') "
+        "GROUP BY d.url ORDER BY d.sha256, first IS NULL, first, d.url")
+    canon: dict[str, str] = {}
+    changes = []
+    for r in rows:
+        first = canon.setdefault(r["sha256"], r["url"])
+        want = "ok" if first == r["url"] else "duplicate"
+        if want == "duplicate":
+            changes.append((want, f"same bytes as {first}", r["url"]))
+        elif r["status"] != "ok":
+            changes.append(("ok", f"{r['format']} {r['width']}x{r['height']}", r["url"]))
+    if changes:
+        with catalog.tx() as con:
+            con.executemany("UPDATE downloads SET status=?, reason=? WHERE url=?", changes)
+    return sum(1 for c in changes if c[0] == "duplicate")
+
+
+# -- summary and export ----------------------------------------------------------------------
+def crawl_counts(catalog: Catalog) -> dict[str, Any]:
+    """Counts by search status, URL status, item status, and items by country and concept."""
+    def pairs(sql: str) -> dict[str, int]:
+        return {str(r[0]): int(r[1]) for r in catalog.query(sql)}
+
+    by_cc: dict[str, dict[str, dict[str, int]]] = {"country": {}, "concept": {}}
+    for col in by_cc:
+        for r in catalog.query(f"SELECT {col} AS k, status, COUNT(*) AS n FROM items "
+                               f"GROUP BY {col}, status ORDER BY {col}, status"):
+            by_cc[col].setdefault(r["k"], {})[r["status"]] = r["n"]
+    return {
+        "searches": pairs("SELECT status, COUNT(*) FROM searches GROUP BY status ORDER BY 1"),
+        "urls": pairs("SELECT status, COUNT(*) FROM downloads GROUP BY status ORDER BY 1"),
+        "items": pairs("SELECT status, COUNT(*) FROM items GROUP BY status ORDER BY 1"),
+        "input_errors": catalog.query("SELECT COUNT(*) FROM crawl_input_errors")[0][0],
+        "images": catalog.query("SELECT COUNT(*) FROM images")[0][0],
+        "by_country": by_cc["country"],
+        "by_concept": by_cc["concept"],
+    }
+
+
+def format_summary(counts: dict[str, Any]) -> str:
+    """The one-screen summary: statuses, then items ok/failed/pending by country and concept."""
+    def line(d: dict[str, int]) -> str:
+        return ", ".join(f"{k} {v}" for k, v in d.items()) or "none"
+
+    out = [f"searches: {line(counts['searches'])}",
+           f"urls:     {line(counts['urls'])}",
+           f"items:    {line(counts['items'])}",
+           f"images stored: {counts['images']}; rejected input rows: {counts['input_errors']}"]
+    for key in ("by_country", "by_concept"):
+        out.append(f"{key.replace('_', ' ')}: " + "  ".join(
+            f"{k} {v.get('ok', 0)}/{sum(v.values())}" for k, v in counts[key].items()))
+    return "\n".join(out)
+
+
+def export_urls(catalog: Catalog, out: Path, include_done: bool = False) -> int:
+    """Write URLs in img2dataset's input format: parquet with ``url`` plus metadata columns.
+
+    One row per distinct pending URL (all URLs with ``include_done``), carrying its first
+    item's provenance; use it with ``img2dataset --input_format parquet --url_col url
+    --save_additional_columns '[...]'``. Returns the number of rows.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from builder.workdir import atomic_write_bytes
+
+    where = "" if include_done else "WHERE i.status='pending' AND i.url NOT IN (SELECT url FROM downloads)"
+    rows = catalog.query(
+        "SELECT i.url, i.item_id, i.concept, i.country, i.language, i.rank, i.query_text, "
+        "s.backend, s.region, r.page_url, r.title FROM items i "
+        "JOIN searches s ON s.search_id = i.search_id "
+        "LEFT JOIN search_results r ON r.search_id = i.search_id AND r.rank = i.rank "
+        f"{where} ORDER BY i.item_id")
+    seen: set[str] = set()
+    cols: dict[str, list[Any]] = {k: [] for k in (
+        "url", "item_id", "concept", "country", "language", "rank", "query_text", "backend",
+        "region", "page_url", "title")}
+    for r in rows:
+        if r["url"] in seen or not r["url"].startswith(("http://", "https://")):
+            continue
+        seen.add(r["url"])
+        for k in cols:
+            cols[k].append(r[k])
+    sink = pa.BufferOutputStream()
+    pq.write_table(pa.table(cols), sink)
+    atomic_write_bytes(out, sink.getvalue().to_pybytes())
+    return len(seen)
+
+
+# -- the stage -------------------------------------------------------------------------------
+def crawl(catalog: Catalog, cfg: CrawlConfig, backend: Any = None) -> CrawlResult:
+    """Run (or resume) the crawl stage; returns the run id, counts and summary."""
+    kind, path = parse_source(cfg.search)
+    fetch = cfg.fetch
+    if kind == "folder" and path is not None:
+        fetch = FetchConfig(**{**asdict(fetch), "local_roots": (*fetch.local_roots, path)})
+    params = {k: v for k, v in asdict(cfg).items() if k != "fetch"}
+    params["fetch"] = {k: (sorted(v) if isinstance(v, frozenset) else v)
+                       for k, v in asdict(fetch).items()}
+    run_id = catalog.start_run("crawl", params)
+    try:
+        if kind == "ddgs":
+            searches, errors = plan_ddgs(catalog, cfg), []
+            backend = backend or DdgsSearch(
+                per_query=cfg.per_query, min_interval=cfg.search_interval,
+                retries=cfg.search_retries, backoff=cfg.search_backoff)
+        else:
+            assert path is not None
+            searches, errors = plan_local(kind, path, cfg)
+        register(catalog, searches, errors, run_id)
+        run_searches(catalog, searches, backend, run_id, cfg.retry_failed)
+        if cfg.retry_failed:
+            reset_transient(catalog)
+        link_items(catalog)
+        if cfg.export_urls:
+            n = export_urls(catalog, Path(cfg.export_urls))
+            log.info("wrote %d URLs to %s", n, cfg.export_urls)
+        elif not cfg.skip_download:
+            download_pending(catalog, fetch, run_id)
+        link_items(catalog)
+        finalize_duplicates(catalog)
+    except BaseException:
+        catalog.finish_run(run_id, "interrupted", crawl_counts(catalog))
+        raise
+    counts = crawl_counts(catalog)
+    summary = format_summary(counts)
+    catalog.finish_run(run_id, "done", counts, summary)
+    return CrawlResult(run_id, counts, summary)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m builder.crawl", description=__doc__.split("\n")[0])
+    p.add_argument("--countries", default="all", help="all or a comma-separated list (codes, labels)")
+    p.add_argument("--concepts", default="all", help="all or a comma-separated list of concepts")
+    p.add_argument("--languages", default="english,native",
+                   help="query kinds to search: english, native or both (ddgs only)")
+    p.add_argument("--per-query", type=int, default=10, help="top results kept per query")
+    p.add_argument("--search", default="ddgs", help="ddgs | folder:PATH | urls:FILE")
+    p.add_argument("--workdir", default=None, help="work dir (default $XCM_WORKDIR or ./xcm-work)")
+    p.add_argument("--concurrency", type=int, default=16, help="downloads in flight overall")
+    p.add_argument("--per-host", type=int, default=4, help="downloads in flight per host")
+    p.add_argument("--timeout", type=float, default=30.0, help="seconds per download attempt")
+    p.add_argument("--retries", type=int, default=3, help="retries of 429/5xx/timeouts")
+    p.add_argument("--max-bytes", type=int, default=20 * 1024 * 1024, help="byte cap per image")
+    p.add_argument("--max-pixels", type=int, default=89_478_485, help="pixel cap per image")
+    p.add_argument("--max-redirects", type=int, default=5)
+    p.add_argument("--allow-host", action="append", default=[], metavar="HOST",
+                   help="host allowed even if it resolves to a private/loopback address")
+    p.add_argument("--http2", action="store_true", help="negotiate HTTP/2 where offered")
+    p.add_argument("--search-interval", type=float, default=2.0,
+                   help="minimum seconds between search requests (jitter is added)")
+    p.add_argument("--search-retries", type=int, default=4)
+    p.add_argument("--search-backoff", type=float, default=15.0,
+                   help="first backoff in seconds after a block, doubled per retry")
+    p.add_argument("--retry-failed", action="store_true",
+                   help="search failed queries again and refetch transient download failures")
+    p.add_argument("--skip-download", action="store_true", help="search only")
+    p.add_argument("--export-urls", default=None, metavar="F.parquet",
+                   help="write pending URLs for img2dataset instead of downloading")
+    p.add_argument("-v", "--verbose", action="store_true")
+    return p
+
+
+def config_from_args(a: argparse.Namespace) -> CrawlConfig:
+    """Validate the CLI values into a :class:`CrawlConfig` (ValueError on bad input)."""
+    kinds = tuple(k.strip() for k in a.languages.split(",") if k.strip())
+    if not kinds or any(k not in KINDS for k in kinds):
+        raise ValueError(f"--languages takes english, native or both, got {a.languages!r}")
+    for name in ("per_query", "concurrency", "per_host", "max_bytes", "max_pixels"):
+        if getattr(a, name) < 1:
+            raise ValueError(f"--{name.replace('_', '-')} must be at least 1")
+    if a.timeout <= 0 or a.retries < 0 or a.max_redirects < 0 or a.search_retries < 0:
+        raise ValueError("--timeout must be > 0; retries and redirects >= 0")
+    tables.resolve_countries(a.countries)
+    parse_source(a.search)
+    fetch = FetchConfig(concurrency=a.concurrency, per_host=a.per_host, timeout=a.timeout,
+                        connect_timeout=min(10.0, a.timeout), retries=a.retries,
+                        max_bytes=a.max_bytes, max_pixels=a.max_pixels,
+                        max_redirects=a.max_redirects, http2=a.http2,
+                        allow_hosts=frozenset(h.lower() for h in a.allow_host))
+    return CrawlConfig(countries=a.countries, concepts=a.concepts, languages=kinds,
+                       per_query=a.per_query, search=a.search, retry_failed=a.retry_failed,
+                       skip_download=a.skip_download, export_urls=a.export_urls,
+                       search_interval=a.search_interval, search_retries=a.search_retries,
+                       search_backoff=a.search_backoff, fetch=fetch)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(levelname)s %(name)s: %(message)s")
+    for noisy in ("httpx", "httpcore", "primp"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    try:
+        cfg = config_from_args(args)
+        with Catalog.open(args.workdir) as catalog:
+            result = crawl(catalog, cfg)
+    except (ValueError, tables.TableError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(result.summary)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

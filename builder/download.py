@@ -1,0 +1,465 @@
+"""Image downloads: downloaded bytes are untrusted input (DESIGN "Downloads are untrusted input").
+
+:class:`Downloader` fetches URLs with httpx (async), bounded concurrency overall and per host,
+a total deadline per attempt, bounded retries with exponential backoff and jitter on 429, 5xx,
+timeouts and connection errors (``Retry-After`` honoured up to a cap), and redirects followed
+by hand (at most ``max_redirects`` hops; each hop must be http/https; a repeated URL is a
+``redirect_loop``). Every TCP connection goes through :class:`GuardedBackend`, which resolves
+the host itself, refuses private, loopback, link-local, reserved, multicast and unspecified
+addresses (unless the host is in ``allow_hosts``) and connects to the address it checked, so a
+DNS answer cannot change between the check and the connection. Bodies are streamed under a
+byte cap; ``X-Robots-Tag: noai / noimageai / noindex`` opts an image out before its body is
+read. The bytes must then decode with Pillow under a pixel cap (:func:`inspect_image`) and are
+stored content-addressed via ``WorkDir.store_image_bytes``.
+
+Every URL ends with exactly one :class:`FetchResult` whose ``status`` is one of
+:data:`STATUSES` and whose ``reason`` says why.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import io
+import ipaddress
+import logging
+import random
+import socket
+import warnings
+from collections import defaultdict, deque
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+from builder import __version__
+from builder.workdir import WorkDir
+
+log = logging.getLogger(__name__)
+
+USER_AGENT = (
+    f"xcm3-builder/{__version__} (3XCM research benchmark dataset builder; "
+    "honours X-Robots-Tag noai/noimageai/noindex)"
+)
+#: Every terminal status a URL can end with.
+STATUSES = (
+    "ok", "duplicate", "http_error", "timeout", "connection_error", "too_large", "not_an_image",
+    "corrupt_image", "unsupported_format", "decompression_bomb", "blocked_host", "opted_out",
+    "redirect_loop", "too_many_redirects", "unsupported_scheme", "invalid_url", "dns_error",
+    "missing_file",
+)
+#: Statuses worth another try later (``--retry-failed``).
+TRANSIENT = ("timeout", "connection_error", "http_error", "dns_error")
+#: Pillow format -> file extension of the stored original.
+FORMATS = {"JPEG": "jpg", "MPO": "jpg", "PNG": "png", "WEBP": "webp", "GIF": "gif",
+           "BMP": "bmp", "TIFF": "tif"}
+OPT_OUT = frozenset({"noai", "noimageai", "noindex"})
+ROBOTS_AGENTS = frozenset({"*", "xcm3", "xcm3-builder", "3xcm"})
+REDIRECT_CODES = frozenset({301, 302, 303, 307, 308})
+BLOCK_PREFIX = "blocked_host: "
+DNS_PREFIX = "dns_error: "
+
+
+@dataclass(frozen=True)
+class FetchConfig:
+    """Limits of one download run."""
+
+    concurrency: int = 16
+    per_host: int = 4
+    timeout: float = 30.0  # total seconds per attempt (connect + headers + body)
+    connect_timeout: float = 10.0
+    retries: int = 3  # extra attempts after the first, for transient failures
+    backoff: float = 1.0  # first backoff in seconds, doubled per attempt, jittered
+    max_backoff: float = 60.0
+    max_retry_after: float = 120.0  # a longer Retry-After gives up instead of waiting
+    max_bytes: int = 20 * 1024 * 1024
+    max_pixels: int = 89_478_485  # Pillow's own default bomb threshold
+    max_redirects: int = 5
+    allow_hosts: frozenset[str] = frozenset()
+    http2: bool = False
+    user_agent: str = USER_AGENT
+    local_roots: tuple[Path, ...] = ()  # folders that file:// URLs may read (folder: search)
+
+
+@dataclass
+class FetchResult:
+    """The outcome of one URL; ``data`` only while the bytes travel to validation."""
+
+    url: str
+    status: str
+    reason: str
+    http_status: int | None = None
+    final_url: str | None = None
+    content_type: str | None = None
+    x_robots_tag: str | None = None
+    attempts: int = 0
+    retry_after: float | None = None
+    data: bytes | None = field(default=None, repr=False)
+    sha256: str | None = None
+    nbytes: int | None = None
+    ext: str | None = None
+    format: str | None = None
+    width: int | None = None
+    height: int | None = None
+    fetched_at: str | None = None
+
+
+# -- address guard ---------------------------------------------------------------------------
+def address_blocked(ip: str) -> str | None:
+    """Why ``ip`` must not be contacted (private, loopback, ...), or None if it is public."""
+    addr = ipaddress.ip_address(ip.split("%", 1)[0])
+    if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
+        addr = addr.ipv4_mapped
+    for attr in ("is_loopback", "is_link_local", "is_private", "is_reserved", "is_multicast",
+                 "is_unspecified"):
+        if getattr(addr, attr):
+            return f"{ip} is {attr[3:].replace('_', '-')}"
+    if not addr.is_global:
+        return f"{ip} is not globally routable"
+    return None
+
+
+class GuardedBackend:
+    """httpcore network backend that checks every resolved address before connecting."""
+
+    def __init__(self, allow_hosts: Iterable[str] = ()):
+        import httpcore
+
+        self._inner = httpcore.AnyIOBackend()
+        self.allow = {h.lower().strip("[]") for h in allow_hosts}
+
+    async def connect_tcp(self, host: str, port: int, timeout: float | None = None,
+                          local_address: str | None = None, socket_options: Any = None) -> Any:
+        import httpcore
+
+        name = host.lower().strip("[]")
+        loop = asyncio.get_running_loop()
+        try:
+            infos = await loop.getaddrinfo(name, port, type=socket.SOCK_STREAM)
+        except socket.gaierror as e:
+            raise httpcore.ConnectError(f"{DNS_PREFIX}cannot resolve {name}: {e}") from e
+        ips = list(dict.fromkeys(info[4][0] for info in infos))
+        if name not in self.allow:
+            bad = [why for ip in ips if ip not in self.allow and (why := address_blocked(ip))]
+            if bad:
+                raise httpcore.ConnectError(f"{BLOCK_PREFIX}{name} resolves to {bad[0]}")
+        last: Exception | None = None
+        for ip in ips:
+            try:
+                return await self._inner.connect_tcp(ip, port, timeout=timeout,
+                                                     local_address=local_address,
+                                                     socket_options=socket_options)
+            except httpcore.ConnectError as e:
+                last = e
+        raise httpcore.ConnectError(f"cannot connect to {name}:{port}: {last}")
+
+    async def connect_unix_socket(self, *a: Any, **kw: Any) -> Any:
+        raise RuntimeError("unix sockets are not used by the downloader")
+
+    async def sleep(self, seconds: float) -> None:
+        await self._inner.sleep(seconds)
+
+
+def make_client(cfg: FetchConfig) -> Any:
+    """An ``httpx.AsyncClient`` whose every connection goes through :class:`GuardedBackend`."""
+    import httpcore
+    import httpx
+
+    transport = httpx.AsyncHTTPTransport(http2=cfg.http2, trust_env=False)
+    # httpx has no public hook for the network backend: rebuild its pool with ours.
+    transport._pool = httpcore.AsyncConnectionPool(
+        ssl_context=httpx.create_ssl_context(),
+        max_connections=max(cfg.concurrency, 1) * 2,
+        max_keepalive_connections=max(cfg.concurrency, 1) * 2,
+        http1=True, http2=cfg.http2, network_backend=GuardedBackend(cfg.allow_hosts),
+    )
+    timeout = httpx.Timeout(cfg.timeout, connect=cfg.connect_timeout)
+    return httpx.AsyncClient(transport=transport, timeout=timeout, follow_redirects=False,
+                             trust_env=False, headers={"User-Agent": cfg.user_agent,
+                                                       "Accept": "image/*,*/*;q=0.5",
+                                                       "Accept-Encoding": "identity"})
+
+
+# -- headers ---------------------------------------------------------------------------------
+def robots_opt_out(value: str | None) -> str | None:
+    """The opt-out directive of an ``X-Robots-Tag`` value that applies to us, else None.
+
+    Directives may carry a crawler prefix (``googlebot: noindex``); only unprefixed ones and
+    those for ``*`` or this project count.
+    """
+    if not value:
+        return None
+    agent = None
+    for part in value.split(","):
+        token = part.strip().lower()
+        if ":" in token:
+            head, _, token = token.partition(":")
+            agent, token = head.strip(), token.strip()
+        if token in OPT_OUT and (agent is None or agent in ROBOTS_AGENTS):
+            return token
+    return None
+
+
+def parse_retry_after(value: str | None) -> float | None:
+    """Seconds from a ``Retry-After`` header (delta-seconds or HTTP date), else None."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - datetime.now(UTC)).total_seconds())
+
+
+# -- validation ------------------------------------------------------------------------------
+def inspect_image(data: bytes, max_pixels: int) -> tuple[str, str, dict[str, Any]]:
+    """(status, reason, info) for bytes that claim to be an image; decodes fully under a cap."""
+    from PIL import Image, UnidentifiedImageError
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+        try:
+            im = Image.open(io.BytesIO(data))
+        except Image.DecompressionBombError as e:
+            return "decompression_bomb", str(e), {}
+        except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as e:
+            head = data[:32].decode("latin-1", "replace").strip()
+            kind = "cannot identify an image format" if isinstance(
+                e, UnidentifiedImageError) else f"{type(e).__name__}: {e}"
+            return "not_an_image", f"{kind}; first bytes {head!r}", {}
+        width, height = im.size
+        info = {"format": im.format, "width": width, "height": height}
+        if width * height > max_pixels:
+            return ("decompression_bomb",
+                    f"{width}x{height} = {width * height} pixels exceeds the cap {max_pixels}", info)
+        if im.format not in FORMATS:
+            return "unsupported_format", f"format {im.format} is not stored", info
+        try:
+            im.load()
+        except Image.DecompressionBombError as e:
+            return "decompression_bomb", str(e), info
+        except (OSError, SyntaxError, ValueError, EOFError) as e:
+            return "corrupt_image", f"{im.format} does not decode: {e}", info
+    return "ok", f"{im.format} {width}x{height}", info
+
+
+def validate_and_store(res: FetchResult, workdir: WorkDir, max_pixels: int) -> FetchResult:
+    """Decode-check ``res.data`` and store it; sets status, hash, size, format. Drops ``data``."""
+    data, res.data = res.data or b"", None
+    res.nbytes = len(data)
+    status, reason, info = inspect_image(data, max_pixels)
+    res.format, res.width, res.height = info.get("format"), info.get("width"), info.get("height")
+    res.status, res.reason = status, reason
+    if status == "ok":
+        res.ext = FORMATS[res.format or ""]
+        res.sha256, _ = workdir.store_image_bytes(data, res.ext)
+    return res
+
+
+# -- fetching --------------------------------------------------------------------------------
+def _now() -> str:
+    return datetime.now(UTC).replace(microsecond=0).isoformat()
+
+
+class Downloader:
+    """Fetches, validates and stores a list of URLs; calls ``on_result`` once per URL."""
+
+    def __init__(self, cfg: FetchConfig, workdir: WorkDir):
+        self.cfg = cfg
+        self.workdir = workdir
+
+    def run(self, urls: list[str], on_result: Callable[[FetchResult], None],
+            progress: Callable[[int], None] | None = None) -> None:
+        """Blocking entry point: downloads ``urls`` (host-interleaved) and reports each."""
+        asyncio.run(self._run(interleave_hosts(urls), on_result, progress))
+
+    async def _run(self, urls: list[str], on_result: Callable[[FetchResult], None],
+                   progress: Callable[[int], None] | None) -> None:
+        cfg = self.cfg
+        host_sems: dict[str, asyncio.Semaphore] = defaultdict(
+            lambda: asyncio.Semaphore(max(cfg.per_host, 1)))
+        todo = iter(urls)
+        loop = asyncio.get_running_loop()
+        with ThreadPoolExecutor(max_workers=4, thread_name_prefix="xcm-validate") as pool:
+            async with make_client(cfg) as client:
+
+                async def worker() -> None:
+                    for url in todo:
+                        async with host_sems[_host_key(url)]:
+                            res = await self.fetch(client, url, pool)
+                        if res.status == "fetched":
+                            res = await loop.run_in_executor(
+                                pool, validate_and_store, res, self.workdir, cfg.max_pixels)
+                        res.fetched_at = res.fetched_at or _now()
+                        on_result(res)
+                        if progress:
+                            progress(1)
+
+                await asyncio.gather(*(worker() for _ in range(max(cfg.concurrency, 1))))
+
+    async def fetch(self, client: Any, url: str, pool: ThreadPoolExecutor | None = None
+                    ) -> FetchResult:
+        """All attempts for one URL; status ``fetched`` means bytes await validation."""
+        if url.startswith("file:"):
+            loop = asyncio.get_running_loop()
+            return await loop.run_in_executor(pool, self.read_local, url)
+        attempt = 0
+        while True:
+            attempt += 1
+            res = await self._attempt(client, url)
+            res.attempts = attempt
+            if not _retryable(res) or attempt > self.cfg.retries:
+                if attempt > 1 and res.status != "fetched":
+                    res.reason += f" (after {attempt} attempts)"
+                return res
+            if res.retry_after is not None:
+                if res.retry_after > self.cfg.max_retry_after:
+                    res.reason += (f"; Retry-After {res.retry_after:.0f}s exceeds the cap "
+                                   f"{self.cfg.max_retry_after:.0f}s")
+                    return res
+                delay = res.retry_after
+            else:
+                base = min(self.cfg.max_backoff, self.cfg.backoff * 2 ** (attempt - 1))
+                delay = base * random.uniform(1.0, 1.5)
+            log.debug("retry %s in %.2fs (%s: %s)", url, delay, res.status, res.reason)
+            await asyncio.sleep(delay)
+
+    async def _attempt(self, client: Any, url: str) -> FetchResult:
+        import httpx
+
+        try:
+            async with asyncio.timeout(self.cfg.timeout):
+                return await self._follow(client, url)
+        except TimeoutError:
+            return FetchResult(url, "timeout", f"no complete response within {self.cfg.timeout}s")
+        except httpx.TimeoutException as e:
+            return FetchResult(url, "timeout", f"{type(e).__name__}: {e}")
+        except httpx.InvalidURL as e:
+            return FetchResult(url, "invalid_url", str(e))
+        except httpx.ConnectError as e:
+            msg = str(e)
+            if BLOCK_PREFIX in msg:
+                return FetchResult(url, "blocked_host", msg.split(BLOCK_PREFIX, 1)[1])
+            if DNS_PREFIX in msg:
+                return FetchResult(url, "dns_error", msg.split(DNS_PREFIX, 1)[1])
+            return FetchResult(url, "connection_error", f"ConnectError: {msg}")
+        except httpx.HTTPError as e:
+            return FetchResult(url, "connection_error", f"{type(e).__name__}: {e}")
+
+    async def _follow(self, client: Any, url: str) -> FetchResult:
+        import httpx
+
+        seen: set[str] = set()
+        current = url
+        for _hop in range(self.cfg.max_redirects + 1):
+            try:
+                parsed = httpx.URL(current)
+            except (httpx.InvalidURL, TypeError, ValueError) as e:
+                return FetchResult(url, "invalid_url", f"{current!r}: {e}", final_url=current)
+            if not parsed.scheme:
+                return FetchResult(url, "invalid_url", f"not an absolute URL: {current!r}")
+            if parsed.scheme not in ("http", "https"):
+                return FetchResult(url, "unsupported_scheme",
+                                   f"only http/https are fetched, got {parsed.scheme!r}",
+                                   final_url=current)
+            if not parsed.host:
+                return FetchResult(url, "invalid_url", f"no host in {current!r}")
+            if current in seen:
+                return FetchResult(url, "redirect_loop", f"{current} was already visited",
+                                   final_url=current)
+            seen.add(current)
+            resp = await client.send(client.build_request("GET", parsed), stream=True)
+            try:
+                if resp.status_code in REDIRECT_CODES:
+                    loc = resp.headers.get("location")
+                    if not loc:
+                        return FetchResult(url, "http_error", "redirect without Location",
+                                           http_status=resp.status_code, final_url=current)
+                    current = str(parsed.join(loc))
+                    continue
+                return await self._read(resp, url, current)
+            finally:
+                await resp.aclose()
+        return FetchResult(url, "too_many_redirects",
+                           f"more than {self.cfg.max_redirects} redirects", final_url=current)
+
+    async def _read(self, resp: Any, url: str, final: str) -> FetchResult:
+        ctype = resp.headers.get("content-type")
+        robots = resp.headers.get("x-robots-tag")
+        base = dict(http_status=resp.status_code, final_url=final, content_type=ctype,
+                    x_robots_tag=robots)
+        if resp.status_code != 200:
+            return FetchResult(url, "http_error", f"HTTP {resp.status_code} {resp.reason_phrase}",
+                               retry_after=parse_retry_after(resp.headers.get("retry-after")),
+                               **base)
+        directive = robots_opt_out(robots)
+        if directive:
+            return FetchResult(url, "opted_out", f"X-Robots-Tag: {robots}", **base)
+        cap = self.cfg.max_bytes
+        declared = resp.headers.get("content-length")
+        if declared and declared.isdigit() and int(declared) > cap:
+            return FetchResult(url, "too_large", f"Content-Length {declared} exceeds {cap} bytes",
+                               **base)
+        buf = bytearray()
+        async for chunk in resp.aiter_bytes():  # decoded; the cap bounds what we hold
+            buf += chunk
+            if len(buf) > cap:
+                return FetchResult(url, "too_large", f"body exceeds {cap} bytes (stopped reading)",
+                                   **base)
+        return FetchResult(url, "fetched", "bytes received", data=bytes(buf), **base)
+
+    def read_local(self, url: str) -> FetchResult:
+        """A ``file://`` URL from the folder backend: same caps and validation as downloads."""
+        path = Path(unquote(urlsplit(url).path))
+        res = FetchResult(url, "fetched", "local file", final_url=url, attempts=1)
+        try:
+            real = path.resolve(strict=True)
+        except OSError as e:
+            res.status, res.reason = "missing_file", str(e)
+            return res
+        if not any(real.is_relative_to(r.resolve()) for r in self.cfg.local_roots):
+            res.status, res.reason = "blocked_host", f"{real} is outside the search folder"
+            return res
+        size = real.stat().st_size
+        if size > self.cfg.max_bytes:
+            res.status, res.reason = "too_large", f"{size} bytes exceeds {self.cfg.max_bytes}"
+            return res
+        res.data = real.read_bytes()
+        return validate_and_store(res, self.workdir, self.cfg.max_pixels)
+
+
+def _retryable(res: FetchResult) -> bool:
+    if res.status in ("timeout", "connection_error"):
+        return True
+    return res.status == "http_error" and res.http_status is not None and (
+        res.http_status == 429 or res.http_status >= 500)
+
+
+def _host_key(url: str) -> str:
+    try:
+        return urlsplit(url).netloc.lower()
+    except ValueError:
+        return ""
+
+
+def interleave_hosts(urls: list[str]) -> list[str]:
+    """Round-robin over hosts so one slow host does not hold every worker (order kept within)."""
+    by_host: dict[str, deque[str]] = defaultdict(deque)
+    for u in urls:
+        by_host[_host_key(u)].append(u)
+    queues = deque(by_host.values())
+    out: list[str] = []
+    while queues:
+        q = queues.popleft()
+        out.append(q.popleft())
+        if q:
+            queues.append(q)
+    return out
