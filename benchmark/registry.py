@@ -40,18 +40,21 @@ def register_model(
     name: str, target: str, *, description: str = "", extra: str = "", paper: bool = False,
     **kwargs: Any,
 ) -> None:
+    _ensure_registered()
     if name in MODELS:
         raise RegistryError(f"model {name!r} registered twice ({MODELS[name].target}, {target})")
     MODELS[name] = ModelEntry(name, target, kwargs, description, extra, paper)
 
 
 def register_family(prefix: str, target: str, extra: str = "") -> None:
+    _ensure_registered()
     if prefix in FAMILIES:
         raise RegistryError(f"model family {prefix!r} registered twice")
     FAMILIES[prefix] = (target, extra)
 
 
 def register_task(name: str, target: str) -> None:
+    _ensure_registered()
     if name in TASKS:
         raise RegistryError(f"task {name!r} registered twice ({TASKS[name]}, {target})")
     TASKS[name] = target
@@ -66,7 +69,7 @@ def import_target(target: str, extra: str = "") -> Any:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as e:
         missing = e.name or "?"
-        if extra and not module_name.startswith(missing):
+        if extra and missing != module_name:
             raise RegistryError(
                 f"{target}: needs the Python package {missing!r}; install it with "
                 f"pip install -e '.[{extra}]'"

@@ -175,8 +175,11 @@ class Adapter:
         n = len(queries)
         out = np.empty(n, np.float32)
         if not isinstance(queries, MultiVector) and not isinstance(docs, MultiVector):
-            qn, dn = l2_normalize(queries), l2_normalize(docs)
-            return np.einsum("ij,ij->i", qn, dn).astype(np.float32)
+            q = np.asarray(queries, np.float32)
+            d = np.asarray(docs, np.float32)
+            dots = np.einsum("ij,ij->i", q, d)
+            norms = np.sqrt(np.einsum("ij,ij->i", q, q) * np.einsum("ij,ij->i", d, d))
+            return (dots / np.maximum(norms, np.float32(1e-12))).astype(np.float32)
         block = 256
         for s in range(0, n, block):
             idx = np.arange(s, min(n, s + block))

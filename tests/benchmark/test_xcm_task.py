@@ -1,0 +1,173 @@
+"""The 3xcm / 3xcm-i2i tasks end to end through the CLI on planted and authors' data."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from benchmark import tables
+from benchmark.cli import main
+from benchmark.models.base import l2_normalize
+from benchmark.sample import write_release
+from tests.benchmark.synth import PlantedModel, PlantedVectors, planted_world
+
+AUTHORS_CSV = Path(__file__).resolve().parents[3] / "shared/reference/authors/xcm-bench.csv"
+PLANTED = "tests.benchmark.synth:PlantedModel"
+
+
+def strict_json(path: Path) -> dict:
+    def bad(c):  # NaN / Infinity are not JSON
+        raise ValueError(c)
+
+    return json.loads(path.read_text(), parse_constant=bad)
+
+
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory):
+    path = tmp_path_factory.mktemp("planted")
+    tr, im = planted_world()
+    write_release(path, tr, im, "planted")
+    return path, tr
+
+
+def expected_sp(tr: pd.DataFrame, w: float) -> tuple[float, list[int]]:
+    """SP computed independently: the planted vectors, cosine, a plain loop."""
+    pv = PlantedVectors()
+    codes = [c.code for c in tables.countries()]
+
+    def img(iid):
+        k, ci, v = iid.split("-")
+        return l2_normalize(pv.image(int(ci), codes.index(k), int(v)))
+
+    wins = [0, 0, 0]
+    for r in tr.itertuples():
+        q = l2_normalize(pv.text(int(r.query_concept[7:]), codes.index(r.query_country), w))
+        s = [float(q @ img(i)) for i in (r.semantic_image_id, r.cultural_image_id,
+                                          r.non_relevant_image_id)]
+        wins[int(np.argmax(s))] += 1
+    return wins[1] / wins[0], wins
+
+
+def test_planted_bias_rises_with_culture_weight(planted, tmp_path, monkeypatch):
+    path, tr = planted
+    sps = []
+    for w in (0.0, 0.5, 1.0, 2.0):
+        monkeypatch.setenv("XCM_TEST_W", str(w))
+        out = tmp_path / f"w{w}"
+        assert main(["run", "--model", PLANTED, "--task", "3xcm", "--dataset", str(path),
+                     "--output-dir", str(out), "--cache-dir", str(tmp_path / "cache"),
+                     "-q"]) == 0
+        res = strict_json(out / "planted" / "3xcm.json")
+        sp, wins = expected_sp(tr, w)
+        o = res["scores"]["overall"]
+        assert [o["wins_sem"], o["wins_cul"], o["wins_non"]] == wins
+        assert o["SP"] == pytest.approx(sp)
+        sps.append(o["SP"])
+        assert set(res["scores"]["by_country"]) == {c.code for c in tables.countries()}
+        assert res["task"]["n"] == len(tr) and res["task"]["data_fingerprint"]
+        assert res["schema_version"] == 1 and res["model"]["checkpoint"] == f"planted-w{w}"
+        lo, hi = o["SP_ci95"]
+        assert lo <= o["SP"] <= hi
+    assert sps == sorted(sps) and sps[-1] > 4 * sps[0]
+
+
+def test_second_run_does_no_forward_pass(planted, tmp_path, monkeypatch):
+    path, _ = planted
+    monkeypatch.setenv("XCM_TEST_W", "1.0")
+    args = ["run", "--model", PLANTED, "--task", "3xcm", "--task", "3xcm-i2i", "--dataset",
+            str(path), "--output-dir", str(tmp_path / "r"), "--cache-dir", str(tmp_path / "c"),
+            "-q", "--save-per-triplet"]
+    PlantedModel.calls = 0
+    assert main(args) == 0
+    assert PlantedModel.calls > 0
+    first = strict_json(tmp_path / "r" / "planted" / "3xcm-i2i.json")
+    PlantedModel.calls = 0
+    assert main(args) == 0
+    assert PlantedModel.calls == 0
+    second = strict_json(tmp_path / "r" / "planted" / "3xcm-i2i.json")
+    assert first["scores"] == second["scores"]
+    assert second["timings"]["image_embedding"]["embedded"] == 0
+    per = pd.read_parquet(tmp_path / "r" / "planted" / "3xcm.per_triplet.parquet")
+    assert len(per) == first["task"]["n"]
+    assert set(per["winner"]) <= {"semantic", "cultural", "non_relevant"}
+
+
+def test_authors_csv_counts_per_country(tmp_path):
+    """The authors' file with generated stand-in images: counts per country equal the file's."""
+    raw = pd.read_csv(AUTHORS_CSV, dtype=str)
+    ids = set()
+    for p in ("query", "semantically_relevant_candidate", "culturally_relevant_candidate",
+              "non_relevant_candidate"):
+        ids |= set(raw[f"{p}_image_id"])
+    img_dir = tmp_path / "images"
+    img_dir.mkdir()
+    from PIL import Image
+
+    for i, iid in enumerate(sorted(ids)):
+        Image.new("RGB", (4, 4), (i % 256, (i // 256) % 256, 7)).save(img_dir / f"{iid}.png")
+    langs = {c.language for c in tables.countries()}
+    q = tmp_path / "queries.csv"
+    pd.DataFrame([{"concept": c, "language": lang, "text": f"{c} [{lang}]"}
+                  for c in sorted(set(raw["query_concept"])) for lang in sorted(langs)]
+                 ).to_csv(q, index=False)
+    out = tmp_path / "r"
+    assert main(["run", "--model", "hash", "--task", "3xcm", "--triplets-csv", str(AUTHORS_CSV),
+                 "--images", str(img_dir), "--queries", str(q), "--output-dir", str(out),
+                 "--cache-dir", str(tmp_path / "c"), "-q", "--bootstrap", "100"]) == 0
+    res = strict_json(out / "hash" / "3xcm.json")
+    assert res["task"]["n"] == 11723 and res["task"]["source_format"] == "authors-csv"
+    want = raw["query_country"].map(lambda n: tables.country(n).code).value_counts().to_dict()
+    got = {k: v["n"] for k, v in res["scores"]["by_country"].items()}
+    assert got == want
+    assert sum(v["n"] for v in res["scores"]["by_concept"].values()) == 11723
+    assert len(res["scores"]["by_concept"]) == raw["query_concept"].nunique()
+
+
+def test_bad_inputs_are_one_line_and_exit_2(planted, tmp_path, capsys):
+    path, tr = planted
+    cases = {}
+    # a triplet breaking the rules (cultural candidate of the query concept)
+    bad = tr.copy()
+    bad.loc[3, "cultural_concept"] = bad.loc[3, "query_concept"]
+    cases["rules"] = (bad, "t3")
+    # an unknown image id
+    bad2 = tr.copy()
+    bad2.loc[5, "semantic_image_id"] = "nope"
+    cases["unknown"] = (bad2, "t5")
+    _, im = planted_world()
+    for name, (t, row) in cases.items():
+        d = tmp_path / name
+        write_release(d, t, im, "bad")
+        rc = main(["run", "--model", "hash", "--task", "3xcm", "--dataset", str(d),
+                   "--output-dir", str(tmp_path / "o"), "--cache-dir", str(tmp_path / "c")])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert rc == 2
+        assert err[-1].startswith("error:") and row in err[-1]
+    # missing column
+    d = tmp_path / "cols"
+    write_release(d, tr.drop(columns=["semantic_country"]), im, "bad")
+    assert main(["run", "--model", "hash", "--task", "3xcm", "--dataset", str(d)]) == 2
+    assert "semantic_country" in capsys.readouterr().err
+    # undecodable image
+    im2 = im.copy()
+    im2.loc[0, "image_bytes"] = b"not an image"
+    d = tmp_path / "undecodable"
+    write_release(d, tr, im2, "bad")
+    assert main(["run", "--model", "hash", "--task", "3xcm", "--dataset", str(d),
+                 "--output-dir", str(tmp_path / "o"), "--cache-dir", str(tmp_path / "c2")]) == 2
+    assert "undecodable" in capsys.readouterr().err
+    # unknown model and task: suggestions
+    assert main(["run", "--model", "clip-l41", "--task", "3xcm", "--dataset", str(path)]) == 2
+    assert "did you mean clip-l14" in capsys.readouterr().err
+    assert main(["run", "--model", "hash", "--task", "3xmc", "--dataset", str(path)]) == 2
+    assert "did you mean 3xcm" in capsys.readouterr().err
+
+
+def test_ls_lists_models_and_tasks(capsys):
+    assert main(["ls"]) == 0
+    out = capsys.readouterr().out
+    assert "clip-l14" in out and "hash" in out and "3xcm-i2i" in out
