@@ -1,0 +1,175 @@
+"""``3xcm-matrix``: the same triplets queried in every language, to separate language from
+culture.
+
+In 3XCM as the paper runs it the query language and the query culture coincide (Thai text for
+Thai triplets). Here each triplet keeps its three images and is asked once per query language
+L with its concept written in L (``native_term`` of ``data/queries.csv``, or ``--queries``).
+``scores.matrix[L][COUNTRY]`` holds the 3xcm scores of query language L on the triplets whose
+query culture is COUNTRY; ``scores.summary[COUNTRY]`` compares the country's own language
+(the paper's number) with English, with a paired bootstrap interval of the SP difference.
+A model whose SP stays high under English queries shows cultural association; one whose SP
+falls to the English level shows a language gap.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import time
+from typing import Any
+
+import numpy as np
+
+from benchmark import tables
+from benchmark.data import DataError
+from benchmark.data.xcm import read_query_texts
+from benchmark.metrics.association import TIE_ORDER, group_seed, summarize, winners, zscores
+from benchmark.metrics.paired import paired_sp_difference
+from benchmark.models.base import take
+from benchmark.tasks.base import RunContext, TaskOutput
+from benchmark.tasks.xcm import XCMTextToImage, embed_images, embed_texts, load_xcm
+
+log = logging.getLogger(__name__)
+
+CELL_KEYS = ("n", "wins_sem", "wins_cul", "wins_non", "ties", "M_sem", "M_cul", "M_non", "SP",
+             "SP_ci95")
+
+
+def default_query_languages() -> list[str]:
+    """The languages of the benchmark's countries, in table order, without repeats."""
+    return list(dict.fromkeys(c.language for c in tables.countries()))
+
+
+def parse_languages(spec: str | None) -> list[str]:
+    if not spec or spec.strip().lower() == "all":
+        return default_query_languages()
+    langs = [x.strip() for x in spec.split(",") if x.strip()]
+    if not langs:
+        raise DataError("--query-languages: empty list")
+    return list(dict.fromkeys(langs))
+
+
+class XCMMatrix(XCMTextToImage):
+    name = "3xcm-matrix"
+    description = "association bias per query language x image culture (language vs culture)"
+    query_modality = "text"
+
+    @classmethod
+    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
+        g = parser.add_argument_group("3xcm-matrix")
+        g.add_argument("--query-languages", default="all",
+                       help="'all' (the countries' languages) or a list like en,th,yo")
+
+    def run(self, ctx: RunContext) -> TaskOutput:
+        ds = load_xcm(ctx)
+        tr = ds.triplets
+        langs = parse_languages(getattr(ctx.args, "query_languages", "all"))
+        terms = read_query_texts(ctx.args.queries)
+        timings: dict[str, Any] = {}
+        cand_cols = ["semantic_image_id", "cultural_image_id", "non_relevant_image_id"]
+        img_ids = sorted(set(tr[cand_cols].to_numpy().ravel()))
+        pos = {iid: i for i, iid in enumerate(img_ids)}
+        d_emb, dstats = embed_images(ctx, ds, img_ids, "document")
+        timings["embed_images_s"], timings["image_embedding"] = dstats.seconds, vars(dstats)
+        concepts = tr["query_concept"].to_numpy()
+        rows_for: dict[str, np.ndarray] = {}
+        skipped: dict[str, dict[str, Any]] = {}
+        texts: list[str] = []
+        for lang in langs:
+            have = np.array([(c, lang) in terms for c in concepts])
+            rows_for[lang] = np.nonzero(have)[0]
+            missing = sorted({c for c, h in zip(concepts, have, strict=True) if not h})
+            skipped[lang] = {"triplets": int((~have).sum()), "concepts": missing}
+            texts.extend(terms[(c, lang)] for c in set(concepts[have]))
+        texts = sorted(set(texts))
+        q_emb, qstats = embed_texts(ctx, texts, "query")
+        timings["embed_texts_s"], timings["text_embedding"] = qstats.seconds, vars(qstats)
+        tpos = {t: i for i, t in enumerate(texts)}
+        t0 = time.perf_counter()
+        cand_idx = [tr[c].map(pos).to_numpy() for c in cand_cols]
+        win_by_lang: dict[str, np.ndarray] = {}
+        matrix: dict[str, dict[str, Any]] = {}
+        by_language: dict[str, Any] = {}
+        country = tr["query_country"].to_numpy()
+        b, seed = ctx.args.bootstrap, ctx.args.seed
+        for lang in langs:
+            rows = rows_for[lang]
+            q = take(q_emb, [tpos[terms[(c, lang)]] for c in concepts[rows]])
+            sims = np.stack([ctx.adapter.pair_similarity(q, take(d_emb, ci[rows]))
+                             for ci in cand_idx], axis=1).astype(np.float64)
+            w, ties = winners(sims)
+            full = np.full(len(tr), -1, np.int64)
+            full[rows] = w
+            win_by_lang[lang] = full
+            z = zscores(sims)
+            by_language[lang] = summarize(w, ties, z, b, group_seed(seed, f"lang:{lang}"))
+            matrix[lang] = {}
+            for k in sorted(set(country[rows])):
+                m = country[rows] == k
+                s = summarize(w[m], ties[m], z[m], b, group_seed(seed, f"{lang}:{k}"))
+                matrix[lang][k] = {key: s[key] for key in CELL_KEYS}
+        summary = self.summaries(tr, langs, win_by_lang, b, seed)
+        timings["scoring_s"] = time.perf_counter() - t0
+        return TaskOutput(
+            task={"name": self.name, "dataset": ds.dataset_id, "data_fingerprint": ds.fingerprint,
+                  "n": len(tr), "source_format": ds.source_format, "query_languages": langs,
+                  "query_text_source": str(ctx.args.queries or "data/queries.csv native_term"),
+                  "skipped": skipped},
+            scores={"matrix": matrix, "by_query_language": by_language, "summary": summary},
+            settings={"seed": seed, "bootstrap_resamples": b, "tie_order": TIE_ORDER,
+                      "paired_bootstrap": "triplet indices resampled once per resample, both "
+                                          "languages scored on the same draw; SP_diff = own - en",
+                      "similarity": "maxsim" if ctx.adapter.multi_vector else "cosine",
+                      "conventions": {"query": ctx.adapter.conventions("text", "query"),
+                                      "document": ctx.adapter.conventions("image", "document")}},
+            timings=timings,
+        )
+
+    def summaries(self, tr: Any, langs: list[str], win: dict[str, np.ndarray], b: int,
+                  seed: int) -> dict[str, Any]:
+        """Per country: own language vs English, with the paired SP difference."""
+        out: dict[str, Any] = {}
+        country = tr["query_country"].to_numpy()
+        for c in tables.countries():
+            mask = country == c.code
+            if not mask.any():
+                continue
+            entry: dict[str, Any] = {"language": c.language}
+            for key, lang in (("own_language", c.language), ("english", "en")):
+                if lang not in win:
+                    entry[key] = None
+                    continue
+                w = win[lang][mask]
+                w = w[w >= 0]
+                entry[key] = summarize(w, np.zeros(w.size, bool), np.zeros((w.size, 3)), b,
+                                       group_seed(seed, f"sum:{key}:{c.code}"))
+                entry[key] = {k: entry[key][k] for k in CELL_KEYS if k != "ties"}
+            if c.language in win and "en" in win:
+                wa, wb = win[c.language][mask], win["en"][mask]
+                both = (wa >= 0) & (wb >= 0)
+                d = paired_sp_difference(wa[both], wb[both], b, group_seed(seed, f"diff:{c.code}"))
+                entry["difference"] = {"n_paired": d["n"], "SP_diff": d["SP_diff"],
+                                       "SP_diff_ci95": d["SP_diff_ci95"],
+                                       "undefined_resamples": d["undefined_resamples"]}
+            out[c.code] = entry
+        return out
+
+    def format_table(self, out: TaskOutput) -> str:
+        m = out.scores["matrix"]
+        langs = list(m)
+        countries = sorted({k for row in m.values() for k in row})
+        head = "SP by query language (rows) x query culture (columns)"
+        lines = [f"{self.name}  n={out.task['n']}", head,
+                 f"{'':<6}" + "".join(f"{k:>7}" for k in countries)]
+        for lang in langs:
+            cells = [m[lang].get(k, {}).get("SP") for k in countries]
+            lines.append(f"{lang:<6}" + "".join(f"{'-' if v is None else f'{v:.2f}':>7}"
+                                                 for v in cells))
+        lines.append("own language vs English: SP_own - SP_en [95% paired CI]")
+        for k, s in out.scores["summary"].items():
+            d = s.get("difference")
+            if d and d["SP_diff"] is not None:
+                lo, hi = d["SP_diff_ci95"]
+                ci = "-" if lo is None else f"[{lo:+.2f}, {hi:+.2f}]"
+                lines.append(f"  {k}: {d['SP_diff']:+.3f} {ci}")
+        return "\n".join(lines)

@@ -1,0 +1,118 @@
+"""3xcm-matrix: planted language-specific culture pull; the paired bootstrap."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from benchmark import tables
+from benchmark.cli import main
+from benchmark.metrics.paired import paired_sp_difference
+from benchmark.models.base import Adapter, ModelSpec, l2_normalize
+from benchmark.sample import write_release
+from tests.benchmark.synth import PlantedVectors, decode_code, planted_world
+
+PLANTED = {"th": 1.0, "ja": 1.0}  # only Thai and Japanese texts pull towards their culture
+CODES = [c.code for c in tables.countries()]
+LANG_OF = {c.code: c.language for c in tables.countries()}
+
+
+def text_vector(pv: PlantedVectors, text: str) -> np.ndarray:
+    concept, lang = text.split("@")
+    pull = np.mean([pv.culture[CODES.index(k)] for k in CODES if LANG_OF[k] == lang], axis=0)
+    return pv.concept[int(concept.removeprefix("concept"))] + PLANTED.get(lang, 0.0) * pull
+
+
+class LanguagePullModel(Adapter):
+    def __init__(self, name: str = "langpull", **kw: Any):
+        super().__init__(ModelSpec(name=name, family="test", checkpoint="langpull"), "cpu")
+        self.pv = PlantedVectors()
+
+    def _encode_text_batch(self, texts, role):
+        return l2_normalize(np.stack([text_vector(self.pv, t) for t in texts]))
+
+    def _encode_image_batch(self, images, role):
+        return l2_normalize(np.stack([self.pv.image(*decode_code(im)) for im in images]))
+
+
+def expected_cells(tr: pd.DataFrame, terms: dict) -> dict:
+    pv = PlantedVectors()
+
+    def img(iid):
+        k, ci, v = iid.split("-")
+        return l2_normalize(pv.image(int(ci), CODES.index(k), int(v)))
+
+    wins: dict = {}
+    for r in tr.itertuples():
+        for lang in sorted({LANG_OF[k] for k in CODES}):
+            if (r.query_concept, lang) not in terms:
+                continue
+            q = l2_normalize(text_vector(pv, terms[(r.query_concept, lang)]))
+            s = [float(q @ img(i)) for i in (r.semantic_image_id, r.cultural_image_id,
+                                              r.non_relevant_image_id)]
+            wins.setdefault((lang, r.query_country), [0, 0, 0])[int(np.argmax(s))] += 1
+    return wins
+
+
+def test_matrix_shows_the_planted_cells(tmp_path):
+    tr, im = planted_world(n_concepts=5, per_cell=2)
+    write_release(tmp_path / "rel", tr, im, "planted")
+    langs = sorted({LANG_OF[k] for k in CODES})
+    rows = [{"concept": f"concept{i}", "language": lang, "text": f"concept{i}@{lang}"}
+            for i in range(5) for lang in langs if not (i == 4 and lang == "yo")]
+    pd.DataFrame(rows).to_csv(tmp_path / "q.csv", index=False)
+    terms = {(r["concept"], r["language"]): r["text"] for r in rows}
+    assert main(["run", "--model", "tests.benchmark.test_matrix:LanguagePullModel", "--task",
+                 "3xcm-matrix", "--dataset", str(tmp_path / "rel"), "--queries",
+                 str(tmp_path / "q.csv"), "--output-dir", str(tmp_path / "out"), "--cache-dir",
+                 str(tmp_path / "c"), "-q", "--bootstrap", "200"]) == 0
+    res = json.loads((tmp_path / "out" / "langpull" / "3xcm-matrix.json").read_text())
+    m = res["scores"]["matrix"]
+    assert set(m) == set(langs) and len(langs) == 12
+    want = expected_cells(tr, terms)
+    for (lang, k), wins in want.items():
+        cell = m[lang][k]
+        assert [cell["wins_sem"], cell["wins_cul"], cell["wins_non"]] == wins
+        assert cell["SP"] == (pytest.approx(wins[1] / wins[0]) if wins[0] else None)
+    planted = {(lang, k) for lang in PLANTED for k in CODES if LANG_OF[k] == lang}
+    high = [m[lang][k]["SP"] for lang, k in planted]
+    others = [c["SP"] for lang, row in m.items() for k, c in row.items()
+              if (lang, k) not in planted and c["SP"] is not None]
+    assert min(high) > 3 * max(others)
+    # the concept without a Yoruba term is skipped for Yoruba and counted
+    sk = res["task"]["skipped"]["yo"]
+    assert sk["concepts"] == ["concept4"] and sk["triplets"] == int((tr.query_concept == "concept4").sum())
+    # own language vs English for Thailand: planted pull only in Thai
+    tha = res["scores"]["summary"]["THA"]
+    assert tha["own_language"]["SP"] > tha["english"]["SP"]
+    lo, hi = tha["difference"]["SP_diff_ci95"]
+    assert lo > 0 and lo <= tha["difference"]["SP_diff"] <= hi
+    usa = res["scores"]["summary"]["USA"]
+    assert usa["own_language"] == usa["english"]  # English is the USA's own language
+
+
+def test_paired_bootstrap_known_difference():
+    # 400 paired triplets: under a, 200 sem / 200 cul wins (SP 1.0); under b, the same
+    # triplets give 300 sem / 100 cul (SP 1/3). The difference is 2/3.
+    a = np.array([0] * 200 + [1] * 200)
+    b = np.array([0] * 200 + [0] * 100 + [1] * 100)
+    d = paired_sp_difference(a, b, n_resamples=2000, seed=0)
+    assert d["SP_a"] == 1.0 and d["SP_b"] == pytest.approx(1 / 3)
+    assert d["SP_diff"] == pytest.approx(2 / 3)
+    lo, hi = d["SP_diff_ci95"]
+    assert lo < 2 / 3 < hi and lo > 0.4 and hi < 0.95
+    # identical conditions: the paired difference is exactly zero in every resample
+    z = paired_sp_difference(a, a, n_resamples=500, seed=1)
+    assert z["SP_diff"] == 0.0 and z["SP_diff_ci95"] == [0.0, 0.0]
+    # pairing narrows the interval compared with resampling the conditions independently
+    rng = np.random.default_rng(5)
+    indep = []
+    for _ in range(2000):
+        ra, rb = rng.choice(a, a.size), rng.choice(b, b.size)
+        indep.append(((ra == 1).sum() / (ra == 0).sum()) - ((rb == 1).sum() / (rb == 0).sum()))
+    ilo, ihi = np.percentile(indep, [2.5, 97.5])
+    assert (hi - lo) < (ihi - ilo)
