@@ -210,13 +210,16 @@ def link_items(catalog: Catalog) -> int:
 
 
 def reset_transient(catalog: Catalog) -> int:
-    """``--retry-failed``: forget transient download failures so they are fetched again."""
+    """``--retry-failed``: forget transient download failures (timeouts, connection and DNS
+    errors, HTTP 429 and 5xx) so they are fetched again."""
     marks = ",".join("?" * len(TRANSIENT))
+    cond = (f"status IN ({marks}) AND (status != 'http_error' OR http_status = 429 "
+            f"OR http_status >= 500)")
     with catalog.tx() as con:
         con.execute(
             f"UPDATE items SET status='pending', reason=NULL WHERE status='failed' AND url IN "
-            f"(SELECT url FROM downloads WHERE status IN ({marks}))", TRANSIENT)
-        return con.execute(f"DELETE FROM downloads WHERE status IN ({marks})", TRANSIENT).rowcount
+            f"(SELECT url FROM downloads WHERE {cond})", TRANSIENT)
+        return con.execute(f"DELETE FROM downloads WHERE {cond}", TRANSIENT).rowcount
 
 
 def pending_urls(catalog: Catalog) -> list[str]:

@@ -113,8 +113,8 @@ def address_blocked(ip: str) -> str | None:
     addr = ipaddress.ip_address(ip.split("%", 1)[0])
     if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
         addr = addr.ipv4_mapped
-    for attr in ("is_loopback", "is_link_local", "is_private", "is_reserved", "is_multicast",
-                 "is_unspecified"):
+    for attr in ("is_unspecified", "is_loopback", "is_link_local", "is_multicast", "is_private",
+                 "is_reserved"):
         if getattr(addr, attr):
             return f"{ip} is {attr[3:].replace('_', '-')}"
     if not addr.is_global:

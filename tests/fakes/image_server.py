@@ -85,6 +85,7 @@ class ImageServer:
         self._lock = threading.Lock()
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
+        self.port = 0
         self._add_cases()
 
     # -- content --------------------------------------------------------------------------
@@ -119,14 +120,15 @@ class ImageServer:
         self.limited_body = image_bytes("PNG", seed=9)
 
     def url(self, path: str) -> str:
-        assert self._httpd is not None, "server not started"
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}{path}"
+        assert self.port, "server not started"
+        return f"http://127.0.0.1:{self.port}{path}"
 
     # -- lifecycle ------------------------------------------------------------------------
     def start(self) -> ImageServer:
         handler = type("Handler", (_Handler,), {"srv": self})
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self._httpd.daemon_threads = True
+        self.port = int(self._httpd.server_address[1])
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
         self._thread.start()
         return self
