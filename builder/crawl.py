@@ -351,6 +351,8 @@ def crawl(catalog: Catalog, cfg: CrawlConfig, backend: Any = None) -> CrawlResul
     params["fetch"] = {k: (sorted(v) if isinstance(v, frozenset) else v)
                        for k, v in asdict(fetch).items()}
     run_id = catalog.start_run("crawl", params)
+    for stale in catalog.workdir.images_dir.glob("*/.*.tmp"):  # left by a kill mid-write
+        stale.unlink(missing_ok=True)
     try:
         if kind == "ddgs":
             searches, errors = plan_ddgs(catalog, cfg), []

@@ -1,0 +1,172 @@
+"""The ddgs backend against a fake ``DDGS`` class, and planning from the ``queries`` table."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import ddgs
+import pytest
+from ddgs.exceptions import DDGSException, TimeoutException
+
+from builder.catalog import Catalog
+from builder.crawl import CrawlConfig, crawl
+from builder.search import DdgsSearch, Search
+
+
+class FakeDDGS:
+    """Stands in for ``ddgs.DDGS``: behaviour chosen by the query text."""
+
+    calls: Counter[str] = Counter()  # by query text
+    by_region: Counter[tuple[str, str]] = Counter()
+    kwargs: list[dict] = []
+    crash_on: str | None = None
+
+    def __init__(self, proxy=None, timeout=5, **kw):
+        self.timeout = timeout
+
+    def images(self, query: str, **kw):
+        FakeDDGS.calls[query] += 1
+        FakeDDGS.by_region[(query, kw.get("region"))] += 1
+        FakeDDGS.kwargs.append({"query": query, **kw})
+        n = FakeDDGS.calls[query]
+        if query == FakeDDGS.crash_on:
+            raise KeyboardInterrupt  # the process dies mid-crawl
+        if query.startswith("blocked twice") and n <= 2:
+            raise DDGSException("No results found.")
+        if query.startswith("always blocked"):
+            raise DDGSException("No results found.")
+        if query.startswith("slow"):
+            raise TimeoutException("timed out")
+        if query.startswith("nothing"):
+            return []
+        return [{"title": f"{query} {i}", "image": f"https://img.example/{query}/{i}.jpg",
+                 "thumbnail": "https://t", "url": f"https://page.example/{i}",
+                 "height": "480", "width": 640, "source": "Bing"} for i in range(12)]
+
+
+@pytest.fixture
+def fake_ddgs(monkeypatch: pytest.MonkeyPatch):
+    FakeDDGS.calls = Counter()
+    FakeDDGS.by_region = Counter()
+    FakeDDGS.kwargs = []
+    FakeDDGS.crash_on = None
+    monkeypatch.setattr(ddgs, "DDGS", FakeDDGS)
+    return FakeDDGS
+
+
+def backend(sleeps: list[float], **kw) -> DdgsSearch:
+    clock = iter(range(10**6))
+    opts = dict(per_query=10, min_interval=2.0, jitter=0.0, retries=3, backoff=5.0,
+                sleep=sleeps.append, clock=lambda: float(next(clock)) * 0.0)
+    return DdgsSearch(**{**opts, **kw})
+
+
+def search(text: str, region: str = "th-th") -> Search:
+    return Search("food", "THA", "th", "native", text, DdgsSearch.backend, region)
+
+
+def test_results_carry_rank_fields_and_region(fake_ddgs) -> None:
+    out = backend([]).search(search("อาหาร"))
+    assert (out.status, out.attempts, len(out.hits)) == ("ok", 1, 10)
+    h = out.hits[2]
+    assert (h.rank, h.image_url, h.page_url, h.title, h.width, h.height) == (
+        3, "https://img.example/อาหาร/2.jpg", "https://page.example/2", "อาหาร 2", 640, 480)
+    assert json.loads(h.raw_json)["source"] == "Bing" and json.loads(h.raw_json)["height"] == "480"
+    kw = fake_ddgs.kwargs[0]
+    assert (kw["region"], kw["backend"], kw["max_results"]) == ("th-th", "duckduckgo", 10)
+
+
+def test_no_results_exception_is_backed_off_then_retried(fake_ddgs) -> None:
+    sleeps: list[float] = []
+    out = backend(sleeps).search(search("blocked twice"))
+    assert (out.status, out.attempts) == ("ok", 3)
+    # two backoffs (5 s, 10 s, each times a jitter in [1, 1.5]) and pacing before retries
+    backoffs = [s for s in sleeps if s >= 5.0]
+    assert len(backoffs) == 2 and 5.0 <= backoffs[0] <= 7.5 and 10.0 <= backoffs[1] <= 15.0
+
+
+def test_persistent_block_and_timeouts_fail_with_reason(fake_ddgs) -> None:
+    b = backend([])
+    blocked = b.search(search("always blocked"))
+    assert (blocked.status, blocked.attempts) == ("failed", 4)
+    assert "No results found." in blocked.reason and "rate-limit" in blocked.reason
+    assert "gave up after 4 attempts" in blocked.reason
+    slow = b.search(search("slow"))
+    assert (slow.status, slow.attempts) == ("failed", 4)
+    assert slow.reason.startswith("TimeoutException: timed out")
+    empty = b.search(search("nothing"))
+    assert (empty.status, empty.attempts) == ("empty", 1)
+
+
+def test_pacing_between_requests(fake_ddgs) -> None:
+    sleeps: list[float] = []
+    b = backend(sleeps)
+    for q in ("a", "b", "c"):
+        b.search(search(q))
+    assert sleeps == [2.0, 2.0]  # none before the first request; clock frozen at 0
+
+
+def add_queries(cat: Catalog) -> None:
+    with cat.tx() as con:
+        con.executemany("INSERT INTO concepts (name, source, status) VALUES (?, 'curated', ?)",
+                        [("food", "kept"), ("house", "kept"), ("meal", "merged")])
+        rows = []
+        for concept in ("food", "house", "meal"):
+            for code, lang, native in (("THA", "th", f"{concept}-th"), ("USA", "en", concept),
+                                       ("KEN", "sw", f"{concept}-sw")):
+                rows.append((concept, code, "english", "en", concept))
+                rows.append((concept, code, "native", lang, native))
+        rows[-1] = (*rows[-1][:4], "always blocked")
+        con.executemany("INSERT INTO queries (concept, country, kind, language, text, source) "
+                        "VALUES (?, ?, ?, ?, ?, 'table')", rows)
+        con.execute("UPDATE queries SET text='always blocked' WHERE concept='house' "
+                    "AND country='KEN' AND kind='native'")
+
+
+def test_crawl_plans_kept_concepts_regions_and_skips_same_text(tmp_path: Path, fake_ddgs) -> None:
+    with Catalog.open(tmp_path / "w") as cat:
+        add_queries(cat)
+        crawl(cat, CrawlConfig(skip_download=True, per_query=3), backend=backend([], per_query=3))
+        rows = [tuple(r) for r in cat.query(
+            "SELECT concept, country, kind, language, region, status, n_results FROM searches "
+            "ORDER BY search_id")]
+        items = cat.query("SELECT COUNT(*) FROM items WHERE status='pending'")[0][0]
+        failed = cat.query("SELECT reason FROM searches WHERE status='failed'")
+    assert rows == [
+        ("food", "KEN", "english", "en", "wt-wt", "ok", 3),
+        ("food", "KEN", "native", "sw", "wt-wt", "ok", 3),
+        ("food", "THA", "english", "en", "th-th", "ok", 3),
+        ("food", "THA", "native", "th", "th-th", "ok", 3),
+        ("food", "USA", "english", "en", "us-en", "ok", 3),
+        ("food", "USA", "native", "en", "us-en", "skipped", 0),
+        ("house", "KEN", "english", "en", "wt-wt", "ok", 3),
+        ("house", "KEN", "native", "sw", "wt-wt", "failed", 0),
+        ("house", "THA", "english", "en", "th-th", "ok", 3),
+        ("house", "THA", "native", "th", "th-th", "ok", 3),
+        ("house", "USA", "english", "en", "us-en", "ok", 3),
+        ("house", "USA", "native", "en", "us-en", "skipped", 0),
+    ]
+    assert items == 27 and "gave up after 4 attempts" in failed[0]["reason"]
+    assert fake_ddgs.calls["meal"] == 0  # merged concepts are not searched
+
+
+def test_search_phase_resumes_without_searching_twice(tmp_path: Path, fake_ddgs) -> None:
+    with Catalog.open(tmp_path / "w") as cat:
+        add_queries(cat)
+        fake_ddgs.crash_on = "house-th"
+        with pytest.raises(KeyboardInterrupt):
+            crawl(cat, CrawlConfig(skip_download=True), backend=backend([]))
+        done = {(r["query_text"], r["region"]) for r in cat.query(
+            "SELECT query_text, region FROM searches WHERE status='ok'")}
+        assert ("food-th", "th-th") in done and ("house-th", "th-th") not in done
+        assert cat.last_run("crawl")["status"] == "interrupted"
+        fake_ddgs.crash_on = None
+        crawl(cat, CrawlConfig(skip_download=True), backend=backend([]))
+        n_items = cat.query("SELECT COUNT(*) FROM items")[0][0]
+    assert len(done) == 7 and all(fake_ddgs.by_region[q] == 1 for q in done)
+    assert fake_ddgs.calls["house-th"] == 2  # the interrupted query ran again, once
+    assert n_items == 9 * 10
+    # the failed query is not retried by a plain re-run, only with --retry-failed
+    assert fake_ddgs.calls["always blocked"] == 4
