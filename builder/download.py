@@ -49,7 +49,7 @@ STATUSES = (
     "ok", "duplicate", "http_error", "timeout", "connection_error", "too_large", "not_an_image",
     "corrupt_image", "unsupported_format", "decompression_bomb", "blocked_host", "opted_out",
     "redirect_loop", "too_many_redirects", "unsupported_scheme", "invalid_url", "dns_error",
-    "missing_file",
+    "missing_file", "fetch_error",
 )
 #: Statuses worth another try later (``--retry-failed``).
 TRANSIENT = ("timeout", "connection_error", "http_error", "dns_error")

@@ -1,0 +1,127 @@
+"""img2dataset round trip: --export-urls, a hand-built img2dataset output, ingest."""
+
+from __future__ import annotations
+
+import io
+import json
+import tarfile
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from builder.catalog import Catalog
+from builder.crawl import CrawlConfig, crawl
+from builder.ingest import failure_status, ingest_img2dataset, main
+from tests.builder.test_crawl import write_urls
+from tests.fakes.image_server import bomb_png, image_bytes
+
+URLS = [f"https://img.example/{n}" for n in
+        ("a.jpg", "b.png", "c.jpg", "d.jpg", "e.jpg", "f.jpg", "g.jpg", "h.jpg")]
+
+
+def exported(tmp_path: Path) -> tuple[Path, list[dict]]:
+    rows = [("food", "THA", "th", i, u, "", "") for i, u in enumerate(URLS, start=1)]
+    f = write_urls(tmp_path / "u.csv", rows)
+    out = tmp_path / "urls.parquet"
+    wd = tmp_path / "w"
+    with Catalog.open(wd) as cat:
+        crawl(cat, CrawlConfig(search=f"urls:{f}", export_urls=str(out)))
+    return wd, pq.read_table(out).to_pylist()
+
+
+SAMPLES = [  # (status, error, bytes) per exported URL, in order
+    ("success", None, image_bytes("JPEG", (40, 30), seed=1)),
+    ("success", None, image_bytes("PNG", (20, 10), seed=2)),
+    ("success", None, b"<html>not an image</html>"),
+    ("failed_to_download", "HTTP Error 404: Not Found", None),
+    ("failed_to_download", "<urlopen error timed out>", None),
+    ("failed_to_download", "Use of image disallowed by X-Robots-Tag directives", None),
+    ("success", None, bomb_png()),
+    ("success", None, image_bytes("JPEG", (40, 30), seed=1)),  # same bytes as the first
+]
+EXPECTED = [("ok", None), ("ok", None), ("not_an_image", None), ("http_error", 404),
+            ("timeout", None), ("opted_out", None), ("decompression_bomb", None),
+            ("duplicate", None)]
+
+
+def meta(key: str, row: dict, status: str, error: str | None) -> dict:
+    return {"key": key, "url": row["url"], "status": status, "error_message": error,
+            "width": 40, "height": 30, "original_width": 40, "original_height": 30,
+            "item_id": row["item_id"], "concept": row["concept"]}
+
+
+def files_layout(root: Path, rows: list[dict]) -> None:
+    """img2dataset --output_format files: NNNNN/<key>.jpg + .json, and NNNNN.parquet."""
+    shard = root / "00000"
+    shard.mkdir(parents=True)
+    recs = []
+    for i, (row, (status, err, data)) in enumerate(zip(rows, SAMPLES, strict=True)):
+        key = f"{i:09d}"
+        rec = meta(key, row, status, err)
+        if data is not None:
+            (shard / f"{key}.jpg").write_bytes(data)
+            (shard / f"{key}.json").write_text(json.dumps(rec))
+        recs.append(rec)
+    recs.append({**recs[0], "key": "000000099", "url": "https://elsewhere/x.jpg"})
+    pq.write_table(pa.Table.from_pylist(recs), root / "00000.parquet")
+
+
+def test_export_then_ingest_files_layout(tmp_path: Path) -> None:
+    wd, rows = exported(tmp_path)
+    assert [r["url"] for r in rows] == URLS
+    out = tmp_path / "i2d"
+    files_layout(out, rows)
+    with Catalog.open(wd) as cat:
+        counts = ingest_img2dataset(cat, out)
+        got = [(r["status"], r["http_status"]) for r in cat.query(
+            "SELECT status, http_status FROM downloads_export ORDER BY item_id")]
+        reasons = {r["url"]: r["reason"] for r in cat.query("SELECT url, reason FROM downloads")}
+        items = [r["status"] for r in cat.query("SELECT status FROM items ORDER BY item_id")]
+        errors = cat.query("SELECT line, reason FROM crawl_input_errors")
+        again = ingest_img2dataset(cat, out)
+        n_images = cat.query("SELECT COUNT(*) FROM images")[0][0]
+    assert got == EXPECTED
+    assert items == ["ok", "ok", "failed", "failed", "failed", "failed", "failed", "ok"]
+    assert reasons[URLS[0]] == "JPEG 40x30 via img2dataset"
+    assert reasons[URLS[3]] == "img2dataset: HTTP Error 404: Not Found"
+    assert counts == {"ok": 3, "not_an_image": 1, "http_error": 1, "timeout": 1,
+                      "opted_out": 1, "decompression_bomb": 1, "unknown_url": 1}
+    assert [tuple(e) for e in errors] == [("00000/000000099", "URL is not an item of this catalog")]
+    assert again == {"already_done": 8, "unknown_url": 1} and n_images == 2
+
+
+def test_ingest_parquet_and_webdataset_layouts(tmp_path: Path) -> None:
+    wd, rows = exported(tmp_path)
+    pq_dir, tar_dir = tmp_path / "pq", tmp_path / "wds"
+    pq_dir.mkdir()
+    tar_dir.mkdir()
+    recs = [{**meta(f"{i:09d}", r, s, e), "jpg": d} for i, (r, (s, e, d)) in
+            enumerate(zip(rows[:4], SAMPLES[:4], strict=True))]
+    pq.write_table(pa.Table.from_pylist(recs), pq_dir / "00000.parquet")
+    tar_recs = []
+    with tarfile.open(tar_dir / "00000.tar", "w") as tar:
+        for i, (r, (s, e, d)) in enumerate(zip(rows[4:], SAMPLES[4:], strict=True), start=4):
+            key = f"{i:09d}"
+            tar_recs.append(meta(key, r, s, e))
+            if d is not None:
+                info = tarfile.TarInfo(f"{key}.jpg")
+                info.size = len(d)
+                tar.addfile(info, io.BytesIO(d))
+    pq.write_table(pa.Table.from_pylist(tar_recs), tar_dir / "00000.parquet")
+    with Catalog.open(wd) as cat:
+        ingest_img2dataset(cat, pq_dir)
+        ingest_img2dataset(cat, tar_dir)
+        got = [(r["status"], r["http_status"]) for r in cat.query(
+            "SELECT status, http_status FROM downloads_export ORDER BY item_id")]
+    assert got == EXPECTED
+
+
+def test_failure_mapping_and_cli_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert failure_status("HTTP Error 503: Service Unavailable", "failed_to_download") == (
+        "http_error", 503)
+    assert failure_status("cannot identify image file", "failed_to_resize") == ("not_an_image", None)
+    assert failure_status("Connection reset by peer", "failed_to_download") == ("fetch_error", None)
+    assert main(["--img2dataset", str(tmp_path / "nope"), "--workdir", str(tmp_path / "w")]) == 2
+    assert "is not a folder" in capsys.readouterr().err
