@@ -1,0 +1,8 @@
+"""3XCM triplets: seeded sampling from the tagged image pool, validation, export and publishing.
+
+``python -m triplets sample|validate|export|publish`` (see :mod:`triplets.cli`). Modules:
+``pool`` (the kept images of a catalog), ``sample`` (the sampler), ``rules`` (triplet rules),
+``store`` (catalog I/O), ``sources`` (release folder / authors' CSV readers), ``export`` and
+``card`` (the release folder and its dataset card), ``numbers`` (datasheet numbers),
+``publish`` (Hugging Face Hub).
+"""

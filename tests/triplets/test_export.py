@@ -1,0 +1,170 @@
+"""The release: export, offline load_dataset round trip, validation, evaluator, publish errors."""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+
+import pytest
+import yaml
+
+from builder.catalog import Catalog
+from tests.triplets.world import build_world
+from triplets import cli
+from triplets.export import export_release
+from triplets.pool import load_pool
+from triplets.sample import SampleConfig
+from triplets.store import run_sample
+
+CONCEPTS = ["train", "taxi", "craft", "food"]
+
+
+def _tags(c, k, i):
+    return [c, "food"] if (c != "food" and i == 1) else [c]
+
+
+@pytest.fixture(scope="module")
+def release(tmp_path_factory):
+    root = tmp_path_factory.mktemp("release")
+    wd = build_world(root / "w", CONCEPTS, per_cell=2, tag_fn=_tags)
+    run_sample(wd, SampleConfig(seed=17))
+    total = sum(p.stat().st_size for p in wd.images_dir.rglob("*.png"))
+    res = export_release(wd, root / "rel", shard_bytes=total // 3 + 1)
+    return wd, res
+
+
+def _load(path, config, split, tmp_path):
+    import datasets
+
+    return datasets.load_dataset(str(path), config, split=split, cache_dir=str(tmp_path / "c"))
+
+
+def test_release_loads_offline_and_round_trips_every_column(release, tmp_path):
+    import datasets
+
+    wd, res = release
+    assert res.n_images == 128 and res.n_triplets == 128
+    shards = sorted(p.name for p in (res.out / "images").glob("*.parquet"))
+    assert res.shards >= 3 and shards[-1] == f"train-{res.shards - 1:05d}-of-{res.shards:05d}.parquet"
+    trip = _load(res.out, "triplets", "test", tmp_path)
+    with (wd.exports_dir / "triplets.csv").open(newline="", encoding="utf-8") as f:
+        expected = list(csv.DictReader(f))
+    assert trip.column_names == list(expected[0])
+    assert [dict(r) for r in trip] == expected
+    images = _load(res.out, "images", "train", tmp_path)
+    assert images.column_names == ["image_id", "image", "concept", "country", "query_language",
+                                   "query_text", "search_rank", "source_url", "page_url",
+                                   "title", "tags", "sha256", "width", "height"]
+    with Catalog.open(wd) as cat:
+        pool = {im.image_id: im for im in load_pool(cat).images}
+    assert sorted(images["image_id"]) == sorted(pool)
+    raw = images.cast_column("image", datasets.Image(decode=False))
+    for row, enc in zip(images, raw, strict=True):
+        im = pool[row["image_id"]]
+        data = enc["image"]["bytes"]
+        assert data == wd.image_path(im.sha256, "png").read_bytes()
+        assert hashlib.sha256(data).hexdigest() == row["sha256"] == im.sha256
+        assert row["image"].size == (row["width"], row["height"]) == (8, 8)
+        assert (row["concept"], row["country"], row["query_language"], row["query_text"],
+                row["search_rank"], row["source_url"], row["page_url"], row["title"],
+                tuple(row["tags"])) == (im.concept, im.country, im.query_language,
+                                        im.query_text, im.search_rank, im.source_url,
+                                        im.page_url, im.title, im.tags)
+
+
+def test_card_build_record_and_provenance(release):
+    wd, res = release
+    text = (res.out / "README.md").read_text(encoding="utf-8")
+    meta = yaml.safe_load(text.split("---", 2)[1])
+    assert [c["config_name"] for c in meta["configs"]] == ["triplets", "images"]
+    info = {d["config_name"]: d for d in meta["dataset_info"]}
+    assert info["triplets"]["splits"][0]["num_examples"] == 128
+    assert info["images"]["splits"][0] == {"name": "train", **{
+        "num_bytes": info["images"]["splits"][0]["num_bytes"], "num_examples": 128}}
+    assert "seed 17, 1 triplet(s) per kept image" in text
+    assert "| USA | United States | 8 | 8 |" in text
+    build = json.loads((res.out / "build.json").read_text())
+    assert build["sampling"] == {"seed": 17, "per_image": 1, "distinct_language": True}
+    assert [r["stage"] for r in build["stage_runs"]] == ["triplets"]
+    n = build["numbers"]
+    assert n["images_by_country"]["JPN"] == 8 and n["triplets_by_concept"]["taxi"] == 32
+    assert n["tags"]["tagged_images"] == 128
+    assert n["tags"]["share_with_several_tags"] == round(48 / 128, 4)
+    assert n["items_by_status"] == {"ok": 128}
+    prov = [json.loads(x) for x in (res.out / "provenance.jsonl").read_text().splitlines()]
+    assert len(prov) == 128 and prov[0]["backend"] == "folder" and "reviews" in prov[0]
+    assert oct((res.out / "README.md").stat().st_mode & 0o777) == "0o644"
+
+
+def test_validate_release_and_a_tampered_copy(release, tmp_path, capsys):
+    import shutil
+
+    import pyarrow.parquet as pq
+
+    _, res = release
+    assert cli.main(["validate", "--release", str(res.out)]) == 0
+    assert "128 triplets: every rule holds" in capsys.readouterr().out
+    copy = tmp_path / "rel"
+    shutil.copytree(res.out, copy)
+    path = next((copy / "triplets").glob("*.parquet"))
+    table = pq.read_table(path)
+    rows = table.to_pylist()
+    rows[5]["non_relevant_country"] = rows[5]["query_country"]
+    pq.write_table(table.from_pylist(rows, schema=table.schema), path)
+    assert cli.main(["validate", "--release", str(copy)]) == 1
+    out = capsys.readouterr().out
+    bad = {ln.split("\t")[0] for ln in out.splitlines() if "\t" in ln}
+    assert bad == {rows[5]["triplet_id"]}
+    assert "non_relevant_same_country" in out and "non_relevant_image_country" in out
+
+
+def test_the_evaluator_scores_the_release(release, tmp_path, capsys):
+    from benchmark import cli as bench
+
+    _, res = release
+    rc = bench.main(["run", "--model", "hash", "--task", "3xcm", "--dataset", str(res.out),
+                     "--output-dir", str(tmp_path / "results"), "--cache-dir",
+                     str(tmp_path / "emb")])
+    assert rc == 0
+    out = json.loads((tmp_path / "results" / "hash" / "3xcm.json").read_text())
+    assert out["task"]["n"] == 128
+
+
+def test_export_refuses_broken_or_empty_workdirs(tmp_path, capsys):
+    wd = build_world(tmp_path / "w", ["train", "taxi"], per_cell=1)
+    assert cli.main(["export", "--workdir", str(wd.root), "--out", str(tmp_path / "r")]) == 2
+    assert "run `python -m triplets sample` first" in capsys.readouterr().err
+    res = run_sample(wd, SampleConfig(seed=1))
+    with Catalog.open(wd) as cat:
+        cat.con.execute("UPDATE triplets SET semantic_item_id=query_item_id WHERE triplet_id=?",
+                        (res.triplets[0].triplet_id,))
+    assert cli.main(["export", "--workdir", str(wd.root), "--out", str(tmp_path / "r")]) == 1
+    out = capsys.readouterr().out
+    assert f"{res.triplets[0].triplet_id}\tsemantic_same_country" in out
+    assert not (tmp_path / "r").exists()
+
+
+def test_publish_errors_are_one_line_exit_2(release, tmp_path, monkeypatch, capsys):
+    _, res = release
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    monkeypatch.delenv("HUGGING_FACE_HUB_TOKEN", raising=False)
+    assert cli.main(["publish", "--out", str(res.out), "--repo-id", "org/3xcm"]) == 2
+    assert "set HF_TOKEN" in capsys.readouterr().err
+    monkeypatch.setenv("HF_TOKEN", "hf_test_not_a_real_token")
+    assert cli.main(["publish", "--out", str(res.out), "--repo-id", "org/3xcm"]) == 2
+    err = capsys.readouterr().err
+    assert "HF_HUB_OFFLINE" in err and "hf_test" not in err
+    assert cli.main(["publish", "--out", str(tmp_path), "--repo-id", "org/3xcm"]) == 2
+    assert cli.main(["publish", "--out", str(res.out), "--repo-id", "bad"]) == 2
+
+
+def test_images_config_bytes_are_embedded_not_paths(release):
+    import pyarrow.parquet as pq
+    from PIL import Image
+
+    _, res = release
+    for path in (res.out / "images").glob("*.parquet"):
+        for cell in pq.read_table(path, columns=["image"]).column("image").to_pylist():
+            assert cell["bytes"] and Image.open(io.BytesIO(cell["bytes"])).size == (8, 8)

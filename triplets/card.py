@@ -1,0 +1,202 @@
+"""The release's dataset card: YAML front matter (``configs``, ``dataset_info``) and the text.
+
+The text says how to load the release, what every column means, how the triplets were
+sampled (rules, seed), the numbers of this build, the licence and provenance notes, and ends
+with the repository's ``DATASHEET.md`` (Gebru et al.), whose numbers refer to this card.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from benchmark import tables
+
+DATASHEET = Path(__file__).resolve().parent.parent / "DATASHEET.md"
+# The triplets are the benchmark's test split; the images config is the pool they index
+# (one split, ``train``, as in the evaluator's bundled sample release).
+SPLITS = {"triplets": "test", "images": "train"}
+
+IMAGE_COLUMN_DOCS = {
+    "image_id": "release id: `<country>-<concept slug>-<sha256[:12]>`",
+    "image": "the image, original bytes embedded (decoded by `datasets` as a PIL image)",
+    "concept": "the concept whose query found the image",
+    "country": "ISO 3166-1 alpha-3 of the country whose query found the image",
+    "query_language": "BCP-47 of the query that found it (English or the native language)",
+    "query_text": "the search query that found it",
+    "search_rank": "raw 1-based rank in the search results",
+    "source_url": "the image's URL",
+    "page_url": "the page the image was found on (may be empty)",
+    "title": "the search result's title (may be empty)",
+    "tags": "every concept the image shows, priority order (empty: untagged)",
+    "sha256": "sha256 of the embedded bytes",
+    "width": "pixels",
+    "height": "pixels",
+}
+TRIPLET_COLUMN_DOCS = {
+    "triplet_id": "`<query_image_id>-t<round>`",
+    "query_image_id": "the anchor image of the query's concept and country",
+    "query_concept": "the query concept (English name)",
+    "query_country": "the query country (ISO alpha-3)",
+    "query_language": "BCP-47 of the query country's native language",
+    "query_text": "the concept in that language: the text query",
+    "semantic_image_id": "same concept, another country",
+    "semantic_country": "its country",
+    "cultural_image_id": "same country, another concept, not tagged with the query concept",
+    "cultural_concept": "its concept",
+    "non_relevant_image_id": "another concept and country, not tagged with the query concept",
+    "non_relevant_concept": "its concept",
+    "non_relevant_country": "its country",
+}
+
+
+def size_category(n: int) -> str:
+    for bound, label in ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K")):
+        if n < bound:
+            return label
+    return "100K<n<1M"
+
+
+def front_matter(features: dict[str, Any], splits: dict[str, dict[str, int]], n_triplets: int) -> dict:
+    """YAML metadata: ``configs`` with ``data_files`` and ``dataset_info`` per config."""
+    langs = sorted({c.language.split("-")[0] for c in tables.countries()})
+    meta: dict[str, Any] = {
+        "pretty_name": "3XCM",
+        "license": "other",
+        "license_name": "3xcm-mixed",
+        "language": langs,
+        "multilinguality": "multilingual",
+        "size_categories": [size_category(n_triplets)],
+        "tags": ["cross-modal-retrieval", "bias", "multilingual", "multicultural", "benchmark"],
+        "configs": [
+            {"config_name": name,
+             "data_files": [{"split": SPLITS[name], "path": f"{name}/{SPLITS[name]}-*.parquet"}]}
+            for name in ("triplets", "images")
+        ],
+        "dataset_info": [],
+    }
+    for name in ("triplets", "images"):
+        meta["dataset_info"].append({
+            "config_name": name,
+            "features": features[name],
+            "splits": [{"name": SPLITS[name], **splits[name]}],
+        })
+    return meta
+
+
+def _table(header: list[str], rows: list[list[Any]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(x) for x in r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def numbers_markdown(n: dict[str, Any]) -> str:
+    """The card's "Numbers of this build" section (also quoted by the datasheet)."""
+    labels = {c.code: c.name for c in tables.countries()}
+    tags = n["tags"]
+    s = n["sampling"]
+    parts = [
+        f"- {n['triplets']} triplets over {n['countries']} countries and {n['concepts']} concepts; "
+        f"{n['images']} released images, {n['images_in_triplets']} of them in triplets.",
+        f"- Sampling: seed {s['seed']}, {s['per_image']} triplet(s) per kept image, "
+        f"distinct-language semantic candidates {'on' if s['distinct_language'] else 'off'}.",
+        f"- Tags: {tags['tagged_images']} tagged images, {tags['mean_tags_per_tagged_image']} tags "
+        f"per tagged image on average, {tags['share_with_several_tags']:.1%} with several tags, "
+        f"{tags['share_tags_include_crawl_concept']:.1%} include their crawl concept "
+        f"({tags['share_first_tag_is_crawl_concept']:.1%} as first tag); states "
+        f"{tags['images_by_tag_state']}; model(s) {tags['models'] or ['-']}.",
+        f"- Crawl outcomes per occurrence (items): {n['items_by_status']}; searches "
+        f"{n['searches_by_status']}; downloads {n['downloads_by_status']}.",
+        f"- Near-duplicate groups: {n['dedup_groups_by_status']}; human reviews: "
+        f"{n['reviews'] or 'none'}.",
+        f"- Concepts: {n['concepts_by_status'] or 'from data/concepts.txt'}; images whose bytes "
+        f"occur in several (concept, country) cells: {n['same_bytes_in_several_cells']}.",
+        "",
+        _table(["country", "name", "images", "triplets"],
+               [[k, labels.get(k, k), v, n["triplets_by_country"].get(k, 0)]
+                for k, v in n["images_by_country"].items()]),
+        "",
+        "<details><summary>per concept</summary>",
+        "",
+        _table(["concept", "images", "triplets"],
+               [[c, v, n["triplets_by_concept"].get(c, 0)] for c, v in n["images_by_concept"].items()]),
+        "",
+        "</details>",
+    ]
+    return "\n".join(parts)
+
+
+def card_text(meta: dict, numbers: dict[str, Any], build: dict[str, Any]) -> str:
+    """The whole README.md."""
+    import yaml
+
+    body = [
+        "# 3XCM: Cross-Cultural, Cross-lingual, Cross-Modal retrieval triplets",
+        "",
+        "3XCM measures *association bias* of multimodal retrievers: a query is a concept written "
+        "in the native language of a country; the retriever must pick one of three images: "
+        "**semantic** (same concept, another country), **cultural** (same country, another "
+        "concept) or **non-relevant** (another concept, another country). Win rates "
+        "`M_sem`, `M_cul`, `M_non`; `SP = M_cul / M_sem` (lower is better).",
+        "",
+        "## Loading",
+        "",
+        "```python",
+        "from datasets import load_dataset",
+        'triplets = load_dataset(PATH, "triplets", split="test")',
+        'images = load_dataset(PATH, "images", split="train")  # image bytes embedded',
+        "```",
+        "",
+        "Score a retriever: `python -m benchmark run --model NAME --task 3xcm --dataset PATH`.",
+        "",
+        "## Configs and columns",
+        "",
+        "`images` (split `train`; one row per kept image of a concept and country):",
+        "",
+        _table(["column", "meaning"], [[f"`{k}`", v] for k, v in IMAGE_COLUMN_DOCS.items()]),
+        "",
+        "`triplets` (split `test`):",
+        "",
+        _table(["column", "meaning"], [[f"`{k}`", v] for k, v in TRIPLET_COLUMN_DOCS.items()]),
+        "",
+        "## Sampling rules",
+        "",
+        "Every kept image anchors a triplet. Semantic: same concept, another country "
+        "(another language too when distinct-language is on). Cultural: same country, another "
+        "concept. Non-relevant: another concept and country. The query concept is never among "
+        "the tags of the cultural or the non-relevant image, and untagged images are never "
+        "candidates. Candidates are drawn without reuse where the pool allows, spread over "
+        "countries and concepts; sampling is seeded. `python -m triplets validate --release "
+        "PATH` checks every rule.",
+        "",
+        "## Numbers of this build",
+        "",
+        numbers_markdown(numbers),
+        "",
+        "## Licence and provenance",
+        "",
+        "- The triplets, tags and metadata (everything but the images) are released under the "
+        "MIT licence of the toolkit.",
+        "- The images were found by web image search and remain under their owners' copyright "
+        "and licences; they are redistributed only to evaluate retrieval models, for "
+        "non-commercial research. Each image's `source_url` and `page_url` name its origin; "
+        "`provenance.jsonl` holds the full record (query, search backend and region, raw rank, "
+        "HTTP status, content type, size, retrieval time, dedup and review outcome, tagging "
+        "model and prompt hash). Pages that sent `X-Robots-Tag: noai`/`noimageai` were not used.",
+        "- Takedown: an owner who objects to an image's inclusion can ask for its removal (open "
+        "an issue on the dataset repository citing the `image_id`); it is removed in the next "
+        "release.",
+        "",
+        "## Files",
+        "",
+        "- `triplets/`, `images/`: parquet shards of the two configs.",
+        f"- `build.json`: the seed ({build['sampling']['seed']}), the sampling settings, every "
+        "stage run of the build (parameters, counts, times) and the numbers above.",
+        "- `provenance.jsonl`: one record per released image.",
+    ]
+    text = "---\n" + yaml.safe_dump(meta, sort_keys=False, allow_unicode=True) + "---\n\n"
+    text += "\n".join(body) + "\n"
+    if DATASHEET.is_file():
+        sheet = DATASHEET.read_text(encoding="utf-8")
+        text += "\n---\n\n" + sheet
+    return text

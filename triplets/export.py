@@ -1,0 +1,240 @@
+"""Export a work dir's triplets as the 3XCM release folder (DESIGN.md, "The release").
+
+Layout::
+
+    README.md                     dataset card: YAML configs + dataset_info, text, datasheet
+    triplets/test-00000-of-00001.parquet   split test
+    images/train-0000i-of-0000n.parquet    split train; image bytes embedded (never paths)
+    build.json                    seed, sampling settings, stage records, numbers
+    provenance.jsonl              one record per image
+
+The export refuses (exit 1) when any triplet rule is violated or an image's bytes are missing
+or do not match their sha256. It writes into a temporary sibling folder and swaps it in, so a
+killed export never leaves a half release in place. ``datasets.load_dataset(OUT, "triplets")``
+and ``load_dataset(OUT, "images")`` load the result offline.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from benchmark.data.xcm import IMAGE_COLUMNS, TRIPLET_COLUMNS
+from builder.catalog import Catalog, utcnow
+from builder.workdir import WorkDir, atomic_write_text
+from triplets.card import SPLITS, card_text, front_matter
+from triplets.numbers import release_numbers, stage_records
+from triplets.pool import Pool, PoolImage, load_pool
+from triplets.rules import Violation, check_triplets
+from triplets.store import pool_image_infos, read_workdir_triplets
+
+log = logging.getLogger(__name__)
+
+SHARD_BYTES = 256 * 1024 * 1024
+FORMAT_VERSION = 1
+
+
+class ExportError(RuntimeError):
+    """The work dir cannot be released as it is; ``violations`` lists rule breaks if any."""
+
+    def __init__(self, message: str, violations: list[Violation] | None = None):
+        super().__init__(message)
+        self.violations = violations or []
+
+
+@dataclass
+class ExportResult:
+    out: Path
+    n_triplets: int
+    n_images: int
+    shards: int
+    numbers: dict[str, Any]
+
+
+def features() -> dict[str, Any]:
+    """The ``datasets.Features`` of both configs, columns exactly as DESIGN.md."""
+    import datasets
+
+    s, i32 = datasets.Value("string"), datasets.Value("int32")
+    img = datasets.Features({
+        "image_id": s, "image": datasets.Image(), "concept": s, "country": s,
+        "query_language": s, "query_text": s, "search_rank": i32, "source_url": s,
+        "page_url": s, "title": s, "tags": datasets.List(s), "sha256": s,
+        "width": i32, "height": i32,
+    })
+    trip = datasets.Features({c: s for c in TRIPLET_COLUMNS})
+    assert list(img) == IMAGE_COLUMNS and list(trip) == TRIPLET_COLUMNS
+    return {"images": img, "triplets": trip}
+
+
+def image_row(im: PoolImage, data: bytes) -> dict[str, Any]:
+    return {
+        "image_id": im.image_id,
+        "image": {"bytes": data, "path": f"{im.image_id}.{im.ext}"},
+        "concept": im.concept, "country": im.country, "query_language": im.query_language,
+        "query_text": im.query_text, "search_rank": im.search_rank, "source_url": im.source_url,
+        "page_url": im.page_url, "title": im.title, "tags": list(im.tags or ()),
+        "sha256": im.sha256, "width": im.width, "height": im.height,
+    }
+
+
+def _read_image(wd: WorkDir, im: PoolImage) -> bytes:
+    path = wd.image_path(im.sha256, im.ext)
+    if not path.is_file():
+        raise ExportError(f"image bytes missing for {im.image_id}: {path}")
+    data = path.read_bytes()
+    if hashlib.sha256(data).hexdigest() != im.sha256:
+        raise ExportError(f"image bytes of {im.image_id} do not match their sha256: {path}")
+    return data
+
+
+def plan_shards(wd: WorkDir, images: list[PoolImage], shard_bytes: int) -> list[list[PoolImage]]:
+    """Consecutive groups of images of at most ``shard_bytes`` bytes (at least one image each)."""
+    shards: list[list[PoolImage]] = [[]]
+    size = 0
+    for im in images:
+        path = wd.image_path(im.sha256, im.ext)
+        n = path.stat().st_size if path.is_file() else 0
+        if shards[-1] and size + n > shard_bytes:
+            shards.append([])
+            size = 0
+        shards[-1].append(im)
+        size += n
+    return shards
+
+
+def _write_shard(rows: list[dict], feats, path: Path) -> dict[str, int]:
+    """One parquet shard; returns its split info (num_examples, num_bytes)."""
+    import datasets
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    was_disabled = datasets.is_progress_bar_enabled() is False
+    datasets.disable_progress_bars()  # one bar per shard is ours; theirs would be noise
+    try:
+        ds = datasets.Dataset.from_list(rows, features=feats)
+        ds.to_parquet(str(path))
+    finally:
+        if not was_disabled:
+            datasets.enable_progress_bars()
+    return {"num_bytes": int(ds.data.nbytes), "num_examples": len(ds)}
+
+
+def provenance_records(cat: Catalog, pool: Pool) -> list[dict[str, Any]]:
+    """One record per released image: its search, download, dedup, review and tagging."""
+    rows = {int(r["item_id"]): dict(r) for r in cat.query(
+        "SELECT i.item_id, i.status AS item_status, i.reason AS item_reason, i.group_id,"
+        " s.backend, s.region, s.kind AS query_kind, s.searched_at, d.http_status, d.final_url,"
+        " d.content_type, d.bytes, d.fetched_at, im.format, t.status AS tag_status,"
+        " t.model AS tag_model, t.prompt_sha AS tag_prompt_sha"
+        " FROM items i LEFT JOIN searches s ON s.search_id = i.search_id"
+        " LEFT JOIN downloads d ON d.url = i.url LEFT JOIN images im ON im.sha256 = i.sha256"
+        " LEFT JOIN tags t ON t.sha256 = i.sha256 WHERE i.status IN ('ok', 'kept')")}
+    reviews: dict[int, list[dict]] = {}
+    for r in cat.query("SELECT item_id, kind, annotator, decision FROM reviews WHERE current=1"
+                       " AND item_id IS NOT NULL ORDER BY review_id"):
+        reviews.setdefault(int(r["item_id"]), []).append(
+            {"kind": r["kind"], "annotator": r["annotator"], "decision": r["decision"]})
+    out = []
+    for im in pool.images:
+        rec = {"image_id": im.image_id, "sha256": im.sha256, "item_id": im.item_id,
+               "concept": im.concept, "country": im.country, "query_language": im.query_language,
+               "query_text": im.query_text, "search_rank": im.search_rank,
+               "source_url": im.source_url, "page_url": im.page_url, "title": im.title}
+        rec.update({k: v for k, v in rows.get(im.item_id, {}).items() if k != "item_id"})
+        rec["reviews"] = reviews.get(im.item_id, [])
+        out.append(rec)
+    return out
+
+
+def export_release(
+    workdir: str | Path | WorkDir | None, out: str | Path, *, shard_bytes: int = SHARD_BYTES,
+) -> ExportResult:
+    """Write the release folder ``out`` from the work dir's catalog (see the module docstring)."""
+    out = Path(out)
+    with Catalog.open(workdir) as cat:
+        pool = load_pool(cat)
+        rows, seed, distinct = read_workdir_triplets(cat, pool)
+        if not rows:
+            raise ExportError("no triplets in the catalog: run `python -m triplets sample` first")
+        bad = check_triplets(rows, pool_image_infos(pool), tags_known=True,
+                             distinct_language=distinct, seed=seed)
+        if bad:
+            raise ExportError(f"{len(bad)} triplet rule violation(s); nothing exported", bad)
+        last = cat.query("SELECT params_json FROM stage_runs WHERE stage='triplets' AND"
+                         " status='done' ORDER BY run_id DESC LIMIT 1")
+        params = json.loads(last[0]["params_json"]) if last else {}
+        sampling = {"seed": seed, "per_image": params.get("per_image"),
+                    "distinct_language": distinct}
+        numbers = release_numbers(cat, pool, rows, sampling)
+        build = {"format": "3xcm-release", "format_version": FORMAT_VERSION,
+                 "exported_at": utcnow(), "package_version": _version(),
+                 "git_commit": _git_commit(), "sampling": sampling,
+                 "stage_runs": stage_records(cat), "numbers": numbers}
+        provenance = provenance_records(cat, pool)
+        wd = cat.workdir
+    tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    try:
+        n_shards = _write_files(wd, tmp, pool, rows, numbers, build, provenance, shard_bytes)
+        _swap_in(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    log.info("release written to %s: %d triplets, %d images", out, len(rows), len(pool.images))
+    return ExportResult(out, len(rows), len(pool.images), n_shards, numbers)
+
+
+def _write_files(wd: WorkDir, tmp: Path, pool: Pool, rows: list[dict], numbers: dict,
+                 build: dict, provenance: list[dict], shard_bytes: int) -> int:
+    from tqdm import tqdm
+
+    feats = features()
+    shards = plan_shards(wd, pool.images, shard_bytes)
+    split_info = {"triplets": _write_shard(rows, feats["triplets"],
+                                           tmp / "triplets" / f"{SPLITS['triplets']}-00000-of-00001.parquet")}
+    total = {"num_bytes": 0, "num_examples": 0}
+    for i, shard in enumerate(tqdm(shards, desc="image shards", unit="shard")):
+        batch = [image_row(im, _read_image(wd, im)) for im in shard]
+        path = tmp / "images" / f"{SPLITS['images']}-{i:05d}-of-{len(shards):05d}.parquet"
+        info = _write_shard(batch, feats["images"], path)
+        total = {k: total[k] + info[k] for k in total}
+    split_info["images"] = total
+    yaml_feats = {k: v._to_yaml_list() for k, v in feats.items()}
+    meta = front_matter(yaml_feats, split_info, len(rows))
+    atomic_write_text(tmp / "README.md", card_text(meta, numbers, build))
+    atomic_write_text(tmp / "build.json",
+                      json.dumps(build, indent=1, ensure_ascii=False, sort_keys=True) + "\n")
+    atomic_write_text(tmp / "provenance.jsonl", "".join(
+        json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in provenance))
+    for p in tmp.rglob("*"):  # temp files are created 0600; a release is world-readable
+        p.chmod(0o755 if p.is_dir() else 0o644)
+    return len(shards)
+
+
+def _swap_in(tmp: Path, out: Path) -> None:
+    old = out.parent / f".{out.name}.old-{os.getpid()}"
+    if out.exists():
+        if not (out / "README.md").is_file() and any(out.iterdir()):
+            raise ExportError(f"--out {out} exists and is not a release folder; refusing to replace it")
+        out.rename(old)
+    tmp.rename(out)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _version() -> str:
+    from builder import __version__
+
+    return __version__
+
+
+def _git_commit() -> str | None:
+    from benchmark.results import git_commit
+
+    return git_commit()

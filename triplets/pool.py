@@ -1,0 +1,218 @@
+"""The image pool the sampler draws from: the kept images of a work dir's catalog.
+
+An *image* of the pool is one (concept, country, sha256): ``items`` holds one row per search
+occurrence, so the same picture found by the English and the native query of one concept and
+country is one pool image (the occurrence with the best search rank represents it). The same
+bytes found for two concepts or two countries are two pool images; the sampler never puts two
+images with equal bytes into one triplet.
+
+**Kept** (the rule every part of ``triplets`` uses): ``items.status`` is ``ok`` (downloaded,
+decoded, not flagged by image dedup) or ``kept`` (a human review kept it), the item has a
+``sha256`` and an ``images`` row. Everything else (``pending``, ``failed``, ``duplicate``,
+``near_duplicate``, ``needs_review``, ``removed``) is out of the release.
+
+**Tags** come from the ``tags`` table (status ``ok``, a JSON list of concepts in priority
+order). An image without valid tags stays in the pool (it can be an anchor or a semantic
+candidate) but can never be a cultural or non-relevant candidate: nothing proves it does not
+show the query concept. The loader counts such images.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import unicodedata
+from collections import Counter
+from dataclasses import dataclass, field
+
+from benchmark import tables
+from builder.catalog import Catalog
+
+log = logging.getLogger(__name__)
+
+KEPT_STATUSES = ("ok", "kept")
+
+
+@dataclass(frozen=True)
+class PoolImage:
+    """One kept image of one concept and country, with its provenance and tags."""
+
+    image_id: str
+    item_id: int
+    sha256: str
+    concept: str
+    country: str  # ISO 3166-1 alpha-3
+    query_language: str  # BCP-47 of the query that found it
+    query_text: str
+    search_rank: int
+    source_url: str
+    page_url: str | None
+    title: str | None
+    width: int
+    height: int
+    ext: str
+    tags: tuple[str, ...] | None  # None: no valid tags (untagged, failed, refused)
+
+    @property
+    def tagged(self) -> bool:
+        return self.tags is not None
+
+
+@dataclass
+class Pool:
+    """The kept images (sorted by image id) plus what was left out and why."""
+
+    images: list[PoolImage]
+    counts: Counter = field(default_factory=Counter)
+    native_terms: dict[tuple[str, str], str] = field(default_factory=dict)
+
+    def by_id(self) -> dict[str, PoolImage]:
+        return {im.image_id: im for im in self.images}
+
+    def by_item(self) -> dict[int, PoolImage]:
+        return {im.item_id: im for im in self.images}
+
+
+def slug(text: str) -> str:
+    """ASCII slug of a concept name for image ids (``historical image`` -> ``historical_image``)."""
+    norm = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode("ascii")
+    return re.sub(r"[^a-z0-9]+", "_", norm.lower()).strip("_") or "concept"
+
+
+def make_image_id(country: str, concept: str, sha256: str) -> str:
+    """``<country>-<concept slug>-<sha256[:12]>``: readable, stable, content-derived."""
+    return f"{country.lower()}-{slug(concept)}-{sha256[:12]}"
+
+
+_POOL_SQL = """
+SELECT i.item_id, i.concept, i.country, i.language, i.query_text, i.url, i.sha256, i.rank,
+       im.width, im.height, im.ext, sr.page_url, sr.title,
+       t.status AS tag_status, t.tags_json
+FROM items i
+JOIN images im ON im.sha256 = i.sha256
+LEFT JOIN search_results sr ON sr.search_id = i.search_id AND sr.rank = i.rank
+LEFT JOIN tags t ON t.sha256 = i.sha256
+WHERE i.status IN ('ok', 'kept') AND i.sha256 IS NOT NULL
+"""
+
+
+def parse_tags(status: str | None, tags_json: str | None) -> tuple[tuple[str, ...] | None, str]:
+    """(tags or None, state) from a ``tags`` row; state is ``ok``/``untagged``/``failed``/``bad_json``."""
+    if status is None:
+        return None, "untagged"
+    if status != "ok":
+        return None, "failed"
+    try:
+        value = json.loads(tags_json or "")
+    except json.JSONDecodeError:
+        return None, "bad_json"
+    if not isinstance(value, list) or not value or not all(isinstance(x, str) for x in value):
+        return None, "bad_json"
+    return tuple(value), "ok"
+
+
+def load_pool(cat: Catalog) -> Pool:
+    """Read the kept images of ``cat`` into a :class:`Pool` (deterministic order)."""
+    counts: Counter = Counter()
+    codes = {c.code for c in tables.countries()}
+    best: dict[tuple[str, str, str], tuple] = {}
+    for r in cat.query(_POOL_SQL):
+        counts["kept_items"] += 1
+        country = r["country"]
+        if country not in codes:
+            try:
+                country = tables.country(country).code
+            except tables.TableError:
+                counts["skipped_unknown_country"] += 1
+                log.warning("item %s: unknown country %r, left out", r["item_id"], r["country"])
+                continue
+        key = (r["concept"], country, r["sha256"])
+        rank_key = (int(r["rank"]), r["language"], r["query_text"], int(r["item_id"]))
+        if key in best:
+            counts["merged_occurrences"] += 1
+            if rank_key >= best[key][0]:
+                continue
+        best[key] = (rank_key, r, country)
+    counts["kept_without_image_row"] = _count_missing_image_rows(cat)
+
+    images: list[PoolImage] = []
+    for (concept, country, sha), (_, r, _c) in best.items():
+        tags, state = parse_tags(r["tag_status"], r["tags_json"])
+        counts[f"tags_{state}"] += 1
+        images.append(
+            PoolImage(
+                image_id=make_image_id(country, concept, sha),
+                item_id=int(r["item_id"]),
+                sha256=sha,
+                concept=concept,
+                country=country,
+                query_language=r["language"],
+                query_text=r["query_text"],
+                search_rank=int(r["rank"]),
+                source_url=r["url"],
+                page_url=r["page_url"],
+                title=r["title"],
+                width=int(r["width"]),
+                height=int(r["height"]),
+                ext=r["ext"],
+                tags=tags,
+            )
+        )
+    images = _unique_ids(images)
+    images.sort(key=lambda im: im.image_id)
+    counts["images"] = len(images)
+    return Pool(images=images, counts=counts, native_terms=load_native_terms(cat))
+
+
+def _count_missing_image_rows(cat: Catalog) -> int:
+    row = cat.query(
+        "SELECT COUNT(*) AS n FROM items i LEFT JOIN images im ON im.sha256 = i.sha256"
+        " WHERE i.status IN ('ok', 'kept') AND i.sha256 IS NOT NULL AND im.sha256 IS NULL"
+    )
+    return int(row[0]["n"])
+
+
+def _unique_ids(images: list[PoolImage]) -> list[PoolImage]:
+    """Give colliding ids (equal slug and sha prefix) the full sha and the item id."""
+    seen = Counter(im.image_id for im in images)
+    out = []
+    for im in images:
+        if seen[im.image_id] > 1:
+            new_id = f"{im.country.lower()}-{slug(im.concept)}-{im.sha256}-{im.item_id}"
+            im = PoolImage(**{**im.__dict__, "image_id": new_id})
+        out.append(im)
+    return out
+
+
+def load_native_terms(cat: Catalog) -> dict[tuple[str, str], str]:
+    """(concept, country) -> the bare native term: the catalog's ``queries``, then data/queries.csv.
+
+    For a country whose language is English the concept name itself is the native term.
+    """
+    out: dict[tuple[str, str], str] = {}
+    for r in cat.query(
+        "SELECT concept, country, native_term FROM queries WHERE kind='native' AND status='ok'"
+        " AND native_term IS NOT NULL AND native_term != ''"
+    ):
+        out[(r["concept"], r["country"])] = r["native_term"]
+    try:
+        table = tables.native_terms()
+    except tables.TableError:
+        table = {}
+    by_lang = {c.code: c.language for c in tables.countries()}
+    for (concept, lang), term in table.items():
+        for code, clang in by_lang.items():
+            if clang == lang:
+                out.setdefault((concept, code), term)
+    return out
+
+
+def native_term(pool: Pool, concept: str, country: str) -> str | None:
+    """The query text of (concept, country): its native term, or None when unknown."""
+    term = pool.native_terms.get((concept, country))
+    if term:
+        return term
+    if tables.country(country).language == "en":
+        return concept
+    return None

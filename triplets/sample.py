@@ -1,0 +1,270 @@
+"""Seeded, balanced sampling of 3XCM triplets from the kept, tagged image pool.
+
+Every kept image of concept ``c`` and country ``k`` anchors ``per_image`` triplets whose query
+is ``c`` in ``k``'s native language (its native term). Candidates:
+
+- semantic: an image of ``c`` from another country (with ``distinct_language``, the default,
+  also of another language: USA/UK/AUS share English, ESP/ARG Spanish, PRT/BRA Portuguese);
+- cultural: an image of ``k``, of another concept, with valid tags that do not include ``c``;
+- non-relevant: an image of neither ``c`` nor ``k``, with valid tags that do not include ``c``.
+No triplet holds two images with the same bytes.
+
+Balance: each role draws from a rotation (least recently used first) that starts interleaved
+over countries and concepts (round robin, seeded order). A drawn image moves to the back, so no
+image is reused in a role before every eligible image of that role was used once, and the
+draws spread evenly over countries and concepts. Anchors are processed in a seeded order.
+
+Determinism: the pool is sorted by image id, every random choice comes from a generator seeded
+by sha256 of (seed, purpose), so the same catalog and seed give the same triplets, byte for byte.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from collections import Counter, defaultdict, deque
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+
+from benchmark import tables
+from triplets.pool import Pool, PoolImage, native_term
+from triplets.rules import TRIPLET_COLUMNS
+
+
+@dataclass(frozen=True)
+class SampleConfig:
+    seed: int
+    per_image: int = 1
+    distinct_language: bool = True
+
+
+@dataclass(frozen=True)
+class Triplet:
+    """One triplet, with the release's columns (``TRIPLET_COLUMNS``) and the catalog item ids."""
+
+    triplet_id: str
+    query_image_id: str
+    query_concept: str
+    query_country: str
+    query_language: str
+    query_text: str
+    semantic_image_id: str
+    semantic_country: str
+    cultural_image_id: str
+    cultural_concept: str
+    non_relevant_image_id: str
+    non_relevant_concept: str
+    non_relevant_country: str
+    query_item_id: int = 0
+    semantic_item_id: int = 0
+    cultural_item_id: int = 0
+    non_relevant_item_id: int = 0
+
+    def release_row(self) -> dict[str, str]:
+        d = asdict(self)
+        return {k: d[k] for k in TRIPLET_COLUMNS}
+
+
+@dataclass
+class SampleResult:
+    triplets: list[Triplet]
+    counts: Counter = field(default_factory=Counter)
+    balance: dict = field(default_factory=dict)
+
+
+def rng_for(seed: int, *purpose: object) -> random.Random:
+    """A generator seeded by sha256 of (seed, purpose): independent streams per purpose."""
+    blob = json.dumps([seed, *purpose], ensure_ascii=False).encode("utf-8")
+    return random.Random(int.from_bytes(hashlib.sha256(blob).digest()[:8], "big"))
+
+
+def interleave(groups: dict[str, list[PoolImage]], rng: random.Random) -> list[PoolImage]:
+    """Round robin over the groups (group order shuffled by ``rng``)."""
+    keys = sorted(groups)
+    rng.shuffle(keys)
+    lists = [list(groups[k]) for k in keys]
+    out: list[PoolImage] = []
+    depth = max((len(x) for x in lists), default=0)
+    for i in range(depth):
+        out.extend(x[i] for x in lists if i < len(x))
+    return out
+
+
+class Rotation:
+    """Least-recently-used rotation: take the first eligible image, move it to the back."""
+
+    def __init__(self, images: Iterable[PoolImage]):
+        self.queue: deque[PoolImage] = deque(images)
+
+    def find(self, ok: Callable[[PoolImage], bool]) -> int | None:
+        for i, im in enumerate(self.queue):
+            if ok(im):
+                return i
+        return None
+
+    def commit(self, index: int) -> PoolImage:
+        im = self.queue[index]
+        del self.queue[index]
+        self.queue.append(im)
+        return im
+
+
+def _cell_lists(images: list[PoolImage], seed: int) -> dict[tuple[str, str], list[PoolImage]]:
+    """(concept, country) -> its images in a seeded order."""
+    cells: dict[tuple[str, str], list[PoolImage]] = defaultdict(list)
+    for im in images:
+        cells[(im.concept, im.country)].append(im)
+    for key in sorted(cells):
+        rng_for(seed, "cell", *key).shuffle(cells[key])
+    return cells
+
+
+def build_rotations(pool: Pool, seed: int) -> tuple[dict, dict, Rotation]:
+    """Semantic rotations per concept, cultural per country, one non-relevant rotation."""
+    cells = _cell_lists(pool.images, seed)
+    concepts = sorted({c for c, _ in cells})
+    countries = sorted({k for _, k in cells})
+    semantic = {
+        c: Rotation(interleave({k: cells[(c, k)] for k in countries if (c, k) in cells},
+                               rng_for(seed, "semantic", c)))
+        for c in concepts
+    }
+    # Untagged images can never be cultural or non-relevant candidates: leave them out here.
+    tagged = {key: [im for im in v if im.tagged] for key, v in cells.items()}
+    per_country = {
+        k: interleave({c: tagged[(c, k)] for c in concepts if tagged.get((c, k))},
+                      rng_for(seed, "cultural", k))
+        for k in countries
+    }
+    cultural = {k: Rotation(v) for k, v in per_country.items()}
+    non_relevant = Rotation(interleave(per_country, rng_for(seed, "non_relevant")))
+    return semantic, cultural, non_relevant
+
+
+def sample_triplets(pool: Pool, cfg: SampleConfig) -> SampleResult:
+    """Sample ``cfg.per_image`` triplets per kept image (see the module docstring)."""
+    if cfg.per_image < 1:
+        raise ValueError("per_image must be >= 1")
+    counts: Counter = Counter()
+    lang = {c.code: c.language for c in tables.countries()}
+    semantic, cultural, non_relevant = build_rotations(pool, cfg.seed)
+    anchors = list(pool.images)
+    rng_for(cfg.seed, "anchors").shuffle(anchors)
+    out: list[Triplet] = []
+    used: dict[str, set[str]] = {a.image_id: set() for a in anchors}  # per anchor, all rounds
+    for j in range(cfg.per_image):
+        for a in anchors:
+            t = _one(a, j, pool, (semantic, cultural, non_relevant), lang, cfg, counts,
+                     used[a.image_id])
+            if t is not None:
+                out.append(t)
+                used[a.image_id].update(
+                    (t.semantic_image_id, t.cultural_image_id, t.non_relevant_image_id))
+    out.sort(key=lambda t: release_order(t.query_country, t.query_concept, t.triplet_id))
+    counts["triplets"] = len(out)
+    counts["anchors"] = len(anchors)
+    return SampleResult(out, counts, balance_stats(out, pool))
+
+
+def release_order(country: str, concept: str, triplet_id: str) -> tuple:
+    """Sort key of triplets everywhere: countries in the table's order, concept, id."""
+    order = {c.code: i for i, c in enumerate(tables.countries())}
+    return (order.get(country, len(order)), concept, triplet_id)
+
+
+def _find(rot: Rotation, ok: Callable[[PoolImage], bool], avoid: set[str]) -> int | None:
+    """First eligible image not yet used by this anchor; else the first eligible one."""
+    i = rot.find(lambda im: im.image_id not in avoid and ok(im))
+    return rot.find(ok) if i is None and avoid else i
+
+
+def _one(
+    a: PoolImage,
+    j: int,
+    pool: Pool,
+    rotations: tuple[dict[str, Rotation], dict[str, Rotation], Rotation],
+    lang: dict[str, str],
+    cfg: SampleConfig,
+    counts: Counter,
+    avoid: set[str],
+) -> Triplet | None:
+    """One triplet for anchor ``a`` (round ``j``), or None with the reason counted.
+
+    ``avoid``: candidates this anchor got in earlier rounds (taken again only if nothing else
+    is eligible).
+    """
+    semantic, cultural, non_relevant = rotations
+    c, k = a.concept, a.country
+    text = native_term(pool, c, k)
+    if text is None:
+        counts["skipped_no_native_term"] += 1
+        return None
+
+    def sem_ok(im: PoolImage) -> bool:
+        if im.country == k or im.sha256 == a.sha256:
+            return False
+        return not (cfg.distinct_language and lang.get(im.country) == lang.get(k))
+
+    def cul_ok(im: PoolImage) -> bool:
+        return (im.concept != c and im.tags is not None and c not in im.tags
+                and im.sha256 != a.sha256)
+
+    si = _find(semantic[c], sem_ok, avoid)
+    if si is None:
+        counts["skipped_no_semantic"] += 1
+        return None
+    s = semantic[c].queue[si]
+    ci = _find(cultural[k], lambda im: cul_ok(im) and im.sha256 != s.sha256, avoid)
+    if ci is None:
+        counts["skipped_no_cultural"] += 1
+        return None
+    cu = cultural[k].queue[ci]
+    ni = _find(
+        non_relevant,
+        lambda im: im.country != k and cul_ok(im) and im.sha256 not in (s.sha256, cu.sha256),
+        avoid,
+    )
+    if ni is None:
+        counts["skipped_no_non_relevant"] += 1
+        return None
+    n = non_relevant.queue[ni]
+    semantic[c].commit(si)
+    cultural[k].commit(ci)
+    non_relevant.commit(ni)
+    return Triplet(
+        triplet_id=f"{a.image_id}-t{j}",
+        query_image_id=a.image_id,
+        query_concept=c,
+        query_country=k,
+        query_language=lang[k],
+        query_text=text,
+        semantic_image_id=s.image_id,
+        semantic_country=s.country,
+        cultural_image_id=cu.image_id,
+        cultural_concept=cu.concept,
+        non_relevant_image_id=n.image_id,
+        non_relevant_concept=n.concept,
+        non_relevant_country=n.country,
+        query_item_id=a.item_id,
+        semantic_item_id=s.item_id,
+        cultural_item_id=cu.item_id,
+        non_relevant_item_id=n.item_id,
+    )
+
+
+def balance_stats(triplets: list[Triplet], pool: Pool) -> dict:
+    """Per role: distinct images used, the most uses of one image, spread over countries/concepts."""
+    by_id = pool.by_id()
+    stats: dict = {}
+    for role in ("semantic", "cultural", "non_relevant"):
+        uses = Counter(getattr(t, f"{role}_image_id") for t in triplets)
+        countries = Counter(by_id[i].country for i in uses.elements())
+        concepts = Counter(by_id[i].concept for i in uses.elements())
+        stats[role] = {
+            "distinct_images": len(uses),
+            "max_uses_per_image": max(uses.values(), default=0),
+            "by_country": dict(sorted(countries.items())),
+            "by_concept": dict(sorted(concepts.items())),
+        }
+    return stats

@@ -1,0 +1,184 @@
+"""Readers that turn a release folder or the authors' CSV into rows for :mod:`triplets.rules`."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from benchmark import tables
+from triplets.rules import TRIPLET_COLUMNS, ImageInfo, Violation
+
+
+class SourceError(ValueError):
+    """Unreadable or malformed input: one clear line, exit code 2."""
+
+
+# -- release folder ------------------------------------------------------------------------------
+
+def card_configs(release: Path) -> dict[str, dict[str, list[str]]]:
+    """config name -> split -> data file globs, from the card's YAML front matter."""
+    import yaml
+
+    card = release / "README.md"
+    if not card.is_file():
+        raise SourceError(f"{release}: no README.md dataset card")
+    text = card.read_text(encoding="utf-8")
+    if not text.startswith("---"):
+        raise SourceError(f"{card}: no YAML front matter")
+    try:
+        meta = yaml.safe_load(text.split("---", 2)[1]) or {}
+    except yaml.YAMLError as e:
+        raise SourceError(f"{card}: bad YAML: {e}") from e
+    out: dict[str, dict[str, list[str]]] = {}
+    for cfg in meta.get("configs") or []:
+        files: dict[str, list[str]] = {}
+        for df in cfg.get("data_files") or []:
+            paths = df["path"] if isinstance(df["path"], list) else [df["path"]]
+            files[df["split"]] = paths
+        out[cfg["config_name"]] = files
+    return out
+
+
+def read_config_table(release: Path, config: str, columns: list[str] | None = None):
+    """All splits of one config as one pyarrow table (no image decoding)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    configs = card_configs(release)
+    if config not in configs:
+        raise SourceError(f"{release}: the card has no config {config!r} (has {sorted(configs)})")
+    paths = sorted(p for globs in configs[config].values() for g in globs for p in release.glob(g))
+    if not paths:
+        raise SourceError(f"{release}: config {config!r} has no data files")
+    return pa.concat_tables(pq.read_table(p, columns=columns) for p in paths)
+
+
+def read_release(release: Path) -> tuple[list[dict], dict[str, ImageInfo], dict]:
+    """(triplet rows, image table, build record) of a release folder."""
+    if not release.is_dir():
+        raise SourceError(f"--release: not a folder: {release}")
+    trip = read_config_table(release, "triplets").to_pylist()
+    img_cols = ["image_id", "concept", "country", "tags", "sha256"]
+    imgs = read_config_table(release, "images", img_cols).to_pylist()
+    images = {
+        r["image_id"]: ImageInfo(r["concept"], r["country"],
+                                 tuple(r["tags"]) if r["tags"] else None, r["sha256"])
+        for r in imgs
+    }
+    build_path = release / "build.json"
+    build = json.loads(build_path.read_text(encoding="utf-8")) if build_path.is_file() else {}
+    return [{k: r.get(k) for k in TRIPLET_COLUMNS} for r in trip], images, build
+
+
+# -- the authors' CSV ----------------------------------------------------------------------------
+
+AUTHORS_ROLES = {
+    "query": "query",
+    "semantic": "semantically_relevant_candidate",
+    "cultural": "culturally_relevant_candidate",
+    "non_relevant": "non_relevant_candidate",
+}
+# Their image ids name the country in lower case; USA also appears as 'america'.
+_AUTHORS_PREFIX_ALIASES = {"america": "USA"}
+
+
+@dataclass
+class AuthorsFile:
+    """Rows in release shape plus ``semantic_concept``/``cultural_country`` (check with ``images=None``)."""
+
+    rows: list[dict]
+    extra: list[Violation] = field(default_factory=list)
+    same_language_semantic: int = 0
+    conflicting_ids: list[str] = field(default_factory=list)  # one id, two labels (info)
+
+
+def read_authors_csv(path: Path) -> AuthorsFile:
+    """The authors' file mapped by the evaluator's reader, plus this format's own checks.
+
+    Extra rules for this format: ``candidate_index_mismatch`` (a candidate index names an
+    anchor row with another image id), ``image_id_format``, ``image_id_concept`` /
+    ``image_id_country`` (the id's concept index or country prefix disagree with the
+    concept/country columns; concept indexes follow ``data/concepts.txt``). Image ids given
+    two labels in different rows are listed (``conflicting_ids``), not blamed on a row: which
+    row is wrong is not decidable.
+    """
+    import pandas as pd
+
+    from benchmark.data import DataError
+    from benchmark.data.xcm import AUTHORS_COLUMNS, authors_to_triplets
+
+    if not path.is_file():
+        raise SourceError(f"--authors-csv: no such file: {path}")
+    try:
+        raw = pd.read_csv(path, dtype=str, keep_default_na=False)
+    except Exception as e:  # noqa: BLE001 - any parser failure is bad input
+        raise SourceError(f"--authors-csv {path}: unreadable CSV ({e})") from e
+    missing = [c for c in AUTHORS_COLUMNS if c not in raw.columns]
+    if missing:
+        raise SourceError(f"{path}: not the authors' triplet format (missing {missing})")
+    try:
+        tr = authors_to_triplets(raw)
+    except DataError as e:
+        raise SourceError(str(e)) from e
+    lang = {c.code: c.language for c in tables.countries()}
+    out = AuthorsFile(rows=tr.to_dict("records"))
+    out.same_language_semantic = int(sum(
+        lang[a] == lang[b] for a, b in zip(tr["semantic_country"], tr["query_country"], strict=True)
+    ))
+    concepts = tables.concepts()
+    by_index = dict(zip(raw["query_index"], raw["query_image_id"], strict=True))
+    labels: dict[str, set[tuple[str, str]]] = {}
+    for rec, r in zip(raw.to_dict("records"), out.rows, strict=True):
+        rid = rec["query_index"]
+        for role, prefix in AUTHORS_ROLES.items():
+            iid = rec[f"{prefix}_image_id"]
+            concept = r["query_concept"] if role == "query" else rec[f"{prefix}_concept"]
+            country = r["query_country"] if role == "query" else r[f"{role}_country"]
+            labels.setdefault(iid, set()).add((concept, country))
+            out.extra.extend(_id_checks(rid, iid, concept, country, concepts))
+            idx = rec.get(f"{prefix}_index")
+            if role != "query" and idx in by_index and by_index[idx] != iid:
+                out.extra.append(Violation(rid, "candidate_index_mismatch",
+                                           f"{role} index {idx} is {by_index[idx]}, not {iid}"))
+    out.conflicting_ids = sorted(iid for iid, lab in labels.items() if len(lab) > 1)
+    return out
+
+
+def _id_checks(rid: str, iid: str, concept: str, country: str, concepts: list[str]) -> list[Violation]:
+    parts = iid.rsplit("-", 3)
+    if len(parts) != 4 or not parts[1].isdigit():
+        return [Violation(rid, "image_id_format", f"{iid} is not country-concept-rank-lang")]
+    out = []
+    idx = int(parts[1])
+    if idx >= len(concepts) or concepts[idx] != concept:
+        named = concepts[idx] if idx < len(concepts) else "out of range"
+        out.append(Violation(rid, "image_id_concept", f"{iid}: index {idx} is {named}, not {concept}"))
+    prefix = parts[0]
+    code = _AUTHORS_PREFIX_ALIASES.get(prefix)
+    if code is None:
+        try:
+            code = tables.country(prefix).code
+        except tables.TableError:
+            code = None
+    if code != country:
+        out.append(Violation(rid, "image_id_country", f"{iid}: prefix {prefix!r} is not {country}"))
+    return out
+
+
+def counts_table(rows: list[dict]) -> str:
+    """Triplets per query country and per query concept, as printable text."""
+    by_country = Counter(r["query_country"] for r in rows)
+    by_concept = Counter(r["query_concept"] for r in rows)
+    lines = [f"{len(rows)} triplets, {len(by_country)} countries, {len(by_concept)} concepts", "",
+             "per country:"]
+    order = [c.code for c in tables.countries()]
+    for code in order + sorted(set(by_country) - set(order)):
+        if by_country.get(code):
+            lines.append(f"  {code:<5}{by_country[code]:>7}")
+    lines += ["", "per concept:"]
+    items = sorted(by_concept.items(), key=lambda kv: (-kv[1], kv[0]))
+    for i in range(0, len(items), 3):
+        lines.append("".join(f"  {c[:28]:<28}{n:>6}" for c, n in items[i:i + 3]))
+    return "\n".join(lines)

@@ -1,0 +1,151 @@
+"""The sampling stage on a work dir: pool -> triplets -> catalog ``triplets`` + a CSV export.
+
+``run_sample`` replaces the catalog's triplets in one transaction (a kill leaves the previous
+set or the new one, never a mix) and writes ``exports/triplets.csv`` atomically. The stage-run
+record holds the seed, ``per_image``, ``distinct_language``, the counts and the balance.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import logging
+from dataclasses import asdict
+from pathlib import Path
+
+from builder.catalog import Catalog
+from builder.workdir import WorkDir, atomic_write_text
+from triplets.pool import Pool, load_pool
+from triplets.rules import TRIPLET_COLUMNS, ImageInfo, Violation, check_triplets
+from triplets.sample import SampleConfig, SampleResult, release_order, sample_triplets
+
+log = logging.getLogger(__name__)
+
+STAGE = "triplets"
+
+
+def triplets_csv(rows: list[dict[str, str]]) -> str:
+    """The release columns as CSV text (``\\n`` line ends, so the bytes are platform-free)."""
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=TRIPLET_COLUMNS, lineterminator="\n")
+    w.writeheader()
+    w.writerows(rows)
+    return buf.getvalue()
+
+
+def pool_image_infos(pool: Pool) -> dict[str, ImageInfo]:
+    return {
+        im.image_id: ImageInfo(im.concept, im.country, im.tags, im.sha256) for im in pool.images
+    }
+
+
+def run_sample(workdir: str | Path | WorkDir | None, cfg: SampleConfig) -> SampleResult:
+    """Sample, check every rule, store the triplets in the catalog and ``exports/triplets.csv``."""
+    with Catalog.open(workdir) as cat:
+        params = asdict(cfg)
+        pool = load_pool(cat)
+        run_id = cat.start_run(STAGE, params, inputs=[im.image_id for im in pool.images])
+        try:
+            result = sample_triplets(pool, cfg)
+            rows = [t.release_row() for t in result.triplets]
+            bad = check_triplets(
+                rows, pool_image_infos(pool), tags_known=True,
+                distinct_language=cfg.distinct_language, seed=cfg.seed,
+            )
+            if bad:  # a sampler bug, never bad input: refuse to store
+                raise RuntimeError(f"sampler produced {len(bad)} rule violations: {bad[:3]}")
+            _store(cat, result, cfg, run_id)
+            text = triplets_csv(rows)
+            atomic_write_text(cat.workdir.exports_dir / "triplets.csv", text)
+        except BaseException as e:
+            cat.finish_run(run_id, "failed" if isinstance(e, Exception) else "interrupted")
+            raise
+        counts = {**pool.counts, **result.counts}
+        cat.finish_run(
+            run_id, "done",
+            counts={"counts": dict(sorted(counts.items())), "balance": result.balance},
+            summary=summary_text(result, pool, cfg),
+        )
+    return result
+
+
+def _store(cat: Catalog, result: SampleResult, cfg: SampleConfig, run_id: int) -> None:
+    with cat.tx() as con:
+        con.execute("DELETE FROM triplets")
+        con.executemany(
+            "INSERT INTO triplets (triplet_id, seed, query_item_id, query_concept, query_country,"
+            " query_language, query_text, semantic_item_id, cultural_item_id,"
+            " non_relevant_item_id, run_id) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+            [
+                (t.triplet_id, cfg.seed, t.query_item_id, t.query_concept, t.query_country,
+                 t.query_language, t.query_text, t.semantic_item_id, t.cultural_item_id,
+                 t.non_relevant_item_id, run_id)
+                for t in result.triplets
+            ],
+        )
+
+
+def summary_text(result: SampleResult, pool: Pool, cfg: SampleConfig) -> str:
+    """The one-screen summary of a sampling run."""
+    c = result.counts
+    lines = [
+        f"triplets: {c['triplets']} from {c['anchors']} kept images x {cfg.per_image} "
+        f"(seed {cfg.seed}, distinct language {'on' if cfg.distinct_language else 'off'})",
+        f"untagged images (never cultural/non-relevant): "
+        f"{sum(pool.counts[k] for k in ('tags_untagged', 'tags_failed', 'tags_bad_json'))}",
+    ]
+    skipped = {k: v for k, v in sorted(c.items()) if k.startswith("skipped_")}
+    if skipped:
+        lines.append("anchors without a triplet: " + ", ".join(f"{k[8:]}={v}" for k, v in skipped.items()))
+    for role, st in result.balance.items():
+        lines.append(
+            f"{role:>12}: {st['distinct_images']} distinct images, "
+            f"max {st['max_uses_per_image']} uses of one, {len(st['by_country'])} countries, "
+            f"{len(st['by_concept'])} concepts"
+        )
+    return "\n".join(lines)
+
+
+def read_workdir_triplets(cat: Catalog, pool: Pool) -> tuple[list[dict], int | None, bool]:
+    """The catalog's triplets as release rows (+ seed and the distinct-language setting).
+
+    An item id that is no longer a kept pool image becomes an id ``missing-item-<id>`` so the
+    validator reports it as a missing image.
+    """
+    by_item = pool.by_item()
+    rows: list[dict] = []
+    seeds: set[int] = set()
+    run_ids: set[int] = set()
+    for r in cat.query("SELECT * FROM triplets ORDER BY triplet_id"):
+        seeds.add(int(r["seed"]))
+        if r["run_id"] is not None:
+            run_ids.add(int(r["run_id"]))
+        row = {k: r[k] for k in ("triplet_id", "query_concept", "query_country",
+                                  "query_language", "query_text")}
+        for role in ("query", "semantic", "cultural", "non_relevant"):
+            im = by_item.get(int(r[f"{role}_item_id"]))
+            row[f"{role}_image_id"] = im.image_id if im else f"missing-item-{r[f'{role}_item_id']}"
+            row[f"{role}_concept"] = im.concept if im else None
+            row[f"{role}_country"] = im.country if im else None
+        rows.append({k: row.get(k) for k in TRIPLET_COLUMNS})
+    rows.sort(key=lambda r: release_order(r["query_country"], r["query_concept"], r["triplet_id"]))
+    distinct = True
+    for rid in sorted(run_ids):
+        p = cat.query("SELECT params_json FROM stage_runs WHERE run_id=?", (rid,))
+        if p:
+            distinct = bool(json.loads(p[0]["params_json"]).get("distinct_language", True))
+    seed = seeds.pop() if len(seeds) == 1 else None
+    return rows, seed, distinct
+
+
+def validate_workdir(workdir: str | Path | WorkDir | None) -> tuple[list[Violation], int]:
+    """Every rule on the work dir's stored triplets; returns (violations, number of rows)."""
+    with Catalog.open(workdir) as cat:
+        pool = load_pool(cat)
+        rows, seed, distinct = read_workdir_triplets(cat, pool)
+    return (
+        check_triplets(rows, pool_image_infos(pool), tags_known=True,
+                       distinct_language=distinct, seed=seed if rows else 0),
+        len(rows),
+    )
