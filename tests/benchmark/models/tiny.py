@@ -76,3 +76,94 @@ def tiny_openclip_dir(folder: Path, seed: int = 0, quick_gelu: bool = False) -> 
     }))
     save_file({k: v.contiguous() for k, v in state.items()}, str(folder / "open_clip_model.safetensors"))
     return folder
+
+
+# -- Qwen2-VL / Qwen2.5-VL --------------------------------------------------------------------
+
+QWEN_SPECIAL = [
+    "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>",
+    "<|image_pad|>", "<|video_pad|>",
+]
+
+
+def tiny_qwen_tokenizer(folder: Path) -> Any:
+    """A byte-level BPE Qwen2 tokenizer (trained on a few strings) with Qwen's special tokens."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import Qwen2TokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=300, special_tokens=QWEN_SPECIAL,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False,
+    )
+    corpus = TEXTS + ["Query: ", "Passage: ", "Describe the image.", "Find an image that matches",
+                      "user\n", "system\n", "You are a helpful assistant."]
+    tok.train_from_iterator(corpus * 5, trainer)
+    fast = Qwen2TokenizerFast(
+        tokenizer_object=tok, unk_token=None, bos_token=None, eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+    )
+    fast.save_pretrained(folder)
+    return Qwen2TokenizerFast.from_pretrained(folder)
+
+
+def _qwen_text_cfg(vocab: int, ids: dict[str, int]) -> dict[str, Any]:
+    return dict(
+        bos_token_id=ids["<|endoftext|>"], eos_token_id=ids["<|im_end|>"],
+        pad_token_id=ids["<|endoftext|>"],
+        hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, vocab_size=vocab, max_position_embeddings=2048,
+        rope_scaling={"type": "mrope", "mrope_section": [2, 1, 1]}, rope_theta=10000.0,
+        initializer_range=0.5,
+    )
+
+
+def tiny_qwen_dir(folder: Path, version: str = "2.5", seed: int = 0, max_pixels: int = 16 * 28 * 28) -> Path:
+    """A tiny Qwen2-VL (``version='2'``) or Qwen2.5-VL (``'2.5'``) checkpoint folder:
+    config.json, model.safetensors (a ``*ForConditionalGeneration``), tokenizer, processor."""
+    import torch
+    from transformers import (
+        Qwen2_5_VLConfig,
+        Qwen2_5_VLForConditionalGeneration,
+        Qwen2_5_VLProcessor,
+        Qwen2VLConfig,
+        Qwen2VLForConditionalGeneration,
+        Qwen2VLImageProcessor,
+        Qwen2VLProcessor,
+        Qwen2VLVideoProcessor,
+    )
+
+    folder.mkdir(parents=True, exist_ok=True)
+    tok = tiny_qwen_tokenizer(folder)
+    ids = {t: tok.convert_tokens_to_ids(t) for t in QWEN_SPECIAL}
+    special = dict(
+        image_token_id=ids["<|image_pad|>"], video_token_id=ids["<|video_pad|>"],
+        vision_start_token_id=ids["<|vision_start|>"], vision_end_token_id=ids["<|vision_end|>"],
+    )
+    torch.manual_seed(seed)
+    if version == "2":
+        cfg = Qwen2VLConfig(
+            text_config=_qwen_text_cfg(len(tok), ids),
+            vision_config=dict(depth=2, embed_dim=32, hidden_size=32, num_heads=2, mlp_ratio=2,
+                               patch_size=14, spatial_merge_size=2, temporal_patch_size=2),
+            **special,
+        )
+        model = Qwen2VLForConditionalGeneration(cfg)
+        proc_cls = Qwen2VLProcessor
+    else:
+        cfg = Qwen2_5_VLConfig(
+            text_config=_qwen_text_cfg(len(tok), ids),
+            vision_config=dict(depth=2, hidden_size=32, intermediate_size=64, num_heads=2,
+                               out_hidden_size=32, patch_size=14, spatial_merge_size=2,
+                               temporal_patch_size=2, window_size=112, fullatt_block_indexes=[1]),
+            **special,
+        )
+        model = Qwen2_5_VLForConditionalGeneration(cfg)
+        proc_cls = Qwen2_5_VLProcessor
+    model.save_pretrained(folder)
+    ip = Qwen2VLImageProcessor(min_pixels=4 * 28 * 28, max_pixels=max_pixels)
+    vp = Qwen2VLVideoProcessor()
+    proc_cls(image_processor=ip, tokenizer=tok, video_processor=vp).save_pretrained(folder)
+    return folder

@@ -1,0 +1,148 @@
+"""ColQwen2.5 (``colqwen2.5-v0.2``, ``colqwen2.5-3b-m``, ``colqwen2.5-7b-m``): multi-vector, MaxSim.
+
+Follows colpali-engine's ``ColQwen2_5`` and ``ColQwen2_5_Processor``
+(``colpali_engine/models/qwen2_5/colqwen2_5/``), which the paper's authors ran. colpali-engine
+itself cannot be installed here: 0.3.18 pins ``torch<2.14`` and ``peft<0.21`` against the
+project's torch 2.14.1 (see pyproject's ``qwen`` extra). So this adapter rebuilds it on
+transformers' ``Qwen2_5_VLModel`` (:mod:`benchmark.models.qwenvl`):
+
+- the hub repos hold a PEFT LoRA adapter (``adapter_config.json`` + ``adapter_model.safetensors``,
+  with the ``custom_text_proj`` head as a saved module) on a base checkpoint
+  (``base_model_name_or_path``, e.g. ``vidore/colqwen2.5-base``); the LoRA is merged into the
+  base weights (``W += alpha/r * B @ A``, what ``peft``'s ``merge_and_unload`` computes). A
+  folder with merged weights (``config.json`` + safetensors incl. ``custom_text_proj``) loads too;
+- queries: ``"Query: " + text + "<|endoftext|>" * 10`` (the query augmentation tokens), left
+  padding; images: ``<|im_start|>user\\n<|vision_start|><|image_pad|><|vision_end|>Describe the
+  image.<|im_end|><|endoftext|>``; the processor's pixel bounds from the checkpoint unless
+  ``max_num_visual_tokens`` is given (colpali: ``max_pixels = n * 28 * 28``);
+- every token's last hidden state -> ``custom_text_proj`` (128-d) -> L2 normalisation; padding
+  tokens dropped (colpali multiplies them by the attention mask, i.e. zero vectors);
+- text is always processed as a query and images as documents, whatever the role (colpali has
+  one path per modality; the authors embedded captions with ``process_queries``).
+
+MaxSim then sums, over query tokens, the best dot product over document tokens, with padding
+masked on both sides. colpali's ``score_multi_vector`` pads documents with zero vectors inside
+a batch, so a document shorter than its batch's longest could gain a 0 "match"; the authors
+embedded one item at a time (no padding), which the masked MaxSim reproduces exactly.
+
+Verified here: the whole path on a tiny random Qwen2.5-VL with a LoRA adapter made by ``peft``
+in the test (the merged forward equals peft's unmerged one). Not verifiable offline: the key
+names inside the real adapter files (the loader fails loudly if any LoRA weight does not land
+on a module) and agreement with colpali-engine's embeddings (run the smoke script where the
+weights are).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+from benchmark.models import hub, qwenvl
+from benchmark.models.base import Adapter, ModelSpec, MultiVector
+
+log = logging.getLogger(__name__)
+
+QUERY_PREFIX = "Query: "
+QUERY_AUGMENTATION = "<|endoftext|>" * 10
+VISUAL_PROMPT = (
+    "<|im_start|>user\n<|vision_start|><|image_pad|><|vision_end|>Describe the image."
+    "<|im_end|><|endoftext|>"
+)
+PROJ = "custom_text_proj"
+_ALLOW = ["*.json", "*.safetensors", "*.txt", "*.model", "*.jinja"]
+
+
+def load_colqwen(
+    folder: Path, what: str, *, base: str | None, base_revision: str | None, dtype: str, device: str,
+) -> tuple[Any, Any, Path, dict[str, Any]]:
+    """(backbone, projection, folder of the processor files, load info) of a ColQwen checkpoint."""
+    import torch
+
+    info: dict[str, Any] = {}
+    if (folder / "adapter_config.json").is_file():
+        acfg = json.loads((folder / "adapter_config.json").read_text(encoding="utf-8"))
+        base_id = base or acfg.get("base_model_name_or_path")
+        if not base_id:
+            raise ValueError(f"{what}: {folder} is a LoRA adapter without base_model_name_or_path")
+        base_folder = hub.resolve_repo(base_id, base_revision, what=f"{what} (base model)",
+                                       allow_patterns=_ALLOW)
+        state, n = qwenvl.merged_state(qwenvl.read_state(Path(base_folder)), folder)
+        info.update(base=base_id, base_revision=base_revision, lora_modules=n,
+                    lora_r=acfg.get("r"), lora_alpha=acfg.get("lora_alpha"))
+        config_folder = Path(base_folder)
+    else:
+        state, config_folder = qwenvl.read_state(folder), folder
+    backbone, rest, _ = qwenvl.load_backbone(
+        config_folder, dtype=dtype, device=device, arch="qwen2_5_vl", state=state,
+    )
+    if f"{PROJ}.weight" not in rest:
+        raise ValueError(f"{what}: no {PROJ} weights in {folder} (not a ColQwen checkpoint)")
+    w = rest[f"{PROJ}.weight"]
+    proj = torch.nn.Linear(w.shape[1], w.shape[0], bias=f"{PROJ}.bias" in rest)
+    proj.load_state_dict({k.split(".")[-1]: v for k, v in rest.items() if k.startswith(PROJ + ".")})
+    proj.to(device=device, dtype=backbone.dtype).eval()
+    has_proc = (folder / "preprocessor_config.json").is_file() or (folder / "processor_config.json").is_file()
+    return backbone, proj, folder if has_proc else config_folder, info
+
+
+class ColQwenModel(Adapter):
+    """ColQwen2.5: one 128-d vector per token; similarity is MaxSim."""
+
+    text_batch_size = 32
+    image_batch_size = 8
+
+    def __init__(
+        self, name: str, checkpoint: str, revision: str | None = None, device: str | None = None,
+        dtype: str | None = None, base: str | None = None, base_revision: str | None = None,
+        max_num_visual_tokens: int | None = None, **kw: Any,
+    ):
+        what = f"model {name}"
+        folder = Path(hub.resolve_repo(checkpoint, revision, what=what, allow_patterns=_ALLOW))
+        if hub.is_local(checkpoint):
+            revision = revision or hub.folder_fingerprint(folder)
+        super().__init__(
+            ModelSpec(name=name, family="colqwen", checkpoint=checkpoint, revision=revision,
+                      adapter_version="1", multi_vector=True,
+                      extra={"base": base, "base_revision": base_revision}),
+            device=device, dtype=dtype,
+        )
+        self.backbone, self.proj, proc_folder, self.load_info = load_colqwen(
+            folder, what, base=base, base_revision=base_revision, dtype=self.dtype, device=self.device,
+        )
+        max_px = max_num_visual_tokens * 28 * 28 if max_num_visual_tokens else None
+        self.processor = qwenvl.load_processor(proc_folder, "qwen2_5_vl", max_pixels=max_px)
+        self.processor.tokenizer.padding_side = "left"
+
+    def conventions(self, modality: str, role: str) -> dict[str, Any]:
+        conv: dict[str, Any] = {"dtype": self.dtype, "dim": int(self.proj.out_features),
+                                "padding_side": "left"}
+        if modality == "text":
+            conv.update(prefix=QUERY_PREFIX, query_augmentation=QUERY_AUGMENTATION)
+        else:
+            conv.update(prompt=VISUAL_PROMPT, **qwenvl.pixel_bounds(self.processor))
+        return conv
+
+    def _encode_text_batch(self, texts: list[str], role: str) -> MultiVector:
+        prompts = [QUERY_PREFIX + t + QUERY_AUGMENTATION for t in texts]
+        batch = self.processor(text=prompts, padding="longest", return_tensors="pt")
+        return self._forward(batch)
+
+    def _encode_image_batch(self, images: list[Any], role: str) -> MultiVector:
+        batch = self.processor(
+            text=[VISUAL_PROMPT] * len(images), images=qwenvl.rgb(images), padding="longest",
+            return_tensors="pt",
+        )
+        return self._forward(batch)
+
+    def _forward(self, batch: Any) -> MultiVector:
+
+        inputs = qwenvl.to_device(batch, self.device)
+        if "pixel_values" in inputs:
+            inputs["pixel_values"] = inputs["pixel_values"].to(self.backbone.dtype)
+        hidden = self.backbone(**inputs, use_cache=False).last_hidden_state
+        proj = self.proj(hidden).float()
+        proj = proj / proj.norm(dim=-1, keepdim=True)
+        mask = inputs["attention_mask"].bool()
+        return MultiVector.from_list([proj[i][mask[i]].cpu().numpy() for i in range(proj.shape[0])])

@@ -1,0 +1,170 @@
+"""GME-Qwen2-VL (``gme-qwen2-2b``, ``gme-qwen2-7b``): last-token embeddings of a Qwen2-VL.
+
+Follows the model's own ``gme_inference.py`` (``GmeQwen2VL`` in the Alibaba-NLP/gme-Qwen2-VL-*
+repos, also vendored by mteb as ``gme_v_models.py``), which needs transformers < 4.52; this
+adapter re-implements it on transformers 5's ``Qwen2VLModel`` (:mod:`benchmark.models.qwenvl`):
+
+- every input is a chat: ``<|im_start|>system\\n{instruction}<|im_end|>\\n<|im_start|>user\\n
+  {input}<|im_end|>\\n<|im_start|>assistant\\n<|endoftext|>`` where ``input`` is the text, or
+  ``<|vision_start|><|image_pad|><|vision_end|>`` for an image;
+- text queries use the instruction ``Find an image that matches the given text.`` (the model
+  card's text-to-image prompt); everything else (images, text documents) uses GME's default
+  instruction ``You are a helpful assistant.`` (upstream: ``is_query=False``);
+- images are first resized by GME's ``fetch_image`` (``smart_resize`` to multiples of 28
+  within 4..16384 tokens), then by the processor within ``min_image_tokens=256`` ..
+  ``max_image_tokens=1280`` tokens of 28x28 pixels; text is truncated at 1800 tokens;
+- right padding; the embedding is the hidden state of the last non-pad token (the final
+  ``<|endoftext|>``), L2-normalised;
+- the language model runs on ``inputs_embeds`` with image features scattered into the
+  ``<|image_pad|>`` positions and **no position ids**, exactly as upstream calls
+  ``self.base.model(inputs_embeds=...)``: sequential positions, not Qwen2-VL's 3-D M-RoPE ids.
+
+Verified here: the whole path on a tiny random Qwen2-VL built in the tests (shapes, norms,
+determinism, instruction use). Not verifiable offline: agreement with the real checkpoints'
+upstream embeddings (run ``python -m benchmark.smoke --model gme-qwen2-2b`` where the weights
+are, and compare with ``gme_inference.py`` under transformers 4.51).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from benchmark.models import hub, qwenvl
+from benchmark.models.base import Adapter, ModelSpec
+
+log = logging.getLogger(__name__)
+
+T2I_INSTRUCTION = "Find an image that matches the given text."
+DEFAULT_INSTRUCTION = "You are a helpful assistant."
+IMAGE_INPUT = "<|vision_start|><|image_pad|><|vision_end|>"
+_FETCH_MIN, _FETCH_MAX, _FACTOR, _MAX_RATIO = 4 * 28 * 28, 16384 * 28 * 28, 28, 200
+_ALLOW = ["*.json", "*.safetensors", "*.txt", "*.model", "*.jinja"]
+
+
+def smart_resize(height: int, width: int, factor: int = _FACTOR, min_pixels: int = _FETCH_MIN,
+                 max_pixels: int = _FETCH_MAX) -> tuple[int, int]:
+    """qwen_vl_utils' ``smart_resize`` as copied into ``gme_inference.py``: sides multiples of
+    ``factor``, area within [min_pixels, max_pixels], aspect ratio kept."""
+    h = max(factor, round(height / factor) * factor)
+    w = max(factor, round(width / factor) * factor)
+    if h * w > max_pixels:
+        beta = math.sqrt((height * width) / max_pixels)
+        h = math.floor(height / beta / factor) * factor
+        w = math.floor(width / beta / factor) * factor
+    elif h * w < min_pixels:
+        beta = math.sqrt(min_pixels / (height * width))
+        h = math.ceil(height * beta / factor) * factor
+        w = math.ceil(width * beta / factor) * factor
+    if max(h, w) / min(h, w) > _MAX_RATIO:
+        if h > w:
+            h = w * _MAX_RATIO
+        else:
+            w = h * _MAX_RATIO
+    return h, w
+
+
+def fetch_image(image: Any) -> Any:
+    """GME's ``fetch_image`` on a PIL image: RGB, then resized to the smart-resize grid."""
+    img = image.convert("RGB")
+    width, height = img.size
+    h, w = smart_resize(height, width)
+    return img.resize((w, h))
+
+
+def chat(instruction: str, content: str) -> str:
+    return (
+        f"<|im_start|>system\n{instruction}<|im_end|>\n<|im_start|>user\n{content}<|im_end|>\n"
+        f"<|im_start|>assistant\n<|endoftext|>"
+    )
+
+
+class GMEModel(Adapter):
+    """GME-Qwen2-VL: one normalised vector per text or image (cosine similarity)."""
+
+    text_batch_size = 16
+    image_batch_size = 8
+
+    def __init__(
+        self, name: str, checkpoint: str, revision: str | None = None, device: str | None = None,
+        dtype: str | None = None, query_instruction: str = T2I_INSTRUCTION,
+        min_image_tokens: int = 256, max_image_tokens: int = 1280, max_length: int = 1800,
+        **kw: Any,
+    ):
+        what = f"model {name}"
+        folder = hub.resolve_repo(checkpoint, revision, what=what, allow_patterns=_ALLOW)
+        if hub.is_local(checkpoint):
+            revision = revision or hub.folder_fingerprint(Path(folder))
+        super().__init__(
+            ModelSpec(name=name, family="gme", checkpoint=checkpoint, revision=revision,
+                      adapter_version="1"),
+            device=device, dtype=dtype,
+        )
+        self.backbone, _, self.config = qwenvl.load_backbone(
+            Path(folder), dtype=self.dtype, device=self.device, arch="qwen2_vl",
+        )
+        self.processor = qwenvl.load_processor(
+            Path(folder), "qwen2_vl", min_pixels=min_image_tokens * 28 * 28,
+            max_pixels=max_image_tokens * 28 * 28,
+        )
+        self.processor.tokenizer.padding_side = "right"
+        self.query_instruction = query_instruction
+        self.max_length = int(max_length)
+        self._image_token_id = int(self.config.image_token_id)
+
+    def instruction(self, modality: str, role: str) -> str:
+        return self.query_instruction if (modality, role) == ("text", "query") else DEFAULT_INSTRUCTION
+
+    def conventions(self, modality: str, role: str) -> dict[str, Any]:
+        conv: dict[str, Any] = {
+            "instruction": self.instruction(modality, role),
+            "template": chat("{instruction}", "{input}"),
+            "pooling": "last-token",
+            "position_ids": "sequential (upstream gme_inference.py)",
+            "max_length": self.max_length,
+            "dtype": self.dtype,
+        }
+        if modality == "image":
+            conv["image_input"] = IMAGE_INPUT
+            conv["fetch_resize"] = {"min_pixels": _FETCH_MIN, "max_pixels": _FETCH_MAX}
+            conv.update(qwenvl.pixel_bounds(self.processor))
+        return conv
+
+    def _encode_text_batch(self, texts: list[str], role: str) -> np.ndarray:
+        instr = self.instruction("text", role)
+        return self._embed([chat(instr, t) for t in texts], None)
+
+    def _encode_image_batch(self, images: list[Any], role: str) -> np.ndarray:
+        instr = self.instruction("image", role)
+        return self._embed([chat(instr, IMAGE_INPUT)] * len(images), [fetch_image(im) for im in images])
+
+    def _embed(self, prompts: list[str], images: list[Any] | None) -> np.ndarray:
+        import torch
+
+        inputs = self.processor(
+            text=prompts, images=images, padding=True, truncation=True,
+            max_length=self.max_length, return_tensors="pt",
+        )
+        ids = inputs["input_ids"].to(self.device)
+        mask = inputs["attention_mask"].to(self.device)
+        embeds = self.backbone.get_input_embeddings()(ids)
+        if images:
+            pv = inputs["pixel_values"].to(self.device, dtype=self.backbone.visual.dtype)
+            feats = self.backbone.get_image_features(pv, inputs["image_grid_thw"].to(self.device))
+            image_embeds = torch.cat(list(feats.pooler_output), dim=0).to(embeds.dtype)
+            embeds = embeds.clone()
+            embeds[ids == self._image_token_id] = image_embeds
+        hidden = self.backbone.language_model(
+            inputs_embeds=embeds, attention_mask=mask, use_cache=False,
+        ).last_hidden_state
+        if bool((mask[:, -1] == 1).all()):  # left padding, or no padding (upstream's test)
+            pooled = hidden[:, -1]
+        else:
+            last = mask.sum(dim=1) - 1
+            pooled = hidden[torch.arange(hidden.shape[0], device=hidden.device), last]
+        pooled = torch.nn.functional.normalize(pooled.float(), p=2, dim=-1)
+        return pooled.cpu().numpy()

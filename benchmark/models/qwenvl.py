@@ -1,0 +1,231 @@
+"""Shared Qwen2-VL / Qwen2.5-VL machinery for GME, ColQwen2.5 and jina-embeddings-v4.
+
+The three families ship remote code written for transformers 4.4x-4.5x (GME needs <4.52,
+jina-v4 >=4.52); none runs on the pinned transformers 5.23. What they share is a Qwen-VL
+backbone whose last hidden states are pooled or projected. This module builds that backbone
+from transformers' own classes (``Qwen2VLModel`` / ``Qwen2_5_VLModel``) and loads checkpoints
+itself, so every family can use one code path:
+
+- :func:`load_backbone`: ``config.json`` + ``*.safetensors`` of a checkpoint -> the backbone,
+  with the weight names of every layout seen in practice normalised (``model.layers.*`` of the
+  4.4x ``*ForConditionalGeneration`` files and of transformers-5 ``save_pretrained``,
+  ``model.language_model.*`` / ``model.visual.*`` of 4.52+, bare ``visual.*``), loaded
+  strictly: a missing or unexpected backbone weight is an error, never a silent random init.
+  Weights that are not the backbone's (projection heads, ``lm_head``) are returned to the caller.
+- :func:`merge_lora`: a PEFT LoRA adapter folder merged into the weights
+  (``W += scale * B @ A``), the same arithmetic as ``peft``'s ``merge_and_unload``; strict too:
+  every LoRA pair must land on a module. Handles the single-adapter PEFT key layout
+  (``lora_A.weight``) and named multi-adapter layouts (``lora_A.<name>.weight``).
+- :func:`load_processor`: the checkpoint's tokenizer and image processor through transformers'
+  ``Qwen2VLProcessor`` / ``Qwen2_5_VLProcessor`` (never a repo's custom processor class).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+from benchmark.models.base import torch_dtype
+
+log = logging.getLogger(__name__)
+
+ARCHS = ("qwen2_vl", "qwen2_5_vl")
+_CONFIG_DROP = {"model_type", "auto_map", "architectures", "transformers_version", "torch_dtype",
+                "dtype", "_name_or_path"}
+_KEY_RULES: list[tuple[re.Pattern[str], str]] = [
+    (re.compile(r"^base_model\.model\."), ""),
+    (re.compile(r"^model\.language_model\."), "language_model."),
+    (re.compile(r"^model\.visual\."), "visual."),
+    (re.compile(r"^model\.(layers|embed_tokens|norm|rotary_emb)\b"), r"language_model.\1"),
+    (re.compile(r"^language_model\.model\."), "language_model."),
+    (re.compile(r"^model\."), ""),
+]
+
+
+def normalize_key(key: str) -> str:
+    """A checkpoint weight name in the backbone's naming (``visual.*``, ``language_model.*``)."""
+    for pat, rep in _KEY_RULES:
+        key = pat.sub(rep, key, count=1)
+    return key
+
+
+def read_config(folder: Path) -> dict[str, Any]:
+    path = folder / "config.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"{folder}: no config.json (not a transformers checkpoint folder)")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def detect_arch(cfg: dict[str, Any]) -> str:
+    """``qwen2_vl`` or ``qwen2_5_vl`` from a config dict (custom model types fall back on the
+    vision config: Qwen2.5-VL's has ``fullatt_block_indexes``)."""
+    mt = cfg.get("model_type", "")
+    if mt in ARCHS:
+        return mt
+    vision = cfg.get("vision_config") or {}
+    return "qwen2_5_vl" if "fullatt_block_indexes" in vision or "window_size" in vision else "qwen2_vl"
+
+
+def make_config(cfg: dict[str, Any], arch: str) -> Any:
+    from transformers import Qwen2_5_VLConfig, Qwen2VLConfig
+
+    cls = Qwen2_5_VLConfig if arch == "qwen2_5_vl" else Qwen2VLConfig
+    return cls(**{k: v for k, v in cfg.items() if k not in _CONFIG_DROP})
+
+
+def read_safetensors(folder: Path, exclude: tuple[str, ...] = ("adapter_model",)) -> dict[str, Any]:
+    """All tensors of a folder's ``*.safetensors`` files (top level only)."""
+    from safetensors.torch import load_file
+
+    files = sorted(f for f in folder.glob("*.safetensors") if not f.name.startswith(exclude))
+    if not files:
+        raise FileNotFoundError(f"{folder}: no *.safetensors weights")
+    out: dict[str, Any] = {}
+    for f in files:
+        out.update(load_file(str(f)))
+    return out
+
+
+def read_state(folder: Path) -> dict[str, Any]:
+    """A checkpoint folder's tensors under normalised names."""
+    return {normalize_key(k): v for k, v in read_safetensors(folder).items()}
+
+
+def load_backbone(
+    folder: Path, *, dtype: str, device: str, arch: str | None = None,
+    state: dict[str, Any] | None = None,
+) -> tuple[Any, dict[str, Any], Any]:
+    """(backbone on ``device``, leftover tensors by normalised name, config) of a checkpoint.
+
+    ``state`` (normalised names -> tensors, e.g. with a LoRA merged) replaces the folder's
+    weights; by default they are read from ``folder``.
+    """
+    from transformers import Qwen2_5_VLModel, Qwen2VLModel
+    from transformers.initialization import no_init_weights
+
+    raw = read_config(folder)
+    arch = arch or detect_arch(raw)
+    config = make_config(raw, arch)
+    cls = Qwen2_5_VLModel if arch == "qwen2_5_vl" else Qwen2VLModel
+    tdtype = torch_dtype(dtype)
+    with no_init_weights():
+        model = cls(config)
+    state = dict(state) if state is not None else read_state(folder)
+    own = model.state_dict()
+    mine = {k: state.pop(k) for k in list(state) if k in own}
+    missing = sorted(set(own) - set(mine))
+    if missing:
+        raise ValueError(
+            f"{folder}: {len(missing)} backbone weights missing from the checkpoint "
+            f"(first: {missing[:3]}); not a {arch} checkpoint of this layout"
+        )
+    model.load_state_dict(mine, strict=True)
+    model.to(device=device, dtype=tdtype).eval()
+    return model, state, config
+
+
+def _pattern_value(patterns: dict[str, Any], name: str, default: Any) -> Any:
+    """PEFT's rank/alpha pattern lookup: the first pattern that matches the module name's tail."""
+    for pat, val in patterns.items():
+        if re.match(rf"(.*\.)?({pat})$", name):
+            return val
+    return default
+
+
+def read_adapter(adapter_dir: Path, adapter_name: str | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(LoRA pairs by module name -> (A, B, scale), other tensors by name) of a PEFT folder."""
+    from safetensors.torch import load_file
+
+    cfg = json.loads((adapter_dir / "adapter_config.json").read_text(encoding="utf-8"))
+    if cfg.get("use_dora"):
+        raise ValueError(f"{adapter_dir}: DoRA adapters are not supported")
+    if cfg.get("fan_in_fan_out"):
+        raise ValueError(f"{adapter_dir}: fan_in_fan_out adapters are not supported")
+    path = adapter_dir / "adapter_model.safetensors"
+    if not path.is_file():
+        raise FileNotFoundError(f"{adapter_dir}: no adapter_model.safetensors")
+    tensors = load_file(str(path))
+    r0, alpha0 = int(cfg["r"]), float(cfg.get("lora_alpha", cfg["r"]))
+    lora_re = re.compile(r"^(?P<mod>.+)\.lora_(?P<ab>[AB])(?:\.(?P<name>[^.]+))?\.weight$")
+    pairs: dict[str, dict[str, Any]] = {}
+    other: dict[str, Any] = {}
+    for key, t in tensors.items():
+        m = lora_re.match(key)
+        if not m:
+            other[normalize_key(key)] = t
+            continue
+        name = m.group("name")
+        if name is not None and adapter_name is not None and name != adapter_name:
+            continue
+        mod = normalize_key(m.group("mod"))
+        pairs.setdefault(mod, {})[m.group("ab")] = t
+    out: dict[str, Any] = {}
+    for mod, ab in pairs.items():
+        if set(ab) != {"A", "B"}:
+            raise ValueError(f"{adapter_dir}: LoRA pair for {mod} is incomplete ({sorted(ab)})")
+        r = int(_pattern_value(cfg.get("rank_pattern") or {}, mod, r0))
+        alpha = float(_pattern_value(cfg.get("alpha_pattern") or {}, mod, alpha0))
+        scale = alpha / math.sqrt(r) if cfg.get("use_rslora") else alpha / r
+        out[mod] = (ab["A"], ab["B"], scale)
+    if not out:
+        raise ValueError(f"{adapter_dir}: no LoRA weights{f' for adapter {adapter_name!r}' if adapter_name else ''}")
+    return out, other
+
+
+def merged_state(
+    base: dict[str, Any], adapter_dir: Path, adapter_name: str | None = None,
+) -> tuple[dict[str, Any], int]:
+    """``base`` (normalised names -> tensors) with the adapter's LoRA merged and its saved
+    modules (``modules_to_save``: projection heads) replacing the base ones; (state, #merged)."""
+    import torch
+
+    pairs, other = read_adapter(adapter_dir, adapter_name)
+    out = dict(base)
+    for mod, (a, b, scale) in pairs.items():
+        key = f"{mod}.weight"
+        if key not in out:
+            raise ValueError(f"{adapter_dir}: LoRA targets {mod}, which the base model lacks")
+        w = out[key]
+        delta = (b.to(torch.float32) @ a.to(torch.float32)) * scale
+        if delta.shape != w.shape:
+            raise ValueError(f"{adapter_dir}: LoRA for {mod} has shape {tuple(delta.shape)}, weight {tuple(w.shape)}")
+        out[key] = (w.to(torch.float32) + delta).to(w.dtype)
+    for key, t in other.items():
+        # modules_to_save are stored as ".modules_to_save.<name>." by some PEFT versions
+        clean = re.sub(r"\.modules_to_save\.[^.]+\.", ".", key)
+        clean = re.sub(r"\.original_module\.", ".", clean)
+        out[clean] = t
+    return out, len(pairs)
+
+
+def load_processor(folder: Path, arch: str, min_pixels: int | None = None, max_pixels: int | None = None) -> Any:
+    """transformers' Qwen-VL processor from a checkpoint folder, with pixel bounds applied."""
+    from transformers import Qwen2_5_VLProcessor, Qwen2VLProcessor
+
+    cls = Qwen2_5_VLProcessor if arch == "qwen2_5_vl" else Qwen2VLProcessor
+    proc = cls.from_pretrained(str(folder))
+    size = dict(proc.image_processor.size or {})
+    if min_pixels is not None:
+        size["shortest_edge"] = int(min_pixels)
+    if max_pixels is not None:
+        size["longest_edge"] = int(max_pixels)
+    proc.image_processor.size = size
+    return proc
+
+
+def pixel_bounds(processor: Any) -> dict[str, int]:
+    """The image processor's (min_pixels, max_pixels): they set the number of image tokens."""
+    size = processor.image_processor.size or {}
+    return {"min_pixels": int(size.get("shortest_edge", 0)), "max_pixels": int(size.get("longest_edge", 0))}
+
+
+def to_device(batch: Any, device: str) -> dict[str, Any]:
+    return {k: v.to(device) for k, v in batch.items()}
+
+
+def rgb(images: list[Any]) -> list[Any]:
+    return [im.convert("RGB") for im in images]
