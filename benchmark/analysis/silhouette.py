@@ -1,0 +1,86 @@
+"""Cluster separation of embeddings (silhouette) and its correlation with SP (Pearson).
+
+- :func:`silhouette_by_label`: ``sklearn.metrics.silhouette_samples`` on the raw embeddings,
+  then the mean per label and over all samples. The authors used the Euclidean metric on raw
+  (un-normalised) embeddings; ``metric="cosine"`` is offered too. A label's score says how
+  far its items sit from the other labels' items relative to their own spread: near 1 for a
+  tight, separate cluster, near 0 for labels that overlap, negative when items are closer to
+  another label.
+- :func:`pearson`: ``scipy.stats.pearsonr`` (r and two-sided p-value) over the pairs where both
+  values are defined.
+
+Degenerate inputs (fewer than two labels, as many labels as samples, fewer than three pairs,
+a constant series) give ``None`` values with a ``reason`` instead of an exception.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+log = logging.getLogger(__name__)
+
+METRICS = ("euclidean", "cosine")
+
+
+def silhouette_by_label(
+    x: np.ndarray, labels: Sequence[str] | np.ndarray, metric: str = "euclidean",
+) -> dict[str, Any]:
+    """Silhouette of every sample, averaged per label and overall.
+
+    Returns ``{"metric", "n", "n_labels", "overall", "by_label": {label: {"n", "silhouette"}},
+    "reason"}`` (``reason`` only when the score is undefined).
+    """
+    from sklearn.metrics import silhouette_samples
+
+    if metric not in METRICS:
+        raise ValueError(f"metric must be one of {METRICS}, got {metric!r}")
+    x = np.asarray(x)
+    labels = np.asarray(labels).astype(str)
+    if x.ndim != 2 or x.shape[0] != labels.shape[0]:
+        raise ValueError(f"x must be (n, d) with one label per row, got {x.shape} and "
+                         f"{labels.shape[0]} labels")
+    uniq, counts = np.unique(labels, return_counts=True)
+    out: dict[str, Any] = {"metric": metric, "n": int(x.shape[0]), "n_labels": int(len(uniq)),
+                           "overall": None,
+                           "by_label": {str(u): {"n": int(c), "silhouette": None}
+                                        for u, c in zip(uniq, counts, strict=True)}}
+    if len(uniq) < 2 or len(uniq) >= x.shape[0]:
+        out["reason"] = (f"silhouette needs 2 <= labels < samples; got {len(uniq)} label(s) "
+                         f"for {x.shape[0]} sample(s)")
+        log.warning("%s", out["reason"])
+        return out
+    s = silhouette_samples(x, labels, metric=metric).astype(np.float64)
+    out["overall"] = float(s.mean())
+    for u in uniq:
+        out["by_label"][str(u)]["silhouette"] = float(s[labels == u].mean())
+    return out
+
+
+def _defined(v: Any) -> bool:
+    return v is not None and isinstance(v, int | float | np.floating) and math.isfinite(float(v))
+
+
+def pearson(x: Sequence[float | None], y: Sequence[float | None]) -> dict[str, Any]:
+    """Pearson r and two-sided p-value over the pairs where both values are defined."""
+    from scipy.stats import pearsonr
+
+    if len(x) != len(y):
+        raise ValueError(f"x and y differ in length ({len(x)} != {len(y)})")
+    pairs = [(float(a), float(b)) for a, b in zip(x, y, strict=True)
+             if _defined(a) and _defined(b)]
+    out: dict[str, Any] = {"n": len(pairs), "r": None, "p": None}
+    if len(pairs) < 3:
+        out["reason"] = f"needs at least 3 defined pairs, got {len(pairs)}"
+        return out
+    a, b = np.array(pairs).T
+    if np.ptp(a) == 0 or np.ptp(b) == 0:
+        out["reason"] = "a series is constant"
+        return out
+    res = pearsonr(a, b)
+    out["r"], out["p"] = float(res.statistic), float(res.pvalue)
+    return out

@@ -1,0 +1,157 @@
+"""Our 3XCM numbers next to the paper authors' published ones (``data/authors_rq2/``).
+
+The authors' aggregated CSVs give, per model and experiment (``text-to-image`` = our task
+``3xcm``, ``image-to-image`` = ``3xcm-i2i``), the semantic (A), cultural (B) and
+non-relevant (C) win counts and mean z-scores, overall and per country. Their SP is
+``B_wins / A_wins`` and ``M_sem = A_wins / (A + B + C)``; ours come from the results files.
+Our model names map to theirs through the one table ``data/authors_rq2/model_names.csv``; a
+model whose own name is one of theirs (any case) matches too. Their country names map to ISO
+codes through :func:`benchmark.tables.country`. Differences are ours minus theirs.
+"""
+
+from __future__ import annotations
+
+import csv
+import logging
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from benchmark import tables
+from benchmark.report.collect import Collection
+
+log = logging.getLogger(__name__)
+
+EXPERIMENTS = {"3xcm": "text-to-image", "3xcm-i2i": "image-to-image"}
+WIN_COLS = ("A_wins", "B_wins", "C_wins")
+Z_COLS = ("z_A", "z_B", "z_C")
+OURS = ("n", "wins_sem", "wins_cul", "wins_non", "M_sem", "M_cul", "M_non", "SP",
+        "z_sem", "z_cul", "z_non")
+INT_COLS = ("ours_n", "ours_wins_sem", "ours_wins_cul", "ours_wins_non", "authors_n",
+            "authors_A_wins", "authors_B_wins", "authors_C_wins")
+DIFFS = (("M_sem", "M_sem"), ("M_cul", "M_cul"), ("M_non", "M_non"), ("SP", "SP"),
+         ("z_sem", "z_A"), ("z_cul", "z_B"), ("z_non", "z_C"))
+
+
+def authors_dir() -> Path:
+    """``data/authors_rq2`` of the tables folder."""
+    return tables.data_dir() / "authors_rq2"
+
+
+def model_names(folder: Path | None = None) -> dict[str, str]:
+    """Our model name -> the authors' model name (``model_names.csv``)."""
+    path = (folder or authors_dir()) / "model_names.csv"
+    with path.open(newline="", encoding="utf-8") as f:
+        return {r["model"]: r["authors_model"] for r in csv.DictReader(f)}
+
+
+def load_authors(folder: Path | None = None) -> pd.DataFrame:
+    """Overall and per-country rows: scope, country (ISO code, '' overall), authors_model,
+    experiment, A/B/C wins (int) and z-scores (floats parsed exactly as written)."""
+    folder = folder or authors_dir()
+    kw: dict[str, Any] = {"float_precision": "round_trip", "keep_default_na": False}
+    overall = pd.read_csv(folder / "overall_aggregated.csv", **kw)
+    overall.insert(0, "country", "")
+    overall.insert(0, "scope", "overall")
+    country = pd.read_csv(folder / "country_aggregated.csv", **kw)
+    country["country"] = [tables.country(n).code for n in country["country"]]
+    country.insert(0, "scope", "country")
+    df = pd.concat([overall, country], ignore_index=True)
+    df = df.rename(columns={"model": "authors_model"})
+    return df.astype({c: "int64" for c in WIN_COLS})
+
+
+def authors_name(model: str, names: dict[str, str], known: set[str]) -> str | None:
+    """The authors' name of our ``model``: the mapping table, else the same name (any case)."""
+    if model in names:
+        return names[model]
+    lower = {k.lower(): k for k in known}
+    return lower.get(model.lower())
+
+
+def _theirs(row: pd.Series | None) -> dict[str, Any]:
+    if row is None:
+        return {f"authors_{k}": None for k in ("n", *WIN_COLS, "M_sem", "M_cul", "M_non", "SP",
+                                                  *Z_COLS)}
+    a, b, c = (int(row[k]) for k in WIN_COLS)
+    n = a + b + c
+    return {"authors_n": n, "authors_A_wins": a, "authors_B_wins": b, "authors_C_wins": c,
+            "authors_M_sem": a / n if n else None, "authors_M_cul": b / n if n else None,
+            "authors_M_non": c / n if n else None, "authors_SP": b / a if a else None,
+            **{f"authors_{k}": float(row[k]) for k in Z_COLS}}
+
+
+def _row(model: str, amodel: str, task: str, scope: str, code: str,
+         ours: dict[str, Any] | None, theirs: pd.Series | None) -> dict[str, Any]:
+    label = tables.country(code).label if code and code in {c.code for c in tables.countries()} \
+        else code
+    out: dict[str, Any] = {"model": model, "authors_model": amodel, "task": task,
+                           "experiment": EXPERIMENTS[task], "scope": scope, "country": code,
+                           "label": label}
+    out.update({f"ours_{k}": (ours or {}).get(k) for k in OURS})
+    out.update(_theirs(theirs))
+    for mine, their in DIFFS:
+        a, b = out[f"ours_{mine}"], out[f"authors_{their}"]
+        out[f"diff_{mine}"] = a - b if a is not None and b is not None else None
+    return out
+
+
+def compare(col: Collection, folder: Path | None = None) -> pd.DataFrame:
+    """One row per (model present in both, task, overall | country): ours, theirs, ours - theirs."""
+    ref = load_authors(folder)
+    names = model_names(folder)
+    known = set(ref["authors_model"])
+    rows: list[dict[str, Any]] = []
+    order = {c.code: i for i, c in enumerate(tables.countries())}
+    for task, experiment in EXPERIMENTS.items():
+        for model, res in col.task(task).items():
+            amodel = authors_name(model, names, known)
+            sub = ref[(ref["authors_model"] == amodel) & (ref["experiment"] == experiment)]
+            if amodel is None or sub.empty:
+                log.info("%s: no published %s numbers to compare with", model, experiment)
+                continue
+            ov = sub[sub["scope"] == "overall"]
+            rows.append(_row(model, amodel, task, "overall", "", res.scores.get("overall"),
+                             ov.iloc[0] if len(ov) else None))
+            theirs = {r["country"]: r for _, r in sub[sub["scope"] == "country"].iterrows()}
+            ours = res.scores.get("by_country", {})
+            for code in sorted(set(ours) | set(theirs), key=lambda c: (order.get(c, 99), c)):
+                rows.append(_row(model, amodel, task, "country", code, ours.get(code),
+                                 theirs.get(code)))
+    df = pd.DataFrame(rows)
+    ints = [c for c in INT_COLS if c in df]
+    return df.astype({c: "Int64" for c in ints}) if ints else df
+
+
+def _f(x: Any, nd: int = 3, sign: bool = False) -> str:
+    if x is None or pd.isna(x):
+        return "-"
+    return f"{x:+.{nd}f}" if sign else f"{x:.{nd}f}"
+
+
+def to_markdown(df: pd.DataFrame) -> str:
+    """Overall table, then one per-country table per (model, experiment)."""
+    if df.empty:
+        return "No model of these results has published numbers from the authors.\n"
+    lines = ["## Ours vs the authors' published numbers", "",
+             "Differences are ours minus theirs. A/B/C = semantic/cultural/non-relevant wins.", "",
+             "| model | experiment | SP ours | SP theirs | diff | M_sem ours | M_sem theirs "
+             "| M_cul ours | M_cul theirs | A/B/C theirs |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in df[df["scope"] == "overall"].to_dict("records"):
+        lines.append(
+            f"| {r['model']} | {r['experiment']} | {_f(r['ours_SP'])} | {_f(r['authors_SP'])} "
+            f"| {_f(r['diff_SP'], sign=True)} | {_f(r['ours_M_sem'])} | {_f(r['authors_M_sem'])} "
+            f"| {_f(r['ours_M_cul'])} | {_f(r['authors_M_cul'])} "
+            f"| {r['authors_A_wins']}/{r['authors_B_wins']}/{r['authors_C_wins']} |")
+    for (model, exp), g in df[df["scope"] == "country"].groupby(["model", "experiment"],
+                                                                 sort=False):
+        lines += ["", f"### {model}, {exp}: per country", "",
+                  "| country | SP ours | SP theirs | diff | n ours | n theirs |",
+                  "|---|---|---|---|---|---|"]
+        for r in g.to_dict("records"):
+            lines.append(f"| {r['label']} | {_f(r['ours_SP'])} | {_f(r['authors_SP'])} "
+                         f"| {_f(r['diff_SP'], sign=True)} | {_f(r['ours_n'], 0)} "
+                         f"| {_f(r['authors_n'], 0)} |")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,177 @@
+"""``build_report``: leaderboard, figures and the comparison with the authors, from any set of
+results files (what is absent is left out, never an error)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from benchmark import __version__
+from benchmark.report import authors, leaderboard, page, plots
+from benchmark.report.collect import Collection, collect
+from benchmark.results import model_slug, now_iso
+
+log = logging.getLogger(__name__)
+
+
+def _write_text(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def association_figures(col: Collection, fig_dir: Path) -> list[tuple[Path, str]]:
+    """Per-country SP panels and the model x country heat map, for 3xcm and 3xcm-i2i."""
+    out: list[tuple[Path, str]] = []
+    for task, what in (("3xcm", "3XCM text -> image"), ("3xcm-i2i", "3XCM image -> image")):
+        models = {m: r.scores for m, r in col.task(task).items()}
+        if not models:
+            continue
+        p = fig_dir / f"sp-by-country-{task}.png"
+        plots.sp_by_country(models, p, what)
+        out.append((p, f"{what}: SP by country with 95% intervals, countries ordered by the "
+                       "Common Crawl share of their language (Fig. 8)"))
+        p = fig_dir / f"sp-heatmap-{task}.png"
+        plots.sp_heatmap(models, p, what)
+        out.append((p, f"{what}: SP by model and country"))
+    return out
+
+
+def xm3600_figures(col: Collection, fig_dir: Path) -> list[tuple[Path, str]]:
+    """Rank-by-tier and language-frequency plots of xm3600-i2t (Figs. 6, 7, 13, 14)."""
+    res = col.task("xm3600-i2t")
+    counts = {m: r.scores["retrieved_language_counts"] for m, r in res.items()
+              if isinstance(r.scores.get("retrieved_language_counts"), dict)}
+    if not counts:
+        return []
+    p1, p2 = fig_dir / "xm3600-rank-by-tier.png", fig_dir / "xm3600-language-frequency.png"
+    plots.rank_by_tier(counts, p1, {m: res[m].task.n for m in counts})
+    plots.language_frequency({m: res[m].scores for m in counts}, p2)
+    return [(p1, "XM3600 image -> text: resource tier of the caption at each rank (Figs. 6, 7)"),
+            (p2, "XM3600 image -> text: languages of all retrieved captions (Figs. 13, 14)")]
+
+
+def matrix_figures(col: Collection, fig_dir: Path) -> list[tuple[Path, str]]:
+    """Per model with 3xcm-matrix: the language x culture heat map and own-vs-English bars."""
+    out: list[tuple[Path, str]] = []
+    for model, r in col.task("3xcm-matrix").items():
+        slug = model_slug(model)
+        if r.scores.get("matrix"):
+            p = fig_dir / f"matrix-{slug}.png"
+            plots.matrix_heatmap(r.scores["matrix"], p, model)
+            out.append((p, f"{model}: SP by query language and image culture (3xcm-matrix)"))
+        if r.scores.get("summary"):
+            p = fig_dir / f"own-vs-english-{slug}.png"
+            plots.own_vs_english(r.scores["summary"], p, model)
+            out.append((p, f"{model}: SP with own-language vs English queries"))
+    return out
+
+
+def analysis_section(col: Collection, fig_dir: Path) -> tuple[str, list[tuple[Path, str]]]:
+    """Markdown of the silhouette correlations, and the UMAP PNGs that ``analyze`` wrote
+    (copied into ``fig_dir``)."""
+    lines = ["| model | metric | r(SP, text sil.) | r(SP, image sil.) | r(SP, sum) |",
+             "|---|---|---:|---:|---:|"]
+    figs: list[tuple[Path, str]] = []
+    for model, r in col.task("analysis").items():
+        for metric, c in (r.scores.get("correlations") or {}).items():
+            cells = [leaderboard.fmt(c[k]["r"]) + (f" (p={c[k]['p']:.3f})" if c[k]["p"]
+                                                   is not None else "")
+                     for k in ("text", "image", "sum")]
+            lines.append(f"| {model} | {metric} | " + " | ".join(cells) + " |")
+        base = col.paths[(model, "analysis")].parent
+        for kind, info in (r.scores.get("umap") or {}).items():
+            if isinstance(info, dict) and info.get("png") and (base / info["png"]).is_file():
+                dest = fig_dir / f"umap-{kind}-{model_slug(model)}.png"
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(base / info["png"], dest)
+                figs.append((dest, f"{model}: UMAP of the {kind} embeddings"))
+    return "\n".join(lines) + "\n", figs
+
+
+def build_report(paths: list[Path], output: Path, authors_folder: Path | None = None,
+                 compare_authors: bool = True, title: str = "3XCM report") -> dict[str, Path]:
+    """Write ``leaderboard.md``, ``report.html``, ``figures/*.png`` and (when a model has
+    published numbers) ``authors-comparison.{csv,md}`` into ``output``; returns the files."""
+    col = collect(paths)
+    if not col.results:
+        raise ValueError(f"no results files found under {', '.join(map(str, paths))}")
+    output.mkdir(parents=True, exist_ok=True)
+    fig_dir = output / "figures"
+    written: dict[str, Path] = {}
+    table = leaderboard.rows(col)
+    md = [f"# {title}", "", "## Leaderboard", "", leaderboard.to_markdown(table)]
+    sections: list[tuple[str, str]] = [("Leaderboard", leaderboard.to_html(table))]
+    figs = association_figures(col, fig_dir) + xm3600_figures(col, fig_dir) \
+        + matrix_figures(col, fig_dir)
+    comp = authors.compare(col, authors_folder) if compare_authors else pd.DataFrame()
+    if not comp.empty:
+        csv_path = output / "authors-comparison.csv"
+        tmp = csv_path.with_name(".authors-comparison.csv.tmp")
+        comp.to_csv(tmp, index=False)
+        os.replace(tmp, csv_path)
+        written["authors_csv"] = csv_path
+        comp_md = authors.to_markdown(comp)
+        _write_text(output / "authors-comparison.md", comp_md)
+        written["authors_md"] = output / "authors-comparison.md"
+        md += [comp_md]
+        p = fig_dir / "authors-sp-scatter.png"
+        plots.authors_scatter(comp[comp["scope"] == "country"].astype(object)
+                              .where(comp[comp["scope"] == "country"].notna(), None)
+                              .to_dict("records"), p)
+        figs.append((p, "Our per-country SP against the authors' published SP (y = x dashed)"))
+        sections.append(("Comparison with the authors' published numbers",
+                         _comparison_html(comp)))
+    if col.task("analysis"):
+        an_md, an_figs = analysis_section(col, fig_dir)
+        md += ["## Silhouette vs SP (Pearson across countries)", "", an_md]
+        sections.append(("Silhouette vs SP", _md_table_html(an_md)))
+        figs += an_figs
+    md += ["## Figures", ""] + [f"![{cap}]({p.relative_to(output)})" if p.is_relative_to(output)
+                                else f"![{cap}]({p})" for p, cap in figs]
+    sections.append(("Figures", "".join(page.figure(p, cap) for p, cap in figs)))
+    if col.skipped:
+        sections.append(("Skipped files", "<ul>" + "".join(
+            f"<li>{p}: {why}</li>" for p, why in col.skipped) + "</ul>"))
+    _write_text(output / "leaderboard.md", "\n".join(md) + "\n")
+    meta: dict[str, Any] = {"date": now_iso(), "package_version": __version__,
+                            "n_files": len(col.paths)}
+    _write_text(output / "report.html", page.render(title, sections, meta))
+    written.update({"leaderboard_md": output / "leaderboard.md",
+                    "html": output / "report.html"})
+    written.update({p.stem: p for p, _ in figs if p.is_relative_to(output)})
+    return written
+
+
+def _comparison_html(comp: pd.DataFrame) -> str:
+    keep = ["model", "experiment", "label", "ours_n", "authors_n", "ours_wins_sem",
+            "authors_A_wins", "ours_wins_cul", "authors_B_wins", "ours_wins_non",
+            "authors_C_wins", "ours_SP", "authors_SP", "diff_SP", "ours_z_sem", "authors_z_A",
+            "ours_z_cul", "authors_z_B", "ours_z_non", "authors_z_C"]
+    overall = comp[comp["scope"] == "overall"][keep].drop(columns=["label"])
+    parts = [page.frame_table(overall, "authors-overall")]
+    for (model, exp), g in comp[comp["scope"] == "country"].groupby(["model", "experiment"],
+                                                                    sort=False):
+        parts.append(f"<details><summary>{model}, {exp}: per country</summary>"
+                     + page.frame_table(g[keep].drop(columns=["model", "experiment"]),
+                                        f"authors-{model_slug(model)}-{exp}") + "</details>")
+    return "".join(parts)
+
+
+def _md_table_html(md: str) -> str:
+    """A Markdown pipe table (as written above) as HTML."""
+    import html
+
+    rows = [ln.strip().strip("|").split("|") for ln in md.strip().splitlines()]
+    head, body = rows[0], rows[2:]
+    out = "<table><thead><tr>" + "".join(f"<th>{html.escape(c.strip())}</th>" for c in head)
+    out += "</tr></thead><tbody>"
+    for r in body:
+        out += "<tr>" + "".join(f"<td>{html.escape(c.strip())}</td>" for c in r) + "</tr>"
+    return out + "</tbody></table>"

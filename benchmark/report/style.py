@@ -1,0 +1,85 @@
+"""Matplotlib set-up shared by every figure: a headless backend and fonts for every script.
+
+Plot labels include Thai, Devanagari, Arabic and CJK text (native query terms, language
+names). Matplotlib (>= 3.6) falls back glyph by glyph across the families listed in
+``font.family``; :func:`setup` lists the Noto families that are installed (Debian packages
+``fonts-noto-core`` and ``fonts-noto-cjk``) after the default Latin font, and logs once which
+scripts have no font, so a missing package shows up as a warning rather than as empty boxes.
+"""
+
+from __future__ import annotations
+
+import logging
+from functools import lru_cache
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+# Latin first, then one family per script; the first installed one of each group is used.
+FONT_GROUPS: dict[str, list[str]] = {
+    "latin": ["Noto Sans", "DejaVu Sans"],
+    "thai": ["Noto Sans Thai", "Noto Sans Thai UI", "Noto Serif Thai", "Noto Looped Thai"],
+    "devanagari": ["Noto Sans Devanagari", "Noto Serif Devanagari"],
+    "arabic": ["Noto Sans Arabic", "Noto Naskh Arabic", "Noto Kufi Arabic"],
+    "cjk": ["Noto Sans CJK JP", "Noto Sans CJK SC", "Noto Serif CJK JP", "WenQuanYi Zen Hei"],
+}
+APT_PACKAGES = ("fonts-noto-core", "fonts-noto-cjk")
+
+DPI = 150
+
+
+@lru_cache(maxsize=1)
+def font_families() -> tuple[str, ...]:
+    """The installed fallback chain (Latin first), warning once per script without a font."""
+    from matplotlib import font_manager
+
+    installed = {f.name for f in font_manager.fontManager.ttflist}
+    chain: list[str] = []
+    for script, names in FONT_GROUPS.items():
+        found = next((n for n in names if n in installed), None)
+        if found:
+            chain.append(found)
+        else:
+            log.warning("no font for %s script (install %s); labels may show boxes",
+                        script, " ".join(APT_PACKAGES))
+    if "DejaVu Sans" not in chain:
+        chain.append("DejaVu Sans")  # matplotlib's bundled font: always present
+    return tuple(chain)
+
+
+def setup() -> Any:
+    """Select the Agg backend, set fonts and sizes readable at the saved size; return pyplot."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    plt.rcParams.update({
+        "font.family": list(font_families()),
+        "font.size": 10,
+        "axes.titlesize": 11,
+        "axes.labelsize": 10,
+        "xtick.labelsize": 9,
+        "ytick.labelsize": 9,
+        "legend.fontsize": 8,
+        "figure.dpi": 100,
+        "savefig.dpi": DPI,
+        "savefig.bbox": "tight",
+        "axes.unicode_minus": False,
+    })
+    return plt
+
+
+def save(fig: Any, path: Any) -> None:
+    """Save ``fig`` as PNG atomically (temp file + replace) and close it."""
+    import os
+    from pathlib import Path
+
+    import matplotlib.pyplot as plt
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp.png")
+    fig.savefig(tmp, format="png")
+    plt.close(fig)
+    os.replace(tmp, path)
