@@ -1,0 +1,92 @@
+"""Connection to the Label Studio server (``label-studio-sdk`` 2.x).
+
+Settings come from the environment only: ``LABEL_STUDIO_URL`` and ``LABEL_STUDIO_API_KEY`` (a
+legacy token or a personal access token; the SDK handles both). The key never goes into logs,
+the catalog or exports. A missing setting, an unreachable server or a rejected key raises
+:class:`AnnotationError` with one line that says what to do; the CLI prints it and exits 2.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+log = logging.getLogger(__name__)
+
+URL_ENV = "LABEL_STUDIO_URL"
+KEY_ENV = "LABEL_STUDIO_API_KEY"
+
+
+class AnnotationError(Exception):
+    """A user-facing error of the annotation commands (one line; CLI exit code 2)."""
+
+
+@dataclass(frozen=True)
+class Connection:
+    """An authenticated SDK client and the server it talks to (URL without credentials)."""
+
+    client: Any
+    server: str
+    user_email: str
+
+
+def server_url(url: str) -> str:
+    """The server URL as recorded in the catalog: no user info, no trailing slash."""
+    parts = urlsplit(url.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise AnnotationError(f"{URL_ENV} must be an http(s) URL like http://127.0.0.1:8080, got {url!r}")
+    netloc = parts.hostname + (f":{parts.port}" if parts.port else "")
+    return urlunsplit((parts.scheme, netloc, parts.path.rstrip("/"), "", ""))
+
+
+def connect(url: str | None = None, api_key: str | None = None, timeout: float = 30.0) -> Connection:
+    """Connect with the SDK and check the key by asking the server who we are."""
+    import httpx
+    from label_studio_sdk import LabelStudio
+    from label_studio_sdk.core.api_error import ApiError
+
+    url = url if url is not None else os.environ.get(URL_ENV, "")
+    api_key = api_key if api_key is not None else os.environ.get(KEY_ENV, "")
+    if not url.strip():
+        raise AnnotationError(f"set {URL_ENV} to the Label Studio server, e.g. http://127.0.0.1:8080")
+    if not api_key.strip():
+        raise AnnotationError(
+            f"set {KEY_ENV} to your Label Studio access token (Account & Settings > Access Token)"
+        )
+    server = server_url(url)
+    client = LabelStudio(base_url=server, api_key=api_key.strip(), timeout=timeout)
+    try:
+        me = client.users.whoami()
+    except (httpx.TransportError, OSError) as exc:
+        raise AnnotationError(
+            f"cannot reach Label Studio at {server} ({type(exc).__name__}); is the server running "
+            f"and {URL_ENV} right?"
+        ) from None
+    except ApiError as exc:
+        if exc.status_code in (401, 403):
+            raise AnnotationError(
+                f"Label Studio at {server} rejected {KEY_ENV} (HTTP {exc.status_code}); use a valid "
+                "legacy token or personal access token"
+            ) from None
+        raise AnnotationError(f"Label Studio at {server} answered HTTP {exc.status_code}") from None
+    log.info("connected to Label Studio at %s as %s", server, me.email)
+    return Connection(client=client, server=server, user_email=str(me.email or me.username or me.id))
+
+
+def api_errors() -> tuple[type[BaseException], ...]:
+    """Exceptions of the SDK/transport that the CLI turns into one line and exit 2."""
+    import httpx
+    from label_studio_sdk.core.api_error import ApiError
+
+    return (ApiError, httpx.TransportError)
+
+
+def user_names(client: Any) -> dict[int, str]:
+    """``{user id: e-mail (or username)}`` of every user the key can see."""
+    out: dict[int, str] = {}
+    for u in client.users.list():
+        out[int(u.id)] = str(u.email or u.username or u.id)
+    return out

@@ -1,0 +1,280 @@
+"""Push review tasks from the catalog to Label Studio (``python -m annotation push``).
+
+* ``duplicates``: one task per dedup group (default: groups with status ``needs_review``) with
+  the group's distinct images side by side, and the automatic stage's proposal (keep the
+  group's kept item, remove the others) as a prediction of the project's model version.
+* ``tags``: a seeded sample of images with Gemini tags; the tags are the prediction.
+
+Idempotent: each task carries a key (``group:<id>`` / ``image:<sha256>``) in its ``meta``;
+before and after importing, the project's tasks are read back and every key is recorded in
+``ls_tasks``, so a push interrupted between import and record, or run twice, never creates a
+second task for the same key. Images reach Label Studio through its local-files storage
+(``LOCAL_FILES_SERVING_ENABLED``) or through ``python -m annotation serve-images``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from annotation.client import AnnotationError, Connection
+from annotation.configs import ProjectSpec, project_spec
+from annotation.lsapi import ensure_project, export_tasks, known_tasks
+from builder.catalog import Catalog, utcnow
+
+log = logging.getLogger(__name__)
+
+REMOVED_STATUSES = ("near_duplicate", "duplicate", "removed")
+
+
+@dataclass
+class TaskDraft:
+    """A task to import: its key, catalog link, data and pre-annotation."""
+
+    key: str
+    data: dict[str, Any]
+    prediction: list[dict[str, Any]]
+    group_id: int | None = None
+    sha256: str | None = None
+
+
+@dataclass
+class PushReport:
+    kind: str
+    project_id: int
+    created: int = 0
+    already: int = 0
+    counts: Counter = field(default_factory=Counter)
+
+    def summary(self) -> str:
+        extra = ", ".join(f"{k} {v}" for k, v in sorted(self.counts.items()))
+        return (
+            f"push {self.kind}: project {self.project_id}: {self.created} tasks created, "
+            f"{self.already} already there" + (f"; skipped: {extra}" if extra else "")
+        )
+
+
+class ImageLinks:
+    """URLs under which Label Studio's browser sees the work dir's images."""
+
+    def __init__(self, images_dir: Path, mode: str, document_root: str | None = None):
+        self.images_dir = images_dir.resolve()
+        self.mode = mode
+        if mode == "local-files":
+            root = document_root or os.environ.get("LOCAL_FILES_DOCUMENT_ROOT")
+            if not root:
+                raise AnnotationError(
+                    "--images local-files needs --document-root or LOCAL_FILES_DOCUMENT_ROOT "
+                    "(the same value the Label Studio server was started with)"
+                )
+            self.root = Path(root).expanduser().resolve()
+            if not self.images_dir.is_relative_to(self.root):
+                raise AnnotationError(
+                    f"the images folder {self.images_dir} is not under the local-files document "
+                    f"root {self.root}; start Label Studio with a document root above the work dir"
+                )
+        elif mode.startswith(("http://", "https://")):
+            self.base = mode.rstrip("/")
+        else:
+            raise AnnotationError(
+                f"--images must be 'local-files' or the http URL of serve-images, got {mode!r}"
+            )
+
+    def url(self, sha256: str, ext: str) -> str:
+        ext = ext.lstrip(".").lower()
+        if self.mode == "local-files":
+            rel = (self.images_dir / sha256[:2] / f"{sha256}.{ext}").relative_to(self.root)
+            return "/data/local-files/?d=" + quote(rel.as_posix())
+        return f"{self.base}/img/{sha256}.{ext}"
+
+    def ensure_storage(self, client: Any, project_id: int) -> None:
+        """Local-files mode: a local import storage covering the images folder (serving only;
+        it is never synced, so it imports no tasks of its own)."""
+        if self.mode != "local-files":
+            return
+        path = str(self.images_dir)
+        for s in client.import_storage.local.list(project=project_id):
+            if (s.path or "").rstrip("/") == path:
+                return
+        client.import_storage.local.create(
+            project=project_id, path=path, title="3XCM images (serving only, do not sync)",
+            use_blob_urls=False,
+        )
+        log.info("created local-files storage %s for project %d", path, project_id)
+
+
+def _image_rows(cat: Catalog, where: str, params: tuple) -> list[Any]:
+    return cat.query(
+        "SELECT i.item_id, i.sha256, i.status, i.country, i.rank, i.language, im.ext, im.width,"
+        f" im.height FROM items i JOIN images im ON im.sha256 = i.sha256 WHERE {where}"
+        " ORDER BY i.item_id",
+        params,
+    )
+
+
+def duplicate_drafts(
+    cat: Catalog, links: ImageLinks, statuses: tuple[str, ...]
+) -> tuple[list[TaskDraft], Counter]:
+    """One draft per dedup group with the given statuses and at least two distinct images."""
+    skipped: Counter = Counter()
+    marks = ",".join("?" * len(statuses))
+    groups = cat.query(
+        f"SELECT * FROM dedup_groups WHERE status IN ({marks}) ORDER BY group_id", statuses
+    )
+    drafts = []
+    for g in groups:
+        members: dict[str, list[Any]] = {}
+        for row in _image_rows(cat, "i.group_id = ? AND i.sha256 IS NOT NULL", (g["group_id"],)):
+            members.setdefault(row["sha256"], []).append(row)
+        missing = [s for s, rows in members.items()
+                   if not cat.workdir.image_path(s, rows[0]["ext"]).is_file()]
+        if missing:
+            log.warning("group %d: %d image files missing, not pushed", g["group_id"], len(missing))
+            skipped["image file missing"] += 1
+            continue
+        if len(members) < 2:
+            skipped["fewer than 2 distinct images"] += 1
+            continue
+        images, prediction = [], []
+        for idx, (sha, rows) in enumerate(members.items()):
+            first = rows[0]
+            if g["kept_item_id"] is not None:
+                keep = any(r["item_id"] == g["kept_item_id"] for r in rows)
+            else:
+                keep = any(r["status"] not in REMOVED_STATUSES for r in rows)
+            countries = sorted({r["country"] for r in rows})
+            images.append({
+                "url": links.url(sha, first["ext"]),
+                "sha256": sha,
+                "item_ids": [r["item_id"] for r in rows],
+                "label": f"#{idx + 1} {'/'.join(countries)} rank {first['rank']} "
+                         f"{first['width']}x{first['height']} {sha[:10]}",
+            })
+            prediction.append({
+                "from_name": f"decision_{idx}", "to_name": f"image_{idx}", "type": "choices",
+                "value": {"choices": ["keep" if keep else "remove"]},
+            })
+        key = f"group:{g['group_id']}"
+        data = {
+            "title": f"Concept: {g['concept']}",
+            "info": f"Group {g['group_id']}: {len(images)} images. Remove copies of the same "
+                    "scene or object without meaningful change.",
+            "group_id": g["group_id"],
+            "concept": g["concept"],
+            "images": images,
+        }
+        drafts.append(TaskDraft(key, data, prediction, group_id=int(g["group_id"])))
+    return drafts, skipped
+
+
+def tag_concepts(cat: Catalog) -> list[str]:
+    """The concepts offered in the tag check: the catalog's kept concepts, else the table."""
+    rows = cat.query("SELECT name FROM concepts WHERE status = 'kept' ORDER BY name")
+    if rows:
+        return [r["name"] for r in rows]
+    from benchmark import tables
+
+    return tables.concepts()
+
+
+def tag_drafts(
+    cat: Catalog, links: ImageLinks, concepts: list[str], sample: int, seed: int
+) -> tuple[list[TaskDraft], Counter]:
+    """A seeded sample of ``sample`` images with ``ok`` Gemini tags (same seed, same sample)."""
+    skipped: Counter = Counter()
+    rows = cat.query(
+        "SELECT t.sha256, t.tags_json, t.model, im.ext FROM tags t JOIN images im"
+        " ON im.sha256 = t.sha256 WHERE t.status = 'ok' ORDER BY t.sha256"
+    )
+    chosen = random.Random(seed).sample(list(rows), min(sample, len(rows)))
+    known = set(concepts)
+    drafts = []
+    for r in sorted(chosen, key=lambda x: x["sha256"]):
+        try:
+            tags = [t for t in json.loads(r["tags_json"] or "[]") if isinstance(t, str)]
+        except json.JSONDecodeError:
+            skipped["unreadable tags_json"] += 1
+            continue
+        if not cat.workdir.image_path(r["sha256"], r["ext"]).is_file():
+            skipped["image file missing"] += 1
+            continue
+        unknown = [t for t in tags if t not in known]
+        if unknown:
+            skipped["tags outside the concept list (dropped from the prediction)"] += len(unknown)
+        data = {
+            "image": links.url(r["sha256"], r["ext"]),
+            "sha256": r["sha256"],
+            "gemini": "Automatic tags: " + (", ".join(tags) if tags else "(none)"),
+        }
+        pred = [{"from_name": "concepts", "to_name": "image", "type": "choices",
+                 "value": {"choices": [t for t in tags if t in known]}}]
+        drafts.append(TaskDraft(f"image:{r['sha256']}", data, pred, sha256=r["sha256"]))
+    return drafts, skipped
+
+
+def _record(cat: Catalog, spec: ProjectSpec, server: str, pid: int, tasks: list[dict]) -> int:
+    """Record every task of the project that carries a key and is not yet in ``ls_tasks``."""
+    new = 0
+    with cat.tx() as con:
+        for t in tasks:
+            key = (t.get("meta") or {}).get("task_key")
+            if not key:
+                continue
+            data = t.get("data") or {}
+            cur = con.execute(
+                "INSERT OR IGNORE INTO ls_tasks (kind, server, project_id, task_key, task_id,"
+                " group_id, sha256, data_json, pushed_at) VALUES (?,?,?,?,?,?,?,?,?)",
+                (spec.kind, server, pid, key, int(t["id"]), data.get("group_id"),
+                 data.get("sha256"), json.dumps(data, sort_keys=True), utcnow()),
+            )
+            new += cur.rowcount
+    return new
+
+
+def push(
+    cat: Catalog,
+    conn: Connection,
+    kind: str,
+    *,
+    title: str | None = None,
+    images: str = "local-files",
+    document_root: str | None = None,
+    statuses: tuple[str, ...] = ("needs_review",),
+    sample: int = 200,
+    seed: int = 0,
+    batch_size: int = 100,
+) -> PushReport:
+    """Create or reuse the project of ``kind`` and import the tasks it does not hold yet."""
+    links = ImageLinks(cat.workdir.images_dir, images, document_root)
+    concepts = tag_concepts(cat) if kind == "tags" else []
+    spec = project_spec(kind, title, concepts)
+    if kind == "duplicates":
+        drafts, skipped = duplicate_drafts(cat, links, statuses)
+    else:
+        drafts, skipped = tag_drafts(cat, links, concepts, sample, seed)
+    pid = ensure_project(cat, conn, spec)
+    links.ensure_storage(conn.client, pid)
+    _record(cat, spec, conn.server, pid, export_tasks(conn.client, pid, all_tasks=True))
+    have = known_tasks(cat, kind, conn.server, pid)
+    todo = [d for d in drafts if d.key not in have]
+    report = PushReport(kind, pid, already=len(drafts) - len(todo), counts=skipped)
+    for start in range(0, len(todo), batch_size):
+        batch = todo[start : start + batch_size]
+        payload = [
+            {"data": d.data, "meta": {"task_key": d.key},
+             "predictions": [{"model_version": spec.model_version, "score": 1.0,
+                              "result": d.prediction}]}
+            for d in batch
+        ]
+        conn.client.projects.import_tasks(pid, request=payload, return_task_ids=True)
+        report.created += len(batch)
+        log.info("imported %d/%d tasks", report.created, len(todo))
+    _record(cat, spec, conn.server, pid, export_tasks(conn.client, pid, all_tasks=True))
+    return report

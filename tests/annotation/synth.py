@@ -1,0 +1,92 @@
+"""A small synthetic catalog for the annotation tests, built with the Catalog API.
+
+Dedup groups (concept ``food``), each image a generated PNG stored content-addressed:
+
+* group 1 (needs_review): images A (two items: USA and THA), B, C; kept item A
+* group 2 (needs_review): D, E; kept item D
+* group 3 (needs_review): F, G; kept item F
+* group 4 (needs_review): H, I; kept item H
+* group 5 (auto): J, K (not pushed by default)
+* group 6 (needs_review): one image twice (L in USA and THA): nothing to compare, not pushed
+
+Tags: T1 [food, market], T2 [temple], T3 [dance, food] (status ok), T4 failed.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+from PIL import Image
+
+from builder.catalog import Catalog, utcnow
+from builder.workdir import WorkDir
+
+CONCEPTS = ["dance", "food", "market", "temple"]
+GROUPS = {1: "ABC", 2: "DE", 3: "FG", 4: "HI", 5: "JK", 6: "L"}
+TAGS = {"T1": ["food", "market"], "T2": ["temple"], "T3": ["dance", "food"]}
+
+
+def png(seed: int) -> bytes:
+    """A distinct 16x16 PNG per seed."""
+    img = Image.new("RGB", (16, 16), ((seed * 37) % 256, (seed * 91) % 256, (seed * 53) % 256))
+    img.putpixel((seed % 16, seed // 16 % 16), (255, 255, 255))
+    buf = io.BytesIO()
+    img.save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def build(root: Path) -> tuple[Catalog, dict[str, str], dict[str, list[int]]]:
+    """Return the open catalog, ``{letter: sha256}`` and ``{letter: [item ids]}``."""
+    wd = WorkDir.open(root)
+    cat = Catalog(wd)
+    sha: dict[str, str] = {}
+    items: dict[str, list[int]] = {}
+    with cat.tx() as con:
+        for name in CONCEPTS:
+            con.execute("INSERT INTO concepts (name, source, status) VALUES (?, 'curated', 'kept')",
+                        (name,))
+        search = {}
+        for country, lang in (("USA", "en"), ("THA", "th")):
+            cur = con.execute(
+                "INSERT INTO searches (concept, country, language, kind, query_text, backend,"
+                " status) VALUES ('food', ?, ?, 'native', 'food', 'folder', 'ok')", (country, lang))
+            search[country] = cur.lastrowid
+        rank = 0
+        for gid, letters in GROUPS.items():
+            status = "auto" if gid == 5 else "needs_review"
+            con.execute("INSERT INTO dedup_groups (group_id, concept, status, evidence_json)"
+                        " VALUES (?, 'food', ?, '{}')", (gid, status))
+            for letter in letters:
+                s, _ = wd.store_image_bytes(png(ord(letter)), "png")
+                sha[letter] = s
+                con.execute("INSERT INTO images (sha256, ext, format, width, height, bytes,"
+                            " first_seen) VALUES (?, 'png', 'PNG', 16, 16, 100, ?)", (s, utcnow()))
+                countries = ("USA", "THA") if letter in "AL" else ("USA",)
+                for country in countries:
+                    rank += 1
+                    cur = con.execute(
+                        "INSERT INTO items (search_id, rank, concept, country, language,"
+                        " query_text, url, sha256, status, group_id) VALUES (?, ?, 'food', ?,"
+                        " 'en', 'food', ?, ?, 'needs_review', ?)",
+                        (search[country], rank, country, f"http://example.com/{letter}{rank}.png",
+                         s, gid))
+                    items.setdefault(letter, []).append(int(cur.lastrowid))
+            con.execute("UPDATE dedup_groups SET kept_item_id=? WHERE group_id=?",
+                        (items[letters[0]][0], gid))
+        for i, (name, tags) in enumerate(list(TAGS.items()) + [("T4", None)]):
+            s, _ = wd.store_image_bytes(png(200 + i), "png")
+            sha[name] = s
+            con.execute("INSERT INTO images (sha256, ext, format, width, height, bytes,"
+                        " first_seen) VALUES (?, 'png', 'PNG', 16, 16, 100, ?)", (s, utcnow()))
+            con.execute("INSERT INTO tags (sha256, tags_json, status, model) VALUES (?, ?, ?, ?)",
+                        (s, json.dumps(tags) if tags else None, "ok" if tags else "failed",
+                         "gemini-test"))
+    return cat, sha, items
+
+
+def snapshot(cat: Catalog) -> dict[str, list[tuple]]:
+    """The rows of the tables a pull may change."""
+    return {t: [tuple(r) for r in cat.query(f"SELECT * FROM {t} ORDER BY 1")]
+            for t in ("items", "dedup_groups", "reviews", "ls_tasks", "ls_projects")}

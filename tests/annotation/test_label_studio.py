@@ -1,0 +1,257 @@
+"""Push, annotate (three annotator users), pull, decide, agree: against a real Label Studio.
+
+Expected decisions and agreement numbers are worked out by hand in the comments.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+
+import httpx
+import pytest
+
+from annotation.__main__ import main
+from annotation.lsapi import export_tasks
+from annotation.pull import pull
+from annotation.push import push
+from annotation.status import format_status, status
+from builder.catalog import Catalog
+from tests.annotation import synth
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+
+
+def _choice(idx: int, value: str) -> dict:
+    return {"from_name": f"decision_{idx}", "to_name": f"image_{idx}", "type": "choices",
+            "value": {"choices": [value]}}
+
+
+NONE = {"from_name": "group", "to_name": "group_info", "type": "choices",
+        "value": {"choices": ["none_duplicates"]}}
+
+
+def _concepts(*names: str) -> list[dict]:
+    return [{"from_name": "concepts", "to_name": "image", "type": "choices",
+             "value": {"choices": list(names)}}]
+
+
+@pytest.fixture(scope="module")
+def annotators(ls_conn) -> dict[str, int]:
+    """Three annotator users (and the admin as a fourth reviewer): ``{email: id}``."""
+    out = {}
+    for n in (1, 2, 3):
+        email = f"ann{n}@example.com"
+        u = ls_conn.client.users.create(username=f"ann{n}", email=email,
+                                        password=secrets.token_urlsafe(12))
+        out[email] = int(u.id)
+    out[ls_conn.user_email] = int(ls_conn.client.users.whoami().id)
+    return out
+
+
+def _task_ids(cat, kind: str) -> dict[str, int]:
+    return {r["task_key"]: int(r["task_id"])
+            for r in cat.query("SELECT task_key, task_id FROM ls_tasks WHERE kind=?", (kind,))}
+
+
+def _status(cat, letter_items: list[int]) -> set[tuple[str, str]]:
+    marks = ",".join("?" * len(letter_items))
+    return {(r["status"], r["reason"]) for r in cat.query(
+        f"SELECT status, reason FROM items WHERE item_id IN ({marks})", tuple(letter_items))}
+
+
+def test_duplicates_push_pull_agreement(label_studio, ls_conn, annotators):
+    root = label_studio.document_root / "dup-work"
+    cat, sha, items = synth.build(root)
+    client = ls_conn.client
+    kw = dict(title="dup review test", document_root=str(label_studio.document_root))
+
+    rep = push(cat, ls_conn, "duplicates", **kw)
+    assert (rep.created, rep.already) == (4, 0)
+    assert rep.counts == {"fewer than 2 distinct images": 1}
+    rep2 = push(cat, ls_conn, "duplicates", **kw)  # pushing twice duplicates nothing
+    assert (rep2.created, rep2.already) == (0, 4)
+    tasks = export_tasks(client, rep.project_id, all_tasks=True)
+    assert len(tasks) == 4
+    project = client.projects.get(rep.project_id)
+    assert project.maximum_annotations == 3
+    assert project.model_version == "xcm3-image-dedup"
+    assert "same scene or object without meaningful change" in project.expert_instruction
+    tid = _task_ids(cat, "duplicates")
+    assert set(tid) == {"group:1", "group:2", "group:3", "group:4"}
+    t1 = next(t for t in tasks if t["id"] == tid["group:1"])
+    assert [i["sha256"] for i in t1["data"]["images"]] == [sha["A"], sha["B"], sha["C"]]
+    # the automatic proposal (keep A, remove the others) is the prediction of the model version
+    pred = client.predictions.list(task=tid["group:1"])
+    assert [p.model_version for p in pred] == ["xcm3-image-dedup"]
+    assert [r["value"]["choices"][0] for r in pred[0].result] == ["keep", "remove", "remove"]
+    # the image is served by Label Studio's local-files storage
+    img = httpx.get(label_studio.url + t1["data"]["images"][0]["url"],
+                    headers={"Authorization": f"Token {label_studio.token}"}, timeout=10)
+    assert img.status_code == 200 and img.content == synth.png(ord("A"))
+
+    u1, u2, u3, admin = (annotators[e] for e in (
+        "ann1@example.com", "ann2@example.com", "ann3@example.com", ls_conn.user_email))
+    ann = client.annotations.create
+    # group 1 (A B C): u1 keep/remove/keep, u2 keep/remove/remove, u3 "none are duplicates"
+    ann(id=tid["group:1"], completed_by=u1, result=[_choice(0, "keep"), _choice(1, "remove"),
+                                                    _choice(2, "keep")])
+    a12 = ann(id=tid["group:1"], completed_by=u2, result=[
+        _choice(0, "keep"), _choice(1, "remove"), _choice(2, "remove")])
+    ann(id=tid["group:1"], completed_by=u3, result=[NONE])
+    # group 2 (D E): all three keep D, remove E
+    for u in (u1, u2, u3):
+        ann(id=tid["group:2"], completed_by=u, result=[_choice(0, "keep"), _choice(1, "remove")])
+    # group 3 (F G): G gets keep 2 / remove 2 with the admin as a fourth reviewer: a tie
+    for u, g in ((u1, "remove"), (u2, "keep"), (u3, "remove"), (admin, "keep")):
+        ann(id=tid["group:3"], completed_by=u, result=[_choice(0, "keep"), _choice(1, g)])
+    # group 4 (H I): two answers and a skip: fewer than the three required
+    ann(id=tid["group:4"], completed_by=u1, result=[_choice(0, "keep"), _choice(1, "remove")])
+    ann(id=tid["group:4"], completed_by=u2, result=[_choice(0, "keep"), _choice(1, "keep")])
+    ann(id=tid["group:4"], completed_by=u3, result=[], was_cancelled=True)
+
+    report = pull(cat, ls_conn, "duplicates", min_annotators=3)
+    assert report["stored"] == {"new": 13}
+    assert report["decisions"] == {"keep": 4, "needs_review": 3, "remove": 2}
+    assert _status(cat, items["A"]) == {("kept", "review: majority of 3 (keep 3, remove 0)")}
+    assert len(items["A"]) == 2  # both occurrences of A follow the decision
+    assert _status(cat, items["B"]) == {("removed", "review: majority of 3 (keep 1, remove 2)")}
+    assert _status(cat, items["C"]) == {("kept", "review: majority of 3 (keep 2, remove 1)")}
+    assert _status(cat, items["D"]) == {("kept", "review: majority of 3 (keep 3, remove 0)")}
+    assert _status(cat, items["E"]) == {("removed", "review: majority of 3 (keep 0, remove 3)")}
+    assert _status(cat, items["F"]) == {("kept", "review: majority of 4 (keep 4, remove 0)")}
+    assert _status(cat, items["G"]) == {("needs_review", "review: tie (keep 2, remove 2)")}
+    assert _status(cat, items["H"]) == {("needs_review", "review: 2/3 annotators (keep 2, remove 0)")}
+    assert _status(cat, items["I"]) == {("needs_review", "review: 2/3 annotators (keep 1, remove 1)")}
+    assert _status(cat, items["J"]) == {("needs_review", None)}  # not pushed: untouched
+    groups = {r["group_id"]: (r["status"], r["kept_item_id"])
+              for r in cat.query("SELECT * FROM dedup_groups")}
+    assert groups == {1: ("reviewed", items["A"][0]), 2: ("reviewed", items["D"][0]),
+                      3: ("needs_review", items["F"][0]), 4: ("needs_review", items["H"][0]),
+                      5: ("auto", items["J"][0]), 6: ("needs_review", items["L"][0])}
+    # Agreement over the 5 images with exactly 3 votes (A B C D E), as (keep, remove) counts:
+    # A (3,0) B (1,2) C (2,1) D (3,0) E (0,3).
+    # Fleiss: P_i = 1, 1/3, 1/3, 1, 1 -> mean 11/15; p = (9/15, 6/15) -> P_e = 0.52;
+    #   kappa = (11/15 - 0.52) / 0.48 = 4/9.
+    # Krippendorff (nominal): o_kk = 3+3+1 = 7, o_rr = 3+1 = 4, o_kr = o_rk = 2, n = 15,
+    #   n_k = 9, n_r = 6; D_o = 4/15, D_e = 2*9*6/(15*14) = 18/35; alpha = 1 - 14/27 = 13/27.
+    ag = report["agreement"]
+    assert ag["n_units"] == 5 and ag["n_raters"] == 3
+    assert ag["fleiss_kappa"] == pytest.approx(4 / 9)
+    assert ag["krippendorff_alpha"] == pytest.approx(13 / 27)
+    assert report["annotators"]["ann1@example.com"] == {
+        "annotations": 4, "keep": 5, "remove": 4}
+    assert report["annotators"]["ann3@example.com"] == {
+        "annotations": 4, "keep": 2, "none_duplicates": 3, "remove": 2, "skipped": 2}
+    saved = json.loads((root / "exports" / "annotation" / "duplicates_pull.json").read_text())
+    assert saved["agreement"] == ag
+
+    before = synth.snapshot(cat)
+    again = pull(cat, ls_conn, "duplicates", min_annotators=3)  # a second pull changes nothing
+    assert again["stored"] == {"unchanged": 13}
+    assert synth.snapshot(cat) == before
+
+    # u2 changes their mind on B (remove -> keep): B becomes (2,1) and is kept.
+    client.annotations.update(id=a12.id, result=[_choice(0, "keep"), _choice(1, "keep"),
+                                                 _choice(2, "remove")])
+    third = pull(cat, ls_conn, "duplicates", min_annotators=3)
+    assert third["stored"] == {"changed": 1, "unchanged": 12}
+    assert _status(cat, items["B"]) == {("kept", "review: majority of 3 (keep 2, remove 1)")}
+    hist = cat.query("SELECT decision, current FROM reviews WHERE annotation_id=? ORDER BY"
+                     " review_id", (a12.id,))
+    assert [(r["decision"], r["current"]) for r in hist] == [
+        ("keep", 0), ("remove", 0), ("remove", 0), ("keep", 1), ("keep", 1), ("remove", 1)]
+    # Now A (3,0) B (2,1) C (2,1) D (3,0) E (0,3): P bar = 11/15, p = (2/3, 1/3), P_e = 5/9,
+    # kappa = (11/15 - 5/9) / (4/9) = 0.4; o_kk = 8, o_rr = 3, o_kr = o_rk = 2, n_k = 10,
+    # n_r = 5, D_e = 100/210, alpha = 1 - (4/15) / (10/21) = 0.44.
+    assert third["agreement"]["fleiss_kappa"] == pytest.approx(0.4)
+    assert third["agreement"]["krippendorff_alpha"] == pytest.approx(0.44)
+
+    st = status(cat, ls_conn)
+    assert st[0]["annotated_by"] == {"0": 0, "1": 0, "2": 1, "3+": 3}
+    assert st[0]["agreement"] == third["agreement"]
+    assert "annotated by 0: 0, 1: 0, 2: 1, 3+: 3" in format_status(st)
+
+
+def test_push_recovers_tasks_imported_but_not_recorded(label_studio, ls_conn):
+    cat, _, _ = synth.build(label_studio.document_root / "crash-work")
+    kw = dict(title="crash test", document_root=str(label_studio.document_root))
+    first = push(cat, ls_conn, "duplicates", **kw)
+    with cat.tx() as con:  # as if the push died between the import and the record
+        con.execute("DELETE FROM ls_tasks")
+    again = push(cat, ls_conn, "duplicates", **kw)
+    assert again.project_id == first.project_id
+    assert (again.created, again.already) == (0, 4)
+    assert len(export_tasks(ls_conn.client, first.project_id, all_tasks=True)) == 4
+    assert len(cat.query("SELECT * FROM ls_tasks")) == 4
+
+
+def test_tags_push_pull_precision_recall(label_studio, ls_conn, annotators):
+    cat, sha, _ = synth.build(label_studio.document_root / "tag-work")
+    rep = push(cat, ls_conn, "tags", title="tag check test", sample=10, seed=1,
+               document_root=str(label_studio.document_root))
+    assert rep.created == 3  # T4's tagging failed: not sampled
+    assert push(cat, ls_conn, "tags", title="tag check test", sample=10, seed=1,
+                document_root=str(label_studio.document_root)).created == 0
+    tid = {k.split(":", 1)[1]: v for k, v in _task_ids(cat, "tags").items()}
+    config = ls_conn.client.projects.get(rep.project_id).label_config
+    assert all(f'<Choice value="{c}"/>' in config for c in synth.CONCEPTS)
+    pred = ls_conn.client.predictions.list(task=tid[sha["T1"]])
+    assert pred[0].result[0]["value"]["choices"] == ["food", "market"]
+    u1, u2, u3 = (annotators[f"ann{n}@example.com"] for n in (1, 2, 3))
+    answers = {  # people's majority: T1 {food, market}, T2 {temple, dance}, T3 {dance}
+        "T1": {u1: ("food", "market"), u2: ("food",), u3: ("food", "market")},
+        "T2": {u1: ("temple",), u2: ("temple", "dance"), u3: ("temple", "dance")},
+        "T3": {u1: ("dance",), u2: ("dance",), u3: ("food",)},
+    }
+    for name, by_user in answers.items():
+        for u, concepts in by_user.items():
+            ls_conn.client.annotations.create(id=tid[sha[name]], completed_by=u,
+                                              result=_concepts(*concepts))
+    report = pull(cat, ls_conn, "tags", min_annotators=3)
+    # Gemini vs people: T1 tp 2 of 2/2, T2 tp 1 of 1/2, T3 tp 1 of 2/1 -> P = 4/5, R = 4/5.
+    g = report["gemini_vs_people"]
+    assert (g["true_positives"], g["n_predicted"], g["n_reference"]) == (4, 5, 5)
+    assert g["precision"] == pytest.approx(0.8) and g["recall"] == pytest.approx(0.8)
+    assert g["exact_match"] == pytest.approx(1 / 3)
+    # ann1 alone: {food, market} {temple} {dance}: tp 4, |Gemini| 5, |ann1| 4.
+    a1 = report["per_annotator"]["ann1@example.com"]
+    assert a1["precision"] == pytest.approx(0.8) and a1["recall"] == pytest.approx(1.0)
+    stored = cat.query("SELECT decision FROM reviews WHERE kind='tags' AND sha256=? AND"
+                       " annotator='ann2@example.com'", (sha["T2"],))
+    assert [r["decision"] for r in stored] == ['["dance", "temple"]']
+    assert json.loads(cat.query("SELECT tags_json FROM tags WHERE sha256=?",
+                                (sha["T2"],))[0]["tags_json"]) == ["temple"]  # not overwritten
+    before = synth.snapshot(cat)
+    assert pull(cat, ls_conn, "tags")["stored"] == {"unchanged": 9}
+    assert synth.snapshot(cat) == before
+
+
+def test_cli_bad_token_and_no_project(label_studio, monkeypatch, capsys, tmp_path):
+    monkeypatch.setenv("LABEL_STUDIO_URL", label_studio.url)
+    monkeypatch.setenv("LABEL_STUDIO_API_KEY", "0" * 40)
+    assert main(["status", "--workdir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "rejected LABEL_STUDIO_API_KEY (HTTP 401)" in err[0]
+    monkeypatch.setenv("LABEL_STUDIO_API_KEY", label_studio.token)
+    assert main(["pull", "--workdir", str(tmp_path), "--kind", "duplicates"]) == 2
+    assert "run `python -m annotation push --kind duplicates` first" in capsys.readouterr().err
+    assert main(["status", "--workdir", str(tmp_path)]) == 0
+    assert "nothing pushed yet" in capsys.readouterr().out
+
+
+def test_cli_push_with_serve_images_urls(label_studio, monkeypatch, capsys):
+    root = label_studio.document_root / "cli-work"
+    cat, sha, _ = synth.build(root)
+    cat.close()
+    monkeypatch.setenv("LABEL_STUDIO_URL", label_studio.url)
+    monkeypatch.setenv("LABEL_STUDIO_API_KEY", label_studio.token)
+    argv = ["push", "--workdir", str(root), "--kind", "duplicates", "--project-title",
+            "cli test", "--images", "http://127.0.0.1:8081"]
+    assert main(argv) == 0
+    assert "4 tasks created, 0 already there" in capsys.readouterr().out
+    assert main(argv) == 0
+    assert "0 tasks created, 4 already there" in capsys.readouterr().out
+    with Catalog.open(root) as cat2:
+        data = json.loads(cat2.query("SELECT data_json FROM ls_tasks WHERE task_key='group:2'")[0][0])
+    assert data["images"][0]["url"] == f"http://127.0.0.1:8081/img/{sha['D']}.png"
