@@ -1,0 +1,250 @@
+"""Crossmodal-3600 (XM3600): 3,600 images, captions in 36 languages, two layouts.
+
+1. **Official** (google.github.io/crossmodal-3600): ``captions.jsonl``, one JSON object per
+   image with ``"image/key"``, ``"image/locale"`` and, per language code, an object whose
+   ``"caption"`` is a list of strings; the images are ``<key>.jpg`` in an ``images/`` folder
+   (or next to ``captions.jsonl``, or in a folder given explicitly).
+2. **Hub** (``mteb/xm3600``): one split per language, rows ``image_id, image, captions,
+   image_locale`` (``captions``: that language's captions of the image), loaded with
+   ``datasets.load_dataset`` from a local folder or a hub id.
+
+Both give the same :class:`XM3600`: images sorted by id, and the caption pool in a canonical
+order (image, then language in ``data/xm3600_languages.csv`` order, then caption order), so
+tie-breaking by pool position does not depend on the layout. Language codes must be the 36 of
+the languages table (``iw``/``nb``/``tl`` are read as ``he``/``no``/``fil`` and counted).
+Bad or missing files raise :class:`~benchmark.data.DataError` (one line); empty or non-string
+captions are dropped and counted in ``notes``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from benchmark import tables
+from benchmark.data import DataError
+from benchmark.data.images import ImageStore
+
+log = logging.getLogger(__name__)
+
+HUB_ID = "mteb/xm3600"
+HUB_REVISION = "536cd45bbfe53de9b08c0483bb4a76a4bd3673fa"  # the revision MTEB pins
+HUB_COLUMNS = ["image_id", "image", "captions", "image_locale"]
+ALIASES = {"iw": "he", "nb": "no", "tl": "fil"}
+
+
+@dataclass
+class XM3600:
+    """Images (the queries) and the mixed-language caption pool."""
+
+    image_ids: list[str]
+    locales: list[str]  # per image: its "image/locale"
+    images: ImageStore
+    captions: list[str]  # the pool, canonical order
+    caption_image: np.ndarray  # (n_captions,) int: index into image_ids
+    caption_language: list[str]  # (n_captions,) language code
+    dataset_id: str
+    source_format: str  # official / hub
+    notes: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def fingerprint(self) -> str:
+        """sha256 over image ids, locales, image content hashes and the caption pool."""
+        h = hashlib.sha256()
+        for iid, loc in zip(self.image_ids, self.locales, strict=True):
+            h.update(f"{iid}\t{loc}\t{self.images.sha256[iid]}\n".encode())
+        for i, lang, text in zip(self.caption_image, self.caption_language, self.captions,
+                                 strict=True):
+            h.update(f"{self.image_ids[i]}\t{lang}\t{text}\n".encode())
+        return h.hexdigest()
+
+
+def _language_codes() -> list[str]:
+    return [lang.code for lang in tables.languages()]
+
+
+class _Collector:
+    """Validates (image, language, captions) triples and builds the canonical pool."""
+
+    def __init__(self, what: str):
+        self.what = what
+        self.codes = _language_codes()
+        self.known = set(self.codes)
+        self.by_image: dict[str, dict[str, list[str]]] = {}
+        self.locales: dict[str, str] = {}
+        self.dropped = 0
+        self.aliased: dict[str, int] = {}
+
+    def lang(self, code: Any, where: str) -> str:
+        c = str(code)
+        if c in ALIASES:
+            self.aliased[c] = self.aliased.get(c, 0) + 1
+            c = ALIASES[c]
+        if c not in self.known:
+            raise DataError(f"{self.what}: {where}: language {code!r} is not one of the 36 "
+                            "XM3600 languages of data/xm3600_languages.csv")
+        return c
+
+    def image(self, key: Any, locale: Any, where: str) -> str:
+        if not isinstance(key, str) or not key.strip():
+            raise DataError(f"{self.what}: {where}: missing or empty image key")
+        loc = self.lang(locale, where) if locale is not None else ""
+        if key in self.locales and self.locales[key] != loc:
+            raise DataError(f"{self.what}: {where}: image {key} has two locales "
+                            f"({self.locales[key]!r}, {loc!r})")
+        self.locales[key] = loc
+        self.by_image.setdefault(key, {})
+        return key
+
+    def add(self, key: str, lang: str, captions: Any, where: str) -> None:
+        if isinstance(captions, str) or not isinstance(captions, list | tuple):
+            raise DataError(f"{self.what}: {where}: captions of {lang!r} must be a list of strings")
+        good = [c for c in captions if isinstance(c, str) and c.strip()]
+        self.dropped += len(captions) - len(good)
+        self.by_image[key].setdefault(lang, []).extend(good)
+
+    def build(self, store: ImageStore, dataset_id: str, source_format: str) -> XM3600:
+        ids = sorted(self.by_image)
+        texts: list[str] = []
+        owner: list[int] = []
+        langs: list[str] = []
+        for i, iid in enumerate(ids):
+            per = self.by_image[iid]
+            for code in self.codes:
+                for text in per.get(code, []):
+                    texts.append(text)
+                    owner.append(i)
+                    langs.append(code)
+        notes: dict[str, Any] = {"dropped_captions": self.dropped}
+        if self.aliased:
+            notes["language_aliases"] = {f"{a}->{ALIASES[a]}": n for a, n in self.aliased.items()}
+        if self.dropped:
+            log.warning("%s: dropped %d empty or non-string captions", self.what, self.dropped)
+        if not texts:
+            raise DataError(f"{self.what}: no captions found")
+        return XM3600(ids, [self.locales[i] for i in ids], store, texts,
+                      np.asarray(owner, np.int64), langs, dataset_id, source_format, notes)
+
+
+def load_official(path: str | Path, images_dir: str | Path | None = None) -> XM3600:
+    """The official layout: ``path`` is the folder holding ``captions.jsonl`` or that file."""
+    path = Path(path)
+    jsonl = path / "captions.jsonl" if path.is_dir() else path
+    if not jsonl.is_file():
+        raise DataError(f"XM3600: no captions.jsonl at {jsonl}")
+    col = _Collector(jsonl.name)
+    with jsonl.open(encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise DataError(f"{jsonl}: line {n}: not valid JSON ({e.msg})") from e
+            if not isinstance(obj, dict):
+                raise DataError(f"{jsonl}: line {n}: expected a JSON object")
+            where = f"line {n}"
+            if "image/key" in obj and obj["image/key"] in col.by_image:
+                raise DataError(f"{jsonl}: {where}: image {obj['image/key']} listed twice")
+            key = col.image(obj.get("image/key"), obj.get("image/locale"), where)
+            for code, val in obj.items():
+                if code.startswith("image/"):
+                    continue
+                if not isinstance(val, dict) or "caption" not in val:
+                    raise DataError(f"{jsonl}: {where}: {code!r} has no \"caption\" list")
+                col.add(key, col.lang(code, where), val["caption"], where)
+    folder = Path(images_dir) if images_dir else jsonl.parent / "images"
+    if not images_dir and not folder.is_dir():
+        folder = jsonl.parent
+    store = ImageStore.from_folder(folder, wanted=set(col.by_image))
+    missing = sorted(set(col.by_image) - set(store.ids))
+    if missing:
+        raise DataError(f"XM3600: {len(missing)} of {len(col.by_image)} images listed in "
+                        f"{jsonl.name} have no file <key>.jpg in {folder}; first: "
+                        f"{', '.join(missing[:5])}")
+    return col.build(store, str(jsonl.parent if jsonl.name == "captions.jsonl" else jsonl),
+                     "official")
+
+
+def load_hub(path_or_id: str, revision: str | None = None) -> XM3600:
+    """The ``mteb/xm3600`` layout: one split per language, through ``datasets``."""
+    import datasets
+
+    if revision is None and path_or_id == HUB_ID:
+        revision = HUB_REVISION
+    if not Path(path_or_id).is_dir() and path_or_id.count("/") != 1:
+        raise DataError(f"XM3600: {path_or_id!r} is neither a folder nor a hub id ORG/NAME")
+    try:
+        dd = datasets.load_dataset(path_or_id, revision=revision)
+    except Exception as e:  # noqa: BLE001 - any loader failure is one clear line
+        msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        raise DataError(f"XM3600: cannot load {path_or_id!r}: {type(e).__name__}: {msg}") from e
+    if not isinstance(dd, datasets.DatasetDict) or not len(dd):
+        raise DataError(f"XM3600: {path_or_id!r}: expected one split per language")
+    col = _Collector(str(path_or_id))
+    first = None
+    for split in sorted(dd):
+        ds = dd[split]
+        missing = [c for c in HUB_COLUMNS if c not in ds.column_names]
+        if missing:
+            raise DataError(f"XM3600: split {split!r} lacks columns {missing} "
+                            f"(has {ds.column_names})")
+        lang = col.lang(split, f"split {split!r}")
+        first = first or ds
+        meta = ds.select_columns(["image_id", "captions", "image_locale"])
+        for r, row in enumerate(meta):
+            where = f"split {split!r} row {r}"
+            key = col.image(row["image_id"], row["image_locale"], where)
+            col.add(key, lang, row["captions"], where)
+    store = _hub_image_store(first, set(col.by_image), str(path_or_id))
+    did = f"{path_or_id}@{revision}" if revision else str(path_or_id)
+    return col.build(store, did, "hub")
+
+
+def _hub_image_store(ds: Any, wanted: set[str], what: str) -> ImageStore:
+    """Image bytes of one split (every split carries the same images), read lazily."""
+    import datasets
+
+    ds = ds.select_columns(["image_id", "image"]).cast_column("image", datasets.Image(decode=False))
+    rows: dict[str, int] = {}
+    shas: dict[str, str] = {}
+
+    def read(iid: str) -> bytes:
+        img = ds[rows[iid]]["image"]
+        if img.get("bytes"):
+            return img["bytes"]
+        if img.get("path") and Path(img["path"]).is_file():
+            return Path(img["path"]).read_bytes()
+        raise DataError(f"XM3600: {what}: image {iid} has neither bytes nor a readable path")
+
+    for r, iid in enumerate(ds["image_id"]):
+        rows.setdefault(iid, r)
+    missing = sorted(wanted - set(rows))
+    if missing:
+        raise DataError(f"XM3600: {what}: {len(missing)} images have captions but no image; "
+                        f"first: {', '.join(missing[:5])}")
+    for iid in sorted(wanted):
+        shas[iid] = hashlib.sha256(read(iid)).hexdigest()
+    return ImageStore(sorted(wanted), shas, read)
+
+
+def load_xm3600(
+    spec: str | Path | None, images_dir: str | Path | None = None, revision: str | None = None,
+) -> XM3600:
+    """Dispatch on the layout: a ``captions.jsonl`` (or a folder with one) is the official
+    layout; anything else is a ``datasets`` folder or hub id (default ``mteb/xm3600``)."""
+    if spec is None:
+        return load_hub(HUB_ID, revision)
+    p = Path(spec)
+    if p.suffix == ".jsonl" or (p.is_dir() and (p / "captions.jsonl").is_file()):
+        return load_official(p, images_dir)
+    if p.suffix or (p.exists() and not p.is_dir()):
+        raise DataError(f"XM3600: {spec}: expected captions.jsonl, a folder holding it, or a "
+                        "datasets folder / hub id")
+    return load_hub(str(spec), revision)

@@ -1,0 +1,278 @@
+"""``xm3600-i2t``: prevalence bias, image -> text over one mixed pool of 36 languages.
+
+Every XM3600 image queries the pool of all captions in all languages (exact retrieval,
+:mod:`benchmark.retrieval`); the top-k lists are scored with accuracy@k, NDCG@k (true ideal
+and the authors' retrieved-list ideal), LBKL@k and DLBKL@k
+(:mod:`benchmark.metrics.prevalence`), overall and by the query image's locale, and the
+language / tier found at each rank is counted for the rank-frequency plots. Results
+structure: ``docs/xm3600.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from benchmark import retrieval, tables
+from benchmark.cache import EmbedStats, embed_cached, sha256_text
+from benchmark.data import DataError
+from benchmark.data.xm3600 import XM3600, load_xm3600
+from benchmark.metrics import prevalence as pm
+from benchmark.models.base import Adapter, Embeddings, MultiVector, UserAdapter, take
+from benchmark.results import model_slug
+from benchmark.tasks.base import RunContext, Task, TaskOutput
+
+log = logging.getLogger(__name__)
+
+DEFAULT_KS = (1, 5, 10, 25, 50, 99)
+
+
+def parse_ks(text: str) -> list[int]:
+    """``"1,5,10"`` -> [1, 5, 10] (sorted, unique, positive)."""
+    try:
+        ks = sorted({int(p) for p in str(text).split(",") if p.strip()})
+    except ValueError as e:
+        raise DataError(f"--k: expected comma-separated integers, got {text!r}") from e
+    if not ks or ks[0] < 1:
+        raise DataError(f"--k: cut-offs must be positive integers, got {text!r}")
+    return ks
+
+
+def load_data(ctx: RunContext) -> XM3600:
+    """The XM3600 data of this run (``--xm3600``, else ``--dataset``, else mteb/xm3600)."""
+    if "xm3600" in ctx.memo:
+        return ctx.memo["xm3600"]
+    a = ctx.args
+    spec = getattr(a, "xm3600", None) or getattr(a, "dataset", None)
+    ds = load_xm3600(spec, getattr(a, "xm3600_images", None), getattr(a, "revision", None))
+    log.info("%s: %d images, %d captions (%s)", ds.dataset_id, len(ds.image_ids),
+             len(ds.captions), ds.source_format)
+    ctx.memo["xm3600"] = ds
+    return ds
+
+
+def embed(ctx: RunContext, ds: XM3600) -> tuple[Embeddings, Embeddings, dict[str, Any]]:
+    """Image (query role) and caption (document role) embeddings through the cache."""
+    ids = ds.image_ids
+
+    def load_images(idx: list[int]) -> Any:
+        wanted = [ids[i] for i in idx]
+        ds.images.check_decodable(wanted)
+        return ds.images.load(wanted)
+
+    img, ist = embed_cached(ctx.adapter, "image", "query", [ds.images.sha256[i] for i in ids],
+                            load_images, ctx.cache)
+    texts = ds.captions
+    cap, tst = embed_cached(ctx.adapter, "text", "document", [sha256_text(t) for t in texts],
+                            lambda idx: [texts[i] for i in idx], ctx.cache)
+    timings = {"embed_images_s": ist.seconds, "image_embedding": _stats(ist),
+               "embed_texts_s": tst.seconds, "text_embedding": _stats(tst)}
+    return img, cap, timings
+
+
+def _stats(s: EmbedStats) -> dict[str, Any]:
+    return {k: v for k, v in vars(s).items() if k != "by_call"}
+
+
+def custom_similarity(adapter: Adapter) -> bool:
+    """Whether the adapter defines its own similarity (then it scores every block)."""
+    if isinstance(adapter, UserAdapter):
+        return callable(getattr(adapter.obj, "similarity", None))
+    return type(adapter).similarity is not Adapter.similarity
+
+
+def score_topk(
+    ds: XM3600, query_images: np.ndarray, indices: np.ndarray, ks: list[int], grouping: str,
+    epsilon: float = pm.EPSILON,
+) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """All scores of a run from its top-k pool indices (one row per query image).
+
+    Returns (``scores`` as in the results file, per-query metric arrays).
+    """
+    langs = tables.languages()
+    codes = [lang.code for lang in langs]
+    tier_of = {lang.code: lang.tier for lang in langs}
+    g = pm.make_grouping(grouping, [(lang.code, lang.tier) for lang in langs])
+    lang_idx = np.array([codes.index(c) for c in ds.caption_language], np.int64)
+    cap_group = np.array([g.group_of[c] for c in codes], np.int64)[lang_idx]
+    n_rel_all = np.bincount(ds.caption_image, minlength=len(ds.image_ids))
+    rel = ds.caption_image[indices] == query_images[:, None]
+    if g.fixed_target is not None:
+        target = np.asarray(g.fixed_target)
+    else:
+        target = pm.caption_share_targets(ds.caption_image, cap_group, len(ds.image_ids),
+                                          g.n_groups)[query_images]
+    per_q = pm.per_query_scores(rel, n_rel_all[query_images], cap_group[indices], target,
+                                g.n_groups, ks, epsilon)
+    locales = np.array(ds.locales)[query_images]
+    by_locale = {c: pm.mean_scores(per_q, locales == c) for c in codes if (locales == c).any()}
+    for c in sorted(set(locales) - set(codes)):
+        by_locale[c or "unknown"] = pm.mean_scores(per_q, locales == c)
+    counts = pm.rank_counts(lang_idx[indices], len(codes))  # (K, 36)
+    tiers = list(pm.TIERS)
+    by_tier = {t: counts[:, [i for i, c in enumerate(codes) if tier_of[c] == t]].sum(axis=1)
+               for t in tiers}
+    pool = np.bincount(lang_idx, minlength=len(codes))
+    scores = {
+        "overall": pm.mean_scores(per_q),
+        "by_locale": by_locale,
+        "retrieved_language_counts": {
+            "ranks": int(indices.shape[1]),
+            "by_language": {c: counts[:, i].tolist() for i, c in enumerate(codes)},
+            "by_tier": {t: v.tolist() for t, v in by_tier.items()},
+        },
+        "pool_language_counts": {c: int(pool[i]) for i, c in enumerate(codes)},
+        "pool_tier_counts": {t: int(sum(pool[i] for i, c in enumerate(codes) if tier_of[c] == t))
+                             for t in tiers},
+    }
+    return scores, per_q
+
+
+class XM3600ImageToText(Task):
+    name = "xm3600-i2t"
+    description = "prevalence bias, image -> text: XM3600 images vs all captions in 36 languages"
+
+    @classmethod
+    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
+        g = parser.add_argument_group("xm3600-i2t task")
+        g.add_argument("--xm3600", help="XM3600: captions.jsonl (or its folder) or a datasets "
+                       "folder / hub id (default: --dataset, else mteb/xm3600 pinned)")
+        g.add_argument("--xm3600-images", type=Path,
+                       help="image folder of the official layout (default: images/ next to "
+                            "captions.jsonl)")
+        g.add_argument("--k", default=",".join(map(str, DEFAULT_KS)),
+                       help="cut-offs, comma-separated (default 1,5,10,25,50,99)")
+        g.add_argument("--grouping", choices=pm.GROUPINGS, default="authors",
+                       help="LBKL/DLBKL language groups: authors (low tier vs rest, target "
+                            "0.5/0.5; default), tier, language (targets: the image's caption shares)")
+        g.add_argument("--chunk-size", type=int, default=retrieval.DEFAULT_CHUNK,
+                       help=f"captions per score block (default {retrieval.DEFAULT_CHUNK})")
+        g.add_argument("--retrieval-backend", choices=["auto", "torch", "numpy"], default="auto",
+                       help="exact top-k on torch (the model's device) or numpy (default auto)")
+        g.add_argument("--two-stage", type=int, metavar="N",
+                       help="multi-vector models: shortlist N captions by mean-pooled cosine, "
+                            "rerank by MaxSim (approximate; agreement reported)")
+        g.add_argument("--two-stage-check", type=int, default=64, metavar="M",
+                       help="images on which --two-stage is checked against exact MaxSim (64)")
+        g.add_argument("--save-topk", action="store_true",
+                       help="also write <task>.topk.parquet with every image's top-k captions")
+
+    def run(self, ctx: RunContext) -> TaskOutput:
+        a = ctx.args
+        ks = parse_ks(getattr(a, "k", ",".join(map(str, DEFAULT_KS))))
+        grouping = getattr(a, "grouping", "authors")
+        if getattr(a, "chunk_size", 1) < 1:
+            raise DataError("--chunk-size must be >= 1")
+        ds = load_data(ctx)
+        if ks[-1] > len(ds.captions):
+            raise DataError(f"--k {ks[-1]} exceeds the pool size {len(ds.captions)}")
+        img, cap, timings = embed(ctx, ds)
+        has_caps = np.bincount(ds.caption_image, minlength=len(ds.image_ids)) > 0
+        query_images = np.flatnonzero(has_caps)
+        if not has_caps.all():
+            log.warning("%d images have no caption: not scored as queries", int((~has_caps).sum()))
+        t0 = time.perf_counter()
+        topk, ret_settings, agreement = self.retrieve(ctx, take(img, query_images), cap, ks)
+        timings["retrieval_s"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        scores, _ = score_topk(ds, query_images, topk.indices, ks, grouping)
+        if agreement is not None:
+            scores["two_stage_agreement"] = agreement
+        timings["scoring_s"] = time.perf_counter() - t0
+        if getattr(a, "save_topk", False):
+            self.save_topk(ctx, ds, query_images, topk)
+        g = pm.make_grouping(grouping, [(x.code, x.tier) for x in tables.languages()])
+        notes = dict(ds.notes, images_without_captions=int((~has_caps).sum()))
+        ad = ctx.adapter
+        return TaskOutput(
+            task={"name": self.name, "dataset": ds.dataset_id, "data_fingerprint": ds.fingerprint,
+                  "n": int(len(query_images)), "source_format": ds.source_format,
+                  "n_images": len(ds.image_ids), "n_captions": len(ds.captions), "ks": ks,
+                  "grouping": grouping, "groups": list(g.names), "target": g.describe_target(),
+                  "epsilon": pm.EPSILON, "notes": notes},
+            scores=scores,
+            settings={"seed": a.seed, "retrieval": ret_settings,
+                      "conventions": {"query": ad.conventions("image", "query"),
+                                      "document": ad.conventions("text", "document")}},
+            timings=timings,
+        )
+
+    def retrieve(
+        self, ctx: RunContext, q: Embeddings, d: Embeddings, ks: list[int],
+    ) -> tuple[retrieval.TopK, dict[str, Any], dict[str, Any] | None]:
+        """Exact top-K_max (or two-stage for multi-vector models) and its settings."""
+        a, ad = ctx.args, ctx.adapter
+        kmax = ks[-1]
+        chunk = getattr(a, "chunk_size", retrieval.DEFAULT_CHUNK)
+        multi = isinstance(q, MultiVector) or isinstance(d, MultiVector)
+        bk = retrieval.get_backend(getattr(a, "retrieval_backend", "auto"),
+                                   getattr(a, "device", None) or ad.device)
+        st: dict[str, Any] = {"method": "exact", "backend": bk.name, "device": bk.device,
+                              "chunk_size": chunk, "tie_break": retrieval.TIE_BREAK,
+                              "similarity": "maxsim" if multi else "cosine"}
+        if custom_similarity(ad):
+            st.update(similarity="adapter.similarity", backend="numpy", device="cpu")
+            return retrieval.topk_by_function(
+                lambda qs, qe, ds_, de: ad.similarity(take(q, np.arange(qs, qe)),
+                                                     take(d, np.arange(ds_, de))),
+                len(q), len(d), kmax, chunk_size=chunk), st, None
+        two = getattr(a, "two_stage", None)
+        if two and multi:
+            if two < kmax:
+                raise DataError(f"--two-stage {two} must be >= the largest k ({kmax})")
+            st.update(method="two-stage", shortlist=two,
+                      shortlist_similarity="cosine of mean-pooled token vectors")
+            top = retrieval.two_stage_topk(q, d, kmax, two, chunk_size=chunk, backend=bk)
+            rng = np.random.default_rng(a.seed)
+            m = min(len(q), max(1, getattr(a, "two_stage_check", 64)))
+            check = np.sort(rng.choice(len(q), m, replace=False))
+            exact = retrieval.exact_maxsim_topk(take(q, check), d, kmax, chunk_size=chunk,
+                                                backend=bk)
+            agree = retrieval.topk_agreement(top.indices[check], exact.indices, ks)
+            agree["checked_query_positions"] = check.tolist()
+            return top, st, agree
+        if two:
+            log.warning("--two-stage ignored: the model gives single vectors (exact is cheap)")
+        top = retrieval.exact_topk(q, d, kmax, chunk_size=chunk, backend=bk)
+        return top, st, None
+
+    def save_topk(self, ctx: RunContext, ds: XM3600, query_images: np.ndarray,
+                  topk: retrieval.TopK) -> Path:
+        """``<task>.topk.parquet``: one row per (query, rank), written atomically."""
+        n, k = topk.indices.shape
+        flat = topk.indices.ravel()
+        qi = np.repeat(query_images, k)
+        ids = np.array(ds.image_ids, dtype=object)
+        df = pd.DataFrame({
+            "query_image_id": ids[qi],
+            "query_locale": np.array(ds.locales, dtype=object)[qi],
+            "rank": np.tile(np.arange(1, k + 1), n),
+            "caption_index": flat,
+            "caption_image_id": ids[ds.caption_image[flat]],
+            "caption_language": np.array(ds.caption_language, dtype=object)[flat],
+            "score": topk.scores.ravel(),
+            "relevant": ds.caption_image[flat] == qi,
+        })
+        path = ctx.output_dir / model_slug(ctx.adapter.spec.name) / f"{self.name}.topk.parquet"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".parquet.tmp")
+        df.to_parquet(tmp, index=False)
+        tmp.replace(path)
+        return path
+
+    def format_table(self, out: TaskOutput) -> str:
+        t, o = out.task, out.scores["overall"]
+        head = (f"{'k':>4}{'acc':>8}{'ndcg':>8}{'ndcg_a':>8}{'LBKL':>9}{'DLBKL':>9}")
+        lines = [f"{self.name}  n={t['n']}  pool={t['n_captions']}  grouping={t['grouping']}",
+                 head, "-" * len(head)]
+        for k in t["ks"]:
+            lines.append(f"{k:>4}{o[f'accuracy@{k}']:>8.3f}{o[f'ndcg@{k}']:>8.3f}"
+                         f"{o[f'ndcg_authors@{k}']:>8.3f}{o[f'lbkl@{k}']:>9.3f}"
+                         f"{o[f'dlbkl@{k}']:>9.3f}")
+        return "\n".join(lines)

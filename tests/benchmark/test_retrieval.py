@@ -1,0 +1,132 @@
+"""Exact chunked top-k equals a full stable argsort; MaxSim and two-stage retrieval."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from benchmark import retrieval as rt
+from benchmark.metrics.maxsim import maxsim_scores
+from benchmark.models.base import MultiVector, l2_normalize
+
+BACKENDS = ["numpy", "torch"]
+
+
+def full_topk(sims: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Reference: the first k of a stable sort of every full row (score desc, index asc)."""
+    idx = np.argsort(-sims, axis=1, kind="stable")[:, :k]
+    return np.take_along_axis(sims, idx, 1), idx
+
+
+def int_data(seed: int, n_q: int, n_d: int, dim: int = 4, hi: int = 3):
+    """Small-integer vectors: inner products are exact in float32, so ties are exact."""
+    rng = np.random.default_rng(seed)
+    return (rng.integers(-hi, hi + 1, (n_q, dim)).astype(np.float32),
+            rng.integers(-hi, hi + 1, (n_d, dim)).astype(np.float32))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("chunk", [1, 7, 64, 333, 5000])
+def test_chunked_equals_full_sort_with_ties(backend, chunk):
+    q, d = int_data(0, 23, 1001)
+    got = rt.exact_topk(q, d, 40, chunk_size=chunk, query_block=10, backend=backend,
+                        normalize=False, progress=False)
+    s, i = full_topk(q @ d.T, 40)
+    assert np.array_equal(got.indices, i)
+    assert np.array_equal(got.scores, s.astype(np.float32))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_cosine_random_matches_full_matrix(backend):
+    rng = np.random.default_rng(1)
+    q = rng.standard_normal((30, 16)).astype(np.float32)
+    d = rng.standard_normal((2049, 16)).astype(np.float32)
+    got = rt.exact_topk(q, d, 99, chunk_size=300, backend=backend, progress=False)
+    sims = l2_normalize(q) @ l2_normalize(d).T
+    s, i = full_topk(sims, 99)
+    assert np.array_equal(got.indices, i)
+    np.testing.assert_allclose(got.scores, s, atol=1e-6)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_massive_ties_and_adversarial_order(backend):
+    # every score equal: the stable-sort fallback must return indices 0..k-1
+    q = np.ones((3, 4), np.float32)
+    d = np.ones((2000, 4), np.float32)
+    got = rt.exact_topk(q, d, 10, chunk_size=700, backend=backend, normalize=False,
+                        progress=False)
+    assert got.indices.tolist() == [list(range(10))] * 3
+    # scores rising with the index: every chunk is "heavy" and raises its threshold
+    d = np.arange(2000, dtype=np.float32)[:, None] * np.ones((1, 4), np.float32)
+    got = rt.exact_topk(q, d, 10, chunk_size=700, backend=backend, normalize=False,
+                        progress=False)
+    assert got.indices.tolist() == [list(range(1999, 1989, -1))] * 3
+
+
+def test_backends_agree_and_function_scorer():
+    q, d = int_data(2, 17, 777, hi=5)
+    a = rt.exact_topk(q, d, 25, chunk_size=100, backend="numpy", normalize=False, progress=False)
+    b = rt.exact_topk(q, d, 25, chunk_size=100, backend="torch", normalize=False, progress=False)
+    c = rt.topk_by_function(lambda qs, qe, ds, de: q[qs:qe] @ d[ds:de].T, 17, 777, 25,
+                            chunk_size=64, query_block=5, progress=False)
+    assert np.array_equal(a.indices, b.indices) and np.array_equal(a.indices, c.indices)
+
+
+def test_pack_keys_roundtrip_and_order():
+    s = np.array([0.5, -0.25, -np.inf, 0.0, -0.0, 3.0, 0.5], np.float32)
+    i = np.array([0, 1, 2, 3, 4, 5, 6])
+    keys = rt.pack_keys(s, i)
+    back_s, back_i = rt.unpack_keys(keys)
+    assert back_s.tolist() == [0.5, -0.25, -np.inf, 0.0, 0.0, 3.0, 0.5]
+    assert back_i.tolist() == i.tolist()
+    # descending keys = score desc, index asc; -0.0 ties with 0.0
+    assert np.argsort(-keys.astype(object)).tolist() == [5, 0, 6, 3, 4, 1, 2]
+
+
+def test_bad_input():
+    q, d = int_data(3, 2, 5)
+    with pytest.raises(ValueError, match="exceeds the pool size"):
+        rt.exact_topk(q, d, 6, progress=False)
+    d[1, 0] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        rt.exact_topk(q, d, 2, progress=False)
+    with pytest.raises(ValueError, match="unknown retrieval backend"):
+        rt.get_backend("jax")
+
+
+def multi(seed: int, n: int, max_len: int, dim: int) -> MultiVector:
+    rng = np.random.default_rng(seed)
+    items = [rng.integers(-2, 3, (int(rng.integers(1, max_len + 1)), dim)).astype(np.float32)
+             for _ in range(n)]
+    return MultiVector.from_list(items)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_exact_maxsim_equals_full(backend):
+    q, d = multi(4, 9, 5, 6), multi(5, 301, 4, 6)
+    got = rt.exact_topk(q, d, 30, chunk_size=64, backend=backend, progress=False)
+    s, i = full_topk(maxsim_scores(q, d), 30)
+    assert np.array_equal(got.indices, i)
+    assert np.array_equal(got.scores, s.astype(np.float32))
+
+
+def test_two_stage_full_shortlist_is_exact_and_agreement():
+    q, d = multi(6, 8, 5, 6), multi(7, 120, 4, 6)
+    exact = rt.exact_maxsim_topk(q, d, 10, backend="numpy", progress=False)
+    two = rt.two_stage_topk(q, d, 10, shortlist=120, backend="numpy", progress=False)
+    assert np.array_equal(two.indices, exact.indices)
+    short = rt.two_stage_topk(q, d, 10, shortlist=12, backend="numpy", progress=False)
+    agree = rt.topk_agreement(short.indices, exact.indices, [1, 10])
+    assert agree["n_queries"] == 8 and 0.0 <= agree["overlap@10"] <= 1.0
+    with pytest.raises(ValueError, match="shortlist"):
+        rt.two_stage_topk(q, d, 10, shortlist=5)
+
+
+def test_topk_agreement_hand():
+    exact = np.array([[1, 2, 3], [4, 5, 6]])
+    approx = np.array([[1, 3, 2], [4, 5, 9]])
+    a = rt.topk_agreement(approx, exact, [1, 3])
+    # k=1: both rows agree; k=3: row 0 same set (3/3), row 1 2/3 -> overlap (1 + 2/3)/2
+    assert a["overlap@1"] == 1.0 and a["same_list@1"] == 1.0
+    assert a["overlap@3"] == pytest.approx(5 / 6)
+    assert a["same_set@3"] == 0.5 and a["same_list@3"] == 0.0
