@@ -11,6 +11,7 @@ from benchmark.registry import register_family, register_model, register_task
 # -- tasks -------------------------------------------------------------------------------------
 register_task("3xcm", "benchmark.tasks.xcm:XCMTextToImage")
 register_task("3xcm-i2i", "benchmark.tasks.xcm:XCMImageToImage")
+register_task("xm3600-i2t", "benchmark.tasks.xm3600:XM3600ImageToText")
 register_task("3xcm-matrix", "benchmark.tasks.matrix:XCMMatrix")
 
 # -- test / demo models ------------------------------------------------------------------------
