@@ -1,0 +1,382 @@
+"""Stage ``tagging``: every kept image gets the ordered list of concepts it shows (Appendix B).
+
+``python -m builder.tagging [--llm gemini:MODEL|offline] [--images-per-request 8] [--batch]``
+
+The prompt (``data/prompts/tagging.txt``, its sha256 recorded on every tag row and in the
+stage-run record) carries the full concept list of the build; one request holds several
+images, numbered by their order, and asks for structured JSON ``{index: [concept, ...]}``
+(as a list of ``{index, concepts}`` objects, the shape Gemini's response schema supports), in
+priority order. Per image, an answer is valid when its index is answered exactly once, every
+label is in the concept list (no repeats) and the list is not empty. An image whose answer is
+not valid (a label outside the list, a missing index, an empty list: the model refused or saw
+nothing) is recorded (``tags.status='retry'`` with the reason and the raw answer) and asked
+again once, alone; if that answer is not valid either, the image ends ``failed`` (labels or
+shape) or ``refused`` (empty list), reason and raw text kept. An invalid answer is never stored
+as tags. A transport error also ends in a retry alone, then ``failed``.
+
+``--batch`` sends the requests through the Gemini Batch API (half price, asynchronous):
+submit, poll, collect; the job name is in the catalog (``tag_batch_jobs``) before polling
+starts, so an interrupted run picks the same job up (see :mod:`builder.tagging_batch`).
+
+``--llm offline`` tags each image with its own crawl concept(s) only: a weaker stand-in for
+the model (it cannot see a second concept in the picture, so cultural and non-relevant
+candidates are filtered only by their crawl concept). It goes through the same validation.
+
+Resumable: tags are written per request; images with a tag row are not asked again (rows in
+``retry`` go straight to the alone phase), and the LLM response cache makes a re-run free.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import logging
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from string import Template
+from typing import Any
+
+from pydantic import BaseModel
+
+from benchmark import tables
+from builder.catalog import Catalog, utcnow
+from builder.llm import (
+    BaseLLM,
+    ImagePart,
+    OfflineLLM,
+    add_llm_args,
+    llm_config_from_args,
+    make_llm,
+)
+from builder.stagekit import (
+    StageInputError,
+    add_common_args,
+    cli_main,
+    format_summary,
+    setup_logging,
+    stage_run,
+)
+from builder.workdir import WorkDir
+
+log = logging.getLogger(__name__)
+
+STAGE = "tagging"
+PROMPT_FILE = "prompts/tagging.txt"
+KEPT = ("ok", "kept")
+# Formats Gemini reads as they are; anything else is re-encoded as PNG before sending.
+SENDABLE = {"JPEG": "image/jpeg", "PNG": "image/png", "WEBP": "image/webp"}
+MAX_SIDE = 1536  # larger images are downscaled before sending (tokens; the model sees ~768 px)
+
+
+class ImageTags(BaseModel):
+    index: int
+    concepts: list[str]
+
+
+class TagAnswer(BaseModel):
+    """The response schema: ``{index: [concept, ...]}`` as a list of objects."""
+
+    images: list[ImageTags]
+
+
+@dataclass
+class Img:
+    """One image to tag: its bytes' hash, file, format and crawl concepts (best rank first)."""
+
+    sha256: str
+    ext: str
+    format: str
+    crawl_concepts: list[str]
+
+
+@dataclass
+class Group:
+    """One request: images in index order; ``alone`` marks a retry of a single image."""
+
+    images: list[Img]
+    alone: bool = False
+
+
+@dataclass
+class GroupAnswer:
+    value: TagAnswer | None
+    raw: str | None
+    error: str | None = None
+    usage: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class Verdict:
+    status: str  # ok / retry / failed / refused
+    tags: list[str] | None
+    reason: str | None
+
+
+def prompt_template() -> tuple[Template, str]:
+    path = tables.data_dir() / PROMPT_FILE
+    if not path.is_file():
+        raise StageInputError(f"tagging prompt not found: {path}")
+    return Template(path.read_text(encoding="utf-8")), tables.file_sha256(path)
+
+
+def concept_list(cat: Catalog) -> list[str]:
+    """The build's concepts: kept catalog concepts (else data/concepts.txt) plus crawl concepts."""
+    kept = [r[0] for r in cat.query("SELECT name FROM concepts WHERE status='kept' ORDER BY name")]
+    base = kept or tables.concepts()
+    crawl = [r[0] for r in cat.query("SELECT DISTINCT concept FROM items ORDER BY concept")]
+    return sorted(set(base) | set(crawl))
+
+
+def render_prompt(template: Template, concepts: list[str], n_images: int) -> str:
+    return template.substitute(
+        n_images=n_images, last_index=n_images - 1, n_concepts=len(concepts),
+        concepts="\n".join(concepts),
+    )
+
+
+def images_to_tag(cat: Catalog) -> tuple[list[Img], list[Img]]:
+    """(images without a tag row, images whose row waits for a retry alone), by sha."""
+    rows = cat.query(
+        "SELECT i.sha256, im.ext, im.format, i.concept, MIN(i.rank) AS best, t.status AS tstatus"
+        " FROM items i JOIN images im ON im.sha256 = i.sha256"
+        " LEFT JOIN tags t ON t.sha256 = i.sha256"
+        " WHERE i.status IN ('ok', 'kept') AND i.sha256 IS NOT NULL"
+        " GROUP BY i.sha256, i.concept ORDER BY i.sha256, best, i.concept"
+    )
+    by_sha: dict[str, tuple[Img, str | None]] = {}
+    for r in rows:
+        if r["sha256"] not in by_sha:
+            by_sha[r["sha256"]] = (Img(r["sha256"], r["ext"], r["format"], []), r["tstatus"])
+        by_sha[r["sha256"]][0].crawl_concepts.append(r["concept"])
+    fresh = [img for img, st in by_sha.values() if st is None]
+    retry = [img for img, st in by_sha.values() if st == "retry"]
+    return fresh, retry
+
+
+def image_part(wd: WorkDir, img: Img) -> ImagePart:
+    """The bytes to send: as stored when Gemini reads the format and it is not huge."""
+    data = wd.image_path(img.sha256, img.ext).read_bytes()
+    mime = SENDABLE.get((img.format or "").upper())
+    if mime is not None and len(data) < 4_000_000:
+        return ImagePart(data, mime)
+    from PIL import Image
+
+    with Image.open(io.BytesIO(data)) as im:
+        im = im.convert("RGB")
+        im.thumbnail((MAX_SIDE, MAX_SIDE))
+        buf = io.BytesIO()
+        im.save(buf, "PNG")
+    return ImagePart(buf.getvalue(), "image/png")
+
+
+def judge(answer: GroupAnswer, n: int, allowed: set[str], final: bool) -> list[Verdict]:
+    """Per image of a request of ``n`` images: valid tags, or why not (module docstring)."""
+    bad_status = "failed" if final else "retry"
+    if answer.value is None:
+        reason = answer.error or "no valid answer"
+        return [Verdict(bad_status, None, reason) for _ in range(n)]
+    seen: Counter = Counter(e.index for e in answer.value.images)
+    by_index = {e.index: e.concepts for e in answer.value.images}
+    out = []
+    for i in range(n):
+        if seen[i] == 0:
+            out.append(Verdict(bad_status, None, f"index {i} missing from the answer"))
+            continue
+        if seen[i] > 1:
+            out.append(Verdict(bad_status, None, f"index {i} answered {seen[i]} times"))
+            continue
+        labels = [c.strip() for c in by_index[i]]
+        outside = sorted({c for c in labels if c not in allowed})
+        if outside:
+            out.append(Verdict(bad_status, None, f"labels outside the concept list: {outside[:5]}"))
+        elif len(set(labels)) != len(labels):
+            out.append(Verdict(bad_status, None, "a concept repeated"))
+        elif not labels:
+            out.append(Verdict("refused" if final else "retry", None, "empty list (refused)"))
+        else:
+            out.append(Verdict("ok", labels, None))
+    return out
+
+
+def offline_answer(group: Group, allowed: set[str]) -> dict[str, Any]:
+    """The documented offline stand-in: each image's own crawl concept(s), nothing else."""
+    return {"images": [{"index": i, "concepts": [c for c in img.crawl_concepts if c in allowed]}
+                       for i, img in enumerate(group.images)]}
+
+
+@dataclass
+class TagContext:
+    """What every request of one run shares."""
+
+    wd: WorkDir
+    llm: BaseLLM
+    template: Template
+    prompt_sha: str
+    concepts: list[str]
+
+    @property
+    def allowed(self) -> set[str]:
+        return set(self.concepts)
+
+    def request_args(self, group: Group) -> dict[str, Any]:
+        """Arguments of ``llm.prepare`` / ``generate_structured`` for one group."""
+        return {
+            "prompt": render_prompt(self.template, self.concepts, len(group.images)),
+            "schema": TagAnswer,
+            "images": [image_part(self.wd, img) for img in group.images],
+            "template_sha": self.prompt_sha,
+            "params": {"ask": "alone" if group.alone else "group"},
+        }
+
+
+def ask_sync(ctx: TagContext, group: Group) -> GroupAnswer:
+    """One request through the synchronous client (cache, re-asks on bad JSON, offline twin)."""
+    args = ctx.request_args(group)
+    res = ctx.llm.generate_structured(
+        args.pop("prompt"), args.pop("schema"), **args,
+        offline=lambda: offline_answer(group, ctx.allowed),
+    )
+    if res.ok:
+        return GroupAnswer(res.value, res.raw, None, res.usage)
+    return GroupAnswer(None, res.raw, f"{res.status}: {res.error}", res.usage)
+
+
+def record(cat: Catalog, ctx: TagContext, group: Group, answer: GroupAnswer,
+           verdicts: list[Verdict], run_id: int, counts: Counter) -> None:
+    """Write one request's outcome (one tags row per image) in one transaction."""
+    with cat.tx() as con:
+        record_rows(con, ctx, group, answer, verdicts, run_id, counts)
+
+
+def record_rows(con: Any, ctx: TagContext, group: Group, answer: GroupAnswer,
+                verdicts: list[Verdict], run_id: int, counts: Counter) -> None:
+    """Upsert the tags rows of one request; raw text is kept only for invalid answers."""
+    now = utcnow()
+    for img, v in zip(group.images, verdicts, strict=True):
+        counts[f"{'alone' if group.alone else 'group'}_{v.status}"] += 1
+        con.execute(
+            "INSERT INTO tags (sha256, tags_json, status, reason, raw, model, prompt_sha,"
+            " run_id, attempts, updated_at) VALUES (?,?,?,?,?,?,?,?,1,?)"
+            " ON CONFLICT(sha256) DO UPDATE SET tags_json=excluded.tags_json,"
+            " status=excluded.status, reason=excluded.reason, raw=excluded.raw,"
+            " model=excluded.model, prompt_sha=excluded.prompt_sha, run_id=excluded.run_id,"
+            " attempts=tags.attempts+1, updated_at=excluded.updated_at",
+            (img.sha256, json.dumps(v.tags, ensure_ascii=False) if v.tags else None,
+             v.status, v.reason, None if v.status == "ok" else answer.raw,
+             ctx.llm.spec, ctx.prompt_sha, run_id, now),
+        )
+
+
+def chunk(images: list[Img], size: int) -> list[Group]:
+    return [Group(images[i:i + size]) for i in range(0, len(images), size)]
+
+
+def run_tagging(
+    catalog: Catalog, llm: BaseLLM, images_per_request: int = 8, batch: bool = False,
+    poll_interval: float = 30.0, batch_timeout: float = 24 * 3600.0,
+) -> Counter:
+    """Tag every kept image without tags (see the module docstring); returns the counts."""
+    if images_per_request < 1:
+        raise StageInputError("--images-per-request must be >= 1")
+    template, prompt_sha = prompt_template()
+    ctx = TagContext(catalog.workdir, llm, template, prompt_sha, concept_list(catalog))
+    use_batch = batch and not isinstance(llm, OfflineLLM)
+    if batch and not use_batch:
+        log.info("--batch with --llm offline: answering synchronously (no API involved)")
+    params = {"llm": llm.spec, "images_per_request": images_per_request, "batch": use_batch,
+              "prompt_sha": prompt_sha, "n_concepts": len(ctx.concepts)}
+    counts: Counter = Counter()
+    with stage_run(catalog, STAGE, params, llm=llm) as rec:
+        counts["images_to_tag"] = len(images_to_tag(catalog)[0])
+        phases: list[tuple[str, Callable[[], list[Group]]]] = [
+            ("first", lambda: chunk(images_to_tag(catalog)[0], images_per_request)),
+            ("retry", lambda: [Group([img], alone=True) for img in images_to_tag(catalog)[1]]),
+        ]
+        for phase, groups_fn in phases:
+            final = phase == "retry"
+            if use_batch:
+                from builder.tagging_batch import run_batch_phase
+
+                if not run_batch_phase(catalog, ctx, groups_fn, phase, rec.run_id, counts,
+                                       poll_interval, batch_timeout):
+                    counts["batch_pending"] = 1
+                    break
+                continue
+            for group in groups_fn():
+                ans = ask_sync(ctx, group)
+                record(catalog, ctx, group, ans,
+                       judge(ans, len(group.images), ctx.allowed, final), rec.run_id, counts)
+        counts.update(final_counts(catalog))
+        rec.counts = dict(counts)
+        rec.summary = summary(counts, llm.spec)
+    return counts
+
+
+def apply_answers(cat: Catalog, ctx: TagContext, groups: list[Group], answers: list[GroupAnswer],
+                  final: bool, run_id: int, counts: Counter) -> None:
+    """Judge and record the answers of a batch phase (same rules as the synchronous path)."""
+    for group, ans in zip(groups, answers, strict=True):
+        record(cat, ctx, group, ans, judge(ans, len(group.images), ctx.allowed, final),
+               run_id, counts)
+
+
+def final_counts(cat: Catalog) -> dict[str, int]:
+    """Tag states over the kept images (what the stage leaves behind)."""
+    out: dict[str, int] = {}
+    for r in cat.query(
+        "SELECT COALESCE(t.status, 'untagged') AS s, COUNT(DISTINCT i.sha256) AS n FROM items i"
+        " LEFT JOIN tags t ON t.sha256 = i.sha256 WHERE i.status IN ('ok', 'kept')"
+        " AND i.sha256 IS NOT NULL GROUP BY s"
+    ):
+        out[f"kept_images_{r['s']}"] = int(r["n"])
+    return out
+
+
+def summary(counts: Counter, spec: str) -> str:
+    states = {k[12:]: v for k, v in counts.items() if k.startswith("kept_images_")}
+    asks = {k: v for k, v in counts.items() if k.startswith(("group_", "alone_"))}
+    return format_summary(
+        f"tagging ({spec}): {counts.get('images_to_tag', 0)} image(s) to tag this run",
+        {"kept images by tag state": states, "answers per image": asks},
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m builder.tagging",
+                                description=__doc__.split("\n\n")[0])
+    add_common_args(p)
+    p.add_argument("--images-per-request", type=int, default=8,
+                   help="images in one request, keyed by index (default 8)")
+    p.add_argument("--batch", action="store_true",
+                   help="use the Gemini Batch API (asynchronous, half price; resumable)")
+    p.add_argument("--poll-interval", type=float, default=30.0,
+                   help="seconds between batch job polls (default 30)")
+    p.add_argument("--batch-timeout", type=float, default=24 * 3600.0,
+                   help="stop polling after this many seconds; re-run to pick the job up")
+    add_llm_args(p)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    setup_logging(args.verbose)
+
+    def body() -> int:
+        wd = WorkDir.open(args.workdir)
+        with Catalog(wd) as catalog:
+            llm = make_llm(args.llm, wd.llm_cache_path, llm_config_from_args(args))
+            counts = run_tagging(catalog, llm, args.images_per_request, args.batch,
+                                 args.poll_interval, args.batch_timeout)
+            print(catalog.last_run(STAGE)["summary"])  # noqa: T201
+            if counts.get("batch_pending"):
+                print("batch job still running: run the same command again to collect it")  # noqa: T201
+                return 1
+        return 0
+
+    return cli_main(body)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
