@@ -1,0 +1,416 @@
+"""Stage ``image_dedup``: near-duplicate groups within each concept.
+
+``python -m builder.image_dedup [--phash-distance 4] [--cosine 0.95] [--review-cosine 0.90]
+[--model clip-l14] [--concepts all|LIST] [--workdir W]``
+
+Per concept, over the downloaded items (``items`` with an image):
+
+1. perceptual hashes (imagehash ``phash``, 64 bits, cached in ``images.phash``): Hamming
+   distance <= ``--phash-distance`` links near-exact copies (re-encodings, resizes);
+2. image embeddings from any registered model (``--model``; loaded through
+   ``benchmark.registry.load_model``, batched, on the GPU when present, cached in the
+   evaluator's embedding cache, so a re-run does no model work): cosine >= ``--cosine`` links
+   near duplicates; ``--review-cosine`` <= cosine < ``--cosine`` is the review band;
+3. the pairwise search runs in blocks of rows (phash XOR + popcount, and a matrix product), so
+   memory stays bounded by ``--block-elements`` whatever the concept's size;
+4. union-find: the automatic links form groups; in each, one item is kept (largest resolution,
+   then best raw search rank, then lowest item id) and the others become ``near_duplicate``
+   (``duplicate`` when the bytes are identical) with the group id and the evidence (phash
+   distance, cosine to the kept item). Groups joined by a review-band link become
+   ``needs_review`` (their representatives wait for the Label Studio review); every other item
+   is ``kept``.
+
+Each concept is rewritten in one transaction, so a kill loses at most the concept in flight,
+and a re-run gives the same statuses. Groups already ``reviewed`` are left alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections import Counter
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from builder.catalog import Catalog, utcnow
+
+log = logging.getLogger(__name__)
+
+OPEN = ("ok", "kept", "duplicate", "near_duplicate", "needs_review")
+
+
+@dataclass
+class DedupConfig:
+    phash_distance: int = 4
+    cosine: float = 0.95
+    review_cosine: float = 0.90
+    model: str | None = "clip-l14"  # None: perceptual hashes only
+    concepts: str = "all"
+    batch_size: int = 64
+    embed_chunk: int = 1024  # images decoded at once for embedding
+    block_elements: int = 8_000_000  # pairwise block size (rows x columns)
+    cache_dir: str | None = None
+
+
+class UnionFind:
+    """Disjoint sets over 0..n-1 with path halving and union by size."""
+
+    def __init__(self, n: int):
+        self.parent = list(range(n))
+        self.size = [1] * n
+
+    def find(self, a: int) -> int:
+        p = self.parent
+        while p[a] != a:
+            p[a] = p[p[a]]
+            a = p[a]
+        return a
+
+    def union(self, a: int, b: int) -> None:
+        ra, rb = self.find(a), self.find(b)
+        if ra == rb:
+            return
+        if self.size[ra] < self.size[rb]:
+            ra, rb = rb, ra
+        self.parent[rb] = ra
+        self.size[ra] += self.size[rb]
+
+
+# -- features --------------------------------------------------------------------------------
+def phash_hex(path: Any) -> str:
+    """64-bit perceptual hash (imagehash.phash) of an image file, as 16 hex digits."""
+    import imagehash
+    from PIL import Image
+
+    with Image.open(path) as im:
+        return str(imagehash.phash(im.convert("RGB")))
+
+
+def ensure_phashes(catalog: Catalog, shas: list[str]) -> dict[str, str | None]:
+    """phash per sha256, computing (and caching in ``images.phash``) the missing ones."""
+    rows = {r["sha256"]: r for r in catalog.query(
+        "SELECT sha256, ext, phash FROM images WHERE sha256 IN "
+        "(SELECT value FROM json_each(?))", (json.dumps(shas),))}
+    out: dict[str, str | None] = {s: rows[s]["phash"] if s in rows else None for s in shas}
+    todo = [s for s in shas if s in rows and not rows[s]["phash"]]
+    new: list[tuple[str, str]] = []
+    for sha in todo:
+        try:
+            out[sha] = phash_hex(catalog.workdir.image_path(sha, rows[sha]["ext"]))
+            new.append((out[sha], sha))
+        except OSError as e:
+            log.warning("cannot hash stored image %s: %s", sha, e)
+    if new:
+        with catalog.tx() as con:
+            con.executemany("UPDATE images SET phash=? WHERE sha256=?", new)
+    return out
+
+
+def embeddings_for(adapter: Any, cache: Any, catalog: Catalog, shas: list[str],
+                   chunk: int) -> np.ndarray:
+    """Unit-norm image embeddings (n, d) for ``shas``, via the embedding cache, in chunks."""
+    from PIL import Image
+
+    from benchmark.cache import embed_cached
+    from benchmark.models.base import l2_normalize
+
+    ext = {r["sha256"]: r["ext"] for r in catalog.query(
+        "SELECT sha256, ext FROM images WHERE sha256 IN (SELECT value FROM json_each(?))",
+        (json.dumps(shas),))}
+
+    parts = []
+    for s in range(0, len(shas), chunk):
+        keys = shas[s:s + chunk]
+
+        def load(idx: list[int], keys: list[str] = keys) -> list[Any]:
+            out = []
+            for i in idx:
+                with Image.open(catalog.workdir.image_path(keys[i], ext[keys[i]])) as im:
+                    out.append(im.convert("RGB"))
+            return out
+
+        emb, _ = embed_cached(adapter, "image", "document", keys, load, cache)
+        parts.append(np.asarray(emb, np.float32))
+    return l2_normalize(np.concatenate(parts)) if parts else np.zeros((0, 0), np.float32)
+
+
+# -- pairwise search -------------------------------------------------------------------------
+def phash_ints(hexes: list[str | None]) -> tuple[np.ndarray, np.ndarray]:
+    """(uint64 hashes, validity mask) from hex strings (None -> invalid)."""
+    vals = np.array([int(h, 16) if h else 0 for h in hexes], dtype=np.uint64)
+    return vals, np.array([h is not None for h in hexes], dtype=bool)
+
+
+def candidate_pairs(hashes: np.ndarray, valid: np.ndarray, emb: np.ndarray | None,
+                    max_distance: int, min_cosine: float, block_elements: int
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """All pairs i < j with phash distance <= ``max_distance`` or cosine >= ``min_cosine``.
+
+    Rows are processed in blocks of ``block_elements // n`` against the later columns, so the
+    working memory is O(block_elements). Returns (i, j, distance, cosine); cosine is NaN when
+    there are no embeddings.
+    """
+    n = len(hashes)
+    rows = max(1, min(n, block_elements // max(n, 1)))
+    out_i, out_j, out_d, out_c = [], [], [], []
+    for r0 in range(0, n, rows):
+        r1 = min(n, r0 + rows)
+        dist = np.bitwise_count(hashes[r0:r1, None] ^ hashes[None, r0:]).astype(np.int16)
+        dist[~valid[r0:r1], :] = 99
+        dist[:, ~valid[r0:]] = 99
+        hit = dist <= max_distance
+        if emb is not None and emb.size:
+            cos = emb[r0:r1] @ emb[r0:].T
+            hit |= cos >= min_cosine
+        else:
+            cos = None
+        hit &= np.triu(np.ones(hit.shape, dtype=bool), k=1)  # j > i only
+        bi, bj = np.nonzero(hit)
+        out_i.append(bi + r0)
+        out_j.append(bj + r0)
+        out_d.append(dist[bi, bj])
+        out_c.append(cos[bi, bj] if cos is not None else np.full(len(bi), np.nan, np.float32))
+    if not out_i:
+        e = np.zeros(0, np.int64)
+        return e, e, e.astype(np.int16), e.astype(np.float32)
+    return (np.concatenate(out_i), np.concatenate(out_j), np.concatenate(out_d),
+            np.concatenate(out_c).astype(np.float32))
+
+
+# -- grouping --------------------------------------------------------------------------------
+@dataclass
+class Item:
+    item_id: int
+    sha256: str
+    rank: int
+    pixels: int
+
+
+def _keep_key(it: Item) -> tuple[int, int, int]:
+    """Sort key of the keep rule: largest resolution, then best rank, then lowest item id."""
+    return (-it.pixels, it.rank, it.item_id)
+
+
+def group_concept(items: list[Item], hashes: np.ndarray, valid: np.ndarray,
+                  emb: np.ndarray | None, cfg: DedupConfig) -> list[dict[str, Any]]:
+    """Groups of one concept: each a dict with members, kept, status, per-item decisions."""
+    n = len(items)
+    low = min(cfg.review_cosine, cfg.cosine)
+    i, j, d, c = candidate_pairs(hashes, valid, emb, cfg.phash_distance, low, cfg.block_elements)
+    auto = (d <= cfg.phash_distance) | (c >= cfg.cosine)
+    uf_auto, uf_all = UnionFind(n), UnionFind(n)
+    for a, b, is_auto in zip(i.tolist(), j.tolist(), auto.tolist(), strict=True):
+        uf_all.union(a, b)
+        if is_auto:
+            uf_auto.union(a, b)
+    comps: dict[int, list[int]] = {}
+    for k in range(n):
+        comps.setdefault(uf_all.find(k), []).append(k)
+    edges: dict[int, list[list[Any]]] = {}
+    for a, b, dd, cc in zip(i.tolist(), j.tolist(), d.tolist(), c.tolist(), strict=True):
+        edges.setdefault(uf_all.find(a), []).append(
+            [items[a].item_id, items[b].item_id, int(dd) if dd < 99 else None,
+             None if np.isnan(cc) else round(float(cc), 4)])
+
+    def evidence(a: int, b: int) -> dict[str, Any]:
+        dist = int(np.bitwise_count(hashes[a] ^ hashes[b])) if valid[a] and valid[b] else None
+        cos = round(float(emb[a] @ emb[b]), 4) if emb is not None and emb.size else None
+        return {"phash_distance": dist, "cosine": cos}
+
+    groups = []
+    for root, members in comps.items():
+        if len(members) < 2:
+            continue
+        subs: dict[int, list[int]] = {}
+        for m in members:
+            subs.setdefault(uf_auto.find(m), []).append(m)
+        decisions: dict[int, tuple[str, str, dict[str, Any]]] = {}
+        reps = []
+        for sub in subs.values():
+            keep = min(sub, key=lambda m: _keep_key(items[m]))
+            reps.append(keep)
+            for m in sub:
+                if m == keep:
+                    continue
+                ev = {"kept_item": items[keep].item_id, **evidence(m, keep)}
+                same = items[m].sha256 == items[keep].sha256
+                decisions[items[m].item_id] = (
+                    "duplicate" if same else "near_duplicate",
+                    f"{'same bytes as' if same else 'near duplicate of'} item "
+                    f"{items[keep].item_id} (phash distance {ev['phash_distance']}, "
+                    f"cosine {ev['cosine']})", ev)
+        best = min(reps, key=lambda m: _keep_key(items[m]))
+        review = len(reps) > 1
+        for r in reps:
+            if review:
+                others = [items[o].item_id for o in reps if o != r]
+                decisions[items[r].item_id] = (
+                    "needs_review", f"similar to items {others} (cosine in the review band "
+                    f"[{low}, {cfg.cosine}))", {"similar_items": others})
+            else:
+                decisions[items[r].item_id] = ("kept", "kept for its group", {})
+        groups.append({
+            "members": sorted(items[m].item_id for m in members),
+            "kept": items[best].item_id,
+            "status": "needs_review" if review else "auto",
+            "edges": edges.get(root, []),
+            "decisions": decisions,
+        })
+    return groups
+
+
+# -- the stage -------------------------------------------------------------------------------
+def _concept_items(catalog: Catalog, concept: str) -> list[Item]:
+    marks = ",".join("?" * len(OPEN))
+    rows = catalog.query(
+        f"SELECT i.item_id, i.sha256, i.rank, im.width * im.height AS px FROM items i "
+        f"JOIN images im ON im.sha256 = i.sha256 WHERE i.concept=? AND i.status IN ({marks}) "
+        f"AND (i.group_id IS NULL OR i.group_id NOT IN "
+        f"(SELECT group_id FROM dedup_groups WHERE status='reviewed')) ORDER BY i.item_id",
+        (concept, *OPEN))
+    return [Item(r["item_id"], r["sha256"], r["rank"], r["px"]) for r in rows]
+
+
+def _drop_missing(catalog: Catalog, items: list[Item]) -> set[int]:
+    """Items whose stored image file is gone: marked failed (never silently skipped)."""
+    ext = {r[0]: r[1] for r in catalog.query(
+        "SELECT sha256, ext FROM images WHERE sha256 IN (SELECT value FROM json_each(?))",
+        (json.dumps([it.sha256 for it in items]),))}
+    gone = {it.item_id for it in items
+            if not catalog.workdir.image_path(it.sha256, ext.get(it.sha256, "")).is_file()}
+    if gone:
+        with catalog.tx() as con:
+            con.executemany("UPDATE items SET status='failed', reason=?, updated_at=? "
+                            "WHERE item_id=?", [("image_dedup: stored image file is missing",
+                                                 utcnow(), i) for i in sorted(gone)])
+    return gone
+
+
+def dedup_concept(catalog: Catalog, concept: str, cfg: DedupConfig, adapter: Any, cache: Any,
+                  run_id: int) -> Counter[str]:
+    """Recompute one concept's groups and statuses in a single transaction."""
+    items = _concept_items(catalog, concept)
+    missing = _drop_missing(catalog, items)
+    items = [it for it in items if it.item_id not in missing]
+    shas = list(dict.fromkeys(it.sha256 for it in items))
+    ph = ensure_phashes(catalog, shas)
+    hashes, valid = phash_ints([ph[it.sha256] for it in items])
+    emb = None
+    if adapter is not None and items:
+        uniq = embeddings_for(adapter, cache, catalog, shas, cfg.embed_chunk)
+        pos = {s: k for k, s in enumerate(shas)}
+        emb = uniq[[pos[it.sha256] for it in items]]
+    groups = group_concept(items, hashes, valid, emb, cfg)
+    counts: Counter[str] = Counter()
+    now = utcnow()
+    with catalog.tx() as con:
+        ids = [it.item_id for it in items]
+        con.execute("DELETE FROM dedup_groups WHERE concept=? AND status != 'reviewed'", (concept,))
+        con.executemany("UPDATE items SET status='kept', reason='no near duplicate', "
+                        "group_id=NULL, dedup_json=NULL, updated_at=? WHERE item_id=?",
+                        [(now, i) for i in ids])
+        for g in groups:
+            ev = {"members": g["members"], "edges": g["edges"],
+                  "thresholds": {"phash_distance": cfg.phash_distance, "cosine": cfg.cosine,
+                                 "review_cosine": cfg.review_cosine, "model": cfg.model}}
+            gid = con.execute(
+                "INSERT INTO dedup_groups (concept, kept_item_id, status, evidence_json, run_id) "
+                "VALUES (?, ?, ?, ?, ?)", (concept, g["kept"], g["status"],
+                                           json.dumps(ev, sort_keys=True), run_id)).lastrowid
+            con.executemany(
+                "UPDATE items SET status=?, reason=?, group_id=?, dedup_json=?, updated_at=? "
+                "WHERE item_id=?",
+                [(st, why, gid, json.dumps(e, sort_keys=True), now, iid)
+                 for iid, (st, why, e) in g["decisions"].items()])
+        for r in con.execute("SELECT status, COUNT(*) FROM items WHERE concept=? AND item_id IN "
+                             "(SELECT value FROM json_each(?)) GROUP BY status",
+                             (concept, json.dumps(ids))):
+            counts[r[0]] += r[1]
+    return counts
+
+
+def image_dedup(catalog: Catalog, cfg: DedupConfig, adapter: Any = None) -> dict[str, Any]:
+    """Run the stage; ``adapter`` overrides ``cfg.model`` (tests, benchmarks)."""
+    from benchmark.cache import EmbeddingCache
+
+    if adapter is None and cfg.model:
+        from benchmark.registry import load_model
+
+        adapter = load_model(cfg.model)
+    if adapter is not None and cfg.batch_size:
+        adapter.image_batch_size = cfg.batch_size
+    cache = EmbeddingCache(cfg.cache_dir) if adapter is not None else None
+    concepts = [r[0] for r in catalog.query(
+        "SELECT DISTINCT concept FROM items WHERE sha256 IS NOT NULL ORDER BY concept")]
+    if cfg.concepts.strip().lower() != "all":
+        wanted = {c.strip() for c in cfg.concepts.split(",")}
+        concepts = [c for c in concepts if c in wanted]
+    run_id = catalog.start_run("image_dedup", asdict(cfg))
+    by_concept: dict[str, dict[str, int]] = {}
+    total: Counter[str] = Counter()
+    try:
+        for concept in tqdm(concepts, desc="image_dedup", unit="concept", disable=not concepts):
+            c = dedup_concept(catalog, concept, cfg, adapter, cache, run_id)
+            by_concept[concept] = dict(c)
+            total.update(c)
+    except BaseException:
+        catalog.finish_run(run_id, "interrupted", {"items": dict(total)})
+        raise
+    finally:
+        if cache is not None:
+            cache.close()
+    groups = {r[0]: r[1] for r in catalog.query(
+        "SELECT status, COUNT(*) FROM dedup_groups GROUP BY status")}
+    counts = {"items": dict(sorted(total.items())), "groups": groups, "by_concept": by_concept}
+    summary = (f"items: {', '.join(f'{k} {v}' for k, v in counts['items'].items()) or 'none'}\n"
+               f"groups: {', '.join(f'{k} {v}' for k, v in groups.items()) or 'none'}")
+    catalog.finish_run(run_id, "done", counts, summary)
+    return {**counts, "summary": summary, "run_id": run_id}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m builder.image_dedup",
+                                description="Near-duplicate groups within each concept.")
+    p.add_argument("--phash-distance", type=int, default=4, help="max Hamming distance (0-64)")
+    p.add_argument("--cosine", type=float, default=0.95, help="automatic cosine threshold")
+    p.add_argument("--review-cosine", type=float, default=0.90,
+                   help="lower bound of the review band [review-cosine, cosine)")
+    p.add_argument("--model", default="clip-l14",
+                   help="any registered image model (python -m benchmark ls), or 'none'")
+    p.add_argument("--concepts", default="all")
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--cache-dir", default=None, help="embedding cache (default $XCM_CACHE_DIR)")
+    p.add_argument("--workdir", default=None, help="work dir (default $XCM_WORKDIR or ./xcm-work)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    if not 0 <= a.phash_distance <= 64:
+        print("error: --phash-distance must be between 0 and 64", file=sys.stderr)
+        return 2
+    if not (-1.0 <= a.review_cosine <= a.cosine <= 1.0):
+        print("error: need -1 <= --review-cosine <= --cosine <= 1", file=sys.stderr)
+        return 2
+    model = None if a.model.lower() == "none" else a.model
+    cfg = DedupConfig(phash_distance=a.phash_distance, cosine=a.cosine,
+                      review_cosine=a.review_cosine, model=model, concepts=a.concepts,
+                      batch_size=a.batch_size, cache_dir=a.cache_dir)
+    try:
+        with Catalog.open(a.workdir) as catalog:
+            out = image_dedup(catalog, cfg)
+    except (LookupError, ValueError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(out["summary"])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
