@@ -17,7 +17,8 @@ Sources, in order:
    name from the table when known, else its English name.
 
 A failed request leaves the native row ``status='failed'`` with the reason (raw text in
-``llm_requests``); the next run asks again. ``--write-table FILE`` writes the catalog's queries
+``llm_requests``); the next run asks again. Queries of a concept no longer kept (after a new
+concept_dedup) are marked ``status='stale'``. ``--write-table FILE`` writes the catalog's queries
 in the ``data/queries.csv`` format (``reviewed=false`` except table rows already reviewed).
 """
 
@@ -97,7 +98,7 @@ def target_concepts(catalog: Catalog) -> list[str]:
     return load_curated(None)
 
 
-def _validator(group: list[tables.Country]):
+def _validator(group: list[tables.Country], term: str | None = None):
     want = {c.code for c in group}
 
     def check(ans: QueryAnswer) -> str | None:
@@ -109,6 +110,8 @@ def _validator(group: list[tables.Country]):
                 return f"unknown country {q.country!r}"
         if got != want:
             return f"countries {sorted(got)} != requested {sorted(want)}"
+        if term and ans.native_term.strip() != term:
+            return f"native_term must be {term!r}"
         return None if ans.native_term.strip() else "empty native_term"
 
     return check
@@ -181,14 +184,24 @@ def _resolve_rows(
             ],
         }
 
+    hint = (
+        f'Use exactly this native_term, already chosen for other countries of this language: "{known_term}"'
+        if known_term
+        else ""
+    )
     prompt = template.substitute(
         concept=concept,
         language=lang,
         language_name=missing[0].language_name,
         countries="; ".join(c.name for c in missing),
+        term_hint=hint,
     )
     res = llm.generate_structured(
-        prompt, QueryAnswer, template_sha=prompt_sha, validate=_validator(missing), offline=offline
+        prompt,
+        QueryAnswer,
+        template_sha=prompt_sha,
+        validate=_validator(missing, known_term),
+        offline=offline,
     )
     source = "offline" if llm.provider == "offline" else "generated"
     by_code = {}
@@ -260,6 +273,7 @@ def run_queries(
     use_table: bool = True,
 ) -> dict:
     """Fill the ``queries`` table; returns the counts of the stage-run record."""
+    from_catalog = concepts is None
     concepts = concepts if concepts is not None else target_concepts(catalog)
     path = tables.data_dir() / PROMPT_FILE
     template, prompt_sha = Template(path.read_text(encoding="utf-8")), tables.file_sha256(path)
@@ -276,6 +290,8 @@ def run_queries(
         "prompt_sha": prompt_sha,
     }
     with stage_run(catalog, STAGE, params, inputs=concepts, llm=llm) as rec:
+        if from_catalog:
+            _mark_stale(catalog, concepts)
         done = {
             (r[0], r[1])
             for r in catalog.query(
@@ -317,6 +333,21 @@ def run_queries(
         )
     log.debug("%s", rec.summary)
     return rec.counts
+
+
+def _mark_stale(catalog: Catalog, concepts: list[str]) -> None:
+    """Queries of concepts that are no longer kept: ``status='stale'`` (crawl skips them)."""
+    keep = set(concepts)
+    rows = catalog.query("SELECT DISTINCT concept FROM queries WHERE status='ok'")
+    stale = [(r[0],) for r in rows if r[0] not in keep]
+    if stale:
+        with catalog.tx() as con:
+            con.executemany(
+                "UPDATE queries SET status='stale', reason='concept no longer kept'"
+                " WHERE concept=? AND status='ok'",
+                stale,
+            )
+        log.info("%d concepts no longer kept: their queries marked stale", len(stale))
 
 
 def _counts(catalog: Catalog, groups: int) -> dict:

@@ -219,3 +219,91 @@ def test_generated_through_fake_gemini(tmp_path, monkeypatch):
         for p in wd.rglob("*"):
             if p.is_file():
                 assert KEY.encode() not in p.read_bytes(), p
+
+
+@pytest.mark.integration
+def test_a_country_missing_from_the_table_gets_the_languages_term(tmp_path, monkeypatch):
+    import shutil
+
+    data = tmp_path / "data"
+    shutil.copytree(tables.data_dir(), data)
+    rows = [r for r in tables.queries() if r["country"] != "ARG"]
+    with open(data / "queries.csv", "w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, fieldnames=tables.QUERY_COLUMNS, lineterminator="\n")
+        w.writeheader()
+        w.writerows(rows)
+    monkeypatch.setenv("XCM_DATA_DIR", str(data))
+    with FakeGemini() as fake:
+        monkeypatch.setenv("GEMINI_API_KEY", KEY)
+        monkeypatch.setenv("XCM_GEMINI_BASE_URL", fake.url)
+        fake.push(
+            answer(
+                {
+                    "native_term": "alimento",
+                    "queries": [{"country": "Argentina", "native_query": "alimento Argentina"}],
+                }
+            )
+        )
+        fake.push(
+            answer(
+                {
+                    "native_term": "comida",
+                    "queries": [{"country": "Argentina", "native_query": "comida Argentina"}],
+                }
+            )
+        )
+        wd = tmp_path / "w"
+        with Catalog(WorkDir.open(wd)) as cat:
+            with cat.tx() as con:
+                con.execute(
+                    "INSERT INTO concepts VALUES ('food', 'curated', 'kept', NULL, NULL,"
+                    " NULL, NULL)"
+                )
+        argv = [
+            "--workdir",
+            str(wd),
+            "--llm",
+            "gemini:gemini-fake",
+            "--countries",
+            "ESP,ARG",
+            "--llm-rpm",
+            "0",
+        ]
+        assert queries.main(argv) == 0
+        first, second = fake.calls()
+        assert (
+            "Use exactly this native_term, already chosen for other countries of this"
+            ' language: "comida"' in first.prompt
+        )
+        assert "Countries: Argentina\n" in first.prompt
+        assert "native_term must be 'comida'" in second.prompt
+        with Catalog(WorkDir.open(wd)) as cat:
+            got = {
+                r["country"]: (r["text"], r["native_term"], r["source"])
+                for r in cat.query("SELECT * FROM queries WHERE kind='native'")
+            }
+    assert got == {
+        "ESP": ("comida España", "comida", "table"),
+        "ARG": ("comida Argentina", "comida", "generated"),
+    }
+
+
+def test_queries_of_concepts_no_longer_kept_become_stale(tmp_path):
+    cat = Catalog(WorkDir.open(tmp_path / "w"))
+    with cat.tx() as con:
+        con.executemany(
+            "INSERT INTO concepts (name, source, status) VALUES (?, 'curated', 'kept')",
+            [("food",), ("train",)],
+        )
+    th = tables.resolve_countries("THA")
+    run_queries(cat, OfflineLLM(), th)
+    assert cat.query("SELECT COUNT(*) FROM queries WHERE status='ok'")[0][0] == 4
+    with cat.tx() as con:
+        con.execute("UPDATE concepts SET status='merged', merged_into='food' WHERE name='train'")
+    run_queries(cat, OfflineLLM(), th)
+    got = {
+        (r["concept"], r["kind"]): (r["status"], r["reason"])
+        for r in cat.query("SELECT * FROM queries")
+    }
+    assert got[("train", "native")] == ("stale", "concept no longer kept")
+    assert got[("food", "native")] == ("ok", None)
