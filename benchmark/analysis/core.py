@@ -171,9 +171,12 @@ def projections(
     names = tables.language_names()
     labels = {c.code: c.label for c in tables.countries()}
     country_order = [c.code for c in tables.countries()]
+    lang_order = list(dict.fromkeys(c.language for c in tables.countries()))
     result: dict[str, Any] = {}
     kinds = [
-        ("text", text_x, texts["query_language"].tolist(), names, None,
+        ("text", text_x, texts["query_language"].tolist(), names,
+         [lg for lg in lang_order if lg in set(texts["query_language"])]
+         + sorted(set(texts["query_language"]) - set(lang_order)),
          texts[["query_language", "query_text", "query_concept"]], text_notes(texts, annotate)),
         ("image", image_x, imgs["country"].tolist(), labels,
          [c for c in country_order if c in set(imgs["country"])]

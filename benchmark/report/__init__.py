@@ -1,0 +1,1 @@
+"""Reports from results files: leaderboard, figures, comparison with the authors (``python -m benchmark report``)."""

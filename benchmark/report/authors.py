@@ -46,15 +46,26 @@ def model_names(folder: Path | None = None) -> dict[str, str]:
         return {r["model"]: r["authors_model"] for r in csv.DictReader(f)}
 
 
+def _read(path: Path) -> pd.DataFrame:
+    """A CSV with Python's own number parsing (exact round trip of the written floats)."""
+    with path.open(newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    for r in rows:
+        for k in WIN_COLS:
+            r[k] = int(r[k])
+        for k in Z_COLS:
+            r[k] = float(r[k])
+    return pd.DataFrame(rows)
+
+
 def load_authors(folder: Path | None = None) -> pd.DataFrame:
     """Overall and per-country rows: scope, country (ISO code, '' overall), authors_model,
     experiment, A/B/C wins (int) and z-scores (floats parsed exactly as written)."""
     folder = folder or authors_dir()
-    kw: dict[str, Any] = {"float_precision": "round_trip", "keep_default_na": False}
-    overall = pd.read_csv(folder / "overall_aggregated.csv", **kw)
+    overall = _read(folder / "overall_aggregated.csv")
     overall.insert(0, "country", "")
     overall.insert(0, "scope", "overall")
-    country = pd.read_csv(folder / "country_aggregated.csv", **kw)
+    country = _read(folder / "country_aggregated.csv")
     country["country"] = [tables.country(n).code for n in country["country"]]
     country.insert(0, "scope", "country")
     df = pd.concat([overall, country], ignore_index=True)

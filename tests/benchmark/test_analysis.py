@@ -1,0 +1,188 @@
+"""``analyze``: silhouettes and Pearson against sklearn/scipy, and the command end to end."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.stats import pearsonr
+from sklearn.metrics import silhouette_samples
+
+from benchmark import tables
+from benchmark.analysis.core import pooled
+from benchmark.analysis.silhouette import pearson, silhouette_by_label
+from benchmark.cli import main
+from benchmark.models.base import MultiVector
+from benchmark.sample import main as sample_main
+
+
+def blobs(separation: float, n_per: int = 40, k: int = 4, dim: int = 16, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    centres = rng.standard_normal((k, dim)) * separation
+    x = np.concatenate([c + rng.standard_normal((n_per, dim)) for c in centres])
+    labels = np.repeat([f"L{i}" for i in range(k)], n_per)
+    return x.astype(np.float32), labels
+
+
+@pytest.mark.parametrize("metric", ["euclidean", "cosine"])
+def test_silhouette_equals_sklearn_per_label(metric):
+    x, y = blobs(3.0)
+    got = silhouette_by_label(x, y, metric)
+    s = silhouette_samples(x, y, metric=metric).astype(np.float64)
+    assert got["overall"] == pytest.approx(float(s.mean()), abs=1e-12)
+    for label in np.unique(y):
+        assert got["by_label"][label]["silhouette"] == pytest.approx(float(s[y == label].mean()),
+                                                                     abs=1e-12)
+        assert got["by_label"][label]["n"] == 40
+    assert got["metric"] == metric and got["n"] == 160 and got["n_labels"] == 4
+
+
+def test_separated_clusters_score_near_one_mixed_near_zero():
+    x, y = blobs(50.0)
+    sep = silhouette_by_label(x, y)
+    assert sep["overall"] > 0.9
+    assert all(v["silhouette"] > 0.9 for v in sep["by_label"].values())
+    x0, y0 = blobs(0.0, n_per=100)  # one cloud: the four labels overlap completely
+    mixed = silhouette_by_label(x0, y0)
+    assert abs(mixed["overall"]) < 0.05
+    assert all(abs(v["silhouette"]) < 0.05 for v in mixed["by_label"].values())
+
+
+def test_silhouette_undefined_cases_have_a_reason():
+    x, _ = blobs(3.0, n_per=3, k=1)
+    one = silhouette_by_label(x, ["a"] * 3)
+    assert one["overall"] is None and "reason" in one
+    assert one["by_label"]["a"] == {"n": 3, "silhouette": None}
+    each = silhouette_by_label(x, ["a", "b", "c"])
+    assert each["overall"] is None and "reason" in each
+    with pytest.raises(ValueError):
+        silhouette_by_label(x, ["a", "b"])
+
+
+def test_pearson_equals_scipy_and_skips_undefined():
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal(16)
+    b = 0.5 * a + rng.standard_normal(16)
+    ref = pearsonr(a, b)
+    got = pearson(list(a), list(b))
+    assert got["r"] == pytest.approx(float(ref.statistic), abs=1e-12)
+    assert got["p"] == pytest.approx(float(ref.pvalue), abs=1e-12)
+    assert got["n"] == 16
+    # None / NaN pairs are dropped, the rest gives scipy's value on the rest
+    a2, b2 = [*a, None, 1.0], [*b, 2.0, float("nan")]
+    assert pearson(a2, b2)["r"] == pytest.approx(float(ref.statistic), abs=1e-12)
+    assert pearson([1, 2, 3, 4], [2, 4, 6, 8])["r"] == pytest.approx(1.0)
+    assert pearson([1, 2], [2, 4])["r"] is None
+    assert pearson([1, 2, 3], [5, 5, 5])["reason"] == "a series is constant"
+
+
+def test_multivector_is_mean_pooled_over_valid_tokens():
+    mv = MultiVector.from_list([np.array([[1.0, 3.0], [3.0, 5.0]], np.float32),
+                                np.array([[2.0, 2.0]], np.float32)])
+    np.testing.assert_array_equal(pooled(mv), np.array([[2.0, 4.0], [2.0, 2.0]], np.float32))
+
+
+@pytest.fixture(scope="module")
+def sample_run(tmp_path_factory):
+    """The bundled sample release scored by the hash model (3xcm), cache in a temp dir."""
+    root = tmp_path_factory.mktemp("analysis")
+    assert sample_main(["--out", str(root / "sample")]) == 0
+    args = ["--model", "hash", "--dataset", str(root / "sample"), "--output-dir",
+            str(root / "results"), "--cache-dir", str(root / "cache")]
+    assert main(["run", "--task", "3xcm", "-q", *args]) == 0
+    return root, args
+
+
+def test_analyze_no_umap_reuses_cache_and_matches_3xcm(sample_run, capsys):
+    root, args = sample_run
+    assert main(["analyze", *args, "--no-umap", "--metric", "both"]) == 0
+    out = capsys.readouterr().out
+    assert "Pearson SP vs image" in out
+    res = json.loads((root / "results/hash/analysis.json").read_text())
+    xcm = json.loads((root / "results/hash/3xcm.json").read_text())
+    sc = res["scores"]
+    assert res["task"]["name"] == "analysis"
+    assert res["task"]["data_fingerprint"] == xcm["task"]["data_fingerprint"]
+    # SP per country is the 3xcm run's, to the bit
+    for code, row in sc["by_country"].items():
+        assert row["SP"] == xcm["scores"]["by_country"][code]["SP"]
+        assert row["SP_ci95"] == xcm["scores"]["by_country"][code]["SP_ci95"]
+        assert row["language"] == tables.country(code).language
+    # texts all cached by the 3xcm run; images: only those never a candidate are embedded
+    tr = pd.read_parquet(root / "sample/triplets")
+    cands = set(tr[["semantic_image_id", "cultural_image_id", "non_relevant_image_id"]]
+                .to_numpy().ravel())
+    everything = cands | set(tr["query_image_id"])
+    te, ie = res["timings"]["text_embedding"], res["timings"]["image_embedding"]
+    assert te["embedded"] == 0
+    assert ie["requested"] == len(everything) == res["task"]["n_images"]
+    assert ie["embedded"] == len(everything - cands)
+    # silhouettes: one label per language / country, counts from the data
+    for metric in ("euclidean", "cosine"):
+        sil = sc["silhouette"][metric]
+        n_texts = tr[["query_language", "query_text"]].drop_duplicates()
+        assert sil["text_by_language"]["n"] == len(n_texts) == res["task"]["n_texts"]
+        for lang, g in n_texts.groupby("query_language"):
+            assert sil["text_by_language"]["by_label"][lang]["n"] == len(g)
+        assert sil["image_by_country"]["n_labels"] == 16
+        for code, row in sc["by_country"].items():
+            s = row["silhouette"][metric]
+            assert s["image"] == sil["image_by_country"]["by_label"][code]["silhouette"]
+            if s["text"] is not None:
+                assert s["sum"] == pytest.approx(s["text"] + s["image"])
+        # the correlation is scipy's over the per-country table
+        codes = list(sc["by_country"])
+        sp = [sc["by_country"][c]["SP"] for c in codes]
+        im = [sc["by_country"][c]["silhouette"][metric]["image"] for c in codes]
+        ref = pearsonr(sp, im)
+        assert sc["correlations"][metric]["image"]["r"] == pytest.approx(float(ref.statistic))
+        assert sc["correlations"][metric]["image"]["p"] == pytest.approx(float(ref.pvalue))
+    assert sc["umap"] == {"skipped": "--no-umap"}
+    assert not list((root / "results/hash").glob("analysis-umap-*"))
+
+
+def test_analyze_with_umap_writes_png_and_parquet(sample_run):
+    root, args = sample_run
+    out = root / "umap-results"
+    args = [a if a != str(root / "results") else str(out) for a in args]
+    assert main(["analyze", *args, "-q", "--annotate", "2"]) == 0
+    res = json.loads((out / "hash/analysis.json").read_text())
+    for kind, n in (("text", res["task"]["n_texts"]), ("image", res["task"]["n_images"])):
+        info = res["scores"]["umap"][kind]
+        assert info["n_neighbors_requested"] == 15 and info["min_dist"] == 0.1
+        assert info["random_state"] == 42
+        png, pq = out / "hash" / info["png"], out / "hash" / info["parquet"]
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        coords = pd.read_parquet(pq)
+        assert len(coords) == n and np.isfinite(coords[["x", "y"]].to_numpy()).all()
+    assert set(pd.read_parquet(out / "hash/analysis-umap-image.parquet")["country"]) == {
+        c.code for c in tables.countries()}
+
+
+def test_analyze_bad_input_is_one_line_exit_2(tmp_path, capsys):
+    assert main(["analyze", "--model", "hash", "--output-dir", str(tmp_path)]) == 2
+    assert "needs --dataset" in capsys.readouterr().err
+    assert main(["analyze", "--model", "hsah", "--dataset", str(tmp_path / "nope"),
+                 "--output-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error:") and len(err.splitlines()) == 1
+
+
+def test_fonts_cover_thai_devanagari_arabic_cjk():
+    """Every script of the benchmark's query terms has a font in the fallback chain."""
+    from matplotlib import font_manager
+    from matplotlib.ft2font import FT2Font
+
+    from benchmark.report import style
+
+    chain = style.font_families()
+    samples = {"thai": "อ", "devanagari": "भ", "arabic": "ط", "cjk": "食"}
+    files = [font_manager.findfont(font_manager.FontProperties(family=f), fallback_to_default=False)
+             for f in chain]
+    missing = [s for s, ch in samples.items()
+               if not any(FT2Font(f).get_char_index(ord(ch)) for f in files)]
+    if missing and not any("Noto" in f for f in chain):
+        pytest.skip(f"Noto fonts not installed ({' '.join(style.APT_PACKAGES)})")
+    assert not missing, f"no font for {missing} in {chain}"
