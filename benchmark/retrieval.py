@@ -253,6 +253,11 @@ def _stable_rows(s: np.ndarray, k: int) -> np.ndarray:
     return np.argsort(-s, axis=1, kind="stable")[:, :k]
 
 
+def _quiet(progress: bool) -> dict[str, Any]:
+    """tqdm arguments: leave ``disable`` to tqdm (and $TQDM_DISABLE) unless progress is off."""
+    return {} if progress else {"disable": True}
+
+
 def _check(n_d: int, k: int) -> None:
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
@@ -281,7 +286,7 @@ def exact_topk(
         q = l2_normalize(q)
     parts: list[TopK] = []
     with tqdm(total=n_q * n_d, desc="retrieval", unit="score", unit_scale=True, leave=False,
-              disable=not progress) as bar:
+              **_quiet(progress)) as bar:
         for qs in range(0, n_q, query_block):
             qb = bk.put(q[qs : qs + query_block])
 
@@ -305,7 +310,7 @@ def topk_by_function(
     bk = NumpyBackend()
     parts: list[TopK] = []
     with tqdm(total=n_q * n_d, desc="retrieval", unit="score", unit_scale=True, leave=False,
-              disable=not progress) as bar:
+              **_quiet(progress)) as bar:
         for qs in range(0, n_q, query_block):
             qe = min(n_q, qs + query_block)
             parts.append(_block_topk(
@@ -330,7 +335,7 @@ def exact_maxsim_topk(
     sub = max(1, MAXSIM_BUDGET // max(1, qblock * lq * ld))  # docs per MaxSim sub-batch
     parts: list[TopK] = []
     with tqdm(total=n_q * n_d, desc="maxsim", unit="score", unit_scale=True, leave=False,
-              disable=not progress) as bar:
+              **_quiet(progress)) as bar:
         for qs in range(0, n_q, qblock):
             qv = bk.put(queries.vectors[qs : qs + qblock])
             qm = bk.put(qmask_all[qs : qs + qblock])
