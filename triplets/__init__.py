@@ -6,3 +6,12 @@
 ``card`` (the release folder and its dataset card), ``numbers`` (datasheet numbers),
 ``publish`` (Hugging Face Hub).
 """
+
+from __future__ import annotations
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The stage entry point ``python -m builder run`` calls (see :func:`triplets.cli.main`)."""
+    from triplets.cli import main as cli_main
+
+    return cli_main(argv)

@@ -20,7 +20,7 @@ def _parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("sample", help="sample triplets from the kept, tagged images")
     s.add_argument("--workdir", default=None, help="work dir (default $XCM_WORKDIR or ./xcm-work)")
-    s.add_argument("--seed", type=int, required=True, help="sampling seed (recorded)")
+    s.add_argument("--seed", type=int, default=0, help="sampling seed (default 0; recorded)")
     s.add_argument("--per-image", type=int, default=1, help="triplets per kept image (default 1)")
     s.add_argument("--distinct-language", action=argparse.BooleanOptionalAction, default=True,
                    help="semantic candidate from a country of another language (default on)")
@@ -135,8 +135,18 @@ def cmd_publish(args: argparse.Namespace) -> int:
     return 0
 
 
+COMMANDS = ("sample", "validate", "export", "publish")
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of ``python -m triplets``."""
+    """Entry point of ``python -m triplets``.
+
+    Without a command the arguments are those of ``sample``: that is how ``python -m builder
+    run`` calls this stage (``--workdir W`` plus any ``--stage-args "triplets=--seed 7"``).
+    """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] not in ("-h", "--help") and not set(argv) & set(COMMANDS):
+        argv = ["sample", *argv]
     args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(levelname)s %(name)s: %(message)s")

@@ -180,6 +180,11 @@ def test_cli_sample_prints_summary(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "triplets: 48 from 48 kept images x 1 (seed 9, distinct language on)" in out
     assert cli.main(["sample", "--workdir", str(wd.root), "--seed", "9", "--per-image", "0"]) == 2
+    # as a stage of `python -m builder run`: no command means sample, seed 0 by default
+    import triplets
+
+    assert triplets.main(["--workdir", str(wd.root)]) == 0
+    assert "(seed 0, distinct language on)" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("seed", [0, 1])

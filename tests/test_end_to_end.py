@@ -1,0 +1,61 @@
+"""End to end: ``python -m builder.demo`` builds, releases, loads and scores 3XCM offline."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from builder import demo
+from triplets import cli as triplets_cli
+
+
+@pytest.mark.slow
+def test_demo_builds_loads_and_scores_the_release(tmp_path, capsys):
+    w = tmp_path / "demo"
+    assert demo.main(["--workdir", str(w), "--seed", "3"]) == 0
+    out = capsys.readouterr().out
+    # every stage ran through its own main(argv)
+    for stage in ("concepts", "concept_dedup", "queries", "crawl", "image_dedup", "tagging",
+                  "triplets sample", "triplets export", "evaluate"):
+        assert f"=== [{stage}]" in out
+    n_images = len(demo.DEMO_CONCEPTS) * 16 * demo.PER_CELL
+    assert f"load_dataset: {n_images} triplets, {n_images} images" in out
+    assert "overall" in out and "M_sem" in out and "SP" in out
+    # the planted problems were handled by the stages and reported in the release
+    build = json.loads((w / "release" / "build.json").read_text())
+    n = build["numbers"]
+    assert n["items_by_status"] == {"duplicate": 1, "failed": 1, "kept": n_images,
+                                    "near_duplicate": 1}
+    assert n["downloads_by_status"]["not_an_image"] == 1
+    assert n["triplets"] == n_images and n["countries"] == 16
+    assert build["sampling"] == {"seed": 3, "per_image": 1, "distinct_language": True}
+    assert [r["stage"] for r in build["stage_runs"]] == [
+        "concepts", "concept_dedup", "queries", "crawl", "image_dedup", "tagging", "triplets"]
+    result = json.loads((w / "results" / "hash" / "3xcm.json").read_text())
+    assert result["task"]["n"] == n_images
+    overall = result["scores"]["overall"]
+    assert overall["M_sem"] + overall["M_cul"] + overall["M_non"] == pytest.approx(1.0)
+    assert triplets_cli.main(["validate", "--release", str(w / "release")]) == 0
+    # a second run resumes: the stages find their work done and the release is the same
+    before = (w / "release" / "triplets").glob("*.parquet")
+    first = {p.name: p.read_bytes() for p in before}
+    assert demo.main(["--workdir", str(w), "--seed", "3"]) == 0
+    after = {p.name: p.read_bytes() for p in (w / "release" / "triplets").glob("*.parquet")}
+    assert after == first
+
+
+def test_real_mode_needs_a_key_and_plans_the_real_services(tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv("GEMINI_API_KEY", raising=False)
+    monkeypatch.delenv("GOOGLE_API_KEY", raising=False)
+    assert demo.main(["--workdir", str(tmp_path), "--real"]) == 2
+    assert "GEMINI_API_KEY" in capsys.readouterr().err
+    steps = {name: argv for name, _, argv in demo.plan(tmp_path, real=True, seed=1)}
+    assert steps["concepts"][steps["concepts"].index("--llm") + 1].startswith("gemini:")
+    assert steps["tagging"][steps["tagging"].index("--llm") + 1].startswith("gemini:")
+    crawl = steps["crawl"]
+    assert crawl[crawl.index("--search") + 1] == "ddgs"
+    assert crawl[crawl.index("--concepts") + 1] == ",".join(demo.REAL_CONCEPTS)
+    offline = {name: argv for name, _, argv in demo.plan(tmp_path, real=False, seed=1)}
+    assert offline["crawl"][offline["crawl"].index("--search") + 1].startswith("folder:")
+    assert offline["tagging"][offline["tagging"].index("--llm") + 1] == "offline"
