@@ -195,10 +195,13 @@ def run_concepts(
     }
     status: Counter = Counter()
     with stage_run(catalog, STAGE, params, inputs=curated, llm=llm) as rec:
+        # an item is done when answered by the same LLM and prompt (another --llm asks again)
         done = {
             r["item"]
             for r in catalog.query(
-                "SELECT item FROM llm_requests WHERE stage=? AND status='ok'", (STAGE,)
+                "SELECT item FROM llm_requests WHERE stage=? AND status='ok' AND llm=?"
+                " AND prompt_sha=?",
+                (STAGE, llm.spec, prompt_sha),
             )
         }
         items = [(r, b) for r in range(1, rounds + 1) for b in batches]

@@ -22,7 +22,8 @@ The API key comes from ``GEMINI_API_KEY`` or ``GOOGLE_API_KEY`` only; it is hand
 Offline (``--llm offline``): no network, deterministic. The caller may pass ``offline=`` (a
 function returning the answer a stage documents for offline builds); otherwise a schema-shaped
 placeholder is built from the pydantic schema, seeded by the input hash. Offline answers go
-through the same validation and usage accounting (``api_calls`` stays 0).
+through the same validation and usage accounting (``api_calls`` stays 0); they are computed
+each time, not cached (they depend on the stage's inputs, not only on the prompt).
 
 Batch mode (for stages that submit many requests at once): :meth:`BaseLLM.prepare` gives the
 request with its cache key, :meth:`BaseLLM.lookup` / :meth:`BaseLLM.check_text` /
@@ -101,7 +102,7 @@ class LLMUsage:
     """Summed per stage run and written to ``stage_runs.usage_json``."""
 
     requests: int = 0  # generate_structured calls
-    api_calls: int = 0  # model calls actually sent (including re-asks)
+    api_calls: int = 0  # asks sent to the model, re-asks included (HTTP retries not counted)
     cache_hits: int = 0
     reasks: int = 0
     failures: int = 0  # invalid after all re-asks
@@ -509,9 +510,8 @@ def make_llm(
 ) -> BaseLLM:
     """``offline`` or ``gemini[:MODEL]``; raises :class:`LLMSetupError` with one line."""
     spec = (spec or DEFAULT_SPEC).strip()
-    cache = LLMCache(cache_path) if cache_path is not None else None
     if spec == "offline":
-        return OfflineLLM(cache, config)
+        return OfflineLLM(None, config)  # computed, never cached: its inputs are the stage's
     provider, _, model = spec.partition(":")
     if provider != "gemini":
         raise LLMSetupError(f"unknown --llm {spec!r}: use 'gemini:MODEL' or 'offline'")
@@ -520,6 +520,7 @@ def make_llm(
         raise LLMSetupError(
             "no Gemini API key: set GEMINI_API_KEY (or GOOGLE_API_KEY), or use --llm offline"
         )
+    cache = LLMCache(cache_path) if cache_path is not None else None
     return GeminiLLM(model or DEFAULT_MODEL, cache, key, config)
 
 

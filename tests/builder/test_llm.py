@@ -200,7 +200,9 @@ def test_make_llm_specs_and_missing_key(tmp_path):
     llm = make_llm("gemini", None, env={"GOOGLE_API_KEY": KEY})
     assert isinstance(llm, GeminiLLM) and llm.model == "gemini-2.5-flash"
     assert llm.spec == "gemini:gemini-2.5-flash"
-    assert isinstance(make_llm("offline", tmp_path / "c.sqlite", env={}), OfflineLLM)
+    off = make_llm("offline", tmp_path / "c.sqlite", env={})
+    assert isinstance(off, OfflineLLM) and off.cache is None  # offline answers are not cached
+    assert not (tmp_path / "c.sqlite").exists()
 
 
 def test_offline_is_deterministic_and_validated(tmp_path):
