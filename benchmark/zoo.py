@@ -29,3 +29,89 @@ register_model(
     # open_clip's 'openai' tag resolves to timm/vit_large_patch14_clip_224.openai on the hub.
     revision="open_clip:ViT-L-14/openai",
 )
+
+# -- transformers dual encoders (benchmark/models/hf_clip.py) ----------------------------------
+# Revisions marked None could not be looked up when this was written (no hub access); the
+# adapters record the commit of the snapshot they load (hub.effective_revision) in every result.
+_HF = "benchmark.models.hf_clip:HFDualEncoder"
+register_family("hf_clip", _HF, extra="hf")
+register_model(
+    "chinese-clip-l14", _HF, extra="hf", paper=True,
+    description="Chinese-CLIP ViT-L/14 (paper: chinese-clip-vit-large-patch14)",
+    checkpoint="OFA-Sys/chinese-clip-vit-large-patch14", revision=None,
+)
+for _name, _repo, _desc in (
+    ("siglip2-base-256", "google/siglip2-base-patch16-256", "SigLIP 2 B/16 256 px, multilingual"),
+    ("siglip2-so400m-384", "google/siglip2-so400m-patch14-384", "SigLIP 2 So400m/14 384 px, multilingual"),
+    ("siglip2-giant-384", "google/siglip2-giant-opt-patch16-384", "SigLIP 2 g-opt/16 384 px, multilingual"),
+    ("siglip2-base-naflex", "google/siglip2-base-patch16-naflex", "SigLIP 2 B/16 NaFlex (native aspect), multilingual"),
+):
+    register_model(_name, _HF, extra="hf", description=_desc, checkpoint=_repo, revision=None)
+
+# -- Multilingual-CLIP (benchmark/models/mclip.py) --------------------------------------------
+_MCLIP = "benchmark.models.mclip:MCLIPModel"
+register_model(
+    "mclip-xlmr-l14", _MCLIP, extra="mclip", paper=True,
+    description="M-CLIP XLM-R Large text tower + OpenAI CLIP ViT-L/14 image tower",
+    checkpoint="M-CLIP/XLM-Roberta-Large-Vit-L-14", revision=None,
+    image_model="ViT-L-14/openai",
+)
+register_model(
+    "mclip-xlmr-b16plus", _MCLIP, extra="mclip", paper=True,
+    description="M-CLIP XLM-R Large text tower + open_clip ViT-B-16-plus-240 (laion400m_e32)",
+    checkpoint="M-CLIP/XLM-Roberta-Large-Vit-B-16Plus", revision=None,
+    image_model="ViT-B-16-plus-240/laion400m_e32",
+)
+
+# -- ColQwen2.5 (benchmark/models/colqwen.py): multi-vector, MaxSim ----------------------------
+_COLQWEN = "benchmark.models.colqwen:ColQwenModel"
+register_family("colqwen", _COLQWEN, extra="qwen")
+register_model(
+    "colqwen2.5-v0.2", _COLQWEN, extra="qwen", paper=True,
+    description="ColQwen2.5 v0.2 (vidore), LoRA on vidore/colqwen2.5-base",
+    checkpoint="vidore/colqwen2.5-v0.2", revision="6f6fcdfd1a114dfe365f529701b33d66b9349014",
+)
+register_model(
+    "colqwen2.5-3b-m", _COLQWEN, extra="qwen", paper=True,
+    description="ColQwen2.5 3B multilingual v1.0 (Metric-AI)",
+    checkpoint="Metric-AI/ColQwen2.5-3b-multilingual-v1.0", revision=None,
+)
+register_model(
+    "colqwen2.5-7b-m", _COLQWEN, extra="qwen", paper=True,
+    description="ColQwen2.5 7B multilingual v1.0 (Metric-AI)",
+    checkpoint="Metric-AI/ColQwen2.5-7b-multilingual-v1.0", revision=None,
+)
+
+# -- GME-Qwen2-VL (benchmark/models/gme.py) ----------------------------------------------------
+_GME = "benchmark.models.gme:GMEModel"
+register_family("gme", _GME, extra="qwen")
+register_model(
+    "gme-qwen2-2b", _GME, extra="qwen", paper=True,
+    description="GME-Qwen2-VL 2B Instruct: last-token embeddings",
+    checkpoint="Alibaba-NLP/gme-Qwen2-VL-2B-Instruct", revision="ce765ae71b8cdb208203cd8fb64a170b1b84293a",
+)
+register_model(
+    "gme-qwen2-7b", _GME, extra="qwen", paper=True,
+    description="GME-Qwen2-VL 7B Instruct: last-token embeddings",
+    checkpoint="Alibaba-NLP/gme-Qwen2-VL-7B-Instruct", revision="477027a6480f8630363be77751f169cc3434b673",
+)
+
+# -- Jina (benchmark/models/jina.py) -----------------------------------------------------------
+_JV4 = "benchmark.models.jina:JinaV4Model"
+register_family("jina_v4", _JV4, extra="qwen")
+register_model(
+    "jina-v4", _JV4, extra="qwen", paper=True,
+    description="jina-embeddings-v4, retrieval adapter, single vector (as the paper)",
+    checkpoint="jinaai/jina-embeddings-v4", revision="853c867b65b749f3c3c72a06868140d842e04f06",
+)
+register_model(
+    "jina-v4-multi", _JV4, extra="qwen",
+    description="jina-embeddings-v4, retrieval adapter, multi-vector (MaxSim)",
+    checkpoint="jinaai/jina-embeddings-v4", revision="853c867b65b749f3c3c72a06868140d842e04f06",
+    multi_vector=True,
+)
+register_model(
+    "jina-clip-v2", "benchmark.models.jina:JinaCLIPModel", extra="hf",
+    description="jina-clip-v2 (remote code; see docs/models.md for what is unverified)",
+    checkpoint="jinaai/jina-clip-v2", revision=None,
+)

@@ -69,7 +69,8 @@ def load_colqwen(
         base_folder = hub.resolve_repo(base_id, base_revision, what=f"{what} (base model)",
                                        allow_patterns=_ALLOW)
         state, n = qwenvl.merged_state(qwenvl.read_state(Path(base_folder)), folder)
-        info.update(base=base_id, base_revision=base_revision, lora_modules=n,
+        info.update(base=base_id, lora_modules=n,
+                    base_revision=hub.effective_revision(base_id, base_revision, Path(base_folder)),
                     lora_r=acfg.get("r"), lora_alpha=acfg.get("lora_alpha"))
         config_folder = Path(base_folder)
     else:
@@ -100,8 +101,7 @@ class ColQwenModel(Adapter):
     ):
         what = f"model {name}"
         folder = Path(hub.resolve_repo(checkpoint, revision, what=what, allow_patterns=_ALLOW))
-        if hub.is_local(checkpoint):
-            revision = revision or hub.folder_fingerprint(folder)
+        revision = hub.effective_revision(checkpoint, revision, folder)
         super().__init__(
             ModelSpec(name=name, family="colqwen", checkpoint=checkpoint, revision=revision,
                       adapter_version="1", multi_vector=True,
@@ -111,6 +111,7 @@ class ColQwenModel(Adapter):
         self.backbone, self.proj, proc_folder, self.load_info = load_colqwen(
             folder, what, base=base, base_revision=base_revision, dtype=self.dtype, device=self.device,
         )
+        self.spec.extra.update(self.load_info)
         max_px = max_num_visual_tokens * 28 * 28 if max_num_visual_tokens else None
         self.processor = qwenvl.load_processor(proc_folder, "qwen2_5_vl", max_pixels=max_px)
         self.processor.tokenizer.padding_side = "left"

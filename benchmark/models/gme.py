@@ -97,8 +97,7 @@ class GMEModel(Adapter):
     ):
         what = f"model {name}"
         folder = hub.resolve_repo(checkpoint, revision, what=what, allow_patterns=_ALLOW)
-        if hub.is_local(checkpoint):
-            revision = revision or hub.folder_fingerprint(Path(folder))
+        revision = hub.effective_revision(checkpoint, revision, Path(folder))
         super().__init__(
             ModelSpec(name=name, family="gme", checkpoint=checkpoint, revision=revision,
                       adapter_version="1"),

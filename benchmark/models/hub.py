@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -189,3 +190,24 @@ def folder_fingerprint(path: Path, patterns: Sequence[str] = ("*.json", "*.safet
 def torch_device_of(model: object) -> object:
     """The device of a torch module's first parameter."""
     return next(model.parameters()).device  # type: ignore[attr-defined]
+
+
+_COMMIT = re.compile(r"^[0-9a-f]{40}$")
+
+
+def effective_revision(checkpoint: str, revision: str | None, folder: Path) -> str | None:
+    """The revision to record for weights found in ``folder``.
+
+    A local checkpoint: a fingerprint of its files. A Hugging Face cache snapshot: its commit
+    hash (more precise than a branch name, and known even when no revision was pinned).
+    Otherwise (``$XCM_WEIGHTS_DIR`` trees) the pinned revision, assumed to match.
+    """
+    if is_local(checkpoint):
+        return revision or folder_fingerprint(folder)
+    folder = Path(folder)
+    snap = folder if folder.is_dir() else folder.parent
+    if snap.parent.name == "snapshots" and _COMMIT.match(snap.name):
+        if revision and _COMMIT.match(revision) and revision != snap.name:
+            log.warning("revision %s resolved to snapshot %s", revision, snap.name)
+        return snap.name
+    return revision

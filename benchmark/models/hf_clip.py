@@ -1,0 +1,126 @@
+"""Dual encoders on transformers' own classes: Chinese-CLIP (``chinese-clip-l14``), SigLIP 2
+(``siglip2-*``), and any CLIP-like checkpoint (``hf_clip:ORG/NAME`` or ``hf_clip:/path``).
+
+``AutoModel`` + ``AutoProcessor`` from the resolved local folder (no remote code); embeddings
+are ``get_text_features`` / ``get_image_features`` (in transformers 5 the projected vector is the
+output's ``pooler_output``), L2-normalised, cosine similarity. Text conventions follow each
+model card:
+
+- Chinese-CLIP (OFA-Sys model card, ``ChineseCLIPProcessor``): ``padding=True`` (longest);
+  truncation at the model's 512 positions only (the card does not truncate);
+- SigLIP / SigLIP 2 (google model cards): ``padding="max_length", max_length=64`` -- the models
+  were trained on text padded to 64 tokens and give different vectors otherwise; the text is
+  used as is (no prompt template);
+- CLIP (HF ``CLIPModel``): longest padding, truncation at 77.
+
+Images go through the checkpoint's image processor; every tensor it returns
+(``pixel_values``, and for SigLIP 2 NaFlex ``pixel_attention_mask`` / ``spatial_shapes``) is
+passed to ``get_image_features``.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from benchmark.models import hub
+from benchmark.models.base import Adapter, ModelSpec, l2_normalize
+
+log = logging.getLogger(__name__)
+
+_ALLOW = ["*.json", "*.safetensors", "*.txt", "*.model", "spiece.model", "*.jinja"]
+# model_type -> (padding, max_length) of the text side, per the model cards
+TEXT_CONVENTIONS: dict[str, tuple[str | bool, int | None]] = {
+    "siglip": ("max_length", 64),
+    "siglip2": ("max_length", 64),
+    "chinese_clip": (True, None),
+    "clip": (True, 77),
+}
+
+
+def _plain(v: Any) -> Any:
+    """JSON-able, stable form of an image-processor setting (SizeDict, enums, tuples)."""
+    import dataclasses
+    import enum
+
+    if isinstance(v, enum.Enum):
+        return v.name
+    if dataclasses.is_dataclass(v) and not isinstance(v, type):
+        v = dataclasses.asdict(v)
+    if isinstance(v, dict):
+        return {k: _plain(x) for k, x in v.items() if x is not None}
+    if isinstance(v, (list, tuple)):
+        return [_plain(x) for x in v]
+    return v if isinstance(v, (int, float, str, bool)) or v is None else repr(v)
+
+
+def _features(out: Any) -> Any:
+    """The projected embedding of a ``get_*_features`` call (tensor in v4, output in v5)."""
+    return getattr(out, "pooler_output", out)
+
+
+class HFDualEncoder(Adapter):
+    """A transformers dual encoder (Chinese-CLIP, SigLIP, SigLIP 2, CLIP)."""
+
+    text_batch_size = 128
+    image_batch_size = 64
+
+    def __init__(
+        self, name: str, checkpoint: str, revision: str | None = None, device: str | None = None,
+        dtype: str | None = None, text_padding: str | bool | None = None,
+        text_max_length: int | None = None, **kw: Any,
+    ):
+        from transformers import AutoModel, AutoProcessor
+
+        from benchmark.models.base import torch_dtype
+
+        what = f"model {name}"
+        folder = Path(hub.resolve_repo(checkpoint, revision, what=what, allow_patterns=_ALLOW))
+        revision = hub.effective_revision(checkpoint, revision, folder)
+        hub.sync_offline_flag()
+        model = AutoModel.from_pretrained(str(folder), dtype=torch_dtype(dtype or "float32"))
+        family = model.config.model_type
+        super().__init__(
+            ModelSpec(name=name, family=f"hf:{family}", checkpoint=checkpoint, revision=revision,
+                      adapter_version="1"),
+            device=device, dtype=dtype,
+        )
+        self.model = model.to(device=self.device, dtype=torch_dtype(self.dtype)).eval()
+        self.processor = AutoProcessor.from_pretrained(str(folder))
+        pad, max_len = TEXT_CONVENTIONS.get(family, (True, None))
+        self.text_padding = pad if text_padding is None else text_padding
+        limit = getattr(getattr(model.config, "text_config", None), "max_position_embeddings", None)
+        self.text_max_length = text_max_length or max_len or limit
+        self.family = family
+
+    def conventions(self, modality: str, role: str) -> dict[str, Any]:
+        if modality == "text":
+            return {"padding": self.text_padding, "max_length": self.text_max_length,
+                    "truncation": True, "prompt": None, "dtype": self.dtype}
+        ip = self.processor.image_processor
+        keys = ("size", "crop_size", "do_center_crop", "resample", "image_mean", "image_std",
+                "max_num_patches", "patch_size", "do_resize", "do_rescale", "rescale_factor")
+        conv = {k: getattr(ip, k) for k in keys if getattr(ip, k, None) is not None}
+        conv = {k: _plain(v) for k, v in conv.items()}
+        conv["dtype"] = self.dtype
+        return conv
+
+    def _encode_text_batch(self, texts: list[str], role: str) -> np.ndarray:
+        tok = self.processor.tokenizer(
+            texts, padding=self.text_padding, truncation=True, max_length=self.text_max_length,
+            return_tensors="pt",
+        )
+        tok = {k: v.to(self.device) for k, v in tok.items()}
+        emb = _features(self.model.get_text_features(**tok))
+        return l2_normalize(emb.float().cpu().numpy())
+
+    def _encode_image_batch(self, images: list[Any], role: str) -> np.ndarray:
+        inputs = self.processor.image_processor([im.convert("RGB") for im in images], return_tensors="pt")
+        inputs = {k: v.to(self.device) for k, v in inputs.items()}
+        if "pixel_values" in inputs:
+            inputs["pixel_values"] = inputs["pixel_values"].to(self.model.dtype)
+        emb = _features(self.model.get_image_features(**inputs))
+        return l2_normalize(emb.float().cpu().numpy())

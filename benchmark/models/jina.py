@@ -1,0 +1,228 @@
+"""Jina: ``jina-v4`` (jina-embeddings-v4, single- and multi-vector) and ``jina-clip-v2``.
+
+jina-embeddings-v4
+    Follows the repo's ``modeling_jina_embeddings_v4.py`` (``JinaEmbeddingsV4Model``,
+    ``JinaEmbeddingsV4Processor``; needs transformers >= 4.52 and ships its own Qwen2.5-VL copy
+    and a custom multi-adapter LoRA layer), re-implemented on transformers 5's
+    ``Qwen2_5_VLModel`` (:mod:`benchmark.models.qwenvl`):
+
+    - the task adapter (``retrieval`` by default) of ``adapters/adapter_model.safetensors`` is
+      merged into the backbone and the ``multi_vector_projector`` (``W += alpha/r * B @ A``,
+      what the custom LoRA layer adds at run time);
+    - texts: ``"Query: " + text`` for queries, ``"Passage: " + text`` for documents
+      (``prompt_name`` query / passage), truncated at 32768 tokens;
+    - images: ``<|im_start|>user\\n<|vision_start|><|image_pad|><|vision_end|>Describe the
+      image.<|im_end|>\\n``, within the processor's pixel bounds (``max_pixels`` overrides);
+    - single vector: mean of the last hidden states over the attention mask for texts, over the
+      positions from ``<|vision_start|>`` to ``<|vision_end|>`` (inclusive) for images;
+      L2-normalised; ``truncate_dim`` keeps the first dimensions (Matryoshka) and re-normalises;
+    - multi-vector (``jina-v4-multi``): every token through ``multi_vector_projector`` (128-d),
+      L2-normalised, padding dropped; similarity MaxSim.
+
+    Verified here: the path on a tiny random Qwen2.5-VL in jina's layout, the LoRA merge against
+    an unmerged forward (hooks adding ``B(A(x))``), the poolings and prompts. Not verifiable
+    offline: the exact key names in the real ``adapters/adapter_model.safetensors`` (the loader
+    fails loudly when a LoRA weight lands on no module) and agreement with the remote code.
+
+jina-clip-v2
+    Its text tower is Jina's XLM-RoBERTa with rotary embeddings and flash attention, its image
+    tower EVA02-L; neither exists in transformers, so this adapter runs the model's own remote
+    code (``trust_remote_code``, pinned revision) through its public API:
+    ``encode_text(texts, task="retrieval.query")`` for queries (the model card's query task;
+    documents get no task), ``encode_image(images)``, ``truncate_dim`` optional. The remote code
+    lives in the ``jinaai/jina-clip-implementation`` repo, which must be in the Hugging Face
+    cache too. Unverified: that this remote code imports on transformers 5.23 (its authors
+    targeted 4.4x); when it does not, loading fails with one line saying so.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from benchmark.models import hub, qwenvl
+from benchmark.models.base import Adapter, Embeddings, ModelSpec, MultiVector, l2_normalize
+
+log = logging.getLogger(__name__)
+
+PREFIX = {"query": "Query", "document": "Passage"}
+IMAGE_PROMPT = (
+    "<|im_start|>user\n<|vision_start|><|image_pad|><|vision_end|>Describe the image.<|im_end|>\n"
+)
+PROJ = "multi_vector_projector"
+TEXT_MAX_LENGTH = 32768
+_ALLOW = ["*.json", "*.safetensors", "*.txt", "*.model", "*.jinja", "adapters/*"]
+
+
+class JinaV4Model(Adapter):
+    """jina-embeddings-v4 on transformers' Qwen2.5-VL: single vectors (cosine) or multi (MaxSim)."""
+
+    text_batch_size = 16
+    image_batch_size = 8
+
+    def __init__(
+        self, name: str, checkpoint: str, revision: str | None = None, device: str | None = None,
+        dtype: str | None = None, task: str = "retrieval", multi_vector: bool = False,
+        truncate_dim: int | None = None, max_pixels: int | None = None, **kw: Any,
+    ):
+        import torch
+
+        what = f"model {name}"
+        folder = Path(hub.resolve_repo(checkpoint, revision, what=what, allow_patterns=_ALLOW))
+        revision = hub.effective_revision(checkpoint, revision, folder)
+        super().__init__(
+            ModelSpec(name=name, family="jina-v4", checkpoint=checkpoint, revision=revision,
+                      adapter_version="1", multi_vector=multi_vector,
+                      extra={"task": task, "truncate_dim": truncate_dim}),
+            device=device, dtype=dtype,
+        )
+        cfg = qwenvl.read_config(folder)
+        tasks = cfg.get("task_names")
+        if tasks and task not in tasks:
+            raise ValueError(f"{what}: task {task!r} is not one of {tasks}")
+        state = qwenvl.read_state(folder)
+        adapter_dir = folder / "adapters"
+        if not (adapter_dir / "adapter_config.json").is_file():
+            raise FileNotFoundError(f"{what}: {folder} has no adapters/adapter_config.json")
+        state, self.lora_modules = qwenvl.merged_state(state, adapter_dir, adapter_name=task)
+        self.backbone, rest, self.config = qwenvl.load_backbone(
+            folder, dtype=self.dtype, device=self.device, arch="qwen2_5_vl", state=state,
+        )
+        self.proj = None
+        if multi_vector:
+            w = rest.get(f"{PROJ}.weight")
+            if w is None:
+                raise ValueError(f"{what}: no {PROJ} weights in {folder}")
+            self.proj = torch.nn.Linear(w.shape[1], w.shape[0], bias=f"{PROJ}.bias" in rest)
+            self.proj.load_state_dict({k.split(".")[-1]: v for k, v in rest.items() if k.startswith(PROJ + ".")})
+            self.proj.to(device=self.device, dtype=self.backbone.dtype).eval()
+        self.processor = qwenvl.load_processor(folder, "qwen2_5_vl", max_pixels=max_pixels)
+        self.task = task
+        self.truncate_dim = truncate_dim
+        self._vs = int(self.config.vision_start_token_id)
+        self._ve = int(self.config.vision_end_token_id)
+
+    def conventions(self, modality: str, role: str) -> dict[str, Any]:
+        conv: dict[str, Any] = {
+            "task": self.task, "dtype": self.dtype,
+            "output": "multi-vector" if self.proj is not None else "single-vector",
+            "truncate_dim": self.truncate_dim,
+        }
+        if modality == "text":
+            conv.update(prompt_name=role if role == "query" else "passage",
+                        prefix=f"{PREFIX[role]}: ", max_length=TEXT_MAX_LENGTH,
+                        pooling="mean over attention mask")
+        else:
+            conv.update(prompt=IMAGE_PROMPT, pooling="mean over <|vision_start|>..<|vision_end|>",
+                        **qwenvl.pixel_bounds(self.processor))
+        return conv
+
+    def _encode_text_batch(self, texts: list[str], role: str) -> Embeddings:
+        batch = self.processor(
+            text=[f"{PREFIX[role]}: {t}" for t in texts], padding="longest", truncation=True,
+            max_length=TEXT_MAX_LENGTH, return_tensors="pt",
+        )
+        return self._forward(batch, image=False)
+
+    def _encode_image_batch(self, images: list[Any], role: str) -> Embeddings:
+        batch = self.processor(
+            text=[IMAGE_PROMPT] * len(images), images=qwenvl.rgb(images), padding="longest",
+            return_tensors="pt",
+        )
+        return self._forward(batch, image=True)
+
+    def _forward(self, batch: Any, image: bool) -> Embeddings:
+        import torch
+
+        inputs = qwenvl.to_device(batch, self.device)
+        if "pixel_values" in inputs:
+            inputs["pixel_values"] = inputs["pixel_values"].to(self.backbone.dtype)
+        hidden = self.backbone(**inputs, use_cache=False).last_hidden_state
+        mask = inputs["attention_mask"]
+        if self.proj is not None:
+            proj = torch.nn.functional.normalize(self.proj(hidden).float(), dim=-1)
+            keep = mask.bool()
+            return MultiVector.from_list([proj[i][keep[i]].cpu().numpy() for i in range(proj.shape[0])])
+        if image:
+            ids = inputs["input_ids"]
+            pos = torch.arange(ids.shape[1], device=ids.device).expand(ids.shape[0], -1)
+            start = (ids == self._vs).int().argmax(dim=1, keepdim=True)
+            end = (ids == self._ve).int().argmax(dim=1, keepdim=True)
+            span = ((pos >= start) & (pos <= end)).to(hidden.dtype)
+        else:
+            span = mask.to(hidden.dtype)
+        pooled = (hidden * span.unsqueeze(-1)).sum(dim=1) / span.sum(dim=1, keepdim=True)
+        out = pooled.float().cpu().numpy()
+        if self.truncate_dim:
+            out = out[:, : self.truncate_dim]
+        return l2_normalize(out)
+
+
+class JinaCLIPModel(Adapter):
+    """jina-clip-v2 through its own remote code (see the module docstring)."""
+
+    text_batch_size = 64
+    image_batch_size = 32
+
+    def __init__(
+        self, name: str, checkpoint: str, revision: str | None = None, device: str | None = None,
+        dtype: str | None = None, query_task: str | None = "retrieval.query",
+        truncate_dim: int | None = None, **kw: Any,
+    ):
+        what = f"model {name}"
+        folder = Path(hub.resolve_repo(checkpoint, revision, what=what))
+        revision = hub.effective_revision(checkpoint, revision, folder)
+        super().__init__(
+            ModelSpec(name=name, family="jina-clip", checkpoint=checkpoint, revision=revision,
+                      adapter_version="1", extra={"truncate_dim": truncate_dim}),
+            device=device, dtype=dtype,
+        )
+        self.model = load_remote_code_model(folder, what, self.dtype).to(self.device).eval()
+        self.query_task = query_task
+        self.truncate_dim = truncate_dim
+        self.implementation = json.loads((folder / "config.json").read_text()).get("auto_map", {})
+
+    def conventions(self, modality: str, role: str) -> dict[str, Any]:
+        conv: dict[str, Any] = {"truncate_dim": self.truncate_dim, "dtype": self.dtype,
+                                "remote_code": self.implementation}
+        if modality == "text":
+            conv["task"] = self.query_task if role == "query" else None
+        return conv
+
+    def _encode_text_batch(self, texts: list[str], role: str) -> np.ndarray:
+        kw: dict[str, Any] = {"truncate_dim": self.truncate_dim}
+        if role == "query" and self.query_task:
+            kw["task"] = self.query_task
+        return l2_normalize(_numpy(self.model.encode_text(texts, **kw)))
+
+    def _encode_image_batch(self, images: list[Any], role: str) -> np.ndarray:
+        out = self.model.encode_image(qwenvl.rgb(images), truncate_dim=self.truncate_dim)
+        return l2_normalize(_numpy(out))
+
+
+def load_remote_code_model(folder: Path, what: str, dtype: str) -> Any:
+    """``AutoModel.from_pretrained(folder, trust_remote_code=True)``; one-line failure."""
+    from transformers import AutoModel
+
+    from benchmark.models.base import torch_dtype
+
+    hub.sync_offline_flag()
+    try:
+        return AutoModel.from_pretrained(str(folder), trust_remote_code=True, dtype=torch_dtype(dtype))
+    except Exception as e:  # remote code written for other transformers versions: say so
+        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise RuntimeError(
+            f"{what}: the checkpoint's remote code failed to load on this transformers "
+            f"({type(e).__name__}: {first}); its code repo must be cached too "
+            f"(HF_HUB_OFFLINE={int(hub.offline())})"
+        ) from e
+
+
+def _numpy(x: Any) -> np.ndarray:
+    if hasattr(x, "detach"):
+        x = x.detach().float().cpu().numpy()
+    return np.asarray(x, np.float32)
