@@ -17,6 +17,7 @@ import argparse
 import importlib
 import importlib.util
 import json
+import logging
 import shlex
 import sys
 from pathlib import Path
@@ -27,15 +28,18 @@ from builder.stagekit import StageInputError, cli_main
 from builder.stages import STAGES
 from builder.workdir import WorkDir
 
+log = logging.getLogger(__name__)
+
 
 def stage_available(module: str) -> bool:
     """True when the stage module exists and has ``main``."""
     try:
         if importlib.util.find_spec(module) is None:
             return False
-    except ModuleNotFoundError:
+        mod = importlib.import_module(module)
+    except ImportError as exc:
+        log.warning("stage module %s does not import: %s", module, exc)
         return False
-    mod = importlib.import_module(module)
     return callable(getattr(mod, "main", None))
 
 
@@ -60,6 +64,7 @@ def build_status(catalog: Catalog) -> dict[str, Any]:
                 counts=json.loads(run["counts_json"] or "{}"),
                 usage=json.loads(run["usage_json"] or "{}"),
                 runs=catalog.query("SELECT COUNT(*) FROM stage_runs WHERE stage=?", (name,))[0][0],
+                headline=(run["summary"] or "").split("\n", 1)[0],
             )
         stages.append(entry)
     tables = {t: catalog.query(f'SELECT COUNT(*) FROM "{t}"')[0][0] for t in catalog.tables()}
@@ -86,11 +91,12 @@ def format_status(st: dict[str, Any]) -> str:
     lines = [
         f"work dir {st['workdir']} (catalog schema v{st['schema_version']})",
         "",
-        f"{'stage':<14} {'state':<14} {'last run (UTC)':<26} counts",
+        f"{'stage':<14} {'state':<14} {'last run (UTC)':<26} last summary",
     ]
     for s in st["stages"]:
         when = s.get("ended_at") or s.get("started_at") or "-"
-        lines.append(f"{s['stage']:<14} {s['state']:<14} {when:<26} {_brief(s.get('counts', {}))}")
+        what = s.get("headline") or _brief(s.get("counts", {}))
+        lines.append(f"{s['stage']:<14} {s['state']:<14} {when:<26} {what}")
     lines += ["", "tables: " + ", ".join(f"{k}={v}" for k, v in st["tables"].items())]
     return "\n".join(lines)
 
