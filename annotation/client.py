@@ -45,7 +45,6 @@ def server_url(url: str) -> str:
 def connect(url: str | None = None, api_key: str | None = None, timeout: float = 30.0) -> Connection:
     """Connect with the SDK and check the key by asking the server who we are."""
     import httpx
-    from label_studio_sdk import LabelStudio
     from label_studio_sdk.core.api_error import ApiError
 
     url = url if url is not None else os.environ.get(URL_ENV, "")
@@ -57,14 +56,19 @@ def connect(url: str | None = None, api_key: str | None = None, timeout: float =
             f"set {KEY_ENV} to your Label Studio access token (Account & Settings > Access Token)"
         )
     server = server_url(url)
+    unreachable = (f"cannot reach Label Studio at {server} ({{}}); is the server running and "
+                   f"{URL_ENV} right?")
+    try:  # a quick probe first: the SDK would retry a refused connection for seconds
+        httpx.get(f"{server}/health", timeout=min(timeout, 10.0))
+    except httpx.HTTPError as exc:
+        raise AnnotationError(unreachable.format(type(exc).__name__)) from None
+    from label_studio_sdk import LabelStudio
+
     client = LabelStudio(base_url=server, api_key=api_key.strip(), timeout=timeout)
     try:
         me = client.users.whoami()
     except (httpx.TransportError, OSError) as exc:
-        raise AnnotationError(
-            f"cannot reach Label Studio at {server} ({type(exc).__name__}); is the server running "
-            f"and {URL_ENV} right?"
-        ) from None
+        raise AnnotationError(unreachable.format(type(exc).__name__)) from None
     except ApiError as exc:
         if exc.status_code in (401, 403):
             raise AnnotationError(

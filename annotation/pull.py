@@ -3,9 +3,10 @@
 Duplicates: every annotation of every annotator is stored (:mod:`annotation.reviews`); each
 image of a group is decided by strict majority of the current votes (``keep`` and "none of
 these are duplicates" count as keep); a tie or fewer votes than ``--min-annotators`` leave it
-``needs_review``. Decisions go to ``items.status`` (``kept`` / ``removed`` / ``needs_review``,
-reason ``review: ...``) and the group becomes ``reviewed`` once every image is decided. Images
-nobody has voted on yet are left as they are. Only rows whose status or reason changes are
+``needs_review``. Decisions go to ``items.status`` of the items the task showed (``kept`` /
+``removed`` / ``needs_review``, reason ``review: ...``) and their group becomes ``reviewed``
+(which ``image_dedup`` then leaves alone) once every shown image is decided. Images nobody
+has voted on yet are left as they are. Only rows whose status or reason changes are
 written, so pulling again with no new annotations changes nothing. Agreement: Krippendorff's
 alpha and Fleiss' kappa over the images with exactly ``--min-annotators`` votes.
 
@@ -72,55 +73,61 @@ def duplicate_summary(rows: list[ReviewRow], required: int) -> dict[str, Any]:
     }
 
 
+def _set_group(con: Any, gid: int, outcomes: list[str | None]) -> tuple[str, int]:
+    """``reviewed`` (and a kept item that survived) once every shown image is decided."""
+    if any(o in (None, NEEDS_REVIEW) for o in outcomes):
+        cur = con.execute("UPDATE dedup_groups SET status='needs_review' WHERE group_id=? AND"
+                          " status IS NOT 'needs_review'", (gid,))
+        return "groups set needs_review", cur.rowcount
+    kept_ids = [r[0] for r in con.execute(
+        "SELECT item_id FROM items WHERE group_id=? AND status='kept' ORDER BY item_id", (gid,))]
+    old = con.execute("SELECT kept_item_id FROM dedup_groups WHERE group_id=?", (gid,)).fetchone()
+    kept = old[0] if old and old[0] in kept_ids else (kept_ids[0] if kept_ids else None)
+    cur = con.execute(
+        "UPDATE dedup_groups SET status='reviewed', kept_item_id=? WHERE group_id=? AND"
+        " (status IS NOT 'reviewed' OR kept_item_id IS NOT ?)", (kept, gid, kept))
+    return "groups set reviewed", cur.rowcount
+
+
 def apply_duplicate_decisions(
     cat: Catalog, task_rows: Iterable[dict[str, Any]], votes: dict, required: int
 ) -> Counter:
-    """Write the decisions of the voted images to ``items`` and ``dedup_groups``."""
+    """Write the decisions of the voted images to ``items`` and ``dedup_groups``.
+
+    The items are those the task showed (by item id, so a later re-run of ``image_dedup`` that
+    renumbered the group does not matter); the group is the one those items belong to now.
+    """
     counts: Counter = Counter()
     now = utcnow()
     with cat.tx() as con:
         for t in task_rows:
-            gid = t["group_id"]
-            shas = [img["sha256"] for img in json.loads(t["data_json"])["images"]]
-            outcomes = []
-            for sha in shas:
-                v = votes.get((t["task_id"], sha))
+            images = json.loads(t["data_json"])["images"]
+            outcomes: list[str | None] = []
+            for img in images:
+                v = votes.get((t["task_id"], img["sha256"]))
                 if not v:
                     outcomes.append(None)
                     continue
                 n_keep = sum(1 for x in v.values() if x == KEEP)
                 d = majority(n_keep, len(v) - n_keep, required)
                 outcomes.append(d.outcome)
+                status, reason = ITEM_STATUS[d.outcome], f"review: {d.reason}"
+                ids = json.dumps([int(i) for i in img["item_ids"]])
                 cur = con.execute(
-                    "UPDATE items SET status=?, reason=?, updated_at=? WHERE group_id=? AND"
-                    " sha256=? AND (status IS NOT ? OR reason IS NOT ?)",
-                    (ITEM_STATUS[d.outcome], f"review: {d.reason}", now, gid, sha,
-                     ITEM_STATUS[d.outcome], f"review: {d.reason}"),
-                )
-                counts[f"items set {ITEM_STATUS[d.outcome]}"] += cur.rowcount
+                    "UPDATE items SET status=?, reason=?, updated_at=? WHERE item_id IN"
+                    " (SELECT value FROM json_each(?)) AND (status IS NOT ? OR reason IS NOT ?)",
+                    (status, reason, now, ids, status, reason))
+                counts[f"items set {status}"] += cur.rowcount
             if all(o is None for o in outcomes):
                 continue
             counts["groups with votes"] += 1
-            if any(o in (None, NEEDS_REVIEW) for o in outcomes):
-                status, kept = "needs_review", None
-            else:
-                status = "reviewed"
-                kept_ids = [r["item_id"] for r in con.execute(
-                    "SELECT item_id FROM items WHERE group_id=? AND status='kept' ORDER BY item_id",
-                    (gid,))]
-                old = con.execute("SELECT kept_item_id FROM dedup_groups WHERE group_id=?",
-                                  (gid,)).fetchone()
-                kept = old["kept_item_id"] if old and old["kept_item_id"] in kept_ids else (
-                    kept_ids[0] if kept_ids else None)
-            if status == "reviewed":
-                cur = con.execute(
-                    "UPDATE dedup_groups SET status=?, kept_item_id=? WHERE group_id=? AND"
-                    " (status IS NOT ? OR kept_item_id IS NOT ?)", (status, kept, gid, status, kept))
-            else:
-                cur = con.execute(
-                    "UPDATE dedup_groups SET status=? WHERE group_id=? AND status IS NOT ?",
-                    (status, gid, status))
-            counts[f"groups set {status}"] += cur.rowcount
+            all_ids = json.dumps([int(i) for img in images for i in img["item_ids"]])
+            gids = [r[0] for r in con.execute(
+                "SELECT DISTINCT group_id FROM items WHERE item_id IN (SELECT value FROM"
+                " json_each(?)) AND group_id IS NOT NULL", (all_ids,))]
+            for gid in gids:
+                key, n = _set_group(con, gid, outcomes)
+                counts[key] += n
     return counts
 
 

@@ -1,19 +1,22 @@
 """Push review tasks from the catalog to Label Studio (``python -m annotation push``).
 
 * ``duplicates``: one task per dedup group (default: groups with status ``needs_review``) with
-  the group's distinct images side by side, and the automatic stage's proposal (keep the
-  group's kept item, remove the others) as a prediction of the project's model version.
+  the group's images that wait for review (distinct images, side by side), and the automatic
+  stage's proposal (keep the group's kept item, remove the others) as a prediction of the
+  project's model version.
 * ``tags``: a seeded sample of images with Gemini tags; the tags are the prediction.
 
-Idempotent: each task carries a key (``group:<id>`` / ``image:<sha256>``) in its ``meta``;
-before and after importing, the project's tasks are read back and every key is recorded in
-``ls_tasks``, so a push interrupted between import and record, or run twice, never creates a
-second task for the same key. Images reach Label Studio through its local-files storage
-(``LOCAL_FILES_SERVING_ENABLED``) or through ``python -m annotation serve-images``.
+Idempotent: each task carries a key (``group:<hash of concept and images>`` /
+``image:<sha256>``) in its ``meta``; before and after importing, the project's tasks are read
+back and every key is recorded in ``ls_tasks``, so a push interrupted between import and
+record, or run twice, never creates a second task for the same key. Images reach Label Studio
+through its local-files storage (``LOCAL_FILES_SERVING_ENABLED``) or through
+``python -m annotation serve-images``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -119,10 +122,35 @@ def _image_rows(cat: Catalog, where: str, params: tuple) -> list[Any]:
     )
 
 
+def group_key(concept: str, shas: list[str]) -> str:
+    """Task key of a candidate group: its concept and the set of images shown.
+
+    Content-based, not the group id: ``image_dedup`` renumbers the groups it has not seen
+    reviewed when it runs again, and the same group must not become a second task.
+    """
+    blob = "\n".join([concept, *sorted(shas)]).encode("utf-8")
+    return f"group:{hashlib.sha256(blob).hexdigest()[:32]}"
+
+
+def _shown_images(cat: Catalog, group_id: int) -> dict[str, list[Any]]:
+    """``{sha256: item rows}`` of the images a group's task shows.
+
+    The images waiting for review (``image_dedup`` marks a group's representatives
+    ``needs_review``; the copies it linked automatically already carry their decision); when
+    fewer than two wait (a group pushed for an audit), every image of the group.
+    """
+    members: dict[str, list[Any]] = {}
+    for row in _image_rows(cat, "i.group_id = ? AND i.sha256 IS NOT NULL", (group_id,)):
+        members.setdefault(row["sha256"], []).append(row)
+    waiting = {s: rows for s, rows in members.items()
+               if any(r["status"] == "needs_review" for r in rows)}
+    return waiting if len(waiting) >= 2 else members
+
+
 def duplicate_drafts(
     cat: Catalog, links: ImageLinks, statuses: tuple[str, ...]
 ) -> tuple[list[TaskDraft], Counter]:
-    """One draft per dedup group with the given statuses and at least two distinct images."""
+    """One draft per dedup group with the given statuses and at least two images to compare."""
     skipped: Counter = Counter()
     marks = ",".join("?" * len(statuses))
     groups = cat.query(
@@ -130,9 +158,7 @@ def duplicate_drafts(
     )
     drafts = []
     for g in groups:
-        members: dict[str, list[Any]] = {}
-        for row in _image_rows(cat, "i.group_id = ? AND i.sha256 IS NOT NULL", (g["group_id"],)):
-            members.setdefault(row["sha256"], []).append(row)
+        members = _shown_images(cat, g["group_id"])
         missing = [s for s, rows in members.items()
                    if not cat.workdir.image_path(s, rows[0]["ext"]).is_file()]
         if missing:
@@ -161,7 +187,6 @@ def duplicate_drafts(
                 "from_name": f"decision_{idx}", "to_name": f"image_{idx}", "type": "choices",
                 "value": {"choices": ["keep" if keep else "remove"]},
             })
-        key = f"group:{g['group_id']}"
         data = {
             "title": f"Concept: {g['concept']}",
             "info": f"Group {g['group_id']}: {len(images)} images. Remove copies of the same "
@@ -170,6 +195,7 @@ def duplicate_drafts(
             "concept": g["concept"],
             "images": images,
         }
+        key = group_key(g["concept"], list(members))
         drafts.append(TaskDraft(key, data, prediction, group_id=int(g["group_id"])))
     return drafts, skipped
 

@@ -88,5 +88,5 @@ def make_server(images_dir: Path, host: str = "127.0.0.1", port: int = 0) -> Thr
 def serve_in_thread(images_dir: Path, host: str = "127.0.0.1", port: int = 0) -> ThreadingHTTPServer:
     """Start the server in a daemon thread; call ``shutdown()`` and ``server_close()`` to stop."""
     srv = make_server(images_dir, host, port)
-    threading.Thread(target=srv.serve_forever, daemon=True, name="serve-images").start()
+    threading.Thread(target=srv.serve_forever, args=(0.05,), daemon=True, name="serve-images").start()
     return srv

@@ -2,11 +2,13 @@
 
 Dedup groups (concept ``food``), each image a generated PNG stored content-addressed:
 
-* group 1 (needs_review): images A (two items: USA and THA), B, C; kept item A
+* group 1 (needs_review): images A (two items: USA and THA), B, C waiting for review (the
+  representatives, status ``needs_review``) and M, a near duplicate of A already decided by
+  ``image_dedup`` (not shown); kept item A
 * group 2 (needs_review): D, E; kept item D
 * group 3 (needs_review): F, G; kept item F
 * group 4 (needs_review): H, I; kept item H
-* group 5 (auto): J, K (not pushed by default)
+* group 5 (auto): J kept, K near duplicate (not pushed by default)
 * group 6 (needs_review): one image twice (L in USA and THA): nothing to compare, not pushed
 
 Tags: T1 [food, market], T2 [temple], T3 [dance, food] (status ok), T4 failed.
@@ -24,7 +26,8 @@ from builder.catalog import Catalog, utcnow
 from builder.workdir import WorkDir
 
 CONCEPTS = ["dance", "food", "market", "temple"]
-GROUPS = {1: "ABC", 2: "DE", 3: "FG", 4: "HI", 5: "JK", 6: "L"}
+GROUPS = {1: "ABCM", 2: "DE", 3: "FG", 4: "HI", 5: "JK", 6: "L"}
+STATUS = {"M": "near_duplicate", "J": "kept", "K": "near_duplicate"}
 TAGS = {"T1": ["food", "market"], "T2": ["temple"], "T3": ["dance", "food"]}
 
 
@@ -69,9 +72,9 @@ def build(root: Path) -> tuple[Catalog, dict[str, str], dict[str, list[int]]]:
                     cur = con.execute(
                         "INSERT INTO items (search_id, rank, concept, country, language,"
                         " query_text, url, sha256, status, group_id) VALUES (?, ?, 'food', ?,"
-                        " 'en', 'food', ?, ?, 'needs_review', ?)",
+                        " 'en', 'food', ?, ?, ?, ?)",
                         (search[country], rank, country, f"http://example.com/{letter}{rank}.png",
-                         s, gid))
+                         s, STATUS.get(letter, "needs_review"), gid))
                     items.setdefault(letter, []).append(int(cur.lastrowid))
             con.execute("UPDATE dedup_groups SET kept_item_id=? WHERE group_id=?",
                         (items[letters[0]][0], gid))

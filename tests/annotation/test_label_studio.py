@@ -50,8 +50,10 @@ def annotators(ls_conn) -> dict[str, int]:
 
 
 def _task_ids(cat, kind: str) -> dict[str, int]:
-    return {r["task_key"]: int(r["task_id"])
-            for r in cat.query("SELECT task_key, task_id FROM ls_tasks WHERE kind=?", (kind,))}
+    """``{"group:<group id>" or "image:<sha256>": task id}``."""
+    rows = cat.query("SELECT * FROM ls_tasks WHERE kind=?", (kind,))
+    return {f"group:{r['group_id']}" if kind == "duplicates" else r["task_key"]: int(r["task_id"])
+            for r in rows}
 
 
 def _status(cat, letter_items: list[int]) -> set[tuple[str, str]]:
@@ -123,7 +125,8 @@ def test_duplicates_push_pull_agreement(label_studio, ls_conn, annotators):
     assert _status(cat, items["G"]) == {("needs_review", "review: tie (keep 2, remove 2)")}
     assert _status(cat, items["H"]) == {("needs_review", "review: 2/3 annotators (keep 2, remove 0)")}
     assert _status(cat, items["I"]) == {("needs_review", "review: 2/3 annotators (keep 1, remove 1)")}
-    assert _status(cat, items["J"]) == {("needs_review", None)}  # not pushed: untouched
+    assert _status(cat, items["J"]) == {("kept", None)}  # not pushed: untouched
+    assert _status(cat, items["M"]) == {("near_duplicate", None)}  # not shown: untouched
     groups = {r["group_id"]: (r["status"], r["kept_item_id"])
               for r in cat.query("SELECT * FROM dedup_groups")}
     assert groups == {1: ("reviewed", items["A"][0]), 2: ("reviewed", items["D"][0]),
@@ -184,6 +187,14 @@ def test_push_recovers_tasks_imported_but_not_recorded(label_studio, ls_conn):
     assert (again.created, again.already) == (0, 4)
     assert len(export_tasks(ls_conn.client, first.project_id, all_tasks=True)) == 4
     assert len(cat.query("SELECT * FROM ls_tasks")) == 4
+    with cat.tx() as con:  # image_dedup ran again and renumbered group 2 as group 7
+        con.execute("INSERT INTO dedup_groups (group_id, concept, status, evidence_json, kept_item_id)"
+                    " SELECT 7, concept, status, evidence_json, kept_item_id FROM dedup_groups"
+                    " WHERE group_id=2")
+        con.execute("UPDATE items SET group_id=7 WHERE group_id=2")
+        con.execute("DELETE FROM dedup_groups WHERE group_id=2")
+    third = push(cat, ls_conn, "duplicates", **kw)
+    assert (third.created, third.already) == (0, 4)  # the same images: the same task
 
 
 def test_tags_push_pull_precision_recall(label_studio, ls_conn, annotators):
@@ -253,5 +264,5 @@ def test_cli_push_with_serve_images_urls(label_studio, monkeypatch, capsys):
     assert main(argv) == 0
     assert "0 tasks created, 4 already there" in capsys.readouterr().out
     with Catalog.open(root) as cat2:
-        data = json.loads(cat2.query("SELECT data_json FROM ls_tasks WHERE task_key='group:2'")[0][0])
+        data = json.loads(cat2.query("SELECT data_json FROM ls_tasks WHERE group_id=2")[0][0])
     assert data["images"][0]["url"] == f"http://127.0.0.1:8081/img/{sha['D']}.png"
