@@ -294,6 +294,13 @@ def _counts(catalog: Catalog, status: Counter) -> dict:
         "concepts_by_source": by_source,
         "concepts_by_country": by_country,
         "instances": catalog.query("SELECT COUNT(*) FROM concept_instances")[0][0],
+        "top_concepts": {
+            r[0]: r[1]
+            for r in catalog.query(
+                "SELECT concept, COUNT(*) AS n FROM concept_instances GROUP BY concept"
+                " ORDER BY n DESC, concept LIMIT 16"
+            )
+        },
     }
 
 
@@ -305,6 +312,7 @@ def _summary(counts: dict) -> str:
             "requests this run": counts["requests"],
             "concepts by source": counts["concepts_by_source"],
             "generated concepts by country": counts["concepts_by_country"],
+            "most frequent concepts (instances)": counts["top_concepts"],
         },
     )
 

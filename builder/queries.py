@@ -329,6 +329,7 @@ def run_queries(
                 "native by source": rec.counts["by_source"],
                 "not ok by status": rec.counts["by_status"],
                 "native ok by country": rec.counts["by_country"],
+                "not ok by concept": rec.counts["not_ok_by_concept"],
             },
         )
     log.debug("%s", rec.summary)
@@ -371,6 +372,12 @@ def _counts(catalog: Catalog, groups: int) -> dict:
             q(
                 "SELECT country, COUNT(*) FROM queries WHERE kind='native'"
                 " AND status='ok' GROUP BY country"
+            )
+        ),
+        "not_ok_by_concept": dict(
+            q(
+                "SELECT concept, COUNT(*) FROM queries WHERE kind='native'"
+                " AND status NOT IN ('ok', 'stale') GROUP BY concept"
             )
         ),
     }
