@@ -172,8 +172,10 @@ def make_client(cfg: FetchConfig) -> Any:
     # httpx has no public hook for the network backend: rebuild its pool with ours.
     transport._pool = httpcore.AsyncConnectionPool(
         ssl_context=httpx.create_ssl_context(),
-        max_connections=max(cfg.concurrency, 1) * 2,
-        max_keepalive_connections=max(cfg.concurrency, 1) * 2,
+        # httpcore scans every pooled connection per request: keep the pool no larger than
+        # the number of requests in flight (measured: 2x the pool cost ~2x the CPU per image).
+        max_connections=max(cfg.concurrency, 1),
+        max_keepalive_connections=max(cfg.concurrency, 1),
         http1=True, http2=cfg.http2, network_backend=GuardedBackend(cfg.allow_hosts),
     )
     timeout = httpx.Timeout(cfg.timeout, connect=cfg.connect_timeout)
