@@ -80,7 +80,12 @@ def _catalog(workdir):
 
 def cmd_validate(args: argparse.Namespace) -> int:
     from triplets.rules import check_triplets
-    from triplets.sources import counts_table, read_authors_csv, read_release
+    from triplets.sources import (
+        counts_table,
+        image_byte_violations,
+        read_authors_csv,
+        read_release,
+    )
     from triplets.store import validate_workdir
 
     if args.authors_csv:
@@ -98,6 +103,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
         bad = check_triplets(rows, images, tags_known=True,
                              distinct_language=bool(sampling.get("distinct_language", False)),
                              seed=sampling.get("seed"))
+        bad += image_byte_violations(Path(args.release))
         n = len(rows)
         print(counts_table(rows))
     else:

@@ -55,6 +55,29 @@ def read_config_table(release: Path, config: str, columns: list[str] | None = No
     return pa.concat_tables(pq.read_table(p, columns=columns) for p in paths)
 
 
+def image_byte_violations(release: Path) -> list[Violation]:
+    """Per image row: embedded bytes present and matching its ``sha256`` (rule ``image_bytes``).
+
+    Reads the ``images`` shards one at a time; the row id is the ``image_id``.
+    """
+    import hashlib
+
+    import pyarrow.parquet as pq
+
+    out: list[Violation] = []
+    globs = [g for gl in card_configs(release).get("images", {}).values() for g in gl]
+    for path in sorted(p for g in globs for p in release.glob(g)):
+        t = pq.read_table(path, columns=["image_id", "image", "sha256"])
+        for iid, cell, sha in zip(*(t.column(c).to_pylist() for c in ("image_id", "image", "sha256")),
+                                  strict=True):
+            data = (cell or {}).get("bytes")
+            if not data:
+                out.append(Violation(str(iid), "image_bytes", "no embedded bytes"))
+            elif hashlib.sha256(data).hexdigest() != sha:
+                out.append(Violation(str(iid), "image_bytes", "bytes do not match sha256"))
+    return out
+
+
 def read_release(release: Path) -> tuple[list[dict], dict[str, ImageInfo], dict]:
     """(triplet rows, image table, build record) of a release folder."""
     if not release.is_dir():

@@ -118,6 +118,15 @@ def test_validate_release_and_a_tampered_copy(release, tmp_path, capsys):
     bad = {ln.split("\t")[0] for ln in out.splitlines() if "\t" in ln}
     assert bad == {rows[5]["triplet_id"]}
     assert "non_relevant_same_country" in out and "non_relevant_image_country" in out
+    # an image whose embedded bytes no longer match its sha256 is reported by image id
+    ipath = next((copy / "images").glob("*.parquet"))
+    itable = pq.read_table(ipath)
+    irows = itable.to_pylist()
+    irows[0]["image"] = {"bytes": irows[0]["image"]["bytes"] + b"x", "path": None}
+    pq.write_table(itable.from_pylist(irows, schema=itable.schema), ipath)
+    assert cli.main(["validate", "--release", str(copy)]) == 1
+    out = capsys.readouterr().out
+    assert f"{irows[0]['image_id']}\timage_bytes\tbytes do not match sha256" in out
 
 
 def test_the_evaluator_scores_the_release(release, tmp_path, capsys):
