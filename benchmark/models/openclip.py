@@ -12,6 +12,8 @@ Checkpoint forms (the part after ``open_clip:``):
   or ``open_clip_pytorch_model.bin``), as written by ``open_clip.push_to_hf_hub.save_for_hf``.
   Its revision is a fingerprint of the folder's files.
 - ``hf-hub:org/repo``: an open_clip repo on the hub (resolved to a local folder first).
+- ``ViT-L-14/random``: the architecture with random weights (revision ``random-init``): for
+  throughput measurements on machines without the weights (``benchmark.smoke``), never scores.
 
 Embeddings: ``encode_image`` / ``encode_text`` with ``normalize=True``, float32 on the host.
 Follows open_clip's own zero-shot code (``open_clip/zero_shot_classifier.py``) and
@@ -109,6 +111,9 @@ class OpenCLIPModel(Adapter):
             repo = model_name[len("hf-hub:"):]
             folder = hub.resolve_repo(repo, revision, what=what)
             model_name = f"local-dir:{folder}"
+        elif pretrained == "random":
+            revision = "random-init"
+            log.warning("%s: random weights (throughput measurements only)", what)
         elif pretrained is not None and Path(pretrained).expanduser().is_file():
             kwargs["pretrained"] = str(Path(pretrained).expanduser())
             revision = revision or hub.folder_fingerprint(Path(kwargs["pretrained"]))

@@ -1,0 +1,169 @@
+"""Smoke test of one model where its weights (and a GPU) are: load it, embed 10 generated
+3XCM-style triplets, score them, print throughput.
+
+    python -m benchmark.smoke --model clip-l14 [--device cuda] [--dtype bfloat16] [--triplets 10]
+    python -m benchmark.smoke --model open_clip:ViT-L-14/random --device cuda   # no weights needed
+
+Each triplet is a text query (a concept from ``data/concepts.txt``) and three generated images
+(semantic, cultural, non-relevant); the images are synthetic, so the win rates are
+chance-level and only show that scoring runs. What it reports: load seconds, texts/s and
+images/s of the adapter's shared batching loop (after one warm-up batch, synchronised on the
+GPU), the embedding shapes, the norms, and the triplet winners. ``--json PATH`` writes the same
+numbers as strict JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import sys
+import time
+from typing import Any
+
+import numpy as np
+
+log = logging.getLogger(__name__)
+
+FALLBACK_CONCEPTS = ["food", "house", "wedding", "market", "dance", "festival", "school", "car",
+                     "breakfast", "clothing"]
+
+
+def queries(n: int) -> list[str]:
+    """``n`` query texts: concepts from the project's table (fallback list if unreadable)."""
+    try:
+        from benchmark import tables
+
+        concepts = list(tables.concepts())
+    except Exception:  # the smoke test must run from a bare install too
+        concepts = FALLBACK_CONCEPTS
+    return [f"{concepts[i % len(concepts)]}" for i in range(n)]
+
+
+def synthetic_images(n: int, width: int = 640, height: int = 480, seed: int = 0) -> list[Any]:
+    """``n`` deterministic photo-sized RGB images (smooth gradients plus noise)."""
+    from PIL import Image
+
+    rng = np.random.default_rng(seed)
+    yy, xx = np.mgrid[0:height, 0:width].astype(np.float32)
+    out = []
+    for _ in range(n):
+        a, b, c = rng.uniform(0.002, 0.02, 3)
+        base = np.stack([np.sin(xx * a + c), np.cos(yy * b), np.sin((xx + yy) * (a + b))], axis=-1)
+        img = (base * 80 + 128 + rng.normal(0, 12, (height, width, 3))).clip(0, 255).astype(np.uint8)
+        out.append(Image.fromarray(img, "RGB"))
+    return out
+
+
+def _sync(device: str) -> None:
+    if str(device).startswith("cuda"):
+        import torch
+
+        torch.cuda.synchronize()
+
+
+def _timed(fn: Any, items: list[Any], device: str, **kw: Any) -> tuple[Any, float]:
+    _sync(device)
+    t0 = time.perf_counter()
+    out = fn(items, progress=False, **kw)
+    _sync(device)
+    return out, time.perf_counter() - t0
+
+
+def _norms(e: Any) -> list[float]:
+    from benchmark.models.base import MultiVector
+
+    if isinstance(e, MultiVector):
+        rows = np.concatenate(e.to_list())
+    else:
+        rows = np.asarray(e)
+    n = np.linalg.norm(rows, axis=-1)
+    return [float(n.min()), float(n.max())]
+
+
+def run_smoke(
+    model: str, triplets: int = 10, device: str | None = None, dtype: str | None = None,
+    batch_size: int | None = None, image_size: tuple[int, int] = (640, 480),
+) -> dict[str, Any]:
+    """Load ``model``, embed ``triplets`` queries and 3 images each, score; the numbers."""
+    from benchmark.models.base import MultiVector, take
+    from benchmark.registry import load_model
+
+    kw: dict[str, Any] = {}
+    if device:
+        kw["device"] = device
+    if dtype:
+        kw["dtype"] = dtype
+    t0 = time.perf_counter()
+    adapter = load_model(model, **kw)
+    load_s = time.perf_counter() - t0
+    texts = queries(triplets)
+    images = synthetic_images(3 * triplets, *image_size)
+    # warm-up (kernels, allocator, lazy init): not timed
+    adapter.encode_texts(texts[:2], role="query", progress=False)
+    adapter.encode_images(images[:2], role="document", progress=False)
+    q, t_text = _timed(adapter.encode_texts, texts, adapter.device, role="query", batch_size=batch_size)
+    d, t_img = _timed(adapter.encode_images, images, adapter.device, role="document", batch_size=batch_size)
+    idx = np.arange(3 * triplets).reshape(triplets, 3)
+    scores = np.stack([adapter.similarity(take(q, [i]), take(d, idx[i]))[0] for i in range(triplets)])
+    wins = np.bincount(scores.argmax(axis=1), minlength=3)
+    shape = (list(q.vectors.shape) if isinstance(q, MultiVector) else list(np.asarray(q).shape))
+    return {
+        "model": model, "spec": adapter.spec.as_dict(), "device": str(adapter.device),
+        "dtype": adapter.dtype, "triplets": triplets, "load_seconds": round(load_s, 3),
+        "texts_per_second": round(len(texts) / t_text, 3) if t_text > 0 else None,
+        "images_per_second": round(len(images) / t_img, 3) if t_img > 0 else None,
+        "text_seconds": round(t_text, 4), "image_seconds": round(t_img, 4),
+        "image_size": list(image_size), "query_shape": shape,
+        "multi_vector": isinstance(q, MultiVector),
+        "norms": {"texts": _norms(q), "images": _norms(d)},
+        "wins": {"semantic": int(wins[0]), "cultural": int(wins[1]), "non_relevant": int(wins[2])},
+        "finite": bool(np.isfinite(scores).all()),
+        "conventions": {m: adapter.conventions(m, r) for m, r in (("text", "query"), ("image", "document"))},
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m benchmark.smoke", description=__doc__.split("\n\n")[0])
+    p.add_argument("--model", required=True, help="registered name, family:arg, or module:Class")
+    p.add_argument("--triplets", type=int, default=10, help="triplets to embed (default 10)")
+    p.add_argument("--device", default=None, help="cuda / cpu (default: cuda when available)")
+    p.add_argument("--dtype", default=None, choices=["float32", "float16", "bfloat16"])
+    p.add_argument("--batch-size", type=int, default=None, help="override the adapter's batch size")
+    p.add_argument("--image-size", default="640x480", help="WIDTHxHEIGHT of the generated images")
+    p.add_argument("--json", default=None, help="also write the numbers to this JSON file")
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        w, h = (int(x) for x in args.image_size.lower().split("x"))
+    except ValueError:
+        print(f"error: --image-size must look like 640x480, got {args.image_size!r}", file=sys.stderr)
+        return 2
+    if args.triplets < 1:
+        print("error: --triplets must be at least 1", file=sys.stderr)
+        return 2
+    from benchmark.models.hub import CheckpointNotFound
+    from benchmark.registry import RegistryError
+
+    try:
+        res = run_smoke(args.model, args.triplets, args.device, args.dtype, args.batch_size, (w, h))
+    except (RegistryError, CheckpointNotFound) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(f"model        {res['model']}  ({res['spec']['checkpoint']} @ {res['spec']['revision']})")
+    print(f"device       {res['device']} {res['dtype']}   load {res['load_seconds']:.1f} s")
+    print(f"texts        {res['triplets']:>5}  {res['texts_per_second']:>10.1f} texts/s   shape {res['query_shape']}")
+    print(f"images       {3 * res['triplets']:>5}  {res['images_per_second']:>10.1f} images/s  ({w}x{h} px)")
+    print(f"norms        texts {res['norms']['texts']}  images {res['norms']['images']}")
+    print(f"wins         {res['wins']}  (synthetic images: chance level)")
+    if args.json:
+        from pathlib import Path
+
+        Path(args.json).write_text(json.dumps(res, indent=2, default=str, allow_nan=False))
+    ok = res["finite"] and all(math.isfinite(x) for x in res["norms"]["texts"] + res["norms"]["images"])
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

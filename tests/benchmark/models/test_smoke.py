@@ -1,0 +1,45 @@
+"""benchmark.smoke on a tiny open_clip model (the script the GPU machines run)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from benchmark import smoke
+from tests.benchmark.models.tiny import tiny_openclip_dir
+
+pytest.importorskip("open_clip")
+
+
+def test_smoke_runs_and_reports(tmp_path, capsys):
+    d = tiny_openclip_dir(tmp_path / "clip")
+    out = tmp_path / "smoke.json"
+    rc = smoke.main(["--model", f"open_clip:local-dir:{d}", "--device", "cpu", "--triplets", "4",
+                     "--image-size", "64x48", "--json", str(out)])
+    assert rc == 0
+    text = capsys.readouterr().out
+    assert "images/s" in text and "texts/s" in text
+    res = json.loads(out.read_text())
+    assert res["triplets"] == 4 and sum(res["wins"].values()) == 4
+    assert res["images_per_second"] > 0 and res["texts_per_second"] > 0
+    assert res["query_shape"] == [4, 32]
+    assert res["norms"]["images"][0] == pytest.approx(1.0, abs=1e-4)
+
+
+def test_smoke_random_architecture_needs_no_weights(tmp_path):
+    from tests.benchmark.models.tiny import register_tiny_openclip_config
+
+    name = register_tiny_openclip_config(tmp_path)
+    res = smoke.run_smoke(f"open_clip:{name}/random", triplets=2, device="cpu", image_size=(40, 40))
+    assert res["spec"]["revision"] == "random-init"
+
+
+def test_smoke_bad_input_exits_2(capsys, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert smoke.main(["--model", "no-such-model"]) == 2
+    assert "unknown model" in capsys.readouterr().err
+    assert smoke.main(["--model", "clip-l14", "--device", "cpu"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "XCM_WEIGHTS_DIR" in err
+    assert smoke.main(["--model", "hash", "--image-size", "big"]) == 2
