@@ -453,6 +453,9 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, tables.TableError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("interrupted: run the same command again to resume", file=sys.stderr)
+        return 130
     print(result.summary)
     return 0
 

@@ -232,7 +232,7 @@ def inspect_image(data: bytes, max_pixels: int) -> tuple[str, str, dict[str, Any
             im = Image.open(io.BytesIO(data))
         except Image.DecompressionBombError as e:
             return "decompression_bomb", str(e), {}
-        except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as e:
+        except Exception as e:  # noqa: BLE001 - whatever the parser says, it is not an image
             head = data[:32].decode("latin-1", "replace").strip()
             kind = "cannot identify an image format" if isinstance(
                 e, UnidentifiedImageError) else f"{type(e).__name__}: {e}"
@@ -248,8 +248,8 @@ def inspect_image(data: bytes, max_pixels: int) -> tuple[str, str, dict[str, Any
             im.load()
         except Image.DecompressionBombError as e:
             return "decompression_bomb", str(e), info
-        except (OSError, SyntaxError, ValueError, EOFError) as e:
-            return "corrupt_image", f"{im.format} does not decode: {e}", info
+        except Exception as e:  # noqa: BLE001 - any decoder failure means a broken image
+            return "corrupt_image", f"{im.format} does not decode: {type(e).__name__}: {e}", info
     return "ok", f"{im.format} {width}x{height}", info
 
 
@@ -295,11 +295,16 @@ class Downloader:
 
                 async def worker() -> None:
                     for url in todo:
-                        async with host_sems[_host_key(url)]:
-                            res = await self.fetch(client, url, pool)
-                        if res.status == "fetched":
-                            res = await loop.run_in_executor(
-                                pool, validate_and_store, res, self.workdir, cfg.max_pixels)
+                        try:
+                            async with host_sems[_host_key(url)]:
+                                res = await self.fetch(client, url, pool)
+                            if res.status == "fetched":
+                                res = await loop.run_in_executor(
+                                    pool, validate_and_store, res, self.workdir, cfg.max_pixels)
+                        except Exception as e:  # noqa: BLE001 - one bad URL never ends the run
+                            log.exception("unexpected error on %s", url)
+                            res = FetchResult(url, "fetch_error",
+                                              f"internal error: {type(e).__name__}: {e}")
                         res.fetched_at = res.fetched_at or _now()
                         on_result(res)
                         if progress:

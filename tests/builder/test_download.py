@@ -191,3 +191,20 @@ def test_interleave_hosts_round_robin() -> None:
     urls = ["http://a/1", "http://a/2", "http://a/3", "http://b/1", "http://c/1", "http://b/2"]
     assert interleave_hosts(urls) == ["http://a/1", "http://b/1", "http://c/1", "http://a/2",
                                       "http://b/2", "http://a/3"]
+
+
+def test_http2_option_and_unexpected_errors_are_recorded(tmp_path, monkeypatch) -> None:
+    import builder.download as dl
+
+    def boom(*a, **kw):
+        raise RuntimeError("decoder exploded")
+
+    with ImageServer() as srv:
+        out: list[FetchResult] = []
+        Downloader(FetchConfig(http2=True, allow_hosts=LOCAL), WorkDir.open(tmp_path)).run(
+            [srv.url("/img/a.jpg")], out.append)
+        monkeypatch.setattr(dl, "validate_and_store", boom)
+        Downloader(FetchConfig(allow_hosts=LOCAL), WorkDir.open(tmp_path)).run(
+            [srv.url("/img/b.png")], out.append)
+    assert [(r.status, r.reason) for r in out] == [
+        ("ok", "JPEG 64x48"), ("fetch_error", "internal error: RuntimeError: decoder exploded")]
