@@ -25,7 +25,7 @@ import json
 import random
 from collections import Counter, defaultdict, deque
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from benchmark import tables
 from triplets.pool import Pool, PoolImage, native_term
@@ -161,6 +161,7 @@ def sample_triplets(pool: Pool, cfg: SampleConfig) -> SampleResult:
                 out.append(t)
                 used[a.image_id].update(
                     (t.semantic_image_id, t.cultural_image_id, t.non_relevant_image_id))
+    out, counts["rebalanced_candidates"] = rebalance(out, pool, cfg, lang)
     out.sort(key=lambda t: release_order(t.query_country, t.query_concept, t.triplet_id))
     counts["triplets"] = len(out)
     counts["anchors"] = len(anchors)
@@ -171,6 +172,78 @@ def release_order(country: str, concept: str, triplet_id: str) -> tuple:
     """Sort key of triplets everywhere: countries in the table's order, concept, id."""
     order = {c.code: i for i, c in enumerate(tables.countries())}
     return (order.get(country, len(order)), concept, triplet_id)
+
+
+CANDIDATE_ROLES = ("semantic", "cultural", "non_relevant")
+
+
+def eligible(role: str, im: PoolImage, a: PoolImage, taken: set[str], cfg: SampleConfig,
+             lang: dict[str, str]) -> bool:
+    """Whether ``im`` may be the ``role`` candidate of anchor ``a`` (module docstring rules).
+
+    ``taken``: sha256 of the triplet's other candidates (no two images with equal bytes).
+    """
+    c, k = a.concept, a.country
+    if im.sha256 == a.sha256 or im.sha256 in taken:
+        return False
+    if role == "semantic":
+        return im.concept == c and im.country != k and not (
+            cfg.distinct_language and lang.get(im.country) == lang.get(k))
+    if im.concept == c or im.tags is None or c in im.tags:
+        return False
+    return im.country == k if role == "cultural" else im.country != k
+
+
+def rebalance(triplets: list[Triplet], pool: Pool, cfg: SampleConfig,
+              lang: dict[str, str]) -> tuple[list[Triplet], int]:
+    """Repair the greedy draws: where an image serves a role at least twice more often than an
+    eligible alternative, give the triplet the least-used alternative (deterministic order).
+
+    Returns the triplets and the number of candidates moved.
+    """
+    by_id = pool.by_id()
+    ordered = sorted(pool.images, key=lambda im: im.image_id)
+    groups: dict[str, dict[str, list[PoolImage]]] = {r: defaultdict(list) for r in CANDIDATE_ROLES}
+    for im in ordered:
+        groups["semantic"][im.concept].append(im)
+        if im.tagged:
+            groups["cultural"][im.country].append(im)
+            groups["non_relevant"][""].append(im)
+    per_anchor: dict[str, set[str]] = defaultdict(set)
+    for t in triplets:
+        per_anchor[t.query_image_id].update(getattr(t, f"{r}_image_id") for r in CANDIDATE_ROLES)
+    out, moved = list(triplets), 0
+    for role in CANDIDATE_ROLES:
+        uses = Counter(getattr(t, f"{role}_image_id") for t in out)
+        for idx, t in enumerate(out):
+            cur = getattr(t, f"{role}_image_id")
+            if uses[cur] < 2:
+                continue
+            a = by_id[t.query_image_id]
+            key = {"semantic": a.concept, "cultural": a.country, "non_relevant": ""}[role]
+            taken = {by_id[getattr(t, f"{r}_image_id")].sha256 for r in CANDIDATE_ROLES if r != role}
+            best = None
+            for im in groups[role][key]:
+                u = uses[im.image_id]
+                if (u + 2 <= uses[cur] and (best is None or u < uses[best.image_id])
+                        and im.image_id not in per_anchor[a.image_id]
+                        and eligible(role, im, a, taken, cfg, lang)):
+                    best = im
+                    if u == 0:
+                        break
+            if best is None:
+                continue
+            fields = {f"{role}_image_id": best.image_id, f"{role}_item_id": best.item_id}
+            if role != "cultural":
+                fields[f"{role}_country"] = best.country
+            if role != "semantic":
+                fields[f"{role}_concept"] = best.concept
+            out[idx] = replace(t, **fields)
+            uses[cur] -= 1
+            uses[best.image_id] += 1
+            per_anchor[a.image_id].add(best.image_id)
+            moved += 1
+    return out, moved
 
 
 def _find(rot: Rotation, ok: Callable[[PoolImage], bool], avoid: set[str]) -> int | None:
@@ -201,30 +274,21 @@ def _one(
         counts["skipped_no_native_term"] += 1
         return None
 
-    def sem_ok(im: PoolImage) -> bool:
-        if im.country == k or im.sha256 == a.sha256:
-            return False
-        return not (cfg.distinct_language and lang.get(im.country) == lang.get(k))
+    def ok(role: str, *taken: PoolImage) -> Callable[[PoolImage], bool]:
+        shas = {t.sha256 for t in taken}
+        return lambda im: eligible(role, im, a, shas, cfg, lang)
 
-    def cul_ok(im: PoolImage) -> bool:
-        return (im.concept != c and im.tags is not None and c not in im.tags
-                and im.sha256 != a.sha256)
-
-    si = _find(semantic[c], sem_ok, avoid)
+    si = _find(semantic[c], ok("semantic"), avoid)
     if si is None:
         counts["skipped_no_semantic"] += 1
         return None
     s = semantic[c].queue[si]
-    ci = _find(cultural[k], lambda im: cul_ok(im) and im.sha256 != s.sha256, avoid)
+    ci = _find(cultural[k], ok("cultural", s), avoid)
     if ci is None:
         counts["skipped_no_cultural"] += 1
         return None
     cu = cultural[k].queue[ci]
-    ni = _find(
-        non_relevant,
-        lambda im: im.country != k and cul_ok(im) and im.sha256 not in (s.sha256, cu.sha256),
-        avoid,
-    )
+    ni = _find(non_relevant, ok("non_relevant", s, cu), avoid)
     if ni is None:
         counts["skipped_no_non_relevant"] += 1
         return None

@@ -121,11 +121,14 @@ def test_balance_no_reuse_and_even_spread(tmp_path):
     n = 6 * 16 * 3
     assert res.counts["triplets"] == n
     sem, cul, non = (res.balance[r] for r in ("semantic", "cultural", "non_relevant"))
-    # Greedy least-recently-used draws: an image is taken a second time in a role only when
-    # the rotation's unused images are all ineligible for the anchor at hand (rare).
+    # Least-recently-used draws plus the repair pass: an image serves a role twice only when
+    # no unused image is eligible for either of its triplets (at most a couple here).
     for st in (sem, cul, non):
         assert st["max_uses_per_image"] <= 2
-        assert st["distinct_images"] >= n - 6  # >= 98% of the pool used in every role
+        assert st["distinct_images"] >= n - 2
+    two = run_sample(wd, SampleConfig(seed=1, per_image=2))
+    for st in two.balance.values():  # two rounds: every image used, none more than 3 times
+        assert st["distinct_images"] == n and st["max_uses_per_image"] <= 3
     # spread: every country gets n/16 candidates per role (+-1), every concept n/6 (+-3)
     for st in (sem, cul, non):
         assert set(st["by_country"]) == {c.code for c in tables.countries()}
