@@ -13,6 +13,8 @@ Balance: each role draws from a rotation (least recently used first) that starts
 over countries and concepts (round robin, seeded order). A drawn image moves to the back, so no
 image is reused in a role before every eligible image of that role was used once, and the
 draws spread evenly over countries and concepts. Anchors are processed in a seeded order.
+A repair pass (:func:`rebalance`) then moves a candidate that serves a role at least twice more
+often than an eligible alternative to the least-used alternative.
 
 Determinism: the pool is sorted by image id, every random choice comes from a generator seeded
 by sha256 of (seed, purpose), so the same catalog and seed give the same triplets, byte for byte.
