@@ -273,6 +273,19 @@ def chunk(images: list[Img], size: int) -> list[Group]:
     return [Group(images[i:i + size]) for i in range(0, len(images), size)]
 
 
+def drop_missing(cat: Catalog, ctx: TagContext, images: list[Img], run_id: int,
+                 counts: Counter) -> list[Img]:
+    """Images whose bytes are in the work dir; the others get a recorded failure (not asked)."""
+    present, missing = [], []
+    for img in images:
+        (present if ctx.wd.image_path(img.sha256, img.ext).is_file() else missing).append(img)
+    for img in missing:
+        record(cat, ctx, Group([img], alone=True),
+               GroupAnswer(None, None, "image file missing from the work dir"),
+               [Verdict("failed", None, "image file missing from the work dir")], run_id, counts)
+    return present
+
+
 def run_tagging(
     catalog: Catalog, llm: BaseLLM, images_per_request: int = 8, batch: bool = False,
     poll_interval: float = 30.0, batch_timeout: float = 24 * 3600.0,
@@ -291,8 +304,10 @@ def run_tagging(
     with stage_run(catalog, STAGE, params, llm=llm) as rec:
         counts["images_to_tag"] = len(images_to_tag(catalog)[0])
         phases: list[tuple[str, Callable[[], list[Group]]]] = [
-            ("first", lambda: chunk(images_to_tag(catalog)[0], images_per_request)),
-            ("retry", lambda: [Group([img], alone=True) for img in images_to_tag(catalog)[1]]),
+            ("first", lambda: chunk(drop_missing(catalog, ctx, images_to_tag(catalog)[0],
+                                                 rec.run_id, counts), images_per_request)),
+            ("retry", lambda: [Group([img], alone=True) for img in drop_missing(
+                catalog, ctx, images_to_tag(catalog)[1], rec.run_id, counts)]),
         ]
         for phase, groups_fn in phases:
             final = phase == "retry"

@@ -186,6 +186,16 @@ def test_offline_tags_each_image_with_its_crawl_concepts(world, capsys):
     assert "kept images by tag state: ok=24" in capsys.readouterr().out
 
 
+def test_a_missing_image_file_is_a_recorded_failure_not_a_crash(world):
+    sha = _sha(("taxi", "JPN", 0))
+    world.image_path(sha, "png").unlink()
+    assert tagging.main(["--workdir", str(world.root), "--llm", "offline"]) == 0
+    rows = _tags(world)
+    assert rows[("taxi", "JPN", 0)]["status"] == "failed"
+    assert rows[("taxi", "JPN", 0)]["reason"] == "image file missing from the work dir"
+    assert sum(r["status"] == "ok" for r in rows.values()) == 23
+
+
 def test_bad_input_exit_2(world, capsys):
     assert tagging.main(["--workdir", str(world.root), "--llm", "gemini:x"]) == 2
     assert "GEMINI_API_KEY" in capsys.readouterr().err
