@@ -201,3 +201,19 @@ def test_bad_input_exit_2(world, capsys):
     assert "GEMINI_API_KEY" in capsys.readouterr().err
     assert tagging.main(["--workdir", str(world.root), "--llm", "offline",
                          "--images-per-request", "0"]) == 2
+
+
+def test_a_failed_batch_job_is_retried_alone_then_recorded(fake, world):
+    FakeBatches(fake, polls_before_done=1, final_state="BATCH_STATE_FAILED")
+    with Catalog.open(world) as cat:
+        counts = tagging.run_tagging(cat, make_llm(fake, world), images_per_request=8,
+                                     batch=True, poll_interval=0.01)
+        jobs = cat.query("SELECT phase, state, requests_json FROM tag_batch_jobs"
+                         " ORDER BY submitted_at")
+    assert [(j["phase"], j["state"]) for j in jobs] == [("first", "collected"),
+                                                        ("retry", "collected")]
+    assert len(json.loads(jobs[1]["requests_json"])) == 24  # every image, alone
+    rows = _tags(world)
+    assert {r["status"] for r in rows.values()} == {"failed"}
+    assert {r["reason"] for r in rows.values()} == {"error: batch job ended JOB_STATE_FAILED"}
+    assert counts["kept_images_failed"] == 24 and counts["batch_jobs_submitted"] == 2
