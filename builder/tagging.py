@@ -176,7 +176,9 @@ def judge(answer: GroupAnswer, n: int, allowed: set[str], final: bool) -> list[V
     bad_status = "failed" if final else "retry"
     if answer.value is None:
         reason = answer.error or "no valid answer"
-        return [Verdict(bad_status, None, reason) for _ in range(n)]
+        # no text at all (e.g. a safety block) on the image alone: the model refused it
+        status = "refused" if final and n == 1 and "empty answer" in reason else bad_status
+        return [Verdict(status, None, reason) for _ in range(n)]
     seen: Counter = Counter(e.index for e in answer.value.images)
     by_index = {e.index: e.concepts for e in answer.value.images}
     out = []

@@ -217,3 +217,22 @@ def test_a_failed_batch_job_is_retried_alone_then_recorded(fake, world):
     assert {r["status"] for r in rows.values()} == {"failed"}
     assert {r["reason"] for r in rows.values()} == {"error: batch job ended JOB_STATE_FAILED"}
     assert counts["kept_images_failed"] == 24 and counts["batch_jobs_submitted"] == 2
+
+
+def test_judge_rules():
+    allowed = {"train", "taxi"}
+    ans = tagging.GroupAnswer(tagging.TagAnswer(images=[
+        tagging.ImageTags(index=0, concepts=["taxi", "train"]),
+        tagging.ImageTags(index=2, concepts=["train", "train"]),
+        tagging.ImageTags(index=3, concepts=["boat"]),
+        tagging.ImageTags(index=3, concepts=["taxi"]),
+        tagging.ImageTags(index=4, concepts=[]),
+    ]), "raw")
+    got = [(v.status, v.tags) for v in tagging.judge(ans, 5, allowed, final=False)]
+    assert got == [("ok", ["taxi", "train"]), ("retry", None), ("retry", None),
+                   ("retry", None), ("retry", None)]
+    final = [v.status for v in tagging.judge(ans, 5, allowed, final=True)]
+    assert final == ["ok", "failed", "failed", "failed", "refused"]
+    blocked = tagging.GroupAnswer(None, None, "failed: empty answer")
+    assert [v.status for v in tagging.judge(blocked, 1, allowed, final=True)] == ["refused"]
+    assert [v.status for v in tagging.judge(blocked, 2, allowed, final=False)] == ["retry"] * 2
