@@ -20,7 +20,8 @@ log = logging.getLogger(__name__)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m benchmark analyze", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m benchmark analyze",
+                                description=__doc__.split("\n")[0].replace("``", ""))
     p.add_argument("--model", required=True, help="registered name, family:arg or module:Class")
     p.add_argument("--dataset", help="release folder or hub id ORG/NAME")
     p.add_argument("--revision", help="hub revision of --dataset")

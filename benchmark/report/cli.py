@@ -17,7 +17,7 @@ from pathlib import Path
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m benchmark report",
-                                description=__doc__.split("\n")[0])
+                                description=__doc__.split("\n")[0].replace("``", ""))
     p.add_argument("results", nargs="+", type=Path,
                    help="results folders (searched recursively for *.json) or files")
     p.add_argument("--output", type=Path, required=True, help="folder to write the report to")

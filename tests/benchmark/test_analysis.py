@@ -186,3 +186,22 @@ def test_fonts_cover_thai_devanagari_arabic_cjk():
     if missing and not any("Noto" in f for f in chain):
         pytest.skip(f"Noto fonts not installed ({' '.join(style.APT_PACKAGES)})")
     assert not missing, f"no font for {missing} in {chain}"
+
+
+def test_text_silhouette_rises_with_planted_culture(tmp_path, monkeypatch):
+    """Planted texts = concept + w * culture: by-language clustering grows with w."""
+    from tests.benchmark.synth import write_planted_release
+
+    write_planted_release(tmp_path / "planted", n_concepts=3, per_cell=1)
+    overall = {}
+    for w in (0.0, 3.0):
+        monkeypatch.setenv("XCM_TEST_W", str(w))
+        out = tmp_path / f"w{w}"
+        assert main(["analyze", "--model", "tests.benchmark.synth:PlantedModel", "--dataset",
+                     str(tmp_path / "planted"), "--output-dir", str(out), "--no-cache",
+                     "--no-umap", "-q", "--bootstrap", "10"]) == 0
+        res = json.loads(next(out.glob("*/analysis.json")).read_text())
+        overall[w] = res["scores"]["silhouette"]["euclidean"]["text_by_language"]["overall"]
+        # images carry concept + culture: they group by country whatever w is
+        assert res["scores"]["silhouette"]["euclidean"]["image_by_country"]["overall"] > 0
+    assert overall[0.0] < 0 < overall[3.0]
