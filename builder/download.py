@@ -290,7 +290,9 @@ class Downloader:
             lambda: asyncio.Semaphore(max(cfg.per_host, 1)))
         todo = iter(urls)
         loop = asyncio.get_running_loop()
-        with ThreadPoolExecutor(max_workers=4, thread_name_prefix="xcm-validate") as pool:
+        # validation is CPU-bound but the store ends in an fsync: enough threads to overlap those
+        with ThreadPoolExecutor(max_workers=max(4, cfg.concurrency),
+                                thread_name_prefix="xcm-validate") as pool:
             async with make_client(cfg) as client:
 
                 async def worker() -> None:
