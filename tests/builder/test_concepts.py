@@ -165,6 +165,13 @@ def test_fake_gemini_end_to_end_and_no_key_leak(fake, tmp_path, capsys, caplog):
     ]
     assert json.loads(cands[1]["instances_json"])["JPN"] == "Train of Japan"
     cat.close()
+    import builder.__main__ as cli
+
+    for table in ("stage_runs", "llm_requests", "concepts"):
+        for ext in ("csv", "parquet"):
+            dest = wd / "exports" / f"{table}.{ext}"
+            assert cli.main(["--workdir", str(wd), "export", table, "--out", str(dest)]) == 0
+    assert len(list((wd / "exports").iterdir())) == 6
     secret = KEY.encode()
     for path in [*wd.rglob("*"), out]:
         if path.is_file():
