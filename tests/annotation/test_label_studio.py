@@ -13,7 +13,7 @@ import pytest
 
 from annotation.__main__ import main
 from annotation.lsapi import export_tasks
-from annotation.pull import pull
+from annotation.pull import format_report, pull
 from annotation.push import push
 from annotation.status import format_status, status
 from builder.catalog import Catalog
@@ -105,8 +105,8 @@ def test_duplicates_push_pull_agreement(label_studio, ls_conn, annotators):
     for u in (u1, u2, u3):
         ann(id=tid["group:2"], completed_by=u, result=[_choice(0, "keep"), _choice(1, "remove")])
     # group 3 (F G): G gets keep 2 / remove 2 with the admin as a fourth reviewer: a tie
-    for u, g in ((u1, "remove"), (u2, "keep"), (u3, "remove"), (admin, "keep")):
-        ann(id=tid["group:3"], completed_by=u, result=[_choice(0, "keep"), _choice(1, g)])
+    g3 = {u: ann(id=tid["group:3"], completed_by=u, result=[_choice(0, "keep"), _choice(1, g)])
+          for u, g in ((u1, "remove"), (u2, "keep"), (u3, "remove"), (admin, "keep"))}
     # group 4 (H I): two answers and a skip: fewer than the three required
     ann(id=tid["group:4"], completed_by=u1, result=[_choice(0, "keep"), _choice(1, "remove")])
     ann(id=tid["group:4"], completed_by=u2, result=[_choice(0, "keep"), _choice(1, "keep")])
@@ -146,6 +146,15 @@ def test_duplicates_push_pull_agreement(label_studio, ls_conn, annotators):
         "annotations": 4, "keep": 5, "remove": 4}
     assert report["annotators"]["ann3@example.com"] == {
         "annotations": 4, "keep": 2, "none_duplicates": 3, "remove": 2, "skipped": 2}
+    text = format_report(report).splitlines()
+    assert text[1:4] == [
+        "annotations: new 13", "decisions per image: keep 4, needs_review 3, remove 2",
+        "agreement over 5 images with 3 votes: Krippendorff alpha 0.481, Fleiss kappa 0.444"]
+    assert text[4:] == [
+        f"  {ls_conn.user_email}: annotations 1, keep 2",
+        "  ann1@example.com: annotations 4, keep 5, remove 4",
+        "  ann2@example.com: annotations 4, keep 6, remove 3",
+        "  ann3@example.com: annotations 4, keep 2, none_duplicates 3, remove 2, skipped 2"]
     saved = json.loads((root / "exports" / "annotation" / "duplicates_pull.json").read_text())
     assert saved["agreement"] == ag
 
@@ -174,6 +183,15 @@ def test_duplicates_push_pull_agreement(label_studio, ls_conn, annotators):
     assert st[0]["annotated_by"] == {"0": 0, "1": 0, "2": 1, "3+": 3}
     assert st[0]["agreement"] == third["agreement"]
     assert "annotated by 0: 0, 1: 0, 2: 1, 3+: 3" in format_status(st)
+
+    # the fourth reviewer withdraws: G has keep 1 / remove 2 and is removed; the rows stay
+    client.annotations.delete(id=g3[admin].id)
+    fourth = pull(cat, ls_conn, "duplicates", min_annotators=3)
+    assert fourth["stored"] == {"deleted in Label Studio": 1, "unchanged": 12}
+    assert _status(cat, items["G"]) == {("removed", "review: majority of 3 (keep 1, remove 2)")}
+    assert cat.query("SELECT status FROM dedup_groups WHERE group_id=3")[0][0] == "reviewed"
+    kept = cat.query("SELECT decision, current FROM reviews WHERE annotation_id=?", (g3[admin].id,))
+    assert [(r["decision"], r["current"]) for r in kept] == [("keep", 0), ("keep", 0)]
 
 
 def test_push_recovers_tasks_imported_but_not_recorded(label_studio, ls_conn):
