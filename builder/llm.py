@@ -221,7 +221,6 @@ class BaseLLM:
         images = tuple(images or ())
         full = {"temperature": self.config.temperature, **dict(params or {})}
         full["schema_sha"] = schema_sha(schema)
-        full["max_reasks"] = self.config.max_reasks
         h = hashlib.sha256(prompt.encode("utf-8"))
         for im in images:
             h.update(f"\n{im.mime_type}:{im.sha256}".encode())
