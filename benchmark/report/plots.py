@@ -236,6 +236,8 @@ def own_vs_english(summary: dict[str, dict[str, Any]], path: Path, title: str) -
 def authors_scatter(rows: list[dict[str, Any]], path: Path) -> None:
     """Our per-country SP against the authors', one panel per experiment, log axes (their SP
     spans 0.03 to 16), y = x marked."""
+    from matplotlib.ticker import FuncFormatter
+
     exps = sorted({r["experiment"] for r in rows}, reverse=True)
     fig, axes = _grid(len(exps), w=4.8, h=4.4)
     plt = style.setup()
@@ -255,6 +257,8 @@ def authors_scatter(rows: list[dict[str, Any]], path: Path) -> None:
         ax.plot([lo, hi], [lo, hi], color="grey", lw=0.8, ls="--")
         ax.set_xscale("log")
         ax.set_yscale("log")
+        for axis in (ax.xaxis, ax.yaxis):  # plain numbers, not mathtext powers of ten
+            axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
         ax.set_xlim(lo, hi)
         ax.set_ylim(lo, hi)
         ax.set_xlabel("authors' SP")

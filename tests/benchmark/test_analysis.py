@@ -205,3 +205,48 @@ def test_text_silhouette_rises_with_planted_culture(tmp_path, monkeypatch):
         # images carry concept + culture: they group by country whatever w is
         assert res["scores"]["silhouette"]["euclidean"]["image_by_country"]["overall"] > 0
     assert overall[0.0] < 0 < overall[3.0]
+
+
+def test_analyze_reads_the_authors_csv_format(tmp_path):
+    """``--triplets-csv``: no image table, so image countries come from the triplet columns."""
+    from tests.benchmark.synth import coded_png, planted_world
+
+    tr, _ = planted_world(n_concepts=3, per_cell=1)
+    name = {c.code: c.authors_name for c in tables.countries()}
+    raw = pd.DataFrame({
+        "query_index": tr["triplet_id"], "query_image_id": tr["query_image_id"],
+        "query_concept": tr["query_concept"], "query_country": tr["query_country"].map(name),
+        "semantically_relevant_candidate_image_id": tr["semantic_image_id"],
+        "semantically_relevant_candidate_concept": tr["query_concept"],
+        "semantically_relevant_candidate_country": tr["semantic_country"].map(name),
+        "culturally_relevant_candidate_image_id": tr["cultural_image_id"],
+        "culturally_relevant_candidate_concept": tr["cultural_concept"],
+        "culturally_relevant_candidate_country": tr["query_country"].map(name),
+        "non_relevant_candidate_image_id": tr["non_relevant_image_id"],
+        "non_relevant_candidate_concept": tr["non_relevant_concept"],
+        "non_relevant_candidate_country": tr["non_relevant_country"].map(name),
+    })
+    raw.to_csv(tmp_path / "bench.csv", index=False)
+    (tmp_path / "img").mkdir()
+    codes = [c.code for c in tables.countries()]
+    ids = set(tr[["query_image_id", "semantic_image_id", "cultural_image_id",
+                  "non_relevant_image_id"]].to_numpy().ravel())
+    for iid in ids:
+        k, ci, v = iid.split("-")
+        (tmp_path / "img" / f"{iid}.png").write_bytes(coded_png(int(ci), codes.index(k), int(v)))
+    langs = sorted({c.language for c in tables.countries()})
+    pd.DataFrame([{"concept": c, "language": lg, "text": f"{c} [{lg}]"}
+                  for c in sorted(set(tr["query_concept"])) for lg in langs]
+                 ).to_csv(tmp_path / "q.csv", index=False)
+    assert main(["analyze", "--model", "hash", "--triplets-csv", str(tmp_path / "bench.csv"),
+                 "--images", str(tmp_path / "img"), "--queries", str(tmp_path / "q.csv"),
+                 "--output-dir", str(tmp_path / "out"), "--cache-dir", str(tmp_path / "c"),
+                 "--no-umap", "-q", "--bootstrap", "10"]) == 0
+    res = json.loads((tmp_path / "out/hash/analysis.json").read_text())
+    assert res["task"]["source_format"] == "authors-csv"
+    assert res["task"]["n_images"] == len(ids)
+    by = res["scores"]["silhouette"]["euclidean"]["image_by_country"]["by_label"]
+    assert {k: v["n"] for k, v in by.items()} == pd.Series(
+        [i.split("-")[0] for i in ids]).value_counts().to_dict()
+    # one text per (language, concept): 3 concepts x 12 languages
+    assert res["task"]["n_texts"] == 3 * len(langs)
