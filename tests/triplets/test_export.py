@@ -165,6 +165,13 @@ def test_publish_errors_are_one_line_exit_2(release, tmp_path, monkeypatch, caps
     assert cli.main(["publish", "--out", str(res.out), "--repo-id", "org/3xcm"]) == 2
     err = capsys.readouterr().err
     assert "HF_HUB_OFFLINE" in err and "hf_test" not in err
+    # the hub unreachable (or refused by the library's offline mode): one line, no token
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
+    assert cli.main(["publish", "--out", str(res.out), "--repo-id", "org/3xcm"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: cannot publish to org/3xcm") and "hf_test" not in err
+    assert len(err.strip().splitlines()) == 1
     assert cli.main(["publish", "--out", str(tmp_path), "--repo-id", "org/3xcm"]) == 2
     assert cli.main(["publish", "--out", str(res.out), "--repo-id", "bad"]) == 2
 
