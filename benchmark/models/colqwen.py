@@ -65,7 +65,7 @@ def load_colqwen(
         acfg = json.loads((folder / "adapter_config.json").read_text(encoding="utf-8"))
         base_id = base or acfg.get("base_model_name_or_path")
         if not base_id:
-            raise ValueError(f"{what}: {folder} is a LoRA adapter without base_model_name_or_path")
+            raise hub.ModelLoadError(f"{what}: {folder} is a LoRA adapter without base_model_name_or_path")
         base_folder = hub.resolve_repo(base_id, base_revision, what=f"{what} (base model)",
                                        allow_patterns=_ALLOW)
         state, n = qwenvl.merged_state(qwenvl.read_state(Path(base_folder)), folder)
@@ -79,7 +79,7 @@ def load_colqwen(
         config_folder, dtype=dtype, device=device, arch="qwen2_5_vl", state=state,
     )
     if f"{PROJ}.weight" not in rest:
-        raise ValueError(f"{what}: no {PROJ} weights in {folder} (not a ColQwen checkpoint)")
+        raise hub.ModelLoadError(f"{what}: no {PROJ} weights in {folder} (not a ColQwen checkpoint)")
     w = rest[f"{PROJ}.weight"]
     proj = torch.nn.Linear(w.shape[1], w.shape[0], bias=f"{PROJ}.bias" in rest)
     proj.load_state_dict({k.split(".")[-1]: v for k, v in rest.items() if k.startswith(PROJ + ".")})
@@ -100,6 +100,7 @@ class ColQwenModel(Adapter):
         max_num_visual_tokens: int | None = None, **kw: Any,
     ):
         what = f"model {name}"
+        hub.require(("torch", "transformers", "safetensors"), "qwen", what)
         folder = Path(hub.resolve_repo(checkpoint, revision, what=what, allow_patterns=_ALLOW))
         revision = hub.effective_revision(checkpoint, revision, folder)
         super().__init__(

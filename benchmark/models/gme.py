@@ -96,6 +96,7 @@ class GMEModel(Adapter):
         **kw: Any,
     ):
         what = f"model {name}"
+        hub.require(("torch", "transformers", "safetensors"), "qwen", what)
         folder = hub.resolve_repo(checkpoint, revision, what=what, allow_patterns=_ALLOW)
         revision = hub.effective_revision(checkpoint, revision, Path(folder))
         super().__init__(

@@ -73,11 +73,12 @@ class HFDualEncoder(Adapter):
         dtype: str | None = None, text_padding: str | bool | None = None,
         text_max_length: int | None = None, **kw: Any,
     ):
+        what = f"model {name}"
+        hub.require(("torch", "transformers", "safetensors"), "hf", what)
         from transformers import AutoModel, AutoProcessor
 
         from benchmark.models.base import torch_dtype
 
-        what = f"model {name}"
         folder = Path(hub.resolve_repo(checkpoint, revision, what=what, allow_patterns=_ALLOW))
         revision = hub.effective_revision(checkpoint, revision, folder)
         hub.sync_offline_flag()

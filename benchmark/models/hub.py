@@ -28,14 +28,32 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
+from benchmark.registry import RegistryError
+
 log = logging.getLogger(__name__)
 
 WEIGHTS_ENV = "XCM_WEIGHTS_DIR"
 _TRUE = {"1", "true", "yes", "on"}
 
 
-class CheckpointNotFound(FileNotFoundError):
+class ModelLoadError(RegistryError, ValueError):
+    """A model cannot be loaded (missing library, checkpoint of another layout): one line that
+    the CLIs print before exiting with status 2 (a :class:`RegistryError`)."""
+
+
+class CheckpointNotFound(ModelLoadError):
     """A model's weights are neither local nor downloadable (one-line message)."""
+
+
+def require(modules: Sequence[str], extra: str, what: str) -> None:
+    """Fail with one line naming the pip extra when a library an adapter needs is missing."""
+    import importlib.util
+
+    for m in modules:
+        if importlib.util.find_spec(m) is None:
+            raise ModelLoadError(
+                f"{what}: needs the Python package {m!r}; install it with pip install -e '.[{extra}]'"
+            )
 
 
 def offline() -> bool:

@@ -69,9 +69,10 @@ class JinaV4Model(Adapter):
         dtype: str | None = None, task: str = "retrieval", multi_vector: bool = False,
         truncate_dim: int | None = None, max_pixels: int | None = None, **kw: Any,
     ):
+        what = f"model {name}"
+        hub.require(("torch", "transformers", "safetensors"), "qwen", what)
         import torch
 
-        what = f"model {name}"
         folder = Path(hub.resolve_repo(checkpoint, revision, what=what, allow_patterns=_ALLOW))
         revision = hub.effective_revision(checkpoint, revision, folder)
         super().__init__(
@@ -83,11 +84,11 @@ class JinaV4Model(Adapter):
         cfg = qwenvl.read_config(folder)
         tasks = cfg.get("task_names")
         if tasks and task not in tasks:
-            raise ValueError(f"{what}: task {task!r} is not one of {tasks}")
+            raise hub.ModelLoadError(f"{what}: task {task!r} is not one of {tasks}")
         state = qwenvl.read_state(folder)
         adapter_dir = folder / "adapters"
         if not (adapter_dir / "adapter_config.json").is_file():
-            raise FileNotFoundError(f"{what}: {folder} has no adapters/adapter_config.json")
+            raise hub.ModelLoadError(f"{what}: {folder} has no adapters/adapter_config.json")
         state, self.lora_modules = qwenvl.merged_state(state, adapter_dir, adapter_name=task)
         self.backbone, rest, self.config = qwenvl.load_backbone(
             folder, dtype=self.dtype, device=self.device, arch="qwen2_5_vl", state=state,
@@ -96,7 +97,7 @@ class JinaV4Model(Adapter):
         if multi_vector:
             w = rest.get(f"{PROJ}.weight")
             if w is None:
-                raise ValueError(f"{what}: no {PROJ} weights in {folder}")
+                raise hub.ModelLoadError(f"{what}: no {PROJ} weights in {folder}")
             self.proj = torch.nn.Linear(w.shape[1], w.shape[0], bias=f"{PROJ}.bias" in rest)
             self.proj.load_state_dict({k.split(".")[-1]: v for k, v in rest.items() if k.startswith(PROJ + ".")})
             self.proj.to(device=self.device, dtype=self.backbone.dtype).eval()
@@ -174,6 +175,7 @@ class JinaCLIPModel(Adapter):
         truncate_dim: int | None = None, **kw: Any,
     ):
         what = f"model {name}"
+        hub.require(("torch", "transformers", "einops"), "hf", what)
         folder = Path(hub.resolve_repo(checkpoint, revision, what=what))
         revision = hub.effective_revision(checkpoint, revision, folder)
         super().__init__(
@@ -215,7 +217,7 @@ def load_remote_code_model(folder: Path, what: str, dtype: str) -> Any:
         return AutoModel.from_pretrained(str(folder), trust_remote_code=True, dtype=torch_dtype(dtype))
     except Exception as e:  # remote code written for other transformers versions: say so
         first = str(e).splitlines()[0] if str(e) else type(e).__name__
-        raise RuntimeError(
+        raise hub.ModelLoadError(
             f"{what}: the checkpoint's remote code failed to load on this transformers "
             f"({type(e).__name__}: {first}); its code repo must be cached too "
             f"(HF_HUB_OFFLINE={int(hub.offline())})"

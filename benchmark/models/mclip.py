@@ -71,7 +71,7 @@ def load_state(folder: Path) -> dict[str, Any]:
         return out
     bins = sorted(folder.glob("pytorch_model*.bin"))
     if not bins:
-        raise FileNotFoundError(f"{folder}: no model.safetensors or pytorch_model.bin")
+        raise hub.ModelLoadError(f"{folder}: no model.safetensors or pytorch_model.bin")
     out = {}
     for f in bins:
         out.update(torch.load(str(f), map_location="cpu", weights_only=True))
@@ -126,6 +126,7 @@ class MCLIPModel(Adapter):
         from benchmark.models.base import torch_dtype
 
         what = f"model {name}"
+        hub.require(("torch", "transformers", "open_clip", "multilingual_clip"), "mclip", what)
         folder = Path(hub.resolve_repo(checkpoint, revision, what=what, allow_patterns=_ALLOW))
         revision = hub.effective_revision(checkpoint, revision, folder)
         self.image_tower = OpenCLIPModel(
@@ -140,7 +141,7 @@ class MCLIPModel(Adapter):
         self.text_tower = MCLIPTextTower(folder, self.device, torch_dtype(self.dtype))
         img_dim = int(self.image_tower.model.visual.output_dim)
         if img_dim != self.text_tower.dims:
-            raise ValueError(
+            raise hub.ModelLoadError(
                 f"{what}: text tower maps to {self.text_tower.dims} dims but image model "
                 f"{image_model} gives {img_dim}; pair the text tower with its own image tower"
             )

@@ -49,7 +49,7 @@ def parse_checkpoint(checkpoint: str) -> tuple[str, str | None]:
         return checkpoint, None
     model, sep, pretrained = checkpoint.partition("/")
     if not sep or not pretrained:
-        raise ValueError(
+        raise hub.ModelLoadError(
             f"open_clip checkpoint {checkpoint!r}: expected MODEL/PRETRAINED "
             f"(e.g. ViT-L-14/openai), local-dir:/path or hf-hub:org/repo"
         )
@@ -63,7 +63,7 @@ def tag_weights(model: str, tag: str, what: str) -> tuple[Path, dict[str, Any]]:
     cfg = open_clip.get_pretrained_cfg(model, tag)
     if not cfg:
         known = open_clip.list_pretrained_tags_by_model(model)
-        raise ValueError(f"{what}: open_clip has no pretrained tag {tag!r} for {model!r} (known: {known})")
+        raise hub.ModelLoadError(f"{what}: open_clip has no pretrained tag {tag!r} for {model!r} (known: {known})")
     hub_id = HUB_OVERRIDES.get((model, tag)) or cfg.get("hf_hub", "")
     if not hub_id:
         raise hub.CheckpointNotFound(
@@ -95,9 +95,10 @@ class OpenCLIPModel(Adapter):
         self, name: str, checkpoint: str, revision: str | None = None, device: str | None = None,
         dtype: str | None = None, **kw: Any,
     ):
+        what = f"model {name}"
+        hub.require(("torch", "open_clip"), "openclip", what)
         import open_clip
 
-        what = f"model {name}"
         model_name, pretrained = parse_checkpoint(checkpoint)
         kwargs: dict[str, Any] = {}
         if model_name.startswith("local-dir:"):

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmark.models.base import torch_dtype
+from benchmark.models.hub import ModelLoadError
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +57,7 @@ def normalize_key(key: str) -> str:
 def read_config(folder: Path) -> dict[str, Any]:
     path = folder / "config.json"
     if not path.is_file():
-        raise FileNotFoundError(f"{folder}: no config.json (not a transformers checkpoint folder)")
+        raise ModelLoadError(f"{folder}: no config.json (not a transformers checkpoint folder)")
     return json.loads(path.read_text(encoding="utf-8"))
 
 
@@ -83,7 +84,7 @@ def read_safetensors(folder: Path, exclude: tuple[str, ...] = ("adapter_model",)
 
     files = sorted(f for f in folder.glob("*.safetensors") if not f.name.startswith(exclude))
     if not files:
-        raise FileNotFoundError(f"{folder}: no *.safetensors weights")
+        raise ModelLoadError(f"{folder}: no *.safetensors weights")
     out: dict[str, Any] = {}
     for f in files:
         out.update(load_file(str(f)))
@@ -119,7 +120,7 @@ def load_backbone(
     mine = {k: state.pop(k) for k in list(state) if k in own}
     missing = sorted(set(own) - set(mine))
     if missing:
-        raise ValueError(
+        raise ModelLoadError(
             f"{folder}: {len(missing)} backbone weights missing from the checkpoint "
             f"(first: {missing[:3]}); not a {arch} checkpoint of this layout"
         )
@@ -142,12 +143,12 @@ def read_adapter(adapter_dir: Path, adapter_name: str | None = None) -> tuple[di
 
     cfg = json.loads((adapter_dir / "adapter_config.json").read_text(encoding="utf-8"))
     if cfg.get("use_dora"):
-        raise ValueError(f"{adapter_dir}: DoRA adapters are not supported")
+        raise ModelLoadError(f"{adapter_dir}: DoRA adapters are not supported")
     if cfg.get("fan_in_fan_out"):
-        raise ValueError(f"{adapter_dir}: fan_in_fan_out adapters are not supported")
+        raise ModelLoadError(f"{adapter_dir}: fan_in_fan_out adapters are not supported")
     path = adapter_dir / "adapter_model.safetensors"
     if not path.is_file():
-        raise FileNotFoundError(f"{adapter_dir}: no adapter_model.safetensors")
+        raise ModelLoadError(f"{adapter_dir}: no adapter_model.safetensors")
     tensors = load_file(str(path))
     r0, alpha0 = int(cfg["r"]), float(cfg.get("lora_alpha", cfg["r"]))
     lora_re = re.compile(r"^(?P<mod>.+)\.lora_(?P<ab>[AB])(?:\.(?P<name>[^.]+))?\.weight$")
@@ -166,13 +167,13 @@ def read_adapter(adapter_dir: Path, adapter_name: str | None = None) -> tuple[di
     out: dict[str, Any] = {}
     for mod, ab in pairs.items():
         if set(ab) != {"A", "B"}:
-            raise ValueError(f"{adapter_dir}: LoRA pair for {mod} is incomplete ({sorted(ab)})")
+            raise ModelLoadError(f"{adapter_dir}: LoRA pair for {mod} is incomplete ({sorted(ab)})")
         r = int(_pattern_value(cfg.get("rank_pattern") or {}, mod, r0))
         alpha = float(_pattern_value(cfg.get("alpha_pattern") or {}, mod, alpha0))
         scale = alpha / math.sqrt(r) if cfg.get("use_rslora") else alpha / r
         out[mod] = (ab["A"], ab["B"], scale)
     if not out:
-        raise ValueError(f"{adapter_dir}: no LoRA weights{f' for adapter {adapter_name!r}' if adapter_name else ''}")
+        raise ModelLoadError(f"{adapter_dir}: no LoRA weights{f' for adapter {adapter_name!r}' if adapter_name else ''}")
     return out, other
 
 
@@ -188,11 +189,11 @@ def merged_state(
     for mod, (a, b, scale) in pairs.items():
         key = f"{mod}.weight"
         if key not in out:
-            raise ValueError(f"{adapter_dir}: LoRA targets {mod}, which the base model lacks")
+            raise ModelLoadError(f"{adapter_dir}: LoRA targets {mod}, which the base model lacks")
         w = out[key]
         delta = (b.to(torch.float32) @ a.to(torch.float32)) * scale
         if delta.shape != w.shape:
-            raise ValueError(f"{adapter_dir}: LoRA for {mod} has shape {tuple(delta.shape)}, weight {tuple(w.shape)}")
+            raise ModelLoadError(f"{adapter_dir}: LoRA for {mod} has shape {tuple(delta.shape)}, weight {tuple(w.shape)}")
         out[key] = (w.to(torch.float32) + delta).to(w.dtype)
     for key, t in other.items():
         # modules_to_save are stored as ".modules_to_save.<name>." by some PEFT versions

@@ -101,3 +101,26 @@ def test_images_of_other_modes_are_converted(clip_dir):
     a = m.encode_images([rgb.convert("RGBA")])
     b = m.encode_images([rgb])
     np.testing.assert_allclose(a, b, atol=1e-6)
+
+
+def test_missing_library_names_the_extra(monkeypatch):
+    import importlib.util
+
+    from benchmark.registry import RegistryError
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: None if n == "open_clip" else real(n, *a))
+    with pytest.raises(RegistryError) as e:
+        load_model("open_clip:ViT-B-32/openai", device="cpu")
+    assert "pip install -e '.[openclip]'" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_cli_prints_one_line_for_missing_weights(monkeypatch, capsys, tmp_path):
+    from benchmark import cli
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    rc = cli.main(["run", "--model", "clip-l14", "--task", "3xcm", "--device", "cpu",
+                   "--output-dir", str(tmp_path), "--no-cache"])
+    assert rc == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "XCM_WEIGHTS_DIR" in err[0]
