@@ -221,3 +221,19 @@ def test_offline_is_deterministic_and_validated(tmp_path):
         "p", Tags, validate=check, offline=lambda: {"labels": ["x"], "note": ""}
     )
     assert r4.status == "failed" and "outside the allowed set" in r4.error
+
+
+def test_connection_refused_is_an_error_and_v1beta_is_served(fake, tmp_path):
+    import socket
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()  # nothing listens there now
+    llm = make(fake, tmp_path, base_url=f"http://127.0.0.1:{port}", retry_attempts=2)
+    res = llm.generate_structured("p", Tags)
+    assert res.status == "error" and "Connect" in res.error and llm.usage.api_errors == 1
+    fake.push(answer(GOOD))
+    beta = make(fake, tmp_path, api_version="v1beta")
+    assert beta.generate_structured("p", Tags).ok
+    assert fake.calls()[0].path == "/v1beta/models/gemini-fake:generateContent"
