@@ -354,10 +354,13 @@ def final_counts(cat: Catalog) -> dict[str, int]:
 def summary(counts: Counter, spec: str) -> str:
     states = {k[12:]: v for k, v in counts.items() if k.startswith("kept_images_")}
     asks = {k: v for k, v in counts.items() if k.startswith(("group_", "alone_"))}
-    return format_summary(
+    text = format_summary(
         f"tagging ({spec}): {counts.get('images_to_tag', 0)} image(s) to tag this run",
         {"kept images by tag state": states, "answers per image": asks},
     )
+    if counts.get("batch_pending"):
+        text += "\n  batch job still running: run the same command again to collect it"
+    return text
 
 
 def build_parser() -> argparse.ArgumentParser:
