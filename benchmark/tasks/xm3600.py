@@ -154,7 +154,7 @@ class XM3600ImageToText(Task):
         g.add_argument("--chunk-size", type=int, default=retrieval.DEFAULT_CHUNK,
                        help=f"captions per score block (default {retrieval.DEFAULT_CHUNK})")
         g.add_argument("--retrieval-backend", choices=["auto", "torch", "numpy"], default="auto",
-                       help="exact top-k on torch (the model's device) or numpy (default auto)")
+                       help="auto (default): torch on a GPU, numpy on the CPU")
         g.add_argument("--two-stage", type=int, metavar="N",
                        help="multi-vector models: shortlist N captions by mean-pooled cosine, "
                             "rerank by MaxSim (approximate; agreement reported)")

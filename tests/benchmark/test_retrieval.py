@@ -9,7 +9,17 @@ from benchmark import retrieval as rt
 from benchmark.metrics.maxsim import maxsim_scores
 from benchmark.models.base import MultiVector, l2_normalize
 
-BACKENDS = ["numpy", "torch"]
+BACKENDS = ["numpy", "torch", "torch-tensors"]
+
+
+def backend(name: str):
+    """``torch-tensors``: torch on the CPU but kept as tensors through the selection, the
+    code path a GPU takes (no GPU in CI)."""
+    if name != "torch-tensors":
+        return name
+    bk = rt.TorchBackend("cpu")
+    bk.on_cpu = False
+    return bk
 
 
 def full_topk(sims: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -25,40 +35,40 @@ def int_data(seed: int, n_q: int, n_d: int, dim: int = 4, hi: int = 3):
             rng.integers(-hi, hi + 1, (n_d, dim)).astype(np.float32))
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("backend_name", BACKENDS)
 @pytest.mark.parametrize("chunk", [1, 7, 64, 333, 5000])
-def test_chunked_equals_full_sort_with_ties(backend, chunk):
+def test_chunked_equals_full_sort_with_ties(backend_name, chunk):
     q, d = int_data(0, 23, 1001)
-    got = rt.exact_topk(q, d, 40, chunk_size=chunk, query_block=10, backend=backend,
+    got = rt.exact_topk(q, d, 40, chunk_size=chunk, query_block=10, backend=backend(backend_name),
                         normalize=False, progress=False)
     s, i = full_topk(q @ d.T, 40)
     assert np.array_equal(got.indices, i)
     assert np.array_equal(got.scores, s.astype(np.float32))
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_cosine_random_matches_full_matrix(backend):
+@pytest.mark.parametrize("backend_name", BACKENDS)
+def test_cosine_random_matches_full_matrix(backend_name):
     rng = np.random.default_rng(1)
     q = rng.standard_normal((30, 16)).astype(np.float32)
     d = rng.standard_normal((2049, 16)).astype(np.float32)
-    got = rt.exact_topk(q, d, 99, chunk_size=300, backend=backend, progress=False)
+    got = rt.exact_topk(q, d, 99, chunk_size=300, backend=backend(backend_name), progress=False)
     sims = l2_normalize(q) @ l2_normalize(d).T
     s, i = full_topk(sims, 99)
     assert np.array_equal(got.indices, i)
     np.testing.assert_allclose(got.scores, s, atol=1e-6)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_massive_ties_and_adversarial_order(backend):
+@pytest.mark.parametrize("backend_name", BACKENDS)
+def test_massive_ties_and_adversarial_order(backend_name):
     # every score equal: the stable-sort fallback must return indices 0..k-1
     q = np.ones((3, 4), np.float32)
     d = np.ones((2000, 4), np.float32)
-    got = rt.exact_topk(q, d, 10, chunk_size=700, backend=backend, normalize=False,
+    got = rt.exact_topk(q, d, 10, chunk_size=700, backend=backend(backend_name), normalize=False,
                         progress=False)
     assert got.indices.tolist() == [list(range(10))] * 3
     # scores rising with the index: every chunk is "heavy" and raises its threshold
     d = np.arange(2000, dtype=np.float32)[:, None] * np.ones((1, 4), np.float32)
-    got = rt.exact_topk(q, d, 10, chunk_size=700, backend=backend, normalize=False,
+    got = rt.exact_topk(q, d, 10, chunk_size=700, backend=backend(backend_name), normalize=False,
                         progress=False)
     assert got.indices.tolist() == [list(range(1999, 1989, -1))] * 3
 
@@ -101,10 +111,13 @@ def multi(seed: int, n: int, max_len: int, dim: int) -> MultiVector:
     return MultiVector.from_list(items)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_exact_maxsim_equals_full(backend):
+@pytest.mark.parametrize("backend_name", BACKENDS)
+def test_exact_maxsim_equals_full(backend_name):
     q, d = multi(4, 9, 5, 6), multi(5, 301, 4, 6)
-    got = rt.exact_topk(q, d, 30, chunk_size=64, backend=backend, progress=False)
+    got = rt.exact_topk(q, d, 30, chunk_size=64, backend=backend(backend_name), progress=False)
+    two = rt.two_stage_topk(q, d, 30, shortlist=len(d), chunk_size=64,
+                            backend=backend(backend_name), progress=False)
+    assert np.array_equal(two.indices, got.indices)
     s, i = full_topk(maxsim_scores(q, d), 30)
     assert np.array_equal(got.indices, i)
     assert np.array_equal(got.scores, s.astype(np.float32))
