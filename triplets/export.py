@@ -183,6 +183,7 @@ def export_release(
     tmp.mkdir(parents=True)
     try:
         n_shards = _write_files(wd, tmp, pool, rows, numbers, build, provenance, shard_bytes)
+        _check_written(tmp, distinct, seed)
         _swap_in(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -216,6 +217,17 @@ def _write_files(wd: WorkDir, tmp: Path, pool: Pool, rows: list[dict], numbers: 
     for p in tmp.rglob("*"):  # temp files are created 0600; a release is world-readable
         p.chmod(0o755 if p.is_dir() else 0o644)
     return len(shards)
+
+
+def _check_written(folder: Path, distinct: bool, seed: int | None) -> None:
+    """Validate the files as a user will read them (rules and embedded bytes) before the swap."""
+    from triplets.sources import image_byte_violations, read_release
+
+    rows, images, _ = read_release(folder)
+    bad = check_triplets(rows, images, tags_known=True, distinct_language=distinct, seed=seed)
+    bad += image_byte_violations(folder)
+    if bad:
+        raise ExportError(f"the written release breaks {len(bad)} rule(s); not installed", bad)
 
 
 def _swap_in(tmp: Path, out: Path) -> None:
