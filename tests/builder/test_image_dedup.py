@@ -233,3 +233,40 @@ def test_reviewed_groups_are_left_alone_and_cli(catalog: Catalog, capsys) -> Non
     assert main(["--cosine", "0.8", "--review-cosine", "0.9", "--workdir", wd]) == 2
     assert main(["--model", "no-such-model", "--workdir", wd]) == 2
     assert "unknown model" in capsys.readouterr().err
+
+
+def test_interrupted_run_resumes_to_the_same_statuses(tmp_path: Path, monkeypatch) -> None:
+    import builder.image_dedup as mod
+
+    planted(tmp_path / "photos")
+    for d in ("THA", "JPN"):  # a second concept with the same pictures
+        src, dst = tmp_path / "photos" / "food" / d, tmp_path / "photos" / "meal" / d
+        dst.mkdir(parents=True)
+        for f in src.iterdir():
+            (dst / f.name).write_bytes(f.read_bytes())
+    with Catalog.open(tmp_path / "clean") as cat:
+        crawl(cat, CrawlConfig(search=f"folder:{tmp_path / 'photos'}"))
+        image_dedup(cat, DedupConfig(model=None))
+        clean = [tuple(r) for r in cat.query("SELECT concept, rank, status, reason FROM items "
+                                             "ORDER BY item_id")]
+    real = mod.dedup_concept
+    with Catalog.open(tmp_path / "w") as cat:
+        crawl(cat, CrawlConfig(search=f"folder:{tmp_path / 'photos'}"))
+
+        def dies_on_meal(catalog, concept, *a, **kw):
+            if concept == "meal":
+                raise KeyboardInterrupt
+            return real(catalog, concept, *a, **kw)
+
+        monkeypatch.setattr(mod, "dedup_concept", dies_on_meal)
+        with pytest.raises(KeyboardInterrupt):
+            image_dedup(cat, DedupConfig(model=None))
+        half = {r[0]: r[1] for r in cat.query("SELECT DISTINCT concept, status = 'ok' FROM items "
+                                               "WHERE status IN ('ok', 'kept')")}
+        assert half == {"food": 0, "meal": 1}  # food done and committed, meal untouched
+        assert cat.last_run("image_dedup")["status"] == "interrupted"
+        monkeypatch.setattr(mod, "dedup_concept", real)
+        image_dedup(cat, DedupConfig(model=None))
+        again = [tuple(r) for r in cat.query("SELECT concept, rank, status, reason FROM items "
+                                             "ORDER BY item_id")]
+    assert again == clean
