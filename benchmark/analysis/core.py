@@ -199,6 +199,19 @@ def projections(
     return result
 
 
+def correlation_figures(out_dir: Path, model: str, scores: dict[str, Any],
+                        metrics: list[str]) -> dict[str, str]:
+    """``analysis-sp-vs-silhouette-<metric>.png`` per metric; returns metric -> file name."""
+    from benchmark.report.plots import sp_vs_silhouette
+
+    out: dict[str, str] = {}
+    for metric in metrics:
+        path = out_dir / model_slug(model) / f"analysis-sp-vs-silhouette-{metric}.png"
+        sp_vs_silhouette(scores["by_country"], scores["correlations"], metric, path, model)
+        out[metric] = path.name
+    return out
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The ``analyze`` flags that shape the numbers (the CLI adds the data and model flags)."""
     p.add_argument("--metric", choices=["euclidean", "cosine", "both"], default="euclidean",
@@ -243,6 +256,7 @@ def analyze(args: argparse.Namespace) -> Path:
     scores, sil_t = analyze_arrays(text_x, texts["query_language"].tolist(), image_x,
                                    imgs["country"].tolist(), sp, metrics)
     timings.update(sil_t)
+    scores["figures"] = correlation_figures(args.output_dir, adapter.spec.name, scores, metrics)
     if args.no_umap:
         scores["umap"] = {"skipped": "--no-umap"}
     else:

@@ -86,12 +86,17 @@ def analysis_section(col: Collection, fig_dir: Path) -> tuple[str, list[tuple[Pa
                      for k in ("text", "image", "sum")]
             lines.append(f"| {model} | {metric} | " + " | ".join(cells) + " |")
         base = col.paths[(model, "analysis")].parent
-        for kind, info in (r.scores.get("umap") or {}).items():
-            if isinstance(info, dict) and info.get("png") and (base / info["png"]).is_file():
-                dest = fig_dir / f"umap-{kind}-{model_slug(model)}.png"
+        pngs = [(f"sp-vs-silhouette-{metric}", name, f"{model}: SP vs silhouette ({metric})")
+                for metric, name in (r.scores.get("figures") or {}).items()]
+        pngs += [(f"umap-{kind}", info["png"], f"{model}: UMAP of the {kind} embeddings")
+                 for kind, info in (r.scores.get("umap") or {}).items()
+                 if isinstance(info, dict) and info.get("png")]
+        for stem, name, caption in pngs:
+            if (base / name).is_file():
+                dest = fig_dir / f"{stem}-{model_slug(model)}.png"
                 dest.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(base / info["png"], dest)
-                figs.append((dest, f"{model}: UMAP of the {kind} embeddings"))
+                shutil.copyfile(base / name, dest)
+                figs.append((dest, caption))
     return "\n".join(lines) + "\n", figs
 
 
@@ -108,6 +113,12 @@ def build_report(paths: list[Path], output: Path, authors_folder: Path | None = 
     table = leaderboard.rows(col)
     md = [f"# {title}", "", "## Leaderboard", "", leaderboard.to_markdown(table)]
     sections: list[tuple[str, str]] = [("Leaderboard", leaderboard.to_html(table))]
+    for task, what in (("3xcm", "text -> image"), ("3xcm-i2i", "image -> image")):
+        codes, by_country = leaderboard.country_table(col, task)
+        if by_country:
+            cmd = leaderboard.country_markdown(codes, by_country)
+            md += [f"## SP by country, {what} ({task})", "", cmd]
+            sections.append((f"SP by country, {what} ({task})", _md_table_html(cmd)))
     figs = association_figures(col, fig_dir) + xm3600_figures(col, fig_dir) \
         + matrix_figures(col, fig_dir)
     comp = authors.compare(col, authors_folder) if compare_authors else pd.DataFrame()

@@ -102,3 +102,30 @@ def to_html(table: list[dict[str, Any]]) -> str:
                     f'<th scope="row">{e(r["model"])}</th>{cells}</tr>')
     return ('<table id="leaderboard"><thead><tr><th>model</th>' + head + "</tr></thead><tbody>"
             + "".join(body) + "</tbody></table>")
+
+
+def country_table(col: Collection, task: str = "3xcm") -> tuple[list[str], list[dict[str, Any]]]:
+    """(country codes in table order, one row per model: ``model`` + code -> SP or None)."""
+    from benchmark import tables
+
+    res = col.task(task)
+    present = {c for r in res.values() for c in r.scores.get("by_country", {})}
+    codes = [c.code for c in tables.countries() if c.code in present] + sorted(
+        present - {c.code for c in tables.countries()})
+    out = []
+    for model, r in res.items():
+        by = r.scores.get("by_country", {})
+        out.append({"model": model, **{c: (by.get(c) or {}).get("SP") for c in codes}})
+    return codes, out
+
+
+def country_markdown(codes: list[str], table: list[dict[str, Any]]) -> str:
+    """SP per model (rows) and country (columns) as a Markdown table."""
+    from benchmark import tables
+
+    known = {c.code: c.label for c in tables.countries()}
+    heads = [known.get(c, c) for c in codes]
+    lines = ["| model | " + " | ".join(heads) + " |", "|---|" + "---:|" * len(codes)]
+    for r in table:
+        lines.append(f"| {r['model']} | " + " | ".join(fmt(r[c], 2) for c in codes) + " |")
+    return "\n".join(lines) + "\n"

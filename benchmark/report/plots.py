@@ -266,3 +266,25 @@ def authors_scatter(rows: list[dict[str, Any]], path: Path) -> None:
         ax.set_title(f"per country, {exp}")
         ax.legend(frameon=False, fontsize=7)
     style.save(fig, path)
+
+
+def sp_vs_silhouette(by_country: dict[str, Any], correlations: dict[str, Any], metric: str,
+                     path: Path, title: str) -> None:
+    """SP against the text, image and summed silhouette per country (one panel each), with
+    Pearson r and p in the panel titles (the data behind the paper's Table 8)."""
+    fig, axes = _grid(3, ncols=3, w=4.2, h=3.8)
+    for ax, key in zip(axes, ("text", "image", "sum"), strict=True):
+        pts = [(row["silhouette"][metric][key], row["SP"], code)
+               for code, row in by_country.items()
+               if row["SP"] is not None and row["silhouette"][metric][key] is not None]
+        for x, y, code in pts:
+            ax.scatter(x, y, s=20, color=TIER_COLOURS.get(country_tier(code) or "", "grey"))
+            ax.annotate(label(code), (x, y), fontsize=7, xytext=(2, 2),
+                        textcoords="offset points")
+        c = correlations.get(metric, {}).get(key, {})
+        r = f"r = {c['r']:.2f}, p = {c['p']:.3f}" if c.get("r") is not None else "r undefined"
+        ax.set_title(f"{key} silhouette: {r} (n = {c.get('n', 0)})", fontsize=9)
+        ax.set_xlabel(f"{key} silhouette ({metric})")
+        ax.set_ylabel("SP")
+    fig.suptitle(f"{title}: SP vs silhouette per country", fontsize=11)
+    style.save(fig, path)

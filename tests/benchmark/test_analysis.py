@@ -141,6 +141,9 @@ def test_analyze_no_umap_reuses_cache_and_matches_3xcm(sample_run, capsys):
         assert sc["correlations"][metric]["image"]["p"] == pytest.approx(float(ref.pvalue))
     assert sc["umap"] == {"skipped": "--no-umap"}
     assert not list((root / "results/hash").glob("analysis-umap-*"))
+    for metric in ("euclidean", "cosine"):
+        png = root / "results/hash" / sc["figures"][metric]
+        assert png.read_bytes()[:4] == b"\x89PNG"
 
 
 def test_analyze_with_umap_writes_png_and_parquet(sample_run):

@@ -87,6 +87,10 @@ def test_html_has_one_row_per_model_with_the_json_numbers(report):
     for model in MODELS:
         sp = overall(root, model, "3xcm")["SP"]
         assert f"| {model} | " in md and f"{sp:.3f}" in md
+        by = json.loads((root / "results" / model / "3xcm.json").read_text())["scores"]
+        row = "| " + " | ".join([model] + [f"{by['by_country'][c.code]['SP']:.2f}"
+                                           for c in tables.countries()]) + " |"
+        assert row in md  # the per-country SP table, countries in the table's order
 
 
 def _authors_rows(name: str) -> list[dict[str, str]]:
