@@ -37,7 +37,7 @@ from tqdm import tqdm
 
 from benchmark import tables
 from builder.catalog import Catalog
-from builder.llm import BaseLLM, add_llm_args, llm_config_from_args, make_llm
+from builder.llm import BaseLLM, LLMResult, add_llm_args, llm_config_from_args, make_llm
 from builder.stagekit import (
     StageInputError,
     add_common_args,
@@ -222,41 +222,55 @@ def run_concepts(
                 offline=lambda b=batch, r=rnd: offline_answer(curated or [], b, r, n_concepts),
             )
             status[res.status] += 1
-            mapping = answer_mapping(res.value, batch) if res.ok else {}
-            with catalog.tx() as con:
-                for name, per in mapping.items():
-                    con.execute(
-                        "INSERT OR IGNORE INTO concepts (name, source, status, run_id)"
-                        " VALUES (?, 'generated', 'candidate', ?)",
-                        (name, rec.run_id),
-                    )
-                    con.executemany(
-                        "INSERT OR REPLACE INTO concept_instances (concept, country, round,"
-                        " instance, run_id) VALUES (?,?,?,?,?)",
-                        [(name, code, rnd, inst, rec.run_id) for code, inst in per.items()],
-                    )
-                con.execute(
-                    "INSERT OR REPLACE INTO llm_requests (stage, item, status, reason, raw,"
-                    " cache_key, llm, prompt_sha, attempts, run_id) VALUES (?,?,?,?,?,?,?,?,?,?)",
-                    (
-                        STAGE,
-                        item,
-                        res.status,
-                        res.error,
-                        None if res.ok else res.raw,
-                        res.key,
-                        llm.spec,
-                        prompt_sha,
-                        res.attempts,
-                        rec.run_id,
-                    ),
-                )
+            _store(catalog, item, rnd, batch, res, llm.spec, prompt_sha, rec.run_id)
         if curated is not None:
             _apply_curated(catalog, curated, rec.run_id)
         rec.counts = _counts(catalog, status)
         rec.summary = _summary(rec.counts)
     log.debug("%s", rec.summary)
     return rec.counts
+
+
+def _store(
+    catalog: Catalog,
+    item: str,
+    rnd: int,
+    batch: list[tables.Country],
+    res: LLMResult,
+    spec: str,
+    prompt_sha: str,
+    run_id: int,
+) -> None:
+    """One transaction: the answer's concepts and instances, and the request's record."""
+    mapping = answer_mapping(res.value, batch) if res.ok else {}
+    with catalog.tx() as con:
+        for name, per in mapping.items():
+            con.execute(
+                "INSERT OR IGNORE INTO concepts (name, source, status, run_id)"
+                " VALUES (?, 'generated', 'candidate', ?)",
+                (name, run_id),
+            )
+            con.executemany(
+                "INSERT OR REPLACE INTO concept_instances (concept, country, round, instance,"
+                " run_id) VALUES (?,?,?,?,?)",
+                [(name, code, rnd, inst, run_id) for code, inst in per.items()],
+            )
+        con.execute(
+            "INSERT OR REPLACE INTO llm_requests (stage, item, status, reason, raw, cache_key,"
+            " llm, prompt_sha, attempts, run_id) VALUES (?,?,?,?,?,?,?,?,?,?)",
+            (
+                STAGE,
+                item,
+                res.status,
+                res.error,
+                None if res.ok else res.raw,
+                res.key,
+                spec,
+                prompt_sha,
+                res.attempts,
+                run_id,
+            ),
+        )
 
 
 def _apply_curated(catalog: Catalog, curated: list[str], run_id: int) -> None:

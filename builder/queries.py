@@ -28,6 +28,7 @@ import argparse
 import csv
 import io
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 from string import Template
 
@@ -117,152 +118,134 @@ def _validator(group: list[tables.Country], term: str | None = None):
     return check
 
 
-def _row(concept, c, kind, language, text, term, source, status, reason, run_id):
-    return (concept, c.code, kind, language, text, term, source, status, reason, run_id)
+def _pair(
+    concept: str,
+    c: tables.Country,
+    lang: str,
+    native: str,
+    term: str | None,
+    source: str,
+    status: str,
+    reason: str | None,
+    run_id: int,
+) -> list[tuple]:
+    """The english and the native row of one (concept, country)."""
+    common = (term, source)
+    return [
+        (concept, c.code, "english", "en", english_query(concept, c), *common, "ok", None, run_id),
+        (concept, c.code, "native", lang, native, *common, status, reason, run_id),
+    ]
+
+
+@dataclass
+class _Ctx:
+    """What every (concept, language) group needs."""
+
+    table: dict
+    native_names: dict
+    llm: BaseLLM
+    template: Template
+    prompt_sha: str
+    run_id: int
 
 
 def _resolve_rows(
-    concept: str,
-    lang: str,
-    group: list[tables.Country],
-    table: dict,
-    native_names: dict,
-    llm: BaseLLM,
-    template: Template,
-    prompt_sha: str,
-    run_id: int,
+    concept: str, lang: str, group: list[tables.Country], ctx: _Ctx
 ) -> tuple[list[tuple], tuple | None]:
     """Query rows for one (concept, language) group, and its llm_requests row if it asked."""
-    rows, missing = [], []
+    rows: list[tuple] = []
+    missing = []
     for c in group:
-        t = table.get((concept, c.code))
+        t = ctx.table.get((concept, c.code))
         if t is None:
             missing.append(c)
-            continue
-        rows.append(
-            _row(
+        else:
+            rows += _pair(
                 concept,
                 c,
-                "english",
-                "en",
-                english_query(concept, c),
-                t["native_term"],
-                "table",
-                "ok",
-                None,
-                run_id,
-            )
-        )
-        rows.append(
-            _row(
-                concept,
-                c,
-                "native",
                 lang,
                 t["native_query"],
                 t["native_term"],
                 "table",
                 "ok",
                 None,
-                run_id,
+                ctx.run_id,
             )
-        )
     if not missing:
         return rows, None
-    known_term = next(
-        (r["native_term"] for (k, _), r in table.items() if k == concept and r["language"] == lang),
+    known = next(
+        (
+            r["native_term"]
+            for (k, _), r in ctx.table.items()
+            if k == concept and r["language"] == lang
+        ),
         None,
     )
+    res = _ask(concept, lang, missing, known, ctx)
+    source = "offline" if ctx.llm.provider == "offline" else "generated"
+    if res.ok:
+        term = res.value.native_term.strip()
+        native = {tables.country(q.country).code: q.native_query.strip() for q in res.value.queries}
+        reason = "offline: no native term" if source == "offline" and not known else None
+        for c in missing:
+            rows += _pair(concept, c, lang, native[c.code], term, source, "ok", reason, ctx.run_id)
+    else:
+        for c in missing:
+            rows += _pair(concept, c, lang, "", None, source, res.status, res.error, ctx.run_id)
+    item = f"concept={concept};language={lang};countries={','.join(c.code for c in missing)}"
+    req = (
+        STAGE,
+        item,
+        res.status,
+        res.error,
+        None if res.ok else res.raw,
+        res.key,
+        ctx.llm.spec,
+        ctx.prompt_sha,
+        res.attempts,
+        ctx.run_id,
+    )
+    return rows, req
+
+
+def _ask(concept: str, lang: str, missing: list[tables.Country], known: str | None, ctx: _Ctx):
+    """One structured request for the countries of ``lang`` the table lacks."""
 
     def offline() -> dict:
-        term = known_term or concept
+        term = known or concept
         return {
             "native_term": term,
             "queries": [
-                {"country": c.name, "native_query": f"{term} {native_names.get(c.code, c.name)}"}
+                {
+                    "country": c.name,
+                    "native_query": f"{term} {ctx.native_names.get(c.code, c.name)}",
+                }
                 for c in missing
             ],
         }
 
     hint = (
-        f'Use exactly this native_term, already chosen for other countries of this language: "{known_term}"'
-        if known_term
+        (
+            "Use exactly this native_term, already chosen for other countries of this "
+            f'language: "{known}"'
+        )
+        if known
         else ""
     )
-    prompt = template.substitute(
+    prompt = ctx.template.substitute(
         concept=concept,
         language=lang,
         language_name=missing[0].language_name,
         countries="; ".join(c.name for c in missing),
         term_hint=hint,
     )
-    res = llm.generate_structured(
+    return ctx.llm.generate_structured(
         prompt,
         QueryAnswer,
-        template_sha=prompt_sha,
-        validate=_validator(missing, known_term),
+        template_sha=ctx.prompt_sha,
+        validate=_validator(missing, known),
         offline=offline,
     )
-    source = "offline" if llm.provider == "offline" else "generated"
-    by_code = {}
-    if res.ok:
-        by_code = {
-            tables.country(q.country).code: q.native_query.strip() for q in res.value.queries
-        }
-    for c in missing:
-        if res.ok:
-            term = res.value.native_term.strip()
-            reason = "offline: no native term" if source == "offline" and not known_term else None
-            rows.append(
-                _row(
-                    concept,
-                    c,
-                    "english",
-                    "en",
-                    english_query(concept, c),
-                    term,
-                    source,
-                    "ok",
-                    None,
-                    run_id,
-                )
-            )
-            rows.append(
-                _row(
-                    concept, c, "native", lang, by_code[c.code], term, source, "ok", reason, run_id
-                )
-            )
-        else:
-            rows.append(
-                _row(
-                    concept,
-                    c,
-                    "english",
-                    "en",
-                    english_query(concept, c),
-                    None,
-                    source,
-                    "ok",
-                    None,
-                    run_id,
-                )
-            )
-            rows.append(
-                _row(concept, c, "native", lang, "", None, source, res.status, res.error, run_id)
-            )
-    req = (
-        STAGE,
-        f"concept={concept};language={lang};countries={','.join(c.code for c in missing)}",
-        res.status,
-        res.error,
-        None if res.ok else res.raw,
-        res.key,
-        llm.spec,
-        prompt_sha,
-        res.attempts,
-        run_id,
-    )
-    return rows, req
 
 
 def run_queries(
@@ -290,6 +273,7 @@ def run_queries(
         "prompt_sha": prompt_sha,
     }
     with stage_run(catalog, STAGE, params, inputs=concepts, llm=llm) as rec:
+        ctx = _Ctx(table, native_names, llm, template, prompt_sha, rec.run_id)
         if from_catalog:
             _mark_stale(catalog, concepts)
         done = {
@@ -305,9 +289,7 @@ def run_queries(
         ]
         work = [w for w in work if w[2]]
         for concept, lang, group in tqdm(work, desc="queries", unit="group"):
-            rows, req = _resolve_rows(
-                concept, lang, group, table, native_names, llm, template, prompt_sha, rec.run_id
-            )
+            rows, req = _resolve_rows(concept, lang, group, ctx)
             with catalog.tx() as con:
                 con.executemany(
                     "INSERT OR REPLACE INTO queries (concept, country, kind, language, text,"
