@@ -31,7 +31,8 @@ from benchmark.models.base import Adapter, ModelSpec, l2_normalize
 
 log = logging.getLogger(__name__)
 
-_ALLOW = ["*.json", "*.safetensors", "*.txt", "*.model", "spiece.model", "*.jinja"]
+# *.bin: older repos (e.g. OFA-Sys Chinese-CLIP) may hold only pytorch_model.bin.
+_ALLOW = ["*.json", "*.safetensors", "*.bin", "*.txt", "*.model", "*.jinja"]
 # model_type -> (padding, max_length) of the text side, per the model cards
 TEXT_CONVENTIONS: dict[str, tuple[str | bool, int | None]] = {
     "siglip": ("max_length", 64),

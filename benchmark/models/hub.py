@@ -108,17 +108,23 @@ def _weights_dir_candidates(repo_id: str) -> list[Path]:
     return [base / repo_id, base / repo_id.split("/")[-1]]
 
 
-def not_found_message(what: str, repo_id: str, revision: str | None, reason: str = "") -> str:
+def not_found_message(
+    what: str, repo_id: str, revision: str | None, reason: str = "", filename: str | None = None,
+) -> str:
+    """One line: what was looked for, where, and the two ways to provide it."""
     rev = f"@{revision}" if revision else ""
     wd = os.environ.get(WEIGHTS_ENV)
     where = f"{WEIGHTS_ENV}={wd}, " if wd else ""
     mode = "offline (HF_HUB_OFFLINE=1)" if offline() else "online"
     why = f" ({reason})" if reason else ""
+    item = f"{repo_id}{rev} file {filename}" if filename else f"{repo_id}{rev}"
+    dl = f"hf download {repo_id}{' ' + filename if filename else ''}" + (
+        f" --revision {revision}" if revision else "")
     return (
-        f"{what}: weights {repo_id}{rev} not found{why}; looked in {where}the Hugging Face "
-        f"cache {hub_cache_dir()} [{mode}]. Fix: `hf download {repo_id}"
-        f"{' --revision ' + revision if revision else ''} --local-dir DIR` on a machine with "
-        f"access, then set {WEIGHTS_ENV} to DIR's parent or pass checkpoint=DIR"
+        f"{what}: weights {item} not found{why}; looked in {where}the Hugging Face cache "
+        f"{hub_cache_dir()} [{mode}]. Fix: on a machine with access run `{dl} --local-dir "
+        f"WEIGHTS/{repo_id}`, copy WEIGHTS here and set {WEIGHTS_ENV}=WEIGHTS; or name the "
+        f"local folder as the model's checkpoint (docs/models.md)"
     )
 
 
@@ -177,13 +183,13 @@ def resolve_file(repo_id: str, filename: str, revision: str | None, *, what: str
         return Path(hf_hub_download(repo_id, filename, revision=revision, local_files_only=True))
     except Exception as e:  # noqa: BLE001
         if off:
-            raise CheckpointNotFound(not_found_message(what, f"{repo_id}/{filename}", revision)) from e
+            raise CheckpointNotFound(not_found_message(what, repo_id, revision, filename=filename)) from e
     try:
         return Path(hf_hub_download(repo_id, filename, revision=revision))
     except Exception as e:  # noqa: BLE001
         reason = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
         raise CheckpointNotFound(
-            not_found_message(what, f"{repo_id}/{filename}", revision, reason)
+            not_found_message(what, repo_id, revision, reason, filename=filename)
         ) from e
 
 

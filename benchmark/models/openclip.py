@@ -76,13 +76,16 @@ def tag_weights(model: str, tag: str, what: str) -> tuple[Path, dict[str, Any]]:
     if filename:
         return hub.resolve_file(repo, filename, None, what=what), cfg
     # Default file names, safetensors first (as open_clip's download_pretrained_from_hf).
-    errors: list[Exception] = []
-    for fn in ("open_clip_model.safetensors", "open_clip_pytorch_model.bin"):
+    names = ("open_clip_model.safetensors", "open_clip_pytorch_model.bin")
+    for fn in names:
         try:
             return hub.resolve_file(repo, fn, None, what=what), cfg
         except hub.CheckpointNotFound as e:
-            errors.append(e)
-    raise errors[-1]
+            last = e
+    raise hub.CheckpointNotFound(
+        str(last).replace(f"file {names[1]}", f"file {names[0]} (or {names[1]})")
+        .replace(f" {names[1]} --local-dir", f" {names[0]} --local-dir")
+    ) from last
 
 
 class OpenCLIPModel(Adapter):

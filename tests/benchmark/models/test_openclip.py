@@ -85,7 +85,7 @@ def test_missing_weights_offline_fail_fast_with_one_line(monkeypatch):
     msg = str(e.value)
     assert "\n" not in msg
     assert "timm/vit_large_patch14_clip_224.openai" in msg
-    assert "HF_HUB_OFFLINE=1" in msg and hub.WEIGHTS_ENV in msg and "checkpoint=" in msg
+    assert "HF_HUB_OFFLINE=1" in msg and hub.WEIGHTS_ENV in msg and "hf download timm/" in msg
 
 
 def test_bad_checkpoint_strings(tmp_path):
