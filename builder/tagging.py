@@ -33,7 +33,7 @@ import io
 import json
 import logging
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from string import Template
 from typing import Any
@@ -288,11 +288,31 @@ def drop_missing(cat: Catalog, ctx: TagContext, images: list[Img], run_id: int,
     return present
 
 
+def ask_all(ctx: TagContext, groups: list[Group], workers: int) -> Iterator[tuple[Group, GroupAnswer]]:
+    """(group, answer) in group order; ``workers`` requests in flight (the rate limit holds)."""
+    if workers <= 1 or len(groups) <= 1:
+        for g in groups:
+            yield g, ask_sync(ctx, g)
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    if callable(getattr(ctx.llm, "client", None)):
+        # Create the client before the threads: GeminiLLM.client() creates it lazily without a
+        # lock, and a client that loses that race is closed under the thread using it.
+        ctx.llm.client()
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tagging") as ex:
+        yield from zip(groups, ex.map(lambda g: ask_sync(ctx, g), groups), strict=True)
+
+
 def run_tagging(
     catalog: Catalog, llm: BaseLLM, images_per_request: int = 8, batch: bool = False,
-    poll_interval: float = 30.0, batch_timeout: float = 24 * 3600.0,
+    poll_interval: float = 30.0, batch_timeout: float = 24 * 3600.0, workers: int = 1,
 ) -> Counter:
-    """Tag every kept image without tags (see the module docstring); returns the counts."""
+    """Tag every kept image without tags (see the module docstring); returns the counts.
+
+    ``workers``: synchronous requests in flight at once (answers are recorded in order, each
+    request in its own transaction, so a kill loses at most the requests in flight).
+    """
     if images_per_request < 1:
         raise StageInputError("--images-per-request must be >= 1")
     template, prompt_sha = prompt_template()
@@ -301,6 +321,7 @@ def run_tagging(
     if batch and not use_batch:
         log.info("--batch with --llm offline: answering synchronously (no API involved)")
     params = {"llm": llm.spec, "images_per_request": images_per_request, "batch": use_batch,
+              "workers": workers,
               "prompt_sha": prompt_sha, "n_concepts": len(ctx.concepts)}
     counts: Counter = Counter()
     with stage_run(catalog, STAGE, params, llm=llm) as rec:
@@ -321,8 +342,7 @@ def run_tagging(
                     counts["batch_pending"] = 1
                     break
                 continue
-            for group in groups_fn():
-                ans = ask_sync(ctx, group)
+            for group, ans in ask_all(ctx, groups_fn(), workers):
                 record(catalog, ctx, group, ans,
                        judge(ans, len(group.images), ctx.allowed, final), rec.run_id, counts)
         counts.update(final_counts(catalog))
@@ -369,6 +389,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_common_args(p)
     p.add_argument("--images-per-request", type=int, default=8,
                    help="images in one request, keyed by index (default 8)")
+    p.add_argument("--workers", type=int, default=4,
+                   help="synchronous requests in flight (default 4; the --llm-rpm limit holds)")
     p.add_argument("--batch", action="store_true",
                    help="use the Gemini Batch API (asynchronous, half price; resumable)")
     p.add_argument("--poll-interval", type=float, default=30.0,
@@ -388,7 +410,7 @@ def main(argv: list[str] | None = None) -> int:
         with Catalog(wd) as catalog:
             llm = make_llm(args.llm, wd.llm_cache_path, llm_config_from_args(args))
             counts = run_tagging(catalog, llm, args.images_per_request, args.batch,
-                                 args.poll_interval, args.batch_timeout)
+                                 args.poll_interval, args.batch_timeout, args.workers)
             print(catalog.last_run(STAGE)["summary"])  # noqa: T201
             if counts.get("batch_pending"):
                 print("batch job still running: run the same command again to collect it")  # noqa: T201
