@@ -157,23 +157,28 @@ def candidate_pairs(hashes: np.ndarray, valid: np.ndarray, emb: np.ndarray | Non
     """
     n = len(hashes)
     rows = max(1, min(n, block_elements // max(n, 1)))
+    upper = np.triu(np.ones((rows, rows), dtype=bool), k=1)  # j > i inside the diagonal block
+    all_valid = bool(valid.all())
     out_i, out_j, out_d, out_c = [], [], [], []
     for r0 in range(0, n, rows):
         r1 = min(n, r0 + rows)
-        dist = np.bitwise_count(hashes[r0:r1, None] ^ hashes[None, r0:]).astype(np.int16)
-        dist[~valid[r0:r1], :] = 99
-        dist[:, ~valid[r0:]] = 99
+        dist = np.bitwise_count(hashes[r0:r1, None] ^ hashes[None, r0:])  # uint8
         hit = dist <= max_distance
+        if not all_valid:
+            hit[~valid[r0:r1], :] = False
+            hit[:, ~valid[r0:]] = False
+        cos = None
         if emb is not None and emb.size:
             cos = emb[r0:r1] @ emb[r0:].T
             hit |= cos >= min_cosine
-        else:
-            cos = None
-        hit &= np.triu(np.ones(hit.shape, dtype=bool), k=1)  # j > i only
+        hit[:, : r1 - r0] &= upper[: r1 - r0, : r1 - r0]
         bi, bj = np.nonzero(hit)
+        d = dist[bi, bj].astype(np.int16)
+        if not all_valid:
+            d[~(valid[bi + r0] & valid[bj + r0])] = 99
         out_i.append(bi + r0)
         out_j.append(bj + r0)
-        out_d.append(dist[bi, bj])
+        out_d.append(d)
         out_c.append(cos[bi, bj] if cos is not None else np.full(len(bi), np.nan, np.float32))
     if not out_i:
         e = np.zeros(0, np.int64)
