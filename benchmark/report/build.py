@@ -3,6 +3,7 @@ results files (what is absent is left out, never an error)."""
 
 from __future__ import annotations
 
+import html
 import logging
 import os
 import shutil
@@ -100,6 +101,43 @@ def analysis_section(col: Collection, fig_dir: Path) -> tuple[str, list[tuple[Pa
     return "\n".join(lines) + "\n", figs
 
 
+def guarded(what: str, problems: list[str], fn: Any, *args: Any) -> list[tuple[Path, str]]:
+    """Run one figure builder; a malformed results file costs its figure, not the report."""
+    try:
+        return fn(*args)
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as e:
+        msg = f"{what}: skipped, malformed scores ({type(e).__name__}: {e})"
+        log.warning("%s", msg)
+        problems.append(msg)
+        return []
+
+
+def authors_part(col: Collection, output: Path, fig_dir: Path, folder: Path | None,
+                 problems: list[str]) -> tuple[str, str, list[tuple[Path, str]], dict[str, Path]]:
+    """The comparison files, its Markdown and HTML, its figure (nothing when no model has
+    published numbers)."""
+    comp = authors.compare(col, folder)
+    if comp.empty:
+        return "", "", [], {}
+    csv_path = output / "authors-comparison.csv"
+    tmp = csv_path.with_name(".authors-comparison.csv.tmp")
+    comp.to_csv(tmp, index=False)
+    os.replace(tmp, csv_path)
+    comp_md = authors.to_markdown(comp)
+    _write_text(output / "authors-comparison.md", comp_md)
+    country = comp[comp["scope"] == "country"]
+    records = country.astype(object).where(country.notna(), None).to_dict("records")
+    p = fig_dir / "authors-sp-scatter.png"
+
+    def scatter() -> list[tuple[Path, str]]:
+        plots.authors_scatter(records, p)
+        return [(p, "Our per-country SP against the authors' published SP (y = x dashed)")]
+
+    figs = guarded("authors scatter", problems, scatter)
+    return comp_md, _comparison_html(comp), figs, {
+        "authors_csv": csv_path, "authors_md": output / "authors-comparison.md"}
+
+
 def build_report(paths: list[Path], output: Path, authors_folder: Path | None = None,
                  compare_authors: bool = True, title: str = "3XCM report") -> dict[str, Path]:
     """Write ``leaderboard.md``, ``report.html``, ``figures/*.png`` and (when a model has
@@ -110,6 +148,7 @@ def build_report(paths: list[Path], output: Path, authors_folder: Path | None = 
     output.mkdir(parents=True, exist_ok=True)
     fig_dir = output / "figures"
     written: dict[str, Path] = {}
+    problems: list[str] = []
     table = leaderboard.rows(col)
     md = [f"# {title}", "", "## Leaderboard", "", leaderboard.to_markdown(table)]
     sections: list[tuple[str, str]] = [("Leaderboard", leaderboard.to_html(table))]
@@ -119,44 +158,37 @@ def build_report(paths: list[Path], output: Path, authors_folder: Path | None = 
             cmd = leaderboard.country_markdown(codes, by_country)
             md += [f"## SP by country, {what} ({task})", "", cmd]
             sections.append((f"SP by country, {what} ({task})", _md_table_html(cmd)))
-    figs = association_figures(col, fig_dir) + xm3600_figures(col, fig_dir) \
-        + matrix_figures(col, fig_dir)
-    comp = authors.compare(col, authors_folder) if compare_authors else pd.DataFrame()
-    if not comp.empty:
-        csv_path = output / "authors-comparison.csv"
-        tmp = csv_path.with_name(".authors-comparison.csv.tmp")
-        comp.to_csv(tmp, index=False)
-        os.replace(tmp, csv_path)
-        written["authors_csv"] = csv_path
-        comp_md = authors.to_markdown(comp)
-        _write_text(output / "authors-comparison.md", comp_md)
-        written["authors_md"] = output / "authors-comparison.md"
-        md += [comp_md]
-        p = fig_dir / "authors-sp-scatter.png"
-        plots.authors_scatter(comp[comp["scope"] == "country"].astype(object)
-                              .where(comp[comp["scope"] == "country"].notna(), None)
-                              .to_dict("records"), p)
-        figs.append((p, "Our per-country SP against the authors' published SP (y = x dashed)"))
-        sections.append(("Comparison with the authors' published numbers",
-                         _comparison_html(comp)))
+    figs = []
+    for what, fn in (("3xcm figures", association_figures), ("xm3600 figures", xm3600_figures),
+                     ("3xcm-matrix figures", matrix_figures)):
+        figs += guarded(what, problems, fn, col, fig_dir)
+    if compare_authors:
+        comp_md, comp_html, comp_figs, comp_files = authors_part(col, output, fig_dir,
+                                                                 authors_folder, problems)
+        if comp_md:
+            md.append(comp_md)
+            sections.append(("Comparison with the authors' published numbers", comp_html))
+            figs += comp_figs
+            written.update(comp_files)
     if col.task("analysis"):
         an_md, an_figs = analysis_section(col, fig_dir)
         md += ["## Silhouette vs SP (Pearson across countries)", "", an_md]
         sections.append(("Silhouette vs SP", _md_table_html(an_md)))
         figs += an_figs
-    md += ["## Figures", ""] + [f"![{cap}]({p.relative_to(output)})" if p.is_relative_to(output)
-                                else f"![{cap}]({p})" for p, cap in figs]
+    md += ["## Figures", ""] + [f"![{cap}]({p.relative_to(output)})" for p, cap in figs]
     sections.append(("Figures", "".join(page.figure(p, cap) for p, cap in figs)))
-    if col.skipped:
-        sections.append(("Skipped files", "<ul>" + "".join(
-            f"<li>{p}: {why}</li>" for p, why in col.skipped) + "</ul>"))
+    notes = [f"{p}: {why}" for p, why in col.skipped] + problems
+    if notes:
+        md += ["## Skipped", ""] + [f"- {n}" for n in notes]
+        sections.append(("Skipped", "<ul>" + "".join(f"<li>{html.escape(n)}</li>"
+                                                      for n in notes) + "</ul>"))
     _write_text(output / "leaderboard.md", "\n".join(md) + "\n")
     meta: dict[str, Any] = {"date": now_iso(), "package_version": __version__,
                             "n_files": len(col.paths)}
     _write_text(output / "report.html", page.render(title, sections, meta))
     written.update({"leaderboard_md": output / "leaderboard.md",
                     "html": output / "report.html"})
-    written.update({p.stem: p for p, _ in figs if p.is_relative_to(output)})
+    written.update({p.stem: p for p, _ in figs})
     return written
 
 
@@ -169,7 +201,7 @@ def _comparison_html(comp: pd.DataFrame) -> str:
     parts = [page.frame_table(overall, "authors-overall")]
     for (model, exp), g in comp[comp["scope"] == "country"].groupby(["model", "experiment"],
                                                                     sort=False):
-        parts.append(f"<details><summary>{model}, {exp}: per country</summary>"
+        parts.append(f"<details><summary>{html.escape(model)}, {exp}: per country</summary>"
                      + page.frame_table(g[keep].drop(columns=["model", "experiment"]),
                                         f"authors-{model_slug(model)}-{exp}") + "</details>")
     return "".join(parts)
@@ -177,8 +209,6 @@ def _comparison_html(comp: pd.DataFrame) -> str:
 
 def _md_table_html(md: str) -> str:
     """A Markdown pipe table (as written above) as HTML."""
-    import html
-
     rows = [ln.strip().strip("|").split("|") for ln in md.strip().splitlines()]
     head, body = rows[0], rows[2:]
     out = "<table><thead><tr>" + "".join(f"<th>{html.escape(c.strip())}</th>" for c in head)

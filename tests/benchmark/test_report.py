@@ -155,3 +155,15 @@ def test_only_3xcm_results_and_bad_input(tmp_path, capsys):
     assert main(["report", str(tmp_path / "empty"), "--output", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert all(line.startswith("error:") for line in err) and len(err) == 2
+
+
+def test_malformed_scores_cost_a_figure_not_the_report(tmp_path):
+    write_fake_results(tmp_path / "r", {"ok": 1, "broken": 2}, xm=False, with_matrix=False)
+    path = tmp_path / "r/broken/3xcm-i2i.json"
+    data = json.loads(path.read_text())
+    data["scores"]["by_country"]["USA"] = {"n": 3}  # no SP, no interval
+    path.write_text(json.dumps(data))
+    written = build_report([tmp_path / "r"], tmp_path / "out", compare_authors=False)
+    md = written["leaderboard_md"].read_text()
+    assert "## Skipped" in md and "3xcm figures: skipped, malformed scores" in md
+    assert written["html"].read_text().count('class="model-row"') == 2
