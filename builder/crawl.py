@@ -76,6 +76,12 @@ def _concept_filter(spec: str) -> set[str] | None:
     return {c.strip() for c in spec.split(",") if c.strip()}
 
 
+def _check_concepts(wanted: set[str] | None, known: set[str]) -> None:
+    unknown = sorted((wanted or set()) - known)
+    if unknown:
+        raise ValueError(f"--concepts: no queries or images for {', '.join(unknown)}")
+
+
 def plan_ddgs(catalog: Catalog, cfg: CrawlConfig) -> list[Search]:
     """Searches from the ``queries`` table: kept concepts x countries x query kinds."""
     codes = [c.code for c in tables.resolve_countries(cfg.countries)]
@@ -92,6 +98,7 @@ def plan_ddgs(catalog: Catalog, cfg: CrawlConfig) -> list[Search]:
                          "`python -m builder.queries` first (or use --search folder:PATH / "
                          "urls:FILE)")
     wanted = _concept_filter(cfg.concepts)
+    _check_concepts(wanted, {r["concept"] for r in rows})
     english = {(r["concept"], r["country"]): r["text"] for r in rows if r["kind"] == "english"}
     out = []
     for r in rows:
@@ -112,6 +119,7 @@ def plan_local(kind: str, path: Path, cfg: CrawlConfig) -> tuple[list[Search], l
     searches, errors = folder_searches(path) if kind == "folder" else urls_searches(path)
     codes = {c.code for c in tables.resolve_countries(cfg.countries)}
     wanted = _concept_filter(cfg.concepts)
+    _check_concepts(wanted, {s.concept for s in searches})
     keep = [s for s in searches if s.country in codes and (wanted is None or s.concept in wanted)]
     return keep, errors
 
@@ -130,6 +138,14 @@ def register(catalog: Catalog, searches: list[Search], errors: list[InputError],
             "VALUES (?, ?, ?, ?, ?)", [(e.source, e.line, e.reason, e.raw, run_id) for e in errors])
     for e in errors:
         log.warning("%s line %s: %s", e.source, e.line, e.reason)
+    done = {(r[0], r[1], r[2], r[3]): r[4] for r in catalog.query(
+        "SELECT concept, country, kind, backend, query_text FROM searches")}
+    changed = [s for s in searches
+               if done.get((s.concept, s.country, s.kind, s.backend), s.query_text) != s.query_text]
+    if changed:
+        log.warning("%d queries changed since they were searched; the earlier searches are kept "
+                    "(e.g. %s/%s %s)", len(changed), changed[0].concept, changed[0].country,
+                    changed[0].kind)
 
 
 # -- search ----------------------------------------------------------------------------------

@@ -179,6 +179,9 @@ def test_cli_bad_input_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert main(["--countries", "Narnia", *w]) == 2
     assert "unknown country 'Narnia'" in capsys.readouterr().err
     assert main(["--languages", "french", *w]) == 2
+    f = write_urls(tmp_path / "u.csv", [("food", "THA", "th", 1, "http://x/a.jpg", "", "")])
+    assert main(["--search", f"urls:{f}", "--concepts", "food,drink", *w]) == 2
+    assert "--concepts: no queries or images for drink" in capsys.readouterr().err
     assert main(["--search", f"urls:{tmp_path / 'missing.csv'}", *w]) == 2
     assert main(w) == 2  # no queries in the catalog yet
     assert "builder.queries" in capsys.readouterr().err
