@@ -107,7 +107,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
         n = len(rows)
         print(counts_table(rows))
     else:
-        bad, n = validate_workdir(args.workdir)
+        bad, rows = validate_workdir(args.workdir)
+        n = len(rows)
+        if rows:
+            print(counts_table(rows))
     if bad:
         print()
         _print_violations(bad, args.max_lines)

@@ -139,13 +139,13 @@ def read_workdir_triplets(cat: Catalog, pool: Pool) -> tuple[list[dict], int | N
     return rows, seed, distinct
 
 
-def validate_workdir(workdir: str | Path | WorkDir | None) -> tuple[list[Violation], int]:
-    """Every rule on the work dir's stored triplets; returns (violations, number of rows)."""
+def validate_workdir(workdir: str | Path | WorkDir | None) -> tuple[list[Violation], list[dict]]:
+    """Every rule on the work dir's stored triplets; returns (violations, the rows)."""
     with Catalog.open(workdir) as cat:
         pool = load_pool(cat)
         rows, seed, distinct = read_workdir_triplets(cat, pool)
     return (
         check_triplets(rows, pool_image_infos(pool), tags_known=True,
                        distinct_language=distinct, seed=seed if rows else 0),
-        len(rows),
+        rows,
     )
