@@ -59,6 +59,7 @@ class CrawlConfig:
     search_interval: float = 2.0
     search_retries: int = 4
     search_backoff: float = 15.0
+    max_failed_searches: int = 5  # consecutive; then stop (0: never)
     fetch: FetchConfig = field(default_factory=FetchConfig)
 
 
@@ -149,9 +150,17 @@ def register(catalog: Catalog, searches: list[Search], errors: list[InputError],
 
 
 # -- search ----------------------------------------------------------------------------------
+class SearchUnavailable(ValueError):
+    """Too many consecutive failed searches: the backend is unreachable or blocking us."""
+
+
 def run_searches(catalog: Catalog, searches: list[Search], backend: Any, run_id: int,
-                 retry_failed: bool = False) -> Counter[str]:
-    """Run every pending (and, with ``retry_failed``, failed) search once; one tx each."""
+                 retry_failed: bool = False, failure_limit: int = 0) -> Counter[str]:
+    """Run every pending (and, with ``retry_failed``, failed) search once; one tx each.
+
+    After ``failure_limit`` consecutive failed searches (0: no limit) those searches go back
+    to ``pending`` and :class:`SearchUnavailable` is raised (CLI: one line, exit 2).
+    """
     todo_status = ("pending", "failed") if retry_failed else ("pending",)
     ids = {(r["concept"], r["country"], r["kind"], r["backend"]): (r["search_id"], r["status"])
            for r in catalog.query("SELECT search_id, concept, country, kind, backend, status "
@@ -159,6 +168,7 @@ def run_searches(catalog: Catalog, searches: list[Search], backend: Any, run_id:
     todo = [(ids[k][0], s) for s in searches
             if (k := (s.concept, s.country, s.kind, s.backend)) in ids and ids[k][1] in todo_status]
     counts: Counter[str] = Counter()
+    streak: list[int] = []
     for search_id, s in tqdm(todo, desc="search", unit="query", disable=not todo):
         if s.skip:
             out = Outcome("skipped", s.skip, [], 0)
@@ -168,6 +178,14 @@ def run_searches(catalog: Catalog, searches: list[Search], backend: Any, run_id:
             out = backend.search(s)
         _record_search(catalog, search_id, s, out, run_id)
         counts[out.status] += 1
+        streak = streak + [search_id] if out.status == "failed" and s.hits is None else []
+        if failure_limit and len(streak) >= failure_limit:
+            with catalog.tx() as con:  # never really answered: the same command retries them
+                con.executemany("UPDATE searches SET status='pending' WHERE search_id=?",
+                                [(i,) for i in streak])
+            raise SearchUnavailable(
+                f"the search backend failed {len(streak)} queries in a row (last: {out.reason}); "
+                "check the network or wait out the rate limit, then run the same command again")
     return counts
 
 
@@ -379,7 +397,8 @@ def crawl(catalog: Catalog, cfg: CrawlConfig, backend: Any = None) -> CrawlResul
             assert path is not None
             searches, errors = plan_local(kind, path, cfg)
         register(catalog, searches, errors, run_id)
-        run_searches(catalog, searches, backend, run_id, cfg.retry_failed)
+        run_searches(catalog, searches, backend, run_id, cfg.retry_failed,
+                     cfg.max_failed_searches)
         if cfg.retry_failed:
             reset_transient(catalog)
         link_items(catalog)
@@ -423,6 +442,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--search-retries", type=int, default=4)
     p.add_argument("--search-backoff", type=float, default=15.0,
                    help="first backoff in seconds after a block, doubled per retry")
+    p.add_argument("--max-failed-searches", type=int, default=5,
+                   help="stop after this many consecutive failed searches (0: never)")
     p.add_argument("--retry-failed", action="store_true",
                    help="search failed queries again and refetch transient download failures")
     p.add_argument("--skip-download", action="store_true", help="search only")
@@ -453,7 +474,8 @@ def config_from_args(a: argparse.Namespace) -> CrawlConfig:
                        per_query=a.per_query, search=a.search, retry_failed=a.retry_failed,
                        skip_download=a.skip_download, export_urls=a.export_urls,
                        search_interval=a.search_interval, search_retries=a.search_retries,
-                       search_backoff=a.search_backoff, fetch=fetch)
+                       search_backoff=a.search_backoff,
+                       max_failed_searches=a.max_failed_searches, fetch=fetch)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -170,3 +170,27 @@ def test_search_phase_resumes_without_searching_twice(tmp_path: Path, fake_ddgs)
     assert n_items == 9 * 10
     # the failed query is not retried by a plain re-run, only with --retry-failed
     assert fake_ddgs.calls["always blocked"] == 4
+
+
+def test_backend_down_stops_with_one_line_and_leaves_queries_pending(
+        tmp_path: Path, fake_ddgs, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    from builder import crawl as crawl_mod
+
+    with Catalog.open(tmp_path / "w") as cat:
+        add_queries(cat)
+    monkeypatch.setattr(FakeDDGS, "images", lambda self, q, **kw: (_ for _ in ()).throw(
+        DDGSException("No results found.")))
+
+    class Fast(DdgsSearch):
+        def __init__(self, **kw):
+            super().__init__(**{**kw, "min_interval": 0.0, "jitter": 0.0, "backoff": 0.0})
+
+    monkeypatch.setattr(crawl_mod, "DdgsSearch", Fast)
+    argv = ["--workdir", str(tmp_path / "w"), "--search-retries", "1",
+            "--max-failed-searches", "3", "--skip-download"]
+    assert crawl_mod.main(argv) == 2
+    err = capsys.readouterr().err
+    assert "failed 3 queries in a row" in err and "run the same command again" in err
+    with Catalog.open(tmp_path / "w") as cat:
+        st = dict(cat.query("SELECT status, COUNT(*) FROM searches GROUP BY status"))
+    assert st == {"pending": 12}  # the 3 failures went back to pending; nothing else ran
