@@ -95,10 +95,18 @@ def load_curated(path: str | Path | None = None) -> list[str]:
 
 
 def prompt_template() -> tuple[Template, str]:
+    """The concept prompt (``$countries``, ``$n_concepts``; ``$$`` for a literal ``$``) and its sha256."""
     path = tables.data_dir() / PROMPT_FILE
     if not path.is_file():
         raise StageInputError(f"concept prompt not found: {path}")
-    return Template(path.read_text(encoding="utf-8")), tables.file_sha256(path)
+    template = Template(path.read_text(encoding="utf-8"))
+    try:
+        template.substitute(countries="", n_concepts=0)
+    except (KeyError, ValueError) as exc:
+        raise StageInputError(
+            f"{path}: bad placeholder {exc} (use $countries, $n_concepts)"
+        ) from exc
+    return template, tables.file_sha256(path)
 
 
 def answer_mapping(answer: ConceptAnswer, batch: list[tables.Country]) -> dict[str, dict[str, str]]:

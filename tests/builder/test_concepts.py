@@ -214,3 +214,14 @@ def test_missing_key_and_bad_input_exit_2(tmp_path, capsys, monkeypatch):
     assert concepts.main(["--workdir", wd, "--llm", "offline", "--countries", "Atlantis"]) == 2
     assert "unknown country 'Atlantis'" in capsys.readouterr().err
     assert concepts.main(["--workdir", wd, "--llm", "offline", "--rounds", "0"]) == 2
+
+
+def test_a_prompt_with_an_unknown_placeholder_is_bad_input(tmp_path, monkeypatch, capsys):
+    import shutil
+
+    data = tmp_path / "data"
+    shutil.copytree(tables.data_dir(), data)
+    (data / "prompts" / "concepts.txt").write_text("List for $countries in $language\n")
+    monkeypatch.setenv("XCM_DATA_DIR", str(data))
+    assert concepts.main(["--workdir", str(tmp_path / "w"), "--llm", "offline"]) == 2
+    assert "bad placeholder 'language'" in capsys.readouterr().err
