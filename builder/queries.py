@@ -260,6 +260,10 @@ def run_queries(
     concepts = concepts if concepts is not None else target_concepts(catalog)
     path = tables.data_dir() / PROMPT_FILE
     template, prompt_sha = Template(path.read_text(encoding="utf-8")), tables.file_sha256(path)
+    try:
+        template.substitute(concept="", language="", language_name="", countries="", term_hint="")
+    except (KeyError, ValueError) as exc:
+        raise StageInputError(f"{path}: bad placeholder {exc}") from exc
     table = table_rows() if use_table else {}
     native_names = native_country_names(table_rows())
     langs: dict[str, list[tables.Country]] = {}
