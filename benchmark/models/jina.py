@@ -10,7 +10,9 @@ jina-embeddings-v4
       merged into the backbone and the ``multi_vector_projector`` (``W += alpha/r * B @ A``,
       what the custom LoRA layer adds at run time);
     - texts: ``"Query: " + text`` for queries, ``"Passage: " + text`` for documents
-      (``prompt_name`` query / passage), truncated at 32768 tokens;
+      (``prompt_name`` query / passage), truncated at 32768 tokens. The paper's authors
+      embedded XM3600 *captions* (the documents of image->text retrieval) with the query prompt;
+      ``document_prompt="query"`` reproduces that;
     - images: ``<|im_start|>user\\n<|vision_start|><|image_pad|><|vision_end|>Describe the
       image.<|im_end|>\\n``, within the processor's pixel bounds (``max_pixels`` overrides);
     - single vector: mean of the last hidden states over the attention mask for texts, over the
@@ -49,7 +51,7 @@ from benchmark.models.base import Adapter, Embeddings, ModelSpec, MultiVector, l
 
 log = logging.getLogger(__name__)
 
-PREFIX = {"query": "Query", "document": "Passage"}
+PREFIX = {"query": "Query", "passage": "Passage"}
 IMAGE_PROMPT = (
     "<|im_start|>user\n<|vision_start|><|image_pad|><|vision_end|>Describe the image.<|im_end|>\n"
 )
@@ -67,10 +69,13 @@ class JinaV4Model(Adapter):
     def __init__(
         self, name: str, checkpoint: str, revision: str | None = None, device: str | None = None,
         dtype: str | None = None, task: str = "retrieval", multi_vector: bool = False,
-        truncate_dim: int | None = None, max_pixels: int | None = None, **kw: Any,
+        truncate_dim: int | None = None, max_pixels: int | None = None,
+        document_prompt: str = "passage", **kw: Any,
     ):
         what = f"model {name}"
         hub.require(("torch", "transformers", "safetensors"), "qwen", what)
+        if document_prompt not in PREFIX:
+            raise hub.ModelLoadError(f"{what}: document_prompt must be one of {sorted(PREFIX)}")
         import torch
 
         folder = Path(hub.resolve_repo(checkpoint, revision, what=what, allow_patterns=_ALLOW))
@@ -104,6 +109,7 @@ class JinaV4Model(Adapter):
         self.processor = qwenvl.load_processor(folder, "qwen2_5_vl", max_pixels=max_pixels)
         self.task = task
         self.truncate_dim = truncate_dim
+        self.prompt_names = {"query": "query", "document": document_prompt}
         self._vs = int(self.config.vision_start_token_id)
         self._ve = int(self.config.vision_end_token_id)
 
@@ -114,8 +120,8 @@ class JinaV4Model(Adapter):
             "truncate_dim": self.truncate_dim,
         }
         if modality == "text":
-            conv.update(prompt_name=role if role == "query" else "passage",
-                        prefix=f"{PREFIX[role]}: ", max_length=TEXT_MAX_LENGTH,
+            pn = self.prompt_names[role]
+            conv.update(prompt_name=pn, prefix=f"{PREFIX[pn]}: ", max_length=TEXT_MAX_LENGTH,
                         pooling="mean over attention mask")
         else:
             conv.update(prompt=IMAGE_PROMPT, pooling="mean over <|vision_start|>..<|vision_end|>",
@@ -124,7 +130,7 @@ class JinaV4Model(Adapter):
 
     def _encode_text_batch(self, texts: list[str], role: str) -> Embeddings:
         batch = self.processor(
-            text=[f"{PREFIX[role]}: {t}" for t in texts], padding="longest", truncation=True,
+            text=[f"{PREFIX[self.prompt_names[role]]}: {t}" for t in texts], padding="longest", truncation=True,
             max_length=TEXT_MAX_LENGTH, return_tensors="pt",
         )
         return self._forward(batch, image=False)

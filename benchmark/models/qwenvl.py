@@ -113,8 +113,12 @@ def load_backbone(
     config = make_config(raw, arch)
     cls = Qwen2_5_VLModel if arch == "qwen2_5_vl" else Qwen2VLModel
     tdtype = torch_dtype(dtype)
-    with no_init_weights():
-        model = cls(config)
+    # Built directly on the target device and dtype, uninitialised (every weight is loaded
+    # below, strictly): host memory stays at one copy of the checkpoint.
+    import torch
+
+    with no_init_weights(), torch.device(device):
+        model = cls._from_config(config, dtype=tdtype)
     state = dict(state) if state is not None else read_state(folder)
     own = model.state_dict()
     mine = {k: state.pop(k) for k in list(state) if k in own}

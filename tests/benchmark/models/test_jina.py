@@ -168,3 +168,11 @@ def test_jina_registered_names_fail_fast_offline(monkeypatch):
     for name, repo in (("jina-v4", "jinaai/jina-embeddings-v4"), ("jina-clip-v2", "jinaai/jina-clip-v2")):
         with pytest.raises(hub.CheckpointNotFound, match=repo):
             load_model(name, device="cpu")
+
+
+def test_jina_document_prompt_option(jina_dir):
+    a = _load(jina_dir, document_prompt="query")
+    assert a.conventions("text", "document")["prefix"] == "Query: "
+    np.testing.assert_allclose(a.encode_texts(TEXTS, role="document"), a.encode_texts(TEXTS, role="query"))
+    with pytest.raises(ValueError, match="document_prompt"):
+        _load(jina_dir, document_prompt="passages")
