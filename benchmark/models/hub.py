@@ -224,7 +224,8 @@ def effective_revision(checkpoint: str, revision: str | None, folder: Path) -> s
 
     A local checkpoint: a fingerprint of its files. A Hugging Face cache snapshot: its commit
     hash (more precise than a branch name, and known even when no revision was pinned).
-    Otherwise (``$XCM_WEIGHTS_DIR`` trees) the pinned revision, assumed to match.
+    Otherwise (``$XCM_WEIGHTS_DIR`` trees) the pinned revision, assumed to match, or a
+    fingerprint of the files when nothing is pinned.
     """
     if is_local(checkpoint):
         return revision or folder_fingerprint(folder)
@@ -234,4 +235,5 @@ def effective_revision(checkpoint: str, revision: str | None, folder: Path) -> s
         if revision and _COMMIT.match(revision) and revision != snap.name:
             log.warning("revision %s resolved to snapshot %s", revision, snap.name)
         return snap.name
-    return revision
+    # a $XCM_WEIGHTS_DIR tree: the pinned revision is assumed; unpinned, fingerprint the files
+    return revision or folder_fingerprint(folder)
