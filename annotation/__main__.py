@@ -1,9 +1,11 @@
 """``python -m annotation``: human review in Label Studio.
 
 Commands: ``push`` (tasks to Label Studio), ``pull`` (annotations back, decisions, agreement),
-``status`` (progress), ``serve-images`` (read-only image server on 127.0.0.1). Connection:
-``LABEL_STUDIO_URL`` and ``LABEL_STUDIO_API_KEY``. Errors a user can fix are one line on
-stderr and exit code 2.
+``status`` (progress), ``serve-images`` (read-only image server on 127.0.0.1), and ``sync``
+(the ``review`` stage of ``python -m builder run``: push the duplicate groups, then pull;
+without ``LABEL_STUDIO_URL`` it only says that the human review is not configured). Without a
+command, ``sync`` runs. Connection: ``LABEL_STUDIO_URL`` and ``LABEL_STUDIO_API_KEY``. Errors a
+user can fix are one line on stderr and exit code 2.
 """
 
 from __future__ import annotations
@@ -11,12 +13,14 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 
 from annotation.client import AnnotationError
 from annotation.configs import KINDS
 
 log = logging.getLogger("annotation")
+COMMANDS = ("push", "pull", "status", "serve-images", "sync")
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -42,6 +46,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "(default: the same environment variable here)")
     p.add_argument("--group-status", action="append", dest="statuses",
                    help="duplicates: push groups with this status (repeatable; default needs_review)")
+    p.add_argument("--annotators", type=int, default=None,
+                   help="annotations each task collects (maximum_annotations; default: the "
+                        "project's, 3 for a new one)")
     p.add_argument("--sample", type=int, default=200, help="tags: images to sample (default 200)")
     p.add_argument("--seed", type=int, default=0, help="tags: sampling seed (default 0)")
     p = sub.add_parser("pull", help="store every annotation, decide by majority, apply, agreement")
@@ -54,6 +61,12 @@ def build_parser() -> argparse.ArgumentParser:
     _common(p)
     p.add_argument("--min-annotators", type=int, default=3)
     p.add_argument("--json", action="store_true", help="print as JSON")
+    p = sub.add_parser("sync", help="the builder's review stage: push duplicates, then pull "
+                       "(a no-op notice without LABEL_STUDIO_URL)")
+    _common(p)
+    p.add_argument("--images", default="local-files", help="as for push")
+    p.add_argument("--document-root", help="as for push")
+    p.add_argument("--min-annotators", type=int, default=3, help="as for pull")
     p = sub.add_parser("serve-images", help="read-only server of the work dir's images")
     _common(p)
     p.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
@@ -88,27 +101,37 @@ def run(args: argparse.Namespace) -> int:
     from annotation.client import connect
     from builder.catalog import Catalog
 
-    if getattr(args, "min_annotators", 1) < 1:
-        raise AnnotationError("--min-annotators must be at least 1")
+    for flag in ("min_annotators", "annotators", "sample"):
+        value = getattr(args, flag, None)
+        if value is not None and value < 1:
+            raise AnnotationError(f"--{flag.replace('_', '-')} must be at least 1")
+    if args.command == "sync" and not os.environ.get("LABEL_STUDIO_URL", "").strip():
+        print("review: LABEL_STUDIO_URL is not set, so the human review is skipped "
+              "(see docs/annotation.md)")
+        return 0
     conn = connect()
     with Catalog.open(args.workdir) as cat:
-        if args.command == "push":
+        if args.command in ("push", "sync"):
             from annotation.push import push
 
-            if args.sample < 1:
-                raise AnnotationError("--sample must be at least 1")
-            rep = push(cat, conn, args.kind, title=args.project_title, images=args.images,
+            rep = push(cat, conn, getattr(args, "kind", "duplicates"),
+                       title=getattr(args, "project_title", None), images=args.images,
                        document_root=args.document_root,
-                       statuses=tuple(args.statuses or ["needs_review"]),
-                       sample=args.sample, seed=args.seed)
+                       statuses=tuple(getattr(args, "statuses", None) or ["needs_review"]),
+                       sample=getattr(args, "sample", 200), seed=getattr(args, "seed", 0),
+                       annotators=getattr(args, "annotators", None))
             print(rep.summary())
+        if args.command == "sync":
+            from annotation.pull import format_report, pull
+
+            print(format_report(pull(cat, conn, "duplicates", args.min_annotators)))
         elif args.command == "pull":
             from annotation.pull import format_report, pull
 
             report = pull(cat, conn, args.kind, args.min_annotators)
             print(json.dumps(report, indent=2, sort_keys=True) if args.json
                   else format_report(report))
-        else:
+        elif args.command == "status":
             from annotation.status import format_status, status
 
             items = status(cat, conn, args.min_annotators)
@@ -118,6 +141,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] not in COMMANDS and argv[0] not in ("-h", "--help"):
+        argv = ["sync", *argv]  # the builder's stage runner calls main(["--workdir", W])
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")

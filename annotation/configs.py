@@ -36,10 +36,15 @@ class ProjectSpec:
     label_config: str
     instruction_html: str
     model_version: str
+    annotators: int = 3
 
     @property
     def config_sha(self) -> str:
-        return hashlib.sha256(self.label_config.encode("utf-8")).hexdigest()
+        """sha256 of the settings pushed to the project (label config, instructions, title,
+        model version, annotations per task): a change updates the project."""
+        blob = "\0".join([self.label_config, self.instruction_html, self.title,
+                           self.model_version, str(self.annotators)])
+        return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
 def duplicates_config() -> str:
@@ -64,8 +69,11 @@ def guideline_html(kind: str) -> str:
     return markdown_to_html((annotation_data_dir() / name).read_text(encoding="utf-8"))
 
 
-def project_spec(kind: str, title: str | None = None, concepts: Sequence[str] = ()) -> ProjectSpec:
-    """The project settings of ``kind`` (``duplicates`` or ``tags``)."""
+def project_spec(
+    kind: str, title: str | None = None, concepts: Sequence[str] = (), annotators: int = 3
+) -> ProjectSpec:
+    """The project settings of ``kind`` (``duplicates`` or ``tags``); ``annotators`` is the
+    number of annotations each task collects."""
     if kind not in KINDS:
         raise ValueError(f"unknown review kind {kind!r}; choose one of {', '.join(KINDS)}")
     config = duplicates_config() if kind == "duplicates" else tags_config(concepts)
@@ -75,6 +83,7 @@ def project_spec(kind: str, title: str | None = None, concepts: Sequence[str] = 
         label_config=config,
         instruction_html=guideline_html(kind),
         model_version=MODEL_VERSIONS[kind],
+        annotators=annotators,
     )
 
 

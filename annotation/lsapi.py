@@ -26,6 +26,21 @@ def recorded_project(cat: Catalog, kind: str, server: str) -> int | None:
     return int(rows[0]["project_id"]) if rows else None
 
 
+def recorded_title(cat: Catalog, kind: str, server: str) -> str | None:
+    """The title of the recorded project (a push without ``--project-title`` keeps it)."""
+    rows = cat.query("SELECT title FROM ls_projects WHERE kind = ? AND server = ?", (kind, server))
+    return str(rows[0]["title"]) if rows else None
+
+
+def recorded_annotators(cat: Catalog, conn: Connection, kind: str) -> int | None:
+    """``maximum_annotations`` of the recorded project on the server (None if none/gone)."""
+    pid = recorded_project(cat, kind, conn.server)
+    if pid is None or not _exists(conn.client, pid):
+        return None
+    value = conn.client.projects.get(pid).maximum_annotations
+    return int(value) if value else None
+
+
 def require_project(cat: Catalog, kind: str, server: str) -> int:
     """The recorded project of ``kind``, or an error telling to push first."""
     pid = recorded_project(cat, kind, server)
@@ -51,12 +66,13 @@ def _exists(client: Any, pid: int) -> bool:
 
 def _settings(spec: ProjectSpec) -> dict[str, Any]:
     return {
+        "title": spec.title,
         "label_config": spec.label_config,
         "expert_instruction": spec.instruction_html,
         "show_instruction": True,
         "model_version": spec.model_version,
         "show_collab_predictions": True,
-        "maximum_annotations": 3,
+        "maximum_annotations": spec.annotators,
         "overlap_cohort_percentage": 100,
         "show_skip_button": True,
         "show_annotation_history": True,
@@ -64,21 +80,21 @@ def _settings(spec: ProjectSpec) -> dict[str, Any]:
 
 
 def ensure_project(cat: Catalog, conn: Connection, spec: ProjectSpec) -> int:
-    """Reuse the project the catalog records (updating a changed config) or create one."""
+    """Reuse the project the catalog records (updating changed settings) or create one."""
     client = conn.client
     pid = recorded_project(cat, spec.kind, conn.server)
     if pid is not None and not _exists(client, pid):
         log.warning("project %d of %s is gone from the server; creating a new one", pid, spec.kind)
         pid = None
     if pid is None:
-        pid = int(client.projects.create(title=spec.title, **_settings(spec)).id)
+        pid = int(client.projects.create(**_settings(spec)).id)
         log.info("created project %d %r", pid, spec.title)
     else:
         row = cat.query(
             "SELECT config_sha FROM ls_projects WHERE kind=? AND server=?", (spec.kind, conn.server)
         )[0]
         if row["config_sha"] != spec.config_sha:
-            log.info("updating the label config of project %d", pid)
+            log.info("updating the settings of project %d", pid)
             client.projects.update(pid, **_settings(spec))
     with cat.tx() as con:
         con.execute(

@@ -29,7 +29,13 @@ from urllib.parse import quote
 
 from annotation.client import AnnotationError, Connection
 from annotation.configs import ProjectSpec, project_spec
-from annotation.lsapi import ensure_project, export_tasks, known_tasks
+from annotation.lsapi import (
+    ensure_project,
+    export_tasks,
+    known_tasks,
+    recorded_annotators,
+    recorded_title,
+)
 from builder.catalog import Catalog, utcnow
 
 log = logging.getLogger(__name__)
@@ -275,12 +281,19 @@ def push(
     statuses: tuple[str, ...] = ("needs_review",),
     sample: int = 200,
     seed: int = 0,
+    annotators: int | None = None,
     batch_size: int = 100,
 ) -> PushReport:
-    """Create or reuse the project of ``kind`` and import the tasks it does not hold yet."""
+    """Create or reuse the project of ``kind`` and import the tasks it does not hold yet.
+
+    ``title`` and ``annotators`` (annotations per task) default to the existing project's,
+    else to the kind's default title and 3.
+    """
     links = ImageLinks(cat.workdir.images_dir, images, document_root)
     concepts = tag_concepts(cat) if kind == "tags" else []
-    spec = project_spec(kind, title, concepts)
+    title = title or recorded_title(cat, kind, conn.server)
+    annotators = annotators or recorded_annotators(cat, conn, kind) or 3
+    spec = project_spec(kind, title, concepts, annotators)
     if kind == "duplicates":
         drafts, skipped = duplicate_drafts(cat, links, statuses)
     else:

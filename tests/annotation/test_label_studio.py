@@ -269,18 +269,27 @@ def test_cli_bad_token_and_no_project(label_studio, monkeypatch, capsys, tmp_pat
     assert "nothing pushed yet" in capsys.readouterr().out
 
 
-def test_cli_push_with_serve_images_urls(label_studio, monkeypatch, capsys):
+def test_cli_push_with_serve_images_urls(label_studio, ls_conn, monkeypatch, capsys):
     root = label_studio.document_root / "cli-work"
     cat, sha, _ = synth.build(root)
     cat.close()
     monkeypatch.setenv("LABEL_STUDIO_URL", label_studio.url)
     monkeypatch.setenv("LABEL_STUDIO_API_KEY", label_studio.token)
     argv = ["push", "--workdir", str(root), "--kind", "duplicates", "--project-title",
-            "cli test", "--images", "http://127.0.0.1:8081"]
+            "cli test", "--images", "http://127.0.0.1:8081", "--annotators", "2"]
     assert main(argv) == 0
     assert "4 tasks created, 0 already there" in capsys.readouterr().out
     assert main(argv) == 0
     assert "0 tasks created, 4 already there" in capsys.readouterr().out
     with Catalog.open(root) as cat2:
         data = json.loads(cat2.query("SELECT data_json FROM ls_tasks WHERE group_id=2")[0][0])
+        pid = cat2.query("SELECT project_id FROM ls_projects")[0][0]
     assert data["images"][0]["url"] == f"http://127.0.0.1:8081/img/{sha['D']}.png"
+    # the builder's stage runner: main(["--workdir", W]) is `sync` (push, then pull)
+    assert main(["--workdir", str(root), "--images", "http://127.0.0.1:8081"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "0 tasks created, 4 already there" in out[0]
+    assert out[2] == "annotations: none"
+    project = ls_conn.client.projects.get(pid)
+    # a push without --project-title / --annotators keeps the project's
+    assert (project.title, project.maximum_annotations) == ("cli test", 2)

@@ -105,6 +105,11 @@ def test_server_url_drops_credentials():
 def test_cli_one_line_errors(tmp_path, monkeypatch, capsys):
     monkeypatch.delenv("LABEL_STUDIO_URL", raising=False)
     monkeypatch.delenv("LABEL_STUDIO_API_KEY", raising=False)
+    # the builder's review stage without a server: a notice, exit 0, so `builder run` goes on
+    assert main(["--workdir", str(tmp_path)]) == 0
+    assert "LABEL_STUDIO_URL is not set" in capsys.readouterr().out
+    assert main(["push", "--workdir", str(tmp_path), "--kind", "tags", "--sample", "0"]) == 2
+    assert capsys.readouterr().err == "error: --sample must be at least 1\n"
     assert main(["status", "--workdir", str(tmp_path)]) == 2
     assert capsys.readouterr().err.startswith("error: set LABEL_STUDIO_URL")
     with socket.socket() as s:  # a port nobody listens on
