@@ -14,7 +14,8 @@ from benchmark import tables
 from benchmark.analysis.core import pooled
 from benchmark.analysis.silhouette import pearson, silhouette_by_label
 from benchmark.cli import main
-from benchmark.models.base import MultiVector
+from benchmark.models.base import ModelSpec, MultiVector
+from benchmark.models.hash import HashModel
 from benchmark.sample import main as sample_main
 
 
@@ -76,6 +77,42 @@ def test_pearson_equals_scipy_and_skips_undefined():
     assert pearson([1, 2, 3, 4], [2, 4, 6, 8])["r"] == pytest.approx(1.0)
     assert pearson([1, 2], [2, 4])["r"] is None
     assert pearson([1, 2, 3], [5, 5, 5])["reason"] == "a series is constant"
+
+
+class MultiHash(HashModel):
+    """A multi-vector fake: each item is 2 (texts) or 3 (images) hash-seeded token vectors."""
+
+    def __init__(self, name: str = "multihash", **kw):
+        super().__init__(name=name, dim=16)
+        self.spec = ModelSpec(name=name, family="hash", checkpoint="multihash-16", revision="1",
+                              multi_vector=True)
+
+    def _encode_text_batch(self, texts, role):
+        one = super()._encode_text_batch
+        return MultiVector.from_list([np.stack([one([f"{t}#{j}"], role)[0] for j in range(2)])
+                                      for t in texts])
+
+    def _encode_image_batch(self, images, role):
+        base = super()._encode_image_batch(images, role)
+        rng = np.random.default_rng(0)
+        return MultiVector.from_list([np.stack([v, v + rng.standard_normal(16).astype(np.float32),
+                                                -v]) for v in base])
+
+
+def test_analyze_multivector_model_pools_and_matches_3xcm(sample_run):
+    root, args = sample_run
+    model = "tests.benchmark.test_analysis:MultiHash"
+    args = [model if a == "hash" else a for a in args]
+    args = [str(root / "mv") if a == str(root / "results") else a for a in args]
+    assert main(["run", "--task", "3xcm", "-q", "--bootstrap", "50", *args]) == 0
+    assert main(["analyze", "--no-umap", "-q", "--bootstrap", "50", *args]) == 0
+    slug = next((root / "mv").iterdir())
+    res = json.loads((slug / "analysis.json").read_text())
+    xcm = json.loads((slug / "3xcm.json").read_text())
+    assert "mean-pooled" in res["settings"]["embeddings"]
+    assert res["timings"]["text_embedding"]["embedded"] == 0  # cached multi-vectors reused
+    for code, row in res["scores"]["by_country"].items():
+        assert row["SP"] == xcm["scores"]["by_country"][code]["SP"]  # MaxSim, as 3xcm
 
 
 def test_multivector_is_mean_pooled_over_valid_tokens():
