@@ -11,7 +11,7 @@ import secrets
 import httpx
 import pytest
 
-from annotation.__main__ import main
+from annotation.cli import main
 from annotation.lsapi import export_tasks
 from annotation.pull import format_report, pull
 from annotation.push import push

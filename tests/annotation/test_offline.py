@@ -8,7 +8,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from annotation.__main__ import main
+from annotation.cli import main
 from annotation.client import AnnotationError, server_url
 from annotation.configs import markdown_to_html, project_spec, tags_config
 from annotation.push import ImageLinks, duplicate_drafts, group_key, tag_drafts
