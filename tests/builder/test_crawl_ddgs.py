@@ -194,3 +194,39 @@ def test_backend_down_stops_with_one_line_and_leaves_queries_pending(
     with Catalog.open(tmp_path / "w") as cat:
         st = dict(cat.query("SELECT status, COUNT(*) FROM searches GROUP BY status"))
     assert st == {"pending": 12}  # the 3 failures went back to pending; nothing else ran
+
+
+@pytest.mark.integration
+def test_queries_stage_then_crawl_then_dedup(tmp_path: Path, fake_ddgs, monkeypatch) -> None:
+    """The real ``queries`` stage (offline) feeds the crawl; downloads come from 127.0.0.1."""
+    from builder import queries
+    from builder.crawl import main as crawl_main
+    from builder.image_dedup import DedupConfig, image_dedup
+    from tests.fakes.image_server import ImageServer, image_bytes
+
+    wd = str(tmp_path / "w")
+    assert queries.main(["--workdir", wd, "--llm", "offline", "--countries", "THA,USA"]) == 0
+    with ImageServer() as srv:
+        for i in range(6):
+            srv.add(f"/p/{i}.jpg", image_bytes("JPEG", (80, 60), seed=i))
+
+        def images(self, query, **kw):  # 3 results per query; two queries share one picture
+            FakeDDGS.calls[query] += 1
+            k = sum(map(ord, query)) % 4
+            return [{"title": query, "image": srv.url(f"/p/{k + r}.jpg"), "url": "https://p",
+                     "height": 60, "width": 80} for r in range(3)]
+
+        monkeypatch.setattr(FakeDDGS, "images", images)
+        argv = ["--workdir", wd, "--concepts", "train,costume", "--per-query", "3",
+                "--allow-host", "127.0.0.1", "--search-interval", "0"]
+        assert crawl_main(argv) == 0
+        assert sum(srv.hits.values()) <= 6  # each distinct URL fetched once
+        with Catalog.open(wd) as cat:
+            searches = dict(cat.query("SELECT status, COUNT(*) FROM searches GROUP BY status"))
+            out = image_dedup(cat, DedupConfig(model=None))
+            rows = cat.query("SELECT * FROM downloads_export")
+    assert searches == {"ok": 6, "skipped": 2}  # USA's native query equals its English one
+    assert len(rows) == 18 and {r["status"] for r in rows} == {"ok"}
+    assert {r["region"] for r in rows} == {"th-th", "us-en"}
+    distinct = len({(r["concept"], r["sha256"]) for r in rows})
+    assert out["items"] == {"kept": distinct, "duplicate": 18 - distinct}
