@@ -251,6 +251,10 @@ def test_tags_push_pull_precision_recall(label_studio, ls_conn, annotators):
     assert [r["decision"] for r in stored] == ['["dance", "temple"]']
     assert json.loads(cat.query("SELECT tags_json FROM tags WHERE sha256=?",
                                 (sha["T2"],))[0]["tags_json"]) == ["temple"]  # not overwritten
+    st = status(cat, ls_conn)
+    assert [s["kind"] for s in st] == ["tags"]
+    assert st[0]["annotated_by"] == {"0": 0, "1": 0, "2": 0, "3+": 3}
+    assert st[0]["gemini_vs_people"] == g
     before = synth.snapshot(cat)
     assert pull(cat, ls_conn, "tags")["stored"] == {"unchanged": 9}
     assert synth.snapshot(cat) == before

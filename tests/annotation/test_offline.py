@@ -77,6 +77,10 @@ def test_drafts_from_a_synthetic_catalog(tmp_path):
     auto = duplicate_drafts(cat, links, ("auto",))[0]  # nothing waits: every image is shown
     assert [[i["sha256"] for i in d.data["images"]] for d in auto] == [[sha["J"], sha["K"]]]
     assert [p["value"]["choices"] for p in auto[0].prediction] == [["keep"], ["remove"]]
+    cat.workdir.image_path(sha["E"], "png").unlink()  # a lost file: the group waits, counted
+    drafts, skipped = duplicate_drafts(cat, links, ("needs_review",))
+    assert [d.group_id for d in drafts] == [1, 3, 4]
+    assert skipped == {"fewer than 2 distinct images": 1, "image file missing": 1}
     tdrafts, _ = tag_drafts(cat, links, synth.CONCEPTS, sample=2, seed=3)
     again, _ = tag_drafts(cat, links, synth.CONCEPTS, sample=2, seed=3)
     assert [d.key for d in tdrafts] == [d.key for d in again] and len(tdrafts) == 2
