@@ -164,8 +164,8 @@ def get_backend(name: str = "auto", device: str | None = None) -> NumpyBackend:
     """
     if name not in ("auto", "torch", "numpy"):
         raise ValueError(f"unknown retrieval backend {name!r} (auto, torch, numpy)")
-    if name == "numpy":
-        return NumpyBackend()
+    if name == "numpy" or (name == "auto" and device is not None and device.startswith("cpu")):
+        return NumpyBackend()  # (torch not imported: it alone adds ~0.5 GB of resident memory)
     try:
         import torch
     except ImportError:
