@@ -52,7 +52,7 @@ def xm3600_figures(col: Collection, fig_dir: Path) -> list[tuple[Path, str]]:
     if not counts:
         return []
     p1, p2 = fig_dir / "xm3600-rank-by-tier.png", fig_dir / "xm3600-language-frequency.png"
-    plots.rank_by_tier(counts, p1, {m: res[m].task.n for m in counts})
+    plots.rank_by_tier({m: res[m].scores for m in counts}, p1, {m: res[m].task.n for m in counts})
     plots.language_frequency({m: res[m].scores for m in counts}, p2)
     return [(p1, "XM3600 image -> text: resource tier of the caption at each rank (Figs. 6, 7)"),
             (p2, "XM3600 image -> text: languages of all retrieved captions (Figs. 13, 14)")]

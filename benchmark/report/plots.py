@@ -130,19 +130,27 @@ def sp_heatmap(models: dict[str, dict[str, Any]], path: Path, title: str) -> Non
 
 
 def rank_by_tier(models: dict[str, dict[str, Any]], path: Path, n_queries: dict[str, int]) -> None:
-    """Share of the captions at each rank that belong to each tier (one panel per model)."""
+    """Share of the captions at each rank that belong to each tier (one panel per model);
+    ``models``: name -> xm3600-i2t ``scores``. Dashed: the tier's share of the caption pool
+    (the expected share without prevalence bias), when the results give ``pool_tier_counts``."""
     fig, axes = _grid(len(models))
-    for ax, (name, counts) in zip(axes, models.items(), strict=False):
+    for ax, (name, scores) in zip(axes, models.items(), strict=False):
+        counts = scores.get("retrieved_language_counts") or {}
+        pool = scores.get("pool_tier_counts") or {}
+        ptotal = float(sum(pool.values())) or 1.0
         n = max(n_queries.get(name, 0), 1)
         for tier, series in counts.get("by_tier", {}).items():
             y = np.asarray(series, float) / n
-            ax.plot(np.arange(1, len(y) + 1), y, label=tier, lw=1.4,
-                    color=TIER_COLOURS.get(tier))
+            colour = TIER_COLOURS.get(tier)
+            ax.plot(np.arange(1, len(y) + 1), y, label=tier, lw=1.4, color=colour)
+            if tier in pool:
+                ax.axhline(pool[tier] / ptotal, color=colour, lw=0.9, ls="--")
         ax.set_title(name)
         ax.set_xlabel("rank")
         ax.set_ylabel("share of retrieved captions")
         ax.set_ylim(0, 1)
-        ax.legend(title="tier", frameon=False)
+        ax.legend(title="tier" + ("\n(dashed: pool share)" if pool else ""), frameon=False,
+                  loc="upper left", bbox_to_anchor=(1.0, 1.0))
     fig.suptitle("XM3600 image -> text: language tier of the caption at each rank", fontsize=11)
     style.save(fig, path)
 

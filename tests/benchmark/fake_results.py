@@ -48,6 +48,7 @@ def xm3600(seed: int, n: int = 50, ranks: int = 10) -> dict:
             overall[f"{m}@{k}"] = float(rng.uniform(0.05, 0.95))
     return {"overall": overall,
             "pool_language_counts": {lg.code: 2 * (i % 3 + 1) for i, lg in enumerate(langs)},
+            "pool_tier_counts": {"high": 12, "medium": 50, "low": 80},
             "retrieved_language_counts": {"ranks": ranks, "by_language": by_language,
                                           "by_tier": by_tier}}
 
