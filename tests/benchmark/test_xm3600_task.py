@@ -228,6 +228,18 @@ def test_reader_errors(xm, tmp_path):
         load_xm3600(bad)
     with pytest.raises(DataError, match="neither a folder nor a hub id"):
         load_xm3600(str(tmp_path / "a" / "b" / "c"))
+    with pytest.raises(DataError, match="cannot load 'no-such-org/xm3600'"):
+        load_xm3600("no-such-org/xm3600")  # hub offline in tests: one clear line
+
+
+def test_images_elsewhere(xm, tmp_path):
+    (tmp_path / "c").mkdir()
+    jsonl = tmp_path / "c" / "captions.jsonl"
+    jsonl.write_text((xm / "captions.jsonl").read_text())
+    with pytest.raises(DataError, match="have no file"):
+        load_xm3600(jsonl)
+    ds = load_xm3600(jsonl, images_dir=xm / "images")
+    assert ds.fingerprint == load_xm3600(xm).fingerprint
 
 
 def test_parse_ks():
