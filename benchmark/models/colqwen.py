@@ -54,25 +54,34 @@ PROJ = "custom_text_proj"
 _ALLOW = ["*.json", "*.safetensors", "*.txt", "*.model", "*.jinja"]
 
 
+def resolve_base(
+    folder: Path, what: str, base: str | None, base_revision: str | None,
+) -> tuple[Path | None, dict[str, Any]]:
+    """(base model folder, info) when ``folder`` is a LoRA adapter; (None, {}) for merged weights."""
+    if not (folder / "adapter_config.json").is_file():
+        return None, {}
+    acfg = json.loads((folder / "adapter_config.json").read_text(encoding="utf-8"))
+    base_id = base or acfg.get("base_model_name_or_path")
+    if not base_id:
+        raise hub.ModelLoadError(f"{what}: {folder} is a LoRA adapter without base_model_name_or_path")
+    base_folder = Path(hub.resolve_repo(base_id, base_revision, what=f"{what} (base model)",
+                                        allow_patterns=_ALLOW))
+    return base_folder, {
+        "base": base_id, "base_revision": hub.effective_revision(base_id, base_revision, base_folder),
+        "lora_r": acfg.get("r"), "lora_alpha": acfg.get("lora_alpha"),
+    }
+
+
 def load_colqwen(
-    folder: Path, what: str, *, base: str | None, base_revision: str | None, dtype: str, device: str,
-) -> tuple[Any, Any, Path, dict[str, Any]]:
-    """(backbone, projection, folder of the processor files, load info) of a ColQwen checkpoint."""
+    folder: Path, base_folder: Path | None, what: str, *, dtype: str, device: str,
+) -> tuple[Any, Any, int]:
+    """(backbone, projection, number of LoRA modules merged) of a ColQwen checkpoint."""
     import torch
 
-    info: dict[str, Any] = {}
-    if (folder / "adapter_config.json").is_file():
-        acfg = json.loads((folder / "adapter_config.json").read_text(encoding="utf-8"))
-        base_id = base or acfg.get("base_model_name_or_path")
-        if not base_id:
-            raise hub.ModelLoadError(f"{what}: {folder} is a LoRA adapter without base_model_name_or_path")
-        base_folder = hub.resolve_repo(base_id, base_revision, what=f"{what} (base model)",
-                                       allow_patterns=_ALLOW)
-        state, n = qwenvl.merged_state(qwenvl.read_state(Path(base_folder)), folder)
-        info.update(base=base_id, lora_modules=n,
-                    base_revision=hub.effective_revision(base_id, base_revision, Path(base_folder)),
-                    lora_r=acfg.get("r"), lora_alpha=acfg.get("lora_alpha"))
-        config_folder = Path(base_folder)
+    n = 0
+    if base_folder is not None:
+        state, n = qwenvl.merged_state(qwenvl.read_state(base_folder), folder)
+        config_folder = base_folder
     else:
         state, config_folder = qwenvl.read_state(folder), folder
     backbone, rest, _ = qwenvl.load_backbone(
@@ -84,8 +93,7 @@ def load_colqwen(
     proj = torch.nn.Linear(w.shape[1], w.shape[0], bias=f"{PROJ}.bias" in rest)
     proj.load_state_dict({k.split(".")[-1]: v for k, v in rest.items() if k.startswith(PROJ + ".")})
     proj.to(device=device, dtype=backbone.dtype).eval()
-    has_proc = (folder / "preprocessor_config.json").is_file() or (folder / "processor_config.json").is_file()
-    return backbone, proj, folder if has_proc else config_folder, info
+    return backbone, proj, n
 
 
 class ColQwenModel(Adapter):
@@ -109,17 +117,35 @@ class ColQwenModel(Adapter):
                       extra={"base": base, "base_revision": base_revision}),
             device=device, dtype=dtype,
         )
-        self.backbone, self.proj, proc_folder, self.load_info = load_colqwen(
-            folder, what, base=base, base_revision=base_revision, dtype=self.dtype, device=self.device,
-        )
+        self._folder, self._what = folder, what
+        self._base_folder, self.load_info = resolve_base(folder, what, base, base_revision)
         self.spec.extra.update(self.load_info)
+        self._net: tuple[Any, Any] | None = None  # weights load on the first encode
+        has_proc = any((folder / f).is_file() for f in ("preprocessor_config.json", "processor_config.json"))
+        proc_folder = folder if has_proc or self._base_folder is None else self._base_folder
         max_px = max_num_visual_tokens * 28 * 28 if max_num_visual_tokens else None
         self.processor = qwenvl.load_processor(proc_folder, "qwen2_5_vl", max_pixels=max_px)
         self.processor.tokenizer.padding_side = "left"
 
+    def _loaded(self) -> tuple[Any, Any]:
+        if self._net is None:
+            backbone, proj, n = load_colqwen(
+                self._folder, self._base_folder, self._what, dtype=self.dtype, device=self.device,
+            )
+            self.load_info["lora_modules"] = n
+            self._net = (backbone, proj)
+        return self._net
+
+    @property
+    def backbone(self) -> Any:
+        return self._loaded()[0]
+
+    @property
+    def proj(self) -> Any:
+        return self._loaded()[1]
+
     def conventions(self, modality: str, role: str) -> dict[str, Any]:
-        conv: dict[str, Any] = {"dtype": self.dtype, "dim": int(self.proj.out_features),
-                                "padding_side": "left"}
+        conv: dict[str, Any] = {"dtype": self.dtype, "padding_side": "left"}
         if modality == "text":
             conv.update(prefix=QUERY_PREFIX, query_augmentation=QUERY_AUGMENTATION)
         else:
@@ -141,10 +167,11 @@ class ColQwenModel(Adapter):
     def _forward(self, batch: Any) -> MultiVector:
 
         inputs = qwenvl.to_device(batch, self.device)
+        backbone, head = self._loaded()
         if "pixel_values" in inputs:
-            inputs["pixel_values"] = inputs["pixel_values"].to(self.backbone.dtype)
-        hidden = self.backbone(**inputs, use_cache=False).last_hidden_state
-        proj = self.proj(hidden).float()
+            inputs["pixel_values"] = inputs["pixel_values"].to(backbone.dtype)
+        hidden = backbone(**inputs, use_cache=False).last_hidden_state
+        proj = head(hidden).float()
         proj = proj / proj.norm(dim=-1, keepdim=True)
         mask = inputs["attention_mask"].bool()
         return MultiVector.from_list([proj[i][mask[i]].cpu().numpy() for i in range(proj.shape[0])])

@@ -104,9 +104,8 @@ class GMEModel(Adapter):
                       adapter_version="1"),
             device=device, dtype=dtype,
         )
-        self.backbone, _, self.config = qwenvl.load_backbone(
-            Path(folder), dtype=self.dtype, device=self.device, arch="qwen2_vl",
-        )
+        self._folder = Path(folder)
+        self._backbone: Any = None  # weights load on the first encode (cached runs need none)
         self.processor = qwenvl.load_processor(
             Path(folder), "qwen2_vl", min_pixels=min_image_tokens * 28 * 28,
             max_pixels=max_image_tokens * 28 * 28,
@@ -114,7 +113,16 @@ class GMEModel(Adapter):
         self.processor.tokenizer.padding_side = "right"
         self.query_instruction = query_instruction
         self.max_length = int(max_length)
-        self._image_token_id = int(self.config.image_token_id)
+        self._image_token_id = int(qwenvl.read_config(self._folder)["image_token_id"])
+
+    @property
+    def backbone(self) -> Any:
+        """The Qwen2-VL backbone, loaded on first use."""
+        if self._backbone is None:
+            self._backbone, _, _ = qwenvl.load_backbone(
+                self._folder, dtype=self.dtype, device=self.device, arch="qwen2_vl",
+            )
+        return self._backbone
 
     def instruction(self, modality: str, role: str) -> str:
         return self.query_instruction if (modality, role) == ("text", "query") else DEFAULT_INSTRUCTION

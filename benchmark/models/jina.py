@@ -76,7 +76,6 @@ class JinaV4Model(Adapter):
         hub.require(("torch", "transformers", "safetensors"), "qwen", what)
         if document_prompt not in PREFIX:
             raise hub.ModelLoadError(f"{what}: document_prompt must be one of {sorted(PREFIX)}")
-        import torch
 
         folder = Path(hub.resolve_repo(checkpoint, revision, what=what, allow_patterns=_ALLOW))
         revision = hub.effective_revision(checkpoint, revision, folder)
@@ -90,33 +89,48 @@ class JinaV4Model(Adapter):
         tasks = cfg.get("task_names")
         if tasks and task not in tasks:
             raise hub.ModelLoadError(f"{what}: task {task!r} is not one of {tasks}")
-        state = qwenvl.read_state(folder)
-        adapter_dir = folder / "adapters"
-        if not (adapter_dir / "adapter_config.json").is_file():
+        if not (folder / "adapters" / "adapter_config.json").is_file():
             raise hub.ModelLoadError(f"{what}: {folder} has no adapters/adapter_config.json")
-        state, self.lora_modules = qwenvl.merged_state(state, adapter_dir, adapter_name=task)
-        self.backbone, rest, self.config = qwenvl.load_backbone(
-            folder, dtype=self.dtype, device=self.device, arch="qwen2_5_vl", state=state,
-        )
-        self.proj = None
-        if multi_vector:
-            w = rest.get(f"{PROJ}.weight")
-            if w is None:
-                raise hub.ModelLoadError(f"{what}: no {PROJ} weights in {folder}")
-            self.proj = torch.nn.Linear(w.shape[1], w.shape[0], bias=f"{PROJ}.bias" in rest)
-            self.proj.load_state_dict({k.split(".")[-1]: v for k, v in rest.items() if k.startswith(PROJ + ".")})
-            self.proj.to(device=self.device, dtype=self.backbone.dtype).eval()
+        self._folder, self._what = folder, what
+        self._net: tuple[Any, Any] | None = None  # weights load on the first encode
+        self.lora_modules = 0
         self.processor = qwenvl.load_processor(folder, "qwen2_5_vl", max_pixels=max_pixels)
         self.task = task
         self.truncate_dim = truncate_dim
         self.prompt_names = {"query": "query", "document": document_prompt}
-        self._vs = int(self.config.vision_start_token_id)
-        self._ve = int(self.config.vision_end_token_id)
+        self._vs = int(cfg["vision_start_token_id"])
+        self._ve = int(cfg["vision_end_token_id"])
+
+    def _loaded(self) -> tuple[Any, Any]:
+        """(backbone with the task's LoRA merged, multi-vector projector or None)."""
+        if self._net is None:
+            import torch
+
+            state, self.lora_modules = qwenvl.merged_state(
+                qwenvl.read_state(self._folder), self._folder / "adapters", adapter_name=self.task,
+            )
+            backbone, rest, _ = qwenvl.load_backbone(
+                self._folder, dtype=self.dtype, device=self.device, arch="qwen2_5_vl", state=state,
+            )
+            proj = None
+            if self.spec.multi_vector:
+                w = rest.get(f"{PROJ}.weight")
+                if w is None:
+                    raise hub.ModelLoadError(f"{self._what}: no {PROJ} weights in {self._folder}")
+                proj = torch.nn.Linear(w.shape[1], w.shape[0], bias=f"{PROJ}.bias" in rest)
+                proj.load_state_dict({k.split(".")[-1]: v for k, v in rest.items() if k.startswith(PROJ + ".")})
+                proj.to(device=self.device, dtype=backbone.dtype).eval()
+            self._net = (backbone, proj)
+        return self._net
+
+    @property
+    def backbone(self) -> Any:
+        return self._loaded()[0]
 
     def conventions(self, modality: str, role: str) -> dict[str, Any]:
         conv: dict[str, Any] = {
             "task": self.task, "dtype": self.dtype,
-            "output": "multi-vector" if self.proj is not None else "single-vector",
+            "output": "multi-vector" if self.spec.multi_vector else "single-vector",
             "truncate_dim": self.truncate_dim,
         }
         if modality == "text":
@@ -146,12 +160,13 @@ class JinaV4Model(Adapter):
         import torch
 
         inputs = qwenvl.to_device(batch, self.device)
+        backbone, head = self._loaded()
         if "pixel_values" in inputs:
-            inputs["pixel_values"] = inputs["pixel_values"].to(self.backbone.dtype)
-        hidden = self.backbone(**inputs, use_cache=False).last_hidden_state
+            inputs["pixel_values"] = inputs["pixel_values"].to(backbone.dtype)
+        hidden = backbone(**inputs, use_cache=False).last_hidden_state
         mask = inputs["attention_mask"]
-        if self.proj is not None:
-            proj = torch.nn.functional.normalize(self.proj(hidden).float(), dim=-1)
+        if head is not None:
+            proj = torch.nn.functional.normalize(head(hidden).float(), dim=-1)
             keep = mask.bool()
             return MultiVector.from_list([proj[i][keep[i]].cpu().numpy() for i in range(proj.shape[0])])
         if image:

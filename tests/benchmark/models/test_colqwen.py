@@ -116,8 +116,9 @@ def test_colqwen_adapter_key_that_lands_nowhere_is_an_error(colqwen, tmp_path):
     kb = k.replace("lora_A", "lora_B")
     st[kb.replace("q_proj", "zz_proj")] = st[kb].clone()
     save_file(st, str(d / "adapter_model.safetensors"))
+    m = _load(d)  # weights load lazily: the error comes with the first encode
     with pytest.raises(ValueError, match="zz_proj"):
-        _load(d)
+        m.encode_texts(TEXTS[:1])
 
 
 def test_colqwen_max_visual_tokens_recorded(colqwen):
@@ -125,3 +126,16 @@ def test_colqwen_max_visual_tokens_recorded(colqwen):
     assert m.conventions("image", "document")["max_pixels"] == 8 * 28 * 28
     cfg = json.loads((colqwen[0] / "adapter_config.json").read_text())
     assert cfg["r"] == 4
+
+
+def test_colqwen_weights_load_only_when_encoding(colqwen):
+    """A run scored from cached embeddings builds the adapter (spec, conventions, similarity)
+    but never needs the weights."""
+    m = _load(colqwen[0])
+    assert m._net is None
+    m.conventions("image", "document")
+    m.similarity(MultiVector.from_list([np.ones((2, 4), np.float32)]),
+                 MultiVector.from_list([np.ones((3, 4), np.float32)]))
+    assert m._net is None
+    m.encode_texts(TEXTS[:1])
+    assert m._net is not None

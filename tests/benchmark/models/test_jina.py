@@ -83,8 +83,8 @@ def test_jina_image_pooling_spans_vision_tokens(jina_dir):
     ids = batch["input_ids"][0]
     with torch.inference_mode():
         h = m.backbone(**batch, use_cache=False).last_hidden_state[0]
-    s = int((ids == m.config.vision_start_token_id).nonzero()[0])
-    e = int((ids == m.config.vision_end_token_id).nonzero()[0])
+    s = int((ids == m._vs).nonzero()[0])
+    e = int((ids == m._ve).nonzero()[0])
     assert e - s > 2 and e < len(ids) - 1  # the span excludes the trailing text tokens
     want = torch.nn.functional.normalize(h[s : e + 1].mean(dim=0), dim=-1).numpy()
     np.testing.assert_allclose(m.encode_images(img)[0], want, atol=1e-5)
