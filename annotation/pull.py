@@ -96,6 +96,7 @@ def apply_duplicate_decisions(
 
     The items are those the task showed (by item id, so a later re-run of ``image_dedup`` that
     renumbered the group does not matter); the group is the one those items belong to now.
+    An image whose annotations were all withdrawn goes back to ``needs_review``.
     """
     counts: Counter = Counter()
     now = utcnow()
@@ -104,20 +105,20 @@ def apply_duplicate_decisions(
             images = json.loads(t["data_json"])["images"]
             outcomes: list[str | None] = []
             for img in images:
-                v = votes.get((t["task_id"], img["sha256"]))
-                if not v:
-                    outcomes.append(None)
-                    continue
+                v = votes.get((t["task_id"], img["sha256"])) or {}
                 n_keep = sum(1 for x in v.values() if x == KEEP)
                 d = majority(n_keep, len(v) - n_keep, required)
-                outcomes.append(d.outcome)
                 status, reason = ITEM_STATUS[d.outcome], f"review: {d.reason}"
                 ids = json.dumps([int(i) for i in img["item_ids"]])
+                # no vote now: only an earlier review decision (all annotations withdrawn) is
+                # taken back; images nobody ever voted on are not touched
+                only_reviewed = "" if v else " AND reason LIKE 'review:%'"
                 cur = con.execute(
                     "UPDATE items SET status=?, reason=?, updated_at=? WHERE item_id IN"
-                    " (SELECT value FROM json_each(?)) AND (status IS NOT ? OR reason IS NOT ?)",
-                    (status, reason, now, ids, status, reason))
+                    " (SELECT value FROM json_each(?)) AND (status IS NOT ? OR reason IS NOT ?)"
+                    + only_reviewed, (status, reason, now, ids, status, reason))
                 counts[f"items set {status}"] += cur.rowcount
+                outcomes.append(d.outcome if v or cur.rowcount else None)
             if all(o is None for o in outcomes):
                 continue
             counts["groups with votes"] += 1

@@ -192,6 +192,16 @@ def test_duplicates_push_pull_agreement(label_studio, ls_conn, annotators):
     assert cat.query("SELECT status FROM dedup_groups WHERE group_id=3")[0][0] == "reviewed"
     kept = cat.query("SELECT decision, current FROM reviews WHERE annotation_id=?", (g3[admin].id,))
     assert [(r["decision"], r["current"]) for r in kept] == [("keep", 0), ("keep", 0)]
+    # every annotation of group 2 withdrawn: its decisions are taken back, the group reopens
+    for a in client.annotations.list(id=tid["group:2"]):
+        client.annotations.delete(id=a.id)
+    fifth = pull(cat, ls_conn, "duplicates", min_annotators=3)
+    assert fifth["stored"] == {"deleted in Label Studio": 3, "unchanged": 9}
+    for letter in "DE":
+        assert _status(cat, items[letter]) == {
+            ("needs_review", "review: 0/3 annotators (keep 0, remove 0)")}
+    assert cat.query("SELECT status FROM dedup_groups WHERE group_id=2")[0][0] == "needs_review"
+    assert len(cat.query("SELECT * FROM reviews WHERE task_id=?", (tid["group:2"],))) == 6
 
 
 def test_push_recovers_tasks_imported_but_not_recorded(label_studio, ls_conn):
