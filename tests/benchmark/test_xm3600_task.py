@@ -174,6 +174,22 @@ class PlantedMulti(PlantedBias):
         return MultiVector.from_list([v[None] for v in super()._encode_text_batch(texts, role)])
 
 
+class UserDot:
+    """A user's own adapter (no base class) with its own similarity: raw dot products."""
+
+    def __init__(self) -> None:
+        self.inner = PlantedStrong()
+
+    def encode_images(self, images):
+        return self.inner._encode_image_batch(list(images), "query")
+
+    def encode_texts(self, texts):
+        return self.inner._encode_text_batch(list(texts), "document")
+
+    def similarity(self, q, d):
+        return np.asarray(q) @ np.asarray(d).T
+
+
 def run_task(adapter, data: Path, tmp: Path, **kw):
     args = Namespace(xm3600=str(data), dataset=None, xm3600_images=None, revision=None,
                      k="1,5,10,25,50,99", grouping="authors", chunk_size=100,
@@ -322,6 +338,16 @@ def test_multivector_exact_and_two_stage(xm, tmp_path):
     assert two.settings["retrieval"]["method"] == "two-stage"
     assert agree["n_queries"] == 8 and agree["overlap@10"] == 1.0
     assert two.scores["overall"] == pytest.approx(exact.scores["overall"])
+
+
+def test_user_adapter_similarity_is_used(xm, tmp_path):
+    from benchmark.models.base import UserAdapter
+
+    _, own = run_task(UserAdapter(UserDot(), "tests:UserDot"), xm, tmp_path, k="1,10,99")
+    _, ref = run_task(PlantedStrong(), xm, tmp_path, k="1,10,99")
+    assert own.settings["retrieval"]["similarity"] == "adapter.similarity"
+    # dot = cosine x (image norm) x (constant caption norm): the same ranking per image
+    assert own.scores["overall"] == pytest.approx(ref.scores["overall"])
 
 
 # -- the CLI ----------------------------------------------------------------------------------------
