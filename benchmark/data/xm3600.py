@@ -174,37 +174,70 @@ def load_official(path: str | Path, images_dir: str | Path | None = None) -> XM3
 
 def load_hub(path_or_id: str, revision: str | None = None) -> XM3600:
     """The ``mteb/xm3600`` layout: one split per language, through ``datasets``."""
-    import datasets
-
     if revision is None and path_or_id == HUB_ID:
         revision = HUB_REVISION
     if not Path(path_or_id).is_dir() and path_or_id.count("/") != 1:
         raise DataError(f"XM3600: {path_or_id!r} is neither a folder nor a hub id ORG/NAME")
     try:
-        dd = datasets.load_dataset(path_or_id, revision=revision)
+        dd, first = _hub_splits(path_or_id, revision)
+    except DataError:
+        raise
     except Exception as e:  # noqa: BLE001 - any loader failure is one clear line
         msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
         raise DataError(f"XM3600: cannot load {path_or_id!r}: {type(e).__name__}: {msg}") from e
-    if not isinstance(dd, datasets.DatasetDict) or not len(dd):
-        raise DataError(f"XM3600: {path_or_id!r}: expected one split per language")
     col = _Collector(str(path_or_id))
-    first = None
     for split in sorted(dd):
-        ds = dd[split]
-        missing = [c for c in HUB_COLUMNS if c not in ds.column_names]
-        if missing:
-            raise DataError(f"XM3600: split {split!r} lacks columns {missing} "
-                            f"(has {ds.column_names})")
         lang = col.lang(split, f"split {split!r}")
-        first = first or ds
-        meta = ds.select_columns(["image_id", "captions", "image_locale"])
-        for r, row in enumerate(meta):
+        for r, row in enumerate(dd[split]):
             where = f"split {split!r} row {r}"
             key = col.image(row["image_id"], row["image_locale"], where)
             col.add(key, lang, row["captions"], where)
     store = _hub_image_store(first, set(col.by_image), str(path_or_id))
     did = f"{path_or_id}@{revision}" if revision else str(path_or_id)
     return col.build(store, did, "hub")
+
+
+def _hub_splits(path_or_id: str, revision: str | None) -> tuple[Any, Any]:
+    """(per-language splits with ``image_id, captions, image_locale``, one split with images).
+
+    The layout repeats every image in each language split; for parquet repositories only the
+    caption columns of every split and the images of one split are converted (``columns=``),
+    not 36 copies of the images. Other repositories are loaded whole.
+    """
+    import datasets
+
+    meta_cols = [c for c in HUB_COLUMNS if c != "image"]
+    builder = datasets.load_dataset_builder(path_or_id, revision=revision)
+    files = getattr(builder.config, "data_files", None)
+    if builder.name == "parquet" and files:
+        first = sorted(files)[0]
+        schema = _parquet_columns(files[first])
+        missing = [c for c in HUB_COLUMNS if schema is not None and c not in schema]
+        if missing:
+            raise DataError(f"XM3600: split {first!r} lacks columns {missing} (has {schema})")
+        meta = datasets.load_dataset("parquet", data_files=dict(files), columns=meta_cols)
+        imgs = datasets.load_dataset("parquet", data_files={first: files[first]}, split=first,
+                                     columns=["image_id", "image"])
+        return meta, imgs
+    dd = datasets.load_dataset(path_or_id, revision=revision)
+    if not isinstance(dd, datasets.DatasetDict) or not len(dd):
+        raise DataError(f"XM3600: {path_or_id!r}: expected one split per language")
+    for split in dd:
+        missing = [c for c in HUB_COLUMNS if c not in dd[split].column_names]
+        if missing:
+            raise DataError(f"XM3600: split {split!r} lacks columns {missing} "
+                            f"(has {dd[split].column_names})")
+    return dd.select_columns(meta_cols), dd[sorted(dd)[0]]
+
+
+def _parquet_columns(files: Any) -> list[str] | None:
+    """Column names of the first parquet file when it is local (else None: checked later)."""
+    first = next(iter(files), None)
+    if first is None or not Path(str(first)).is_file():
+        return None
+    import pyarrow.parquet as pq
+
+    return list(pq.read_schema(str(first)).names)
 
 
 def _hub_image_store(ds: Any, wanted: set[str], what: str) -> ImageStore:

@@ -66,7 +66,7 @@ def make_official(root: Path, n: int = N_IMAGES) -> Path:
     return root
 
 
-def make_hub(root: Path, official: Path) -> Path:
+def make_hub(root: Path, official: Path, drop: str | None = None) -> Path:
     """The same data in the mteb/xm3600 layout: one parquet split per language + README."""
     rows = [json.loads(x) for x in (official / "captions.jsonl").read_text().splitlines()]
     codes = [x.code for x in tables.languages()]
@@ -81,7 +81,7 @@ def make_hub(root: Path, official: Path) -> Path:
             "captions_tokenized": [r[code]["caption"] for r in rows],
             "image_locale": [r["image/locale"] for r in rows],
         })
-        df.to_parquet(root / f"{code}.parquet", index=False)
+        df.drop(columns=[drop] if drop else []).to_parquet(root / f"{code}.parquet", index=False)
         yaml += [f"  - split: \"{code}\"", f"    path: {code}.parquet"]  # quoted: YAML reads no as false
     (root / "README.md").write_text("\n".join(yaml + ["---", ""]), encoding="utf-8")
     return root
@@ -224,6 +224,9 @@ def test_hub_layout_matches_official(xm, tmp_path):
         (b.image_ids, b.locales, b.captions, b.caption_language)
     assert a.fingerprint == b.fingerprint
     assert b.images.read("img003") == jpeg(3)
+    broken = make_hub(tmp_path / "broken", xm, drop="image_locale")
+    with pytest.raises(DataError, match=r"lacks columns \['image_locale'\]"):
+        load_xm3600(str(broken))
 
 
 def test_reader_errors(xm, tmp_path):
