@@ -91,7 +91,9 @@ class NumpyBackend:
         bd, ld, _ = dv.shape
         sim = (qv.reshape(bq * lq, dim) @ dv.reshape(bd * ld, dim).T).reshape(bq, lq, bd, ld)
         sim = np.where(dm[None, None], sim, -np.inf).max(axis=3)
-        return np.where(qm[:, :, None], sim, 0.0).sum(axis=1, dtype=np.float32)
+        out = np.where(qm[:, :, None], sim, 0.0).sum(axis=1, dtype=np.float32)
+        out[:, ~dm.any(axis=1)] = 0.0  # a document without tokens scores 0 (as maxsim_scores)
+        return out
 
 
 class TorchBackend(NumpyBackend):
@@ -151,6 +153,7 @@ class TorchBackend(NumpyBackend):
         sim = (qv.reshape(bq * lq, dim) @ dv.reshape(bd * ld, dim).T).reshape(bq, lq, bd, ld)
         sim = sim.masked_fill(~dm[None, None], float("-inf")).amax(dim=3)
         out = sim.masked_fill(~qm[:, :, None], 0.0).sum(dim=1)
+        out[:, ~dm.any(dim=1)] = 0.0
         return out.numpy() if self.on_cpu else out
 
 

@@ -123,6 +123,16 @@ def test_exact_maxsim_equals_full(backend_name):
     assert np.array_equal(got.scores, s.astype(np.float32))
 
 
+@pytest.mark.parametrize("backend_name", BACKENDS)
+def test_maxsim_empty_document_scores_zero(backend_name):
+    q = MultiVector.from_list([np.ones((2, 3), np.float32)])
+    d = MultiVector(np.stack([-np.ones((1, 3)), np.zeros((1, 3))]).astype(np.float32),
+                    np.array([1, 0]))
+    got = rt.exact_topk(q, d, 2, backend=backend(backend_name), progress=False)
+    # doc 0: 2 query tokens x (-3) = -6; doc 1 has no tokens: 0, so it ranks first
+    assert got.indices.tolist() == [[1, 0]] and got.scores.tolist() == [[0.0, -6.0]]
+
+
 def test_two_stage_full_shortlist_is_exact_and_agreement():
     q, d = multi(6, 8, 5, 6), multi(7, 120, 4, 6)
     exact = rt.exact_maxsim_topk(q, d, 10, backend="numpy", progress=False)
