@@ -299,21 +299,41 @@ def push(
     else:
         drafts, skipped = tag_drafts(cat, links, concepts, sample, seed)
     pid = ensure_project(cat, conn, spec)
-    links.ensure_storage(conn.client, pid)
-    _record(cat, spec, conn.server, pid, export_tasks(conn.client, pid, all_tasks=True))
-    have = known_tasks(cat, kind, conn.server, pid)
-    todo = [d for d in drafts if d.key not in have]
-    report = PushReport(kind, pid, already=len(drafts) - len(todo), counts=skipped)
-    for start in range(0, len(todo), batch_size):
-        batch = todo[start : start + batch_size]
-        payload = [
-            {"data": d.data, "meta": {"task_key": d.key},
-             "predictions": [{"model_version": spec.model_version, "score": 1.0,
-                              "result": d.prediction}]}
-            for d in batch
-        ]
-        conn.client.projects.import_tasks(pid, request=payload, return_task_ids=True)
-        report.created += len(batch)
-        log.info("imported %d/%d tasks", report.created, len(todo))
-    _record(cat, spec, conn.server, pid, export_tasks(conn.client, pid, all_tasks=True))
+    run_id = cat.start_run("review", {
+        "action": "push", "kind": kind, "project_id": pid, "server": conn.server,
+        "images": images, "statuses": list(statuses), "sample": sample, "seed": seed,
+        "annotators": annotators})
+    try:
+        links.ensure_storage(conn.client, pid)
+        _record(cat, spec, conn.server, pid, export_tasks(conn.client, pid, all_tasks=True))
+        have = known_tasks(cat, kind, conn.server, pid)
+        todo = [d for d in drafts if d.key not in have]
+        report = PushReport(kind, pid, already=len(drafts) - len(todo), counts=skipped)
+        _import(conn, spec, pid, todo, batch_size, report)
+        _record(cat, spec, conn.server, pid, export_tasks(conn.client, pid, all_tasks=True))
+    except BaseException:
+        cat.finish_run(run_id, "failed")
+        raise
+    cat.finish_run(run_id, "done", counts={"created": report.created, "already": report.already,
+                                           "skipped": dict(report.counts)},
+                   summary=report.summary())
     return report
+
+
+def _import(conn: Connection, spec: ProjectSpec, pid: int, todo: list[TaskDraft],
+            batch_size: int, report: PushReport) -> None:
+    """Import the drafts in batches, each with its pre-annotation as a prediction."""
+    from tqdm.auto import tqdm
+
+    with tqdm(total=len(todo), desc=f"push {spec.kind}", unit="task") as bar:
+        for start in range(0, len(todo), batch_size):
+            batch = todo[start : start + batch_size]
+            payload = [
+                {"data": d.data, "meta": {"task_key": d.key},
+                 "predictions": [{"model_version": spec.model_version, "score": 1.0,
+                                  "result": d.prediction}]}
+                for d in batch
+            ]
+            conn.client.projects.import_tasks(pid, request=payload, return_task_ids=True)
+            report.created += len(batch)
+            bar.update(len(batch))
