@@ -41,7 +41,7 @@ log = logging.getLogger(__name__)
 DEMO_CONCEPTS = ["train", "costume", "school", "taxi", "craft", "tea culture"]
 REAL_CONCEPTS = DEMO_CONCEPTS[:3]
 PER_CELL = 3
-DEFAULT_WORKDIR = "./xcm-demo"
+DEFAULT_WORKDIR = "./xcm-work/demo"  # under the ignored default work dir
 REAL_MODEL = "gemini:gemini-2.5-flash"
 TINY_CLIP_CFG: dict[str, Any] = {
     "embed_dim": 32,
