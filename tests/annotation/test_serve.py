@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import http.client
+import os
+import re
+import signal
+import subprocess
+import sys
 
 import pytest
 
@@ -70,3 +75,22 @@ def test_symlink_not_followed(tmp_path):
     (wd.images_dir / "ab" / f"{sha}.png").symlink_to(tmp_path / "catalog.sqlite")
     (tmp_path / "catalog.sqlite").write_text("secret")
     assert resolve_image(wd.images_dir, f"/img/{sha}.png") is None
+
+
+@pytest.mark.integration
+def test_cli_serves_on_loopback(tmp_path):
+    wd = WorkDir.open(tmp_path / "wd")
+    sha, _ = wd.store_image_bytes(png(2), "png")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "annotation", "serve-images", "--workdir", str(wd.root),
+         "--port", "0"], stdout=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        line = proc.stdout.readline()
+        m = re.search(r"at http://127\.0\.0\.1:(\d+)/img/<sha256>\.<ext>", line)
+        assert m, line
+        port = int(m.group(1))
+        assert _get(port, f"/img/{sha}.png")[:2] == (200, png(2))
+        assert _get(port, "/")[0] == 404
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=10)
