@@ -23,8 +23,10 @@ MODEL_VERSIONS = {"duplicates": "xcm3-image-dedup", "tags": "xcm3-gemini-tags"}
 
 
 def annotation_data_dir() -> Path:
-    """``data/annotation`` of the checkout."""
-    return Path(__file__).resolve().parent.parent / "data" / "annotation"
+    """``annotation/`` of the data folder (``$XCM_DATA_DIR`` or the checkout's ``data/``)."""
+    from benchmark.tables import data_dir
+
+    return data_dir() / "annotation"
 
 
 @dataclass(frozen=True)
