@@ -99,3 +99,49 @@ def _maxsim_torch(q: MultiVector, d: MultiVector, out: np.ndarray, batch: int, d
                 out[qs : qs + bq, ds : ds + bd] = best.sum(dim=1).cpu().numpy()
     out[:, np.asarray(d.lengths) == 0] = 0.0
     return out
+
+
+def maxsim_pairs(
+    q: MultiVector, d: MultiVector, batch: int = 256, device: str | None = None,
+    backend: str = "auto",
+) -> np.ndarray:
+    """Row-wise MaxSim ``s[i] = maxsim(q[i], d[i])`` (n,) float32: the triplet scorer's case,
+    without computing the n x n matrix whose diagonal it needs."""
+    n = len(q)
+    if len(d) != n:
+        raise ValueError(f"maxsim_pairs: {n} queries but {len(d)} documents")
+    out = np.zeros(n, np.float32)
+    if n == 0:
+        return out
+    lq, ld = q.vectors.shape[1], d.vectors.shape[1]
+    b = max(1, min(batch, BLOCK_ELEMENTS // max(1, lq * ld)))
+    qmask, dmask = _masks(q), _masks(d)
+    use_torch = backend == "torch"
+    if backend == "auto":
+        try:
+            import torch  # noqa: F401
+
+            use_torch = True
+        except ImportError:
+            use_torch = False
+    if use_torch:
+        import torch
+
+        dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        with torch.inference_mode():
+            for s in range(0, n, b):
+                qv = torch.from_numpy(np.ascontiguousarray(q.vectors[s : s + b], np.float32)).to(dev)
+                dv = torch.from_numpy(np.ascontiguousarray(d.vectors[s : s + b], np.float32)).to(dev)
+                sim = torch.einsum("btd,bud->btu", qv, dv)
+                sim = sim.masked_fill(~torch.from_numpy(dmask[s : s + b]).to(dev)[:, None, :], float("-inf"))
+                best = sim.amax(dim=2).masked_fill(~torch.from_numpy(qmask[s : s + b]).to(dev), 0.0)
+                out[s : s + b] = best.sum(dim=1).cpu().numpy()
+    else:
+        for s in range(0, n, b):
+            sim = np.einsum("btd,bud->btu", q.vectors[s : s + b].astype(np.float32),
+                            d.vectors[s : s + b].astype(np.float32))
+            sim = np.where(dmask[s : s + b][:, None, :], sim, -np.inf)
+            best = np.where(qmask[s : s + b], sim.max(axis=2), 0.0)
+            out[s : s + b] = best.sum(axis=1)
+    out[np.asarray(d.lengths) == 0] = 0.0
+    return out

@@ -180,6 +180,10 @@ class Adapter:
             dots = np.einsum("ij,ij->i", q, d)
             norms = np.sqrt(np.einsum("ij,ij->i", q, q) * np.einsum("ij,ij->i", d, d))
             return (dots / np.maximum(norms, np.float32(1e-12))).astype(np.float32)
+        if type(self).similarity is Adapter.similarity:  # plain MaxSim: row-wise, no n x n block
+            from benchmark.metrics.maxsim import maxsim_pairs
+
+            return maxsim_pairs(as_multi(queries), as_multi(docs))
         block = 256
         for s in range(0, n, block):
             idx = np.arange(s, min(n, s + block))

@@ -61,3 +61,16 @@ def test_adapter_similarity_uses_maxsim_for_multivectors():
     np.testing.assert_allclose(a.similarity(q, d), naive(q, d), rtol=1e-5, atol=1e-4)
     pair = a.pair_similarity(q.take([0, 1, 2]), d.take([0, 1, 2]))
     np.testing.assert_allclose(pair, np.diagonal(naive(q, d)[:, :3]), rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+def test_maxsim_pairs_equals_the_diagonal(backend, monkeypatch):
+    rng = np.random.default_rng(5)
+    q = random_mv(rng, 9, 5, 8)
+    d = random_mv(rng, 9, 7, 8, allow_empty=True)
+    d.lengths[2] = 0
+    monkeypatch.setattr(M, "BLOCK_ELEMENTS", 100)
+    got = M.maxsim_pairs(q, d, batch=4, backend=backend)
+    np.testing.assert_allclose(got, np.diagonal(naive(q, d)), rtol=1e-5, atol=1e-4)
+    with pytest.raises(ValueError):
+        M.maxsim_pairs(q, d.take([0, 1]))
