@@ -40,6 +40,11 @@ register_model(
     description="Chinese-CLIP ViT-L/14 (paper: chinese-clip-vit-large-patch14)",
     checkpoint="OFA-Sys/chinese-clip-vit-large-patch14", revision=None,
 )
+register_model(
+    "clip-l14-hf", _HF, extra="hf",
+    description="OpenAI CLIP ViT-L/14 through transformers (the authors' loading path of clip-l14)",
+    checkpoint="openai/clip-vit-large-patch14", revision=None,
+)
 for _name, _repo, _desc in (
     ("siglip2-base-256", "google/siglip2-base-patch16-256", "SigLIP 2 B/16 256 px, multilingual"),
     ("siglip2-so400m-384", "google/siglip2-so400m-patch14-384", "SigLIP 2 So400m/14 384 px, multilingual"),

@@ -53,3 +53,13 @@ def test_hf_registered_names_fail_fast_offline(monkeypatch):
         load_model("chinese-clip-l14", device="cpu")
     with pytest.raises(hub.CheckpointNotFound, match="google/siglip2"):
         load_model("siglip2-base-256", device="cpu")
+
+
+def test_hf_clip_model(tmp_path):
+    from tests.benchmark.models.tiny import tiny_hf_clip_dir
+
+    d = tiny_hf_clip_dir(tmp_path / "clip")
+    m = load_model(f"hf_clip:{d}", device="cpu")
+    assert m.family == "clip"
+    check_adapter(m, dim=16)
+    assert m.conventions("text", "query")["max_length"] == 77

@@ -346,3 +346,34 @@ def tiny_mclip_dir(folder: Path, image_dim: int = 32, seed: int = 0) -> tuple[Pa
     torch.save(state, folder / "pytorch_model.bin")
     MCLIPConfig(modelBase="xlm-roberta-large", transformerDimSize=64, imageDimSize=image_dim).save_pretrained(folder)
     return folder, base
+
+
+def tiny_hf_clip_dir(folder: Path, seed: int = 0) -> Path:
+    """A transformers CLIPModel checkpoint (the ``openai/clip-vit-*`` layout) with a small BPE
+    tokenizer wrapped as CLIPTokenizerFast."""
+    import torch
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+    from transformers import CLIPConfig, CLIPImageProcessor, CLIPModel, CLIPProcessor, CLIPTokenizerFast
+
+    folder.mkdir(parents=True, exist_ok=True)
+    tok = Tokenizer(models.BPE(unk_token="<|endoftext|>"))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.train_from_iterator(TEXTS * 5, trainers.BpeTrainer(
+        vocab_size=300, special_tokens=["<|startoftext|>", "<|endoftext|>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False))
+    fast = CLIPTokenizerFast(tokenizer_object=tok, bos_token="<|startoftext|>", eos_token="<|endoftext|>",
+                             unk_token="<|endoftext|>", pad_token="<|endoftext|>")
+    torch.manual_seed(seed)
+    cfg = CLIPConfig(
+        text_config=dict(vocab_size=len(fast), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                         intermediate_size=64, max_position_embeddings=77,
+                         bos_token_id=fast.bos_token_id, eos_token_id=fast.eos_token_id,
+                         pad_token_id=fast.pad_token_id),
+        vision_config=dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+                           image_size=32, patch_size=8),
+        projection_dim=16,
+    )
+    CLIPModel(cfg).save_pretrained(folder)
+    ip = CLIPImageProcessor(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32})
+    CLIPProcessor(image_processor=ip, tokenizer=fast).save_pretrained(folder)
+    return folder
