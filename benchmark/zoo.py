@@ -42,7 +42,7 @@ register_model(
 )
 register_model(
     "clip-l14-hf", _HF, extra="hf",
-    description="OpenAI CLIP ViT-L/14 through transformers (the authors' loading path of clip-l14)",
+    description="OpenAI CLIP ViT-L/14 through transformers (the hub repo the authors' results are named after)",
     checkpoint="openai/clip-vit-large-patch14", revision=None,
 )
 for _name, _repo, _desc in (
