@@ -33,7 +33,7 @@ jina-clip-v2
     ``encode_text(texts, task="retrieval.query")`` for queries (the model card's query task;
     documents get no task), ``encode_image(images)``, ``truncate_dim`` optional. The remote code
     lives in the ``jinaai/jina-clip-implementation`` repo, which must be in the Hugging Face
-    cache too. Unverified: that this remote code imports on transformers 5.23 (its authors
+    cache too (``code_revision=`` pins it). Unverified: that this remote code imports on transformers 5.23 (its authors
     targeted 4.4x); when it does not, loading fails with one line saying so.
 """
 
@@ -193,7 +193,7 @@ class JinaCLIPModel(Adapter):
     def __init__(
         self, name: str, checkpoint: str, revision: str | None = None, device: str | None = None,
         dtype: str | None = None, query_task: str | None = "retrieval.query",
-        truncate_dim: int | None = None, **kw: Any,
+        truncate_dim: int | None = None, code_revision: str | None = None, **kw: Any,
     ):
         what = f"model {name}"
         hub.require(("torch", "transformers", "einops"), "hf", what)
@@ -201,10 +201,11 @@ class JinaCLIPModel(Adapter):
         revision = hub.effective_revision(checkpoint, revision, folder)
         super().__init__(
             ModelSpec(name=name, family="jina-clip", checkpoint=checkpoint, revision=revision,
-                      adapter_version="1", extra={"truncate_dim": truncate_dim}),
+                      adapter_version="1",
+                      extra={"truncate_dim": truncate_dim, "code_revision": code_revision}),
             device=device, dtype=dtype,
         )
-        self.model = load_remote_code_model(folder, what, self.dtype).to(self.device).eval()
+        self.model = load_remote_code_model(folder, what, self.dtype, code_revision).to(self.device).eval()
         self.query_task = query_task
         self.truncate_dim = truncate_dim
         self.implementation = json.loads((folder / "config.json").read_text()).get("auto_map", {})
@@ -227,15 +228,17 @@ class JinaCLIPModel(Adapter):
         return l2_normalize(_numpy(out))
 
 
-def load_remote_code_model(folder: Path, what: str, dtype: str) -> Any:
-    """``AutoModel.from_pretrained(folder, trust_remote_code=True)``; one-line failure."""
+def load_remote_code_model(folder: Path, what: str, dtype: str, code_revision: str | None = None) -> Any:
+    """``AutoModel.from_pretrained(folder, trust_remote_code=True)``; one-line failure.
+    ``code_revision`` pins the revision of a code repo the config's ``auto_map`` points to."""
     from transformers import AutoModel
 
     from benchmark.models.base import torch_dtype
 
     hub.sync_offline_flag()
     try:
-        return AutoModel.from_pretrained(str(folder), trust_remote_code=True, dtype=torch_dtype(dtype))
+        kw = {"code_revision": code_revision} if code_revision else {}
+        return AutoModel.from_pretrained(str(folder), trust_remote_code=True, dtype=torch_dtype(dtype), **kw)
     except Exception as e:  # remote code written for other transformers versions: say so
         first = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise hub.ModelLoadError(
