@@ -6,7 +6,8 @@ these are duplicates" count as keep); a tie or fewer votes than ``--min-annotato
 ``needs_review``. Decisions go to ``items.status`` of the items the task showed (``kept`` /
 ``removed`` / ``needs_review``, reason ``review: ...``) and their group becomes ``reviewed``
 (which ``image_dedup`` then leaves alone) once every shown image is decided. Images nobody
-has voted on yet are left as they are. Only rows whose status or reason changes are
+has voted on yet are left as they are; an image whose annotations were all withdrawn goes back
+to ``needs_review``. Only rows whose status or reason changes are
 written, so pulling again with no new annotations changes nothing. Agreement: Krippendorff's
 alpha and Fleiss' kappa over the images with exactly ``--min-annotators`` votes.
 
@@ -48,7 +49,7 @@ def duplicate_votes(rows: Iterable[ReviewRow]) -> dict[tuple[int, str], dict[str
 
 
 def annotator_counts(rows: Iterable[ReviewRow]) -> dict[str, dict[str, int]]:
-    """Per annotator: annotations, tasks, and decisions by value."""
+    """Per annotator: the number of annotations and of decisions by value."""
     out: dict[str, Counter] = {}
     anns: dict[str, set[int]] = {}
     for r in rows:
