@@ -145,7 +145,9 @@ class ColQwenModel(Adapter):
         return self._loaded()[1]
 
     def conventions(self, modality: str, role: str) -> dict[str, Any]:
-        conv: dict[str, Any] = {"dtype": self.dtype, "padding_side": "left"}
+        # the base model's revision shapes every vector: part of the cache key
+        conv: dict[str, Any] = {"dtype": self.dtype, "padding_side": "left",
+                                "base_revision": self.load_info.get("base_revision")}
         if modality == "text":
             conv.update(prefix=QUERY_PREFIX, query_augmentation=QUERY_AUGMENTATION)
         else:
@@ -165,7 +167,6 @@ class ColQwenModel(Adapter):
         return self._forward(batch)
 
     def _forward(self, batch: Any) -> MultiVector:
-
         inputs = qwenvl.to_device(batch, self.device)
         backbone, head = self._loaded()
         if "pixel_values" in inputs:
