@@ -104,6 +104,7 @@ class OpenCLIPModel(Adapter):
 
         model_name, pretrained = parse_checkpoint(checkpoint)
         kwargs: dict[str, Any] = {}
+        extra: dict[str, Any] = {}
         if model_name.startswith("local-dir:"):
             folder = Path(hub.strip_local_prefix(model_name)).expanduser()
             if not (folder / "open_clip_config.json").is_file():
@@ -127,9 +128,12 @@ class OpenCLIPModel(Adapter):
             kwargs["force_quick_gelu"] = bool(cfg.get("quick_gelu", False))
             kwargs.update({f"image_{k}": cfg[k] for k in _PREPROCESS_KEYS if k in cfg})
             revision = revision or f"open_clip:{model_name}/{pretrained}"
+            # the hub snapshot the tag's file came from (provenance; the tag is the pin)
+            snap = path.parent.name if path.parent.parent.name == "snapshots" else None
+            extra = {"weights_file": path.name, "weights_snapshot": snap}
         super().__init__(
             ModelSpec(name=name, family="open_clip", checkpoint=checkpoint, revision=revision,
-                      adapter_version="1"),
+                      adapter_version="1", extra=extra),
             device=device, dtype=dtype,
         )
         hub.sync_offline_flag()
