@@ -353,7 +353,13 @@ def tiny_hf_clip_dir(folder: Path, seed: int = 0) -> Path:
     tokenizer wrapped as CLIPTokenizerFast."""
     import torch
     from tokenizers import Tokenizer, models, pre_tokenizers, trainers
-    from transformers import CLIPConfig, CLIPImageProcessor, CLIPModel, CLIPProcessor, CLIPTokenizerFast
+    from transformers import (
+        CLIPConfig,
+        CLIPImageProcessor,
+        CLIPModel,
+        CLIPProcessor,
+        CLIPTokenizerFast,
+    )
 
     folder.mkdir(parents=True, exist_ok=True)
     tok = Tokenizer(models.BPE(unk_token="<|endoftext|>"))
