@@ -29,7 +29,7 @@ def write_urls(path: Path, rows: list[tuple]) -> Path:
 
 
 def fetch_cfg(**kw) -> FetchConfig:
-    base = dict(timeout=2.0, retries=1, backoff=0.01, allow_hosts=frozenset({"127.0.0.1"}))
+    base = dict(timeout=10.0, retries=1, backoff=0.01, allow_hosts=frozenset({"127.0.0.1"}))
     return FetchConfig(**{**base, **kw})
 
 
