@@ -8,7 +8,7 @@ PIP := $(VENV)/bin/pip
 # Debian fonts so plots render Thai, Devanagari, Arabic and CJK labels.
 FONT_PKGS := fonts-noto-core fonts-noto-cjk
 
-.PHONY: demo test setup setup-ls fonts lint bench
+.PHONY: demo sample test setup setup-ls fonts lint bench
 
 $(VENV)/.installed: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -34,7 +34,12 @@ fonts:
 	  else echo "note: install $(FONT_PKGS) (as root) so plots render non-Latin labels"; fi; \
 	fi
 
+# The whole pipeline offline on a generated world (builder stages -> release -> evaluator).
 demo: $(VENV)/.installed
+	$(VENV)/bin/python -m builder.demo
+
+# The evaluator alone on the bundled synthetic sample release.
+sample: $(VENV)/.installed
 	$(VENV)/bin/python -m benchmark run --model hash --task 3xcm --task 3xcm-i2i \
 	  --dataset data/sample-3xcm --output-dir results
 

@@ -39,8 +39,17 @@ def sha256_text(text: str) -> str:
 
 
 def namespace(adapter: Adapter, modality: str, role: str) -> str:
-    """Cache namespace of (model, revision, adapter version, modality, role, conventions)."""
+    """Cache namespace of (model, revision, adapter version, modality, conventions).
+
+    The role (query / document) enters the key only when the adapter's conventions differ
+    between the two roles: by the adapter contract, ``conventions`` names everything that
+    shapes an embedding, so an image embedded as a query and as a document with the same
+    conventions is the same vector and is embedded once.
+    """
     spec = adapter.spec
+    conv = adapter.conventions(modality, role)
+    other = adapter.conventions(modality, "document" if role == "query" else "query")
+    role_key = role if conv != other else "any"
     blob = json.dumps(
         {
             "name": spec.name,
@@ -48,8 +57,8 @@ def namespace(adapter: Adapter, modality: str, role: str) -> str:
             "revision": spec.revision,
             "adapter_version": spec.adapter_version,
             "modality": modality,
-            "role": role,
-            "conventions": adapter.conventions(modality, role),
+            "role": role_key,
+            "conventions": conv,
         },
         sort_keys=True,
         ensure_ascii=False,

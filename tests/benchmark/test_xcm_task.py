@@ -85,6 +85,9 @@ def test_second_run_does_no_forward_pass(planted, tmp_path, monkeypatch):
     assert main(args) == 0
     assert PlantedModel.calls > 0
     first = strict_json(tmp_path / "r" / "planted" / "3xcm-i2i.json")
+    # query images already embedded as candidates (same conventions) are not embedded again
+    q = first["timings"]["query_image_embedding"]
+    assert q["cached"] > 0 and q["cached"] + q["embedded"] == q["unique"]
     PlantedModel.calls = 0
     assert main(args) == 0
     assert PlantedModel.calls == 0
