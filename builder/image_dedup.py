@@ -55,6 +55,7 @@ class DedupConfig:
     embed_chunk: int = 1024  # images decoded at once for embedding
     block_elements: int = 8_000_000  # pairwise block size (rows x columns)
     cache_dir: str | None = None
+    pair_device: str | None = None  # torch device of the pairwise products; None: numpy
 
 
 class UnionFind:
@@ -146,20 +147,33 @@ def phash_ints(hexes: list[str | None]) -> tuple[np.ndarray, np.ndarray]:
     return vals, np.array([h is not None for h in hexes], dtype=bool)
 
 
+def _cosine_blocks(emb: np.ndarray, device: str | None) -> Any:
+    """``f(r0, r1)`` -> cosines of rows r0:r1 against rows r0: (numpy, or torch on ``device``)."""
+    if device is None:
+        return lambda r0, r1: emb[r0:r1] @ emb[r0:].T
+    import torch
+
+    t = torch.from_numpy(np.ascontiguousarray(emb)).to(device)
+    return lambda r0, r1: (t[r0:r1] @ t[r0:].T).float().cpu().numpy()
+
+
 def candidate_pairs(hashes: np.ndarray, valid: np.ndarray, emb: np.ndarray | None,
-                    max_distance: int, min_cosine: float, block_elements: int
+                    max_distance: int, min_cosine: float, block_elements: int,
+                    device: str | None = None
                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """All pairs i < j with phash distance <= ``max_distance`` or cosine >= ``min_cosine``.
 
     Rows are processed in blocks of ``block_elements // n`` against the later columns, so the
-    working memory is O(block_elements). Returns (i, j, distance, cosine); cosine is NaN when
-    there are no embeddings.
+    working memory is O(block_elements). The matrix products run in numpy, or in torch on
+    ``device`` (the embedding model's GPU when there is one). Returns (i, j, distance,
+    cosine); cosine is NaN when there are no embeddings.
     """
     n = len(hashes)
     rows = max(1, min(n, block_elements // max(n, 1)))
     upper = np.triu(np.ones((rows, rows), dtype=bool), k=1)  # j > i inside the diagonal block
     all_valid = bool(valid.all())
     out_i, out_j, out_d, out_c = [], [], [], []
+    cos_block = _cosine_blocks(emb, device) if emb is not None and emb.size else None
     for r0 in range(0, n, rows):
         r1 = min(n, r0 + rows)
         dist = np.bitwise_count(hashes[r0:r1, None] ^ hashes[None, r0:])  # uint8
@@ -168,8 +182,8 @@ def candidate_pairs(hashes: np.ndarray, valid: np.ndarray, emb: np.ndarray | Non
             hit[~valid[r0:r1], :] = False
             hit[:, ~valid[r0:]] = False
         cos = None
-        if emb is not None and emb.size:
-            cos = emb[r0:r1] @ emb[r0:].T
+        if cos_block is not None:
+            cos = cos_block(r0, r1)
             hit |= cos >= min_cosine
         hit[:, : r1 - r0] &= upper[: r1 - r0, : r1 - r0]
         bi, bj = np.nonzero(hit)
@@ -206,7 +220,8 @@ def group_concept(items: list[Item], hashes: np.ndarray, valid: np.ndarray,
     """Groups of one concept: each a dict with members, kept, status, per-item decisions."""
     n = len(items)
     low = min(cfg.review_cosine, cfg.cosine)
-    i, j, d, c = candidate_pairs(hashes, valid, emb, cfg.phash_distance, low, cfg.block_elements)
+    i, j, d, c = candidate_pairs(hashes, valid, emb, cfg.phash_distance, low, cfg.block_elements,
+                                 cfg.pair_device)
     auto = (d <= cfg.phash_distance) | (c >= cfg.cosine)
     uf_auto, uf_all = UnionFind(n), UnionFind(n)
     for a, b, is_auto in zip(i.tolist(), j.tolist(), auto.tolist(), strict=True):
@@ -349,6 +364,9 @@ def image_dedup(catalog: Catalog, cfg: DedupConfig, adapter: Any = None) -> dict
         adapter = load_model(cfg.model)
     if adapter is not None and cfg.batch_size:
         adapter.image_batch_size = cfg.batch_size
+    device = str(getattr(adapter, "device", "") or "")
+    if cfg.pair_device is None and device.startswith("cuda"):
+        cfg = DedupConfig(**{**asdict(cfg), "pair_device": device})
     cache = EmbeddingCache(cfg.cache_dir) if adapter is not None else None
     concepts = [r[0] for r in catalog.query(
         "SELECT DISTINCT concept FROM items WHERE sha256 IS NOT NULL ORDER BY concept")]

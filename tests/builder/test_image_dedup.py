@@ -216,6 +216,9 @@ def test_blocked_pairs_equal_full_matrix() -> None:
     k = list(zip(i.tolist(), j.tolist(), strict=True)).index((7, 50))
     assert d[k] == 2
     assert np.allclose(c, full[i, j], atol=1e-6)
+    ti, tj, td, tc = candidate_pairs(hashes, valid, emb, 4, 0.9, 1000, device="cpu")  # torch
+    assert (ti.tolist(), tj.tolist(), td.tolist()) == (i.tolist(), j.tolist(), d.tolist())
+    assert np.allclose(tc, c, atol=1e-5)
 
 
 def test_reviewed_groups_are_left_alone_and_cli(catalog: Catalog, capsys) -> None:
