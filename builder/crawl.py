@@ -339,41 +339,6 @@ def format_summary(counts: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
-def export_urls(catalog: Catalog, out: Path, include_done: bool = False) -> int:
-    """Write URLs in img2dataset's input format: parquet with ``url`` plus metadata columns.
-
-    One row per distinct pending URL (all URLs with ``include_done``), carrying its first
-    item's provenance; use it with ``img2dataset --input_format parquet --url_col url
-    --save_additional_columns '[...]'``. Returns the number of rows.
-    """
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from builder.workdir import atomic_write_bytes
-
-    where = "" if include_done else "WHERE i.status='pending' AND i.url NOT IN (SELECT url FROM downloads)"
-    rows = catalog.query(
-        "SELECT i.url, i.item_id, i.concept, i.country, i.language, i.rank, i.query_text, "
-        "s.backend, s.region, r.page_url, r.title FROM items i "
-        "JOIN searches s ON s.search_id = i.search_id "
-        "LEFT JOIN search_results r ON r.search_id = i.search_id AND r.rank = i.rank "
-        f"{where} ORDER BY i.item_id")
-    seen: set[str] = set()
-    cols: dict[str, list[Any]] = {k: [] for k in (
-        "url", "item_id", "concept", "country", "language", "rank", "query_text", "backend",
-        "region", "page_url", "title")}
-    for r in rows:
-        if r["url"] in seen or not r["url"].startswith(("http://", "https://")):
-            continue
-        seen.add(r["url"])
-        for k in cols:
-            cols[k].append(r[k])
-    sink = pa.BufferOutputStream()
-    pq.write_table(pa.table(cols), sink)
-    atomic_write_bytes(out, sink.getvalue().to_pybytes())
-    return len(seen)
-
-
 # -- the stage -------------------------------------------------------------------------------
 def crawl(catalog: Catalog, cfg: CrawlConfig, backend: Any = None) -> CrawlResult:
     """Run (or resume) the crawl stage; returns the run id, counts and summary."""
@@ -403,6 +368,8 @@ def crawl(catalog: Catalog, cfg: CrawlConfig, backend: Any = None) -> CrawlResul
             reset_transient(catalog)
         link_items(catalog)
         if cfg.export_urls:
+            from builder.ingest import export_urls
+
             n = export_urls(catalog, Path(cfg.export_urls))
             log.info("wrote %d URLs to %s", n, cfg.export_urls)
         elif not cfg.skip_download:

@@ -1,4 +1,5 @@
-"""Ingest img2dataset output into the catalog, with the crawl's validation and provenance.
+"""img2dataset interop: export the crawl's URLs, ingest img2dataset's output into the catalog
+with the crawl's validation and provenance.
 
 ``python -m builder.ingest --img2dataset DIR [--workdir W]``
 
@@ -36,6 +37,7 @@ from tqdm.auto import tqdm
 from builder.catalog import Catalog, utcnow
 from builder.crawl import finalize_duplicates, link_items, record_download
 from builder.download import FetchConfig, FetchResult, validate_and_store
+from builder.workdir import atomic_write_bytes
 
 log = logging.getLogger(__name__)
 
@@ -168,6 +170,39 @@ def _result(url: str, stem: Path, rec: dict[str, Any], tars: dict[Path, tarfile.
 
 def _summary(counts: Counter[str]) -> str:
     return "ingest: " + (", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "nothing")
+
+
+def export_urls(catalog: Catalog, out: Path, include_done: bool = False) -> int:
+    """Write URLs in img2dataset's input format: parquet with ``url`` plus metadata columns.
+
+    One row per distinct pending URL (all URLs with ``include_done``), carrying its first
+    item's provenance; use it with ``img2dataset --input_format parquet --url_col url
+    --save_additional_columns '[...]'``. Returns the number of rows.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    where = "" if include_done else "WHERE i.status='pending' AND i.url NOT IN (SELECT url FROM downloads)"
+    rows = catalog.query(
+        "SELECT i.url, i.item_id, i.concept, i.country, i.language, i.rank, i.query_text, "
+        "s.backend, s.region, r.page_url, r.title FROM items i "
+        "JOIN searches s ON s.search_id = i.search_id "
+        "LEFT JOIN search_results r ON r.search_id = i.search_id AND r.rank = i.rank "
+        f"{where} ORDER BY i.item_id")
+    seen: set[str] = set()
+    cols: dict[str, list[Any]] = {k: [] for k in (
+        "url", "item_id", "concept", "country", "language", "rank", "query_text", "backend",
+        "region", "page_url", "title")}
+    for r in rows:
+        if r["url"] in seen or not r["url"].startswith(("http://", "https://")):
+            continue
+        seen.add(r["url"])
+        for k in cols:
+            cols[k].append(r[k])
+    sink = pa.BufferOutputStream()
+    pq.write_table(pa.table(cols), sink)
+    atomic_write_bytes(out, sink.getvalue().to_pybytes())
+    return len(seen)
 
 
 def build_parser() -> argparse.ArgumentParser:
