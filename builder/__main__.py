@@ -102,13 +102,23 @@ def format_status(st: dict[str, Any]) -> str:
 
 
 def export_table(catalog: Catalog, table: str, out: str | Path) -> int:
-    """Write one catalog table to CSV or parquet (by extension); returns the row count."""
+    """Write one catalog table or view to CSV or parquet (by extension); returns the row count.
+
+    Where a view ``<table>_export`` exists (e.g. ``downloads_export``: one row per search
+    result with its provenance and download outcome), ``export <table>`` writes the view, the
+    user-facing form of that table; name the bare table with ``<table>:raw``.
+    """
     import pandas as pd
 
     from builder.workdir import atomic_write_bytes
 
-    if table not in catalog.tables():
-        raise StageInputError(f"unknown table {table!r} (tables: {', '.join(catalog.tables())})")
+    names = catalog.tables() + catalog.views()
+    if table.endswith(":raw"):
+        table = table[: -len(":raw")]
+    elif f"{table}_export" in catalog.views():
+        table = f"{table}_export"
+    if table not in names:
+        raise StageInputError(f"unknown table {table!r} (tables: {', '.join(names)})")
     out = Path(out)
     suffix = out.suffix.lower()
     if suffix not in (".csv", ".parquet"):

@@ -97,6 +97,10 @@ class Catalog:
     def query(self, sql: str, params: tuple | dict = ()) -> list[sqlite3.Row]:
         return self.con.execute(sql, params).fetchall()
 
+    def views(self) -> list[str]:
+        rows = self.query("SELECT name FROM sqlite_master WHERE type='view' ORDER BY name")
+        return [r["name"] for r in rows]
+
     def tables(self) -> list[str]:
         rows = self.query(
             "SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%' "

@@ -185,3 +185,28 @@ def test_cli_bad_input_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert main(["--search", f"urls:{tmp_path / 'missing.csv'}", *w]) == 2
     assert main(w) == 2  # no queries in the catalog yet
     assert "builder.queries" in capsys.readouterr().err
+
+
+def test_builder_export_downloads_writes_the_provenance_view(tmp_path: Path) -> None:
+    """`python -m builder export downloads` writes the downloads_export view's columns."""
+    from builder.__main__ import main as builder_main
+
+    root = tmp_path / "photos"
+    (root / "food" / "THA").mkdir(parents=True)
+    (root / "food" / "THA" / "a.jpg").write_bytes(image_bytes("JPEG", seed=2))
+    with Catalog.open(tmp_path / "w") as cat:
+        crawl(cat, CrawlConfig(search=f"folder:{root}", fetch=fetch_cfg()))
+    out = tmp_path / "downloads.csv"
+    assert builder_main(["--workdir", str(tmp_path / "w"), "export", "downloads", "--out",
+                         str(out)]) == 0
+    with out.open() as f:
+        rows = list(csv.DictReader(f))
+    need = {"url", "concept", "country", "language", "rank", "status", "reason", "http_status",
+            "sha256", "bytes", "content_type", "width", "height"}
+    assert need <= set(rows[0]) and len(rows) == 1
+    assert (rows[0]["concept"], rows[0]["country"], rows[0]["status"]) == ("food", "THA", "ok")
+    raw = tmp_path / "raw.csv"
+    assert builder_main(["--workdir", str(tmp_path / "w"), "export", "downloads:raw", "--out",
+                         str(raw)]) == 0
+    with raw.open() as f:
+        assert "concept" not in next(csv.reader(f))
