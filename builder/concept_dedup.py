@@ -41,6 +41,7 @@ from builder.stagekit import (
     setup_logging,
     stage_run,
 )
+from builder.unionfind import UnionFind
 from builder.workdir import WorkDir, atomic_write_text
 
 log = logging.getLogger(__name__)
@@ -48,29 +49,6 @@ log = logging.getLogger(__name__)
 STAGE = "concept_dedup"
 REPORT = "concept_merges.csv"
 DEFAULT_THRESHOLD = 0.92
-
-
-class UnionFind:
-    """Disjoint sets over 0..n-1 (path halving, union by size)."""
-
-    def __init__(self, n: int):
-        self.parent = list(range(n))
-        self.size = [1] * n
-
-    def find(self, i: int) -> int:
-        while self.parent[i] != i:
-            self.parent[i] = self.parent[self.parent[i]]
-            i = self.parent[i]
-        return i
-
-    def union(self, a: int, b: int) -> None:
-        ra, rb = self.find(a), self.find(b)
-        if ra == rb:
-            return
-        if self.size[ra] < self.size[rb]:
-            ra, rb = rb, ra
-        self.parent[rb] = ra
-        self.size[ra] += self.size[rb]
 
 
 def cosine_matrix(vectors: np.ndarray) -> np.ndarray:

@@ -38,6 +38,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from builder.catalog import Catalog, utcnow
+from builder.unionfind import UnionFind
 
 log = logging.getLogger(__name__)
 
@@ -56,30 +57,6 @@ class DedupConfig:
     block_elements: int = 8_000_000  # pairwise block size (rows x columns)
     cache_dir: str | None = None
     pair_device: str | None = None  # torch device of the pairwise products; None: numpy
-
-
-class UnionFind:
-    """Disjoint sets over 0..n-1 with path halving and union by size."""
-
-    def __init__(self, n: int):
-        self.parent = list(range(n))
-        self.size = [1] * n
-
-    def find(self, a: int) -> int:
-        p = self.parent
-        while p[a] != a:
-            p[a] = p[p[a]]
-            a = p[a]
-        return a
-
-    def union(self, a: int, b: int) -> None:
-        ra, rb = self.find(a), self.find(b)
-        if ra == rb:
-            return
-        if self.size[ra] < self.size[rb]:
-            ra, rb = rb, ra
-        self.parent[rb] = ra
-        self.size[ra] += self.size[rb]
 
 
 # -- features --------------------------------------------------------------------------------
