@@ -43,15 +43,24 @@ register_model(
 register_model(
     "clip-l14-hf", _HF, extra="hf",
     description="OpenAI CLIP ViT-L/14 through transformers (the hub repo the authors' results are named after)",
-    checkpoint="openai/clip-vit-large-patch14", revision=None,
+    # revision as pinned by mteb (model_implementations/clip_models.py)
+    checkpoint="openai/clip-vit-large-patch14", revision="32bd64288804d66eefd0ccbe215aa642df71cc41",
 )
+# revisions as pinned by mteb (model_implementations/siglip_models.py, the version that adds
+# the SigLIP 2 ModelMetas); mteb pins no revision for the NaFlex repo, so it stays unpinned.
+_SIGLIP2_REVISIONS = {
+    "google/siglip2-base-patch16-256": "3f9f96cb90da5dbc758b01813f2f6f1aee24c1ab",
+    "google/siglip2-so400m-patch14-384": "e8e487298228002f3d8a82e0cd5c8ea9c567f57f",
+    "google/siglip2-giant-opt-patch16-384": "a713301b217d38485fb2204c808367d10bc3cc40",
+}
 for _name, _repo, _desc in (
     ("siglip2-base-256", "google/siglip2-base-patch16-256", "SigLIP 2 B/16 256 px, multilingual"),
     ("siglip2-so400m-384", "google/siglip2-so400m-patch14-384", "SigLIP 2 So400m/14 384 px, multilingual"),
     ("siglip2-giant-384", "google/siglip2-giant-opt-patch16-384", "SigLIP 2 g-opt/16 384 px, multilingual"),
     ("siglip2-base-naflex", "google/siglip2-base-patch16-naflex", "SigLIP 2 B/16 NaFlex (native aspect), multilingual"),
 ):
-    register_model(_name, _HF, extra="hf", description=_desc, checkpoint=_repo, revision=None)
+    register_model(_name, _HF, extra="hf", description=_desc, checkpoint=_repo,
+                   revision=_SIGLIP2_REVISIONS.get(_repo))
 
 # -- Multilingual-CLIP (benchmark/models/mclip.py) --------------------------------------------
 _MCLIP = "benchmark.models.mclip:MCLIPModel"
@@ -118,5 +127,6 @@ register_model(
 register_model(
     "jina-clip-v2", "benchmark.models.jina:JinaCLIPModel", extra="hf",
     description="jina-clip-v2 (remote code; see docs/models.md for what is unverified)",
-    checkpoint="jinaai/jina-clip-v2", revision=None,
+    # revision as pinned by mteb (model_implementations/jina_clip.py)
+    checkpoint="jinaai/jina-clip-v2", revision="344d954da76eb8ad47a7aaff42d012e30c15b8fe",
 )
