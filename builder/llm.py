@@ -334,7 +334,7 @@ class BaseLLM:
     def _complete(
         self, prompt: str, req: LLMRequest, offline: Callable[[], Any] | None
     ) -> tuple[str | None, dict[str, int]]:
-        raise NotImplementedError
+        raise NotImplementedError  # abstract: GeminiLLM and OfflineLLM implement it
 
 
 class OfflineLLM(BaseLLM):
