@@ -31,7 +31,7 @@ from benchmark.analysis.projection import MIN_POINTS, save_coords, scatter, umap
 from benchmark.analysis.silhouette import pearson, silhouette_by_label
 from benchmark.data.xcm import XCMDataset
 from benchmark.metrics.association import association_scores
-from benchmark.models.base import Embeddings, MultiVector, take
+from benchmark.models.base import Embeddings, MultiVector
 from benchmark.results import model_slug
 
 log = logging.getLogger(__name__)
@@ -82,9 +82,9 @@ def sp_scores(adapter: Any, tr: pd.DataFrame, texts: pd.DataFrame, t_emb: Embedd
     """3xcm association scores by country and language, from embeddings already at hand."""
     t_pos = {t: i for i, t in enumerate(texts["query_text"])}  # same text -> same vector
     i_pos = {iid: i for i, iid in enumerate(imgs["image_id"])}
-    q = take(t_emb, tr["query_text"].map(t_pos).to_numpy())
-    sims = np.stack([adapter.pair_similarity(q, take(i_emb, tr[c].map(i_pos).to_numpy()))
-                     for c in CANDIDATE_COLS], axis=1).astype(np.float64)
+    sims = adapter.indexed_pair_similarity(
+        t_emb, tr["query_text"].map(t_pos).to_numpy(), i_emb,
+        [tr[c].map(i_pos).to_numpy() for c in CANDIDATE_COLS]).astype(np.float64)
     return association_scores(
         sims, {"country": tr["query_country"].to_numpy(), "language": tr["query_language"].to_numpy()},
         n_resamples=n_resamples, seed=seed)

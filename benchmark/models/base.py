@@ -170,17 +170,41 @@ class Adapter:
             return maxsim(as_multi(queries), as_multi(docs))
         return cosine_similarity(queries, docs)
 
+    def uses_default_similarity(self) -> bool:
+        """True when scores are the base's cosine / MaxSim (fast paths may be taken)."""
+        return type(self).similarity is Adapter.similarity
+
+    def indexed_pair_similarity(
+        self, queries: Embeddings, q_idx: np.ndarray, docs: Embeddings,
+        d_idx: Sequence[np.ndarray],
+    ) -> np.ndarray:
+        """(n, len(d_idx)) scores ``s[i, j] = sim(queries[q_idx[i]], docs[d_idx[j][i]])``.
+
+        Triplet scoring: each unique embedding is normalised once (cosine) and only the index
+        arrays are gathered, instead of normalising every gathered copy.
+        """
+        q_idx = np.asarray(q_idx, np.int64)
+        if (self.uses_default_similarity() and not isinstance(queries, MultiVector)
+                and not isinstance(docs, MultiVector)):
+            qn, dn = l2_normalize(queries), l2_normalize(docs)
+            qg = qn[q_idx]
+            cols = [np.einsum("ij,ij->i", qg, dn[np.asarray(ix, np.int64)]) for ix in d_idx]
+            return np.stack(cols, axis=1).astype(np.float32)
+        q = take(queries, q_idx)
+        return np.stack([self.pair_similarity(q, take(docs, ix)) for ix in d_idx], axis=1)
+
     def pair_similarity(self, queries: Embeddings, docs: Embeddings) -> np.ndarray:
         """Row-wise scores ``s[i] = sim(queries[i], docs[i])`` (n,), computed in blocks."""
         n = len(queries)
         out = np.empty(n, np.float32)
-        if not isinstance(queries, MultiVector) and not isinstance(docs, MultiVector):
+        single = not isinstance(queries, MultiVector) and not isinstance(docs, MultiVector)
+        if single and self.uses_default_similarity():
             q = np.asarray(queries, np.float32)
             d = np.asarray(docs, np.float32)
             dots = np.einsum("ij,ij->i", q, d)
             norms = np.sqrt(np.einsum("ij,ij->i", q, q) * np.einsum("ij,ij->i", d, d))
             return (dots / np.maximum(norms, np.float32(1e-12))).astype(np.float32)
-        if type(self).similarity is Adapter.similarity:  # plain MaxSim: row-wise, no n x n block
+        if not single and self.uses_default_similarity():  # plain MaxSim: row-wise, no n x n
             from benchmark.metrics.maxsim import maxsim_pairs
 
             return maxsim_pairs(as_multi(queries), as_multi(docs))
@@ -287,6 +311,9 @@ class UserAdapter(Adapter):
 
     def _encode_image_batch(self, images: list[Any], role: str) -> Embeddings:
         return np.asarray(self.obj.encode_images(images), np.float32)
+
+    def uses_default_similarity(self) -> bool:
+        return not callable(getattr(self.obj, "similarity", None))
 
     def similarity(self, queries: Embeddings, docs: Embeddings) -> np.ndarray:
         fn = getattr(self.obj, "similarity", None)

@@ -25,7 +25,6 @@ from benchmark.data import DataError
 from benchmark.data.xcm import read_query_texts
 from benchmark.metrics.association import TIE_ORDER, group_seed, summarize, winners, zscores
 from benchmark.metrics.paired import paired_sp_difference
-from benchmark.models.base import take
 from benchmark.tasks.base import RunContext, TaskOutput
 from benchmark.tasks.xcm import XCMTextToImage, embed_images, embed_texts, load_xcm
 
@@ -94,9 +93,9 @@ class XCMMatrix(XCMTextToImage):
         b, seed = ctx.args.bootstrap, ctx.args.seed
         for lang in langs:
             rows = rows_for[lang]
-            q = take(q_emb, [tpos[terms[(c, lang)]] for c in concepts[rows]])
-            sims = np.stack([ctx.adapter.pair_similarity(q, take(d_emb, ci[rows]))
-                             for ci in cand_idx], axis=1).astype(np.float64)
+            q_idx = np.array([tpos[terms[(c, lang)]] for c in concepts[rows]], np.int64)
+            sims = ctx.adapter.indexed_pair_similarity(
+                q_emb, q_idx, d_emb, [ci[rows] for ci in cand_idx]).astype(np.float64)
             w, ties = winners(sims)
             full = np.full(len(tr), -1, np.int64)
             full[rows] = w

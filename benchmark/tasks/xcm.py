@@ -23,7 +23,7 @@ from benchmark.cache import EmbedStats, embed_cached
 from benchmark.data import DataError
 from benchmark.data.xcm import XCMDataset, load_authors_csv, load_release
 from benchmark.metrics.association import TIE_ORDER, association_scores, winners, zscores
-from benchmark.models.base import Embeddings, take
+from benchmark.models.base import Embeddings
 from benchmark.results import model_slug
 from benchmark.tasks.base import RunContext, Task, TaskOutput
 
@@ -110,10 +110,8 @@ class XCMTextToImage(Task):
         d_emb, ds_ = embed_images(ctx, ds, img_ids, "document")
         timings["embed_images_s"], timings["image_embedding"] = ds_.seconds, vars(ds_)
         t0 = time.perf_counter()
-        q = take(q_emb, q_idx)
-        sims = np.stack(
-            [ctx.adapter.pair_similarity(q, take(d_emb, tr[c].map(pos).to_numpy()))
-             for c in cand_cols], axis=1,
+        sims = ctx.adapter.indexed_pair_similarity(
+            q_emb, q_idx, d_emb, [tr[c].map(pos).to_numpy() for c in cand_cols]
         ).astype(np.float64)
         timings["similarity_s"] = time.perf_counter() - t0
         return sims, timings

@@ -55,3 +55,36 @@ def test_hash_model_is_deterministic():
     b = registry.load_model("hash").encode_texts(["อาหาร", "food"])
     assert np.array_equal(a, b) and not np.allclose(a[0], a[1])
     assert np.allclose(np.linalg.norm(a, axis=1), 1.0)
+
+
+class DotAdapter(PlainAdapter):
+    """A user's adapter with its own similarity (plain dot product, not cosine)."""
+
+    def encode_texts(self, texts):
+        return np.array([[float(len(t)), 1.0] for t in texts])
+
+    def encode_images(self, images):
+        return np.array([[2.0, 0.0] for _ in images])
+
+    def similarity(self, q, d):
+        return np.asarray(q) @ np.asarray(d).T
+
+
+def test_a_users_similarity_is_used_for_triplet_scores():
+    m = registry.load_model("tests.benchmark.test_registry:DotAdapter")
+    assert not m.uses_default_similarity()
+    q = m.encode_texts(["a", "abc"])
+    d = m.encode_images([None, None, None])
+    s = m.indexed_pair_similarity(q, np.array([0, 1]), d, [np.array([0, 1]), np.array([2, 2])])
+    assert s.tolist() == [[2.0, 2.0], [6.0, 6.0]]  # dot products, not cosines (which are < 1)
+    assert m.pair_similarity(q, d[:2]).tolist() == [2.0, 6.0]
+
+
+def test_indexed_cosine_equals_gathered_pairs():
+    rng = np.random.default_rng(0)
+    m = registry.load_model("hash")
+    q, d = rng.normal(size=(5, 8)), rng.normal(size=(9, 8))
+    qi, di = rng.integers(0, 5, 40), [rng.integers(0, 9, 40) for _ in range(3)]
+    fast = m.indexed_pair_similarity(q, qi, d, di)
+    slow = np.stack([m.pair_similarity(q[qi], d[ix]) for ix in di], axis=1)
+    np.testing.assert_allclose(fast, slow, rtol=1e-5, atol=1e-6)
