@@ -77,6 +77,9 @@ def run(argv: list[str]) -> int:
     if args.batch_size:
         adapter.text_batch_size = adapter.image_batch_size = args.batch_size
     cache = None if args.no_cache else EmbeddingCache(args.cache_dir)
+    from benchmark.data.images import set_hash_memo
+
+    set_hash_memo(cache.root / "filehash.sqlite" if cache else None)
     ctx = RunContext(adapter, cache, args, args.output_dir)
     for task in tasks:
         t0 = time.perf_counter()

@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 import io
 import logging
+import os
+import stat
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -70,16 +72,82 @@ class ImageStore:
 
     @classmethod
     def from_folder(cls, folder: Path, wanted: set[str] | None = None) -> ImageStore:
-        """Images named ``<image_id>.<ext>`` in ``folder`` (recursively)."""
+        """Images named ``<image_id>.<ext>`` in ``folder`` (recursively, first path wins)."""
         if not folder.is_dir():
             raise DataError(f"--images: not a folder: {folder}")
-        paths: dict[str, Path] = {}
-        for p in sorted(folder.rglob("*")):
-            if p.suffix.lower() in IMAGE_EXTS and p.is_file():
-                if wanted is None or p.stem in wanted:
-                    paths.setdefault(p.stem, p)
-        shas = {k: hashlib.sha256(p.read_bytes()).hexdigest() for k, p in paths.items()}
-        return cls(list(paths), shas, lambda k: paths[k].read_bytes())
+        found: dict[str, tuple[str, os.stat_result]] = {}
+        for dirpath, dirnames, filenames in os.walk(str(folder.absolute())):
+            dirnames.sort()
+            for name in sorted(filenames):
+                stem, ext = os.path.splitext(name)
+                if ext.lower() not in IMAGE_EXTS or (wanted is not None and stem not in wanted):
+                    continue
+                path = os.path.join(dirpath, name)
+                try:
+                    st = os.stat(path)
+                except OSError:
+                    continue
+                if stat.S_ISREG(st.st_mode):
+                    found.setdefault(stem, (path, st))
+        paths = {k: v[0] for k, v in found.items()}
+        if _MEMO is not None:
+            shas = _MEMO.sha256_many(found)
+        else:
+            shas = {k: hashlib.sha256(_read(p)).hexdigest() for k, p in paths.items()}
+        return cls(list(paths), shas, lambda k: _read(paths[k]))
+
+
+def _read(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
+
+class FileHashMemo:
+    """sha256 of files remembered by (absolute path, size, mtime_ns) in a small SQLite file.
+
+    Folder datasets (the authors' CSV + ``--images``, XM3600) would otherwise re-read and
+    re-hash every image on every run just to find their cached embeddings; with the memo a
+    second run stats the files and reads only those that changed.
+    """
+
+    def __init__(self, path: Path):
+        import sqlite3
+
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.con = sqlite3.connect(path, timeout=60, isolation_level=None)
+        self.con.execute("PRAGMA journal_mode=WAL")
+        self.con.execute("CREATE TABLE IF NOT EXISTS files (path TEXT PRIMARY KEY, size INTEGER,"
+                         " mtime_ns INTEGER, sha256 TEXT NOT NULL)")
+
+    def sha256_many(self, files: dict[str, tuple[str, os.stat_result]]) -> dict[str, str]:
+        """sha256 per key of ``{key: (absolute path, its stat)}``."""
+        known = {r[0]: r[1:] for r in self.con.execute("SELECT path, size, mtime_ns, sha256 "
+                                                       "FROM files")}
+        out: dict[str, str] = {}
+        new: list[tuple[str, int, int, str]] = []
+        for key, (p, st) in files.items():
+            ap = str(p)
+            hit = known.get(ap)
+            if hit and hit[0] == st.st_size and hit[1] == st.st_mtime_ns:
+                out[key] = hit[2]
+                continue
+            sha = hashlib.sha256(_read(p)).hexdigest()
+            out[key] = sha
+            new.append((ap, st.st_size, st.st_mtime_ns, sha))
+        if new:
+            self.con.execute("BEGIN IMMEDIATE")
+            self.con.executemany("INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?)", new)
+            self.con.execute("COMMIT")
+        return out
+
+
+_MEMO: FileHashMemo | None = None
+
+
+def set_hash_memo(path: Path | None) -> None:
+    """Use (or, with None, stop using) a file-hash memo for folder datasets in this process."""
+    global _MEMO
+    _MEMO = FileHashMemo(path) if path is not None else None
 
 
 class LazyImages(Sequence):

@@ -174,3 +174,22 @@ def test_ls_lists_models_and_tasks(capsys):
     assert main(["ls"]) == 0
     out = capsys.readouterr().out
     assert "clip-l14" in out and "hash" in out and "3xcm-i2i" in out
+
+
+def test_file_hash_memo_rereads_only_changed_files(tmp_path):
+    from benchmark.data import images as im
+
+    folder = tmp_path / "imgs"
+    folder.mkdir()
+    for i in range(3):
+        (folder / f"x{i}.png").write_bytes(bytes([i]) * 10)
+    im.set_hash_memo(tmp_path / "memo.sqlite")
+    try:
+        a = im.ImageStore.from_folder(folder).sha256
+        (folder / "x1.png").write_bytes(b"changed, longer content")
+        b = im.ImageStore.from_folder(folder).sha256
+    finally:
+        im.set_hash_memo(None)
+    plain = im.ImageStore.from_folder(folder).sha256
+    assert a["x0.png".split(".")[0]] == b["x0"] and a["x1"] != b["x1"]
+    assert b == plain  # the memo never changes a hash, it only avoids re-reading

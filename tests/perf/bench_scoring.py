@@ -84,9 +84,11 @@ def run() -> None:
     tr = ds.triplets
     text_emb = {t: rng.standard_normal(768) for t in set(tr.query_text)}
     img_emb = {i: rng.standard_normal(768) for i in ds.images.ids}
-    t0 = time.perf_counter()
-    authors_loop(tr, text_emb, img_emb)
-    loop = time.perf_counter() - t0
+    loop = float("inf")
+    for _ in range(3):
+        t0 = time.perf_counter()
+        authors_loop(tr, text_emb, img_emb)
+        loop = min(loop, time.perf_counter() - t0)
     from benchmark.models.base import cosine_similarity  # noqa: F401
 
     texts = sorted(text_emb)
@@ -100,16 +102,18 @@ def run() -> None:
     qi = tr.query_text.map(tpos).to_numpy()
     di = [tr[c].map(ipos).to_numpy() for c in
           ("semantic_image_id", "cultural_image_id", "non_relevant_image_id")]
-    t0 = time.perf_counter()
-    s3 = hm.indexed_pair_similarity(T, qi, D, di)
     from benchmark.metrics.association import winners
 
-    np.bincount(winners(s3)[0], minlength=3)
-    ours_wins = time.perf_counter() - t0
-    association_scores(s3, {"country": tr.query_country.to_numpy(),
-                            "language": tr.query_language.to_numpy(),
-                            "concept": tr.query_concept.to_numpy()}, 1000, 0)
-    ours768 = time.perf_counter() - t0
+    ours_wins = ours768 = float("inf")
+    for _ in range(3):  # best of 3: the first pass pays page faults for the new arrays
+        t0 = time.perf_counter()
+        s3 = hm.indexed_pair_similarity(T, qi, D, di)
+        np.bincount(winners(s3)[0], minlength=3)
+        ours_wins = min(ours_wins, time.perf_counter() - t0)
+        association_scores(s3, {"country": tr.query_country.to_numpy(),
+                                "language": tr.query_language.to_numpy(),
+                                "concept": tr.query_concept.to_numpy()}, 1000, 0)
+        ours768 = min(ours768, time.perf_counter() - t0)
     print(f"first run (embeds 11,746 images + texts): {first:.2f} s")
     print(f"second run from cache (load data + cache reads + scoring): {second:.2f} s")
     print(f"  task timings of the cached run: { {k: round(v, 3) for k, v in res['timings'].items() if k.endswith('_s')} }")
