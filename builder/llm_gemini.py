@@ -10,6 +10,7 @@ held by the ``genai.Client`` only (``repr`` hides it).
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -37,6 +38,7 @@ class GeminiLLM(BaseLLM):
         super().__init__(model, cache, config)
         self._api_key = api_key
         self._client: Any = None
+        self._client_lock = threading.Lock()  # tagging's worker threads share one client
         self._limiter = RateLimiter(self.config.rpm)
 
     def __repr__(self) -> str:  # never show the key
@@ -64,10 +66,14 @@ class GeminiLLM(BaseLLM):
         )
 
     def client(self) -> Any:
+        """The one ``genai.Client`` of this LLM, created once even when threads race for it."""
         if self._client is None:
-            from google import genai
+            with self._client_lock:
+                if self._client is None:
+                    from google import genai
 
-            self._client = genai.Client(api_key=self._api_key, http_options=self.http_options())
+                    self._client = genai.Client(api_key=self._api_key,
+                                                http_options=self.http_options())
         return self._client
 
     def request_config(self, req: LLMRequest) -> Any:

@@ -237,3 +237,30 @@ def test_connection_refused_is_an_error_and_v1beta_is_served(fake, tmp_path):
     beta = make(fake, tmp_path, api_version="v1beta")
     assert beta.generate_structured("p", Tags).ok
     assert fake.calls()[0].path == "/v1beta/models/gemini-fake:generateContent"
+
+
+def test_client_is_created_once_under_concurrent_first_use(monkeypatch):
+    """Threads racing for the lazily created client all get the same one."""
+    import threading
+    import time as _time
+
+    from builder.llm_gemini import GeminiLLM
+
+    made = []
+
+    class SlowClient:
+        def __init__(self, **kw):
+            _time.sleep(0.05)
+            made.append(self)
+
+    import google.genai as genai
+
+    monkeypatch.setattr(genai, "Client", SlowClient)
+    llm = GeminiLLM("gemini-test", None, api_key="k")
+    got = []
+    threads = [threading.Thread(target=lambda: got.append(llm.client())) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(made) == 1 and all(c is made[0] for c in got)
