@@ -7,7 +7,7 @@ import pytest
 
 from benchmark.registry import load_model
 from tests.benchmark.models.checks import check_adapter
-from tests.benchmark.models.tiny import TEXTS, images, tiny_qwen_dir
+from tests.benchmark.models.tiny import TEXTS, images, tiny_qwen_dir, v452_names
 
 pytest.importorskip("transformers")
 
@@ -76,15 +76,7 @@ def test_gme_loads_transformers_v452_weight_names(qwen2_dir, tmp_path):
 
     d = tmp_path / "v452"
     shutil.copytree(qwen2_dir, d)
-    st = load_file(str(d / "model.safetensors"))
-    renamed = {}
-    for k, v in st.items():
-        if k.startswith("model."):
-            k = "model.language_model." + k[len("model."):]
-        elif k.startswith("visual."):
-            k = "model." + k
-        renamed[k] = v
-    save_file(renamed, str(d / "model.safetensors"))
+    save_file(v452_names(load_file(str(d / "model.safetensors"))), str(d / "model.safetensors"))
     a, b = _gme(qwen2_dir), _gme(d)
     np.testing.assert_allclose(a.encode_images(images(2)), b.encode_images(images(2)), atol=1e-6)
 

@@ -169,6 +169,19 @@ def tiny_qwen_dir(folder: Path, version: str = "2.5", seed: int = 0, max_pixels:
     return folder
 
 
+def v452_names(state: dict) -> dict:
+    """Weight names as transformers >= 4.52 saves Qwen-VL checkpoints
+    (``model.*`` -> ``model.language_model.*``, ``visual.*`` -> ``model.visual.*``)."""
+    renamed = {}
+    for k, v in state.items():
+        if k.startswith("model."):
+            k = "model.language_model." + k[len("model."):]
+        elif k.startswith("visual."):
+            k = "model." + k
+        renamed[k] = v
+    return renamed
+
+
 def tiny_jina_v4_dir(folder: Path, tasks: tuple[str, ...] = ("retrieval", "text-matching"), r: int = 4,
                      alpha: int = 8, seed: int = 0) -> Path:
     """A tiny checkpoint in jina-embeddings-v4's layout: a Qwen2.5-VL saved with transformers
@@ -179,14 +192,7 @@ def tiny_jina_v4_dir(folder: Path, tasks: tuple[str, ...] = ("retrieval", "text-
     from safetensors.torch import load_file, save_file
 
     tiny_qwen_dir(folder, version="2.5", seed=seed)
-    st = load_file(str(folder / "model.safetensors"))
-    renamed = {}
-    for k, v in st.items():
-        if k.startswith("model."):
-            k = "model.language_model." + k[len("model."):]
-        elif k.startswith("visual."):
-            k = "model." + k
-        renamed[k] = v
+    renamed = v452_names(load_file(str(folder / "model.safetensors")))
     g = torch.Generator().manual_seed(seed + 7)
     renamed["multi_vector_projector.weight"] = torch.randn(16, 32, generator=g) * 0.3
     renamed["multi_vector_projector.bias"] = torch.randn(16, generator=g) * 0.1
