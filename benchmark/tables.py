@@ -34,6 +34,39 @@ def file_sha256(path: Path) -> str:
 
 
 @dataclass(frozen=True)
+class DataFile:
+    """A file of ``data/``: where it is, its text, and the sha256 of its bytes."""
+
+    name: str  # path relative to the data folder, e.g. "prompts/tagging.txt"
+    path: Path
+    text: str
+    sha256: str
+
+
+def data_path(name: str) -> Path:
+    """Path of ``data/<name>`` (the file must exist); ``name`` may not leave the folder."""
+    root = data_dir().resolve()
+    path = (root / name).resolve()
+    if root not in path.parents and path != root:
+        raise TableError(f"{name!r} is outside the data folder")
+    if not path.exists():
+        raise TableError(f"missing data file {path}")
+    return path
+
+
+def data_file(name: str) -> DataFile:
+    """Read ``data/<name>`` as UTF-8 text, with its sha256 (prompts, configs, guidelines,
+    the paper's and the authors' tables): the one way any module reads a file of ``data/``."""
+    path = data_path(name)
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise TableError(f"{path}: not UTF-8 ({exc})") from exc
+    return DataFile(name, path, text, hashlib.sha256(raw).hexdigest())
+
+
+@dataclass(frozen=True)
 class Country:
     """One of the benchmark's countries."""
 

@@ -1,0 +1,99 @@
+"""The one place for atomic file writes and content hashes (every package uses these).
+
+A write goes to a temp file in the target's folder, is flushed and fsynced, then
+``os.replace``d over the target, so a reader sees the old file or the new one, never half of
+one, and a crash loses at most the file being written.
+
+Permissions: ``tempfile.mkstemp`` creates files 0600. What a user shares (results, reports,
+exports, the release) gets the usual ``0666 & ~umask`` (``private=False``, the default); the
+catalog's images and the caches may pass ``private=True`` to stay 0600.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+_CHUNK = 1 << 20
+
+
+def _umask() -> int:
+    # os.umask can only be read by setting it; done once per call, restored at once.
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def shared_mode() -> int:
+    """The mode a plain ``open(path, "w")`` would give: ``0666 & ~umask``."""
+    return 0o666 & ~_umask()
+
+
+@contextmanager
+def atomic_path(path: str | os.PathLike[str], *, private: bool = False,
+                suffix: str = "") -> Iterator[Path]:
+    """Yield a temp path beside ``path``; on success fsync it and move it over ``path``.
+
+    For writers that want a file name (``DataFrame.to_parquet``, ``Figure.savefig``).
+    ``suffix`` keeps an extension some writers look at (``.png``, ``.parquet``).
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=f"{suffix}.tmp",
+                                    dir=path.parent)
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        yield tmp
+        with open(tmp, "rb+") as f:
+            os.fsync(f.fileno())
+        if not private:
+            os.chmod(tmp, shared_mode())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, *,
+                       private: bool = False) -> None:
+    """Write ``data`` to ``path`` atomically (temp file, fsync, ``os.replace``)."""
+    with atomic_path(path, private=private) as tmp:
+        tmp.write_bytes(data)
+
+
+def atomic_write_text(path: str | os.PathLike[str], text: str, *,
+                      private: bool = False) -> None:
+    """UTF-8 text, atomically."""
+    atomic_write_bytes(path, text.encode("utf-8"), private=private)
+
+
+def atomic_write_json(path: str | os.PathLike[str], obj: Any, *, private: bool = False,
+                      default: Callable[[Any], Any] | None = None) -> None:
+    """Strict JSON (``allow_nan=False``, UTF-8, indented), atomically."""
+    text = json.dumps(obj, indent=2, ensure_ascii=False, allow_nan=False, default=default)
+    atomic_write_text(path, text + "\n", private=private)
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def sha256_text(text: str) -> str:
+    """Hex sha256 of a string's UTF-8 bytes."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def sha256_file(path: str | os.PathLike[str]) -> str:
+    """Hex sha256 of a file's bytes, read in 1 MiB chunks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(_CHUNK), b""):
+            h.update(block)
+    return h.hexdigest()
