@@ -19,6 +19,12 @@ def content_seed(data: bytes, salt: str = "") -> int:
     return int.from_bytes(hashlib.sha256(salt.encode() + data).digest()[:8], "little")
 
 
+def hash_vector(data: bytes, dim: int, salt: str = "") -> np.ndarray:
+    """The one hash-seeded fake vector (not normalised): a standard normal draw seeded by the
+    sha256 of ``salt + data``. Used by this model and by the builder's fake text encoder."""
+    return np.random.default_rng(content_seed(data, salt)).standard_normal(dim).astype(np.float32)
+
+
 def image_bytes(image: Any) -> bytes:
     """Canonical bytes of a PIL image (mode, size and pixels)."""
     img = image.convert("RGB")
@@ -37,8 +43,7 @@ class HashModel(Adapter):
         self.calls = 0  # forward passes (tests count them)
 
     def _vec(self, data: bytes, salt: str) -> np.ndarray:
-        rng = np.random.default_rng(content_seed(data, salt))
-        return rng.standard_normal(self.dim).astype(np.float32)
+        return hash_vector(data, self.dim, salt)
 
     def _encode_text_batch(self, texts: list[str], role: str) -> np.ndarray:
         self.calls += 1
