@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import logging
 import os
 from pathlib import Path
@@ -20,6 +22,20 @@ def hub_token() -> str | None:
         if os.environ.get(var):
             return os.environ[var]
     return None
+
+
+def hub_errors() -> tuple[type[BaseException], ...]:
+    """What the Hub client raises for a request refused, failed or not sent (an HTTP status, a
+    rejected repo id, offline mode, no connection). Its HTTP library changed across
+    ``huggingface_hub`` versions (requests, httpx, httpx2), so each one present is named;
+    anything else is a bug and propagates."""
+    from huggingface_hub.errors import HfHubHTTPError, HFValidationError
+
+    errors: list[type[BaseException]] = [HfHubHTTPError, HFValidationError, OSError]
+    for name in ("httpx", "httpx2"):  # requests' errors are OSErrors
+        if importlib.util.find_spec(name) is not None:
+            errors.append(importlib.import_module(name).HTTPError)
+    return tuple(errors)
 
 
 def check_release_folder(out: Path) -> None:
@@ -52,7 +68,7 @@ def publish(out: str | Path, repo_id: str, *, private: bool = False,
         info = api.upload_folder(folder_path=str(out), repo_id=repo_id, repo_type="dataset",
                                  revision=revision, commit_message=message,
                                  ignore_patterns=[".*"])
-    except Exception as e:  # noqa: BLE001 - network/auth failures become one line, no token
+    except hub_errors() as e:  # one line, no token; evaluated only when something was raised
         first = (str(e).splitlines() or [""])[0]
         raise PublishError(f"cannot publish to {repo_id}: {type(e).__name__}: {first}") from e
     return str(getattr(info, "commit_url", info))

@@ -176,6 +176,22 @@ def test_publish_errors_are_one_line_exit_2(release, tmp_path, monkeypatch, caps
     assert cli.main(["publish", "--out", str(res.out), "--repo-id", "bad"]) == 2
 
 
+def test_publish_bug_propagates(release, monkeypatch):
+    """Only the Hub's request errors are the user's one line; a bug in the upload is not."""
+    import huggingface_hub
+
+    _, res = release
+    monkeypatch.setenv("HF_TOKEN", "hf_test_not_a_real_token")
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+
+    def boom(self, *a, **k):
+        raise KeyError("a bug, not the user's input")
+
+    monkeypatch.setattr(huggingface_hub.HfApi, "create_repo", boom)
+    with pytest.raises(KeyError, match="a bug"):
+        cli.main(["publish", "--out", str(res.out), "--repo-id", "org/3xcm"])
+
+
 def test_images_config_bytes_are_embedded_not_paths(release):
     import pyarrow.parquet as pq
     from PIL import Image
