@@ -1,16 +1,16 @@
 """Image downloads: downloaded bytes are untrusted input (DESIGN "Downloads are untrusted input").
 
-:class:`Downloader` fetches URLs with httpx (async), bounded concurrency overall and per host,
-a total deadline per attempt, bounded retries (``builder.retry``: exponential backoff and jitter) on 429, 5xx,
-timeouts and connection errors (``Retry-After`` honoured up to a cap), and redirects followed
-by hand (at most ``max_redirects`` hops; each hop must be http/https; a repeated URL is a
-``redirect_loop``). Every TCP connection goes through :class:`GuardedBackend`, which resolves
-the host itself, refuses private, loopback, link-local, reserved, multicast and unspecified
-addresses (unless the host is in ``allow_hosts``) and connects to the address it checked, so a
-DNS answer cannot change between the check and the connection. Bodies are streamed under a
-byte cap; ``X-Robots-Tag: noai / noimageai / noindex`` opts an image out before its body is
-read. The bytes must then decode with Pillow under a pixel cap (:func:`inspect_image`) and are
-stored content-addressed via ``WorkDir.store_image_bytes``.
+:class:`Downloader` fetches URLs with httpx (async), bounded concurrency overall and per host, a
+total deadline per attempt, bounded retries (``builder.retry``: exponential backoff with jitter)
+on 429, 5xx, timeouts and connection errors (``Retry-After`` honoured up to a cap), and
+redirects followed by hand (at most ``max_redirects`` hops; each hop must be http/https; a
+repeated URL is a ``redirect_loop``). Every TCP connection goes through :class:`GuardedBackend`,
+which resolves the host itself, refuses private, loopback, link-local, reserved, multicast and
+unspecified addresses (unless the host is in ``allow_hosts``) and connects to the address it
+checked, so a DNS answer cannot change between the check and the connection. Bodies are streamed
+under a byte cap; ``X-Robots-Tag: noai / noimageai / noindex`` opts an image out before its body
+is read. The bytes must then decode with Pillow under a pixel cap (:func:`inspect_image`) and
+are stored content-addressed via ``WorkDir.store_image_bytes``.
 
 Every URL ends with exactly one :class:`FetchResult` whose ``status`` is one of
 :data:`STATUSES` and whose ``reason`` says why.

@@ -2,7 +2,7 @@
 
 - ``ddgs`` (default): :class:`DdgsSearch`, the ``ddgs`` package with ``backend="duckduckgo"``
   (its Bing engine ignores the region) and the country's DuckDuckGo region. One request at a
-  time, jittered pacing between requests, and bounded retries with exponential backoff: ddgs
+  time, jittered pacing between requests, and bounded retries (``builder.retry``): ddgs
   9.x reports a rate-limit block as a generic ``DDGSException("No results found.")``, so that
   message, ``RatelimitException`` and ``TimeoutException`` (and other ddgs errors) are treated
   as possibly transient; after the last retry the query is recorded ``failed`` with the reason.
