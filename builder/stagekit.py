@@ -8,7 +8,8 @@
   (:data:`USER_ERRORS`: bad input, a missing credential, an unreachable service) and for a
   missing optional library ("install the builder extra ..."); 130 after Ctrl-C and 143 after
   SIGTERM (one line: run the same command again to resume). Any other exception is our bug:
-  it propagates with its traceback.
+  it propagates with its traceback. ``python -m builder`` runs under the same :func:`cli_main`,
+  so in ``builder run`` SIGTERM also reaches the ``review`` and ``triplets`` entry points.
 - The run record: a stage's library function wraps its work in :func:`stage_run`; the record
   ends ``done``, ``interrupted`` (Ctrl-C, SIGTERM) or ``failed`` (any other exception: the
   first line of the summary says ``failed: <error>``). A run killed with SIGKILL stays
@@ -134,12 +135,18 @@ def stage_main(
     body: Callable[[argparse.Namespace], int | None],
     argv: list[str] | None = None,
 ) -> int:
-    """Parse ``argv``, configure logging, run ``body(args)`` under the exit convention."""
+    """Parse ``argv``, configure logging, run ``body(args)`` under :func:`cli_main`."""
     args = parser.parse_args(argv)
     configure(getattr(args, "verbose", False))
+    return cli_main(lambda: body(args))
+
+
+def cli_main(fn: Callable[[], int | None]) -> int:
+    """Run a command body with SIGTERM raising, under the exit convention (module doc); also
+    what ``python -m builder`` (and so ``builder run``) runs under."""
     with sigterm_raises():
         try:
-            return int(body(args) or 0)
+            return int(fn() or 0)
         except StageTerminated:
             report("interrupted (SIGTERM): run the same command again to resume", error=True)
             return EXIT_TERMINATED
@@ -157,17 +164,6 @@ def stage_main(
                 raise
             report(f"error: {exc}", error=True)
             return EXIT_USER
-
-
-def cli_main(fn: Callable[[], int]) -> int:
-    """The exit convention for a command that is not a stage (``python -m builder``)."""
-    try:
-        return fn()
-    except Exception as exc:
-        if not isinstance(exc, user_errors()):
-            raise
-        report(f"error: {exc}", error=True)
-        return EXIT_USER
 
 
 def report_run(catalog: Catalog, stage: str) -> None:
