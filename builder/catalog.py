@@ -9,7 +9,6 @@ leaves a consistent catalog that the next run resumes from.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import sqlite3
@@ -19,6 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from benchmark.files import sha256_text
 from builder import __version__
 from builder.migrations import all_migrations
 from builder.workdir import WorkDir
@@ -33,8 +33,7 @@ def utcnow() -> str:
 
 def fingerprint(*parts: Any) -> str:
     """sha256 over the canonical JSON of ``parts`` (parameters, input fingerprints)."""
-    blob = json.dumps(parts, sort_keys=True, ensure_ascii=False, default=str)
-    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+    return sha256_text(json.dumps(parts, sort_keys=True, ensure_ascii=False, default=str))
 
 
 class Catalog:
@@ -147,6 +146,20 @@ class Catalog:
             "SELECT * FROM stage_runs WHERE stage=? ORDER BY run_id DESC LIMIT 1", (stage,)
         )
         return rows[0] if rows else None
+
+
+def record_llm_request(
+    con: sqlite3.Connection, stage: str, item: str, res: Any, llm: str, prompt_sha: str,
+    run_id: int,
+) -> None:
+    """Upsert the ``llm_requests`` row of one LLM work item (``res``: a ``builder.llm``
+    ``LLMResult``; its raw text is kept only when the answer was not ok)."""
+    con.execute(
+        "INSERT OR REPLACE INTO llm_requests (stage, item, status, reason, raw, cache_key, llm,"
+        " prompt_sha, attempts, run_id) VALUES (?,?,?,?,?,?,?,?,?,?)",
+        (stage, item, res.status, res.error, None if res.ok else res.raw, res.key, llm,
+         prompt_sha, res.attempts, run_id),
+    )
 
 
 def _split_sql(script: str) -> list[str]:

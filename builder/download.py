@@ -1,16 +1,16 @@
 """Image downloads: downloaded bytes are untrusted input (DESIGN "Downloads are untrusted input").
 
-:class:`Downloader` fetches URLs with httpx (async), bounded concurrency overall and per host,
-a total deadline per attempt, bounded retries with exponential backoff and jitter on 429, 5xx,
-timeouts and connection errors (``Retry-After`` honoured up to a cap), and redirects followed
-by hand (at most ``max_redirects`` hops; each hop must be http/https; a repeated URL is a
-``redirect_loop``). Every TCP connection goes through :class:`GuardedBackend`, which resolves
-the host itself, refuses private, loopback, link-local, reserved, multicast and unspecified
-addresses (unless the host is in ``allow_hosts``) and connects to the address it checked, so a
-DNS answer cannot change between the check and the connection. Bodies are streamed under a
-byte cap; ``X-Robots-Tag: noai / noimageai / noindex`` opts an image out before its body is
-read. The bytes must then decode with Pillow under a pixel cap (:func:`inspect_image`) and are
-stored content-addressed via ``WorkDir.store_image_bytes``.
+:class:`Downloader` fetches URLs with httpx (async), bounded concurrency overall and per host, a
+total deadline per attempt, bounded retries (``builder.retry``: exponential backoff with jitter)
+on 429, 5xx, timeouts and connection errors (``Retry-After`` honoured up to a cap), and
+redirects followed by hand (at most ``max_redirects`` hops; each hop must be http/https; a
+repeated URL is a ``redirect_loop``). Every TCP connection goes through :class:`GuardedBackend`,
+which resolves the host itself, refuses private, loopback, link-local, reserved, multicast and
+unspecified addresses (unless the host is in ``allow_hosts``) and connects to the address it
+checked, so a DNS answer cannot change between the check and the connection. Bodies are streamed
+under a byte cap; ``X-Robots-Tag: noai / noimageai / noindex`` opts an image out before its body
+is read. The bytes must then decode with Pillow under a pixel cap (:func:`inspect_image`) and
+are stored content-addressed via ``WorkDir.store_image_bytes``.
 
 Every URL ends with exactly one :class:`FetchResult` whose ``status`` is one of
 :data:`STATUSES` and whose ``reason`` says why.
@@ -23,11 +23,10 @@ import email.utils
 import io
 import ipaddress
 import logging
-import random
 import socket
 import warnings
 from collections import defaultdict, deque
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
@@ -277,9 +276,11 @@ def _now() -> str:
 class Downloader:
     """Fetches, validates and stores a list of URLs; calls ``on_result`` once per URL."""
 
-    def __init__(self, cfg: FetchConfig, workdir: WorkDir):
+    def __init__(self, cfg: FetchConfig, workdir: WorkDir,
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep):
         self.cfg = cfg
         self.workdir = workdir
+        self.sleep = sleep  # the wait between attempts (tests may pass a fake)
 
     def run(self, urls: list[str], on_result: Callable[[FetchResult], None],
             progress: Callable[[int], None] | None = None) -> None:
@@ -315,6 +316,8 @@ class Downloader:
                             if res.status == "fetched":
                                 res = await loop.run_in_executor(
                                     pool, validate_and_store, res, self.workdir, cfg.max_pixels)
+                        except ModuleNotFoundError:
+                            raise  # a missing library is ours to fix, not the URL's fault
                         except Exception as e:  # noqa: BLE001 - one bad URL never ends the run
                             log.exception("unexpected error on %s", url)
                             res = FetchResult(url, "fetch_error",
@@ -332,26 +335,25 @@ class Downloader:
         if url.startswith("file:"):
             loop = asyncio.get_running_loop()
             return await loop.run_in_executor(pool, self.read_local, url)
-        attempt = 0
-        while True:
-            attempt += 1
-            res = await self._attempt(client, url)
-            res.attempts = attempt
-            if not _retryable(res) or attempt > self.cfg.retries:
-                if attempt > 1 and res.status != "fetched":
-                    res.reason += f" (after {attempt} attempts)"
-                return res
-            if res.retry_after is not None:
-                if res.retry_after > self.cfg.max_retry_after:
-                    res.reason += (f"; Retry-After {res.retry_after:.0f}s exceeds the cap "
-                                   f"{self.cfg.max_retry_after:.0f}s")
-                    return res
-                delay = res.retry_after
-            else:
-                base = min(self.cfg.max_backoff, self.cfg.backoff * 2 ** (attempt - 1))
-                delay = base * random.uniform(1.0, 1.5)
+        from builder.retry import Backoff, call_async
+
+        cfg = self.cfg
+        policy = Backoff(cfg.retries, cfg.backoff, cfg.max_backoff, cfg.max_retry_after)
+
+        def log_retry(res: FetchResult, attempt: int, delay: float) -> None:
             log.debug("retry %s in %.2fs (%s: %s)", url, delay, res.status, res.reason)
-            await asyncio.sleep(delay)
+
+        tried = await call_async(lambda: self._attempt(client, url), policy, _retryable,
+                                 server_wait=lambda r: r.retry_after, on_retry=log_retry,
+                                 sleep=self.sleep)
+        res = tried.result
+        res.attempts = tried.attempts
+        if tried.gave_up == "server_wait":
+            res.reason += (f"; Retry-After {res.retry_after:.0f}s exceeds the cap "
+                           f"{cfg.max_retry_after:.0f}s")
+        elif tried.attempts > 1 and res.status != "fetched":
+            res.reason += f" (after {tried.attempts} attempts)"
+        return res
 
     async def _attempt(self, client: Any, url: str) -> FetchResult:
         import httpx

@@ -12,7 +12,6 @@ Nothing secret goes in: the key parts are model names, hashes and generation par
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sqlite3
 import threading
@@ -20,6 +19,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from benchmark.files import sha256_text
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS responses (
@@ -37,10 +38,6 @@ CREATE TABLE IF NOT EXISTS responses (
     created_at   TEXT NOT NULL
 )
 """
-
-
-def sha256_text(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def cache_key(

@@ -14,7 +14,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from builder.llm import (
+from builder.llm_base import (
     BASE_URL_ENV,
     GENERATION_KEYS,
     RETRY_STATUS_CODES,
@@ -102,10 +102,10 @@ class GeminiLLM(BaseLLM):
             contents=self.contents(prompt, req.images),
             config=self.request_config(req),
         )
-        return _response_text(resp), _usage_of(resp)
+        return response_text(resp), response_tokens(resp)
 
 
-def _response_text(resp: Any) -> str | None:
+def response_text(resp: Any) -> str | None:
     """The answer text, or None when the model gave no text part (blocked, empty)."""
     try:
         cands = resp.candidates or []
@@ -118,7 +118,8 @@ def _response_text(resp: Any) -> str | None:
         return None
 
 
-def _usage_of(resp: Any) -> dict[str, int]:
+def response_tokens(resp: Any) -> dict[str, int]:
+    """Token counts of a response (prompt, output, thinking, total); {} when it has none."""
     um = getattr(resp, "usage_metadata", None)
     if um is None:
         return {}

@@ -2,7 +2,7 @@
 
 - ``ddgs`` (default): :class:`DdgsSearch`, the ``ddgs`` package with ``backend="duckduckgo"``
   (its Bing engine ignores the region) and the country's DuckDuckGo region. One request at a
-  time, jittered pacing between requests, and bounded retries with exponential backoff: ddgs
+  time, jittered pacing between requests, and bounded retries (``builder.retry``): ddgs
   9.x reports a rate-limit block as a generic ``DDGSException("No results found.")``, so that
   message, ``RatelimitException`` and ``TimeoutException`` (and other ddgs errors) are treated
   as possibly transient; after the last retry the query is recorded ``failed`` with the reason.
@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmark import tables
+from builder.stagekit import StageInputError
 
 log = logging.getLogger(__name__)
 
@@ -115,43 +116,48 @@ class DdgsSearch:
             self.sleep(wait)
 
     def search(self, s: Search) -> Outcome:
-        """Run one query with pacing and bounded retries; never raises for ddgs errors."""
+        """Run one query with pacing and bounded retries (``builder.retry``); never raises for
+        ddgs errors."""
+        from builder.retry import Backoff, call
+
+        policy = Backoff(self.retries, self.backoff, self.max_backoff)
+
+        def log_retry(res: tuple[Outcome | None, str], attempt: int, delay: float) -> None:
+            log.warning("search %r (%s): %s; retry %d/%d in %.0fs", s.query_text, s.region,
+                        res[1], attempt, self.retries, delay)
+
+        tried = call(lambda: self._attempt(s), policy, lambda res: res[0] is None,
+                     on_retry=log_retry, sleep=self.sleep)
+        out, why = tried.result
+        if out is None:
+            return Outcome("failed", f"{why}; gave up after {tried.attempts} attempts", [],
+                           tried.attempts)
+        out.attempts = tried.attempts
+        return out
+
+    def _attempt(self, s: Search) -> tuple[Outcome | None, str]:
+        """One paced request: a final outcome, or (None, why) when worth another try."""
         from ddgs import DDGS
         from ddgs.exceptions import DDGSException, RatelimitException, TimeoutException
 
-        attempts = 0
-        while True:
-            attempts += 1
-            self._pace()
-            self._last = self.clock()
-            self.requests += 1
-            try:
-                raw = DDGS(timeout=self.timeout).images(
-                    s.query_text, region=s.region or "wt-wt", safesearch=self.safesearch,
-                    max_results=self.per_query, backend="duckduckgo")
-            except (RatelimitException, TimeoutException, DDGSException) as e:
-                msg = str(e) or type(e).__name__
-                kind = type(e).__name__
-                if isinstance(e, RatelimitException) or "no results found" in msg.lower():
-                    why = f"{kind}: {msg} (ddgs reports rate-limit blocks this way)"
-                else:
-                    why = f"{kind}: {msg}"
-            except Exception as e:  # noqa: BLE001 - a backend bug must not end the crawl
-                return Outcome("failed", f"{type(e).__name__}: {e}", [], attempts)
-            else:
-                hits = self._hits(raw)
-                if not hits:
-                    return Outcome("empty", "the backend returned no usable results", [],
-                                   attempts)
-                return Outcome("ok", f"{len(hits)} results", hits, attempts)
-            if attempts > self.retries:
-                return Outcome("failed", f"{why}; gave up after {attempts} attempts", [],
-                               attempts)
-            delay = min(self.max_backoff, self.backoff * 2 ** (attempts - 1))
-            delay *= random.uniform(1.0, 1.5)
-            log.warning("search %r (%s): %s; retry %d/%d in %.0fs", s.query_text, s.region, why,
-                        attempts, self.retries, delay)
-            self.sleep(delay)
+        self._pace()
+        self._last = self.clock()
+        self.requests += 1
+        try:
+            raw = DDGS(timeout=self.timeout).images(
+                s.query_text, region=s.region or "wt-wt", safesearch=self.safesearch,
+                max_results=self.per_query, backend="duckduckgo")
+        except (RatelimitException, TimeoutException, DDGSException) as e:
+            msg, kind = str(e) or type(e).__name__, type(e).__name__
+            if isinstance(e, RatelimitException) or "no results found" in msg.lower():
+                return None, f"{kind}: {msg} (ddgs reports rate-limit blocks this way)"
+            return None, f"{kind}: {msg}"
+        except Exception as e:  # noqa: BLE001 - a backend bug must not end the crawl
+            return Outcome("failed", f"{type(e).__name__}: {e}", [], 0), ""
+        hits = self._hits(raw)
+        if not hits:
+            return Outcome("empty", "the backend returned no usable results", [], 0), ""
+        return Outcome("ok", f"{len(hits)} results", hits, 0), ""
 
     def _hits(self, raw: Any) -> list[Hit]:
         hits: list[Hit] = []
@@ -167,17 +173,17 @@ class DdgsSearch:
 
 
 def parse_source(spec: str) -> tuple[str, Path | None]:
-    """``ddgs`` / ``folder:PATH`` / ``urls:FILE`` -> (kind, path); ValueError when malformed."""
+    """``ddgs`` / ``folder:PATH`` / ``urls:FILE`` -> (kind, path); StageInputError when malformed."""
     if spec == "ddgs":
         return "ddgs", None
     kind, sep, rest = spec.partition(":")
     if not sep or kind not in ("folder", "urls") or not rest:
-        raise ValueError(f"--search must be ddgs, folder:PATH or urls:FILE, got {spec!r}")
+        raise StageInputError(f"--search must be ddgs, folder:PATH or urls:FILE, got {spec!r}")
     path = Path(rest).expanduser()
     if kind == "folder" and not path.is_dir():
-        raise ValueError(f"--search folder: {path} is not a folder")
+        raise StageInputError(f"--search folder: {path} is not a folder")
     if kind == "urls" and not path.is_file():
-        raise ValueError(f"--search urls: {path} is not a file")
+        raise StageInputError(f"--search urls: {path} is not a file")
     return kind, path.resolve()
 
 
@@ -214,7 +220,7 @@ def urls_searches(path: Path) -> tuple[list[Search], list[InputError]]:
         reader = csv.DictReader(f)
         missing = [c for c in URL_COLUMNS if c not in (reader.fieldnames or [])]
         if missing:
-            raise ValueError(f"{path}: missing columns {missing} (need {','.join(URL_COLUMNS)})")
+            raise StageInputError(f"{path}: missing columns {missing} (need {','.join(URL_COLUMNS)})")
         for line, row in enumerate(reader, start=2):
             raw = json.dumps(row, ensure_ascii=False, sort_keys=True)
             concept, lang = (row["concept"] or "").strip(), (row["language"] or "").strip()

@@ -16,7 +16,8 @@ as tags. A transport error also ends in a retry alone, then ``failed``.
 
 ``--batch`` sends the requests through the Gemini Batch API (half price, asynchronous):
 submit, poll, collect; the job name is in the catalog (``tag_batch_jobs``) before polling
-starts, so an interrupted run picks the same job up (see :mod:`builder.tagging_batch`).
+starts, so an interrupted run picks the same job up (see :mod:`builder.tagging_batch`). Both
+paths judge and record answers with the rules of :mod:`builder.tagging_rules`.
 
 ``--llm offline`` tags each image with its own crawl concept(s) only: a weaker stand-in for
 the model (it cannot see a second concept in the picture, so cultural and non-relevant
@@ -29,96 +30,38 @@ Resumable: tags are written per request; images with a tag row are not asked aga
 from __future__ import annotations
 
 import argparse
-import io
-import json
 import logging
 from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from string import Template
 from typing import Any
 
-from pydantic import BaseModel
-
 from benchmark import tables
-from builder.catalog import Catalog, utcnow
-from builder.llm import (
-    BaseLLM,
-    ImagePart,
-    OfflineLLM,
-    add_llm_args,
-    llm_config_from_args,
-    make_llm,
-)
+from builder.catalog import Catalog
+from builder.llm import BaseLLM, OfflineLLM, add_llm_args, llm_from_args
+from builder.prompts import load_prompt
 from builder.stagekit import (
     StageInputError,
-    add_common_args,
-    cli_main,
     format_summary,
-    setup_logging,
+    report_run,
+    stage_main,
+    stage_parser,
     stage_run,
 )
-from builder.workdir import WorkDir
+from builder.tagging_rules import (
+    Group,
+    GroupAnswer,
+    Img,
+    TagContext,
+    Verdict,
+    judge,
+    record,
+)
 
 log = logging.getLogger(__name__)
 
 STAGE = "tagging"
-PROMPT_FILE = "prompts/tagging.txt"
+PROMPT = ("tagging.txt", ("n_images", "last_index", "n_concepts", "concepts"))
 KEPT = ("ok", "kept")
-# Formats Gemini reads as they are; anything else is re-encoded as PNG before sending.
-SENDABLE = {"JPEG": "image/jpeg", "PNG": "image/png", "WEBP": "image/webp"}
-MAX_SIDE = 1536  # larger images are downscaled before sending (tokens; the model sees ~768 px)
-
-
-class ImageTags(BaseModel):
-    index: int
-    concepts: list[str]
-
-
-class TagAnswer(BaseModel):
-    """The response schema: ``{index: [concept, ...]}`` as a list of objects."""
-
-    images: list[ImageTags]
-
-
-@dataclass
-class Img:
-    """One image to tag: its bytes' hash, file, format and crawl concepts (best rank first)."""
-
-    sha256: str
-    ext: str
-    format: str
-    crawl_concepts: list[str]
-
-
-@dataclass
-class Group:
-    """One request: images in index order; ``alone`` marks a retry of a single image."""
-
-    images: list[Img]
-    alone: bool = False
-
-
-@dataclass
-class GroupAnswer:
-    value: TagAnswer | None
-    raw: str | None
-    error: str | None = None
-    usage: dict[str, int] = field(default_factory=dict)
-
-
-@dataclass
-class Verdict:
-    status: str  # ok / retry / failed / refused
-    tags: list[str] | None
-    reason: str | None
-
-
-def prompt_template() -> tuple[Template, str]:
-    path = tables.data_dir() / PROMPT_FILE
-    if not path.is_file():
-        raise StageInputError(f"tagging prompt not found: {path}")
-    return Template(path.read_text(encoding="utf-8")), tables.file_sha256(path)
 
 
 def concept_list(cat: Catalog) -> list[str]:
@@ -127,13 +70,6 @@ def concept_list(cat: Catalog) -> list[str]:
     base = kept or tables.concepts()
     crawl = [r[0] for r in cat.query("SELECT DISTINCT concept FROM items ORDER BY concept")]
     return sorted(set(base) | set(crawl))
-
-
-def render_prompt(template: Template, concepts: list[str], n_images: int) -> str:
-    return template.substitute(
-        n_images=n_images, last_index=n_images - 1, n_concepts=len(concepts),
-        concepts="\n".join(concepts),
-    )
 
 
 def images_to_tag(cat: Catalog) -> tuple[list[Img], list[Img]]:
@@ -155,82 +91,10 @@ def images_to_tag(cat: Catalog) -> tuple[list[Img], list[Img]]:
     return fresh, retry
 
 
-def image_part(wd: WorkDir, img: Img) -> ImagePart:
-    """The bytes to send: as stored when Gemini reads the format and it is not huge."""
-    data = wd.image_path(img.sha256, img.ext).read_bytes()
-    mime = SENDABLE.get((img.format or "").upper())
-    if mime is not None and len(data) < 4_000_000:
-        return ImagePart(data, mime)
-    from PIL import Image
-
-    with Image.open(io.BytesIO(data)) as im:
-        im = im.convert("RGB")
-        im.thumbnail((MAX_SIDE, MAX_SIDE))
-        buf = io.BytesIO()
-        im.save(buf, "PNG")
-    return ImagePart(buf.getvalue(), "image/png")
-
-
-def judge(answer: GroupAnswer, n: int, allowed: set[str], final: bool) -> list[Verdict]:
-    """Per image of a request of ``n`` images: valid tags, or why not (module docstring)."""
-    bad_status = "failed" if final else "retry"
-    if answer.value is None:
-        reason = answer.error or "no valid answer"
-        # no text at all (e.g. a safety block) on the image alone: the model refused it
-        status = "refused" if final and n == 1 and "empty answer" in reason else bad_status
-        return [Verdict(status, None, reason) for _ in range(n)]
-    seen: Counter = Counter(e.index for e in answer.value.images)
-    by_index = {e.index: e.concepts for e in answer.value.images}
-    out = []
-    for i in range(n):
-        if seen[i] == 0:
-            out.append(Verdict(bad_status, None, f"index {i} missing from the answer"))
-            continue
-        if seen[i] > 1:
-            out.append(Verdict(bad_status, None, f"index {i} answered {seen[i]} times"))
-            continue
-        labels = [c.strip() for c in by_index[i]]
-        outside = sorted({c for c in labels if c not in allowed})
-        if outside:
-            out.append(Verdict(bad_status, None, f"labels outside the concept list: {outside[:5]}"))
-        elif len(set(labels)) != len(labels):
-            out.append(Verdict(bad_status, None, "a concept repeated"))
-        elif not labels:
-            out.append(Verdict("refused" if final else "retry", None, "empty list (refused)"))
-        else:
-            out.append(Verdict("ok", labels, None))
-    return out
-
-
 def offline_answer(group: Group, allowed: set[str]) -> dict[str, Any]:
     """The documented offline stand-in: each image's own crawl concept(s), nothing else."""
     return {"images": [{"index": i, "concepts": [c for c in img.crawl_concepts if c in allowed]}
                        for i, img in enumerate(group.images)]}
-
-
-@dataclass
-class TagContext:
-    """What every request of one run shares."""
-
-    wd: WorkDir
-    llm: BaseLLM
-    template: Template
-    prompt_sha: str
-    concepts: list[str]
-
-    @property
-    def allowed(self) -> set[str]:
-        return set(self.concepts)
-
-    def request_args(self, group: Group) -> dict[str, Any]:
-        """Arguments of ``llm.prepare`` / ``generate_structured`` for one group."""
-        return {
-            "prompt": render_prompt(self.template, self.concepts, len(group.images)),
-            "schema": TagAnswer,
-            "images": [image_part(self.wd, img) for img in group.images],
-            "template_sha": self.prompt_sha,
-            "params": {"ask": "alone" if group.alone else "group"},
-        }
 
 
 def ask_sync(ctx: TagContext, group: Group) -> GroupAnswer:
@@ -243,32 +107,6 @@ def ask_sync(ctx: TagContext, group: Group) -> GroupAnswer:
     if res.ok:
         return GroupAnswer(res.value, res.raw, None, res.usage)
     return GroupAnswer(None, res.raw, f"{res.status}: {res.error}", res.usage)
-
-
-def record(cat: Catalog, ctx: TagContext, group: Group, answer: GroupAnswer,
-           verdicts: list[Verdict], run_id: int, counts: Counter) -> None:
-    """Write one request's outcome (one tags row per image) in one transaction."""
-    with cat.tx() as con:
-        record_rows(con, ctx, group, answer, verdicts, run_id, counts)
-
-
-def record_rows(con: Any, ctx: TagContext, group: Group, answer: GroupAnswer,
-                verdicts: list[Verdict], run_id: int, counts: Counter) -> None:
-    """Upsert the tags rows of one request; raw text is kept only for invalid answers."""
-    now = utcnow()
-    for img, v in zip(group.images, verdicts, strict=True):
-        counts[f"{'alone' if group.alone else 'group'}_{v.status}"] += 1
-        con.execute(
-            "INSERT INTO tags (sha256, tags_json, status, reason, raw, model, prompt_sha,"
-            " run_id, attempts, updated_at) VALUES (?,?,?,?,?,?,?,?,1,?)"
-            " ON CONFLICT(sha256) DO UPDATE SET tags_json=excluded.tags_json,"
-            " status=excluded.status, reason=excluded.reason, raw=excluded.raw,"
-            " model=excluded.model, prompt_sha=excluded.prompt_sha, run_id=excluded.run_id,"
-            " attempts=tags.attempts+1, updated_at=excluded.updated_at",
-            (img.sha256, json.dumps(v.tags, ensure_ascii=False) if v.tags else None,
-             v.status, v.reason, None if v.status == "ok" else answer.raw,
-             ctx.llm.spec, ctx.prompt_sha, run_id, now),
-        )
 
 
 def chunk(images: list[Img], size: int) -> list[Group]:
@@ -315,7 +153,7 @@ def run_tagging(
     """
     if images_per_request < 1:
         raise StageInputError("--images-per-request must be >= 1")
-    template, prompt_sha = prompt_template()
+    template, prompt_sha = load_prompt(*PROMPT)
     ctx = TagContext(catalog.workdir, llm, template, prompt_sha, concept_list(catalog))
     use_batch = batch and not isinstance(llm, OfflineLLM)
     if batch and not use_batch:
@@ -351,14 +189,6 @@ def run_tagging(
     return counts
 
 
-def apply_answers(cat: Catalog, ctx: TagContext, groups: list[Group], answers: list[GroupAnswer],
-                  final: bool, run_id: int, counts: Counter) -> None:
-    """Judge and record the answers of a batch phase (same rules as the synchronous path)."""
-    for group, ans in zip(groups, answers, strict=True):
-        record(cat, ctx, group, ans, judge(ans, len(group.images), ctx.allowed, final),
-               run_id, counts)
-
-
 def final_counts(cat: Catalog) -> dict[str, int]:
     """Tag states over the kept images (what the stage leaves behind)."""
     out: dict[str, int] = {}
@@ -384,9 +214,7 @@ def summary(counts: Counter, spec: str) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m builder.tagging",
-                                description=__doc__.split("\n\n")[0])
-    add_common_args(p)
+    p = stage_parser("builder.tagging", __doc__)
     p.add_argument("--images-per-request", type=int, default=8,
                    help="images in one request, keyed by index (default 8)")
     p.add_argument("--workers", type=int, default=4,
@@ -401,23 +229,17 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _cli(args: argparse.Namespace) -> int:
+    with Catalog.open(args.workdir) as catalog:
+        llm = llm_from_args(args, catalog.workdir.llm_cache_path)
+        counts = run_tagging(catalog, llm, args.images_per_request, args.batch,
+                             args.poll_interval, args.batch_timeout, args.workers)
+        report_run(catalog, STAGE)  # its last line says when a batch job is still running
+    return 1 if counts.get("batch_pending") else 0
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    setup_logging(args.verbose)
-
-    def body() -> int:
-        wd = WorkDir.open(args.workdir)
-        with Catalog(wd) as catalog:
-            llm = make_llm(args.llm, wd.llm_cache_path, llm_config_from_args(args))
-            counts = run_tagging(catalog, llm, args.images_per_request, args.batch,
-                                 args.poll_interval, args.batch_timeout, args.workers)
-            print(catalog.last_run(STAGE)["summary"])  # noqa: T201
-            if counts.get("batch_pending"):
-                print("batch job still running: run the same command again to collect it")  # noqa: T201
-                return 1
-        return 0
-
-    return cli_main(body)
+    return stage_main(build_parser(), _cli, argv)
 
 
 if __name__ == "__main__":

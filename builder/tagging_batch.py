@@ -22,7 +22,17 @@ from collections.abc import Callable
 from typing import Any
 
 from builder.catalog import Catalog, utcnow
-from builder.llm import LLMResult
+from builder.llm import LLMRequest, LLMResult
+from builder.llm_gemini import response_text, response_tokens
+from builder.tagging_rules import (
+    Group,
+    GroupAnswer,
+    Img,
+    TagContext,
+    apply_answers,
+    judge,
+    record_rows,
+)
 
 log = logging.getLogger(__name__)
 
@@ -35,26 +45,6 @@ def _state(job: Any) -> str:
     return str(getattr(st, "value", st) or "JOB_STATE_UNSPECIFIED")
 
 
-def response_text(resp: Any) -> str | None:
-    """The text of a ``GenerateContentResponse`` (text parts of the first candidate, no thoughts)."""
-    cands = getattr(resp, "candidates", None) or []
-    if not cands or cands[0].content is None:
-        return None
-    texts = [p.text for p in (cands[0].content.parts or [])
-             if getattr(p, "text", None) and not getattr(p, "thought", False)]
-    return "".join(texts) if texts else None
-
-
-def response_tokens(resp: Any) -> dict[str, int]:
-    um = getattr(resp, "usage_metadata", None)
-    if um is None:
-        return {}
-    return {"prompt_tokens": um.prompt_token_count or 0,
-            "output_tokens": um.candidates_token_count or 0,
-            "thought_tokens": um.thoughts_token_count or 0,
-            "total_tokens": um.total_token_count or 0}
-
-
 def pending_job(cat: Catalog, phase: str, model: str, prompt_sha: str) -> Any:
     rows = cat.query(
         "SELECT * FROM tag_batch_jobs WHERE phase=? AND model=? AND prompt_sha=?"
@@ -63,10 +53,8 @@ def pending_job(cat: Catalog, phase: str, model: str, prompt_sha: str) -> Any:
     return rows[0] if rows else None
 
 
-def groups_of_job(cat: Catalog, requests: list[list[str]], alone: bool) -> list:
+def groups_of_job(cat: Catalog, requests: list[list[str]], alone: bool) -> list[Group]:
     """Rebuild a stored job's requests (image hashes) as groups."""
-    from builder.tagging import Group, Img
-
     out = []
     for shas in requests:
         imgs = []
@@ -81,12 +69,10 @@ def groups_of_job(cat: Catalog, requests: list[list[str]], alone: bool) -> list:
 
 
 def run_batch_phase(
-    cat: Catalog, ctx: Any, groups_fn: Callable[[], list], phase: str, run_id: int,
+    cat: Catalog, ctx: TagContext, groups_fn: Callable[[], list[Group]], phase: str, run_id: int,
     counts: Counter, poll_interval: float, timeout: float,
 ) -> bool:
     """Resume this phase's uncollected job, then submit what is left; False if still running."""
-    from builder.tagging import GroupAnswer, apply_answers
-
     llm = ctx.llm
     final = phase == "retry"
     job = pending_job(cat, phase, llm.model, ctx.prompt_sha)
@@ -119,7 +105,7 @@ def run_batch_phase(
     return _poll_and_collect(cat, ctx, name, to_send, final, run_id, counts, poll_interval, timeout)
 
 
-def submit(cat: Catalog, ctx: Any, groups: list, reqs: list, phase: str, run_id: int,
+def submit(cat: Catalog, ctx: TagContext, groups: list[Group], reqs: list[LLMRequest], phase: str, run_id: int,
            counts: Counter) -> str:
     """Create the batch job of inlined requests and record it before anything else."""
     from google.genai import types
@@ -149,7 +135,7 @@ def submit(cat: Catalog, ctx: Any, groups: list, reqs: list, phase: str, run_id:
     return str(job.name)
 
 
-def _poll_and_collect(cat: Catalog, ctx: Any, name: str, groups: list, final: bool, run_id: int,
+def _poll_and_collect(cat: Catalog, ctx: TagContext, name: str, groups: list[Group], final: bool, run_id: int,
                       counts: Counter, poll_interval: float, timeout: float) -> bool:
     llm = ctx.llm
     start = time.monotonic()
@@ -174,10 +160,8 @@ def _poll_and_collect(cat: Catalog, ctx: Any, name: str, groups: list, final: bo
     return True
 
 
-def collect(ctx: Any, job: Any, groups: list, state: str) -> list:
+def collect(ctx: TagContext, job: Any, groups: list[Group], state: str) -> list[GroupAnswer]:
     """One :class:`GroupAnswer` per group from the job's inlined responses (by metadata key)."""
-    from builder.tagging import GroupAnswer
-
     llm = ctx.llm
     if state not in SUCCESS:
         return [GroupAnswer(None, None, f"error: batch job ended {state}") for _ in groups]
@@ -209,11 +193,9 @@ def collect(ctx: Any, job: Any, groups: list, state: str) -> list:
     return out
 
 
-def _record_collected(cat: Catalog, ctx: Any, name: str, groups: list, answers: list,
+def _record_collected(cat: Catalog, ctx: TagContext, name: str, groups: list[Group], answers: list[GroupAnswer],
                       final: bool, run_id: int, counts: Counter) -> None:
     """The job's tags and its ``collected`` state in one transaction."""
-    from builder.tagging import judge, record_rows
-
     with cat.tx() as con:
         for g, ans in zip(groups, answers, strict=True):
             record_rows(con, ctx, g, ans, judge(ans, len(g.images), ctx.allowed, final),

@@ -14,6 +14,7 @@ import pytest
 
 from benchmark import tables
 from builder import tagging
+from builder import tagging_rules as rules
 from builder.catalog import Catalog
 from builder.llm import GeminiLLM, LLMConfig
 from builder.llm_cache import LLMCache
@@ -222,18 +223,18 @@ def test_a_failed_batch_job_is_retried_alone_then_recorded(fake, world):
 
 def test_judge_rules():
     allowed = {"train", "taxi"}
-    ans = tagging.GroupAnswer(tagging.TagAnswer(images=[
-        tagging.ImageTags(index=0, concepts=["taxi", "train"]),
-        tagging.ImageTags(index=2, concepts=["train", "train"]),
-        tagging.ImageTags(index=3, concepts=["boat"]),
-        tagging.ImageTags(index=3, concepts=["taxi"]),
-        tagging.ImageTags(index=4, concepts=[]),
+    ans = rules.GroupAnswer(rules.TagAnswer(images=[
+        rules.ImageTags(index=0, concepts=["taxi", "train"]),
+        rules.ImageTags(index=2, concepts=["train", "train"]),
+        rules.ImageTags(index=3, concepts=["boat"]),
+        rules.ImageTags(index=3, concepts=["taxi"]),
+        rules.ImageTags(index=4, concepts=[]),
     ]), "raw")
-    got = [(v.status, v.tags) for v in tagging.judge(ans, 5, allowed, final=False)]
+    got = [(v.status, v.tags) for v in rules.judge(ans, 5, allowed, final=False)]
     assert got == [("ok", ["taxi", "train"]), ("retry", None), ("retry", None),
                    ("retry", None), ("retry", None)]
-    final = [v.status for v in tagging.judge(ans, 5, allowed, final=True)]
+    final = [v.status for v in rules.judge(ans, 5, allowed, final=True)]
     assert final == ["ok", "failed", "failed", "failed", "refused"]
-    blocked = tagging.GroupAnswer(None, None, "failed: empty answer")
-    assert [v.status for v in tagging.judge(blocked, 1, allowed, final=True)] == ["refused"]
-    assert [v.status for v in tagging.judge(blocked, 2, allowed, final=False)] == ["retry"] * 2
+    blocked = rules.GroupAnswer(None, None, "failed: empty answer")
+    assert [v.status for v in rules.judge(blocked, 1, allowed, final=True)] == ["refused"]
+    assert [v.status for v in rules.judge(blocked, 2, allowed, final=False)] == ["retry"] * 2
