@@ -2,10 +2,12 @@
 
 Commands: ``push`` (tasks to Label Studio), ``pull`` (annotations back, decisions, agreement),
 ``status`` (progress), ``serve-images`` (read-only image server on 127.0.0.1), and ``sync``
-(the ``review`` stage of ``python -m builder run``: push the duplicate groups, then pull;
-without ``LABEL_STUDIO_URL`` it only says that the human review is not configured). Without a
-command, ``sync`` runs. Connection: ``LABEL_STUDIO_URL`` and ``LABEL_STUDIO_API_KEY``. Errors a
-user can fix are one line on stderr and exit code 2.
+(push the duplicate groups, then pull; without ``LABEL_STUDIO_URL`` it only says that the human
+review is not configured). ``python -m builder run`` runs ``sync`` as its ``review`` stage
+through :func:`stage_main` (``annotation.main``), which takes ``sync``'s flags with no command
+word. Connection: ``LABEL_STUDIO_URL`` and ``LABEL_STUDIO_API_KEY``. Errors a user can fix
+(:class:`~annotation.client.AnnotationError`, a request the server refused or could not
+answer) are one line on stderr and exit code 2; anything else is a bug and propagates.
 """
 
 from __future__ import annotations
@@ -15,12 +17,20 @@ import json
 import logging
 import os
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
-from annotation.client import AnnotationError
+from annotation.client import AnnotationError, Connection, api_errors
 from annotation.configs import KINDS
+from benchmark.logs import configure_logging
 
-log = logging.getLogger("annotation")
-COMMANDS = ("push", "pull", "status", "serve-images", "sync")
+if TYPE_CHECKING:
+    from builder.catalog import Catalog
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[argparse.Namespace], int]
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -28,22 +38,24 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(
-        prog="python -m annotation",
-        description="Human review of 3XCM in Label Studio (LABEL_STUDIO_URL, LABEL_STUDIO_API_KEY).",
-    )
-    sub = ap.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("push", help="create/reuse the project and import the missing tasks")
-    _common(p)
-    p.add_argument("--kind", choices=KINDS, required=True)
-    p.add_argument("--project-title", help="project title (default: '3XCM duplicate review' / "
-                   "'3XCM tag check')")
+def _images_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--images", default="local-files",
                    help="'local-files' (Label Studio's local-files storage, default) or the base "
                         "URL of `serve-images`, e.g. http://127.0.0.1:8081")
     p.add_argument("--document-root", help="LOCAL_FILES_DOCUMENT_ROOT of the Label Studio server "
                    "(default: the same environment variable here)")
+
+
+def _min_annotators_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--min-annotators", type=int, default=3,
+                   help="votes an image needs before the majority decides (default 3)")
+
+
+def _push_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--kind", choices=KINDS, required=True)
+    p.add_argument("--project-title", help="project title (default: '3XCM duplicate review' / "
+                   "'3XCM tag check')")
+    _images_args(p)
     p.add_argument("--group-status", action="append", dest="statuses",
                    help="duplicates: push groups with this status (repeatable; default needs_review)")
     p.add_argument("--annotators", type=int, default=None,
@@ -51,27 +63,91 @@ def build_parser() -> argparse.ArgumentParser:
                         "project's, 3 for a new one)")
     p.add_argument("--sample", type=int, default=200, help="tags: images to sample (default 200)")
     p.add_argument("--seed", type=int, default=0, help="tags: sampling seed (default 0)")
-    p = sub.add_parser("pull", help="store every annotation, decide by majority, apply, agreement")
-    _common(p)
+
+
+def _pull_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kind", choices=KINDS, required=True)
-    p.add_argument("--min-annotators", type=int, default=3,
-                   help="votes an image needs before the majority decides (default 3)")
+    _min_annotators_arg(p)
     p.add_argument("--json", action="store_true", help="print the report as JSON")
-    p = sub.add_parser("status", help="tasks, annotated by 0/1/2/3+, agreement so far")
-    _common(p)
-    p.add_argument("--min-annotators", type=int, default=3)
+
+
+def _status_args(p: argparse.ArgumentParser) -> None:
+    _min_annotators_arg(p)
     p.add_argument("--json", action="store_true", help="print as JSON")
-    p = sub.add_parser("sync", help="the builder's review stage: push duplicates, then pull "
-                       "(a no-op notice without LABEL_STUDIO_URL)")
-    _common(p)
-    p.add_argument("--images", default="local-files", help="as for push")
-    p.add_argument("--document-root", help="as for push")
-    p.add_argument("--min-annotators", type=int, default=3, help="as for pull")
-    p = sub.add_parser("serve-images", help="read-only server of the work dir's images")
-    _common(p)
+
+
+def _sync_args(p: argparse.ArgumentParser) -> None:
+    _images_args(p)
+    _min_annotators_arg(p)
+
+
+def _serve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8081, help="port (default 8081)")
-    return ap
+
+
+def _check_counts(args: argparse.Namespace) -> None:
+    for flag in ("min_annotators", "annotators", "sample"):
+        value = getattr(args, flag, None)
+        if value is not None and value < 1:
+            raise AnnotationError(f"--{flag.replace('_', '-')} must be at least 1")
+
+
+@contextmanager
+def _session(args: argparse.Namespace) -> Iterator[tuple[Catalog, Connection]]:
+    """The work dir's catalog and a checked connection (the connection first: no server, no
+    catalog created)."""
+    from annotation.client import connect
+    from builder.catalog import Catalog
+
+    conn = connect()
+    with Catalog.open(args.workdir) as cat:
+        yield cat, conn
+
+
+def _push(args: argparse.Namespace) -> int:
+    from annotation.push import push
+
+    with _session(args) as (cat, conn):
+        rep = push(cat, conn, args.kind, title=args.project_title, images=args.images,
+                   document_root=args.document_root,
+                   statuses=tuple(args.statuses or ["needs_review"]),
+                   sample=args.sample, seed=args.seed, annotators=args.annotators)
+    print(rep.summary())
+    return 0
+
+
+def _pull(args: argparse.Namespace) -> int:
+    from annotation.pull import format_report, pull
+
+    with _session(args) as (cat, conn):
+        report = pull(cat, conn, args.kind, args.min_annotators)
+    print(json.dumps(report, indent=2, sort_keys=True) if args.json else format_report(report))
+    return 0
+
+
+def _status(args: argparse.Namespace) -> int:
+    from annotation.status import format_status, status
+
+    with _session(args) as (cat, conn):
+        items = status(cat, conn, args.min_annotators)
+    print(json.dumps(items, indent=2, sort_keys=True) if args.json else format_status(items))
+    return 0
+
+
+def _sync(args: argparse.Namespace) -> int:
+    from annotation.pull import format_report, pull
+    from annotation.push import push
+
+    if not os.environ.get("LABEL_STUDIO_URL", "").strip():
+        print("review: LABEL_STUDIO_URL is not set, so the human review is skipped "
+              "(see docs/annotation.md)")
+        return 0
+    with _session(args) as (cat, conn):
+        rep = push(cat, conn, "duplicates", images=args.images, document_root=args.document_root)
+        print(rep.summary())
+        print(format_report(pull(cat, conn, "duplicates", args.min_annotators)))
+    return 0
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -94,72 +170,64 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def run(args: argparse.Namespace) -> int:
-    """Dispatch one parsed command (errors propagate)."""
-    if args.command == "serve-images":
-        return _serve(args)
-    from annotation.client import connect
-    from builder.catalog import Catalog
-
-    for flag in ("min_annotators", "annotators", "sample"):
-        value = getattr(args, flag, None)
-        if value is not None and value < 1:
-            raise AnnotationError(f"--{flag.replace('_', '-')} must be at least 1")
-    if args.command == "sync" and not os.environ.get("LABEL_STUDIO_URL", "").strip():
-        print("review: LABEL_STUDIO_URL is not set, so the human review is skipped "
-              "(see docs/annotation.md)")
-        return 0
-    conn = connect()
-    with Catalog.open(args.workdir) as cat:
-        if args.command in ("push", "sync"):
-            from annotation.push import push
-
-            rep = push(cat, conn, getattr(args, "kind", "duplicates"),
-                       title=getattr(args, "project_title", None), images=args.images,
-                       document_root=args.document_root,
-                       statuses=tuple(getattr(args, "statuses", None) or ["needs_review"]),
-                       sample=getattr(args, "sample", 200), seed=getattr(args, "seed", 0),
-                       annotators=getattr(args, "annotators", None))
-            print(rep.summary())
-        if args.command == "sync":
-            from annotation.pull import format_report, pull
-
-            print(format_report(pull(cat, conn, "duplicates", args.min_annotators)))
-        elif args.command == "pull":
-            from annotation.pull import format_report, pull
-
-            report = pull(cat, conn, args.kind, args.min_annotators)
-            print(json.dumps(report, indent=2, sort_keys=True) if args.json
-                  else format_report(report))
-        elif args.command == "status":
-            from annotation.status import format_status, status
-
-            items = status(cat, conn, args.min_annotators)
-            print(json.dumps(items, indent=2, sort_keys=True) if args.json
-                  else format_status(items))
-    return 0
+# name -> (help, arguments, handler)
+COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Handler]] = {
+    "push": ("create/reuse the project and import the missing tasks", _push_args, _push),
+    "pull": ("store every annotation, decide by majority, apply, agreement", _pull_args, _pull),
+    "status": ("tasks, annotated by 0/1/2/3+, agreement so far", _status_args, _status),
+    "sync": ("the builder's review stage: push duplicates, then pull (a no-op notice without "
+             "LABEL_STUDIO_URL)", _sync_args, _sync),
+    "serve-images": ("read-only server of the work dir's images", _serve_args, _serve),
+}
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0] not in COMMANDS and argv[0] not in ("-h", "--help"):
-        argv = ["sync", *argv]  # the builder's stage runner calls main(["--workdir", W])
-    args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
-                        format="%(levelname)s %(name)s: %(message)s")
+def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
+    ap = argparse.ArgumentParser(
+        prog="python -m annotation",
+        description="Human review of 3XCM in Label Studio (LABEL_STUDIO_URL, LABEL_STUDIO_API_KEY).",
+    )
+    sub = ap.add_subparsers(dest="command", required=True)
+    for name, (help_, add_args, handler) in COMMANDS.items():
+        p = sub.add_parser(name, help=help_, description=help_)
+        _common(p)
+        add_args(p)
+        p.set_defaults(command=name, handler=handler)
+    return ap, sub.choices
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """``python -m annotation COMMAND ...``."""
+    return _parsers()[0]
+
+
+def build_stage_parser() -> argparse.ArgumentParser:
+    """The ``review`` stage's parser: the ``sync`` command's own (``python -m annotation sync``)."""
+    return _parsers()[1]["sync"]
+
+
+def _run(args: argparse.Namespace) -> int:
+    """Run the parsed command; errors a user can fix become one line and exit code 2."""
+    configure_logging(args.verbose)
     try:
-        return run(args)
+        _check_counts(args)
+        return args.handler(args)
     except AnnotationError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    except Exception as exc:  # the SDK's HTTP errors: one line, not a traceback
-        from annotation.client import api_errors
+    except api_errors() as exc:  # evaluated only when something was raised
+        status_code = getattr(exc, "status_code", None)
+        body = getattr(exc, "body", None)
+        print(f"error: Label Studio request failed ({type(exc).__name__}"
+              f"{f' HTTP {status_code}' if status_code else ''}): {str(body or exc)[:300]}",
+              file=sys.stderr)
+        return 2
 
-        if isinstance(exc, api_errors()):
-            status_code = getattr(exc, "status_code", None)
-            body = getattr(exc, "body", None)
-            print(f"error: Label Studio request failed ({type(exc).__name__}"
-                  f"{f' HTTP {status_code}' if status_code else ''}): {str(body or exc)[:300]}",
-                  file=sys.stderr)
-            return 2
-        raise
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m annotation COMMAND ...``."""
+    return _run(build_parser().parse_args(argv))
+
+
+def stage_main(argv: list[str] | None = None) -> int:
+    """The ``review`` stage of ``python -m builder run``: ``sync`` with ``argv`` as its flags."""
+    return _run(build_stage_parser().parse_args(argv))

@@ -1,4 +1,7 @@
-"""Connection to the Label Studio server (``label-studio-sdk`` 2.x).
+"""The Label Studio server (``label-studio-sdk`` 2.x): connect, export a project, list users.
+
+This is the only module that knows the server's API beyond project settings (those are
+:mod:`annotation.projects`).
 
 Settings come from the environment only: ``LABEL_STUDIO_URL`` and ``LABEL_STUDIO_API_KEY`` (a
 legacy token or a personal access token; the SDK handles both). The key never goes into logs,
@@ -8,6 +11,7 @@ the catalog or exports. A missing setting, an unreachable server or a rejected k
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from dataclasses import dataclass
@@ -86,6 +90,19 @@ def api_errors() -> tuple[type[BaseException], ...]:
     from label_studio_sdk.core.api_error import ApiError
 
     return (ApiError, httpx.TransportError)
+
+
+def export_tasks(client: Any, pid: int, all_tasks: bool = False) -> list[dict[str, Any]]:
+    """The project's tasks with every annotation (all annotators), as Label Studio's JSON."""
+    blob = b"".join(
+        client.projects.exports.download_sync(
+            pid, export_type="JSON", download_all_tasks=all_tasks
+        )
+    )
+    data = json.loads(blob or b"[]")
+    if not isinstance(data, list):
+        raise AnnotationError(f"unexpected export of project {pid}: not a JSON list")
+    return data
 
 
 def user_names(client: Any) -> dict[int, str]:

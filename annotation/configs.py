@@ -1,20 +1,21 @@
 """Label configs and annotator instructions of the two review kinds.
 
 The XML configs and the guidelines live in ``data/annotation/`` (one source of truth; the
-guideline is what annotators read). Label Studio shows the project's ``expert_instruction``
+guideline is what annotators read), read through :func:`benchmark.tables.data_file`. Label Studio shows the project's ``expert_instruction``
 as HTML, so the Markdown guideline is converted here with a small converter that handles what
 the guidelines use (headings, lists, tables, paragraphs, bold/italic).
 """
 
 from __future__ import annotations
 
-import hashlib
 import html
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from xml.sax.saxutils import quoteattr
+
+from benchmark.files import sha256_text
+from benchmark.tables import data_file
 
 KINDS = ("duplicates", "tags")
 CHOICES_MARKER = "<!-- CONCEPT CHOICES -->"
@@ -22,11 +23,12 @@ DEFAULT_TITLES = {"duplicates": "3XCM duplicate review", "tags": "3XCM tag check
 MODEL_VERSIONS = {"duplicates": "xcm3-image-dedup", "tags": "xcm3-gemini-tags"}
 
 
-def annotation_data_dir() -> Path:
-    """``annotation/`` of the data folder (``$XCM_DATA_DIR`` or the checkout's ``data/``)."""
-    from benchmark.tables import data_dir
+GUIDELINES = {"duplicates": "duplicates_guideline.md", "tags": "tags_guideline.md"}
 
-    return data_dir() / "annotation"
+
+def _annotation_file(name: str) -> str:
+    """The text of ``data/annotation/<name>`` (``$XCM_DATA_DIR`` honoured)."""
+    return data_file(f"annotation/{name}").text
 
 
 @dataclass(frozen=True)
@@ -46,17 +48,17 @@ class ProjectSpec:
         model version, annotations per task): a change updates the project."""
         blob = "\0".join([self.label_config, self.instruction_html, self.title,
                            self.model_version, str(self.annotators)])
-        return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+        return sha256_text(blob)
 
 
 def duplicates_config() -> str:
     """The duplicate-review config: one group per task, keep/remove per image, 'none'."""
-    return (annotation_data_dir() / "duplicates.xml").read_text(encoding="utf-8")
+    return _annotation_file("duplicates.xml")
 
 
 def tags_config(concepts: Sequence[str]) -> str:
     """The tag-check config: one image per task, a multi-choice over ``concepts``."""
-    template = (annotation_data_dir() / "tags.xml").read_text(encoding="utf-8")
+    template = _annotation_file("tags.xml")
     if CHOICES_MARKER not in template:
         raise RuntimeError("data/annotation/tags.xml lost its concept-choices marker")
     if not concepts:
@@ -67,8 +69,7 @@ def tags_config(concepts: Sequence[str]) -> str:
 
 def guideline_html(kind: str) -> str:
     """The guideline of ``kind`` as HTML for Label Studio's instructions panel."""
-    name = {"duplicates": "duplicates_guideline.md", "tags": "tags_guideline.md"}[kind]
-    return markdown_to_html((annotation_data_dir() / name).read_text(encoding="utf-8"))
+    return markdown_to_html(_annotation_file(GUIDELINES[kind]))
 
 
 def project_spec(

@@ -26,11 +26,12 @@ from typing import Any
 
 from annotation.agreement import KEEP, NEEDS_REVIEW, REMOVE, agreement, majority
 from annotation.agreement import tag_precision_recall as score_tags
-from annotation.client import Connection, user_names
-from annotation.lsapi import export_tasks, known_tasks, require_project
+from annotation.client import Connection, export_tasks, user_names
+from annotation.projects import known_tasks, require_project
 from annotation.reviews import ReviewRow, current_rows, parse_export, store_reviews
+from benchmark.files import atomic_write_text
 from builder.catalog import Catalog, utcnow
-from builder.workdir import atomic_write_text
+from builder.stagekit import stage_run
 
 log = logging.getLogger(__name__)
 
@@ -173,15 +174,14 @@ def tag_summary(cat: Catalog, rows: list[ReviewRow], required: int) -> dict[str,
 def pull(cat: Catalog, conn: Connection, kind: str, min_annotators: int = 3) -> dict[str, Any]:
     """Export every annotation of the ``kind`` project, store, decide, apply; return a report."""
     pid = require_project(cat, kind, conn.server)
-    run_id = cat.start_run(
-        "review", {"action": "pull", "kind": kind, "project_id": pid, "server": conn.server,
-                   "min_annotators": min_annotators})
-    try:
+    params = {"action": "pull", "kind": kind, "project_id": pid, "server": conn.server,
+              "min_annotators": min_annotators}
+    with stage_run(cat, "review", params) as rec:
         tasks = export_tasks(conn.client, pid)
         task_rows = known_tasks(cat, kind, conn.server, pid).values()
         task_map = {int(t["task_id"]): t for t in task_rows}
         rows, parse_counts = parse_export(kind, tasks, task_map, user_names(conn.client))
-        stored = store_reviews(cat, kind, pid, rows, run_id)
+        stored = store_reviews(cat, kind, pid, rows, rec.run_id)
         current = current_rows(cat, kind, pid)
         report: dict[str, Any] = {
             "kind": kind, "project_id": pid, "server": conn.server,
@@ -195,12 +195,10 @@ def pull(cat: Catalog, conn: Connection, kind: str, min_annotators: int = 3) -> 
             report.update(duplicate_summary(current, min_annotators))
         else:
             report.update(tag_summary(cat, current, min_annotators))
-    except BaseException:
-        cat.finish_run(run_id, "failed")
-        raise
-    cat.finish_run(run_id, "done", counts=report, summary=format_report(report))
+        rec.counts, rec.summary = report, format_report(report)
     out = cat.workdir.exports_dir / "annotation" / f"{kind}_pull.json"
-    atomic_write_text(out, json.dumps(report, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+    atomic_write_text(out, json.dumps(report, indent=2, sort_keys=True, ensure_ascii=False,
+                                      allow_nan=False) + "\n")
     return report
 
 

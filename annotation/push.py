@@ -16,7 +16,6 @@ through its local-files storage (``LOCAL_FILES_SERVING_ENABLED``) or through
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -27,16 +26,18 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from annotation.client import AnnotationError, Connection
+from annotation.client import AnnotationError, Connection, export_tasks
 from annotation.configs import ProjectSpec, project_spec
-from annotation.lsapi import (
+from annotation.projects import (
     ensure_project,
-    export_tasks,
     known_tasks,
+    record_tasks,
     recorded_annotators,
     recorded_title,
 )
-from builder.catalog import Catalog, utcnow
+from benchmark.files import sha256_text
+from builder.catalog import Catalog
+from builder.stagekit import stage_run
 
 log = logging.getLogger(__name__)
 
@@ -134,8 +135,8 @@ def group_key(concept: str, shas: list[str]) -> str:
     Content-based, not the group id: ``image_dedup`` renumbers the groups it has not seen
     reviewed when it runs again, and the same group must not become a second task.
     """
-    blob = "\n".join([concept, *sorted(shas)]).encode("utf-8")
-    return f"group:{hashlib.sha256(blob).hexdigest()[:32]}"
+    blob = "\n".join([concept, *sorted(shas)])
+    return f"group:{sha256_text(blob)[:32]}"
 
 
 def _shown_images(cat: Catalog, group_id: int) -> dict[str, list[Any]]:
@@ -251,25 +252,6 @@ def tag_drafts(
     return drafts, skipped
 
 
-def _record(cat: Catalog, spec: ProjectSpec, server: str, pid: int, tasks: list[dict]) -> int:
-    """Record every task of the project that carries a key and is not yet in ``ls_tasks``."""
-    new = 0
-    with cat.tx() as con:
-        for t in tasks:
-            key = (t.get("meta") or {}).get("task_key")
-            if not key:
-                continue
-            data = t.get("data") or {}
-            cur = con.execute(
-                "INSERT OR IGNORE INTO ls_tasks (kind, server, project_id, task_key, task_id,"
-                " group_id, sha256, data_json, pushed_at) VALUES (?,?,?,?,?,?,?,?,?)",
-                (spec.kind, server, pid, key, int(t["id"]), data.get("group_id"),
-                 data.get("sha256"), json.dumps(data, sort_keys=True), utcnow()),
-            )
-            new += cur.rowcount
-    return new
-
-
 def push(
     cat: Catalog,
     conn: Connection,
@@ -299,24 +281,20 @@ def push(
     else:
         drafts, skipped = tag_drafts(cat, links, concepts, sample, seed)
     pid = ensure_project(cat, conn, spec)
-    run_id = cat.start_run("review", {
-        "action": "push", "kind": kind, "project_id": pid, "server": conn.server,
-        "images": images, "statuses": list(statuses), "sample": sample, "seed": seed,
-        "annotators": annotators})
-    try:
+    params = {"action": "push", "kind": kind, "project_id": pid, "server": conn.server,
+              "images": images, "statuses": list(statuses), "sample": sample, "seed": seed,
+              "annotators": annotators}
+    with stage_run(cat, "review", params) as rec:
         links.ensure_storage(conn.client, pid)
-        _record(cat, spec, conn.server, pid, export_tasks(conn.client, pid, all_tasks=True))
+        record_tasks(cat, kind, conn.server, pid, export_tasks(conn.client, pid, all_tasks=True))
         have = known_tasks(cat, kind, conn.server, pid)
         todo = [d for d in drafts if d.key not in have]
         report = PushReport(kind, pid, already=len(drafts) - len(todo), counts=skipped)
         _import(conn, spec, pid, todo, batch_size, report)
-        _record(cat, spec, conn.server, pid, export_tasks(conn.client, pid, all_tasks=True))
-    except BaseException:
-        cat.finish_run(run_id, "failed")
-        raise
-    cat.finish_run(run_id, "done", counts={"created": report.created, "already": report.already,
-                                           "skipped": dict(report.counts)},
-                   summary=report.summary())
+        record_tasks(cat, kind, conn.server, pid, export_tasks(conn.client, pid, all_tasks=True))
+        rec.counts = {"created": report.created, "already": report.already,
+                      "skipped": dict(report.counts)}
+        rec.summary = report.summary()
     return report
 
 

@@ -10,7 +10,6 @@ Label Studio keeps its rows too, with ``current = 0``.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 from collections import Counter
@@ -18,6 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from benchmark.files import sha256_text
 from builder.catalog import Catalog, utcnow
 
 log = logging.getLogger(__name__)
@@ -48,7 +48,7 @@ def _annotator(ann: Mapping[str, Any], users: Mapping[int, str]) -> str:
 
 def _result_sha(ann: Mapping[str, Any]) -> str:
     blob = {"result": ann.get("result") or [], "was_cancelled": bool(ann.get("was_cancelled"))}
-    return hashlib.sha256(json.dumps(blob, sort_keys=True).encode("utf-8")).hexdigest()
+    return sha256_text(json.dumps(blob, sort_keys=True))
 
 
 def _choices(ann: Mapping[str, Any]) -> dict[str, list[str]]:

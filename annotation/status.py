@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from annotation.client import Connection, user_names
+from annotation.client import Connection, export_tasks, user_names
 from annotation.configs import KINDS
-from annotation.lsapi import export_tasks, known_tasks, recorded_project
+from annotation.projects import known_tasks, recorded_project
 from annotation.pull import duplicate_summary, fmt_num, tag_summary
 from annotation.reviews import parse_export
 from builder.catalog import Catalog

@@ -2,16 +2,35 @@
 
 Library modules only call ``logging.getLogger(__name__)``. A CLI calls
 :func:`configure_logging`; a later call in the same process (``python -m builder run`` calling
-each stage's ``main``) changes only the level, so every stage logs the same way.
+each stage's ``main``) changes only the level, so every stage logs the same way. The handler
+writes to ``sys.stderr`` as it is when a record is logged (pytest swaps it per test), and the
+HTTP clients' one-line-per-request INFO logs show only with ``verbose``.
 """
 
 from __future__ import annotations
 
 import logging
+import sys
 
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 DATEFMT = "%H:%M:%S"
 _HANDLER_NAME = "xcm3"
+# Libraries that log a line per HTTP request at INFO: shown with ``verbose`` only.
+NOISY_LOGGERS = ("httpx", "httpcore")
+
+
+class _StderrHandler(logging.StreamHandler):
+    """A stream handler that writes to ``sys.stderr`` as it is at each record, not as it was
+    when logging was configured (test runners and notebooks swap ``sys.stderr``; a handler
+    bound to the old one writes to a closed stream)."""
+
+    @property
+    def stream(self):  # type: ignore[override]
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: object) -> None:  # StreamHandler.__init__ sets it; ignored
+        pass
 
 
 def configure_logging(verbose: bool = False, *, quiet: bool = False) -> None:
@@ -19,8 +38,10 @@ def configure_logging(verbose: bool = False, *, quiet: bool = False) -> None:
     level = logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO
     root = logging.getLogger()
     if not any(h.get_name() == _HANDLER_NAME for h in root.handlers):
-        handler = logging.StreamHandler()
+        handler = _StderrHandler()
         handler.set_name(_HANDLER_NAME)
         handler.setFormatter(logging.Formatter(FORMAT, DATEFMT))
         root.addHandler(handler)
     root.setLevel(level)
+    for name in NOISY_LOGGERS:
+        logging.getLogger(name).setLevel(logging.DEBUG if verbose else logging.WARNING)

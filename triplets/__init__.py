@@ -1,17 +1,15 @@
 """3XCM triplets: seeded sampling from the tagged image pool, validation, export and publishing.
 
-``python -m triplets sample|validate|export|publish`` (see :mod:`triplets.cli`). Modules:
-``pool`` (the kept images of a catalog), ``sample`` (the sampler), ``rules`` (triplet rules),
-``store`` (catalog I/O), ``sources`` (release folder / authors' CSV readers), ``export`` and
-``card`` (the release folder and its dataset card), ``numbers`` (datasheet numbers),
-``publish`` (Hugging Face Hub).
+``python -m triplets sample|validate|export|publish`` (see :mod:`triplets.cli` and
+``ARCHITECTURE.md``). :func:`main` is the ``triplets`` stage of ``python -m builder run``: the
+``sample`` command, its flags without the command word.
 """
 
 from __future__ import annotations
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The stage entry point ``python -m builder run`` calls (see :func:`triplets.cli.main`)."""
-    from triplets.cli import main as cli_main
+    """The ``triplets`` stage (:func:`triplets.cli.stage_main`), imported lazily."""
+    from triplets.cli import stage_main
 
-    return cli_main(argv)
+    return stage_main(argv)

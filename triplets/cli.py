@@ -1,49 +1,55 @@
 """``python -m triplets {sample,validate,export,publish}``: 3XCM triplets and the release.
 
-Exit codes: 0 fine, 1 rule violations (validate, export), 2 bad input or unreachable service.
+``python -m builder run`` runs ``sample`` as its ``triplets`` stage through :func:`stage_main`
+(``triplets.main``), which takes ``sample``'s flags with no command word.
+
+Exit codes: 0 fine, 1 rule violations (validate, export) or no triplet sampled, 2 bad input or
+unreachable service: the package's own input errors (:class:`~triplets.sources.SourceError`,
+:class:`~triplets.sampling.SamplingError`, :class:`~triplets.export.ExportError`,
+:class:`~triplets.publish.PublishError`) and the evaluator's (``DataError``, ``TableError``)
+are one line on stderr; any other exception is a bug and propagates.
 """
 
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
-log = logging.getLogger(__name__)
+from benchmark.logs import configure_logging
+
+Handler = Callable[[argparse.Namespace], int]
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m triplets", description=__doc__.splitlines()[0])
-    p.add_argument("-v", "--verbose", action="store_true")
-    sub = p.add_subparsers(dest="command", required=True)
-
-    s = sub.add_parser("sample", help="sample triplets from the kept, tagged images")
-    s.add_argument("--workdir", default=None, help="work dir (default $XCM_WORKDIR or ./xcm-work)")
-    s.add_argument("--seed", type=int, default=0, help="sampling seed (default 0; recorded)")
-    s.add_argument("--per-image", type=int, default=1, help="triplets per kept image (default 1)")
-    s.add_argument("--distinct-language", action=argparse.BooleanOptionalAction, default=True,
+def _sample_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--workdir", default=None, help="work dir (default $XCM_WORKDIR or ./xcm-work)")
+    p.add_argument("--seed", type=int, default=0, help="sampling seed (default 0; recorded)")
+    p.add_argument("--per-image", type=int, default=1, help="triplets per kept image (default 1)")
+    p.add_argument("--distinct-language", action=argparse.BooleanOptionalAction, default=True,
                    help="semantic candidate from a country of another language (default on)")
 
-    v = sub.add_parser("validate", help="check every triplet rule; exit 1 on violations")
-    g = v.add_mutually_exclusive_group(required=True)
+
+def _validate_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_mutually_exclusive_group(required=True)
     g.add_argument("--workdir", help="the catalog's triplets")
     g.add_argument("--release", help="a release folder")
     g.add_argument("--authors-csv", help="the authors' xcm-bench.csv (structural rules)")
-    v.add_argument("--max-lines", type=int, default=200,
+    p.add_argument("--max-lines", type=int, default=200,
                    help="print at most this many violations (all are counted)")
 
-    e = sub.add_parser("export", help="write the release folder (parquet + dataset card)")
-    e.add_argument("--workdir", default=None)
-    e.add_argument("--out", required=True, help="release folder to write (replaced atomically)")
-    e.add_argument("--shard-mb", type=int, default=256, help="image shard size (MB)")
 
-    u = sub.add_parser("publish", help="push a release folder to the Hugging Face Hub")
-    u.add_argument("--out", required=True, help="the release folder")
-    u.add_argument("--repo-id", required=True, help="ORG/NAME of the dataset repo")
-    u.add_argument("--private", action="store_true")
-    u.add_argument("--revision", default=None, help="branch to push to (default main)")
-    return p
+def _export_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--workdir", default=None)
+    p.add_argument("--out", required=True, help="release folder to write (replaced atomically)")
+    p.add_argument("--shard-mb", type=int, default=256, help="image shard size (MB)")
+
+
+def _publish_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--out", required=True, help="the release folder")
+    p.add_argument("--repo-id", required=True, help="ORG/NAME of the dataset repo")
+    p.add_argument("--private", action="store_true")
+    p.add_argument("--revision", default=None, help="branch to push to (default main)")
 
 
 def _print_violations(bad: list, max_lines: int) -> None:
@@ -58,24 +64,16 @@ def _print_violations(bad: list, max_lines: int) -> None:
 
 
 def cmd_sample(args: argparse.Namespace) -> int:
-    from triplets.sample import SampleConfig
+    from builder.catalog import Catalog
+    from triplets.sampling import SampleConfig
     from triplets.store import run_sample
 
-    if args.per_image < 1:
-        print("error: --per-image must be >= 1", file=sys.stderr)
-        return 2
     cfg = SampleConfig(seed=args.seed, per_image=args.per_image,
                        distinct_language=args.distinct_language)
     res = run_sample(args.workdir, cfg)
-    with _catalog(args.workdir) as cat:
+    with Catalog.open(args.workdir) as cat:  # what the stage-run record says
         print(cat.last_run("triplets")["summary"])
     return 0 if res.triplets else 1
-
-
-def _catalog(workdir):
-    from builder.catalog import Catalog
-
-    return Catalog.open(workdir)
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -125,12 +123,11 @@ def cmd_export(args: argparse.Namespace) -> int:
     try:
         res = export_release(args.workdir, args.out, shard_bytes=args.shard_mb * 1024 * 1024)
     except ExportError as e:
-        if e.violations:
-            _print_violations(e.violations, 200)
-            print(f"error: {e}", file=sys.stderr)
-            return 1
+        if not e.violations:
+            raise
+        _print_violations(e.violations, 200)
         print(f"error: {e}", file=sys.stderr)
-        return 2
+        return 1
     print(f"release: {res.out} ({res.n_triplets} triplets, {res.n_images} images, "
           f"{res.shards} image shard(s))")
     return 0
@@ -144,30 +141,65 @@ def cmd_publish(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = ("sample", "validate", "export", "publish")
+# name -> (help, arguments, handler)
+COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Handler]] = {
+    "sample": ("sample triplets from the kept, tagged images", _sample_args, cmd_sample),
+    "validate": ("check every triplet rule; exit 1 on violations", _validate_args, cmd_validate),
+    "export": ("write the release folder (parquet + dataset card)", _export_args, cmd_export),
+    "publish": ("push a release folder to the Hugging Face Hub", _publish_args, cmd_publish),
+}
+
+
+def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
+    p = argparse.ArgumentParser(prog="python -m triplets", description=__doc__.splitlines()[0])
+    p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = p.add_subparsers(dest="command", required=True)
+    for name, (help_, add_args, handler) in COMMANDS.items():
+        s = sub.add_parser(name, help=help_, description=help_)
+        # -v before or after the command (SUPPRESS: the subcommand keeps a -v given before it)
+        s.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
+                       help="debug logging")
+        add_args(s)
+        s.set_defaults(command=name, handler=handler)
+    return p, sub.choices
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """``python -m triplets COMMAND ...``."""
+    return _parsers()[0]
+
+
+def build_stage_parser() -> argparse.ArgumentParser:
+    """The ``triplets`` stage's parser: the ``sample`` command's own (``python -m triplets
+    sample``)."""
+    return _parsers()[1]["sample"]
+
+
+def _user_errors() -> tuple[type[Exception], ...]:
+    from benchmark.data import DataError
+    from benchmark.tables import TableError
+    from triplets.export import ExportError
+    from triplets.publish import PublishError
+    from triplets.sampling import SamplingError
+    from triplets.sources import SourceError
+
+    return (SourceError, SamplingError, ExportError, PublishError, DataError, TableError)
+
+
+def _run(args: argparse.Namespace) -> int:
+    configure_logging(getattr(args, "verbose", False))  # the stage parser has no -v default
+    try:
+        return args.handler(args)
+    except _user_errors() as e:  # evaluated only when something was raised
+        print(f"error: {e}", file=sys.stderr)
+        return 2
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of ``python -m triplets``.
+    """``python -m triplets COMMAND ...``."""
+    return _run(build_parser().parse_args(argv))
 
-    Without a command the arguments are those of ``sample``: that is how ``python -m builder
-    run`` calls this stage (``--workdir W`` plus any ``--stage-args "triplets=--seed 7"``).
-    """
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] not in ("-h", "--help") and not set(argv) & set(COMMANDS):
-        argv = ["sample", *argv]
-    args = _parser().parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
-                        format="%(levelname)s %(name)s: %(message)s")
-    from benchmark.data import DataError
-    from benchmark.tables import TableError
-    from triplets.publish import PublishError
-    from triplets.sources import SourceError
 
-    handlers = {"sample": cmd_sample, "validate": cmd_validate, "export": cmd_export,
-                "publish": cmd_publish}
-    try:
-        return handlers[args.command](args)
-    except (SourceError, PublishError, DataError, TableError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+def stage_main(argv: list[str] | None = None) -> int:
+    """The ``triplets`` stage of ``python -m builder run``: ``sample`` with ``argv`` as its flags."""
+    return _run(build_stage_parser().parse_args(argv))

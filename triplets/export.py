@@ -9,14 +9,14 @@ Layout::
     provenance.jsonl              one record per image
 
 The export refuses (exit 1) when any triplet rule is violated or an image's bytes are missing
-or do not match their sha256. It writes into a temporary sibling folder and swaps it in, so a
-killed export never leaves a half release in place. ``datasets.load_dataset(OUT, "triplets")``
+or do not match their sha256. It writes into a temporary sibling folder (every file through
+:mod:`benchmark.files`, so with the user's umask: a release is meant to be shared) and swaps it
+in, so a killed export never leaves a half release in place. ``datasets.load_dataset(OUT, "triplets")``
 and ``load_dataset(OUT, "images")`` load the result offline.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -26,8 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from benchmark.data.xcm import IMAGE_COLUMNS, TRIPLET_COLUMNS
+from benchmark.files import atomic_path, atomic_write_text, sha256_bytes
 from builder.catalog import Catalog, utcnow
-from builder.workdir import WorkDir, atomic_write_text
+from builder.workdir import WorkDir
 from triplets.card import SPLITS, card_text, front_matter
 from triplets.numbers import release_numbers, stage_records
 from triplets.pool import Pool, PoolImage, load_pool
@@ -89,7 +90,7 @@ def _read_image(wd: WorkDir, im: PoolImage) -> bytes:
     if not path.is_file():
         raise ExportError(f"image bytes missing for {im.image_id}: {path}")
     data = path.read_bytes()
-    if hashlib.sha256(data).hexdigest() != im.sha256:
+    if sha256_bytes(data) != im.sha256:
         raise ExportError(f"image bytes of {im.image_id} do not match their sha256: {path}")
     return data
 
@@ -113,12 +114,12 @@ def _write_shard(rows: list[dict], feats, path: Path) -> dict[str, int]:
     """One parquet shard; returns its split info (num_examples, num_bytes)."""
     import datasets
 
-    path.parent.mkdir(parents=True, exist_ok=True)
     was_disabled = datasets.is_progress_bar_enabled() is False
     datasets.disable_progress_bars()  # one bar per shard is ours; theirs would be noise
     try:
         ds = datasets.Dataset.from_list(rows, features=feats)
-        ds.to_parquet(str(path))
+        with atomic_path(path, suffix=".parquet") as tmp:
+            ds.to_parquet(str(tmp))
     finally:
         if not was_disabled:
             datasets.enable_progress_bars()
@@ -210,12 +211,10 @@ def _write_files(wd: WorkDir, tmp: Path, pool: Pool, rows: list[dict], numbers: 
     yaml_feats = {k: v._to_yaml_list() for k, v in feats.items()}
     meta = front_matter(yaml_feats, split_info, len(rows))
     atomic_write_text(tmp / "README.md", card_text(meta, numbers, build))
-    atomic_write_text(tmp / "build.json",
-                      json.dumps(build, indent=1, ensure_ascii=False, sort_keys=True) + "\n")
+    atomic_write_text(tmp / "build.json", json.dumps(
+        build, indent=1, ensure_ascii=False, sort_keys=True, allow_nan=False) + "\n")
     atomic_write_text(tmp / "provenance.jsonl", "".join(
         json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in provenance))
-    for p in tmp.rglob("*"):  # temp files are created 0600; a release is world-readable
-        p.chmod(0o755 if p.is_dir() else 0o644)
     return len(shards)
 
 

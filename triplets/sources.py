@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from benchmark import tables
+from benchmark.files import sha256_bytes
 from triplets.rules import TRIPLET_COLUMNS, ImageInfo, Violation
 
 
@@ -60,8 +61,6 @@ def image_byte_violations(release: Path) -> list[Violation]:
 
     Reads the ``images`` shards one at a time; the row id is the ``image_id``.
     """
-    import hashlib
-
     import pyarrow.parquet as pq
 
     out: list[Violation] = []
@@ -73,7 +72,7 @@ def image_byte_violations(release: Path) -> list[Violation]:
             data = (cell or {}).get("bytes")
             if not data:
                 out.append(Violation(str(iid), "image_bytes", "no embedded bytes"))
-            elif hashlib.sha256(data).hexdigest() != sha:
+            elif sha256_bytes(data) != sha:
                 out.append(Violation(str(iid), "image_bytes", "bytes do not match sha256"))
     return out
 
@@ -127,21 +126,13 @@ def read_authors_csv(path: Path) -> AuthorsFile:
     two labels in different rows are listed (``conflicting_ids``), not blamed on a row: which
     row is wrong is not decidable.
     """
-    import pandas as pd
-
     from benchmark.data import DataError
-    from benchmark.data.xcm import AUTHORS_COLUMNS, authors_to_triplets
+    from benchmark.data.xcm import authors_to_triplets, read_authors_frame
 
     if not path.is_file():
         raise SourceError(f"--authors-csv: no such file: {path}")
     try:
-        raw = pd.read_csv(path, dtype=str, keep_default_na=False)
-    except Exception as e:  # noqa: BLE001 - any parser failure is bad input
-        raise SourceError(f"--authors-csv {path}: unreadable CSV ({e})") from e
-    missing = [c for c in AUTHORS_COLUMNS if c not in raw.columns]
-    if missing:
-        raise SourceError(f"{path}: not the authors' triplet format (missing {missing})")
-    try:
+        raw = read_authors_frame(path)
         tr = authors_to_triplets(raw)
     except DataError as e:
         raise SourceError(str(e)) from e

@@ -2,7 +2,8 @@
 
 ``run_sample`` replaces the catalog's triplets in one transaction (a kill leaves the previous
 set or the new one, never a mix) and writes ``exports/triplets.csv`` atomically. The stage-run
-record holds the seed, ``per_image``, ``distinct_language``, the counts and the balance.
+record (:func:`builder.stagekit.stage_run`) holds the seed, ``per_image``,
+``distinct_language``, the counts and the balance.
 """
 
 from __future__ import annotations
@@ -14,11 +15,13 @@ import logging
 from dataclasses import asdict
 from pathlib import Path
 
+from benchmark.files import atomic_write_text
 from builder.catalog import Catalog
-from builder.workdir import WorkDir, atomic_write_text
+from builder.stagekit import stage_run
+from builder.workdir import WorkDir
 from triplets.pool import Pool, load_pool
 from triplets.rules import TRIPLET_COLUMNS, ImageInfo, Violation, check_triplets
-from triplets.sample import SampleConfig, SampleResult, release_order, sample_triplets
+from triplets.sampling import SampleConfig, SampleResult, release_order, sample_triplets
 
 log = logging.getLogger(__name__)
 
@@ -43,10 +46,9 @@ def pool_image_infos(pool: Pool) -> dict[str, ImageInfo]:
 def run_sample(workdir: str | Path | WorkDir | None, cfg: SampleConfig) -> SampleResult:
     """Sample, check every rule, store the triplets in the catalog and ``exports/triplets.csv``."""
     with Catalog.open(workdir) as cat:
-        params = asdict(cfg)
         pool = load_pool(cat)
-        run_id = cat.start_run(STAGE, params, inputs=[im.image_id for im in pool.images])
-        try:
+        inputs = [im.image_id for im in pool.images]
+        with stage_run(cat, STAGE, asdict(cfg), inputs=inputs) as rec:
             result = sample_triplets(pool, cfg)
             rows = [t.release_row() for t in result.triplets]
             bad = check_triplets(
@@ -55,18 +57,11 @@ def run_sample(workdir: str | Path | WorkDir | None, cfg: SampleConfig) -> Sampl
             )
             if bad:  # a sampler bug, never bad input: refuse to store
                 raise RuntimeError(f"sampler produced {len(bad)} rule violations: {bad[:3]}")
-            _store(cat, result, cfg, run_id)
-            text = triplets_csv(rows)
-            atomic_write_text(cat.workdir.exports_dir / "triplets.csv", text)
-        except BaseException as e:
-            cat.finish_run(run_id, "failed" if isinstance(e, Exception) else "interrupted")
-            raise
-        counts = {**pool.counts, **result.counts}
-        cat.finish_run(
-            run_id, "done",
-            counts={"counts": dict(sorted(counts.items())), "balance": result.balance},
-            summary=summary_text(result, pool, cfg),
-        )
+            _store(cat, result, cfg, rec.run_id)
+            atomic_write_text(cat.workdir.exports_dir / "triplets.csv", triplets_csv(rows))
+            counts = {**pool.counts, **result.counts}
+            rec.counts = {"counts": dict(sorted(counts.items())), "balance": result.balance}
+            rec.summary = summary_text(result, pool, cfg)
     return result
 
 

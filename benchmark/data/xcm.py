@@ -233,6 +233,19 @@ def read_query_texts(path: Path | None) -> dict[tuple[str, str], str]:
         return {(r["concept"], r["language"]): r["text"] for r in reader if r["text"]}
 
 
+def read_authors_frame(path: str | Path) -> pd.DataFrame:
+    """The authors' ``xcm-bench.csv`` as read: every cell a string (no NA guessing), every
+    column of :data:`AUTHORS_COLUMNS` present; else a one-line :class:`DataError`."""
+    path = Path(path)
+    try:
+        raw = pd.read_csv(path, dtype=str, keep_default_na=False)
+    except (OSError, ValueError) as e:  # pandas' parser errors are ValueErrors
+        raise DataError(f"{path}: unreadable CSV ({e})") from e
+    require_columns(list(raw.columns), AUTHORS_COLUMNS,
+                    f"{path} (not the authors' triplet format)")
+    return raw
+
+
 def load_authors_csv(
     csv_path: str | Path, images_dir: str | Path, queries: str | Path | None = None,
 ) -> XCMDataset:
@@ -240,12 +253,7 @@ def load_authors_csv(
     csv_path = Path(csv_path)
     if not csv_path.is_file():
         raise DataError(f"--triplets-csv: no such file {csv_path}")
-    try:
-        raw = pd.read_csv(csv_path, dtype=str, keep_default_na=False)
-    except Exception as e:  # noqa: BLE001
-        raise DataError(f"--triplets-csv {csv_path}: unreadable CSV ({e})") from e
-    require_columns(list(raw.columns), AUTHORS_COLUMNS, str(csv_path))
-    tr = authors_to_triplets(raw)
+    tr = authors_to_triplets(read_authors_frame(csv_path))
     texts = read_query_texts(Path(queries) if queries else None)
     keys = list(zip(tr["query_concept"], tr["query_language"], strict=True))
     missing = sorted({f"{c}/{lang}" for c, lang in keys if (c, lang) not in texts})

@@ -11,8 +11,9 @@ import secrets
 import httpx
 import pytest
 
+import annotation
 from annotation.cli import main
-from annotation.lsapi import export_tasks
+from annotation.client import export_tasks
 from annotation.pull import format_report, pull
 from annotation.push import push
 from annotation.status import format_status, status
@@ -299,8 +300,8 @@ def test_cli_push_with_serve_images_urls(label_studio, ls_conn, monkeypatch, cap
         data = json.loads(cat2.query("SELECT data_json FROM ls_tasks WHERE group_id=2")[0][0])
         pid = cat2.query("SELECT project_id FROM ls_projects")[0][0]
     assert data["images"][0]["url"] == f"http://127.0.0.1:8081/img/{sha['D']}.png"
-    # the builder's stage runner: main(["--workdir", W]) is `sync` (push, then pull)
-    assert main(["--workdir", str(root), "--images", "http://127.0.0.1:8081"]) == 0
+    # the builder's stage runner: annotation.main(["--workdir", W]) is `sync` (push, then pull)
+    assert annotation.main(["--workdir", str(root), "--images", "http://127.0.0.1:8081"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert "0 tasks created, 4 already there" in out[0]
     assert out[2] == "annotations: none"

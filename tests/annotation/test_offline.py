@@ -8,6 +8,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
+import annotation
 from annotation.cli import main
 from annotation.client import AnnotationError, server_url
 from annotation.configs import markdown_to_html, project_spec, tags_config
@@ -110,8 +111,14 @@ def test_cli_one_line_errors(tmp_path, monkeypatch, capsys):
     monkeypatch.delenv("LABEL_STUDIO_URL", raising=False)
     monkeypatch.delenv("LABEL_STUDIO_API_KEY", raising=False)
     # the builder's review stage without a server: a notice, exit 0, so `builder run` goes on
-    assert main(["--workdir", str(tmp_path)]) == 0
+    assert annotation.main(["--workdir", str(tmp_path)]) == 0
     assert "LABEL_STUDIO_URL is not set" in capsys.readouterr().out
+    assert main(["sync", "--workdir", str(tmp_path)]) == 0
+    assert "LABEL_STUDIO_URL is not set" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as exc:  # the command line names its command: no guessing
+        main(["--workdir", str(tmp_path)])
+    assert exc.value.code == 2
+    capsys.readouterr()
     assert main(["push", "--workdir", str(tmp_path), "--kind", "tags", "--sample", "0"]) == 2
     assert capsys.readouterr().err == "error: --sample must be at least 1\n"
     assert main(["status", "--workdir", str(tmp_path)]) == 2

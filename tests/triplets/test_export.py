@@ -15,7 +15,7 @@ from tests.triplets.world import build_world
 from triplets import cli
 from triplets.export import export_release
 from triplets.pool import load_pool
-from triplets.sample import SampleConfig
+from triplets.sampling import SampleConfig
 from triplets.store import run_sample
 
 CONCEPTS = ["train", "taxi", "craft", "food"]

@@ -3,18 +3,15 @@
 from __future__ import annotations
 
 import csv
-from pathlib import Path
 
-import pytest
-
+from benchmark import tables
 from builder.catalog import Catalog
 from tests.triplets.world import build_world
 from triplets import cli
-from triplets.sample import SampleConfig
+from triplets.sampling import SampleConfig
 from triplets.store import run_sample
 
-AUTHORS = Path(__file__).resolve().parents[3] / "shared" / "reference" / "authors" / "xcm-bench.csv"
-needs_authors = pytest.mark.skipif(not AUTHORS.is_file(), reason="authors' file not present")
+AUTHORS = tables.data_path("authors/xcm-bench.csv")  # copied into data/ with its source
 
 
 def _reported(out: str) -> dict[str, set[str]]:
@@ -27,7 +24,6 @@ def _reported(out: str) -> dict[str, set[str]]:
     return rows
 
 
-@needs_authors
 def test_authors_file_is_clean_and_counted(capsys):
     assert cli.main(["validate", "--authors-csv", str(AUTHORS)]) == 0
     out = capsys.readouterr().out
@@ -36,7 +32,6 @@ def test_authors_file_is_clean_and_counted(capsys):
     assert "11723 triplets: every rule holds" in out
 
 
-@needs_authors
 def test_planted_violations_in_a_copy_of_the_authors_file(tmp_path, capsys):
     with AUTHORS.open(newline="", encoding="utf-8") as f:
         reader = csv.DictReader(f)

@@ -22,7 +22,6 @@ by sha256 of (seed, purpose), so the same catalog and seed give the same triplet
 
 from __future__ import annotations
 
-import hashlib
 import json
 import random
 from collections import Counter, defaultdict, deque
@@ -30,15 +29,26 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field, replace
 
 from benchmark import tables
+from benchmark.files import sha256_text
 from triplets.pool import Pool, PoolImage, native_term
 from triplets.rules import TRIPLET_COLUMNS
 
 
+class SamplingError(ValueError):
+    """A sampling setting that cannot be used (one line; the CLI exits with code 2)."""
+
+
 @dataclass(frozen=True)
 class SampleConfig:
+    """The sampling settings, recorded with the run (``seed`` is the one source of randomness)."""
+
     seed: int
-    per_image: int = 1
-    distinct_language: bool = True
+    per_image: int = 1  # triplets anchored on each kept image
+    distinct_language: bool = True  # semantic candidate from a country of another language
+
+    def __post_init__(self) -> None:
+        if self.per_image < 1:
+            raise SamplingError(f"--per-image must be at least 1, got {self.per_image}")
 
 
 @dataclass(frozen=True)
@@ -77,8 +87,8 @@ class SampleResult:
 
 def rng_for(seed: int, *purpose: object) -> random.Random:
     """A generator seeded by sha256 of (seed, purpose): independent streams per purpose."""
-    blob = json.dumps([seed, *purpose], ensure_ascii=False).encode("utf-8")
-    return random.Random(int.from_bytes(hashlib.sha256(blob).digest()[:8], "big"))
+    digest = sha256_text(json.dumps([seed, *purpose], ensure_ascii=False))
+    return random.Random(int(digest[:16], 16))  # the first 8 bytes, big-endian
 
 
 def interleave(groups: dict[str, list[PoolImage]], rng: random.Random) -> list[PoolImage]:
@@ -146,8 +156,6 @@ def build_rotations(pool: Pool, seed: int) -> tuple[dict, dict, Rotation]:
 
 def sample_triplets(pool: Pool, cfg: SampleConfig) -> SampleResult:
     """Sample ``cfg.per_image`` triplets per kept image (see the module docstring)."""
-    if cfg.per_image < 1:
-        raise ValueError("per_image must be >= 1")
     counts: Counter = Counter()
     lang = {c.code: c.language for c in tables.countries()}
     semantic, cultural, non_relevant = build_rotations(pool, cfg.seed)

@@ -13,7 +13,7 @@ from tests.triplets.world import build_world
 from triplets import cli
 from triplets.pool import load_pool
 from triplets.rules import check_triplets
-from triplets.sample import SampleConfig, sample_triplets
+from triplets.sampling import SampleConfig, sample_triplets
 from triplets.store import pool_image_infos, run_sample
 
 CONCEPTS = ["train", "school", "taxi", "craft", "food", "dance"]

@@ -1,8 +1,11 @@
-"""Label Studio project bookkeeping shared by push, pull and status.
+"""Which Label Studio projects and tasks belong to a work dir: the catalog's ``ls_projects``
+and ``ls_tasks`` records, shared by push, pull and status.
 
-The catalog's ``ls_projects`` row (kind, server) names the project of a review kind. A work
-dir never adopts a project it did not create (task keys such as ``group:1`` only mean something
-within one catalog), so a work dir without a record gets a new project.
+The ``ls_projects`` row (kind, server) names the project of a review kind;
+:func:`ensure_project` creates it or brings its settings up to date. A work dir never adopts a
+project it did not create (task keys such as ``group:1`` only mean something within one
+catalog), so a work dir without a record gets a new project. ``ls_tasks`` holds every pushed
+task's key, id and data (:func:`known_tasks`).
 """
 
 from __future__ import annotations
@@ -18,18 +21,21 @@ from builder.catalog import Catalog, utcnow
 log = logging.getLogger(__name__)
 
 
+def _project_row(cat: Catalog, kind: str, server: str) -> Any:
+    rows = cat.query("SELECT * FROM ls_projects WHERE kind = ? AND server = ?", (kind, server))
+    return rows[0] if rows else None
+
+
 def recorded_project(cat: Catalog, kind: str, server: str) -> int | None:
     """The project id the catalog holds for ``kind`` on ``server``, if any."""
-    rows = cat.query(
-        "SELECT project_id FROM ls_projects WHERE kind = ? AND server = ?", (kind, server)
-    )
-    return int(rows[0]["project_id"]) if rows else None
+    row = _project_row(cat, kind, server)
+    return int(row["project_id"]) if row else None
 
 
 def recorded_title(cat: Catalog, kind: str, server: str) -> str | None:
     """The title of the recorded project (a push without ``--project-title`` keeps it)."""
-    rows = cat.query("SELECT title FROM ls_projects WHERE kind = ? AND server = ?", (kind, server))
-    return str(rows[0]["title"]) if rows else None
+    row = _project_row(cat, kind, server)
+    return str(row["title"]) if row else None
 
 
 def recorded_annotators(cat: Catalog, conn: Connection, kind: str) -> int | None:
@@ -90,10 +96,7 @@ def ensure_project(cat: Catalog, conn: Connection, spec: ProjectSpec) -> int:
         pid = int(client.projects.create(**_settings(spec)).id)
         log.info("created project %d %r", pid, spec.title)
     else:
-        row = cat.query(
-            "SELECT config_sha FROM ls_projects WHERE kind=? AND server=?", (spec.kind, conn.server)
-        )[0]
-        if row["config_sha"] != spec.config_sha:
+        if _project_row(cat, spec.kind, conn.server)["config_sha"] != spec.config_sha:
             log.info("updating the settings of project %d", pid)
             client.projects.update(pid, **_settings(spec))
     with cat.tx() as con:
@@ -108,17 +111,23 @@ def ensure_project(cat: Catalog, conn: Connection, spec: ProjectSpec) -> int:
     return pid
 
 
-def export_tasks(client: Any, pid: int, all_tasks: bool = False) -> list[dict[str, Any]]:
-    """The project's tasks with every annotation (all annotators), as Label Studio's JSON."""
-    blob = b"".join(
-        client.projects.exports.download_sync(
-            pid, export_type="JSON", download_all_tasks=all_tasks
-        )
-    )
-    data = json.loads(blob or b"[]")
-    if not isinstance(data, list):
-        raise AnnotationError(f"unexpected export of project {pid}: not a JSON list")
-    return data
+def record_tasks(cat: Catalog, kind: str, server: str, pid: int, tasks: list[dict]) -> int:
+    """Record every task of the project that carries a key and is not yet in ``ls_tasks``."""
+    new = 0
+    with cat.tx() as con:
+        for t in tasks:
+            key = (t.get("meta") or {}).get("task_key")
+            if not key:
+                continue
+            data = t.get("data") or {}
+            cur = con.execute(
+                "INSERT OR IGNORE INTO ls_tasks (kind, server, project_id, task_key, task_id,"
+                " group_id, sha256, data_json, pushed_at) VALUES (?,?,?,?,?,?,?,?,?)",
+                (kind, server, pid, key, int(t["id"]), data.get("group_id"),
+                 data.get("sha256"), json.dumps(data, sort_keys=True), utcnow()),
+            )
+            new += cur.rowcount
+    return new
 
 
 def known_tasks(cat: Catalog, kind: str, server: str, pid: int) -> dict[str, dict[str, Any]]:
