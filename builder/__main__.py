@@ -23,7 +23,7 @@ from typing import Any
 
 from builder.catalog import Catalog
 from builder.stagekit import StageInputError, cli_main, configure, report
-from builder.stages import STAGES
+from builder.stages import STAGES, command
 from builder.workdir import WorkDir
 
 log = logging.getLogger(__name__)
@@ -142,7 +142,7 @@ def run_stages(
             if value is not None and _accepts(module, flag):
                 argv += [flag, value]
         argv += stage_args.get(name, [])
-        report(f"[{name}] python -m {module} {shlex.join(argv)}")
+        report(f"[{name}] {command(module)} {shlex.join(argv)}")
         rc = importlib.import_module(module).main(argv)
         if rc:
             report(f"[{name}] exited with {rc}; stopping")

@@ -18,3 +18,15 @@ STAGES: list[tuple[str, str]] = [
     ("tagging", "builder.tagging"),
     ("triplets", "triplets"),
 ]
+
+# What a user types to run a stage alone, where it is not ``python -m MODULE`` (the review and
+# triplets stages are the ``sync`` / ``sample`` commands of their packages).
+COMMANDS: dict[str, str] = {
+    "annotation": "python -m annotation sync",
+    "triplets": "python -m triplets sample",
+}
+
+
+def command(module: str) -> str:
+    """The command line that runs ``module`` as a stage on its own."""
+    return COMMANDS.get(module, f"python -m {module}")
