@@ -24,7 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from benchmark.models.base import Adapter, Embeddings, MultiVector, concat
+from benchmark.embeddings import Embeddings, MultiVector, concat
+from benchmark.models.base import Adapter
 
 log = logging.getLogger(__name__)
 

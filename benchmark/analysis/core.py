@@ -31,7 +31,7 @@ from benchmark.analysis.projection import MIN_POINTS, save_coords, scatter, umap
 from benchmark.analysis.silhouette import pearson, silhouette_by_label
 from benchmark.data.xcm import XCMDataset
 from benchmark.metrics.association import association_scores
-from benchmark.models.base import Embeddings, MultiVector
+from benchmark.embeddings import Embeddings, MultiVector
 from benchmark.results import model_slug
 
 log = logging.getLogger(__name__)

@@ -40,7 +40,8 @@ from pathlib import Path
 from typing import Any
 
 from benchmark.models import hub, qwenvl
-from benchmark.models.base import Adapter, ModelSpec, MultiVector
+from benchmark.embeddings import MultiVector
+from benchmark.models.base import Adapter, ModelSpec
 
 log = logging.getLogger(__name__)
 

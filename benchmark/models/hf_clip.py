@@ -27,7 +27,8 @@ from typing import Any
 import numpy as np
 
 from benchmark.models import hub
-from benchmark.models.base import Adapter, ModelSpec, l2_normalize
+from benchmark.embeddings import l2_normalize
+from benchmark.models.base import Adapter, ModelSpec
 
 log = logging.getLogger(__name__)
 

@@ -47,7 +47,8 @@ from typing import Any
 import numpy as np
 
 from benchmark.models import hub, qwenvl
-from benchmark.models.base import Adapter, Embeddings, ModelSpec, MultiVector, l2_normalize
+from benchmark.embeddings import Embeddings, MultiVector, l2_normalize
+from benchmark.models.base import Adapter, ModelSpec
 
 log = logging.getLogger(__name__)
 

@@ -30,7 +30,8 @@ from typing import Any
 import numpy as np
 
 from benchmark.models import hub
-from benchmark.models.base import Adapter, ModelSpec, l2_normalize
+from benchmark.embeddings import l2_normalize
+from benchmark.models.base import Adapter, ModelSpec
 from benchmark.models.openclip import OpenCLIPModel
 
 log = logging.getLogger(__name__)

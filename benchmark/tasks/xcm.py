@@ -23,7 +23,7 @@ from benchmark.cache import EmbedStats, embed_cached
 from benchmark.data import DataError
 from benchmark.data.xcm import XCMDataset, load_authors_csv, load_release
 from benchmark.metrics.association import TIE_ORDER, association_scores, winners, zscores
-from benchmark.models.base import Embeddings
+from benchmark.embeddings import Embeddings
 from benchmark.results import model_slug
 from benchmark.tasks.base import RunContext, Task, TaskOutput
 

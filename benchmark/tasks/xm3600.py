@@ -24,7 +24,8 @@ from benchmark.cache import EmbedStats, embed_cached, sha256_text
 from benchmark.data import DataError
 from benchmark.data.xm3600 import XM3600, load_xm3600
 from benchmark.metrics import prevalence as pm
-from benchmark.models.base import Adapter, Embeddings, MultiVector, UserAdapter, take
+from benchmark.embeddings import Embeddings, MultiVector, take
+from benchmark.models.base import Adapter, UserAdapter
 from benchmark.results import model_slug
 from benchmark.tasks.base import RunContext, Task, TaskOutput
 

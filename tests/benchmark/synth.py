@@ -16,7 +16,8 @@ import pandas as pd
 from PIL import Image
 
 from benchmark import tables
-from benchmark.models.base import Adapter, ModelSpec, l2_normalize
+from benchmark.embeddings import l2_normalize
+from benchmark.models.base import Adapter, ModelSpec
 from benchmark.sample import write_release
 
 

@@ -14,7 +14,8 @@ from benchmark import tables
 from benchmark.analysis.core import pooled
 from benchmark.analysis.silhouette import pearson, silhouette_by_label
 from benchmark.cli import main
-from benchmark.models.base import ModelSpec, MultiVector
+from benchmark.embeddings import MultiVector
+from benchmark.models.base import ModelSpec
 from benchmark.models.hash import HashModel
 from benchmark.sample import main as sample_main
 

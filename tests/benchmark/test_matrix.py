@@ -12,7 +12,8 @@ import pytest
 from benchmark import tables
 from benchmark.cli import main
 from benchmark.metrics.paired import paired_sp_difference
-from benchmark.models.base import Adapter, ModelSpec, l2_normalize
+from benchmark.embeddings import l2_normalize
+from benchmark.models.base import Adapter, ModelSpec
 from benchmark.sample import write_release
 from tests.benchmark.synth import PlantedVectors, decode_code, planted_world
 

@@ -11,7 +11,7 @@ import pytest
 
 from benchmark import tables
 from benchmark.cli import main
-from benchmark.models.base import l2_normalize
+from benchmark.embeddings import l2_normalize
 from benchmark.sample import write_release
 from tests.benchmark.synth import PlantedModel, PlantedVectors, planted_world
 

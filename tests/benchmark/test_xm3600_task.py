@@ -19,7 +19,8 @@ from benchmark.cache import EmbeddingCache
 from benchmark.cli import main
 from benchmark.data import DataError
 from benchmark.data.xm3600 import load_xm3600
-from benchmark.models.base import Adapter, ModelSpec, MultiVector
+from benchmark.embeddings import MultiVector
+from benchmark.models.base import Adapter, ModelSpec
 from benchmark.tasks.base import RunContext
 from benchmark.tasks.xm3600 import XM3600ImageToText, parse_ks
 
