@@ -39,9 +39,9 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from benchmark.models import hub, qwenvl
 from benchmark.embeddings import MultiVector
-from benchmark.models.base import Adapter, ModelSpec
+from benchmark.models import hub, qwenvl
+from benchmark.models.base import Adapter
 
 log = logging.getLogger(__name__)
 
@@ -65,10 +65,10 @@ def resolve_base(
     base_id = base or acfg.get("base_model_name_or_path")
     if not base_id:
         raise hub.ModelLoadError(f"{what}: {folder} is a LoRA adapter without base_model_name_or_path")
-    base_folder = Path(hub.resolve_repo(base_id, base_revision, what=f"{what} (base model)",
-                                        allow_patterns=_ALLOW))
+    base_folder, base_rev = hub.locate(base_id, base_revision, what=f"{what} (base model)",
+                                       allow_patterns=_ALLOW)
     return base_folder, {
-        "base": base_id, "base_revision": hub.effective_revision(base_id, base_revision, base_folder),
+        "base": base_id, "base_revision": base_rev,
         "lora_r": acfg.get("r"), "lora_alpha": acfg.get("lora_alpha"),
     }
 
@@ -110,14 +110,10 @@ class ColQwenModel(Adapter):
     ):
         what = f"model {name}"
         hub.require(("torch", "transformers", "safetensors"), "qwen", what)
-        folder = Path(hub.resolve_repo(checkpoint, revision, what=what, allow_patterns=_ALLOW))
-        revision = hub.effective_revision(checkpoint, revision, folder)
-        super().__init__(
-            ModelSpec(name=name, family="colqwen", checkpoint=checkpoint, revision=revision,
-                      adapter_version="1", multi_vector=True,
-                      extra={"base": base, "base_revision": base_revision}),
-            device=device, dtype=dtype,
-        )
+        folder, spec = hub.hub_spec(name, "colqwen", checkpoint, revision, allow_patterns=_ALLOW,
+                                    multi_vector=True,
+                                    extra={"base": base, "base_revision": base_revision})
+        super().__init__(spec, device=device, dtype=dtype)
         self._folder, self._what = folder, what
         self._base_folder, self.load_info = resolve_base(folder, what, base, base_revision)
         self.spec.extra.update(self.load_info)

@@ -46,9 +46,9 @@ from typing import Any
 
 import numpy as np
 
-from benchmark.models import hub, qwenvl
 from benchmark.embeddings import Embeddings, MultiVector, l2_normalize
-from benchmark.models.base import Adapter, ModelSpec
+from benchmark.models import hub, qwenvl
+from benchmark.models.base import Adapter
 
 log = logging.getLogger(__name__)
 
@@ -78,14 +78,10 @@ class JinaV4Model(Adapter):
         if document_prompt not in PREFIX:
             raise hub.ModelLoadError(f"{what}: document_prompt must be one of {sorted(PREFIX)}")
 
-        folder = Path(hub.resolve_repo(checkpoint, revision, what=what, allow_patterns=_ALLOW))
-        revision = hub.effective_revision(checkpoint, revision, folder)
-        super().__init__(
-            ModelSpec(name=name, family="jina-v4", checkpoint=checkpoint, revision=revision,
-                      adapter_version="1", multi_vector=multi_vector,
-                      extra={"task": task, "truncate_dim": truncate_dim}),
-            device=device, dtype=dtype,
-        )
+        folder, spec = hub.hub_spec(name, "jina-v4", checkpoint, revision, allow_patterns=_ALLOW,
+                                    multi_vector=multi_vector,
+                                    extra={"task": task, "truncate_dim": truncate_dim})
+        super().__init__(spec, device=device, dtype=dtype)
         cfg = qwenvl.read_config(folder)
         tasks = cfg.get("task_names")
         if tasks and task not in tasks:
@@ -198,14 +194,10 @@ class JinaCLIPModel(Adapter):
     ):
         what = f"model {name}"
         hub.require(("torch", "transformers", "einops"), "hf", what)
-        folder = Path(hub.resolve_repo(checkpoint, revision, what=what))
-        revision = hub.effective_revision(checkpoint, revision, folder)
-        super().__init__(
-            ModelSpec(name=name, family="jina-clip", checkpoint=checkpoint, revision=revision,
-                      adapter_version="1",
-                      extra={"truncate_dim": truncate_dim, "code_revision": code_revision}),
-            device=device, dtype=dtype,
-        )
+        folder, spec = hub.hub_spec(name, "jina-clip", checkpoint, revision,
+                                    extra={"truncate_dim": truncate_dim,
+                                           "code_revision": code_revision})
+        super().__init__(spec, device=device, dtype=dtype)
         self.model = load_remote_code_model(folder, what, self.dtype, code_revision).to(self.device).eval()
         self.query_task = query_task
         self.truncate_dim = truncate_dim
