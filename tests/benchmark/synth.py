@@ -18,7 +18,7 @@ from PIL import Image
 from benchmark import tables
 from benchmark.embeddings import l2_normalize
 from benchmark.models.base import Adapter, ModelSpec
-from benchmark.sample import write_release
+from benchmark.synthetic import write_release
 
 
 def coded_png(ci: int, ki: int, v: int) -> bytes:
