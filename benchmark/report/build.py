@@ -14,7 +14,7 @@ import pandas as pd
 
 from benchmark import __version__
 from benchmark.report import authors, leaderboard, page, plots
-from benchmark.report.collect import Collection, collect
+from benchmark.report.collect import Collection, ReportInputError, collect
 from benchmark.results import model_slug, now_iso
 
 log = logging.getLogger(__name__)
@@ -144,7 +144,7 @@ def build_report(paths: list[Path], output: Path, authors_folder: Path | None = 
     published numbers) ``authors-comparison.{csv,md}`` into ``output``; returns the files."""
     col = collect(paths)
     if not col.results:
-        raise ValueError(f"no results files found under {', '.join(map(str, paths))}")
+        raise ReportInputError(f"no results files found under {', '.join(map(str, paths))}")
     output.mkdir(parents=True, exist_ok=True)
     fig_dir = output / "figures"
     written: dict[str, Path] = {}
