@@ -77,8 +77,6 @@ def load_colqwen(
     folder: Path, base_folder: Path | None, what: str, *, dtype: str, device: str,
 ) -> tuple[Any, Any, int]:
     """(backbone, projection, number of LoRA modules merged) of a ColQwen checkpoint."""
-    import torch
-
     n = 0
     if base_folder is not None:
         state, n = qwenvl.merged_state(qwenvl.read_state(base_folder), folder)
@@ -88,12 +86,8 @@ def load_colqwen(
     backbone, rest, _ = qwenvl.load_backbone(
         config_folder, dtype=dtype, device=device, arch="qwen2_5_vl", state=state,
     )
-    if f"{PROJ}.weight" not in rest:
-        raise hub.ModelLoadError(f"{what}: no {PROJ} weights in {folder} (not a ColQwen checkpoint)")
-    w = rest[f"{PROJ}.weight"]
-    proj = torch.nn.Linear(w.shape[1], w.shape[0], bias=f"{PROJ}.bias" in rest)
-    proj.load_state_dict({k.split(".")[-1]: v for k, v in rest.items() if k.startswith(PROJ + ".")})
-    proj.to(device=device, dtype=backbone.dtype).eval()
+    proj = qwenvl.load_head(rest, PROJ, device=device, dtype=backbone.dtype,
+                            what=f"{what}: {folder} (not a ColQwen checkpoint)")
     return backbone, proj, n
 
 
@@ -164,12 +158,6 @@ class ColQwenModel(Adapter):
         return self._forward(batch)
 
     def _forward(self, batch: Any) -> MultiVector:
-        inputs = qwenvl.to_device(batch, self.device)
         backbone, head = self._loaded()
-        if "pixel_values" in inputs:
-            inputs["pixel_values"] = inputs["pixel_values"].to(backbone.dtype)
-        hidden = backbone(**inputs, use_cache=False).last_hidden_state
-        proj = head(hidden).float()
-        proj = proj / proj.norm(dim=-1, keepdim=True)
-        mask = inputs["attention_mask"].bool()
-        return MultiVector.from_list([proj[i][mask[i]].cpu().numpy() for i in range(proj.shape[0])])
+        hidden, inputs = qwenvl.last_hidden(backbone, batch, self.device)
+        return qwenvl.token_vectors(head(hidden), inputs["attention_mask"])
