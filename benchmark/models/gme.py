@@ -21,7 +21,7 @@ adapter re-implements it on transformers 5's ``Qwen2VLModel`` (:mod:`benchmark.m
 
 Verified here: the whole path on a tiny random Qwen2-VL built in the tests (shapes, norms,
 determinism, instruction use). Not verifiable offline: agreement with the real checkpoints'
-upstream embeddings (run ``python -m benchmark.smoke --model gme-qwen2-2b`` where the weights
+upstream embeddings (run ``python -m benchmark smoke --model gme-qwen2-2b`` where the weights
 are, and compare with ``gme_inference.py`` under transformers 4.51).
 """
 
