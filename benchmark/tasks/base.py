@@ -73,7 +73,7 @@ class RunContext:
     output_dir: Path = Path("results")
     device: str | None = None  # the device asked for (retrieval backends follow it)
     hash_memo: FileHashMemo | None = None  # sha256 of image files, for folder datasets
-    memo: dict[str, Any] = field(default_factory=dict)  # datasets loaded in this run
+    memo: dict[tuple[Any, ...], Any] = field(default_factory=dict)  # datasets loaded, by source
 
 
 @dataclass
