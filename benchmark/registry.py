@@ -146,7 +146,7 @@ def load_model(name: str, **overrides: Any) -> Any:
     raise RegistryError(
         f"unknown model {name!r}{suggest(name, sorted(MODELS))} "
         f"(see `python -m benchmark ls`; families: {', '.join(sorted(FAMILIES))}; "
-        f"or pass module.path:Class)"
+        f"or pass module:Class of your own adapter)"
     )
 
 
