@@ -45,3 +45,4 @@ def configure_logging(verbose: bool = False, *, quiet: bool = False) -> None:
     root.setLevel(level)
     for name in NOISY_LOGGERS:
         logging.getLogger(name).setLevel(logging.DEBUG if verbose else logging.WARNING)
+

@@ -1,11 +1,16 @@
-"""Image stores: content hashes up front, decoding only when an image must be embedded."""
+"""Image stores: content hashes up front, decoding only when an image must be embedded.
+
+Folder datasets hash every file to find its cached embeddings; a :class:`FileHashMemo` (one
+per embedding cache, opened by the run and passed to the loaders) remembers those hashes by
+path, size and mtime, so a second run reads only the files that changed.
+"""
 
 from __future__ import annotations
 
-import hashlib
 import io
 import logging
 import os
+import sqlite3
 import stat
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -13,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmark.data import DataError
+from benchmark.files import sha256_bytes
 
 log = logging.getLogger(__name__)
 
@@ -66,13 +72,15 @@ class ImageStore:
 
     @classmethod
     def from_bytes(cls, items: dict[str, bytes]) -> ImageStore:
-        shas = {k: hashlib.sha256(v).hexdigest() for k, v in items.items()}
+        shas = {k: sha256_bytes(v) for k, v in items.items()}
         data = dict(items)
         return cls(list(items), shas, data.__getitem__)
 
     @classmethod
-    def from_folder(cls, folder: Path, wanted: set[str] | None = None) -> ImageStore:
-        """Images named ``<image_id>.<ext>`` in ``folder`` (recursively, first path wins)."""
+    def from_folder(cls, folder: Path, wanted: set[str] | None = None,
+                    hash_memo: FileHashMemo | None = None) -> ImageStore:
+        """Images named ``<image_id>.<ext>`` in ``folder`` (recursively, first path wins);
+        ``hash_memo`` spares re-reading files hashed before."""
         if not folder.is_dir():
             raise DataError(f"--images: not a folder: {folder}")
         found: dict[str, tuple[str, os.stat_result]] = {}
@@ -90,10 +98,10 @@ class ImageStore:
                 if stat.S_ISREG(st.st_mode):
                     found.setdefault(stem, (path, st))
         paths = {k: v[0] for k, v in found.items()}
-        if _MEMO is not None:
-            shas = _MEMO.sha256_many(found)
+        if hash_memo is not None:
+            shas = hash_memo.sha256_many(found)
         else:
-            shas = {k: hashlib.sha256(_read(p)).hexdigest() for k, p in paths.items()}
+            shas = {k: sha256_bytes(_read(p)) for k, p in paths.items()}
         return cls(list(paths), shas, lambda k: _read(paths[k]))
 
 
@@ -111,8 +119,6 @@ class FileHashMemo:
     """
 
     def __init__(self, path: Path):
-        import sqlite3
-
         path.parent.mkdir(parents=True, exist_ok=True)
         self.con = sqlite3.connect(path, timeout=60, isolation_level=None)
         self.con.execute("PRAGMA journal_mode=WAL")
@@ -131,7 +137,7 @@ class FileHashMemo:
             if hit and hit[0] == st.st_size and hit[1] == st.st_mtime_ns:
                 out[key] = hit[2]
                 continue
-            sha = hashlib.sha256(_read(p)).hexdigest()
+            sha = sha256_bytes(_read(p))
             out[key] = sha
             new.append((ap, st.st_size, st.st_mtime_ns, sha))
         if new:
@@ -139,15 +145,6 @@ class FileHashMemo:
             self.con.executemany("INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?)", new)
             self.con.execute("COMMIT")
         return out
-
-
-_MEMO: FileHashMemo | None = None
-
-
-def set_hash_memo(path: Path | None) -> None:
-    """Use (or, with None, stop using) a file-hash memo for folder datasets in this process."""
-    global _MEMO
-    _MEMO = FileHashMemo(path) if path is not None else None
 
 
 class LazyImages(Sequence):

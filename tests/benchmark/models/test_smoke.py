@@ -1,4 +1,4 @@
-"""benchmark.smoke on a tiny open_clip model (the script the GPU machines run)."""
+"""``python -m benchmark smoke`` on a tiny open_clip model (the script the GPU machines run)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import json
 import pytest
 
 from benchmark import smoke
+from benchmark.cli import main
 from tests.benchmark.models.tiny import tiny_openclip_dir
 
 pytest.importorskip("open_clip")
@@ -15,7 +16,7 @@ pytest.importorskip("open_clip")
 def test_smoke_runs_and_reports(tmp_path, capsys):
     d = tiny_openclip_dir(tmp_path / "clip")
     out = tmp_path / "smoke.json"
-    rc = smoke.main(["--model", f"open_clip:local-dir:{d}", "--device", "cpu", "--triplets", "4",
+    rc = main(["smoke", "--model", f"open_clip:local-dir:{d}", "--device", "cpu", "--triplets", "4",
                      "--image-size", "64x48", "--json", str(out)])
     assert rc == 0
     text = capsys.readouterr().out
@@ -37,9 +38,9 @@ def test_smoke_random_architecture_needs_no_weights(tmp_path):
 
 def test_smoke_bad_input_exits_2(capsys, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    assert smoke.main(["--model", "no-such-model"]) == 2
+    assert main(["smoke", "--model", "no-such-model"]) == 2
     assert "unknown model" in capsys.readouterr().err
-    assert smoke.main(["--model", "clip-l14", "--device", "cpu"]) == 2
+    assert main(["smoke", "--model", "clip-l14", "--device", "cpu"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "XCM_WEIGHTS_DIR" in err
-    assert smoke.main(["--model", "hash", "--image-size", "big"]) == 2
+    assert main(["smoke", "--model", "hash", "--image-size", "big"]) == 2
