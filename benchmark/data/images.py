@@ -3,6 +3,12 @@
 Folder datasets hash every file to find its cached embeddings; a :class:`FileHashMemo` (one
 per embedding cache, opened by the run and passed to the loaders) remembers those hashes by
 path, size and mtime, so a second run reads only the files that changed.
+
+:func:`open_image` is the one gate every image passes before it is decoded, here and in the
+builder's download validation: it reads the header only and refuses an image whose declared
+pixel count exceeds the cap (:class:`ImageRefused`) before a single pixel is decoded. Pillow's
+``Image.MAX_IMAGE_PIXELS`` is not the cap: it sets Pillow's *warning* level, and Pillow raises
+only at twice that, so a 16000x16000 PNG (256 Mpx, 31 KB on disk, 4 GB decoded) would pass it.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ import logging
 import os
 import sqlite3
 import stat
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,16 +30,49 @@ from benchmark.files import sha256_bytes
 log = logging.getLogger(__name__)
 
 IMAGE_EXTS = (".jpg", ".jpeg", ".png", ".webp", ".gif", ".bmp", ".tif", ".tiff")
-MAX_PIXELS = 178_956_970  # Pillow's default decompression-bomb limit, stated explicitly
+MAX_PIXELS = 178_956_970  # the evaluator's cap (Pillow's own error level, stated explicitly)
 
 
-def decode_image(data: bytes, label: str) -> Any:
-    """Decode bytes to an RGB PIL image or raise :class:`DataError` naming ``label``."""
+class ImageRefused(DataError):
+    """An image refused unopened: its header declares more pixels than the cap."""
+
+    def __init__(self, label: str, detail: str):
+        super().__init__(f"refused image {label}: {detail} (decompression-bomb cap)")
+        self.label, self.detail = label, detail
+
+
+def open_image(data: bytes, label: str = "image", max_pixels: int = MAX_PIXELS) -> Any:
+    """The PIL image of ``data`` opened from its header only (nothing decoded yet), after
+    checking width x height against ``max_pixels``.
+
+    Raises :class:`ImageRefused` over the cap (Pillow's own bomb error, raised at open above
+    its limit, becomes the same refusal) and :class:`DataError` for bytes Pillow cannot
+    identify (``__cause__`` holds Pillow's exception).
+    """
     from PIL import Image
 
-    Image.MAX_IMAGE_PIXELS = MAX_PIXELS
+    with warnings.catch_warnings():  # our cap decides, not Pillow's warning level
+        warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+        try:
+            im = Image.open(io.BytesIO(data))
+        except Image.DecompressionBombError as e:
+            raise ImageRefused(label, str(e).split(",", 1)[0]) from None
+        except Exception as e:  # noqa: BLE001 - whatever the parser says, it is not an image
+            raise DataError(f"undecodable image {label}: {type(e).__name__}: {e}") from e
+    width, height = im.size
+    if width * height > max_pixels:
+        im.close()
+        raise ImageRefused(
+            label, f"{width}x{height} = {width * height} pixels exceeds the cap {max_pixels}")
+    return im
+
+
+def decode_image(data: bytes, label: str, max_pixels: int = MAX_PIXELS) -> Any:
+    """Decode bytes to an RGB PIL image, or raise :class:`ImageRefused` (over the pixel cap,
+    never decoded) or :class:`DataError` naming ``label``."""
+    im = open_image(data, label, max_pixels)
     try:
-        with Image.open(io.BytesIO(data)) as im:
+        with im:
             im.load()
             return im.convert("RGB")
     except Exception as e:  # noqa: BLE001 - any decoder failure is bad data
@@ -58,17 +98,25 @@ class ImageStore:
         return LazyImages(self, list(image_ids))
 
     def check_decodable(self, image_ids: Sequence[str]) -> None:
-        """Decode every image in ``image_ids``; raise one DataError counting all failures."""
+        """Decode every image in ``image_ids``; raise one DataError counting the images refused
+        (over the pixel cap, never decoded) and the undecodable ones."""
+        refused: list[str] = []
         bad: list[str] = []
         for iid in image_ids:
             try:
                 decode_image(self.read(iid), iid)
+            except ImageRefused as e:
+                refused.append(f"{iid} ({e.detail})")
             except DataError:
                 bad.append(iid)
+        parts = []
+        if refused:
+            parts.append(f"{len(refused)} image(s) refused over the decompression-bomb cap of "
+                         f"{MAX_PIXELS} pixels, first: {', '.join(refused[:3])}")
         if bad:
-            raise DataError(
-                f"{len(bad)} undecodable image(s), first: {', '.join(bad[:5])}"
-            )
+            parts.append(f"{len(bad)} undecodable image(s), first: {', '.join(bad[:5])}")
+        if parts:
+            raise DataError("; ".join(parts))
 
     @classmethod
     def from_bytes(cls, items: dict[str, bytes]) -> ImageStore:
