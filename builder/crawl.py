@@ -43,7 +43,15 @@ from builder.items import (
     record_download,
     reset_transient,
 )
-from builder.search import DdgsSearch, InputError, Outcome, Search, parse_source
+from builder.search import (
+    AMBIGUOUS,
+    PROBE_QUERY,
+    DdgsSearch,
+    InputError,
+    Outcome,
+    Search,
+    parse_source,
+)
 from builder.stagekit import StageInputError, report, stage_main, stage_parser, stage_run
 
 log = logging.getLogger(__name__)
@@ -162,21 +170,39 @@ class SearchUnavailable(StageInputError):
     """Too many consecutive failed searches: the backend is unreachable or blocking us."""
 
 
+def _todo(catalog: Catalog, searches: list[Search], retry_failed: bool) -> list[tuple[int, Search]]:
+    """(search_id, search) of every pending search; with ``retry_failed`` also the failed
+    ones and the ``empty`` ones whose answer may have been a block (``search.AMBIGUOUS``)."""
+    ids = {(r["concept"], r["country"], r["kind"], r["backend"]): (r["search_id"], r["status"],
+                                                                  r["reason"] or "")
+           for r in catalog.query("SELECT search_id, concept, country, kind, backend, status, "
+                                  "reason FROM searches")}
+
+    def wanted(status: str, reason: str) -> bool:
+        if status == "pending":
+            return True
+        return retry_failed and (status == "failed" or (
+            status == "empty" and reason.startswith(AMBIGUOUS)))
+
+    return [(ids[k][0], s) for s in searches
+            if (k := (s.concept, s.country, s.kind, s.backend)) in ids and wanted(*ids[k][1:])]
+
+
 def run_searches(catalog: Catalog, searches: list[Search], backend: Any, run_id: int,
                  retry_failed: bool = False, failure_limit: int = 0) -> Counter[str]:
-    """Run every pending (and, with ``retry_failed``, failed) search once; one tx each.
+    """Run every pending (and, with ``retry_failed``, failed or ambiguous) search once; one tx
+    each.
 
-    After ``failure_limit`` consecutive failed searches (0: no limit) those searches go back
-    to ``pending`` and :class:`SearchUnavailable` is raised (CLI: one line, exit 2).
+    The block detector: after ``failure_limit`` consecutive searches (0: no limit) that failed
+    or got the ambiguous "No results found." (``Outcome.ambiguous``), the backend's
+    ``probe()`` (when it has one) decides for a run of ambiguous answers: results mean those
+    queries truly have no images (they stay ``empty``, the run goes on); otherwise (or for a
+    run of failures) those searches go back to ``pending`` and :class:`SearchUnavailable` is
+    raised (CLI: one line, exit 2).
     """
-    todo_status = ("pending", "failed") if retry_failed else ("pending",)
-    ids = {(r["concept"], r["country"], r["kind"], r["backend"]): (r["search_id"], r["status"])
-           for r in catalog.query("SELECT search_id, concept, country, kind, backend, status "
-                                  "FROM searches")}
-    todo = [(ids[k][0], s) for s in searches
-            if (k := (s.concept, s.country, s.kind, s.backend)) in ids and ids[k][1] in todo_status]
     counts: Counter[str] = Counter()
-    streak: list[int] = []
+    streak: list[tuple[int, Outcome]] = []
+    todo = _todo(catalog, searches, retry_failed)
     for search_id, s in tqdm(todo, desc="search", unit="query", disable=not todo):
         if s.skip:
             out = Outcome("skipped", s.skip, [], 0)
@@ -186,15 +212,38 @@ def run_searches(catalog: Catalog, searches: list[Search], backend: Any, run_id:
             out = backend.search(s)
         _record_search(catalog, search_id, s, out, run_id)
         counts[out.status] += 1
-        streak = streak + [search_id] if out.status == "failed" and s.hits is None else []
+        suspect = s.hits is None and (out.status == "failed" or out.ambiguous)
+        streak = [*streak, (search_id, out)] if suspect else []
         if failure_limit and len(streak) >= failure_limit:
-            with catalog.tx() as con:  # never really answered: the same command retries them
-                con.executemany("UPDATE searches SET status='pending' WHERE search_id=?",
-                                [(i,) for i in streak])
-            raise SearchUnavailable(
-                f"the search backend failed {len(streak)} queries in a row (last: {out.reason}); "
-                "check the network or wait out the rate limit, then run the same command again")
+            if all(o.ambiguous for _, o in streak) and _probe_ok(backend):
+                log.info("%d queries in a row got 'No results found.', but the probe query "
+                         "has results: not a block, they stay empty", len(streak))
+                streak = []
+                continue
+            _stop_searching(catalog, streak)
     return counts
+
+
+def _probe_ok(backend: Any) -> bool:
+    probe = getattr(backend, "probe", None)
+    return bool(probe()) if callable(probe) else False
+
+
+def _stop_searching(catalog: Catalog, streak: list[tuple[int, Outcome]]) -> None:
+    """Put the streak's searches back to ``pending`` (never really answered) and stop."""
+    with catalog.tx() as con:
+        con.executemany("UPDATE searches SET status='pending' WHERE search_id=?",
+                        [(i,) for i, _ in streak])
+    last = streak[-1][1]
+    if all(o.ambiguous for _, o in streak):
+        raise SearchUnavailable(
+            f"the search backend answered 'No results found.' to {len(streak)} queries in a "
+            f"row and to the probe query {PROBE_QUERY!r}: ddgs reports a block this way, so "
+            "this is most likely a rate limit; the queries stay pending: wait (an hour or "
+            "more), then run the same command again")
+    raise SearchUnavailable(
+        f"the search backend failed {len(streak)} queries in a row (last: {last.reason}); "
+        "check the network or wait out the rate limit, then run the same command again")
 
 
 def _record_search(catalog: Catalog, search_id: int, s: Search, out: Outcome,
@@ -259,7 +308,12 @@ def crawl_summary(counts: dict[str, Any]) -> str:
     def line(d: dict[str, int]) -> str:
         return ", ".join(f"{k} {v}" for k, v in d.items()) or "none"
 
-    out = [f"searches: {line(counts['searches'])}",
+    out = []
+    ours = counts["urls"].get("internal_error", 0)
+    if ours:
+        out.append(f"internal errors (ours, not the servers'): {ours} URL(s), fetched again by "
+                   "the next run; the log has the tracebacks")
+    out += [f"searches: {line(counts['searches'])}",
            f"urls:     {line(counts['urls'])}",
            f"items:    {line(counts['items'])}",
            f"images stored: {counts['images']}; rejected input rows: {counts['input_errors']}"]
@@ -283,8 +337,11 @@ def crawl(catalog: Catalog, cfg: CrawlConfig, backend: Any = None) -> CrawlResul
         try:
             _crawl(catalog, cfg, kind, path, fetch, backend, rec.run_id)
         finally:  # whatever ended the run, the record counts what it left behind
-            rec.counts = crawl_counts(catalog)
-        rec.summary = crawl_summary(rec.counts)
+            try:
+                rec.counts = crawl_counts(catalog)
+                rec.summary = crawl_summary(rec.counts)
+            except Exception:  # noqa: BLE001 - e.g. the disk that ended the run: keep its error
+                log.exception("could not count the crawl's outcome")
     return CrawlResult(rec.run_id, rec.counts, rec.summary)
 
 
@@ -302,8 +359,7 @@ def _crawl(catalog: Catalog, cfg: CrawlConfig, kind: str, path: Path | None, fet
         searches, errors = plan_local(kind, path, cfg)
     register(catalog, searches, errors, run_id)
     run_searches(catalog, searches, backend, run_id, cfg.retry_failed, cfg.max_failed_searches)
-    if cfg.retry_failed:
-        reset_transient(catalog)
+    reset_transient(catalog, transient=cfg.retry_failed)  # our own errors: always again
     link_items(catalog)
     if cfg.export_urls:
         n = export_urls(catalog, Path(cfg.export_urls))
@@ -340,7 +396,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-failed-searches", type=int, default=5,
                    help="stop after this many consecutive failed searches (0: never)")
     p.add_argument("--retry-failed", action="store_true",
-                   help="search failed queries again and refetch transient download failures")
+                   help="search failed and ambiguous-empty queries again and refetch transient "
+                        "download failures")
     p.add_argument("--skip-download", action="store_true", help="search only")
     p.add_argument("--export-urls", default=None, metavar="F.parquet",
                    help="write pending URLs for img2dataset instead of downloading")
@@ -375,8 +432,10 @@ def config_from_args(a: argparse.Namespace) -> CrawlConfig:
 def _cli(args: argparse.Namespace) -> int:
     cfg = config_from_args(args)
     with Catalog.open(args.workdir) as catalog:
-        report(crawl(catalog, cfg).summary)
-    return 0
+        res = crawl(catalog, cfg)
+        report(res.summary)
+    # 1: the run ended, but some URLs hit an internal error of ours (the next run retries them)
+    return 1 if res.counts["urls"].get("internal_error") else 0
 
 
 def main(argv: list[str] | None = None) -> int:

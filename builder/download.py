@@ -6,21 +6,27 @@ on 429, 5xx, timeouts and connection errors (``Retry-After`` honoured up to a ca
 redirects followed by hand (at most ``max_redirects`` hops; each hop must be http/https; a
 repeated URL is a ``redirect_loop``). Every TCP connection goes through :class:`GuardedBackend`,
 which resolves the host itself, refuses private, loopback, link-local, reserved, multicast and
-unspecified addresses (unless the host is in ``allow_hosts``) and connects to the address it
-checked, so a DNS answer cannot change between the check and the connection. Bodies are streamed
+unspecified addresses and connects to the address it checked, so a DNS answer cannot change
+between the check and the connection. ``allow_hosts`` admits exactly what was named: an
+address admits URLs that name that address, a name admits that name (whatever it resolves
+to); allowing ``127.0.0.1`` does not admit ``localhost`` or any other name that resolves there.
+A host name longer than DNS allows (a label over 63 or a name over 253 characters) is an
+``invalid_url`` before any lookup. Bodies are streamed
 under a byte cap; ``X-Robots-Tag: noai / noimageai / noindex`` opts an image out before its body
 is read. The bytes must then decode with Pillow under a pixel cap (:func:`inspect_image`) and
 are stored content-addressed via ``WorkDir.store_image_bytes``.
 
 Every URL ends with exactly one :class:`FetchResult` whose ``status`` is one of
-:data:`STATUSES` and whose ``reason`` says why.
+:data:`STATUSES` and whose ``reason`` says why. Our own failures are not the URL's: a full or
+read-only disk, or a missing library, while storing stops the run (``stagekit.local_failure``:
+one line, exit 2, run ``failed``; the URL in flight stays pending), and an unexpected exception
+on one URL (a bug of ours) is ``internal_error``, which every later run fetches again.
 """
 
 from __future__ import annotations
 
 import asyncio
 import email.utils
-import io
 import ipaddress
 import logging
 import socket
@@ -36,6 +42,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from builder import __version__
+from builder.stagekit import local_failure
 from builder.workdir import WorkDir
 
 log = logging.getLogger(__name__)
@@ -49,10 +56,12 @@ STATUSES = (
     "ok", "duplicate", "http_error", "timeout", "connection_error", "too_large", "not_an_image",
     "corrupt_image", "unsupported_format", "decompression_bomb", "blocked_host", "opted_out",
     "redirect_loop", "too_many_redirects", "unsupported_scheme", "invalid_url", "dns_error",
-    "missing_file", "fetch_error",
+    "missing_file", "fetch_error", "internal_error",
 )
 #: Statuses worth another try later (``--retry-failed``).
-TRANSIENT = ("timeout", "connection_error", "http_error", "dns_error")
+TRANSIENT = ("timeout", "connection_error", "http_error", "dns_error", "internal_error")
+#: Our failures, not the URL's: fetched again by every run, flag or not.
+OURS = ("internal_error",)
 #: Pillow format -> file extension of the stored original.
 FORMATS = {"JPEG": "jpg", "MPO": "jpg", "PNG": "png", "WEBP": "webp", "GIF": "gif",
            "BMP": "bmp", "TIFF": "tif"}
@@ -61,6 +70,7 @@ ROBOTS_AGENTS = frozenset({"*", "xcm3", "xcm3-builder", "3xcm"})
 REDIRECT_CODES = frozenset({301, 302, 303, 307, 308})
 BLOCK_PREFIX = "blocked_host: "
 DNS_PREFIX = "dns_error: "
+INVALID_PREFIX = "invalid_url: "
 
 
 @dataclass(frozen=True)
@@ -122,6 +132,39 @@ def address_blocked(ip: str) -> str | None:
     return None
 
 
+def host_key(host: str) -> str:
+    """How an allowed host is compared: an address in its canonical form (``::1`` and
+    ``0:0::1`` are one address), a name lower-cased without a trailing dot."""
+    name = host.strip().lower().strip("[]").rstrip(".")
+    try:
+        return str(ipaddress.ip_address(name.split("%", 1)[0]))
+    except ValueError:
+        return name
+
+
+def host_problem(host: str) -> str | None:
+    """Why ``host`` cannot be a DNS name (RFC 1035: labels of 1-63, at most 253 characters
+    in all, counted in the ASCII form), or None. Addresses pass."""
+    name = host.strip("[]").rstrip(".")
+    try:
+        ipaddress.ip_address(name.split("%", 1)[0])
+        return None
+    except ValueError:
+        pass
+    try:
+        ascii_name = name.encode("idna").decode("ascii")
+    except UnicodeError:
+        ascii_name = name
+    if len(ascii_name) > 253:
+        return f"host name is {len(ascii_name)} characters long (DNS allows 253)"
+    long = next((label for label in ascii_name.split(".") if len(label) > 63), None)
+    if long is not None:
+        return f"host name label of {len(long)} characters (DNS allows 63): {long[:20]}..."
+    if any(not label for label in ascii_name.split(".")):
+        return f"empty label in host name {name[:80]!r}"
+    return None
+
+
 class GuardedBackend:
     """httpcore network backend that checks every resolved address before connecting."""
 
@@ -129,21 +172,24 @@ class GuardedBackend:
         import httpcore
 
         self._inner = httpcore.AnyIOBackend()
-        self.allow = {h.lower().strip("[]") for h in allow_hosts}
+        self.allow = {host_key(h) for h in allow_hosts}
 
     async def connect_tcp(self, host: str, port: int, timeout: float | None = None,
                           local_address: str | None = None, socket_options: Any = None) -> Any:
         import httpcore
 
         name = host.lower().strip("[]")
+        problem = host_problem(name)
+        if problem:
+            raise httpcore.ConnectError(f"{INVALID_PREFIX}{problem}")
         loop = asyncio.get_running_loop()
         try:
             infos = await loop.getaddrinfo(name, port, type=socket.SOCK_STREAM)
-        except socket.gaierror as e:
+        except (socket.gaierror, UnicodeError) as e:
             raise httpcore.ConnectError(f"{DNS_PREFIX}cannot resolve {name}: {e}") from e
         ips = list(dict.fromkeys(info[4][0] for info in infos))
-        if name not in self.allow:
-            bad = [why for ip in ips if ip not in self.allow and (why := address_blocked(ip))]
+        if host_key(name) not in self.allow:  # exactly what was named, never what it resolves to
+            bad = [why for ip in ips if (why := address_blocked(ip))]
             if bad:
                 raise httpcore.ConnectError(f"{BLOCK_PREFIX}{name} resolves to {bad[0]}")
         last: Exception | None = None
@@ -225,25 +271,28 @@ def parse_retry_after(value: str | None) -> float | None:
 
 # -- validation ------------------------------------------------------------------------------
 def inspect_image(data: bytes, max_pixels: int) -> tuple[str, str, dict[str, Any]]:
-    """(status, reason, info) for bytes that claim to be an image; decodes fully under a cap."""
+    """(status, reason, info) for bytes that claim to be an image. The pixel count is checked
+    from the header (``benchmark.data.images.open_image``, the evaluator's gate too) before
+    anything is decoded; only then is the image decoded in full."""
     from PIL import Image, UnidentifiedImageError
 
-    with warnings.catch_warnings():
+    from benchmark.data import DataError
+    from benchmark.data.images import ImageRefused, open_image
+
+    try:
+        im = open_image(data, "", max_pixels)
+    except ImageRefused as e:
+        return "decompression_bomb", e.detail, {}
+    except DataError as e:
+        head = data[:32].decode("latin-1", "replace").strip()
+        cause = e.__cause__
+        kind = "cannot identify an image format" if isinstance(
+            cause, UnidentifiedImageError) else f"{type(cause).__name__}: {cause}"
+        return "not_an_image", f"{kind}; first bytes {head!r}", {}
+    with im, warnings.catch_warnings():
         warnings.simplefilter("ignore", Image.DecompressionBombWarning)
-        try:
-            im = Image.open(io.BytesIO(data))
-        except Image.DecompressionBombError as e:
-            return "decompression_bomb", str(e), {}
-        except Exception as e:  # noqa: BLE001 - whatever the parser says, it is not an image
-            head = data[:32].decode("latin-1", "replace").strip()
-            kind = "cannot identify an image format" if isinstance(
-                e, UnidentifiedImageError) else f"{type(e).__name__}: {e}"
-            return "not_an_image", f"{kind}; first bytes {head!r}", {}
         width, height = im.size
         info = {"format": im.format, "width": width, "height": height}
-        if width * height > max_pixels:
-            return ("decompression_bomb",
-                    f"{width}x{height} = {width * height} pixels exceeds the cap {max_pixels}", info)
         if im.format not in FORMATS:
             return "unsupported_format", f"format {im.format} is not stored", info
         try:
@@ -319,8 +368,11 @@ class Downloader:
                         except ModuleNotFoundError:
                             raise  # a missing library is ours to fix, not the URL's fault
                         except Exception as e:  # noqa: BLE001 - one bad URL never ends the run
-                            log.exception("unexpected error on %s", url)
-                            res = FetchResult(url, "fetch_error",
+                            if local_failure(e):
+                                raise  # a full or read-only disk: stop, the URL stays pending
+                            log.exception("internal error on %s (ours; fetched again by the "
+                                          "next run)", url)
+                            res = FetchResult(url, "internal_error",
                                               f"internal error: {type(e).__name__}: {e}")
                         res.fetched_at = res.fetched_at or _now()
                         on_result(res)
@@ -371,6 +423,8 @@ class Downloader:
             msg = str(e)
             if BLOCK_PREFIX in msg:
                 return FetchResult(url, "blocked_host", msg.split(BLOCK_PREFIX, 1)[1])
+            if INVALID_PREFIX in msg:
+                return FetchResult(url, "invalid_url", msg.split(INVALID_PREFIX, 1)[1])
             if DNS_PREFIX in msg:
                 return FetchResult(url, "dns_error", msg.split(DNS_PREFIX, 1)[1])
             return FetchResult(url, "connection_error", f"ConnectError: {msg}")
@@ -395,6 +449,9 @@ class Downloader:
                                    final_url=current)
             if not parsed.host:
                 return FetchResult(url, "invalid_url", f"no host in {current!r}")
+            problem = host_problem(parsed.host)
+            if problem:
+                return FetchResult(url, "invalid_url", problem, final_url=current)
             if current in seen:
                 return FetchResult(url, "redirect_loop", f"{current} was already visited",
                                    final_url=current)
@@ -455,7 +512,11 @@ class Downloader:
         if size > self.cfg.max_bytes:
             res.status, res.reason = "too_large", f"{size} bytes exceeds {self.cfg.max_bytes}"
             return res
-        res.data = real.read_bytes()
+        try:
+            res.data = real.read_bytes()
+        except OSError as e:  # the user's file, not our disk
+            res.status, res.reason = "missing_file", f"cannot read {real}: {e.strerror or e}"
+            return res
         return validate_and_store(res, self.workdir, self.cfg.max_pixels)
 
 

@@ -1,7 +1,7 @@
 """Catalog writes of downloads, shared by the crawl and the img2dataset ingest.
 
 One URL's outcome (:func:`record_download`: image row, download row, its items), items that
-share an already fetched URL (:func:`link_items`), ``--retry-failed`` (:func:`reset_transient`),
+share an already fetched URL (:func:`link_items`), what is fetched again (:func:`reset_transient`),
 what is left to fetch (:func:`pending_urls`, :func:`export_urls` in img2dataset's input
 format), and the final byte-level dedup across URLs (:func:`finalize_duplicates`).
 """
@@ -14,7 +14,7 @@ from typing import Any
 
 from benchmark.files import atomic_path
 from builder.catalog import Catalog, utcnow
-from builder.download import TRANSIENT, FetchResult
+from builder.download import OURS, TRANSIENT, FetchResult
 
 
 def record_download(con: sqlite3.Connection, res: FetchResult, run_id: int | None) -> None:
@@ -51,17 +51,19 @@ def link_items(catalog: Catalog) -> int:
         return cur.rowcount
 
 
-def reset_transient(catalog: Catalog) -> int:
-    """``--retry-failed``: forget transient download failures (timeouts, connection and DNS
-    errors, HTTP 429 and 5xx) so they are fetched again."""
-    marks = ",".join("?" * len(TRANSIENT))
+def reset_transient(catalog: Catalog, transient: bool = True) -> int:
+    """Forget download outcomes so those URLs are fetched again: always our own failures
+    (``internal_error``: every run retries them), and with ``transient`` (``--retry-failed``)
+    the transient ones too (timeouts, connection and DNS errors, HTTP 429 and 5xx)."""
+    statuses = TRANSIENT if transient else OURS
+    marks = ",".join("?" * len(statuses))
     cond = (f"status IN ({marks}) AND (status != 'http_error' OR http_status = 429 "
             f"OR http_status >= 500)")
     with catalog.tx() as con:
         con.execute(
             f"UPDATE items SET status='pending', reason=NULL WHERE status='failed' AND url IN "
-            f"(SELECT url FROM downloads WHERE {cond})", TRANSIENT)
-        return con.execute(f"DELETE FROM downloads WHERE {cond}", TRANSIENT).rowcount
+            f"(SELECT url FROM downloads WHERE {cond})", statuses)
+        return con.execute(f"DELETE FROM downloads WHERE {cond}", statuses).rowcount
 
 
 def pending_urls(catalog: Catalog) -> list[str]:

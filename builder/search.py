@@ -2,10 +2,16 @@
 
 - ``ddgs`` (default): :class:`DdgsSearch`, the ``ddgs`` package with ``backend="duckduckgo"``
   (its Bing engine ignores the region) and the country's DuckDuckGo region. One request at a
-  time, jittered pacing between requests, and bounded retries (``builder.retry``): ddgs
-  9.x reports a rate-limit block as a generic ``DDGSException("No results found.")``, so that
-  message, ``RatelimitException`` and ``TimeoutException`` (and other ddgs errors) are treated
-  as possibly transient; after the last retry the query is recorded ``failed`` with the reason.
+  time, jittered pacing between requests, and bounded retries (``builder.retry``). ddgs 9.16
+  raises the same ``DDGSException("No results found.")`` for a block and for a query that truly
+  has no images (and never raises its ``RatelimitException``), so one query cannot tell them
+  apart: that answer is retried ``empty_retries`` times (default 1), then the query is recorded
+  ``empty`` with a reason saying the answer is ambiguous (:data:`AMBIGUOUS`; ``--retry-failed``
+  searches it again). The run as a whole tells them apart (``builder.crawl.run_searches``):
+  several such answers in a row, on different queries, are checked with one probe query that
+  always has images (:meth:`DdgsSearch.probe`); if the probe gets "No results found." too, the
+  backend is blocking us and the run stops, those queries left ``pending``. Timeouts and other
+  ddgs errors are retried ``retries`` times, then the query is ``failed`` with the reason.
 - ``folder:PATH``: :func:`folder_searches`, a local tree ``PATH/<concept>/<country>/*``.
 - ``urls:FILE``: :func:`urls_searches`, a CSV ``concept,country,language,rank,image_url,
   page_url,title`` (country ISO alpha-3 or any key ``tables.country`` knows, language BCP-47).
@@ -32,6 +38,9 @@ from builder.stagekit import StageInputError
 log = logging.getLogger(__name__)
 
 DDGS_BACKEND = "ddgs:duckduckgo"
+#: Reason prefix of an ``empty`` search whose answer may have been a block (see module doc).
+AMBIGUOUS = "ddgs said 'No results found.'"
+PROBE_QUERY = "flower"  # a query with images in every region: the block check
 URL_COLUMNS = ["concept", "country", "language", "rank", "image_url", "page_url", "title"]
 
 
@@ -73,6 +82,17 @@ class Outcome:
     reason: str
     hits: list[Hit]
     attempts: int
+    ambiguous: bool = False  # "empty" that may have been a block (ddgs "No results found.")
+
+
+@dataclass
+class _Try:
+    """One request's result: a final outcome, or (``out`` None) why another try may help."""
+
+    out: Outcome | None
+    why: str = ""
+    no_results: bool = False
+    n: int = 0  # the attempt number of this query
 
 
 @dataclass
@@ -97,12 +117,13 @@ class DdgsSearch:
 
     def __init__(self, per_query: int = 10, min_interval: float = 2.0, jitter: float = 1.5,
                  retries: int = 4, backoff: float = 15.0, max_backoff: float = 300.0,
-                 timeout: int = 10, safesearch: str = "moderate",
+                 timeout: int = 10, safesearch: str = "moderate", empty_retries: int = 1,
                  sleep: Callable[[float], None] = time.sleep,
                  clock: Callable[[], float] = time.monotonic):
         self.per_query = per_query
         self.min_interval, self.jitter = min_interval, jitter
         self.retries, self.backoff, self.max_backoff = retries, backoff, max_backoff
+        self.empty_retries = min(empty_retries, retries)
         self.timeout, self.safesearch = timeout, safesearch
         self.sleep, self.clock = sleep, clock
         self._last: float | None = None
@@ -117,26 +138,47 @@ class DdgsSearch:
 
     def search(self, s: Search) -> Outcome:
         """Run one query with pacing and bounded retries (``builder.retry``); never raises for
-        ddgs errors."""
+        ddgs errors. "No results found." is retried ``empty_retries`` times, then ``empty``
+        (ambiguous); other errors ``retries`` times, then ``failed``."""
         from builder.retry import Backoff, call
 
         policy = Backoff(self.retries, self.backoff, self.max_backoff)
 
-        def log_retry(res: tuple[Outcome | None, str], attempt: int, delay: float) -> None:
-            log.warning("search %r (%s): %s; retry %d/%d in %.0fs", s.query_text, s.region,
-                        res[1], attempt, self.retries, delay)
+        def again(t: _Try) -> bool:
+            return t.out is None and (not t.no_results or t.n <= self.empty_retries)
 
-        tried = call(lambda: self._attempt(s), policy, lambda res: res[0] is None,
-                     on_retry=log_retry, sleep=self.sleep)
-        out, why = tried.result
-        if out is None:
-            return Outcome("failed", f"{why}; gave up after {tried.attempts} attempts", [],
-                           tried.attempts)
-        out.attempts = tried.attempts
-        return out
+        def log_retry(t: _Try, attempt: int, delay: float) -> None:
+            log.warning("search %r (%s): %s; retry %d in %.0fs", s.query_text, s.region,
+                        t.why, attempt, delay)
 
-    def _attempt(self, s: Search) -> tuple[Outcome | None, str]:
-        """One paced request: a final outcome, or (None, why) when worth another try."""
+        count = 0
+
+        def attempt() -> _Try:
+            nonlocal count
+            count += 1
+            t = self._attempt(s)
+            t.n = count
+            return t
+
+        tried = call(attempt, policy, again, on_retry=log_retry, sleep=self.sleep)
+        t, n = tried.result, tried.attempts
+        if t.out is not None:
+            t.out.attempts = n
+            return t.out
+        if t.no_results:
+            return Outcome("empty", f"{AMBIGUOUS} on {n} attempt(s): no images for this query, "
+                           "or a block (ddgs 9.x answers both the same way)", [], n,
+                           ambiguous=True)
+        return Outcome("failed", f"{t.why}; gave up after {n} attempts", [], n)
+
+    def probe(self) -> bool:
+        """One paced request for :data:`PROBE_QUERY` (images everywhere): True when it gets
+        results, so that a run of "No results found." answers was not a block."""
+        t = self._attempt(Search("probe", "", "en", "probe", PROBE_QUERY, self.backend, None))
+        return t.out is not None and t.out.status == "ok"
+
+    def _attempt(self, s: Search) -> _Try:
+        """One paced request: a final outcome, or why another try may help."""
         from ddgs import DDGS
         from ddgs.exceptions import DDGSException, RatelimitException, TimeoutException
 
@@ -149,15 +191,18 @@ class DdgsSearch:
                 max_results=self.per_query, backend="duckduckgo")
         except (RatelimitException, TimeoutException, DDGSException) as e:
             msg, kind = str(e) or type(e).__name__, type(e).__name__
-            if isinstance(e, RatelimitException) or "no results found" in msg.lower():
-                return None, f"{kind}: {msg} (ddgs reports rate-limit blocks this way)"
-            return None, f"{kind}: {msg}"
+            if not isinstance(e, (RatelimitException, TimeoutException)) and (
+                    "no results found" in msg.lower()):
+                return _Try(None, f"{kind}: {msg}", no_results=True)
+            return _Try(None, f"{kind}: {msg}")
+        except ModuleNotFoundError:
+            raise  # a missing library (of ddgs's own) is ours to fix, not the query's
         except Exception as e:  # noqa: BLE001 - a backend bug must not end the crawl
-            return Outcome("failed", f"{type(e).__name__}: {e}", [], 0), ""
+            return _Try(Outcome("failed", f"{type(e).__name__}: {e}", [], 0))
         hits = self._hits(raw)
         if not hits:
-            return Outcome("empty", "the backend returned no usable results", [], 0), ""
-        return Outcome("ok", f"{len(hits)} results", hits, 0), ""
+            return _Try(Outcome("empty", "the backend returned no usable results", [], 0))
+        return _Try(Outcome("ok", f"{len(hits)} results", hits, 0))
 
     def _hits(self, raw: Any) -> list[Hit]:
         hits: list[Hit] = []

@@ -5,7 +5,8 @@
   (``benchmark.logs``, so in ``python -m builder run`` every stage logs the same way), turns
   SIGTERM into :class:`StageTerminated` for the duration of the stage, and applies the exit
   convention: 0 done; 2 with one line on stderr for what the user must fix
-  (:data:`USER_ERRORS`: bad input, a missing credential, an unreachable service) and for a
+  (:func:`user_errors`: bad input, a missing credential, an unreachable service, an unusable
+  catalog; also what the stage cannot do on this machine: a full or read-only disk) and for a
   missing optional library ("install the builder extra ..."); 130 after Ctrl-C and 143 after
   SIGTERM (one line: run the same command again to resume). Any other exception is our bug:
   it propagates with its traceback. ``python -m builder`` runs under the same :func:`cli_main`,
@@ -21,8 +22,10 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import logging
 import signal
+import sqlite3
 import sys
 import threading
 from collections import Counter
@@ -31,7 +34,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from builder.catalog import Catalog
+from builder.catalog import Catalog, CatalogError, corrupt_reason
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +58,7 @@ def user_errors() -> tuple[type[BaseException], ...]:
     from benchmark.tables import TableError
     from builder.llm import LLMSetupError
 
-    return (StageInputError, LLMSetupError, TableError)
+    return (StageInputError, LLMSetupError, TableError, CatalogError)
 
 
 def report(text: str, *, error: bool = False) -> None:
@@ -96,6 +99,26 @@ def missing_library(exc: BaseException) -> str | None:
     if exc.name.partition(".")[0] in OUR_PACKAGES:
         return None  # one of our own modules: a bug, not a missing extra
     return f"the Python module {exc.name!r} is missing; install the builder extra: {BUILDER_EXTRA}"
+
+
+#: errno values that mean this machine cannot do the work (our side, not the input's).
+LOCAL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM,
+                          errno.EMFILE, errno.ENFILE})
+_SQLITE_LOCAL = ("database or disk is full", "attempt to write a readonly database",
+                 "disk I/O error")
+
+
+def local_failure(exc: BaseException) -> str | None:
+    """One line when ``exc`` is a failure of this machine (a full or read-only disk, no write
+    permission, out of file handles: what stops a stage, never an item's fault), else None."""
+    if isinstance(exc, OSError) and exc.errno in LOCAL_ERRNOS:
+        where = f" ({exc.filename})" if exc.filename else ""
+        return (f"cannot write{where}: {exc.strerror or exc}; fix the disk or the permissions "
+                "and run the same command again")
+    if isinstance(exc, sqlite3.OperationalError) and any(m in str(exc) for m in _SQLITE_LOCAL):
+        return (f"cannot write the work dir's database: {exc}; fix the disk or the "
+                "permissions and run the same command again")
+    return None
 
 
 def describe(exc: BaseException) -> str:
@@ -160,6 +183,14 @@ def cli_main(fn: Callable[[], int | None]) -> int:
             report(f"error: {line}", error=True)
             return EXIT_USER
         except Exception as exc:
+            why = corrupt_reason(exc)
+            if why is not None:  # a work-dir database damaged while in use
+                report(f"error: a database in the work dir is damaged ({why})", error=True)
+                return EXIT_USER
+            line = local_failure(exc)
+            if line is not None:  # this machine's failure: one line, the run is resumable
+                report(f"error: {line}", error=True)
+                return EXIT_USER
             if not isinstance(exc, user_errors()):
                 raise
             report(f"error: {exc}", error=True)

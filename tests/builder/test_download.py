@@ -215,4 +215,4 @@ def test_http2_option_and_unexpected_errors_are_recorded(tmp_path, monkeypatch) 
         Downloader(FetchConfig(allow_hosts=LOCAL), WorkDir.open(tmp_path)).run(
             [srv.url("/img/b.png")], out.append)
     assert [(r.status, r.reason) for r in out] == [
-        ("ok", "JPEG 64x48"), ("fetch_error", "internal error: RuntimeError: decoder exploded")]
+        ("ok", "JPEG 64x48"), ("internal_error", "internal error: RuntimeError: decoder exploded")]
