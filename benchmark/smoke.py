@@ -17,6 +17,7 @@ as strict JSON. This module computes (:func:`run_smoke`) and formats (:func:`for
 from __future__ import annotations
 
 import logging
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -164,3 +165,9 @@ def format_smoke(res: dict[str, Any]) -> str:
         f"norms        texts {res['norms']['texts']}  images {res['norms']['images']}",
         f"wins         {res['wins']}  (synthetic images: chance level)",
     ])
+
+
+if __name__ == "__main__":  # the former entry point: say where the command went, never pass silently
+    sys.stderr.write("error: `python -m benchmark.smoke` is now `python -m benchmark smoke` "
+                     "(same flags)\n")
+    raise SystemExit(2)

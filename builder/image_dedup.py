@@ -96,7 +96,7 @@ def embeddings_for(adapter: Any, cache: Any, catalog: Catalog, shas: list[str],
     from PIL import Image
 
     from benchmark.cache import embed_cached
-    from benchmark.models.base import l2_normalize
+    from benchmark.embeddings import l2_normalize
 
     ext = {r["sha256"]: r["ext"] for r in catalog.query(
         "SELECT sha256, ext FROM images WHERE sha256 IN (SELECT value FROM json_each(?))",

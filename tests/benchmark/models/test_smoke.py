@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -44,3 +47,13 @@ def test_smoke_bad_input_exits_2(capsys, monkeypatch):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "XCM_WEIGHTS_DIR" in err
     assert main(["smoke", "--model", "hash", "--image-size", "big"]) == 2
+
+
+def test_the_former_entry_point_fails_loudly_and_names_the_command():
+    """``python -m benchmark.smoke`` (before the one CLI) must not exit 0 having run nothing."""
+    root = Path(__file__).resolve().parents[3]  # -m puts the working directory on sys.path
+    r = subprocess.run([sys.executable, "-m", "benchmark.smoke", "--model", "hash"], cwd=root,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr == ("error: `python -m benchmark.smoke` is now `python -m benchmark smoke` "
+                        "(same flags)\n")
