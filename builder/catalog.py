@@ -254,17 +254,35 @@ class Catalog:
         return rows[0] if rows else None
 
 
+#: At most this many bytes of an invalid model answer are kept per record (a 5 MB answer
+#: kept whole for each of 12 images grew a catalog from 0.7 to 69 MB).
+RAW_CAP = 16 * 1024
+
+
+def clip_raw(text: str | None, cap: int = RAW_CAP) -> str | None:
+    """``text`` if it is at most ``cap`` UTF-8 bytes, else its start and a line saying so:
+    ``[truncated from N bytes; the first CAP kept]``."""
+    if text is None:
+        return None
+    data = text.encode("utf-8")
+    if len(data) <= cap:
+        return text
+    head = data[:cap].decode("utf-8", "ignore")
+    return f"{head}\n[truncated from {len(data)} bytes; the first {cap} kept]"
+
+
 def record_llm_request(
     con: sqlite3.Connection, stage: str, item: str, res: Any, llm: str, prompt_sha: str,
     run_id: int,
 ) -> None:
     """Upsert the ``llm_requests`` row of one LLM work item (``res``: a ``builder.llm``
-    ``LLMResult``; its raw text is kept only when the answer was not ok)."""
+    ``LLMResult``; its raw text is kept, clipped to :data:`RAW_CAP`, only when the answer was
+    not ok)."""
     con.execute(
         "INSERT OR REPLACE INTO llm_requests (stage, item, status, reason, raw, cache_key, llm,"
         " prompt_sha, attempts, run_id) VALUES (?,?,?,?,?,?,?,?,?,?)",
-        (stage, item, res.status, res.error, None if res.ok else res.raw, res.key, llm,
-         prompt_sha, res.attempts, run_id),
+        (stage, item, res.status, res.error, None if res.ok else clip_raw(res.raw), res.key,
+         llm, prompt_sha, res.attempts, run_id),
     )
 
 

@@ -13,8 +13,11 @@ the reason. A failed result is never a value.
 
 Every answer goes through the response cache (``builder.llm_cache``) keyed by
 (provider, model, prompt-template sha, parameters, input sha): a re-run makes zero API calls.
-Transport: explicit ``HttpRetryOptions`` (429/408/5xx and transient httpx errors, exponential
-backoff with jitter), a per-request timeout, and a client-side rate limit (requests/minute).
+Transport: the builder's one retry policy (``builder.retry``: 429/408/5xx and transient httpx
+errors, exponential backoff with jitter, ``Retry-After`` and Google's ``RetryInfo`` honoured up
+to ``max_retry_after``), a deadline on the whole of every HTTP request (``--llm-timeout``;
+``builder.llm_http``), and a client-side rate limit (requests/minute). A rejected key or an
+unknown model is :class:`LLMSetupError` (one line, exit 2); a safety block is ``refused``.
 Usage (API calls, cache hits, tokens, re-asks, failures) is summed in ``llm.usage`` for the
 stage-run record.
 
@@ -48,8 +51,10 @@ from builder.llm_base import (
     BaseLLM,
     ImagePart,
     LLMConfig,
+    LLMRefused,
     LLMRequest,
     LLMResult,
+    LLMSetupError,
     LLMUsage,
     OfflineLLM,
     RateLimiter,
@@ -62,7 +67,7 @@ from builder.llm_cache import LLMCache
 
 __all__ = [
     "BASE_URL_ENV", "GENERATION_KEYS", "RETRY_STATUS_CODES", "BaseLLM", "ImagePart", "LLMConfig",
-    "LLMRequest", "LLMResult", "LLMUsage", "OfflineLLM", "RateLimiter", "Validator", "one_of",
+    "LLMRefused", "LLMRequest", "LLMResult", "LLMUsage", "OfflineLLM", "RateLimiter", "Validator", "one_of",
     "schema_example", "schema_sha", "LLMSetupError", "make_llm", "llm_from_args",
     "add_llm_args", "llm_config_from_args", "api_key_from_env",
 ]
@@ -70,10 +75,6 @@ __all__ = [
 DEFAULT_MODEL = "gemini-2.5-flash"
 DEFAULT_SPEC = f"gemini:{DEFAULT_MODEL}"
 KEY_ENV_VARS = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
-
-
-class LLMSetupError(ValueError):
-    """Bad ``--llm`` value or missing credential: one line for the user, exit code 2."""
 
 
 def api_key_from_env(env: Mapping[str, str] | None = None) -> str | None:
@@ -125,8 +126,10 @@ def add_llm_args(parser: argparse.ArgumentParser) -> None:
     )
     g.add_argument("--llm-rpm", type=float, default=60.0, help="requests per minute (0 = no limit)")
     g.add_argument("--llm-max-reasks", type=int, default=2, help="re-asks after an invalid answer")
-    g.add_argument("--llm-timeout", type=float, default=120.0, help="seconds per request")
-    g.add_argument("--llm-retries", type=int, default=6, help="HTTP attempts on 429/5xx")
+    g.add_argument("--llm-timeout", type=float, default=120.0,
+                   help="seconds per HTTP request, all of it: connect, upload, answer")
+    g.add_argument("--llm-retries", type=int, default=6,
+                   help="HTTP attempts on 429/5xx/timeouts (Retry-After honoured)")
     g.add_argument("--llm-retry-delay", type=float, default=2.0, help="first backoff delay (s)")
     g.add_argument(
         "--llm-retry-failed", action="store_true", help="ask again where the cache holds a failure"

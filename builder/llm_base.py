@@ -3,8 +3,11 @@
 :meth:`BaseLLM.generate_structured` sends one prompt (optionally with image parts), asks for JSON
 matching a pydantic schema, validates the answer (JSON syntax, the schema, then an optional
 caller check), re-asks a bounded number of times with the rejection reason appended, and
-returns an :class:`LLMResult`: ``ok`` with the validated value, or ``failed`` with the raw text
-kept and the reason. A failed result is never a value. Every answer goes through the response
+returns an :class:`LLMResult`: ``ok`` with the validated value, ``failed`` with the raw text
+kept and the reason, ``refused`` when the service blocked the prompt or the answer (safety;
+the block reason kept; not re-asked, cached like a failure), or ``error`` for a transport
+error (``transient`` says whether a later run may succeed; never cached). A failed result is
+never a value. Every answer goes through the response
 cache (``builder.llm_cache``). :class:`OfflineLLM` is the deterministic twin; the Gemini
 transport is ``builder.llm_gemini``. Batch mode: :meth:`BaseLLM.prepare`,
 :meth:`BaseLLM.lookup`, :meth:`BaseLLM.check_text`, :meth:`BaseLLM.store`.
@@ -24,6 +27,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from benchmark.files import sha256_bytes, sha256_text
+from builder.catalog import clip_raw
 from builder.llm_cache import LLMCache, cache_key
 
 log = logging.getLogger(__name__)
@@ -34,6 +38,20 @@ RETRY_STATUS_CODES = (408, 429, 500, 502, 503, 504)
 GENERATION_KEYS = ("temperature", "top_p", "top_k", "seed", "max_output_tokens")
 
 Validator = Callable[[Any], "str | None"]
+
+
+class LLMSetupError(ValueError):
+    """Bad ``--llm`` value, missing or rejected credential, unknown model: one line for the
+    user, exit code 2 (re-exported by ``builder.llm``)."""
+
+
+class LLMRefused(Exception):
+    """The service blocked the prompt or the answer (Gemini ``promptFeedback.blockReason``,
+    ``finishReason`` SAFETY and kin): ``reason`` names the block; ``text`` any partial text."""
+
+    def __init__(self, reason: str, text: str | None = None):
+        super().__init__(reason)
+        self.reason, self.text = reason, text
 
 
 @dataclass(frozen=True)
@@ -56,11 +74,10 @@ class LLMConfig:
     max_reasks: int = 2  # re-asks after an invalid answer (so at most 1 + max_reasks asks)
     temperature: float = 0.0
     timeout_s: float = 120.0
-    retry_attempts: int = 6
+    retry_attempts: int = 6  # HTTP attempts per ask (builder.retry: backoff, Retry-After)
     retry_initial_delay: float = 2.0
     retry_max_delay: float = 60.0
-    retry_exp_base: float = 2.0
-    retry_jitter: float = 1.0
+    max_retry_after: float = 300.0  # a longer server-given wait gives up (a later run asks)
     base_url: str | None = None
     api_version: str | None = None
     retry_failed: bool = False  # ignore cached validation failures and ask again
@@ -75,7 +92,9 @@ class LLMUsage:
     cache_hits: int = 0
     reasks: int = 0
     failures: int = 0  # invalid after all re-asks
+    refusals: int = 0  # blocked by the service (safety)
     api_errors: int = 0  # transport errors after the HTTP retries
+    http_retries: int = 0  # HTTP attempts repeated after 429/5xx/timeouts
     prompt_tokens: int = 0
     output_tokens: int = 0
     thought_tokens: int = 0
@@ -105,7 +124,9 @@ class LLMRequest:
 @dataclass
 class LLMResult:
     """``status`` is ``ok`` (``value`` is the validated model), ``failed`` (invalid after the
-    re-asks; ``raw`` holds the last text) or ``error`` (transport; not cached)."""
+    re-asks; ``raw`` holds the last text), ``refused`` (blocked by the service; ``error`` is
+    the block reason) or ``error`` (transport; not cached; ``transient``: a later ask may
+    succeed, e.g. 429/5xx/timeouts, as opposed to a request the API rejects)."""
 
     status: str
     value: Any = None
@@ -115,6 +136,7 @@ class LLMResult:
     cached: bool = False
     key: str = ""
     usage: dict[str, int] = field(default_factory=dict)
+    transient: bool = False
 
     @property
     def ok(self) -> bool:
@@ -199,7 +221,7 @@ class BaseLLM:
         if self.cache is None:
             return None
         hit = self.cache.get(req.key)
-        if hit is None or (hit.status == "failed" and self.config.retry_failed):
+        if hit is None or (hit.status in ("failed", "refused") and self.config.retry_failed):
             return None
         if hit.status == "ok":
             value, err = self.check_text(req, hit.text, validate)
@@ -207,7 +229,7 @@ class BaseLLM:
                 return None
             return LLMResult("ok", value, hit.text, None, hit.attempts, True, req.key, hit.usage)
         return LLMResult(
-            "failed", None, hit.text, hit.error, hit.attempts, True, req.key, hit.usage
+            hit.status, None, hit.text, hit.error, hit.attempts, True, req.key, hit.usage
         )
 
     def check_text(
@@ -228,8 +250,8 @@ class BaseLLM:
         return value, None
 
     def store(self, req: LLMRequest, result: LLMResult) -> None:
-        """Cache an ok or failed result (transport errors are not cached)."""
-        if self.cache is None or result.status not in ("ok", "failed"):
+        """Cache an ok, failed or refused result (transport errors are not cached)."""
+        if self.cache is None or result.status not in ("ok", "failed", "refused"):
             return
         self.cache.put(
             req.key,
@@ -239,7 +261,7 @@ class BaseLLM:
             params=req.params,
             input_sha=req.input_sha,
             status=result.status,
-            text=result.raw,
+            text=result.raw if result.ok else clip_raw(result.raw),  # an ok text is the value
             error=result.error,
             attempts=result.attempts,
             usage=result.usage,
@@ -277,13 +299,22 @@ class BaseLLM:
                 asked = _reask_prompt(prompt, reason)
             try:
                 text, used = self._complete(asked, req, offline)
-            except ModuleNotFoundError:
-                raise  # a missing library (google-genai) is ours to fix, not the request's
+            except (ModuleNotFoundError, LLMSetupError):
+                raise  # a missing library, a rejected key: ours to fix, not the request's
+            except LLMRefused as exc:  # a safety block: asking again gets the same block
+                self.usage.refusals += 1
+                log.info("LLM request refused (%s): %s", self.spec, exc.reason)
+                result = LLMResult("refused", None, exc.text, exc.reason, attempts, False,
+                                   req.key, tokens)
+                self.store(req, result)
+                return result
             except Exception as exc:  # transport: 429/5xx after retries, timeouts, refused
                 self.usage.api_errors += 1
-                msg = f"{type(exc).__name__}: {_short(str(exc))}"
+                notes = "; ".join(getattr(exc, "__notes__", None) or [])
+                msg = f"{type(exc).__name__}: {_short(str(exc))}" + (f" ({notes})" if notes else "")
                 log.warning("LLM request failed (%s): %s", self.spec, msg)
-                return LLMResult("error", None, text, msg, attempts, False, req.key, tokens)
+                return LLMResult("error", None, text, msg, attempts, False, req.key, tokens,
+                                 transient=self.transient(exc))
             for k, v in used.items():
                 tokens[k] = tokens.get(k, 0) + int(v or 0)
             self.usage.add_tokens(used)
@@ -303,6 +334,11 @@ class BaseLLM:
         self, prompt: str, req: LLMRequest, offline: Callable[[], Any] | None
     ) -> tuple[str | None, dict[str, int]]:
         raise NotImplementedError  # abstract: GeminiLLM and OfflineLLM implement it
+
+    def transient(self, exc: BaseException) -> bool:
+        """Whether a later ask may succeed after ``exc`` (default: yes; GeminiLLM tells 429,
+        5xx and timeouts from requests the API rejects)."""
+        return True
 
 
 class OfflineLLM(BaseLLM):
