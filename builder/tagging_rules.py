@@ -4,6 +4,13 @@
 Both ways of asking, synchronous (``builder.tagging``) and the Gemini Batch API
 (``builder.tagging_batch``), build requests from a :class:`TagContext` and judge and record
 answers here, so the two paths follow one set of rules.
+
+Tag states (``tags.status``): ``ok`` (valid tags), ``retry`` (to be asked again alone),
+``failed`` (invalid answers, or a request the API rejects, asked alone too: permanent),
+``refused`` (the model answered an empty list, or the service blocked the image: the block
+reason is kept) and ``transient`` (429/5xx after the retries, timeouts, a batch job that
+failed or expired: not the image's fault; every later run asks again). Raw invalid answers
+are kept clipped (``catalog.clip_raw``: "truncated from N bytes").
 """
 
 from __future__ import annotations
@@ -18,13 +25,17 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from builder.catalog import Catalog, utcnow
+from builder.catalog import Catalog, clip_raw, utcnow
 from builder.llm import BaseLLM, ImagePart
 from builder.workdir import WorkDir
 
 # Formats Gemini reads as they are; anything else is re-encoded as PNG before sending.
 SENDABLE = {"JPEG": "image/jpeg", "PNG": "image/png", "WEBP": "image/webp"}
 MAX_SIDE = 1536  # larger images are downscaled before sending (tokens; the model sees ~768 px)
+SEND_AS_IS = 4_000_000  # bytes: a sendable file below this goes as it is
+#: Gemini takes at most 20 MB of inline data per request (and per Batch API job of inlined
+#: requests): what one request's images may add up to, base64 included, with room for JSON.
+REQUEST_BUDGET = 18_000_000
 
 
 class ImageTags(BaseModel):
@@ -58,15 +69,20 @@ class Group:
 
 @dataclass
 class GroupAnswer:
+    """One request's answer: a value, or why not (``transient``: ask again in a later run;
+    ``refused``: the service blocked the request)."""
+
     value: TagAnswer | None
     raw: str | None
     error: str | None = None
     usage: dict[str, int] = field(default_factory=dict)
+    transient: bool = False
+    refused: bool = False
 
 
 @dataclass
 class Verdict:
-    status: str  # ok / retry / failed / refused
+    status: str  # ok / retry / failed / refused / transient
     tags: list[str] | None
     reason: str | None
 
@@ -78,11 +94,20 @@ def render_prompt(template: Template, concepts: list[str], n_images: int) -> str
     )
 
 
+def send_estimate(wd: WorkDir, img: Img) -> int:
+    """Bytes the image adds to a request, base64 included (an upper bound for re-encoded
+    ones: an uncompressed MAX_SIDE x MAX_SIDE RGB image), without reading it."""
+    size = wd.image_path(img.sha256, img.ext).stat().st_size
+    if (img.format or "").upper() in SENDABLE and size < SEND_AS_IS:
+        return size * 4 // 3 + 4
+    return min(size, MAX_SIDE * MAX_SIDE * 3) * 4 // 3 + 4
+
+
 def image_part(wd: WorkDir, img: Img) -> ImagePart:
     """The bytes to send: as stored when Gemini reads the format and it is not huge."""
     data = wd.image_path(img.sha256, img.ext).read_bytes()
     mime = SENDABLE.get((img.format or "").upper())
-    if mime is not None and len(data) < 4_000_000:
+    if mime is not None and len(data) < SEND_AS_IS:
         return ImagePart(data, mime)
     from PIL import Image
 
@@ -94,13 +119,29 @@ def image_part(wd: WorkDir, img: Img) -> ImagePart:
     return ImagePart(buf.getvalue(), "image/png")
 
 
+def answer_of(res: Any) -> GroupAnswer:
+    """The :class:`GroupAnswer` of a ``builder.llm`` ``LLMResult``."""
+    if res.ok:
+        return GroupAnswer(res.value, res.raw, None, res.usage)
+    if res.status == "refused":
+        return GroupAnswer(None, res.raw, f"refused: {res.error}", res.usage, refused=True)
+    if res.status == "error":
+        return GroupAnswer(None, res.raw, f"error: {res.error}", res.usage,
+                           transient=res.transient)
+    return GroupAnswer(None, res.raw, f"{res.status}: {res.error}", res.usage)
+
+
 def judge(answer: GroupAnswer, n: int, allowed: set[str], final: bool) -> list[Verdict]:
     """Per image of a request of ``n`` images: valid tags, or why not (module docstring)."""
     bad_status = "failed" if final else "retry"
     if answer.value is None:
         reason = answer.error or "no valid answer"
-        # no text at all (e.g. a safety block) on the image alone: the model refused it
-        status = "refused" if final and n == 1 and "empty answer" in reason else bad_status
+        if answer.transient:  # not the images' fault: a later run asks again
+            status = "transient"
+        elif answer.refused:  # blocked: alone, the image is refused; in a group, ask alone
+            status = "refused" if final else "retry"
+        else:
+            status = bad_status
         return [Verdict(status, None, reason) for _ in range(n)]
     seen: Counter = Counter(e.index for e in answer.value.images)
     by_index = {e.index: e.concepts for e in answer.value.images}
@@ -159,7 +200,8 @@ def record(cat: Catalog, ctx: TagContext, group: Group, answer: GroupAnswer,
 
 def record_rows(con: sqlite3.Connection, ctx: TagContext, group: Group, answer: GroupAnswer,
                 verdicts: list[Verdict], run_id: int, counts: Counter) -> None:
-    """Upsert the tags rows of one request; raw text is kept only for invalid answers."""
+    """Upsert the tags rows of one request; raw text is kept, clipped, only for invalid
+    answers."""
     now = utcnow()
     for img, v in zip(group.images, verdicts, strict=True):
         counts[f"{'alone' if group.alone else 'group'}_{v.status}"] += 1
@@ -171,7 +213,7 @@ def record_rows(con: sqlite3.Connection, ctx: TagContext, group: Group, answer: 
             " model=excluded.model, prompt_sha=excluded.prompt_sha, run_id=excluded.run_id,"
             " attempts=tags.attempts+1, updated_at=excluded.updated_at",
             (img.sha256, json.dumps(v.tags, ensure_ascii=False) if v.tags else None,
-             v.status, v.reason, None if v.status == "ok" else answer.raw,
+             v.status, v.reason, None if v.status == "ok" else clip_raw(answer.raw),
              ctx.llm.spec, ctx.prompt_sha, run_id, now),
         )
 
