@@ -100,6 +100,9 @@ def create_catalog(path: Path) -> None:
     (atomic; if another process linked one first, theirs is kept and ours discarded)."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.new")
     try:
+        # private like the images (0600; SQLite gives its -wal and -shm files the same mode):
+        # the catalog is the build's working state; what a user shares goes through exports
+        os.close(os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
         con = connect(tmp)
         try:
             con.execute("PRAGMA journal_mode=WAL")

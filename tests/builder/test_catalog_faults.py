@@ -58,6 +58,17 @@ def test_a_truncated_catalog_is_one_line_in_every_command(tmp_path, capsys):
         assert "Traceback" not in err
 
 
+def test_a_corrupt_llm_cache_is_one_line_naming_it(tmp_path):
+    from builder.catalog import CatalogError
+    from builder.llm_cache import LLMCache
+
+    bad = tmp_path / "llm.sqlite"
+    bad.write_bytes(b"not a database at all" * 100)
+    with pytest.raises(CatalogError, match=f"{bad} is not a usable LLM cache "
+                                           r"\(file is not a database\): move it away"):
+        LLMCache(bad)
+
+
 def test_a_0_byte_catalog_is_not_silently_a_new_build(tmp_path, capsys):
     wd = tmp_path / "w"
     wd.mkdir()

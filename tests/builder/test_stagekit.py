@@ -247,3 +247,73 @@ def test_sigterm_records_interrupted_and_the_same_command_resumes(tmp_path):
         assert main(args) == 0
     run = last_run(tmp_path / "w", "crawl")
     assert run["status"] == "done" and _downloads(tmp_path / "w") == len(paths)
+
+
+def _world(wd: Path) -> Path:
+    from tests.triplets.world import build_world
+
+    build_world(wd, ["train", "taxi"], countries=["USA", "JPN"], per_cell=1,
+                tag_fn=lambda c, k, i: None)
+    return wd
+
+
+@pytest.mark.parametrize("stage, module, argv, setup", [
+    ("queries", "google.genai", ["--countries", "THA", "--no-table", "--llm",
+                                 "gemini:gemini-fake"], None),
+    ("tagging", "google.genai", ["--llm", "gemini:gemini-fake"], _world),
+    ("concept_dedup", "FlagEmbedding", ["--embedder", "bge-m3:/nonexistent"], "concepts"),
+    ("crawl", "httpx", ["--search", "urls:{urls}", "--allow-host", "127.0.0.1"], None),
+])
+def test_every_stage_names_a_missing_library_in_one_line(tmp_path, stage, module, argv, setup):
+    """Issue 15: each stage that needs an optional library says which and how to install it,
+    and blames no item."""
+    wd = tmp_path / "w"
+    if setup == "concepts":
+        assert concepts.main(["--workdir", str(wd), "--llm", "offline", "--countries",
+                              "THA"]) == 0
+    elif callable(setup):
+        setup(wd)
+    urls = write_urls(tmp_path / "u.csv", [("food", "THA", "th", 1,
+                                            "http://127.0.0.1:9/a.jpg", "", "")])
+    argv = [a.format(urls=urls) for a in argv]
+    proc = _without(module, ["--workdir", str(wd), *argv], stage,
+                    env={"GEMINI_API_KEY": "AIzaFAKE-never-sent",
+                         "XCM_GEMINI_BASE_URL": "http://127.0.0.1:9"})
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == (
+        f"error: the Python module {module!r} is missing; {INSTALL}")
+    assert "Traceback" not in proc.stderr
+    with Catalog.open(wd) as cat:
+        assert cat.last_run(stage)["status"] == "failed"
+        blamed = {
+            "queries": "SELECT COUNT(*) FROM llm_requests WHERE stage='queries'",
+            "tagging": "SELECT COUNT(*) FROM tags",
+            "concept_dedup": "SELECT COUNT(*) FROM concepts WHERE status != 'candidate'",
+            "crawl": "SELECT COUNT(*) FROM downloads",
+        }[stage]
+        assert cat.query(blamed)[0][0] == 0
+
+
+def test_a_library_missing_inside_ddgs_is_ours_and_the_search_stays_pending(tmp_path,
+                                                                             monkeypatch):
+    import ddgs
+
+    class Broken:
+        def __init__(self, **kw):
+            pass
+
+        def images(self, *a, **kw):
+            raise ModuleNotFoundError("No module named 'lxml'", name="lxml")
+
+    monkeypatch.setattr(ddgs, "DDGS", Broken)
+    wd = tmp_path / "w"
+    with Catalog.open(wd) as cat:
+        cat.con.execute("INSERT INTO queries (concept, country, kind, language, text, source,"
+                        " status) VALUES ('food', 'THA', 'english', 'en', 'food Thailand',"
+                        " 'table', 'ok')")
+    from builder.crawl import main
+
+    assert main(["--workdir", str(wd), "--countries", "THA", "--languages", "english"]) == 2
+    with Catalog.open(wd) as cat:
+        assert [tuple(r) for r in cat.query("SELECT status, attempts FROM searches")] == [
+            ("pending", 0)]
