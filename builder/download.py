@@ -4,14 +4,10 @@
 total deadline per attempt, bounded retries (``builder.retry``: exponential backoff with jitter)
 on 429, 5xx, timeouts and connection errors (``Retry-After`` honoured up to a cap), and
 redirects followed by hand (at most ``max_redirects`` hops; each hop must be http/https; a
-repeated URL is a ``redirect_loop``). Every TCP connection goes through :class:`GuardedBackend`,
-which resolves the host itself, refuses private, loopback, link-local, reserved, multicast and
-unspecified addresses and connects to the address it checked, so a DNS answer cannot change
-between the check and the connection. ``allow_hosts`` admits exactly what was named: an
-address admits URLs that name that address, a name admits that name (whatever it resolves
-to); allowing ``127.0.0.1`` does not admit ``localhost`` or any other name that resolves there.
-A host name longer than DNS allows (a label over 63 or a name over 253 characters) is an
-``invalid_url`` before any lookup. Bodies are streamed
+repeated URL is a ``redirect_loop``). Every TCP connection goes through
+``builder.netguard.GuardedBackend`` (non-public addresses refused at connect time;
+``allow_hosts`` admits exactly what was named; over-long host names are ``invalid_url``).
+Bodies are streamed
 under a byte cap; ``X-Robots-Tag: noai / noimageai / noindex`` opts an image out before its body
 is read. The bytes must then decode with Pillow under a pixel cap (:func:`inspect_image`) and
 are stored content-addressed via ``WorkDir.store_image_bytes``.
@@ -27,12 +23,10 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
-import ipaddress
 import logging
-import socket
 import warnings
 from collections import defaultdict, deque
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
@@ -42,6 +36,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from builder import __version__
+from builder.netguard import BLOCK_PREFIX, DNS_PREFIX, INVALID_PREFIX, GuardedBackend, host_problem
 from builder.stagekit import local_failure
 from builder.workdir import WorkDir
 
@@ -68,9 +63,6 @@ FORMATS = {"JPEG": "jpg", "MPO": "jpg", "PNG": "png", "WEBP": "webp", "GIF": "gi
 OPT_OUT = frozenset({"noai", "noimageai", "noindex"})
 ROBOTS_AGENTS = frozenset({"*", "xcm3", "xcm3-builder", "3xcm"})
 REDIRECT_CODES = frozenset({301, 302, 303, 307, 308})
-BLOCK_PREFIX = "blocked_host: "
-DNS_PREFIX = "dns_error: "
-INVALID_PREFIX = "invalid_url: "
 
 
 @dataclass(frozen=True)
@@ -115,98 +107,6 @@ class FetchResult:
     width: int | None = None
     height: int | None = None
     fetched_at: str | None = None
-
-
-# -- address guard ---------------------------------------------------------------------------
-def address_blocked(ip: str) -> str | None:
-    """Why ``ip`` must not be contacted (private, loopback, ...), or None if it is public."""
-    addr = ipaddress.ip_address(ip.split("%", 1)[0])
-    if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
-        addr = addr.ipv4_mapped
-    for attr in ("is_unspecified", "is_loopback", "is_link_local", "is_multicast", "is_private",
-                 "is_reserved"):
-        if getattr(addr, attr):
-            return f"{ip} is {attr[3:].replace('_', '-')}"
-    if not addr.is_global:
-        return f"{ip} is not globally routable"
-    return None
-
-
-def host_key(host: str) -> str:
-    """How an allowed host is compared: an address in its canonical form (``::1`` and
-    ``0:0::1`` are one address), a name lower-cased without a trailing dot."""
-    name = host.strip().lower().strip("[]").rstrip(".")
-    try:
-        return str(ipaddress.ip_address(name.split("%", 1)[0]))
-    except ValueError:
-        return name
-
-
-def host_problem(host: str) -> str | None:
-    """Why ``host`` cannot be a DNS name (RFC 1035: labels of 1-63, at most 253 characters
-    in all, counted in the ASCII form), or None. Addresses pass."""
-    name = host.strip("[]").rstrip(".")
-    try:
-        ipaddress.ip_address(name.split("%", 1)[0])
-        return None
-    except ValueError:
-        pass
-    try:
-        ascii_name = name.encode("idna").decode("ascii")
-    except UnicodeError:
-        ascii_name = name
-    if len(ascii_name) > 253:
-        return f"host name is {len(ascii_name)} characters long (DNS allows 253)"
-    long = next((label for label in ascii_name.split(".") if len(label) > 63), None)
-    if long is not None:
-        return f"host name label of {len(long)} characters (DNS allows 63): {long[:20]}..."
-    if any(not label for label in ascii_name.split(".")):
-        return f"empty label in host name {name[:80]!r}"
-    return None
-
-
-class GuardedBackend:
-    """httpcore network backend that checks every resolved address before connecting."""
-
-    def __init__(self, allow_hosts: Iterable[str] = ()):
-        import httpcore
-
-        self._inner = httpcore.AnyIOBackend()
-        self.allow = {host_key(h) for h in allow_hosts}
-
-    async def connect_tcp(self, host: str, port: int, timeout: float | None = None,
-                          local_address: str | None = None, socket_options: Any = None) -> Any:
-        import httpcore
-
-        name = host.lower().strip("[]")
-        problem = host_problem(name)
-        if problem:
-            raise httpcore.ConnectError(f"{INVALID_PREFIX}{problem}")
-        loop = asyncio.get_running_loop()
-        try:
-            infos = await loop.getaddrinfo(name, port, type=socket.SOCK_STREAM)
-        except (socket.gaierror, UnicodeError) as e:
-            raise httpcore.ConnectError(f"{DNS_PREFIX}cannot resolve {name}: {e}") from e
-        ips = list(dict.fromkeys(info[4][0] for info in infos))
-        if host_key(name) not in self.allow:  # exactly what was named, never what it resolves to
-            bad = [why for ip in ips if (why := address_blocked(ip))]
-            if bad:
-                raise httpcore.ConnectError(f"{BLOCK_PREFIX}{name} resolves to {bad[0]}")
-        last: Exception | None = None
-        for ip in ips:
-            try:
-                return await self._inner.connect_tcp(ip, port, timeout=timeout,
-                                                     local_address=local_address,
-                                                     socket_options=socket_options)
-            except httpcore.ConnectError as e:
-                last = e
-        raise httpcore.ConnectError(f"cannot connect to {name}:{port}: {last}")
-
-    async def connect_unix_socket(self, *a: Any, **kw: Any) -> Any:
-        raise RuntimeError("unix sockets are not used by the downloader")
-
-    async def sleep(self, seconds: float) -> None:
-        await self._inner.sleep(seconds)
 
 
 POOL_SIZE = 4  # connections per client (see Downloader._run)

@@ -140,7 +140,7 @@ def test_an_internal_error_is_ours_exit_1_and_the_next_run_fetches_it_again(
 
 
 def test_over_long_host_names_are_bad_urls_without_a_traceback(tmp_path, caplog):
-    from builder.download import host_problem
+    from builder.netguard import host_problem
 
     caplog.set_level(logging.DEBUG)
     long_label = "a" * 64 + ".example"

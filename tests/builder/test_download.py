@@ -12,12 +12,12 @@ from builder.download import (
     Downloader,
     FetchConfig,
     FetchResult,
-    address_blocked,
     inspect_image,
     interleave_hosts,
     parse_retry_after,
     robots_opt_out,
 )
+from builder.netguard import address_blocked
 from builder.workdir import WorkDir
 from tests.fakes.image_server import ImageServer, bomb_png, image_bytes
 
