@@ -22,7 +22,6 @@ on one URL (a bug of ours) is ``internal_error``, which every later run fetches 
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import logging
 import warnings
 from collections import defaultdict, deque
@@ -37,6 +36,7 @@ from urllib.parse import unquote, urlsplit
 
 from builder import __version__
 from builder.netguard import BLOCK_PREFIX, DNS_PREFIX, INVALID_PREFIX, GuardedBackend, host_problem
+from builder.retry import parse_retry_after
 from builder.stagekit import local_failure
 from builder.workdir import WorkDir
 
@@ -151,22 +151,6 @@ def robots_opt_out(value: str | None) -> str | None:
         if token in OPT_OUT and (agent is None or agent in ROBOTS_AGENTS):
             return token
     return None
-
-
-def parse_retry_after(value: str | None) -> float | None:
-    """Seconds from a ``Retry-After`` header (delta-seconds or HTTP date), else None."""
-    if not value:
-        return None
-    value = value.strip()
-    if value.isdigit():
-        return float(value)
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return max(0.0, (when - datetime.now(UTC)).total_seconds())
 
 
 # -- validation ------------------------------------------------------------------------------

@@ -196,7 +196,7 @@ def retryable(exc: BaseException | None) -> bool:
 def server_wait(exc: BaseException | None) -> float | None:
     """The wait the server asked for: ``Retry-After`` (seconds or an HTTP date), else the
     ``RetryInfo.retryDelay`` of Google's error details (``"37s"``), else None."""
-    from builder.download import parse_retry_after
+    from builder.retry import parse_retry_after
 
     headers = getattr(getattr(exc, "response", None), "headers", None)
     if headers is not None:

@@ -11,10 +11,12 @@ function is injectable, so tests run without waiting.
 from __future__ import annotations
 
 import asyncio
+import email.utils
 import random
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
@@ -125,3 +127,19 @@ async def call_async(fn: Callable[[], Awaitable[T]], backoff: Backoff, again: Ca
 
     result = await AsyncRetrying(sleep=sleep, **policy.kwargs())(attempt)
     return policy.tried(result, attempts)
+
+
+def parse_retry_after(value: str | None) -> float | None:
+    """Seconds from a ``Retry-After`` header (delta-seconds or HTTP date), else None."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - datetime.now(UTC)).total_seconds())

@@ -14,10 +14,10 @@ from builder.download import (
     FetchResult,
     inspect_image,
     interleave_hosts,
-    parse_retry_after,
     robots_opt_out,
 )
 from builder.netguard import address_blocked
+from builder.retry import parse_retry_after
 from builder.workdir import WorkDir
 from tests.fakes.image_server import ImageServer, bomb_png, image_bytes
 
