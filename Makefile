@@ -8,7 +8,7 @@ PIP := $(VENV)/bin/pip
 # Debian fonts so plots render Thai, Devanagari, Arabic and CJK labels.
 FONT_PKGS := fonts-noto-core fonts-noto-cjk
 
-.PHONY: demo sample test setup setup-ls fonts lint bench
+.PHONY: demo synthetic test setup setup-ls fonts lint bench
 
 $(VENV)/.installed: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -38,10 +38,10 @@ fonts:
 demo: $(VENV)/.installed
 	$(VENV)/bin/python -m builder.demo
 
-# The evaluator alone on the bundled synthetic sample release.
-sample: $(VENV)/.installed
+# The evaluator alone on the bundled synthetic release (python -m benchmark.synthetic made it).
+synthetic: $(VENV)/.installed
 	$(VENV)/bin/python -m benchmark run --model hash --task 3xcm --task 3xcm-i2i \
-	  --dataset data/sample-3xcm --output-dir results
+	  --dataset data/synthetic-3xcm --output-dir results
 
 test: $(VENV)/.installed $(LSVENV)/.installed fonts
 	$(VENV)/bin/python -m pytest

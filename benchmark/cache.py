@@ -11,7 +11,6 @@ their (L, d) token matrix. Location: ``--cache-dir``, ``$XCM_CACHE_DIR``, else
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -24,7 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from benchmark.models.base import Adapter, Embeddings, MultiVector, concat
+from benchmark.embeddings import Embeddings, MultiVector, concat
+from benchmark.files import sha256_text
+from benchmark.models.base import Adapter
 
 log = logging.getLogger(__name__)
 
@@ -32,10 +33,6 @@ log = logging.getLogger(__name__)
 def default_cache_dir() -> Path:
     env = os.environ.get("XCM_CACHE_DIR")
     return Path(env) if env else Path.home() / ".cache" / "xcm3"
-
-
-def sha256_text(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def namespace(adapter: Adapter, modality: str, role: str) -> str:
@@ -64,7 +61,7 @@ def namespace(adapter: Adapter, modality: str, role: str) -> str:
         ensure_ascii=False,
         default=str,
     )
-    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+    return sha256_text(blob)
 
 
 class EmbeddingCache:

@@ -1,115 +1,83 @@
-"""``python -m benchmark``: run tasks on a model, list models and tasks, analyze, report.
+"""``python -m benchmark``: run tasks on a model, list models and tasks, analyze, report, smoke.
 
     python -m benchmark run --model MODEL --task 3xcm [--task ...] --dataset PATH_OR_HUB_ID
     python -m benchmark ls
-    python -m benchmark analyze ...   (benchmark.analysis)
-    python -m benchmark report RESULTS_DIR... --output DIR   (benchmark.report)
+    python -m benchmark analyze --model MODEL --dataset PATH   (benchmark.analysis)
+    python -m benchmark report RESULTS_DIR... --output DIR     (benchmark.report)
+    python -m benchmark smoke --model MODEL [--device cuda]    (benchmark.smoke)
 
-Bad input (unknown model/task, bad dataset) is one line on stderr and exit code 2.
+Every command's flags come from typed configs (:mod:`benchmark.config`): ``run`` fills a
+:class:`~benchmark.tasks.base.RunConfig` and each task's own config. Logging is configured
+once (:func:`benchmark.logs.configure_logging`). Bad input (unknown model/task, bad dataset)
+is one line on stderr and exit code 2.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import logging
+import math
 import sys
-import time
-from pathlib import Path
+from typing import Any
 
-from benchmark import registry
+from benchmark import files, registry
+from benchmark.analysis import cli as analysis_cli
+from benchmark.config import add_options, from_args
 from benchmark.data import DataError
-from benchmark.results import (
-    ModelInfo,
-    ResultFile,
-    TaskInfo,
-    environment,
-    git_commit,
-    now_iso,
-    write_results,
-)
-from benchmark.tasks.base import RunContext, TaskOutput
+from benchmark.logs import configure_logging
+from benchmark.report import cli as report_cli
+from benchmark.smoke import SmokeConfig, format_smoke, run_smoke
+from benchmark.tables import TableError
+from benchmark.tasks.base import RunConfig, TaskConfig, open_context, run_task
 
 log = logging.getLogger("benchmark")
 
-# Subcommands implemented in their own modules (thin delegation, imported when used).
-DELEGATED = {
-    "analyze": "benchmark.analysis.cli:main",
-    "report": "benchmark.report.cli:main",
-}
+USER_ERRORS = (DataError, registry.RegistryError, TableError)
 
 
-def build_run_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m benchmark run",
-                                description="Score a model on one or more tasks.")
-    p.add_argument("--model", required=True,
-                   help="registered name (see `ls`), family:arg (open_clip:ViT-L-14/openai), "
-                        "or module.path:Class of your own adapter")
-    p.add_argument("--task", action="append", required=True, help="task name (repeatable)")
-    p.add_argument("--dataset", help="release folder or hub id ORG/NAME")
-    p.add_argument("--revision", help="hub revision of --dataset")
-    p.add_argument("--output-dir", type=Path, default=Path("results"),
-                   help="results go to OUTPUT_DIR/<model-slug>/<task>.json (default ./results)")
-    p.add_argument("--cache-dir", type=Path,
-                   help="embedding cache (default $XCM_CACHE_DIR or ~/.cache/xcm3)")
-    p.add_argument("--no-cache", action="store_true", help="do not read or write the cache")
-    p.add_argument("--device", help="cpu / cuda / cuda:1 (default: cuda when present)")
-    p.add_argument("--dtype", choices=["float32", "float16", "bfloat16"],
-                   help="model dtype (default: bf16/fp16 on GPU, float32 on CPU)")
-    p.add_argument("--batch-size", type=int, help="batch size for texts and images")
-    p.add_argument("--seed", type=int, default=0, help="seed of bootstraps and sampling")
-    p.add_argument("-q", "--quiet", action="store_true", help="no table on stdout")
+def task_classes() -> dict[str, Any]:
+    """Registered task name -> its class (tasks whose module does not import are left out)."""
+    out: dict[str, Any] = {}
     for name in sorted(registry.tasks()):
         try:
-            registry.load_task(name).add_arguments(p)
+            out[name] = registry.load_task(name)
         except registry.RegistryError as e:
             log.debug("task %s unavailable: %s", name, e)
-    return p
+    return out
 
 
-def run(argv: list[str]) -> int:
-    args = build_run_parser().parse_args(argv)
-    from benchmark.cache import EmbeddingCache
+def add_run(sub: Any) -> None:
+    p = sub.add_parser("run", help="score a model on one or more tasks",
+                       description="Score a model on one or more tasks.")
+    seen: set[str] = set()
+    add_options(p, RunConfig, seen=seen)
+    p.add_argument("--task", action="append", required=True, help="task name (repeatable)")
+    add_options(p, TaskConfig, seen=seen)
+    for name, cls in task_classes().items():
+        add_options(p, cls.config_class, seen=seen, title=f"{name} task")
+    p.set_defaults(handler=run)
 
-    tasks = [registry.load_task(t)() for t in args.task]  # unknown task: error before loading
-    overrides = {k: v for k, v in (("device", args.device), ("dtype", args.dtype)) if v}
-    adapter = registry.load_model(args.model, **overrides)
-    if args.batch_size:
-        adapter.text_batch_size = adapter.image_batch_size = args.batch_size
-    cache = None if args.no_cache else EmbeddingCache(args.cache_dir)
-    from benchmark.data.images import set_hash_memo
 
-    set_hash_memo(cache.root / "filehash.sqlite" if cache else None)
-    ctx = RunContext(adapter, cache, args, args.output_dir)
-    for task in tasks:
-        t0 = time.perf_counter()
-        out: TaskOutput = task.run(ctx)
-        out.timings["total_s"] = time.perf_counter() - t0
-        path = write_results(args.output_dir, make_result(ctx, out))
-        if not args.quiet:
+def run(args: argparse.Namespace) -> int:
+    cfg = from_args(RunConfig, args)
+    classes = [registry.load_task(t) for t in args.task]  # unknown task: error before loading
+    ctx = open_context(cfg)
+    for cls in classes:
+        task = cls(from_args(cls.config_class, args))
+        out, path = run_task(ctx, task)
+        if not cfg.quiet:
             print(task.format_table(out))
-        log.info("wrote %s", path)
         print(f"results: {path}", file=sys.stderr)
     return 0
 
 
-def make_result(ctx: RunContext, out: TaskOutput) -> ResultFile:
-    a = ctx.adapter
-    settings = {
-        "device": a.device, "dtype": a.dtype, "text_batch_size": a.text_batch_size,
-        "image_batch_size": a.image_batch_size, "cache": str(ctx.cache.path) if ctx.cache else None,
-        **out.settings,
-    }
-    return ResultFile(
-        git_commit=git_commit(), date=now_iso(), environment=environment(),
-        model=ModelInfo(**a.spec.as_dict()), task=TaskInfo(**out.task), settings=settings,
-        timings=out.timings, scores=out.scores, **out.extra,
-    )
+def add_ls(sub: Any) -> None:
+    p = sub.add_parser("ls", help="list registered models and tasks",
+                       description="List registered models and tasks.")
+    p.set_defaults(handler=ls)
 
 
-def ls(argv: list[str]) -> int:
-    argparse.ArgumentParser(prog="python -m benchmark ls",
-                            description="List registered models and tasks.").parse_args(argv)
+def ls(args: argparse.Namespace) -> int:
     models = registry.models()
     width = max(len(n) for n in models)
     print("models:")
@@ -128,25 +96,40 @@ def ls(argv: list[str]) -> int:
     return 0
 
 
+def add_smoke(sub: Any) -> None:
+    p = sub.add_parser("smoke", help="load one model, embed generated triplets, print throughput",
+                       description="Smoke test of one model where its weights (and a GPU) are.")
+    add_options(p, SmokeConfig)
+    p.set_defaults(handler=smoke)
+
+
+def smoke(args: argparse.Namespace) -> int:
+    cfg = from_args(SmokeConfig, args)
+    res = run_smoke(cfg.model, cfg.triplets, cfg.device, cfg.dtype, cfg.batch_size, cfg.size)
+    print(format_smoke(res))
+    if cfg.json:
+        files.atomic_write_json(cfg.json, res, default=str)
+    ok = res["finite"] and all(math.isfinite(x) for x in res["norms"]["texts"] + res["norms"]["images"])
+    return 0 if ok else 1
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m benchmark", description=__doc__.split("\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    add_run(sub)
+    add_ls(sub)
+    analysis_cli.add_parser(sub)
+    report_cli.add_parser(sub)
+    add_smoke(sub)
+    return p
+
+
 def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    commands = ["run", "ls", *DELEGATED]
-    if not argv or argv[0] in {"-h", "--help"}:
-        print(__doc__.strip())
-        print(f"\ncommands: {', '.join(commands)}")
-        return 0 if argv else 2
-    cmd, rest = argv[0], argv[1:]
+    configure_logging()
+    args = build_parser().parse_args(argv)
     try:
-        if cmd == "run":
-            return run(rest)
-        if cmd == "ls":
-            return ls(rest)
-        if cmd in DELEGATED:
-            mod, _, fn = DELEGATED[cmd].partition(":")
-            return int(getattr(importlib.import_module(mod), fn)(rest) or 0)
-        print(f"error: unknown command {cmd!r}{registry.suggest(cmd, commands)}", file=sys.stderr)
-        return 2
-    except (DataError, registry.RegistryError) as e:
+        return int(args.handler(args) or 0)
+    except USER_ERRORS as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

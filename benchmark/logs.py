@@ -14,7 +14,7 @@ import sys
 
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 DATEFMT = "%H:%M:%S"
-_HANDLER_NAME = "xcm3"
+HANDLER_NAME = "xcm3"  # the one handler configure_logging adds
 # Libraries that log a line per HTTP request at INFO: shown with ``verbose`` only.
 NOISY_LOGGERS = ("httpx", "httpcore")
 
@@ -37,11 +37,12 @@ def configure_logging(verbose: bool = False, *, quiet: bool = False) -> None:
     """INFO by default, DEBUG with ``verbose``, WARNING with ``quiet``; one stderr handler."""
     level = logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO
     root = logging.getLogger()
-    if not any(h.get_name() == _HANDLER_NAME for h in root.handlers):
+    if not any(h.get_name() == HANDLER_NAME for h in root.handlers):
         handler = _StderrHandler()
-        handler.set_name(_HANDLER_NAME)
+        handler.set_name(HANDLER_NAME)
         handler.setFormatter(logging.Formatter(FORMAT, DATEFMT))
         root.addHandler(handler)
     root.setLevel(level)
     for name in NOISY_LOGGERS:
         logging.getLogger(name).setLevel(logging.DEBUG if verbose else logging.WARNING)
+

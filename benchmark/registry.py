@@ -3,16 +3,24 @@
 Modelled on lm-evaluation-harness's registry: registering a name twice is an error, unknown
 names get close-name suggestions, nothing is imported until it is used. A model entry pins its
 checkpoint and revision. ``FAMILIES`` handle ``family:argument`` names
-(``open_clip:ViT-L-14/openai``, ``open_clip:local-dir:/path``); any other ``module.path:Class``
-loads a user's adapter.
+(``open_clip:ViT-L-14/openai``, ``open_clip:local-dir:/path``); any other ``module:Class``
+whose module imports (``my_pkg.my_module:MyModel``, or a top-level ``my_adapter:MyModel`` on
+``sys.path``) loads a user's adapter, with ``device``/``dtype`` passed when its class accepts
+them. The registrations of :mod:`benchmark.zoo` are all or nothing: an import that fails
+half-way leaves no entry behind, and the next lookup tries again.
 """
 
 from __future__ import annotations
 
 import difflib
 import importlib
+import importlib.util
+import inspect
+import logging
 from dataclasses import dataclass, field
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 
 class RegistryError(LookupError):
@@ -86,10 +94,43 @@ def suggest(name: str, known: list[str]) -> str:
     return f"; did you mean {', '.join(close)}?" if close else ""
 
 
-def load_model(name: str, **overrides: Any) -> Any:
-    """Instantiate the adapter for a registered name, a ``family:arg`` or a ``module:Class``."""
+def _is_module(name: str) -> bool:
+    """True when ``name`` is an importable module (its parents are imported to find out)."""
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def accepted(cls: Any, overrides: dict[str, Any]) -> dict[str, Any]:
+    """The ``overrides`` that ``cls(...)`` accepts (a named parameter, or ``**kwargs``)."""
+    try:
+        params = inspect.signature(cls).parameters.values()
+    except (TypeError, ValueError):
+        return {}
+    if any(p.kind is p.VAR_KEYWORD for p in params):
+        return dict(overrides)
+    names = {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    return {k: v for k, v in overrides.items() if k in names}
+
+
+def load_user_adapter(target: str, **overrides: Any) -> Any:
+    """A user's ``module:Class``: an Adapter subclass as it is, any other class wrapped in
+    :class:`~benchmark.models.base.UserAdapter`; ``device``/``dtype`` go to the constructor
+    when it accepts them (else they are ignored, with a warning)."""
     from benchmark.models.base import Adapter, UserAdapter
 
+    cls = import_target(target)
+    kw = accepted(cls, overrides)
+    ignored = sorted(set(overrides) - set(kw))
+    if ignored:
+        log.warning("%s does not accept %s; ignored", target, ", ".join(ignored))
+    obj = cls(**kw)
+    return obj if isinstance(obj, Adapter) else UserAdapter(obj, target, **kw)
+
+
+def load_model(name: str, **overrides: Any) -> Any:
+    """Instantiate the adapter for a registered name, a ``family:arg`` or a ``module:Class``."""
     _ensure_registered()
     if name in MODELS:
         entry = MODELS[name]
@@ -100,14 +141,12 @@ def load_model(name: str, **overrides: Any) -> Any:
         target, extra = FAMILIES[prefix]
         cls = import_target(target, extra)
         return cls(name=name, checkpoint=arg, **overrides)
-    if sep and "." in prefix and arg.isidentifier():
-        cls = import_target(name)
-        obj = cls()
-        return obj if isinstance(obj, Adapter) else UserAdapter(obj, name)
+    if sep and arg.isidentifier() and _is_module(prefix):
+        return load_user_adapter(name, **overrides)
     raise RegistryError(
         f"unknown model {name!r}{suggest(name, sorted(MODELS))} "
         f"(see `python -m benchmark ls`; families: {', '.join(sorted(FAMILIES))}; "
-        f"or pass module.path:Class)"
+        f"or pass module:Class of your own adapter)"
     )
 
 
@@ -118,14 +157,27 @@ def load_task(name: str) -> Any:
     return import_target(TASKS[name])
 
 
-_REGISTERED = False
+_STATE = "empty"  # -> "loading" (benchmark.zoo is registering) -> "done"
 
 
 def _ensure_registered() -> None:
-    global _REGISTERED
-    if not _REGISTERED:
-        _REGISTERED = True
+    """Import :mod:`benchmark.zoo` once. Its own ``register_*`` calls arrive while loading; if
+    the import fails, what it registered is removed and the error raised, so the registry is
+    never half filled and the next call retries."""
+    global _STATE
+    if _STATE != "empty":
+        return
+    before = (set(MODELS), set(FAMILIES), set(TASKS))
+    _STATE = "loading"
+    try:
         importlib.import_module("benchmark.zoo")
+    except BaseException:
+        for table, keep in zip((MODELS, FAMILIES, TASKS), before, strict=True):
+            for key in set(table) - keep:
+                del table[key]
+        _STATE = "empty"
+        raise
+    _STATE = "done"
 
 
 def models() -> dict[str, ModelEntry]:

@@ -3,25 +3,25 @@
 Schema (``SCHEMA_VERSION``)::
 
     schema_version, package_version, git_commit, date, environment {python, numpy, torch, ...}
-    model     {name, family, checkpoint, revision, adapter_version, multi_vector, conventions}
+    model     benchmark.models.base.ModelSpec {name, family, checkpoint, revision,
+              adapter_version, multi_vector, extra}
     task      {name, dataset, data_fingerprint, n, ...task specifics}
     settings  {batch sizes, device, dtype, seed, bootstrap resamples, tie order, ...}
     timings   {embed_texts_s, embed_images_s, scoring_s, total_s, embedding stats}
     scores    task-specific, e.g. 3xcm: {overall, by_country, by_language, by_concept}
 
 NaN and infinities are not JSON: they are written as null (``sanitize``), and ``allow_nan`` is
-off so a stray one is an error, never a silent ``NaN`` token.
+off so a stray one is an error, never a silent ``NaN`` token. Written atomically with
+:func:`benchmark.files.atomic_write_json` (mode from the user's umask).
 """
 
 from __future__ import annotations
 
 import json
 import math
-import os
 import platform
 import re
 import subprocess
-import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -29,19 +29,10 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from benchmark import __version__
+from benchmark import __version__, files
+from benchmark.models.base import ModelSpec
 
 SCHEMA_VERSION = 1
-
-
-class ModelInfo(BaseModel):
-    model_config = ConfigDict(extra="allow", protected_namespaces=())
-    name: str
-    family: str
-    checkpoint: str
-    revision: str | None = None
-    adapter_version: str = "1"
-    multi_vector: bool = False
 
 
 class TaskInfo(BaseModel):
@@ -61,7 +52,7 @@ class ResultFile(BaseModel):
     git_commit: str | None = None
     date: str
     environment: dict[str, Any] = {}
-    model: ModelInfo
+    model: ModelSpec
     task: TaskInfo
     settings: dict[str, Any] = {}
     timings: dict[str, Any] = {}
@@ -127,20 +118,6 @@ def sanitize(obj: Any) -> Any:
     return obj
 
 
-def atomic_write_json(path: Path, obj: Any) -> None:
-    """Strict JSON (``allow_nan=False``) via a temp file and ``os.replace``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(sanitize(obj), indent=2, ensure_ascii=False, allow_nan=False)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text + "\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def results_path(output_dir: str | Path, model_name: str, task_name: str) -> Path:
     return Path(output_dir) / model_slug(model_name) / f"{task_name}.json"
 
@@ -148,7 +125,7 @@ def results_path(output_dir: str | Path, model_name: str, task_name: str) -> Pat
 def write_results(output_dir: str | Path, result: ResultFile) -> Path:
     """Validate and write a results file; returns its path."""
     path = results_path(output_dir, result.model.name, result.task.name)
-    atomic_write_json(path, result.model_dump(mode="python"))
+    files.atomic_write_json(path, sanitize(result.model_dump(mode="python")))
     return path
 
 

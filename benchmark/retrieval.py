@@ -11,7 +11,8 @@ Order and ties: a list is sorted by score (descending), then by pool index (asce
 the result equals the first k of a stable sort of each full score row, ties included.
 
 Single vectors: cosine (rows unit-normalised, inner product). Multi-vectors
-(:class:`~benchmark.models.base.MultiVector`): exact MaxSim over the whole pool, in batches;
+(:class:`~benchmark.embeddings.MultiVector`): exact MaxSim over the whole pool, in batches,
+each chunk scored by :func:`benchmark.embeddings.maxsim_block` (the one MaxSim kernel);
 :func:`two_stage_topk` is the cheaper shortlist-then-MaxSim variant, whose agreement with the
 exact lists :func:`topk_agreement` measures.
 
@@ -29,7 +30,8 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
-from benchmark.models.base import Embeddings, MultiVector, l2_normalize
+from benchmark.embeddings import Embeddings, MultiVector, l2_normalize, maxsim_block
+from benchmark.embeddings import as_multi as _multi  # exact_topk's name for it
 
 log = logging.getLogger(__name__)
 
@@ -85,16 +87,6 @@ class NumpyBackend:
         rows, cols = np.divmod(flat, s.shape[1])
         return rows, cols, s.reshape(-1)[flat]
 
-    def maxsim(self, qv: Any, qm: Any, dv: Any, dm: Any) -> Any:
-        """(bq, bd) MaxSim of padded token blocks (masks: True = real token)."""
-        bq, lq, dim = qv.shape
-        bd, ld, _ = dv.shape
-        sim = (qv.reshape(bq * lq, dim) @ dv.reshape(bd * ld, dim).T).reshape(bq, lq, bd, ld)
-        sim = np.where(dm[None, None], sim, -np.inf).max(axis=3)
-        out = np.where(qm[:, :, None], sim, 0.0).sum(axis=1, dtype=np.float32)
-        out[:, ~dm.any(axis=1)] = 0.0  # a document without tokens scores 0 (as maxsim_scores)
-        return out
-
 
 class TorchBackend(NumpyBackend):
     """Products on ``device`` with torch. On the CPU the score block is handed to numpy (a
@@ -146,15 +138,6 @@ class TorchBackend(NumpyBackend):
         vals = self.get(s[nz[:, 0], nz[:, 1]])
         nz = self.get(nz)
         return nz[:, 0], nz[:, 1], vals
-
-    def maxsim(self, qv: Any, qm: Any, dv: Any, dm: Any) -> Any:
-        bq, lq, dim = qv.shape
-        bd, ld, _ = dv.shape
-        sim = (qv.reshape(bq * lq, dim) @ dv.reshape(bd * ld, dim).T).reshape(bq, lq, bd, ld)
-        sim = sim.masked_fill(~dm[None, None], float("-inf")).amax(dim=3)
-        out = sim.masked_fill(~qm[:, :, None], 0.0).sum(dim=1)
-        out[:, ~dm.any(dim=1)] = 0.0
-        return out.numpy() if self.on_cpu else out
 
 
 def get_backend(name: str = "auto", device: str | None = None) -> NumpyBackend:
@@ -349,8 +332,7 @@ def exact_maxsim_topk(
     n_q, n_d = len(queries), len(docs)
     _check(n_d, k)
     lq, ld = queries.vectors.shape[1], docs.vectors.shape[1]
-    qmask_all = np.arange(lq)[None, :] < queries.lengths[:, None]
-    dmask_all = np.arange(ld)[None, :] < docs.lengths[:, None]
+    qmask_all, dmask_all = queries.mask(), docs.mask()
     qblock = max(1, min(query_block, MAXSIM_BUDGET // max(1, lq * ld * 64)))
     sub = max(1, MAXSIM_BUDGET // max(1, qblock * lq * ld))  # docs per MaxSim sub-batch
     parts: list[TopK] = []
@@ -364,8 +346,8 @@ def exact_maxsim_topk(
                 out = []
                 for s in range(ds, de, sub):
                     e = min(de, s + sub)
-                    out.append(bk.maxsim(qv, qm, bk.put(docs.vectors[s:e]),
-                                         bk.put(dmask_all[s:e])))
+                    out.append(_maxsim(bk, qv, qm, bk.put(docs.vectors[s:e]),
+                                       bk.put(dmask_all[s:e])))
                 return out[0] if len(out) == 1 else _cat(bk, out)
 
             parts.append(_block_topk(bk, score, qv.shape[0], n_d, k, chunk_size, bar))
@@ -386,14 +368,13 @@ def two_stage_topk(
                        chunk_size=chunk_size, backend=bk, progress=progress)
     n_q = len(queries)
     scores = np.empty(short.indices.shape, np.float32)
-    ld = docs.vectors.shape[1]
-    dmask_all = np.arange(ld)[None, :] < docs.lengths[:, None]
+    dmask_all = docs.mask()
     for i in range(n_q):
         q = queries.take([i])
         qv = bk.put(q.vectors)
         qm = bk.put(np.ones((1, q.vectors.shape[1]), bool))
         idx = short.indices[i]
-        s = bk.maxsim(qv, qm, bk.put(docs.vectors[idx]), bk.put(dmask_all[idx]))
+        s = _maxsim(bk, qv, qm, bk.put(docs.vectors[idx]), bk.put(dmask_all[idx]))
         scores[i] = bk.get(s)[0]
     order = _rerank_order(scores, short.indices, k)
     return TopK(np.take_along_axis(scores, order, 1), np.take_along_axis(short.indices, order, 1))
@@ -424,11 +405,11 @@ def topk_agreement(approx: np.ndarray, exact: np.ndarray, ks: list[int]) -> dict
 
 
 # -- helpers --------------------------------------------------------------------------------------
-def _multi(e: Embeddings) -> MultiVector:
-    if isinstance(e, MultiVector):
-        return e
-    e = np.asarray(e, np.float32)
-    return MultiVector(e[:, None, :], np.ones(e.shape[0], np.int64))
+def _maxsim(bk: NumpyBackend, qv: Any, qm: Any, dv: Any, dm: Any) -> Any:
+    """:func:`maxsim_block` on the backend's arrays; torch on the CPU hands numpy on (as the
+    backend's own products do)."""
+    out = maxsim_block(qv, qm, dv, dm)
+    return bk.get(out) if getattr(bk, "on_cpu", False) else out
 
 
 def _cat(bk: NumpyBackend, parts: list[Any]) -> Any:

@@ -1,33 +1,63 @@
 """Smoke test of one model where its weights (and a GPU) are: load it, embed 10 generated
 3XCM-style triplets, score them, print throughput.
 
-    python -m benchmark.smoke --model clip-l14 [--device cuda] [--dtype bfloat16] [--triplets 10]
-    python -m benchmark.smoke --model open_clip:ViT-L-14/random --device cuda   # no weights needed
+    python -m benchmark smoke --model clip-l14 [--device cuda] [--dtype bfloat16] [--triplets 10]
+    python -m benchmark smoke --model open_clip:ViT-L-14/random --device cuda   # no weights needed
 
 Each triplet is a text query (a concept from ``data/concepts.txt``) and three generated images
 (semantic, cultural, non-relevant); the images are synthetic, so the win rates are
 chance-level and only show that scoring runs. What it reports: load seconds, texts/s and
 images/s of the adapter's shared batching loop (after one warm-up batch, synchronised on the
-GPU; the load time includes that warm-up, since some adapters load their weights lazily), the embedding shapes, the norms, and the triplet winners. ``--json PATH`` writes the same
-numbers as strict JSON.
+GPU; the load time includes that warm-up, since some adapters load their weights lazily), the
+embedding shapes, the norms, and the triplet winners. ``--json PATH`` writes the same numbers
+as strict JSON. This module computes (:func:`run_smoke`) and formats (:func:`format_smoke`);
+``benchmark.cli`` prints.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import logging
-import math
 import sys
 import time
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from benchmark.config import option
+from benchmark.data import DataError
+from benchmark.embeddings import MultiVector, take
+from benchmark.tasks.base import DTYPES
 
 log = logging.getLogger(__name__)
 
 FALLBACK_CONCEPTS = ["food", "house", "wedding", "market", "dance", "festival", "school", "car",
                      "breakfast", "clothing"]
+
+
+@dataclass
+class SmokeConfig:
+    """``python -m benchmark smoke``."""
+
+    model: str = option("registered name, family:arg, or module:Class")
+    triplets: int = option("triplets to embed (default 10)", 10)
+    device: str | None = option("cuda / cpu (default: cuda when available)", None)
+    dtype: str | None = option("model dtype", None, choices=DTYPES)
+    batch_size: int | None = option("override the adapter's batch size", None)
+    image_size: str = option("WIDTHxHEIGHT of the generated images", "640x480")
+    json: Path | None = option("also write the numbers to this JSON file", None)
+
+    @property
+    def size(self) -> tuple[int, int]:
+        """(width, height) of ``image_size``; bad input is a :class:`DataError`."""
+        if self.triplets < 1:
+            raise DataError("--triplets must be at least 1")
+        try:
+            w, h = (int(x) for x in self.image_size.lower().split("x"))
+        except ValueError:
+            raise DataError(f"--image-size must look like 640x480, got {self.image_size!r}") from None
+        return w, h
 
 
 def queries(n: int) -> list[str]:
@@ -72,8 +102,6 @@ def _timed(fn: Any, items: list[Any], device: str, **kw: Any) -> tuple[Any, floa
 
 
 def _norms(e: Any) -> list[float]:
-    from benchmark.models.base import MultiVector
-
     if isinstance(e, MultiVector):
         rows = np.concatenate(e.to_list())
     else:
@@ -87,7 +115,6 @@ def run_smoke(
     batch_size: int | None = None, image_size: tuple[int, int] = (640, 480),
 ) -> dict[str, Any]:
     """Load ``model``, embed ``triplets`` queries and 3 images each, score; the numbers."""
-    from benchmark.models.base import MultiVector, take
     from benchmark.registry import load_model
 
     kw: dict[str, Any] = {}
@@ -111,7 +138,7 @@ def run_smoke(
     wins = np.bincount(scores.argmax(axis=1), minlength=3)
     shape = (list(q.vectors.shape) if isinstance(q, MultiVector) else list(np.asarray(q).shape))
     return {
-        "model": model, "spec": adapter.spec.as_dict(), "device": str(adapter.device),
+        "model": model, "spec": adapter.spec.model_dump(), "device": str(adapter.device),
         "dtype": adapter.dtype, "triplets": triplets, "load_seconds": round(load_s, 3),
         "texts_per_second": round(len(texts) / t_text, 3) if t_text > 0 else None,
         "images_per_second": round(len(images) / t_img, 3) if t_img > 0 else None,
@@ -125,46 +152,22 @@ def run_smoke(
     }
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m benchmark.smoke", description=__doc__.split("\n\n")[0])
-    p.add_argument("--model", required=True, help="registered name, family:arg, or module:Class")
-    p.add_argument("--triplets", type=int, default=10, help="triplets to embed (default 10)")
-    p.add_argument("--device", default=None, help="cuda / cpu (default: cuda when available)")
-    p.add_argument("--dtype", default=None, choices=["float32", "float16", "bfloat16"])
-    p.add_argument("--batch-size", type=int, default=None, help="override the adapter's batch size")
-    p.add_argument("--image-size", default="640x480", help="WIDTHxHEIGHT of the generated images")
-    p.add_argument("--json", default=None, help="also write the numbers to this JSON file")
-    args = p.parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    try:
-        w, h = (int(x) for x in args.image_size.lower().split("x"))
-    except ValueError:
-        print(f"error: --image-size must look like 640x480, got {args.image_size!r}", file=sys.stderr)
-        return 2
-    if args.triplets < 1:
-        print("error: --triplets must be at least 1", file=sys.stderr)
-        return 2
-    from benchmark.models.hub import CheckpointNotFound
-    from benchmark.registry import RegistryError
-
-    try:
-        res = run_smoke(args.model, args.triplets, args.device, args.dtype, args.batch_size, (w, h))
-    except (RegistryError, CheckpointNotFound) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    print(f"model        {res['model']}  ({res['spec']['checkpoint']} @ {res['spec']['revision']})")
-    print(f"device       {res['device']} {res['dtype']}   load + warm-up {res['load_seconds']:.1f} s")
-    print(f"texts        {res['triplets']:>5}  {res['texts_per_second']:>10.1f} texts/s   shape {res['query_shape']}")
-    print(f"images       {3 * res['triplets']:>5}  {res['images_per_second']:>10.1f} images/s  ({w}x{h} px)")
-    print(f"norms        texts {res['norms']['texts']}  images {res['norms']['images']}")
-    print(f"wins         {res['wins']}  (synthetic images: chance level)")
-    if args.json:
-        from pathlib import Path
-
-        Path(args.json).write_text(json.dumps(res, indent=2, default=str, allow_nan=False))
-    ok = res["finite"] and all(math.isfinite(x) for x in res["norms"]["texts"] + res["norms"]["images"])
-    return 0 if ok else 1
+def format_smoke(res: dict[str, Any]) -> str:
+    """The numbers of :func:`run_smoke` as a few aligned lines."""
+    w, h = res["image_size"]
+    return "\n".join([
+        f"model        {res['model']}  ({res['spec']['checkpoint']} @ {res['spec']['revision']})",
+        f"device       {res['device']} {res['dtype']}   load + warm-up {res['load_seconds']:.1f} s",
+        f"texts        {res['triplets']:>5}  {res['texts_per_second']:>10.1f} texts/s   "
+        f"shape {res['query_shape']}",
+        f"images       {3 * res['triplets']:>5}  {res['images_per_second']:>10.1f} images/s  "
+        f"({w}x{h} px)",
+        f"norms        texts {res['norms']['texts']}  images {res['norms']['images']}",
+        f"wins         {res['wins']}  (synthetic images: chance level)",
+    ])
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":  # the former entry point: say where the command went, never pass silently
+    sys.stderr.write("error: `python -m benchmark.smoke` is now `python -m benchmark smoke` "
+                     "(same flags)\n")
+    raise SystemExit(2)

@@ -1,12 +1,37 @@
 """Every registered model and task, in one place (names -> lazily imported classes).
 
-Model entries pin their checkpoint and revision. Sections are kept apart so that work on one
-model family does not touch another's lines.
+Model entries pin their checkpoint and revision. One table per adapter class, so that work on
+one model family does not touch another's lines. Revisions marked None could not be looked up
+when this was written (no hub access); the adapters record the commit of the snapshot they
+load (``hub.effective_revision``) in every result.
 """
 
 from __future__ import annotations
 
+from typing import Any, NamedTuple
+
 from benchmark.registry import register_family, register_model, register_task
+
+
+class M(NamedTuple):
+    """One model of a family table: name, checkpoint, pinned revision, description."""
+
+    name: str
+    checkpoint: str
+    revision: str | None
+    description: str
+    paper: bool = False  # one of the paper's ten models
+    kwargs: dict[str, Any] = {}  # further constructor arguments of the adapter
+
+
+def family(target: str, extra: str, models: list[M], prefix: str | None = None) -> None:
+    """Register the models of one adapter class (and its ``prefix:ARG`` family, if any)."""
+    if prefix:
+        register_family(prefix, target, extra=extra)
+    for m in models:
+        register_model(m.name, target, extra=extra, paper=m.paper, description=m.description,
+                       checkpoint=m.checkpoint, revision=m.revision, **m.kwargs)
+
 
 # -- tasks -------------------------------------------------------------------------------------
 register_task("3xcm", "benchmark.tasks.xcm:XCMTextToImage")
@@ -21,112 +46,73 @@ register_model(
 )
 
 # -- open_clip family --------------------------------------------------------------------------
-register_family("open_clip", "benchmark.models.openclip:OpenCLIPModel", extra="openclip")
-register_model(
-    "clip-l14", "benchmark.models.openclip:OpenCLIPModel", extra="openclip", paper=True,
-    description="OpenAI CLIP ViT-L/14 (paper: clip-vit-large-patch14)",
-    checkpoint="ViT-L-14/openai",
-    # open_clip's 'openai' tag resolves to timm/vit_large_patch14_clip_224.openai on the hub.
-    revision="open_clip:ViT-L-14/openai",
-)
+# open_clip's 'openai' tag resolves to timm/vit_large_patch14_clip_224.openai on the hub.
+family("benchmark.models.openclip:OpenCLIPModel", "openclip", prefix="open_clip", models=[
+    M("clip-l14", "ViT-L-14/openai", "open_clip:ViT-L-14/openai",
+      "OpenAI CLIP ViT-L/14 (paper: clip-vit-large-patch14)", paper=True),
+])
 
 # -- transformers dual encoders (benchmark/models/hf_clip.py) ----------------------------------
-# Revisions marked None could not be looked up when this was written (no hub access); the
-# adapters record the commit of the snapshot they load (hub.effective_revision) in every result.
-_HF = "benchmark.models.hf_clip:HFDualEncoder"
-register_family("hf_clip", _HF, extra="hf")
-register_model(
-    "chinese-clip-l14", _HF, extra="hf", paper=True,
-    description="Chinese-CLIP ViT-L/14 (paper: chinese-clip-vit-large-patch14)",
-    checkpoint="OFA-Sys/chinese-clip-vit-large-patch14", revision=None,
-)
-register_model(
-    "clip-l14-hf", _HF, extra="hf",
-    description="OpenAI CLIP ViT-L/14 through transformers (the hub repo the authors' results are named after)",
-    # revision as pinned by mteb (model_implementations/clip_models.py)
-    checkpoint="openai/clip-vit-large-patch14", revision="32bd64288804d66eefd0ccbe215aa642df71cc41",
-)
-# revisions as pinned by mteb (model_implementations/siglip_models.py, the version that adds
-# the SigLIP 2 ModelMetas); mteb pins no revision for the NaFlex repo, so it stays unpinned.
-_SIGLIP2_REVISIONS = {
-    "google/siglip2-base-patch16-256": "3f9f96cb90da5dbc758b01813f2f6f1aee24c1ab",
-    "google/siglip2-so400m-patch14-384": "e8e487298228002f3d8a82e0cd5c8ea9c567f57f",
-    "google/siglip2-giant-opt-patch16-384": "a713301b217d38485fb2204c808367d10bc3cc40",
-}
-for _name, _repo, _desc in (
-    ("siglip2-base-256", "google/siglip2-base-patch16-256", "SigLIP 2 B/16 256 px, multilingual"),
-    ("siglip2-so400m-384", "google/siglip2-so400m-patch14-384", "SigLIP 2 So400m/14 384 px, multilingual"),
-    ("siglip2-giant-384", "google/siglip2-giant-opt-patch16-384", "SigLIP 2 g-opt/16 384 px, multilingual"),
-    ("siglip2-base-naflex", "google/siglip2-base-patch16-naflex", "SigLIP 2 B/16 NaFlex (native aspect), multilingual"),
-):
-    register_model(_name, _HF, extra="hf", description=_desc, checkpoint=_repo,
-                   revision=_SIGLIP2_REVISIONS.get(_repo))
+# clip-l14-hf: revision as pinned by mteb (model_implementations/clip_models.py); SigLIP 2:
+# as pinned by mteb (model_implementations/siglip_models.py, the version that adds the SigLIP 2
+# ModelMetas); mteb pins no revision for the NaFlex repo, so it stays unpinned.
+family("benchmark.models.hf_clip:HFDualEncoder", "hf", prefix="hf_clip", models=[
+    M("chinese-clip-l14", "OFA-Sys/chinese-clip-vit-large-patch14", None,
+      "Chinese-CLIP ViT-L/14 (paper: chinese-clip-vit-large-patch14)", paper=True),
+    M("clip-l14-hf", "openai/clip-vit-large-patch14", "32bd64288804d66eefd0ccbe215aa642df71cc41",
+      "OpenAI CLIP ViT-L/14 through transformers (the hub repo the authors' results are named "
+      "after)"),
+    M("siglip2-base-256", "google/siglip2-base-patch16-256",
+      "3f9f96cb90da5dbc758b01813f2f6f1aee24c1ab", "SigLIP 2 B/16 256 px, multilingual"),
+    M("siglip2-so400m-384", "google/siglip2-so400m-patch14-384",
+      "e8e487298228002f3d8a82e0cd5c8ea9c567f57f", "SigLIP 2 So400m/14 384 px, multilingual"),
+    M("siglip2-giant-384", "google/siglip2-giant-opt-patch16-384",
+      "a713301b217d38485fb2204c808367d10bc3cc40", "SigLIP 2 g-opt/16 384 px, multilingual"),
+    M("siglip2-base-naflex", "google/siglip2-base-patch16-naflex", None,
+      "SigLIP 2 B/16 NaFlex (native aspect), multilingual"),
+])
 
 # -- Multilingual-CLIP (benchmark/models/mclip.py) --------------------------------------------
-_MCLIP = "benchmark.models.mclip:MCLIPModel"
-register_model(
-    "mclip-xlmr-l14", _MCLIP, extra="mclip", paper=True,
-    description="M-CLIP XLM-R Large text tower + OpenAI CLIP ViT-L/14 image tower",
-    checkpoint="M-CLIP/XLM-Roberta-Large-Vit-L-14", revision=None,
-    image_model="ViT-L-14/openai",
-)
-register_model(
-    "mclip-xlmr-b16plus", _MCLIP, extra="mclip", paper=True,
-    description="M-CLIP XLM-R Large text tower + open_clip ViT-B-16-plus-240 (laion400m_e32)",
-    checkpoint="M-CLIP/XLM-Roberta-Large-Vit-B-16Plus", revision=None,
-    image_model="ViT-B-16-plus-240/laion400m_e32",
-)
+family("benchmark.models.mclip:MCLIPModel", "mclip", models=[
+    M("mclip-xlmr-l14", "M-CLIP/XLM-Roberta-Large-Vit-L-14", None,
+      "M-CLIP XLM-R Large text tower + OpenAI CLIP ViT-L/14 image tower", paper=True,
+      kwargs={"image_model": "ViT-L-14/openai"}),
+    M("mclip-xlmr-b16plus", "M-CLIP/XLM-Roberta-Large-Vit-B-16Plus", None,
+      "M-CLIP XLM-R Large text tower + open_clip ViT-B-16-plus-240 (laion400m_e32)", paper=True,
+      kwargs={"image_model": "ViT-B-16-plus-240/laion400m_e32"}),
+])
 
 # -- ColQwen2.5 (benchmark/models/colqwen.py): multi-vector, MaxSim ----------------------------
-_COLQWEN = "benchmark.models.colqwen:ColQwenModel"
-register_family("colqwen", _COLQWEN, extra="qwen")
-register_model(
-    "colqwen2.5-v0.2", _COLQWEN, extra="qwen", paper=True,
-    description="ColQwen2.5 v0.2 (vidore), LoRA on vidore/colqwen2.5-base",
-    checkpoint="vidore/colqwen2.5-v0.2", revision="6f6fcdfd1a114dfe365f529701b33d66b9349014",
-)
-register_model(
-    "colqwen2.5-3b-m", _COLQWEN, extra="qwen", paper=True,
-    description="ColQwen2.5 3B multilingual v1.0 (Metric-AI)",
-    checkpoint="Metric-AI/ColQwen2.5-3b-multilingual-v1.0", revision=None,
-)
-register_model(
-    "colqwen2.5-7b-m", _COLQWEN, extra="qwen", paper=True,
-    description="ColQwen2.5 7B multilingual v1.0 (Metric-AI)",
-    checkpoint="Metric-AI/ColQwen2.5-7b-multilingual-v1.0", revision=None,
-)
+family("benchmark.models.colqwen:ColQwenModel", "qwen", prefix="colqwen", models=[
+    M("colqwen2.5-v0.2", "vidore/colqwen2.5-v0.2", "6f6fcdfd1a114dfe365f529701b33d66b9349014",
+      "ColQwen2.5 v0.2 (vidore), LoRA on vidore/colqwen2.5-base", paper=True),
+    M("colqwen2.5-3b-m", "Metric-AI/ColQwen2.5-3b-multilingual-v1.0", None,
+      "ColQwen2.5 3B multilingual v1.0 (Metric-AI)", paper=True),
+    M("colqwen2.5-7b-m", "Metric-AI/ColQwen2.5-7b-multilingual-v1.0", None,
+      "ColQwen2.5 7B multilingual v1.0 (Metric-AI)", paper=True),
+])
 
 # -- GME-Qwen2-VL (benchmark/models/gme.py) ----------------------------------------------------
-_GME = "benchmark.models.gme:GMEModel"
-register_family("gme", _GME, extra="qwen")
-register_model(
-    "gme-qwen2-2b", _GME, extra="qwen", paper=True,
-    description="GME-Qwen2-VL 2B Instruct: last-token embeddings",
-    checkpoint="Alibaba-NLP/gme-Qwen2-VL-2B-Instruct", revision="ce765ae71b8cdb208203cd8fb64a170b1b84293a",
-)
-register_model(
-    "gme-qwen2-7b", _GME, extra="qwen", paper=True,
-    description="GME-Qwen2-VL 7B Instruct: last-token embeddings",
-    checkpoint="Alibaba-NLP/gme-Qwen2-VL-7B-Instruct", revision="477027a6480f8630363be77751f169cc3434b673",
-)
+family("benchmark.models.gme:GMEModel", "qwen", prefix="gme", models=[
+    M("gme-qwen2-2b", "Alibaba-NLP/gme-Qwen2-VL-2B-Instruct",
+      "ce765ae71b8cdb208203cd8fb64a170b1b84293a",
+      "GME-Qwen2-VL 2B Instruct: last-token embeddings", paper=True),
+    M("gme-qwen2-7b", "Alibaba-NLP/gme-Qwen2-VL-7B-Instruct",
+      "477027a6480f8630363be77751f169cc3434b673",
+      "GME-Qwen2-VL 7B Instruct: last-token embeddings", paper=True),
+])
 
 # -- Jina (benchmark/models/jina.py) -----------------------------------------------------------
-_JV4 = "benchmark.models.jina:JinaV4Model"
-register_family("jina_v4", _JV4, extra="qwen")
-register_model(
-    "jina-v4", _JV4, extra="qwen", paper=True,
-    description="jina-embeddings-v4, retrieval adapter, single vector (as the paper)",
-    checkpoint="jinaai/jina-embeddings-v4", revision="853c867b65b749f3c3c72a06868140d842e04f06",
-)
-register_model(
-    "jina-v4-multi", _JV4, extra="qwen",
-    description="jina-embeddings-v4, retrieval adapter, multi-vector (MaxSim)",
-    checkpoint="jinaai/jina-embeddings-v4", revision="853c867b65b749f3c3c72a06868140d842e04f06",
-    multi_vector=True,
-)
-register_model(
-    "jina-clip-v2", "benchmark.models.jina:JinaCLIPModel", extra="hf",
-    description="jina-clip-v2 (remote code; see docs/models.md for what is unverified)",
-    # revision as pinned by mteb (model_implementations/jina_clip.py)
-    checkpoint="jinaai/jina-clip-v2", revision="344d954da76eb8ad47a7aaff42d012e30c15b8fe",
-)
+_JV4_REV = "853c867b65b749f3c3c72a06868140d842e04f06"
+family("benchmark.models.jina:JinaV4Model", "qwen", prefix="jina_v4", models=[
+    M("jina-v4", "jinaai/jina-embeddings-v4", _JV4_REV,
+      "jina-embeddings-v4, retrieval adapter, single vector (as the paper)", paper=True),
+    M("jina-v4-multi", "jinaai/jina-embeddings-v4", _JV4_REV,
+      "jina-embeddings-v4, retrieval adapter, multi-vector (MaxSim)",
+      kwargs={"multi_vector": True}),
+])
+# revision as pinned by mteb (model_implementations/jina_clip.py)
+family("benchmark.models.jina:JinaCLIPModel", "hf", models=[
+    M("jina-clip-v2", "jinaai/jina-clip-v2", "344d954da76eb8ad47a7aaff42d012e30c15b8fe",
+      "jina-clip-v2 (remote code; see docs/models.md for what is unverified)"),
+])

@@ -1,21 +1,19 @@
 """``python -m builder``: the state of a build, exports, and the stage runner.
 
 - ``python -m builder [status] [--json]``: each stage of ``builder.stages.STAGES`` with its
-  state (``not run``, ``running``, ``done``, ``failed``, ``interrupted``, or ``not available``
-  when its module does not exist yet), the last run's start/end and counts, and the row count
-  of every catalog table.
+  state (``not run``, ``running``, ``done``, ``failed``, ``interrupted``), the last run's
+  start/end and counts, and the row count of every catalog table.
 - ``python -m builder export TABLE --out FILE``: any catalog table as ``.csv`` or ``.parquet``.
 - ``python -m builder run [--from STAGE] [--to STAGE] [--llm SPEC] [--embedder SPEC]
-  [--stage-args STAGE=ARGS ...]``: runs the stages in order (each resumes from the catalog),
-  skipping stages whose module is not there yet with a message; ``--llm`` / ``--embedder`` go to
-  every stage that accepts them; stops at the first stage that returns non-zero.
+  [--stage-args STAGE=ARGS ...]``: calls each stage's ``main`` in order (each resumes from the
+  catalog); ``--llm`` / ``--embedder`` go to every stage that accepts them; stops at the first
+  stage that returns non-zero.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
-import importlib.util
 import json
 import logging
 import shlex
@@ -24,23 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from builder.catalog import Catalog
-from builder.stagekit import StageInputError, cli_main
-from builder.stages import STAGES
+from builder.stagekit import StageInputError, cli_main, configure, report
+from builder.stages import STAGES, command
 from builder.workdir import WorkDir
 
 log = logging.getLogger(__name__)
-
-
-def stage_available(module: str) -> bool:
-    """True when the stage module exists and has ``main``."""
-    try:
-        if importlib.util.find_spec(module) is None:
-            return False
-        mod = importlib.import_module(module)
-    except ImportError as exc:
-        log.warning("stage module %s does not import: %s", module, exc)
-        return False
-    return callable(getattr(mod, "main", None))
 
 
 def build_status(catalog: Catalog) -> dict[str, Any]:
@@ -48,13 +34,9 @@ def build_status(catalog: Catalog) -> dict[str, Any]:
     stages = []
     for name, module in STAGES:
         run = catalog.last_run(name)
-        entry: dict[str, Any] = {
-            "stage": name,
-            "module": module,
-            "available": stage_available(module),
-        }
+        entry: dict[str, Any] = {"stage": name, "module": module}
         if run is None:
-            entry["state"] = "not run" if entry["available"] else "not available"
+            entry["state"] = "not run"
         else:
             entry.update(
                 state=run["status"],
@@ -110,7 +92,7 @@ def export_table(catalog: Catalog, table: str, out: str | Path) -> int:
     """
     import pandas as pd
 
-    from builder.workdir import atomic_write_bytes
+    from benchmark.files import atomic_path
 
     names = catalog.tables() + catalog.views()
     if table.endswith(":raw"):
@@ -124,14 +106,11 @@ def export_table(catalog: Catalog, table: str, out: str | Path) -> int:
     if suffix not in (".csv", ".parquet"):
         raise StageInputError(f"--out must end in .csv or .parquet, got {out.name!r}")
     df = pd.read_sql_query(f'SELECT * FROM "{table}"', catalog.con)
-    if suffix == ".csv":
-        atomic_write_bytes(out, df.to_csv(index=False).encode("utf-8"))
-    else:
-        import io
-
-        buf = io.BytesIO()
-        df.to_parquet(buf, index=False)
-        atomic_write_bytes(out, buf.getvalue())
+    with atomic_path(out, suffix=suffix) as tmp:  # an export: the user's umask
+        if suffix == ".csv":
+            df.to_csv(tmp, index=False)
+        else:
+            df.to_parquet(tmp, index=False)
     return len(df)
 
 
@@ -158,18 +137,15 @@ def run_stages(
     i0 = names.index(start) if start else 0
     i1 = names.index(stop) if stop else len(names) - 1
     for name, module in STAGES[i0 : i1 + 1]:
-        if not stage_available(module):
-            print(f"[{name}] skipped: module {module} is not available yet")  # noqa: T201
-            continue
         argv = ["--workdir", workdir] if workdir else []
         for flag, value in forward.items():
             if value is not None and _accepts(module, flag):
                 argv += [flag, value]
         argv += stage_args.get(name, [])
-        print(f"[{name}] python -m {module} {shlex.join(argv)}")  # noqa: T201
+        report(f"[{name}] {command(module)} {shlex.join(argv)}")
         rc = importlib.import_module(module).main(argv)
         if rc:
-            print(f"[{name}] exited with {rc}; stopping")  # noqa: T201
+            report(f"[{name}] exited with {rc}; stopping")
             return int(rc)
     return 0
 
@@ -202,6 +178,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    configure()
 
     def body() -> int:
         command = args.command or "status"
@@ -218,11 +195,11 @@ def main(argv: list[str] | None = None) -> int:
         with Catalog(wd) as catalog:
             if command == "export":
                 n = export_table(catalog, args.table, args.out)
-                print(f"wrote {n} rows of {args.table} to {args.out}")  # noqa: T201
+                report(f"wrote {n} rows of {args.table} to {args.out}")
                 return 0
             st = build_status(catalog)
             as_json = getattr(args, "json", False)
-            print(json.dumps(st, indent=2) if as_json else format_status(st))  # noqa: T201
+            report(json.dumps(st, indent=2) if as_json else format_status(st))
         return 0
 
     return cli_main(body)

@@ -5,20 +5,29 @@ Stages record each run in ``stage_runs`` (parameters, fingerprint, counts, summa
 package version, start/end) through :meth:`Catalog.start_run` / :meth:`Catalog.finish_run`.
 Writes go through short transactions (``with catalog.tx() as con``) so a kill at any moment
 leaves a consistent catalog that the next run resumes from.
+
+Opening is safe under concurrency and refuses what is not a catalog: a new catalog is built
+(migrated) under a temporary name and linked into place, so no process ever sees a half-made
+one, and a 0-byte ``catalog.sqlite`` is never a new build but an error; migrations of an
+existing catalog run under ``BEGIN IMMEDIATE`` and re-read the version inside the transaction,
+so concurrent first runs apply each migration once. A file that is not a SQLite database (or a
+damaged one) is one :class:`CatalogError` line naming the file, not a sqlite traceback.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
+import os
 import sqlite3
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from benchmark.files import sha256_text
 from builder import __version__
 from builder.migrations import all_migrations
 from builder.workdir import WorkDir
@@ -33,22 +42,123 @@ def utcnow() -> str:
 
 def fingerprint(*parts: Any) -> str:
     """sha256 over the canonical JSON of ``parts`` (parameters, input fingerprints)."""
-    blob = json.dumps(parts, sort_keys=True, ensure_ascii=False, default=str)
-    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+    return sha256_text(json.dumps(parts, sort_keys=True, ensure_ascii=False, default=str))
+
+
+class CatalogError(ValueError):
+    """The catalog file cannot be used (not a database, damaged, empty, too new): one line
+    naming the file, exit code 2 (``builder.stagekit``)."""
+
+
+#: sqlite's words for a file that is not (or no longer) a readable database.
+CORRUPT = ("file is not a database", "database disk image is malformed", "unable to open")
+
+
+def corrupt_reason(exc: BaseException) -> str | None:
+    """sqlite's message when ``exc`` says the database file is unusable, else None."""
+    if not isinstance(exc, sqlite3.DatabaseError):
+        return None
+    msg = str(exc)
+    return msg if any(m in msg for m in CORRUPT) else None
+
+
+def connect(path: Path) -> sqlite3.Connection:
+    con = sqlite3.connect(path, timeout=60, isolation_level=None)
+    con.row_factory = sqlite3.Row
+    return con
+
+
+def user_version(con: sqlite3.Connection) -> int:
+    return int(con.execute("PRAGMA user_version").fetchone()[0])
+
+
+def apply_migrations(con: sqlite3.Connection) -> None:
+    """Apply every migration newer than ``PRAGMA user_version`` in one ``BEGIN IMMEDIATE``
+    transaction; the version is read again under the write lock, so of several processes
+    migrating the same catalog at once each migration is applied by exactly one."""
+    known = all_migrations()
+    if not any(m.version > user_version(con) for m in known):
+        return
+    con.execute("BEGIN IMMEDIATE")
+    try:
+        current = user_version(con)  # another process may have migrated while we waited
+        for mig in known:
+            if mig.version <= current:
+                continue
+            log.debug("catalog migration %s (v%d)", mig.name, mig.version)
+            for stmt in _split_sql(mig.sql):
+                con.execute(stmt)
+            con.execute(f"PRAGMA user_version = {int(mig.version)}")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    con.execute("COMMIT")
+
+
+def create_catalog(path: Path) -> None:
+    """Build a new, fully migrated catalog under a temporary name, then link it to ``path``
+    (atomic; if another process linked one first, theirs is kept and ours discarded)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.new")
+    try:
+        # private like the images (0600; SQLite gives its -wal and -shm files the same mode):
+        # the catalog is the build's working state; what a user shares goes through exports
+        os.close(os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+        con = connect(tmp)
+        try:
+            con.execute("PRAGMA journal_mode=WAL")
+            apply_migrations(con)
+        finally:
+            con.close()  # the last connection: the WAL is checkpointed into the file
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            pass  # a concurrent first run won: use its catalog
+        except OSError:  # a file system without hard links: rename unless one appeared
+            if not path.exists():
+                os.replace(tmp, path)
+    finally:
+        for leftover in (tmp, tmp.with_name(tmp.name + "-wal"), tmp.with_name(tmp.name + "-shm")):
+            leftover.unlink(missing_ok=True)
+
+
+def check_catalog_file(path: Path) -> None:
+    """Refuse a catalog path that cannot be a catalog before sqlite touches it."""
+    if path.is_dir():
+        raise CatalogError(f"{path} is a folder, not a catalog file")
+    wal = path.with_name(path.name + "-wal")
+    if path.is_file() and path.stat().st_size == 0 and not (wal.is_file() and wal.stat().st_size):
+        raise CatalogError(
+            f"{path} is empty (0 bytes), not a catalog: a new build never leaves it empty. "
+            "Restore it from a backup, or delete it to start the build anew")
 
 
 class Catalog:
-    """Connection to one work dir's catalog; migrates on open."""
+    """Connection to one work dir's catalog; creates (atomically) or migrates on open."""
 
     def __init__(self, workdir: WorkDir):
         self.workdir = workdir
         self.path: Path = workdir.catalog_path
-        self.con = sqlite3.connect(self.path, timeout=60, isolation_level=None)
-        self.con.row_factory = sqlite3.Row
-        self.con.execute("PRAGMA journal_mode=WAL")
-        self.con.execute("PRAGMA synchronous=NORMAL")
-        self.con.execute("PRAGMA foreign_keys=ON")
-        self.migrate()
+        check_catalog_file(self.path)
+        try:
+            if not self.path.exists():
+                create_catalog(self.path)
+            self.con = connect(self.path)
+            try:
+                self.con.execute("PRAGMA journal_mode=WAL")
+                self.con.execute("PRAGMA synchronous=NORMAL")
+                self.con.execute("PRAGMA foreign_keys=ON")
+                self.con.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+                self.migrate()
+            except BaseException:
+                self.con.close()
+                raise
+        except sqlite3.DatabaseError as exc:
+            why = corrupt_reason(exc)
+            if why is None:
+                raise
+            raise CatalogError(
+                f"{self.path} is not a usable catalog ({why}): restore it from a backup, or "
+                "move it away to start the build anew") from None
 
     @classmethod
     def open(cls, workdir: str | Path | WorkDir | None = None) -> Catalog:
@@ -70,16 +180,14 @@ class Catalog:
         return int(self.con.execute("PRAGMA user_version").fetchone()[0])
 
     def migrate(self) -> None:
-        """Apply every migration newer than ``PRAGMA user_version``, each in one transaction."""
-        current = self.schema_version
-        for mig in all_migrations():
-            if mig.version <= current:
-                continue
-            log.debug("catalog migration %s (v%d)", mig.name, mig.version)
-            with self.tx() as con:
-                for stmt in _split_sql(mig.sql):
-                    con.execute(stmt)
-                con.execute(f"PRAGMA user_version = {int(mig.version)}")
+        """Apply every migration newer than ``PRAGMA user_version`` (:func:`apply_migrations`);
+        a catalog newer than this package is refused."""
+        newest = max(m.version for m in all_migrations())
+        if self.schema_version > newest:
+            raise CatalogError(
+                f"{self.path} has catalog schema v{self.schema_version}, newer than this "
+                f"package knows (v{newest}): upgrade the package (pip install -e .)")
+        apply_migrations(self.con)
 
     # -- transactions ---------------------------------------------------------------------
     @contextmanager
@@ -147,6 +255,38 @@ class Catalog:
             "SELECT * FROM stage_runs WHERE stage=? ORDER BY run_id DESC LIMIT 1", (stage,)
         )
         return rows[0] if rows else None
+
+
+#: At most this many bytes of an invalid model answer are kept per record (a 5 MB answer
+#: kept whole for each of 12 images grew a catalog from 0.7 to 69 MB).
+RAW_CAP = 16 * 1024
+
+
+def clip_raw(text: str | None, cap: int = RAW_CAP) -> str | None:
+    """``text`` if it is at most ``cap`` UTF-8 bytes, else its start and a line saying so:
+    ``[truncated from N bytes; the first CAP kept]``."""
+    if text is None:
+        return None
+    data = text.encode("utf-8")
+    if len(data) <= cap:
+        return text
+    head = data[:cap].decode("utf-8", "ignore")
+    return f"{head}\n[truncated from {len(data)} bytes; the first {cap} kept]"
+
+
+def record_llm_request(
+    con: sqlite3.Connection, stage: str, item: str, res: Any, llm: str, prompt_sha: str,
+    run_id: int,
+) -> None:
+    """Upsert the ``llm_requests`` row of one LLM work item (``res``: a ``builder.llm``
+    ``LLMResult``; its raw text is kept, clipped to :data:`RAW_CAP`, only when the answer was
+    not ok)."""
+    con.execute(
+        "INSERT OR REPLACE INTO llm_requests (stage, item, status, reason, raw, cache_key, llm,"
+        " prompt_sha, attempts, run_id) VALUES (?,?,?,?,?,?,?,?,?,?)",
+        (stage, item, res.status, res.error, None if res.ok else clip_raw(res.raw), res.key,
+         llm, prompt_sha, res.attempts, run_id),
+    )
 
 
 def _split_sql(script: str) -> list[str]:

@@ -31,18 +31,18 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmark.files import atomic_write_text
 from builder.catalog import Catalog
 from builder.embedders import TextEncoder, make_encoder
 from builder.stagekit import (
     StageInputError,
-    add_common_args,
-    cli_main,
     format_summary,
-    setup_logging,
+    report_run,
+    stage_main,
+    stage_parser,
     stage_run,
 )
 from builder.unionfind import UnionFind
-from builder.workdir import WorkDir, atomic_write_text
 
 log = logging.getLogger(__name__)
 
@@ -212,15 +212,12 @@ def write_report(path: Path, decisions: list[Decision]) -> Path:
                     d.cluster_size,
                 ]
             )
-    atomic_write_text(path, buf.getvalue())
+    atomic_write_text(path, buf.getvalue())  # an export: the user's umask
     return path
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m builder.concept_dedup", description=__doc__.split("\n\n")[0]
-    )
-    add_common_args(p)
+    p = stage_parser("builder.concept_dedup", __doc__)
     p.add_argument(
         "--threshold",
         type=float,
@@ -242,22 +239,19 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _cli(args: argparse.Namespace) -> int:
+    try:
+        encoder = make_encoder(args.embedder, device=args.device, batch_size=args.batch_size)
+    except ValueError as exc:
+        raise StageInputError(str(exc)) from exc
+    with Catalog.open(args.workdir) as catalog:
+        run_concept_dedup(catalog, encoder, args.threshold, args.keep_uncurated)
+        report_run(catalog, STAGE)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    setup_logging(args.verbose)
-
-    def body() -> int:
-        try:
-            encoder = make_encoder(args.embedder, device=args.device, batch_size=args.batch_size)
-        except ValueError as exc:
-            raise StageInputError(str(exc)) from exc
-        wd = WorkDir.open(args.workdir)
-        with Catalog(wd) as catalog:
-            run_concept_dedup(catalog, encoder, args.threshold, args.keep_uncurated)
-            print(catalog.last_run(STAGE)["summary"])  # noqa: T201
-        return 0
-
-    return cli_main(body)
+    return stage_main(build_parser(), _cli, argv)
 
 
 if __name__ == "__main__":

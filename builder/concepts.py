@@ -27,26 +27,27 @@ import io
 import json
 import logging
 import random
-import re
 from collections import Counter
 from pathlib import Path
-from string import Template
 
 from pydantic import BaseModel, Field
 from tqdm import tqdm
 
 from benchmark import tables
-from builder.catalog import Catalog
-from builder.llm import BaseLLM, LLMResult, add_llm_args, llm_config_from_args, make_llm
+from benchmark.files import atomic_write_text
+from builder.catalog import Catalog, record_llm_request
+from builder.curated import load_curated, normalize_concept
+from builder.llm import BaseLLM, LLMResult, add_llm_args, llm_from_args
+from builder.prompts import load_prompt
 from builder.stagekit import (
     StageInputError,
-    add_common_args,
-    cli_main,
     format_summary,
-    setup_logging,
+    report,
+    report_run,
+    stage_main,
+    stage_parser,
     stage_run,
 )
-from builder.workdir import WorkDir, atomic_write_text
 
 log = logging.getLogger(__name__)
 
@@ -68,45 +69,6 @@ class ConceptAnswer(BaseModel):
     """The paper's ``{concept: {country: instance}}``, as a list (schema-expressible)."""
 
     concepts: list[ConceptEntry]
-
-
-def normalize_concept(name: str) -> str:
-    """Lower case, single spaces, no surrounding punctuation."""
-    name = re.sub(r"\s+", " ", name.strip().lower())
-    return name.strip(" .,;:!?\"'`")
-
-
-def load_curated(path: str | Path | None = None) -> list[str]:
-    """The curated concept list (default ``data/concepts.txt``), normalised, order kept."""
-    if path is None:
-        names = tables.concepts()
-    else:
-        p = Path(path)
-        if not p.is_file():
-            raise StageInputError(f"curated concept file not found: {p}")
-        lines = p.read_text(encoding="utf-8").splitlines()
-        names = [ln.strip() for ln in lines if ln.strip() and not ln.lstrip().startswith("#")]
-    out: list[str] = []
-    for n in names:
-        norm = normalize_concept(n)
-        if norm and norm not in out:
-            out.append(norm)
-    return out
-
-
-def prompt_template() -> tuple[Template, str]:
-    """The concept prompt (``$countries``, ``$n_concepts``; ``$$`` for a literal ``$``) and its sha256."""
-    path = tables.data_dir() / PROMPT_FILE
-    if not path.is_file():
-        raise StageInputError(f"concept prompt not found: {path}")
-    template = Template(path.read_text(encoding="utf-8"))
-    try:
-        template.substitute(countries="", n_concepts=0)
-    except (KeyError, ValueError) as exc:
-        raise StageInputError(
-            f"{path}: bad placeholder {exc} (use $countries, $n_concepts)"
-        ) from exc
-    return template, tables.file_sha256(path)
 
 
 def answer_mapping(answer: ConceptAnswer, batch: list[tables.Country]) -> dict[str, dict[str, str]]:
@@ -189,7 +151,8 @@ def run_concepts(
     """Run the stage; returns the counts written to the stage-run record."""
     if rounds < 1:
         raise StageInputError("--rounds must be >= 1")
-    template, prompt_sha = prompt_template()
+    # $countries, $n_concepts ($$ for a literal $)
+    template, prompt_sha = load_prompt("concepts.txt", ("countries", "n_concepts"))
     batches = _batches(countries, batch_size)
     params = {
         "countries": [c.code for c in countries],
@@ -263,22 +226,7 @@ def _store(
                 " run_id) VALUES (?,?,?,?,?)",
                 [(name, code, rnd, inst, run_id) for code, inst in per.items()],
             )
-        con.execute(
-            "INSERT OR REPLACE INTO llm_requests (stage, item, status, reason, raw, cache_key,"
-            " llm, prompt_sha, attempts, run_id) VALUES (?,?,?,?,?,?,?,?,?,?)",
-            (
-                STAGE,
-                item,
-                res.status,
-                res.error,
-                None if res.ok else res.raw,
-                res.key,
-                spec,
-                prompt_sha,
-                res.attempts,
-                run_id,
-            ),
-        )
+        record_llm_request(con, STAGE, item, res, spec, prompt_sha, run_id)
 
 
 def _apply_curated(catalog: Catalog, curated: list[str], run_id: int) -> None:
@@ -381,15 +329,12 @@ def export_candidates(catalog: Catalog, out: str | Path) -> int:
                 json.dumps(inst.get(r["name"], {}), ensure_ascii=False, sort_keys=True),
             ]
         )
-    atomic_write_text(Path(out), buf.getvalue())
+    atomic_write_text(Path(out), buf.getvalue())  # an export: the user's umask
     return len(rows)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m builder.concepts", description=__doc__.split("\n\n")[0]
-    )
-    add_common_args(p)
+    p = stage_parser("builder.concepts", __doc__)
     p.add_argument("--countries", default="all", help="all or codes/names, comma-separated")
     p.add_argument("--rounds", type=int, default=1, help="prompt rounds to merge (default 1)")
     p.add_argument("--batch-size", type=int, default=16, help="countries per request")
@@ -405,36 +350,25 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    setup_logging(args.verbose)
-
-    def body() -> int:
-        wd = WorkDir.open(args.workdir)
-        with Catalog(wd) as catalog:
-            if args.export_candidates:
-                n = export_candidates(catalog, args.export_candidates)
-                print(f"wrote {n} candidate concepts to {args.export_candidates}")  # noqa: T201
-                return 0
-            countries = tables.resolve_countries(args.countries)
-            curated = None if args.no_curated else load_curated(args.curated)
-            llm = make_llm(args.llm, wd.llm_cache_path, llm_config_from_args(args))
-            counts = run_concepts(
-                catalog,
-                llm,
-                countries,
-                args.rounds,
-                curated,
-                args.batch_size,
-                args.n_concepts,
-                args.temperature,
-            )
-            print(catalog.last_run(STAGE)["summary"])  # noqa: T201
-            if counts["requests_not_ok"]:
-                log.warning("%d requests not ok: see llm_requests", counts["requests_not_ok"])
+def _cli(args: argparse.Namespace) -> int:
+    with Catalog.open(args.workdir) as catalog:
+        if args.export_candidates:
+            n = export_candidates(catalog, args.export_candidates)
+            report(f"wrote {n} candidate concepts to {args.export_candidates}")
             return 0
+        countries = tables.resolve_countries(args.countries)
+        curated = None if args.no_curated else load_curated(args.curated)
+        llm = llm_from_args(args, catalog.workdir.llm_cache_path)
+        counts = run_concepts(catalog, llm, countries, args.rounds, curated, args.batch_size,
+                              args.n_concepts, args.temperature)
+        report_run(catalog, STAGE)
+        if counts["requests_not_ok"]:
+            log.warning("%d requests not ok: see llm_requests", counts["requests_not_ok"])
+    return 0
 
-    return cli_main(body)
+
+def main(argv: list[str] | None = None) -> int:
+    return stage_main(build_parser(), _cli, argv)
 
 
 if __name__ == "__main__":

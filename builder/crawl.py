@@ -25,8 +25,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import sqlite3
-import sys
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -36,11 +34,29 @@ from tqdm.auto import tqdm
 
 from benchmark import tables
 from builder.catalog import Catalog, utcnow
-from builder.download import TRANSIENT, Downloader, FetchConfig, FetchResult
-from builder.search import DdgsSearch, InputError, Outcome, Search, parse_source
+from builder.download import Downloader, FetchConfig, FetchResult
+from builder.items import (
+    export_urls,
+    finalize_duplicates,
+    link_items,
+    pending_urls,
+    record_download,
+    reset_transient,
+)
+from builder.search import (
+    AMBIGUOUS,
+    PROBE_QUERY,
+    DdgsSearch,
+    InputError,
+    Outcome,
+    Search,
+    parse_source,
+)
+from builder.stagekit import StageInputError, report, stage_main, stage_parser, stage_run
 
 log = logging.getLogger(__name__)
 
+STAGE = "crawl"
 KINDS = ("english", "native")
 
 
@@ -80,7 +96,7 @@ def _concept_filter(spec: str) -> set[str] | None:
 def _check_concepts(wanted: set[str] | None, known: set[str]) -> None:
     unknown = sorted((wanted or set()) - known)
     if unknown:
-        raise ValueError(f"--concepts: no queries or images for {', '.join(unknown)}")
+        raise StageInputError(f"--concepts: no queries or images for {', '.join(unknown)}")
 
 
 def plan_ddgs(catalog: Catalog, cfg: CrawlConfig) -> list[Search]:
@@ -95,7 +111,7 @@ def plan_ddgs(catalog: Catalog, cfg: CrawlConfig) -> list[Search]:
            else "")
         + " ORDER BY concept, country, kind", (*codes, *kinds))
     if not rows:
-        raise ValueError("no queries in the catalog for these countries and languages: run "
+        raise StageInputError("no queries in the catalog for these countries and languages: run "
                          "`python -m builder.queries` first (or use --search folder:PATH / "
                          "urls:FILE)")
     wanted = _concept_filter(cfg.concepts)
@@ -150,25 +166,43 @@ def register(catalog: Catalog, searches: list[Search], errors: list[InputError],
 
 
 # -- search ----------------------------------------------------------------------------------
-class SearchUnavailable(ValueError):
+class SearchUnavailable(StageInputError):
     """Too many consecutive failed searches: the backend is unreachable or blocking us."""
+
+
+def _todo(catalog: Catalog, searches: list[Search], retry_failed: bool) -> list[tuple[int, Search]]:
+    """(search_id, search) of every pending search; with ``retry_failed`` also the failed
+    ones and the ``empty`` ones whose answer may have been a block (``search.AMBIGUOUS``)."""
+    ids = {(r["concept"], r["country"], r["kind"], r["backend"]): (r["search_id"], r["status"],
+                                                                  r["reason"] or "")
+           for r in catalog.query("SELECT search_id, concept, country, kind, backend, status, "
+                                  "reason FROM searches")}
+
+    def wanted(status: str, reason: str) -> bool:
+        if status == "pending":
+            return True
+        return retry_failed and (status == "failed" or (
+            status == "empty" and reason.startswith(AMBIGUOUS)))
+
+    return [(ids[k][0], s) for s in searches
+            if (k := (s.concept, s.country, s.kind, s.backend)) in ids and wanted(*ids[k][1:])]
 
 
 def run_searches(catalog: Catalog, searches: list[Search], backend: Any, run_id: int,
                  retry_failed: bool = False, failure_limit: int = 0) -> Counter[str]:
-    """Run every pending (and, with ``retry_failed``, failed) search once; one tx each.
+    """Run every pending (and, with ``retry_failed``, failed or ambiguous) search once; one tx
+    each.
 
-    After ``failure_limit`` consecutive failed searches (0: no limit) those searches go back
-    to ``pending`` and :class:`SearchUnavailable` is raised (CLI: one line, exit 2).
+    The block detector: after ``failure_limit`` consecutive searches (0: no limit) that failed
+    or got the ambiguous "No results found." (``Outcome.ambiguous``), the backend's
+    ``probe()`` (when it has one) decides for a run of ambiguous answers: results mean those
+    queries truly have no images (they stay ``empty``, the run goes on); otherwise (or for a
+    run of failures) those searches go back to ``pending`` and :class:`SearchUnavailable` is
+    raised (CLI: one line, exit 2).
     """
-    todo_status = ("pending", "failed") if retry_failed else ("pending",)
-    ids = {(r["concept"], r["country"], r["kind"], r["backend"]): (r["search_id"], r["status"])
-           for r in catalog.query("SELECT search_id, concept, country, kind, backend, status "
-                                  "FROM searches")}
-    todo = [(ids[k][0], s) for s in searches
-            if (k := (s.concept, s.country, s.kind, s.backend)) in ids and ids[k][1] in todo_status]
     counts: Counter[str] = Counter()
-    streak: list[int] = []
+    streak: list[tuple[int, Outcome]] = []
+    todo = _todo(catalog, searches, retry_failed)
     for search_id, s in tqdm(todo, desc="search", unit="query", disable=not todo):
         if s.skip:
             out = Outcome("skipped", s.skip, [], 0)
@@ -178,15 +212,38 @@ def run_searches(catalog: Catalog, searches: list[Search], backend: Any, run_id:
             out = backend.search(s)
         _record_search(catalog, search_id, s, out, run_id)
         counts[out.status] += 1
-        streak = streak + [search_id] if out.status == "failed" and s.hits is None else []
+        suspect = s.hits is None and (out.status == "failed" or out.ambiguous)
+        streak = [*streak, (search_id, out)] if suspect else []
         if failure_limit and len(streak) >= failure_limit:
-            with catalog.tx() as con:  # never really answered: the same command retries them
-                con.executemany("UPDATE searches SET status='pending' WHERE search_id=?",
-                                [(i,) for i in streak])
-            raise SearchUnavailable(
-                f"the search backend failed {len(streak)} queries in a row (last: {out.reason}); "
-                "check the network or wait out the rate limit, then run the same command again")
+            if all(o.ambiguous for _, o in streak) and _probe_ok(backend):
+                log.info("%d queries in a row got 'No results found.', but the probe query "
+                         "has results: not a block, they stay empty", len(streak))
+                streak = []
+                continue
+            _stop_searching(catalog, streak)
     return counts
+
+
+def _probe_ok(backend: Any) -> bool:
+    probe = getattr(backend, "probe", None)
+    return bool(probe()) if callable(probe) else False
+
+
+def _stop_searching(catalog: Catalog, streak: list[tuple[int, Outcome]]) -> None:
+    """Put the streak's searches back to ``pending`` (never really answered) and stop."""
+    with catalog.tx() as con:
+        con.executemany("UPDATE searches SET status='pending' WHERE search_id=?",
+                        [(i,) for i, _ in streak])
+    last = streak[-1][1]
+    if all(o.ambiguous for _, o in streak):
+        raise SearchUnavailable(
+            f"the search backend answered 'No results found.' to {len(streak)} queries in a "
+            f"row and to the probe query {PROBE_QUERY!r}: ddgs reports a block this way, so "
+            "this is most likely a rate limit; the queries stay pending: wait (an hour or "
+            "more), then run the same command again")
+    raise SearchUnavailable(
+        f"the search backend failed {len(streak)} queries in a row (last: {last.reason}); "
+        "check the network or wait out the rate limit, then run the same command again")
 
 
 def _record_search(catalog: Catalog, search_id: int, s: Search, out: Outcome,
@@ -209,61 +266,6 @@ def _record_search(catalog: Catalog, search_id: int, s: Search, out: Outcome,
 
 
 # -- download --------------------------------------------------------------------------------
-def record_download(con: sqlite3.Connection, res: FetchResult, run_id: int | None) -> None:
-    """Write one URL's outcome (image row, download row, its items) inside a transaction."""
-    if res.status == "ok" and res.sha256:
-        con.execute(
-            "INSERT OR IGNORE INTO images (sha256, ext, format, width, height, bytes, first_seen)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (res.sha256, res.ext, res.format, res.width, res.height, res.nbytes,
-             res.fetched_at or utcnow()))
-    con.execute(
-        "INSERT OR REPLACE INTO downloads (url, status, reason, http_status, final_url, sha256, "
-        "bytes, content_type, attempts, fetched_at, run_id, x_robots_tag) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (res.url, res.status, res.reason, res.http_status, res.final_url, res.sha256, res.nbytes,
-         res.content_type, res.attempts, res.fetched_at or utcnow(), run_id, res.x_robots_tag))
-    ok = res.status in ("ok", "duplicate")
-    con.execute(
-        "UPDATE items SET sha256=?, status=?, reason=?, updated_at=? WHERE url=? "
-        "AND status IN ('pending', 'failed')",
-        (res.sha256 if ok else None, "ok" if ok else "failed",
-         res.reason if ok else f"{res.status}: {res.reason}", utcnow(), res.url))
-
-
-def link_items(catalog: Catalog) -> int:
-    """Give pending items whose URL was already fetched (by another query) that outcome."""
-    with catalog.tx() as con:
-        cur = con.execute(
-            "UPDATE items SET sha256 = CASE WHEN d.status IN ('ok','duplicate') THEN d.sha256 END,"
-            " status = CASE WHEN d.status IN ('ok','duplicate') THEN 'ok' ELSE 'failed' END,"
-            " reason = CASE WHEN d.status IN ('ok','duplicate') THEN d.reason"
-            " ELSE d.status || ': ' || d.reason END, updated_at = ?"
-            " FROM downloads d WHERE d.url = items.url AND items.status = 'pending'", (utcnow(),))
-        return cur.rowcount
-
-
-def reset_transient(catalog: Catalog) -> int:
-    """``--retry-failed``: forget transient download failures (timeouts, connection and DNS
-    errors, HTTP 429 and 5xx) so they are fetched again."""
-    marks = ",".join("?" * len(TRANSIENT))
-    cond = (f"status IN ({marks}) AND (status != 'http_error' OR http_status = 429 "
-            f"OR http_status >= 500)")
-    with catalog.tx() as con:
-        con.execute(
-            f"UPDATE items SET status='pending', reason=NULL WHERE status='failed' AND url IN "
-            f"(SELECT url FROM downloads WHERE {cond})", TRANSIENT)
-        return con.execute(f"DELETE FROM downloads WHERE {cond}", TRANSIENT).rowcount
-
-
-def pending_urls(catalog: Catalog) -> list[str]:
-    """Distinct item URLs with no download outcome yet, in item order."""
-    rows = catalog.query(
-        "SELECT url, MIN(item_id) AS first FROM items WHERE status='pending' AND url NOT IN "
-        "(SELECT url FROM downloads) GROUP BY url ORDER BY first")
-    return [r["url"] for r in rows]
-
-
 def download_pending(catalog: Catalog, fetch: FetchConfig, run_id: int | None) -> int:
     """Fetch every pending URL once; each outcome is committed as soon as it is known."""
     urls = pending_urls(catalog)
@@ -277,29 +279,6 @@ def download_pending(catalog: Catalog, fetch: FetchConfig, run_id: int | None) -
 
         Downloader(fetch, catalog.workdir).run(urls, on_result, bar.update)
     return len(urls)
-
-
-def finalize_duplicates(catalog: Catalog) -> int:
-    """Same bytes under several URLs: the URL of the earliest item is ``ok``, the others
-    ``duplicate`` (reason names it). Deterministic, so resumed and uninterrupted runs agree."""
-    rows = catalog.query(
-        "SELECT d.url, d.sha256, d.status, MIN(i.item_id) AS first, im.format, im.width, "
-        "im.height FROM downloads d LEFT JOIN items i ON i.url = d.url "
-        "LEFT JOIN images im ON im.sha256 = d.sha256 WHERE d.status IN ('ok', 'duplicate') "
-        "GROUP BY d.url ORDER BY d.sha256, first IS NULL, first, d.url")
-    canon: dict[str, str] = {}
-    changes = []
-    for r in rows:
-        first = canon.setdefault(r["sha256"], r["url"])
-        want = "ok" if first == r["url"] else "duplicate"
-        if want == "duplicate":
-            changes.append((want, f"same bytes as {first}", r["url"]))
-        elif r["status"] != "ok":
-            changes.append(("ok", f"{r['format']} {r['width']}x{r['height']}", r["url"]))
-    if changes:
-        with catalog.tx() as con:
-            con.executemany("UPDATE downloads SET status=?, reason=? WHERE url=?", changes)
-    return sum(1 for c in changes if c[0] == "duplicate")
 
 
 # -- summary and export ----------------------------------------------------------------------
@@ -324,12 +303,17 @@ def crawl_counts(catalog: Catalog) -> dict[str, Any]:
     }
 
 
-def format_summary(counts: dict[str, Any]) -> str:
+def crawl_summary(counts: dict[str, Any]) -> str:
     """The one-screen summary: statuses, then items ok/failed/pending by country and concept."""
     def line(d: dict[str, int]) -> str:
         return ", ".join(f"{k} {v}" for k, v in d.items()) or "none"
 
-    out = [f"searches: {line(counts['searches'])}",
+    out = []
+    ours = counts["urls"].get("internal_error", 0)
+    if ours:
+        out.append(f"internal errors (ours, not the servers'): {ours} URL(s), fetched again by "
+                   "the next run; the log has the tracebacks")
+    out += [f"searches: {line(counts['searches'])}",
            f"urls:     {line(counts['urls'])}",
            f"items:    {line(counts['items'])}",
            f"images stored: {counts['images']}; rejected input rows: {counts['input_errors']}"]
@@ -349,51 +333,51 @@ def crawl(catalog: Catalog, cfg: CrawlConfig, backend: Any = None) -> CrawlResul
     params = {k: v for k, v in asdict(cfg).items() if k != "fetch"}
     params["fetch"] = {k: (sorted(v) if isinstance(v, frozenset) else v)
                        for k, v in asdict(fetch).items()}
-    run_id = catalog.start_run("crawl", params)
+    with stage_run(catalog, STAGE, params) as rec:
+        try:
+            _crawl(catalog, cfg, kind, path, fetch, backend, rec.run_id)
+        finally:  # whatever ended the run, the record counts what it left behind
+            try:
+                rec.counts = crawl_counts(catalog)
+                rec.summary = crawl_summary(rec.counts)
+            except Exception:  # noqa: BLE001 - e.g. the disk that ended the run: keep its error
+                log.exception("could not count the crawl's outcome")
+    return CrawlResult(rec.run_id, rec.counts, rec.summary)
+
+
+def _crawl(catalog: Catalog, cfg: CrawlConfig, kind: str, path: Path | None, fetch: FetchConfig,
+           backend: Any, run_id: int) -> None:
     for stale in catalog.workdir.images_dir.glob("*/.*.tmp"):  # left by a kill mid-write
         stale.unlink(missing_ok=True)
-    try:
-        if kind == "ddgs":
-            searches, errors = plan_ddgs(catalog, cfg), []
-            backend = backend or DdgsSearch(
-                per_query=cfg.per_query, min_interval=cfg.search_interval,
-                retries=cfg.search_retries, backoff=cfg.search_backoff)
-        else:
-            assert path is not None
-            searches, errors = plan_local(kind, path, cfg)
-        register(catalog, searches, errors, run_id)
-        run_searches(catalog, searches, backend, run_id, cfg.retry_failed,
-                     cfg.max_failed_searches)
-        if cfg.retry_failed:
-            reset_transient(catalog)
-        link_items(catalog)
-        if cfg.export_urls:
-            from builder.ingest import export_urls
-
-            n = export_urls(catalog, Path(cfg.export_urls))
-            log.info("wrote %d URLs to %s", n, cfg.export_urls)
-        elif not cfg.skip_download:
-            download_pending(catalog, fetch, run_id)
-        link_items(catalog)
-        finalize_duplicates(catalog)
-    except BaseException:
-        catalog.finish_run(run_id, "interrupted", crawl_counts(catalog))
-        raise
-    counts = crawl_counts(catalog)
-    summary = format_summary(counts)
-    catalog.finish_run(run_id, "done", counts, summary)
-    return CrawlResult(run_id, counts, summary)
+    if kind == "ddgs":
+        searches, errors = plan_ddgs(catalog, cfg), []
+        backend = backend or DdgsSearch(
+            per_query=cfg.per_query, min_interval=cfg.search_interval,
+            retries=cfg.search_retries, backoff=cfg.search_backoff)
+    else:
+        assert path is not None
+        searches, errors = plan_local(kind, path, cfg)
+    register(catalog, searches, errors, run_id)
+    run_searches(catalog, searches, backend, run_id, cfg.retry_failed, cfg.max_failed_searches)
+    reset_transient(catalog, transient=cfg.retry_failed)  # our own errors: always again
+    link_items(catalog)
+    if cfg.export_urls:
+        n = export_urls(catalog, Path(cfg.export_urls))
+        log.info("wrote %d URLs to %s", n, cfg.export_urls)
+    elif not cfg.skip_download:
+        download_pending(catalog, fetch, run_id)
+    link_items(catalog)
+    finalize_duplicates(catalog)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m builder.crawl", description=__doc__.split("\n")[0])
+    p = stage_parser("builder.crawl", __doc__)
     p.add_argument("--countries", default="all", help="all or a comma-separated list (codes, labels)")
     p.add_argument("--concepts", default="all", help="all or a comma-separated list of concepts")
     p.add_argument("--languages", default="english,native",
                    help="query kinds to search: english, native or both (ddgs only)")
     p.add_argument("--per-query", type=int, default=10, help="top results kept per query")
     p.add_argument("--search", default="ddgs", help="ddgs | folder:PATH | urls:FILE")
-    p.add_argument("--workdir", default=None, help="work dir (default $XCM_WORKDIR or ./xcm-work)")
     p.add_argument("--concurrency", type=int, default=16, help="downloads in flight overall")
     p.add_argument("--per-host", type=int, default=4, help="downloads in flight per host")
     p.add_argument("--timeout", type=float, default=30.0, help="seconds per download attempt")
@@ -412,24 +396,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-failed-searches", type=int, default=5,
                    help="stop after this many consecutive failed searches (0: never)")
     p.add_argument("--retry-failed", action="store_true",
-                   help="search failed queries again and refetch transient download failures")
+                   help="search failed and ambiguous-empty queries again and refetch transient "
+                        "download failures")
     p.add_argument("--skip-download", action="store_true", help="search only")
     p.add_argument("--export-urls", default=None, metavar="F.parquet",
                    help="write pending URLs for img2dataset instead of downloading")
-    p.add_argument("-v", "--verbose", action="store_true")
     return p
 
 
 def config_from_args(a: argparse.Namespace) -> CrawlConfig:
-    """Validate the CLI values into a :class:`CrawlConfig` (ValueError on bad input)."""
+    """Validate the CLI values into a :class:`CrawlConfig` (StageInputError on bad input)."""
     kinds = tuple(k.strip() for k in a.languages.split(",") if k.strip())
     if not kinds or any(k not in KINDS for k in kinds):
-        raise ValueError(f"--languages takes english, native or both, got {a.languages!r}")
+        raise StageInputError(f"--languages takes english, native or both, got {a.languages!r}")
     for name in ("per_query", "concurrency", "per_host", "max_bytes", "max_pixels"):
         if getattr(a, name) < 1:
-            raise ValueError(f"--{name.replace('_', '-')} must be at least 1")
+            raise StageInputError(f"--{name.replace('_', '-')} must be at least 1")
     if a.timeout <= 0 or a.retries < 0 or a.max_redirects < 0 or a.search_retries < 0:
-        raise ValueError("--timeout must be > 0; retries and redirects >= 0")
+        raise StageInputError("--timeout must be > 0; retries and redirects >= 0")
     tables.resolve_countries(a.countries)
     parse_source(a.search)
     fetch = FetchConfig(concurrency=a.concurrency, per_host=a.per_host, timeout=a.timeout,
@@ -445,25 +429,18 @@ def config_from_args(a: argparse.Namespace) -> CrawlConfig:
                        max_failed_searches=a.max_failed_searches, fetch=fetch)
 
 
+def _cli(args: argparse.Namespace) -> int:
+    cfg = config_from_args(args)
+    with Catalog.open(args.workdir) as catalog:
+        res = crawl(catalog, cfg)
+        report(res.summary)
+    # 1: the run ended, but some URLs hit an internal error of ours (the next run retries them)
+    return 1 if res.counts["urls"].get("internal_error") else 0
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
-                        format="%(levelname)s %(name)s: %(message)s")
-    for noisy in ("httpx", "httpcore", "primp"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
-    try:
-        cfg = config_from_args(args)
-        with Catalog.open(args.workdir) as catalog:
-            result = crawl(catalog, cfg)
-    except (ValueError, tables.TableError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("interrupted: run the same command again to resume", file=sys.stderr)
-        return 130
-    print(result.summary)
-    return 0
+    return stage_main(build_parser(), _cli, argv)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

@@ -31,10 +31,11 @@ import io
 import json
 import logging
 import os
-import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from builder.stagekit import configure, report
 
 log = logging.getLogger(__name__)
 
@@ -221,14 +222,10 @@ def prepare(w: Path, real: bool) -> None:
 
 
 def run_stage(name: str, module: str, argv: list[str]) -> float:
-    """Call the stage's ``main(argv)``; raise :class:`DemoError` if it is missing or fails."""
-    print(f"\n=== [{name}] python -m {module.replace('.cli', '')} {' '.join(argv)}", flush=True)
+    """Call the stage's ``main(argv)``; raise :class:`DemoError` if it fails."""
+    report(f"\n=== [{name}] python -m {module.replace('.cli', '')} {' '.join(argv)}")
     t0 = time.perf_counter()
-    try:
-        mod = importlib.import_module(module)
-    except ImportError as e:
-        raise DemoError(f"stage {name}: module {module} is not available ({e})") from e
-    rc = mod.main(argv)
+    rc = importlib.import_module(module).main(argv)
     if rc:
         raise DemoError(f"stage {name} exited with code {rc}")
     return time.perf_counter() - t0
@@ -242,7 +239,7 @@ def load_release(release: Path, cache: Path) -> tuple[int, int]:
     imgs = datasets.load_dataset(str(release), "images", cache_dir=str(cache))
     n_img = sum(len(s) for s in imgs.values())
     first = trip[0]
-    print(f"\nload_dataset: {len(trip)} triplets, {n_img} images; first triplet: "
+    report(f"\nload_dataset: {len(trip)} triplets, {n_img} images; first triplet: "
           f"{first['query_text']!r} ({first['query_concept']}, {first['query_country']})")
     return len(trip), n_img
 
@@ -259,7 +256,7 @@ def run_demo(workdir: str | Path, real: bool = False, seed: int = 0) -> dict[str
     n_trip, n_img = load_release(w / "release", w / "hf-cache")
     from benchmark import cli as bench
 
-    print("\n=== [evaluate] python -m benchmark run --model hash --task 3xcm", flush=True)
+    report("\n=== [evaluate] python -m benchmark run --model hash --task 3xcm")
     t1 = time.perf_counter()
     rc = bench.main(["run", "--model", "hash", "--task", "3xcm", "--dataset", str(w / "release"),
                      "--output-dir", str(w / "results"), "--cache-dir", str(w / "embeddings")])
@@ -279,24 +276,24 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0, help="triplet sampling seed (default 0)")
     args = p.parse_args(argv)
     if args.real and not (os.environ.get("GEMINI_API_KEY") or os.environ.get("GOOGLE_API_KEY")):
-        print("error: --real needs GEMINI_API_KEY (or GOOGLE_API_KEY) and network access",
-              file=sys.stderr)
+        report("error: --real needs GEMINI_API_KEY (or GOOGLE_API_KEY) and network access",
+               error=True)
         return 2
     # The models are built locally and the release is a local folder: never ask the Hub.
     for var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
         os.environ.setdefault(var, "1")
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    configure()
     try:
         out = run_demo(args.workdir, args.real, args.seed)
     except DemoError as e:
-        print(f"error: {e}", file=sys.stderr)
+        report(f"error: {e}", error=True)
         return 1
     t = out["timings"]
-    print(f"\ndemo done in {t['total']:.0f} s: {out['triplets']} triplets over {out['images']} "
+    report(f"\ndemo done in {t['total']:.0f} s: {out['triplets']} triplets over {out['images']} "
           f"images; release {out['release']}; results {out['results']}")
-    print("  " + ", ".join(f"{k} {v:.1f}s" for k, v in t.items() if k != "total"))
+    report("  " + ", ".join(f"{k} {v:.1f}s" for k, v in t.items() if k != "total"))
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

@@ -1,33 +1,31 @@
 """Image downloads: downloaded bytes are untrusted input (DESIGN "Downloads are untrusted input").
 
-:class:`Downloader` fetches URLs with httpx (async), bounded concurrency overall and per host,
-a total deadline per attempt, bounded retries with exponential backoff and jitter on 429, 5xx,
-timeouts and connection errors (``Retry-After`` honoured up to a cap), and redirects followed
-by hand (at most ``max_redirects`` hops; each hop must be http/https; a repeated URL is a
-``redirect_loop``). Every TCP connection goes through :class:`GuardedBackend`, which resolves
-the host itself, refuses private, loopback, link-local, reserved, multicast and unspecified
-addresses (unless the host is in ``allow_hosts``) and connects to the address it checked, so a
-DNS answer cannot change between the check and the connection. Bodies are streamed under a
-byte cap; ``X-Robots-Tag: noai / noimageai / noindex`` opts an image out before its body is
-read. The bytes must then decode with Pillow under a pixel cap (:func:`inspect_image`) and are
-stored content-addressed via ``WorkDir.store_image_bytes``.
+:class:`Downloader` fetches URLs with httpx (async), bounded concurrency overall and per host, a
+total deadline per attempt, bounded retries (``builder.retry``: exponential backoff with jitter)
+on 429, 5xx, timeouts and connection errors (``Retry-After`` honoured up to a cap), and
+redirects followed by hand (at most ``max_redirects`` hops; each hop must be http/https; a
+repeated URL is a ``redirect_loop``). Every TCP connection goes through
+``builder.netguard.GuardedBackend`` (non-public addresses refused at connect time;
+``allow_hosts`` admits exactly what was named; over-long host names are ``invalid_url``).
+Bodies are streamed
+under a byte cap; ``X-Robots-Tag: noai / noimageai / noindex`` opts an image out before its body
+is read. The bytes must then decode with Pillow under a pixel cap (:func:`inspect_image`) and
+are stored content-addressed via ``WorkDir.store_image_bytes``.
 
 Every URL ends with exactly one :class:`FetchResult` whose ``status`` is one of
-:data:`STATUSES` and whose ``reason`` says why.
+:data:`STATUSES` and whose ``reason`` says why. Our own failures are not the URL's: a full or
+read-only disk, or a missing library, while storing stops the run (``stagekit.local_failure``:
+one line, exit 2, run ``failed``; the URL in flight stays pending), and an unexpected exception
+on one URL (a bug of ours) is ``internal_error``, which every later run fetches again.
 """
 
 from __future__ import annotations
 
 import asyncio
-import email.utils
-import io
-import ipaddress
 import logging
-import random
-import socket
 import warnings
 from collections import defaultdict, deque
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
@@ -37,6 +35,9 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from builder import __version__
+from builder.netguard import BLOCK_PREFIX, DNS_PREFIX, INVALID_PREFIX, GuardedBackend, host_problem
+from builder.retry import parse_retry_after
+from builder.stagekit import local_failure
 from builder.workdir import WorkDir
 
 log = logging.getLogger(__name__)
@@ -50,18 +51,18 @@ STATUSES = (
     "ok", "duplicate", "http_error", "timeout", "connection_error", "too_large", "not_an_image",
     "corrupt_image", "unsupported_format", "decompression_bomb", "blocked_host", "opted_out",
     "redirect_loop", "too_many_redirects", "unsupported_scheme", "invalid_url", "dns_error",
-    "missing_file", "fetch_error",
+    "missing_file", "fetch_error", "internal_error",
 )
 #: Statuses worth another try later (``--retry-failed``).
-TRANSIENT = ("timeout", "connection_error", "http_error", "dns_error")
+TRANSIENT = ("timeout", "connection_error", "http_error", "dns_error", "internal_error")
+#: Our failures, not the URL's: fetched again by every run, flag or not.
+OURS = ("internal_error",)
 #: Pillow format -> file extension of the stored original.
 FORMATS = {"JPEG": "jpg", "MPO": "jpg", "PNG": "png", "WEBP": "webp", "GIF": "gif",
            "BMP": "bmp", "TIFF": "tif"}
 OPT_OUT = frozenset({"noai", "noimageai", "noindex"})
 ROBOTS_AGENTS = frozenset({"*", "xcm3", "xcm3-builder", "3xcm"})
 REDIRECT_CODES = frozenset({301, 302, 303, 307, 308})
-BLOCK_PREFIX = "blocked_host: "
-DNS_PREFIX = "dns_error: "
 
 
 @dataclass(frozen=True)
@@ -108,62 +109,6 @@ class FetchResult:
     fetched_at: str | None = None
 
 
-# -- address guard ---------------------------------------------------------------------------
-def address_blocked(ip: str) -> str | None:
-    """Why ``ip`` must not be contacted (private, loopback, ...), or None if it is public."""
-    addr = ipaddress.ip_address(ip.split("%", 1)[0])
-    if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
-        addr = addr.ipv4_mapped
-    for attr in ("is_unspecified", "is_loopback", "is_link_local", "is_multicast", "is_private",
-                 "is_reserved"):
-        if getattr(addr, attr):
-            return f"{ip} is {attr[3:].replace('_', '-')}"
-    if not addr.is_global:
-        return f"{ip} is not globally routable"
-    return None
-
-
-class GuardedBackend:
-    """httpcore network backend that checks every resolved address before connecting."""
-
-    def __init__(self, allow_hosts: Iterable[str] = ()):
-        import httpcore
-
-        self._inner = httpcore.AnyIOBackend()
-        self.allow = {h.lower().strip("[]") for h in allow_hosts}
-
-    async def connect_tcp(self, host: str, port: int, timeout: float | None = None,
-                          local_address: str | None = None, socket_options: Any = None) -> Any:
-        import httpcore
-
-        name = host.lower().strip("[]")
-        loop = asyncio.get_running_loop()
-        try:
-            infos = await loop.getaddrinfo(name, port, type=socket.SOCK_STREAM)
-        except socket.gaierror as e:
-            raise httpcore.ConnectError(f"{DNS_PREFIX}cannot resolve {name}: {e}") from e
-        ips = list(dict.fromkeys(info[4][0] for info in infos))
-        if name not in self.allow:
-            bad = [why for ip in ips if ip not in self.allow and (why := address_blocked(ip))]
-            if bad:
-                raise httpcore.ConnectError(f"{BLOCK_PREFIX}{name} resolves to {bad[0]}")
-        last: Exception | None = None
-        for ip in ips:
-            try:
-                return await self._inner.connect_tcp(ip, port, timeout=timeout,
-                                                     local_address=local_address,
-                                                     socket_options=socket_options)
-            except httpcore.ConnectError as e:
-                last = e
-        raise httpcore.ConnectError(f"cannot connect to {name}:{port}: {last}")
-
-    async def connect_unix_socket(self, *a: Any, **kw: Any) -> Any:
-        raise RuntimeError("unix sockets are not used by the downloader")
-
-    async def sleep(self, seconds: float) -> None:
-        await self._inner.sleep(seconds)
-
-
 POOL_SIZE = 4  # connections per client (see Downloader._run)
 
 
@@ -208,43 +153,30 @@ def robots_opt_out(value: str | None) -> str | None:
     return None
 
 
-def parse_retry_after(value: str | None) -> float | None:
-    """Seconds from a ``Retry-After`` header (delta-seconds or HTTP date), else None."""
-    if not value:
-        return None
-    value = value.strip()
-    if value.isdigit():
-        return float(value)
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return max(0.0, (when - datetime.now(UTC)).total_seconds())
-
-
 # -- validation ------------------------------------------------------------------------------
 def inspect_image(data: bytes, max_pixels: int) -> tuple[str, str, dict[str, Any]]:
-    """(status, reason, info) for bytes that claim to be an image; decodes fully under a cap."""
+    """(status, reason, info) for bytes that claim to be an image. The pixel count is checked
+    from the header (``benchmark.data.images.open_image``, the evaluator's gate too) before
+    anything is decoded; only then is the image decoded in full."""
     from PIL import Image, UnidentifiedImageError
 
-    with warnings.catch_warnings():
+    from benchmark.data import DataError
+    from benchmark.data.images import ImageRefused, open_image
+
+    try:
+        im = open_image(data, "", max_pixels)
+    except ImageRefused as e:
+        return "decompression_bomb", e.detail, {}
+    except DataError as e:
+        head = data[:32].decode("latin-1", "replace").strip()
+        cause = e.__cause__
+        kind = "cannot identify an image format" if isinstance(
+            cause, UnidentifiedImageError) else f"{type(cause).__name__}: {cause}"
+        return "not_an_image", f"{kind}; first bytes {head!r}", {}
+    with im, warnings.catch_warnings():
         warnings.simplefilter("ignore", Image.DecompressionBombWarning)
-        try:
-            im = Image.open(io.BytesIO(data))
-        except Image.DecompressionBombError as e:
-            return "decompression_bomb", str(e), {}
-        except Exception as e:  # noqa: BLE001 - whatever the parser says, it is not an image
-            head = data[:32].decode("latin-1", "replace").strip()
-            kind = "cannot identify an image format" if isinstance(
-                e, UnidentifiedImageError) else f"{type(e).__name__}: {e}"
-            return "not_an_image", f"{kind}; first bytes {head!r}", {}
         width, height = im.size
         info = {"format": im.format, "width": width, "height": height}
-        if width * height > max_pixels:
-            return ("decompression_bomb",
-                    f"{width}x{height} = {width * height} pixels exceeds the cap {max_pixels}", info)
         if im.format not in FORMATS:
             return "unsupported_format", f"format {im.format} is not stored", info
         try:
@@ -277,9 +209,11 @@ def _now() -> str:
 class Downloader:
     """Fetches, validates and stores a list of URLs; calls ``on_result`` once per URL."""
 
-    def __init__(self, cfg: FetchConfig, workdir: WorkDir):
+    def __init__(self, cfg: FetchConfig, workdir: WorkDir,
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep):
         self.cfg = cfg
         self.workdir = workdir
+        self.sleep = sleep  # the wait between attempts (tests may pass a fake)
 
     def run(self, urls: list[str], on_result: Callable[[FetchResult], None],
             progress: Callable[[int], None] | None = None) -> None:
@@ -315,9 +249,14 @@ class Downloader:
                             if res.status == "fetched":
                                 res = await loop.run_in_executor(
                                     pool, validate_and_store, res, self.workdir, cfg.max_pixels)
+                        except ModuleNotFoundError:
+                            raise  # a missing library is ours to fix, not the URL's fault
                         except Exception as e:  # noqa: BLE001 - one bad URL never ends the run
-                            log.exception("unexpected error on %s", url)
-                            res = FetchResult(url, "fetch_error",
+                            if local_failure(e):
+                                raise  # a full or read-only disk: stop, the URL stays pending
+                            log.exception("internal error on %s (ours; fetched again by the "
+                                          "next run)", url)
+                            res = FetchResult(url, "internal_error",
                                               f"internal error: {type(e).__name__}: {e}")
                         res.fetched_at = res.fetched_at or _now()
                         on_result(res)
@@ -332,26 +271,25 @@ class Downloader:
         if url.startswith("file:"):
             loop = asyncio.get_running_loop()
             return await loop.run_in_executor(pool, self.read_local, url)
-        attempt = 0
-        while True:
-            attempt += 1
-            res = await self._attempt(client, url)
-            res.attempts = attempt
-            if not _retryable(res) or attempt > self.cfg.retries:
-                if attempt > 1 and res.status != "fetched":
-                    res.reason += f" (after {attempt} attempts)"
-                return res
-            if res.retry_after is not None:
-                if res.retry_after > self.cfg.max_retry_after:
-                    res.reason += (f"; Retry-After {res.retry_after:.0f}s exceeds the cap "
-                                   f"{self.cfg.max_retry_after:.0f}s")
-                    return res
-                delay = res.retry_after
-            else:
-                base = min(self.cfg.max_backoff, self.cfg.backoff * 2 ** (attempt - 1))
-                delay = base * random.uniform(1.0, 1.5)
+        from builder.retry import Backoff, call_async
+
+        cfg = self.cfg
+        policy = Backoff(cfg.retries, cfg.backoff, cfg.max_backoff, cfg.max_retry_after)
+
+        def log_retry(res: FetchResult, attempt: int, delay: float) -> None:
             log.debug("retry %s in %.2fs (%s: %s)", url, delay, res.status, res.reason)
-            await asyncio.sleep(delay)
+
+        tried = await call_async(lambda: self._attempt(client, url), policy, _retryable,
+                                 server_wait=lambda r: r.retry_after, on_retry=log_retry,
+                                 sleep=self.sleep)
+        res = tried.result
+        res.attempts = tried.attempts
+        if tried.gave_up == "server_wait":
+            res.reason += (f"; Retry-After {res.retry_after:.0f}s exceeds the cap "
+                           f"{cfg.max_retry_after:.0f}s")
+        elif tried.attempts > 1 and res.status != "fetched":
+            res.reason += f" (after {tried.attempts} attempts)"
+        return res
 
     async def _attempt(self, client: Any, url: str) -> FetchResult:
         import httpx
@@ -369,6 +307,8 @@ class Downloader:
             msg = str(e)
             if BLOCK_PREFIX in msg:
                 return FetchResult(url, "blocked_host", msg.split(BLOCK_PREFIX, 1)[1])
+            if INVALID_PREFIX in msg:
+                return FetchResult(url, "invalid_url", msg.split(INVALID_PREFIX, 1)[1])
             if DNS_PREFIX in msg:
                 return FetchResult(url, "dns_error", msg.split(DNS_PREFIX, 1)[1])
             return FetchResult(url, "connection_error", f"ConnectError: {msg}")
@@ -393,6 +333,9 @@ class Downloader:
                                    final_url=current)
             if not parsed.host:
                 return FetchResult(url, "invalid_url", f"no host in {current!r}")
+            problem = host_problem(parsed.host)
+            if problem:
+                return FetchResult(url, "invalid_url", problem, final_url=current)
             if current in seen:
                 return FetchResult(url, "redirect_loop", f"{current} was already visited",
                                    final_url=current)
@@ -453,7 +396,11 @@ class Downloader:
         if size > self.cfg.max_bytes:
             res.status, res.reason = "too_large", f"{size} bytes exceeds {self.cfg.max_bytes}"
             return res
-        res.data = real.read_bytes()
+        try:
+            res.data = real.read_bytes()
+        except OSError as e:  # the user's file, not our disk
+            res.status, res.reason = "missing_file", f"cannot read {real}: {e.strerror or e}"
+            return res
         return validate_and_store(res, self.workdir, self.cfg.max_pixels)
 
 

@@ -4,13 +4,13 @@
 ``BGEM3FlagModel(path, use_fp16=False, devices=[device])``: full-precision weights, dense
 vectors only, returned as float32 and L2-normalised in float32 before any thresholding (half
 precision moves cosines near a 0.92 threshold). ``--embedder hash`` is the deterministic fake
-for tests and air-gapped demos: each text seeds a Gaussian vector from its sha256, so distinct
-texts are nearly orthogonal and equal texts identical; ``planted`` vectors override it.
+for tests and air-gapped demos: each text's vector is ``benchmark.models.hash.hash_vector`` of
+its UTF-8 bytes (a Gaussian seeded by their sha256, the evaluator's ``hash`` model's draw), so
+distinct texts are nearly orthogonal and equal texts identical; ``planted`` vectors override it.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from collections.abc import Mapping, Sequence
 from typing import Protocol
@@ -100,8 +100,9 @@ class HashEncoder:
     def vector(self, text: str) -> np.ndarray:
         if text in self.planted:
             return self.planted[text]
-        seed = int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:8], "little")
-        return np.random.default_rng(seed).standard_normal(self.dim).astype(np.float32)
+        from benchmark.models.hash import hash_vector
+
+        return hash_vector(text.encode("utf-8"), self.dim)
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:

@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import sys
 from collections import Counter
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -38,10 +37,12 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from builder.catalog import Catalog, utcnow
+from builder.stagekit import StageInputError, report, stage_main, stage_parser, stage_run
 from builder.unionfind import UnionFind
 
 log = logging.getLogger(__name__)
 
+STAGE = "image_dedup"
 OPEN = ("ok", "kept", "duplicate", "near_duplicate", "needs_review")
 
 
@@ -95,7 +96,7 @@ def embeddings_for(adapter: Any, cache: Any, catalog: Catalog, shas: list[str],
     from PIL import Image
 
     from benchmark.cache import embed_cached
-    from benchmark.models.base import l2_normalize
+    from benchmark.embeddings import l2_normalize
 
     ext = {r["sha256"]: r["ext"] for r in catalog.query(
         "SELECT sha256, ext FROM images WHERE sha256 IN (SELECT value FROM json_each(?))",
@@ -336,46 +337,53 @@ def image_dedup(catalog: Catalog, cfg: DedupConfig, adapter: Any = None) -> dict
     from benchmark.cache import EmbeddingCache
 
     if adapter is None and cfg.model:
-        from benchmark.registry import load_model
-
-        adapter = load_model(cfg.model)
+        adapter = _load_model(cfg.model)
     if adapter is not None and cfg.batch_size:
         adapter.image_batch_size = cfg.batch_size
     device = str(getattr(adapter, "device", "") or "")
     if cfg.pair_device is None and device.startswith("cuda"):
         cfg = DedupConfig(**{**asdict(cfg), "pair_device": device})
-    cache = EmbeddingCache(cfg.cache_dir) if adapter is not None else None
     concepts = [r[0] for r in catalog.query(
         "SELECT DISTINCT concept FROM items WHERE sha256 IS NOT NULL ORDER BY concept")]
     if cfg.concepts.strip().lower() != "all":
         wanted = {c.strip() for c in cfg.concepts.split(",")}
         concepts = [c for c in concepts if c in wanted]
-    run_id = catalog.start_run("image_dedup", asdict(cfg))
     by_concept: dict[str, dict[str, int]] = {}
     total: Counter[str] = Counter()
+    with stage_run(catalog, STAGE, asdict(cfg)) as rec:
+        rec.counts = {"items": total}  # filled per concept: an interrupted run records it
+        cache = EmbeddingCache(cfg.cache_dir) if adapter is not None else None
+        try:
+            for concept in tqdm(concepts, desc="image_dedup", unit="concept",
+                                disable=not concepts):
+                c = dedup_concept(catalog, concept, cfg, adapter, cache, rec.run_id)
+                by_concept[concept] = dict(c)
+                total.update(c)
+        finally:
+            if cache is not None:
+                cache.close()
+        groups = {r[0]: r[1] for r in catalog.query(
+            "SELECT status, COUNT(*) FROM dedup_groups GROUP BY status")}
+        rec.counts = {"items": dict(sorted(total.items())), "groups": groups,
+                      "by_concept": by_concept}
+        rec.summary = (
+            f"items: {', '.join(f'{k} {v}' for k, v in rec.counts['items'].items()) or 'none'}\n"
+            f"groups: {', '.join(f'{k} {v}' for k, v in groups.items()) or 'none'}")
+    return {**rec.counts, "summary": rec.summary, "run_id": rec.run_id}
+
+
+def _load_model(name: str) -> Any:
+    """The registered image model ``name``; an unknown name or path is bad input."""
+    from benchmark.registry import load_model
+
     try:
-        for concept in tqdm(concepts, desc="image_dedup", unit="concept", disable=not concepts):
-            c = dedup_concept(catalog, concept, cfg, adapter, cache, run_id)
-            by_concept[concept] = dict(c)
-            total.update(c)
-    except BaseException:
-        catalog.finish_run(run_id, "interrupted", {"items": dict(total)})
-        raise
-    finally:
-        if cache is not None:
-            cache.close()
-    groups = {r[0]: r[1] for r in catalog.query(
-        "SELECT status, COUNT(*) FROM dedup_groups GROUP BY status")}
-    counts = {"items": dict(sorted(total.items())), "groups": groups, "by_concept": by_concept}
-    summary = (f"items: {', '.join(f'{k} {v}' for k, v in counts['items'].items()) or 'none'}\n"
-               f"groups: {', '.join(f'{k} {v}' for k, v in groups.items()) or 'none'}")
-    catalog.finish_run(run_id, "done", counts, summary)
-    return {**counts, "summary": summary, "run_id": run_id}
+        return load_model(name)
+    except (LookupError, FileNotFoundError) as exc:
+        raise StageInputError(str(exc)) from exc
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m builder.image_dedup",
-                                description="Near-duplicate groups within each concept.")
+    p = stage_parser("builder.image_dedup", "Near-duplicate groups within each concept.")
     p.add_argument("--phash-distance", type=int, default=4, help="max Hamming distance (0-64)")
     p.add_argument("--cosine", type=float, default=0.95, help="automatic cosine threshold")
     p.add_argument("--review-cosine", type=float, default=0.90,
@@ -385,32 +393,31 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--concepts", default="all")
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--cache-dir", default=None, help="embedding cache (default $XCM_CACHE_DIR)")
-    p.add_argument("--workdir", default=None, help="work dir (default $XCM_WORKDIR or ./xcm-work)")
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
-    a = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+def config_from_args(a: argparse.Namespace) -> DedupConfig:
+    """Validate the CLI values into a :class:`DedupConfig` (StageInputError on bad input)."""
     if not 0 <= a.phash_distance <= 64:
-        print("error: --phash-distance must be between 0 and 64", file=sys.stderr)
-        return 2
+        raise StageInputError("--phash-distance must be between 0 and 64")
     if not (-1.0 <= a.review_cosine <= a.cosine <= 1.0):
-        print("error: need -1 <= --review-cosine <= --cosine <= 1", file=sys.stderr)
-        return 2
+        raise StageInputError("need -1 <= --review-cosine <= --cosine <= 1")
     model = None if a.model.lower() == "none" else a.model
-    cfg = DedupConfig(phash_distance=a.phash_distance, cosine=a.cosine,
-                      review_cosine=a.review_cosine, model=model, concepts=a.concepts,
-                      batch_size=a.batch_size, cache_dir=a.cache_dir)
-    try:
-        with Catalog.open(a.workdir) as catalog:
-            out = image_dedup(catalog, cfg)
-    except (LookupError, ValueError, FileNotFoundError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    print(out["summary"])
+    return DedupConfig(phash_distance=a.phash_distance, cosine=a.cosine,
+                       review_cosine=a.review_cosine, model=model, concepts=a.concepts,
+                       batch_size=a.batch_size, cache_dir=a.cache_dir)
+
+
+def _cli(args: argparse.Namespace) -> int:
+    cfg = config_from_args(args)
+    with Catalog.open(args.workdir) as catalog:
+        report(image_dedup(catalog, cfg)["summary"])
     return 0
 
 
+def main(argv: list[str] | None = None) -> int:
+    return stage_main(build_parser(), _cli, argv)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

@@ -25,7 +25,6 @@ import argparse
 import json
 import logging
 import re
-import sys
 import tarfile
 from collections import Counter
 from collections.abc import Iterator
@@ -35,12 +34,13 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from builder.catalog import Catalog, utcnow
-from builder.crawl import finalize_duplicates, link_items, record_download
 from builder.download import FetchConfig, FetchResult, validate_and_store
-from builder.workdir import atomic_write_bytes
+from builder.items import finalize_duplicates, link_items, record_download
+from builder.stagekit import StageInputError, report, stage_main, stage_parser, stage_run
 
 log = logging.getLogger(__name__)
 
+STAGE = "ingest"
 IMAGE_EXTS = ("jpg", "jpeg", "png", "webp", "gif", "bmp", "tif", "tiff")
 
 
@@ -68,7 +68,7 @@ def _shard_records(root: Path) -> Iterator[tuple[Path, dict[str, Any]]]:
         try:
             table = pq.read_table(meta)
         except Exception as e:  # noqa: BLE001 - a broken shard is bad input, not a crash
-            raise ValueError(f"{meta}: not a readable img2dataset metadata parquet ({e})") from e
+            raise StageInputError(f"{meta}: not a readable img2dataset metadata parquet ({e})") from e
         for rec in table.to_pylist():
             yield meta.with_suffix(""), rec
     if metas:
@@ -106,42 +106,45 @@ def ingest_img2dataset(catalog: Catalog, root: Path, fetch: FetchConfig | None =
     """Ingest one img2dataset output folder; returns counts by status."""
     fetch = fetch or FetchConfig()
     if not root.is_dir():
-        raise ValueError(f"--img2dataset: {root} is not a folder")
-    run_id = catalog.start_run("ingest", {"img2dataset": str(root)})
-    known = {r[0] for r in catalog.query("SELECT DISTINCT url FROM items")}
-    done = {r[0] for r in catalog.query("SELECT url FROM downloads")}
+        raise StageInputError(f"--img2dataset: {root} is not a folder")
     counts: Counter[str] = Counter()
-    tars: dict[Path, tarfile.TarFile] = {}
-    source = f"img2dataset:{root}"
-    try:
-        for stem, rec in tqdm(list(_shard_records(root)), desc="ingest", unit="sample"):
-            url = rec.get("url")
-            if not isinstance(url, str) or url not in known:
-                with catalog.tx() as con:
-                    con.execute("INSERT OR IGNORE INTO crawl_input_errors (source, line, reason, "
-                                "raw, run_id) VALUES (?, ?, ?, ?, ?)",
-                                (source, f"{stem.name}/{rec.get('key')}",
-                                 "URL is not an item of this catalog", str(url), run_id))
-                counts["unknown_url"] += 1
-                continue
-            if url in done:
-                counts["already_done"] += 1
-                continue
-            res = _result(url, stem, rec, tars, fetch, catalog)
-            with catalog.tx() as con:
-                record_download(con, res, run_id)
-            done.add(url)
-            counts[res.status] += 1
+    with stage_run(catalog, STAGE, {"img2dataset": str(root)}) as rec:
+        rec.counts = counts  # filled as it goes: an interrupted run records what it did
+        tars: dict[Path, tarfile.TarFile] = {}
+        try:
+            _ingest(catalog, root, fetch, tars, counts, rec.run_id)
+        finally:
+            for t in tars.values():
+                t.close()
         link_items(catalog)
         finalize_duplicates(catalog)
-    except BaseException:
-        catalog.finish_run(run_id, "interrupted", dict(counts))
-        raise
-    finally:
-        for t in tars.values():
-            t.close()
-    catalog.finish_run(run_id, "done", dict(counts), summary=_summary(counts))
+        rec.summary = _summary(counts)
     return dict(counts)
+
+
+def _ingest(catalog: Catalog, root: Path, fetch: FetchConfig, tars: dict[Path, tarfile.TarFile],
+            counts: Counter[str], run_id: int) -> None:
+    known = {r[0] for r in catalog.query("SELECT DISTINCT url FROM items")}
+    done = {r[0] for r in catalog.query("SELECT url FROM downloads")}
+    source = f"img2dataset:{root}"
+    for stem, rec in tqdm(list(_shard_records(root)), desc="ingest", unit="sample"):
+        url = rec.get("url")
+        if not isinstance(url, str) or url not in known:
+            with catalog.tx() as con:
+                con.execute("INSERT OR IGNORE INTO crawl_input_errors (source, line, reason, "
+                            "raw, run_id) VALUES (?, ?, ?, ?, ?)",
+                            (source, f"{stem.name}/{rec.get('key')}",
+                             "URL is not an item of this catalog", str(url), run_id))
+            counts["unknown_url"] += 1
+            continue
+        if url in done:
+            counts["already_done"] += 1
+            continue
+        res = _result(url, stem, rec, tars, fetch, catalog)
+        with catalog.tx() as con:
+            record_download(con, res, run_id)
+        done.add(url)
+        counts[res.status] += 1
 
 
 def _result(url: str, stem: Path, rec: dict[str, Any], tars: dict[Path, tarfile.TarFile],
@@ -172,63 +175,25 @@ def _summary(counts: Counter[str]) -> str:
     return "ingest: " + (", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "nothing")
 
 
-def export_urls(catalog: Catalog, out: Path, include_done: bool = False) -> int:
-    """Write URLs in img2dataset's input format: parquet with ``url`` plus metadata columns.
-
-    One row per distinct pending URL (all URLs with ``include_done``), carrying its first
-    item's provenance; use it with ``img2dataset --input_format parquet --url_col url
-    --save_additional_columns '[...]'``. Returns the number of rows.
-    """
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    where = "" if include_done else "WHERE i.status='pending' AND i.url NOT IN (SELECT url FROM downloads)"
-    rows = catalog.query(
-        "SELECT i.url, i.item_id, i.concept, i.country, i.language, i.rank, i.query_text, "
-        "s.backend, s.region, r.page_url, r.title FROM items i "
-        "JOIN searches s ON s.search_id = i.search_id "
-        "LEFT JOIN search_results r ON r.search_id = i.search_id AND r.rank = i.rank "
-        f"{where} ORDER BY i.item_id")
-    seen: set[str] = set()
-    cols: dict[str, list[Any]] = {k: [] for k in (
-        "url", "item_id", "concept", "country", "language", "rank", "query_text", "backend",
-        "region", "page_url", "title")}
-    for r in rows:
-        if r["url"] in seen or not r["url"].startswith(("http://", "https://")):
-            continue
-        seen.add(r["url"])
-        for k in cols:
-            cols[k].append(r[k])
-    sink = pa.BufferOutputStream()
-    pq.write_table(pa.table(cols), sink)
-    atomic_write_bytes(out, sink.getvalue().to_pybytes())
-    return len(seen)
-
-
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m builder.ingest",
-                                description="Ingest img2dataset output into the catalog.")
+    p = stage_parser("builder.ingest", "Ingest img2dataset output into the catalog.")
     p.add_argument("--img2dataset", required=True, metavar="DIR", help="img2dataset output folder")
-    p.add_argument("--workdir", default=None, help="work dir (default $XCM_WORKDIR or ./xcm-work)")
     p.add_argument("--max-bytes", type=int, default=20 * 1024 * 1024, help="byte cap per image")
     p.add_argument("--max-pixels", type=int, default=89_478_485, help="pixel cap per image")
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    try:
-        with Catalog.open(args.workdir) as catalog:
-            counts = ingest_img2dataset(catalog, Path(args.img2dataset).expanduser(),
-                                        FetchConfig(max_bytes=args.max_bytes,
-                                                    max_pixels=args.max_pixels))
-    except ValueError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    print(_summary(Counter(counts)))
+def _cli(args: argparse.Namespace) -> int:
+    fetch = FetchConfig(max_bytes=args.max_bytes, max_pixels=args.max_pixels)
+    with Catalog.open(args.workdir) as catalog:
+        counts = ingest_img2dataset(catalog, Path(args.img2dataset).expanduser(), fetch)
+    report(_summary(Counter(counts)))
     return 0
 
 
+def main(argv: list[str] | None = None) -> int:
+    return stage_main(build_parser(), _cli, argv)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

@@ -1,6 +1,8 @@
 """The LLM client of the builder: Gemini (``google-genai``) and its offline twin, one interface.
 
-``--llm gemini:MODEL`` (default ``gemini:gemini-2.5-flash``) or ``--llm offline``.
+``--llm gemini:MODEL`` (default ``gemini:gemini-2.5-flash``) or ``--llm offline``. This module
+is the front door (:func:`make_llm`, the ``--llm`` options, every public name); the client's
+core is ``builder.llm_base`` and the Gemini transport ``builder.llm_gemini``.
 
 :meth:`BaseLLM.generate_structured` sends one prompt (optionally with image parts), asks for JSON
 matching a pydantic schema (Gemini structured output: ``response_schema``), validates the answer
@@ -11,8 +13,11 @@ the reason. A failed result is never a value.
 
 Every answer goes through the response cache (``builder.llm_cache``) keyed by
 (provider, model, prompt-template sha, parameters, input sha): a re-run makes zero API calls.
-Transport: explicit ``HttpRetryOptions`` (429/408/5xx and transient httpx errors, exponential
-backoff with jitter), a per-request timeout, and a client-side rate limit (requests/minute).
+Transport: the builder's one retry policy (``builder.retry``: 429/408/5xx and transient httpx
+errors, exponential backoff with jitter, ``Retry-After`` and Google's ``RetryInfo`` honoured up
+to ``max_retry_after``), a deadline on the whole of every HTTP request (``--llm-timeout``;
+``builder.llm_http``), and a client-side rate limit (requests/minute). A rejected key or an
+unknown model is :class:`LLMSetupError` (one line, exit 2); a safety block is ``refused``.
 Usage (API calls, cache hits, tokens, re-asks, failures) is summed in ``llm.usage`` for the
 stage-run record.
 
@@ -34,365 +39,42 @@ them under the same keys as the synchronous path.
 from __future__ import annotations
 
 import argparse
-import hashlib
-import json
-import logging
 import os
-import random
-import threading
-import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from builder.llm_base import (
+    BASE_URL_ENV,
+    GENERATION_KEYS,
+    RETRY_STATUS_CODES,
+    BaseLLM,
+    ImagePart,
+    LLMConfig,
+    LLMRefused,
+    LLMRequest,
+    LLMResult,
+    LLMSetupError,
+    LLMUsage,
+    OfflineLLM,
+    RateLimiter,
+    Validator,
+    one_of,
+    schema_example,
+    schema_sha,
+)
+from builder.llm_cache import LLMCache
 
-from builder.llm_cache import LLMCache, cache_key, sha256_text
-
-log = logging.getLogger(__name__)
+__all__ = [
+    "BASE_URL_ENV", "GENERATION_KEYS", "RETRY_STATUS_CODES", "BaseLLM", "ImagePart", "LLMConfig",
+    "LLMRefused", "LLMRequest", "LLMResult", "LLMUsage", "OfflineLLM", "RateLimiter", "Validator", "one_of",
+    "schema_example", "schema_sha", "LLMSetupError", "make_llm", "llm_from_args",
+    "add_llm_args", "llm_config_from_args", "api_key_from_env",
+]
 
 DEFAULT_MODEL = "gemini-2.5-flash"
 DEFAULT_SPEC = f"gemini:{DEFAULT_MODEL}"
 KEY_ENV_VARS = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
-BASE_URL_ENV = "XCM_GEMINI_BASE_URL"  # a proxy or, in tests, the fake server on 127.0.0.1
-RETRY_STATUS_CODES = (408, 429, 500, 502, 503, 504)
-# Parameters that are passed to the model's generation config (all params enter the cache key).
-GENERATION_KEYS = ("temperature", "top_p", "top_k", "seed", "max_output_tokens")
-
-Validator = Callable[[Any], "str | None"]
-
-
-class LLMSetupError(ValueError):
-    """Bad ``--llm`` value or missing credential: one line for the user, exit code 2."""
-
-
-@dataclass(frozen=True)
-class ImagePart:
-    """An image sent with a prompt (bytes and MIME type)."""
-
-    data: bytes
-    mime_type: str = "image/jpeg"
-
-    @property
-    def sha256(self) -> str:
-        return hashlib.sha256(self.data).hexdigest()
-
-
-@dataclass
-class LLMConfig:
-    """Client settings; ``retry_*`` become ``HttpRetryOptions``."""
-
-    rpm: float = 60.0  # requests per minute, client side; 0 = unlimited
-    max_reasks: int = 2  # re-asks after an invalid answer (so at most 1 + max_reasks asks)
-    temperature: float = 0.0
-    timeout_s: float = 120.0
-    retry_attempts: int = 6
-    retry_initial_delay: float = 2.0
-    retry_max_delay: float = 60.0
-    retry_exp_base: float = 2.0
-    retry_jitter: float = 1.0
-    base_url: str | None = None
-    api_version: str | None = None
-    retry_failed: bool = False  # ignore cached validation failures and ask again
-
-
-@dataclass
-class LLMUsage:
-    """Summed per stage run and written to ``stage_runs.usage_json``."""
-
-    requests: int = 0  # generate_structured calls
-    api_calls: int = 0  # asks sent to the model, re-asks included (HTTP retries not counted)
-    cache_hits: int = 0
-    reasks: int = 0
-    failures: int = 0  # invalid after all re-asks
-    api_errors: int = 0  # transport errors after the HTTP retries
-    prompt_tokens: int = 0
-    output_tokens: int = 0
-    thought_tokens: int = 0
-    total_tokens: int = 0
-
-    def add_tokens(self, tokens: Mapping[str, int]) -> None:
-        for k in ("prompt_tokens", "output_tokens", "thought_tokens", "total_tokens"):
-            setattr(self, k, getattr(self, k) + int(tokens.get(k, 0) or 0))
-
-    def as_dict(self) -> dict[str, int]:
-        return asdict(self)
-
-
-@dataclass
-class LLMRequest:
-    """One structured request, with its cache identity."""
-
-    prompt: str
-    schema: type[BaseModel]
-    images: tuple[ImagePart, ...]
-    template_sha: str
-    params: dict[str, Any]
-    input_sha: str
-    key: str
-
-
-@dataclass
-class LLMResult:
-    """``status`` is ``ok`` (``value`` is the validated model), ``failed`` (invalid after the
-    re-asks; ``raw`` holds the last text) or ``error`` (transport; not cached)."""
-
-    status: str
-    value: Any = None
-    raw: str | None = None
-    error: str | None = None
-    attempts: int = 0
-    cached: bool = False
-    key: str = ""
-    usage: dict[str, int] = field(default_factory=dict)
-
-    @property
-    def ok(self) -> bool:
-        return self.status == "ok"
-
-
-def schema_sha(schema: type[BaseModel]) -> str:
-    """Hash of the pydantic JSON schema: a changed schema is a different request."""
-    return sha256_text(json.dumps(schema.model_json_schema(), sort_keys=True))
-
-
-def one_of(values: Callable[[Any], Sequence[str]], allowed: Sequence[str], what: str) -> Validator:
-    """Validator: every label ``values(answer)`` returns must be in ``allowed``."""
-    allowed_set = set(allowed)
-
-    def check(answer: Any) -> str | None:
-        bad = sorted({v for v in values(answer) if v not in allowed_set})
-        return f"{what} outside the allowed set: {bad[:10]}" if bad else None
-
-    return check
-
-
-class RateLimiter:
-    """At most ``rpm`` requests per minute (evenly spaced), thread-safe."""
-
-    def __init__(self, rpm: float):
-        self.interval = 60.0 / rpm if rpm and rpm > 0 else 0.0
-        self._next = 0.0
-        self._lock = threading.Lock()
-
-    def wait(self) -> None:
-        if not self.interval:
-            return
-        with self._lock:
-            now = time.monotonic()
-            start = max(now, self._next)
-            self._next = start + self.interval
-        if start > now:
-            time.sleep(start - now)
-
-
-class BaseLLM:
-    """Cache, validation, re-asks and usage; subclasses implement :meth:`_complete`."""
-
-    provider = "base"
-
-    def __init__(self, model: str, cache: LLMCache | None, config: LLMConfig | None = None):
-        self.model = model
-        self.cache = cache
-        self.config = config or LLMConfig()
-        self.usage = LLMUsage()
-
-    @property
-    def spec(self) -> str:
-        return f"{self.provider}:{self.model}" if self.provider != "offline" else "offline"
-
-    def reset_usage(self) -> LLMUsage:
-        """Return the usage so far and start a new count (one per stage run)."""
-        used, self.usage = self.usage, LLMUsage()
-        return used
-
-    # -- request identity -------------------------------------------------------------------
-    def prepare(
-        self,
-        prompt: str,
-        schema: type[BaseModel],
-        *,
-        images: Sequence[ImagePart] | None = None,
-        template_sha: str = "",
-        params: Mapping[str, Any] | None = None,
-    ) -> LLMRequest:
-        """The request and its cache key (the key never includes a credential)."""
-        images = tuple(images or ())
-        full = {"temperature": self.config.temperature, **dict(params or {})}
-        full["schema_sha"] = schema_sha(schema)
-        h = hashlib.sha256(prompt.encode("utf-8"))
-        for im in images:
-            h.update(f"\n{im.mime_type}:{im.sha256}".encode())
-        input_sha = h.hexdigest()
-        key = cache_key(self.provider, self.model, template_sha, full, input_sha)
-        return LLMRequest(prompt, schema, images, template_sha, full, input_sha, key)
-
-    def lookup(self, req: LLMRequest, validate: Validator | None = None) -> LLMResult | None:
-        """The cached result for ``req`` (re-validated), or None."""
-        if self.cache is None:
-            return None
-        hit = self.cache.get(req.key)
-        if hit is None or (hit.status == "failed" and self.config.retry_failed):
-            return None
-        if hit.status == "ok":
-            value, err = self.check_text(req, hit.text, validate)
-            if err is not None:  # the validator changed since it was cached: ask again
-                return None
-            return LLMResult("ok", value, hit.text, None, hit.attempts, True, req.key, hit.usage)
-        return LLMResult(
-            "failed", None, hit.text, hit.error, hit.attempts, True, req.key, hit.usage
-        )
-
-    def check_text(
-        self, req: LLMRequest, text: str | None, validate: Validator | None = None
-    ) -> tuple[Any, str | None]:
-        """Parse and validate a model text: (value, None) or (None, reason)."""
-        if text is None or not text.strip():
-            return None, "empty answer"
-        try:
-            value = req.schema.model_validate_json(text)
-        except ValidationError as exc:
-            kind = "invalid JSON" if "json_invalid" in str(exc) else "schema mismatch"
-            return None, f"{kind}: {_short(str(exc))}"
-        if validate is not None:
-            reason = validate(value)
-            if reason:
-                return None, f"rejected: {_short(reason)}"
-        return value, None
-
-    def store(self, req: LLMRequest, result: LLMResult) -> None:
-        """Cache an ok or failed result (transport errors are not cached)."""
-        if self.cache is None or result.status not in ("ok", "failed"):
-            return
-        self.cache.put(
-            req.key,
-            provider=self.provider,
-            model=self.model,
-            template_sha=req.template_sha,
-            params=req.params,
-            input_sha=req.input_sha,
-            status=result.status,
-            text=result.raw,
-            error=result.error,
-            attempts=result.attempts,
-            usage=result.usage,
-        )
-
-    # -- the call ---------------------------------------------------------------------------
-    def generate_structured(
-        self,
-        prompt: str,
-        schema: type[BaseModel],
-        *,
-        images: Sequence[ImagePart] | None = None,
-        template_sha: str = "",
-        params: Mapping[str, Any] | None = None,
-        validate: Validator | None = None,
-        offline: Callable[[], Any] | None = None,
-    ) -> LLMResult:
-        """Ask for JSON matching ``schema``; cached, validated, re-asked, never raises on the
-        model's answers (transport errors come back as ``status='error'``)."""
-        req = self.prepare(prompt, schema, images=images, template_sha=template_sha, params=params)
-        self.usage.requests += 1
-        hit = self.lookup(req, validate)
-        if hit is not None:
-            self.usage.cache_hits += 1
-            return hit
-        tokens: dict[str, int] = {}
-        text: str | None = None
-        reason = "no answer"
-        asked = prompt
-        attempts = 0
-        for attempt in range(1 + max(0, self.config.max_reasks)):
-            attempts = attempt + 1
-            if attempt:
-                self.usage.reasks += 1
-                asked = _reask_prompt(prompt, reason)
-            try:
-                text, used = self._complete(asked, req, offline)
-            except Exception as exc:  # transport: 429/5xx after retries, timeouts, refused
-                self.usage.api_errors += 1
-                msg = f"{type(exc).__name__}: {_short(str(exc))}"
-                log.warning("LLM request failed (%s): %s", self.spec, msg)
-                return LLMResult("error", None, text, msg, attempts, False, req.key, tokens)
-            for k, v in used.items():
-                tokens[k] = tokens.get(k, 0) + int(v or 0)
-            self.usage.add_tokens(used)
-            value, err = self.check_text(req, text, validate)
-            if err is None:
-                result = LLMResult("ok", value, text, None, attempts, False, req.key, tokens)
-                self.store(req, result)
-                return result
-            reason = err
-            log.info("LLM answer rejected (attempt %d): %s", attempts, err)
-        self.usage.failures += 1
-        result = LLMResult("failed", None, text, reason, attempts, False, req.key, tokens)
-        self.store(req, result)
-        return result
-
-    def _complete(
-        self, prompt: str, req: LLMRequest, offline: Callable[[], Any] | None
-    ) -> tuple[str | None, dict[str, int]]:
-        raise NotImplementedError  # abstract: GeminiLLM and OfflineLLM implement it
-
-
-class OfflineLLM(BaseLLM):
-    """Deterministic, no network: the stage's documented offline answer, else a placeholder."""
-
-    provider = "offline"
-
-    def __init__(self, cache: LLMCache | None = None, config: LLMConfig | None = None):
-        super().__init__("offline", cache, config)
-
-    def _complete(self, prompt, req, offline):
-        if offline is not None:
-            answer = offline()
-            if isinstance(answer, BaseModel):
-                return answer.model_dump_json(), {}
-            return json.dumps(answer, ensure_ascii=False), {}
-        return json.dumps(schema_example(req.schema, req.input_sha)), {}
-
-
-def schema_example(schema: type[BaseModel], seed: str) -> Any:
-    """A deterministic instance of ``schema``'s JSON schema (strings carry the seed)."""
-    js = schema.model_json_schema()
-    defs = js.get("$defs", {})
-    rng = random.Random(seed)
-
-    def fill(node: dict[str, Any]) -> Any:
-        if "$ref" in node:
-            return fill(defs[node["$ref"].rsplit("/", 1)[-1]])
-        if "enum" in node:
-            return rng.choice(node["enum"])
-        if "anyOf" in node:
-            return fill(next(n for n in node["anyOf"] if n.get("type") != "null"))
-        t = node.get("type")
-        if t == "object":
-            return {k: fill(v) for k, v in node.get("properties", {}).items()}
-        if t == "array":
-            return [fill(node.get("items", {"type": "string"}))]
-        if t == "integer":
-            return int(node.get("minimum", 0))
-        if t == "number":
-            return float(node.get("minimum", 0.0))
-        if t == "boolean":
-            return False
-        return f"offline-{seed[:8]}"
-
-    return fill(js)
-
-
-def _reask_prompt(prompt: str, reason: str) -> str:
-    return (
-        f"{prompt}\n\nYour previous answer was rejected ({reason}). "
-        "Answer again with JSON only, matching the response schema exactly."
-    )
-
-
-def _short(text: str, n: int = 300) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= n else text[: n - 3] + "..."
 
 
 def api_key_from_env(env: Mapping[str, str] | None = None) -> str | None:
@@ -444,12 +126,19 @@ def add_llm_args(parser: argparse.ArgumentParser) -> None:
     )
     g.add_argument("--llm-rpm", type=float, default=60.0, help="requests per minute (0 = no limit)")
     g.add_argument("--llm-max-reasks", type=int, default=2, help="re-asks after an invalid answer")
-    g.add_argument("--llm-timeout", type=float, default=120.0, help="seconds per request")
-    g.add_argument("--llm-retries", type=int, default=6, help="HTTP attempts on 429/5xx")
+    g.add_argument("--llm-timeout", type=float, default=120.0,
+                   help="seconds per HTTP request, all of it: connect, upload, answer")
+    g.add_argument("--llm-retries", type=int, default=6,
+                   help="HTTP attempts on 429/5xx/timeouts (Retry-After honoured)")
     g.add_argument("--llm-retry-delay", type=float, default=2.0, help="first backoff delay (s)")
     g.add_argument(
         "--llm-retry-failed", action="store_true", help="ask again where the cache holds a failure"
     )
+
+
+def llm_from_args(args: argparse.Namespace, cache_path: str | Path | None) -> BaseLLM:
+    """The client the ``--llm`` options ask for (``cache_path``: the work dir's LLM cache)."""
+    return make_llm(args.llm, cache_path, llm_config_from_args(args))
 
 
 def llm_config_from_args(args: argparse.Namespace) -> LLMConfig:

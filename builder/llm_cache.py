@@ -12,14 +12,17 @@ Nothing secret goes in: the key parts are model names, hashes and generation par
 
 from __future__ import annotations
 
-import hashlib
 import json
+import os
 import sqlite3
 import threading
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from benchmark.files import sha256_text
+from builder.catalog import CatalogError, corrupt_reason
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS responses (
@@ -37,10 +40,6 @@ CREATE TABLE IF NOT EXISTS responses (
     created_at   TEXT NOT NULL
 )
 """
-
-
-def sha256_text(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def cache_key(
@@ -73,12 +72,22 @@ class LLMCache:
     def __init__(self, path: str | Path):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        if not self.path.exists():  # private (0600), like the catalog and the images
+            os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY, 0o600))
         self._lock = threading.Lock()
         self._con = sqlite3.connect(
             self.path, timeout=60, isolation_level=None, check_same_thread=False
         )
-        self._con.execute("PRAGMA journal_mode=WAL")
-        self._con.execute(SCHEMA)
+        try:
+            self._con.execute("PRAGMA journal_mode=WAL")
+            self._con.execute(SCHEMA)
+        except sqlite3.DatabaseError as exc:
+            why = corrupt_reason(exc)
+            if why is None:
+                raise
+            self._con.close()
+            raise CatalogError(f"{self.path} is not a usable LLM cache ({why}): move it away "
+                               "(answers are asked again)") from None
 
     def close(self) -> None:
         self._con.close()

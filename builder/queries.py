@@ -36,23 +36,25 @@ from pydantic import BaseModel, Field
 from tqdm import tqdm
 
 from benchmark import tables
-from builder.catalog import Catalog
-from builder.concepts import load_curated
-from builder.llm import BaseLLM, add_llm_args, llm_config_from_args, make_llm
+from benchmark.files import atomic_write_text
+from builder.catalog import Catalog, record_llm_request
+from builder.curated import load_curated
+from builder.llm import BaseLLM, LLMResult, add_llm_args, llm_from_args
+from builder.prompts import load_prompt
 from builder.stagekit import (
     StageInputError,
-    add_common_args,
-    cli_main,
     format_summary,
-    setup_logging,
+    report,
+    report_run,
+    stage_main,
+    stage_parser,
     stage_run,
 )
-from builder.workdir import WorkDir, atomic_write_text
 
 log = logging.getLogger(__name__)
 
 STAGE = "queries"
-PROMPT_FILE = "prompts/queries.txt"
+PROMPT = ("queries.txt", ("concept", "language", "language_name", "countries", "term_hint"))
 
 
 class NativeQuery(BaseModel):
@@ -151,8 +153,9 @@ class _Ctx:
 
 def _resolve_rows(
     concept: str, lang: str, group: list[tables.Country], ctx: _Ctx
-) -> tuple[list[tuple], tuple | None]:
-    """Query rows for one (concept, language) group, and its llm_requests row if it asked."""
+) -> tuple[list[tuple], tuple[str, LLMResult] | None]:
+    """Query rows for one (concept, language) group, and its LLM request (item, result) if it
+    asked."""
     rows: list[tuple] = []
     missing = []
     for c in group:
@@ -193,19 +196,7 @@ def _resolve_rows(
         for c in missing:
             rows += _pair(concept, c, lang, "", None, source, res.status, res.error, ctx.run_id)
     item = f"concept={concept};language={lang};countries={','.join(c.code for c in missing)}"
-    req = (
-        STAGE,
-        item,
-        res.status,
-        res.error,
-        None if res.ok else res.raw,
-        res.key,
-        ctx.llm.spec,
-        ctx.prompt_sha,
-        res.attempts,
-        ctx.run_id,
-    )
-    return rows, req
+    return rows, (item, res)
 
 
 def _ask(concept: str, lang: str, missing: list[tables.Country], known: str | None, ctx: _Ctx):
@@ -258,12 +249,7 @@ def run_queries(
     """Fill the ``queries`` table; returns the counts of the stage-run record."""
     from_catalog = concepts is None
     concepts = concepts if concepts is not None else target_concepts(catalog)
-    path = tables.data_dir() / PROMPT_FILE
-    template, prompt_sha = Template(path.read_text(encoding="utf-8")), tables.file_sha256(path)
-    try:
-        template.substitute(concept="", language="", language_name="", countries="", term_hint="")
-    except (KeyError, ValueError) as exc:
-        raise StageInputError(f"{path}: bad placeholder {exc}") from exc
+    template, prompt_sha = load_prompt(*PROMPT)
     table = table_rows() if use_table else {}
     native_names = native_country_names(table_rows())
     langs: dict[str, list[tables.Country]] = {}
@@ -301,12 +287,7 @@ def run_queries(
                     rows,
                 )
                 if req is not None:
-                    con.execute(
-                        "INSERT OR REPLACE INTO llm_requests (stage, item, status, reason,"
-                        " raw, cache_key, llm, prompt_sha, attempts, run_id)"
-                        " VALUES (?,?,?,?,?,?,?,?,?,?)",
-                        req,
-                    )
+                    record_llm_request(con, STAGE, *req, llm.spec, prompt_sha, rec.run_id)
         rec.counts = _counts(catalog, len(work))
         rec.summary = format_summary(
             f"queries: {rec.counts['native_ok']} native queries ok, "
@@ -401,15 +382,12 @@ def write_table(catalog: Catalog, out: str | Path) -> int:
                 rev,
             ]
         )
-    atomic_write_text(Path(out), buf.getvalue())
+    atomic_write_text(Path(out), buf.getvalue())  # an export: the user's umask
     return len(rows)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m builder.queries", description=__doc__.split("\n\n")[0]
-    )
-    add_common_args(p)
+    p = stage_parser("builder.queries", __doc__)
     p.add_argument("--countries", default="all", help="all or codes/names, comma-separated")
     p.add_argument("--no-table", action="store_true", help="ignore data/queries.csv (ask the LLM)")
     p.add_argument("--write-table", metavar="FILE", help="write catalog queries as CSV and exit")
@@ -417,24 +395,21 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _cli(args: argparse.Namespace) -> int:
+    with Catalog.open(args.workdir) as catalog:
+        if args.write_table:
+            n = write_table(catalog, args.write_table)
+            report(f"wrote {n} query rows to {args.write_table}")
+            return 0
+        countries = tables.resolve_countries(args.countries)
+        llm = llm_from_args(args, catalog.workdir.llm_cache_path)
+        run_queries(catalog, llm, countries, use_table=not args.no_table)
+        report_run(catalog, STAGE)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    setup_logging(args.verbose)
-
-    def body() -> int:
-        wd = WorkDir.open(args.workdir)
-        with Catalog(wd) as catalog:
-            if args.write_table:
-                n = write_table(catalog, args.write_table)
-                print(f"wrote {n} query rows to {args.write_table}")  # noqa: T201
-                return 0
-            countries = tables.resolve_countries(args.countries)
-            llm = make_llm(args.llm, wd.llm_cache_path, llm_config_from_args(args))
-            run_queries(catalog, llm, countries, use_table=not args.no_table)
-            print(catalog.last_run(STAGE)["summary"])  # noqa: T201
-        return 0
-
-    return cli_main(body)
+    return stage_main(build_parser(), _cli, argv)
 
 
 if __name__ == "__main__":

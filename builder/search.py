@@ -2,10 +2,16 @@
 
 - ``ddgs`` (default): :class:`DdgsSearch`, the ``ddgs`` package with ``backend="duckduckgo"``
   (its Bing engine ignores the region) and the country's DuckDuckGo region. One request at a
-  time, jittered pacing between requests, and bounded retries with exponential backoff: ddgs
-  9.x reports a rate-limit block as a generic ``DDGSException("No results found.")``, so that
-  message, ``RatelimitException`` and ``TimeoutException`` (and other ddgs errors) are treated
-  as possibly transient; after the last retry the query is recorded ``failed`` with the reason.
+  time, jittered pacing between requests, and bounded retries (``builder.retry``). ddgs 9.16
+  raises the same ``DDGSException("No results found.")`` for a block and for a query that truly
+  has no images (and never raises its ``RatelimitException``), so one query cannot tell them
+  apart: that answer is retried ``empty_retries`` times (default 1), then the query is recorded
+  ``empty`` with a reason saying the answer is ambiguous (:data:`AMBIGUOUS`; ``--retry-failed``
+  searches it again). The run as a whole tells them apart (``builder.crawl.run_searches``):
+  several such answers in a row, on different queries, are checked with one probe query that
+  always has images (:meth:`DdgsSearch.probe`); if the probe gets "No results found." too, the
+  backend is blocking us and the run stops, those queries left ``pending``. Timeouts and other
+  ddgs errors are retried ``retries`` times, then the query is ``failed`` with the reason.
 - ``folder:PATH``: :func:`folder_searches`, a local tree ``PATH/<concept>/<country>/*``.
 - ``urls:FILE``: :func:`urls_searches`, a CSV ``concept,country,language,rank,image_url,
   page_url,title`` (country ISO alpha-3 or any key ``tables.country`` knows, language BCP-47).
@@ -27,10 +33,14 @@ from pathlib import Path
 from typing import Any
 
 from benchmark import tables
+from builder.stagekit import StageInputError
 
 log = logging.getLogger(__name__)
 
 DDGS_BACKEND = "ddgs:duckduckgo"
+#: Reason prefix of an ``empty`` search whose answer may have been a block (see module doc).
+AMBIGUOUS = "ddgs said 'No results found.'"
+PROBE_QUERY = "flower"  # a query with images in every region: the block check
 URL_COLUMNS = ["concept", "country", "language", "rank", "image_url", "page_url", "title"]
 
 
@@ -72,6 +82,17 @@ class Outcome:
     reason: str
     hits: list[Hit]
     attempts: int
+    ambiguous: bool = False  # "empty" that may have been a block (ddgs "No results found.")
+
+
+@dataclass
+class _Try:
+    """One request's result: a final outcome, or (``out`` None) why another try may help."""
+
+    out: Outcome | None
+    why: str = ""
+    no_results: bool = False
+    n: int = 0  # the attempt number of this query
 
 
 @dataclass
@@ -96,12 +117,13 @@ class DdgsSearch:
 
     def __init__(self, per_query: int = 10, min_interval: float = 2.0, jitter: float = 1.5,
                  retries: int = 4, backoff: float = 15.0, max_backoff: float = 300.0,
-                 timeout: int = 10, safesearch: str = "moderate",
+                 timeout: int = 10, safesearch: str = "moderate", empty_retries: int = 1,
                  sleep: Callable[[float], None] = time.sleep,
                  clock: Callable[[], float] = time.monotonic):
         self.per_query = per_query
         self.min_interval, self.jitter = min_interval, jitter
         self.retries, self.backoff, self.max_backoff = retries, backoff, max_backoff
+        self.empty_retries = min(empty_retries, retries)
         self.timeout, self.safesearch = timeout, safesearch
         self.sleep, self.clock = sleep, clock
         self._last: float | None = None
@@ -115,43 +137,72 @@ class DdgsSearch:
             self.sleep(wait)
 
     def search(self, s: Search) -> Outcome:
-        """Run one query with pacing and bounded retries; never raises for ddgs errors."""
+        """Run one query with pacing and bounded retries (``builder.retry``); never raises for
+        ddgs errors. "No results found." is retried ``empty_retries`` times, then ``empty``
+        (ambiguous); other errors ``retries`` times, then ``failed``."""
+        from builder.retry import Backoff, call
+
+        policy = Backoff(self.retries, self.backoff, self.max_backoff)
+
+        def again(t: _Try) -> bool:
+            return t.out is None and (not t.no_results or t.n <= self.empty_retries)
+
+        def log_retry(t: _Try, attempt: int, delay: float) -> None:
+            log.warning("search %r (%s): %s; retry %d in %.0fs", s.query_text, s.region,
+                        t.why, attempt, delay)
+
+        count = 0
+
+        def attempt() -> _Try:
+            nonlocal count
+            count += 1
+            t = self._attempt(s)
+            t.n = count
+            return t
+
+        tried = call(attempt, policy, again, on_retry=log_retry, sleep=self.sleep)
+        t, n = tried.result, tried.attempts
+        if t.out is not None:
+            t.out.attempts = n
+            return t.out
+        if t.no_results:
+            return Outcome("empty", f"{AMBIGUOUS} on {n} attempt(s): no images for this query, "
+                           "or a block (ddgs 9.x answers both the same way)", [], n,
+                           ambiguous=True)
+        return Outcome("failed", f"{t.why}; gave up after {n} attempts", [], n)
+
+    def probe(self) -> bool:
+        """One paced request for :data:`PROBE_QUERY` (images everywhere): True when it gets
+        results, so that a run of "No results found." answers was not a block."""
+        t = self._attempt(Search("probe", "", "en", "probe", PROBE_QUERY, self.backend, None))
+        return t.out is not None and t.out.status == "ok"
+
+    def _attempt(self, s: Search) -> _Try:
+        """One paced request: a final outcome, or why another try may help."""
         from ddgs import DDGS
         from ddgs.exceptions import DDGSException, RatelimitException, TimeoutException
 
-        attempts = 0
-        while True:
-            attempts += 1
-            self._pace()
-            self._last = self.clock()
-            self.requests += 1
-            try:
-                raw = DDGS(timeout=self.timeout).images(
-                    s.query_text, region=s.region or "wt-wt", safesearch=self.safesearch,
-                    max_results=self.per_query, backend="duckduckgo")
-            except (RatelimitException, TimeoutException, DDGSException) as e:
-                msg = str(e) or type(e).__name__
-                kind = type(e).__name__
-                if isinstance(e, RatelimitException) or "no results found" in msg.lower():
-                    why = f"{kind}: {msg} (ddgs reports rate-limit blocks this way)"
-                else:
-                    why = f"{kind}: {msg}"
-            except Exception as e:  # noqa: BLE001 - a backend bug must not end the crawl
-                return Outcome("failed", f"{type(e).__name__}: {e}", [], attempts)
-            else:
-                hits = self._hits(raw)
-                if not hits:
-                    return Outcome("empty", "the backend returned no usable results", [],
-                                   attempts)
-                return Outcome("ok", f"{len(hits)} results", hits, attempts)
-            if attempts > self.retries:
-                return Outcome("failed", f"{why}; gave up after {attempts} attempts", [],
-                               attempts)
-            delay = min(self.max_backoff, self.backoff * 2 ** (attempts - 1))
-            delay *= random.uniform(1.0, 1.5)
-            log.warning("search %r (%s): %s; retry %d/%d in %.0fs", s.query_text, s.region, why,
-                        attempts, self.retries, delay)
-            self.sleep(delay)
+        self._pace()
+        self._last = self.clock()
+        self.requests += 1
+        try:
+            raw = DDGS(timeout=self.timeout).images(
+                s.query_text, region=s.region or "wt-wt", safesearch=self.safesearch,
+                max_results=self.per_query, backend="duckduckgo")
+        except (RatelimitException, TimeoutException, DDGSException) as e:
+            msg, kind = str(e) or type(e).__name__, type(e).__name__
+            if not isinstance(e, (RatelimitException, TimeoutException)) and (
+                    "no results found" in msg.lower()):
+                return _Try(None, f"{kind}: {msg}", no_results=True)
+            return _Try(None, f"{kind}: {msg}")
+        except ModuleNotFoundError:
+            raise  # a missing library (of ddgs's own) is ours to fix, not the query's
+        except Exception as e:  # noqa: BLE001 - a backend bug must not end the crawl
+            return _Try(Outcome("failed", f"{type(e).__name__}: {e}", [], 0))
+        hits = self._hits(raw)
+        if not hits:
+            return _Try(Outcome("empty", "the backend returned no usable results", [], 0))
+        return _Try(Outcome("ok", f"{len(hits)} results", hits, 0))
 
     def _hits(self, raw: Any) -> list[Hit]:
         hits: list[Hit] = []
@@ -167,17 +218,17 @@ class DdgsSearch:
 
 
 def parse_source(spec: str) -> tuple[str, Path | None]:
-    """``ddgs`` / ``folder:PATH`` / ``urls:FILE`` -> (kind, path); ValueError when malformed."""
+    """``ddgs`` / ``folder:PATH`` / ``urls:FILE`` -> (kind, path); StageInputError when malformed."""
     if spec == "ddgs":
         return "ddgs", None
     kind, sep, rest = spec.partition(":")
     if not sep or kind not in ("folder", "urls") or not rest:
-        raise ValueError(f"--search must be ddgs, folder:PATH or urls:FILE, got {spec!r}")
+        raise StageInputError(f"--search must be ddgs, folder:PATH or urls:FILE, got {spec!r}")
     path = Path(rest).expanduser()
     if kind == "folder" and not path.is_dir():
-        raise ValueError(f"--search folder: {path} is not a folder")
+        raise StageInputError(f"--search folder: {path} is not a folder")
     if kind == "urls" and not path.is_file():
-        raise ValueError(f"--search urls: {path} is not a file")
+        raise StageInputError(f"--search urls: {path} is not a file")
     return kind, path.resolve()
 
 
@@ -214,7 +265,7 @@ def urls_searches(path: Path) -> tuple[list[Search], list[InputError]]:
         reader = csv.DictReader(f)
         missing = [c for c in URL_COLUMNS if c not in (reader.fieldnames or [])]
         if missing:
-            raise ValueError(f"{path}: missing columns {missing} (need {','.join(URL_COLUMNS)})")
+            raise StageInputError(f"{path}: missing columns {missing} (need {','.join(URL_COLUMNS)})")
         for line, row in enumerate(reader, start=2):
             raw = json.dumps(row, ensure_ascii=False, sort_keys=True)
             concept, lang = (row["concept"] or "").strip(), (row["language"] or "").strip()

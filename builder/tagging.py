@@ -9,116 +9,75 @@ images, numbered by their order, and asks for structured JSON ``{index: [concept
 priority order. Per image, an answer is valid when its index is answered exactly once, every
 label is in the concept list (no repeats) and the list is not empty. An image whose answer is
 not valid (a label outside the list, a missing index, an empty list: the model refused or saw
-nothing) is recorded (``tags.status='retry'`` with the reason and the raw answer) and asked
-again once, alone; if that answer is not valid either, the image ends ``failed`` (labels or
-shape) or ``refused`` (empty list), reason and raw text kept. An invalid answer is never stored
-as tags. A transport error also ends in a retry alone, then ``failed``.
+nothing; a safety block of the request) is recorded (``tags.status='retry'`` with the reason
+and the raw answer) and asked again once, alone; if that answer is not valid either, the image
+ends ``failed`` (labels or shape, or a request the API rejects) or ``refused`` (empty list, or
+blocked: the block reason is kept), reason and raw text (clipped) kept. An invalid answer is
+never stored as tags. A transient failure (429/5xx after the retries, a timeout: no answer at
+all) is not the image's: it is recorded ``transient`` and every later run asks again (with
+``--llm-retry-failed`` the ``failed`` ones too). After :data:`TRANSIENT_STOP` requests in a row
+end that way the service is taken to be down: the stage stops asking, says so, and exits 1.
+Requests hold at most ``--images-per-request`` images and :data:`REQUEST_BUDGET` bytes (the
+20 MB inline limit); the progress bar counts images and, while it waits, says on what.
 
 ``--batch`` sends the requests through the Gemini Batch API (half price, asynchronous):
 submit, poll, collect; the job name is in the catalog (``tag_batch_jobs``) before polling
-starts, so an interrupted run picks the same job up (see :mod:`builder.tagging_batch`).
+starts, so an interrupted run picks the same job up (see :mod:`builder.tagging_batch`). Both
+paths judge and record answers with the rules of :mod:`builder.tagging_rules`.
 
 ``--llm offline`` tags each image with its own crawl concept(s) only: a weaker stand-in for
 the model (it cannot see a second concept in the picture, so cultural and non-relevant
 candidates are filtered only by their crawl concept). It goes through the same validation.
 
 Resumable: tags are written per request; images with a tag row are not asked again (rows in
-``retry`` go straight to the alone phase), and the LLM response cache makes a re-run free.
+``retry`` go straight to the alone phase, rows in ``transient`` are asked again), and the LLM
+response cache makes a re-run free. Exit code 1 when work is left for a later run (a batch job
+still running, transient failures).
 """
 
 from __future__ import annotations
 
 import argparse
-import io
-import json
 import logging
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from string import Template
 from typing import Any
 
-from pydantic import BaseModel
+from tqdm.auto import tqdm
 
 from benchmark import tables
-from builder.catalog import Catalog, utcnow
-from builder.llm import (
-    BaseLLM,
-    ImagePart,
-    OfflineLLM,
-    add_llm_args,
-    llm_config_from_args,
-    make_llm,
-)
+from builder.catalog import Catalog
+from builder.llm import BaseLLM, OfflineLLM, add_llm_args, llm_from_args
+from builder.prompts import load_prompt
 from builder.stagekit import (
     StageInputError,
-    add_common_args,
-    cli_main,
     format_summary,
-    setup_logging,
+    report_run,
+    stage_main,
+    stage_parser,
     stage_run,
 )
-from builder.workdir import WorkDir
+from builder.tagging_rules import (
+    REQUEST_BUDGET,
+    Group,
+    GroupAnswer,
+    Img,
+    TagContext,
+    Verdict,
+    answer_of,
+    judge,
+    record,
+    send_estimate,
+)
 
 log = logging.getLogger(__name__)
 
 STAGE = "tagging"
-PROMPT_FILE = "prompts/tagging.txt"
+PROMPT = ("tagging.txt", ("n_images", "last_index", "n_concepts", "concepts"))
 KEPT = ("ok", "kept")
-# Formats Gemini reads as they are; anything else is re-encoded as PNG before sending.
-SENDABLE = {"JPEG": "image/jpeg", "PNG": "image/png", "WEBP": "image/webp"}
-MAX_SIDE = 1536  # larger images are downscaled before sending (tokens; the model sees ~768 px)
-
-
-class ImageTags(BaseModel):
-    index: int
-    concepts: list[str]
-
-
-class TagAnswer(BaseModel):
-    """The response schema: ``{index: [concept, ...]}`` as a list of objects."""
-
-    images: list[ImageTags]
-
-
-@dataclass
-class Img:
-    """One image to tag: its bytes' hash, file, format and crawl concepts (best rank first)."""
-
-    sha256: str
-    ext: str
-    format: str
-    crawl_concepts: list[str]
-
-
-@dataclass
-class Group:
-    """One request: images in index order; ``alone`` marks a retry of a single image."""
-
-    images: list[Img]
-    alone: bool = False
-
-
-@dataclass
-class GroupAnswer:
-    value: TagAnswer | None
-    raw: str | None
-    error: str | None = None
-    usage: dict[str, int] = field(default_factory=dict)
-
-
-@dataclass
-class Verdict:
-    status: str  # ok / retry / failed / refused
-    tags: list[str] | None
-    reason: str | None
-
-
-def prompt_template() -> tuple[Template, str]:
-    path = tables.data_dir() / PROMPT_FILE
-    if not path.is_file():
-        raise StageInputError(f"tagging prompt not found: {path}")
-    return Template(path.read_text(encoding="utf-8")), tables.file_sha256(path)
+TRANSIENT_STOP = 5  # requests in a row with transient errors: the service is down, stop asking
+WAIT_NOTE_EVERY = 2.0  # seconds between "waiting on ..." notes on the progress bar
 
 
 def concept_list(cat: Catalog) -> list[str]:
@@ -129,15 +88,9 @@ def concept_list(cat: Catalog) -> list[str]:
     return sorted(set(base) | set(crawl))
 
 
-def render_prompt(template: Template, concepts: list[str], n_images: int) -> str:
-    return template.substitute(
-        n_images=n_images, last_index=n_images - 1, n_concepts=len(concepts),
-        concepts="\n".join(concepts),
-    )
-
-
-def images_to_tag(cat: Catalog) -> tuple[list[Img], list[Img]]:
-    """(images without a tag row, images whose row waits for a retry alone), by sha."""
+def images_to_tag(cat: Catalog, retry_failed: bool = False) -> tuple[list[Img], list[Img]]:
+    """(images to ask in groups: no tag row, a ``transient`` one, with ``retry_failed`` a
+    ``failed`` one; images whose row waits for a retry alone), by sha."""
     rows = cat.query(
         "SELECT i.sha256, im.ext, im.format, i.concept, MIN(i.rank) AS best, t.status AS tstatus"
         " FROM items i JOIN images im ON im.sha256 = i.sha256"
@@ -150,87 +103,16 @@ def images_to_tag(cat: Catalog) -> tuple[list[Img], list[Img]]:
         if r["sha256"] not in by_sha:
             by_sha[r["sha256"]] = (Img(r["sha256"], r["ext"], r["format"], []), r["tstatus"])
         by_sha[r["sha256"]][0].crawl_concepts.append(r["concept"])
-    fresh = [img for img, st in by_sha.values() if st is None]
+    again = {None, "transient"} | ({"failed"} if retry_failed else set())
+    fresh = [img for img, st in by_sha.values() if st in again]
     retry = [img for img, st in by_sha.values() if st == "retry"]
     return fresh, retry
-
-
-def image_part(wd: WorkDir, img: Img) -> ImagePart:
-    """The bytes to send: as stored when Gemini reads the format and it is not huge."""
-    data = wd.image_path(img.sha256, img.ext).read_bytes()
-    mime = SENDABLE.get((img.format or "").upper())
-    if mime is not None and len(data) < 4_000_000:
-        return ImagePart(data, mime)
-    from PIL import Image
-
-    with Image.open(io.BytesIO(data)) as im:
-        im = im.convert("RGB")
-        im.thumbnail((MAX_SIDE, MAX_SIDE))
-        buf = io.BytesIO()
-        im.save(buf, "PNG")
-    return ImagePart(buf.getvalue(), "image/png")
-
-
-def judge(answer: GroupAnswer, n: int, allowed: set[str], final: bool) -> list[Verdict]:
-    """Per image of a request of ``n`` images: valid tags, or why not (module docstring)."""
-    bad_status = "failed" if final else "retry"
-    if answer.value is None:
-        reason = answer.error or "no valid answer"
-        # no text at all (e.g. a safety block) on the image alone: the model refused it
-        status = "refused" if final and n == 1 and "empty answer" in reason else bad_status
-        return [Verdict(status, None, reason) for _ in range(n)]
-    seen: Counter = Counter(e.index for e in answer.value.images)
-    by_index = {e.index: e.concepts for e in answer.value.images}
-    out = []
-    for i in range(n):
-        if seen[i] == 0:
-            out.append(Verdict(bad_status, None, f"index {i} missing from the answer"))
-            continue
-        if seen[i] > 1:
-            out.append(Verdict(bad_status, None, f"index {i} answered {seen[i]} times"))
-            continue
-        labels = [c.strip() for c in by_index[i]]
-        outside = sorted({c for c in labels if c not in allowed})
-        if outside:
-            out.append(Verdict(bad_status, None, f"labels outside the concept list: {outside[:5]}"))
-        elif len(set(labels)) != len(labels):
-            out.append(Verdict(bad_status, None, "a concept repeated"))
-        elif not labels:
-            out.append(Verdict("refused" if final else "retry", None, "empty list (refused)"))
-        else:
-            out.append(Verdict("ok", labels, None))
-    return out
 
 
 def offline_answer(group: Group, allowed: set[str]) -> dict[str, Any]:
     """The documented offline stand-in: each image's own crawl concept(s), nothing else."""
     return {"images": [{"index": i, "concepts": [c for c in img.crawl_concepts if c in allowed]}
                        for i, img in enumerate(group.images)]}
-
-
-@dataclass
-class TagContext:
-    """What every request of one run shares."""
-
-    wd: WorkDir
-    llm: BaseLLM
-    template: Template
-    prompt_sha: str
-    concepts: list[str]
-
-    @property
-    def allowed(self) -> set[str]:
-        return set(self.concepts)
-
-    def request_args(self, group: Group) -> dict[str, Any]:
-        """Arguments of ``llm.prepare`` / ``generate_structured`` for one group."""
-        return {
-            "prompt": render_prompt(self.template, self.concepts, len(group.images)),
-            "schema": TagAnswer,
-            "images": [image_part(self.wd, img) for img in group.images],
-            "template_sha": self.prompt_sha,
-            "params": {"ask": "alone" if group.alone else "group"},
-        }
 
 
 def ask_sync(ctx: TagContext, group: Group) -> GroupAnswer:
@@ -240,39 +122,26 @@ def ask_sync(ctx: TagContext, group: Group) -> GroupAnswer:
         args.pop("prompt"), args.pop("schema"), **args,
         offline=lambda: offline_answer(group, ctx.allowed),
     )
-    if res.ok:
-        return GroupAnswer(res.value, res.raw, None, res.usage)
-    return GroupAnswer(None, res.raw, f"{res.status}: {res.error}", res.usage)
+    return answer_of(res)
 
 
-def record(cat: Catalog, ctx: TagContext, group: Group, answer: GroupAnswer,
-           verdicts: list[Verdict], run_id: int, counts: Counter) -> None:
-    """Write one request's outcome (one tags row per image) in one transaction."""
-    with cat.tx() as con:
-        record_rows(con, ctx, group, answer, verdicts, run_id, counts)
-
-
-def record_rows(con: Any, ctx: TagContext, group: Group, answer: GroupAnswer,
-                verdicts: list[Verdict], run_id: int, counts: Counter) -> None:
-    """Upsert the tags rows of one request; raw text is kept only for invalid answers."""
-    now = utcnow()
-    for img, v in zip(group.images, verdicts, strict=True):
-        counts[f"{'alone' if group.alone else 'group'}_{v.status}"] += 1
-        con.execute(
-            "INSERT INTO tags (sha256, tags_json, status, reason, raw, model, prompt_sha,"
-            " run_id, attempts, updated_at) VALUES (?,?,?,?,?,?,?,?,1,?)"
-            " ON CONFLICT(sha256) DO UPDATE SET tags_json=excluded.tags_json,"
-            " status=excluded.status, reason=excluded.reason, raw=excluded.raw,"
-            " model=excluded.model, prompt_sha=excluded.prompt_sha, run_id=excluded.run_id,"
-            " attempts=tags.attempts+1, updated_at=excluded.updated_at",
-            (img.sha256, json.dumps(v.tags, ensure_ascii=False) if v.tags else None,
-             v.status, v.reason, None if v.status == "ok" else answer.raw,
-             ctx.llm.spec, ctx.prompt_sha, run_id, now),
-        )
-
-
-def chunk(images: list[Img], size: int) -> list[Group]:
-    return [Group(images[i:i + size]) for i in range(0, len(images), size)]
+def chunk(images: list[Img], size: int, cost: Callable[[Img], int] | None = None,
+          budget: int = REQUEST_BUDGET) -> list[Group]:
+    """Consecutive groups of at most ``size`` images and ``budget`` bytes (``cost`` per
+    image; a single image over the budget is a group of its own)."""
+    groups: list[Group] = []
+    cur: list[Img] = []
+    used = 0
+    for img in images:
+        c = cost(img) if cost is not None else 0
+        if cur and (len(cur) >= size or used + c > budget):
+            groups.append(Group(cur))
+            cur, used = [], 0
+        cur.append(img)
+        used += c
+    if cur:
+        groups.append(Group(cur))
+    return groups
 
 
 def drop_missing(cat: Catalog, ctx: TagContext, images: list[Img], run_id: int,
@@ -288,35 +157,75 @@ def drop_missing(cat: Catalog, ctx: TagContext, images: list[Img], run_id: int,
     return present
 
 
-def ask_all(ctx: TagContext, groups: list[Group], workers: int) -> Iterator[tuple[Group, GroupAnswer]]:
-    """(group, answer) in group order; ``workers`` requests in flight (the rate limit holds)."""
-    if workers <= 1 or len(groups) <= 1:
-        for g in groups:
-            yield g, ask_sync(ctx, g)
-        return
+def ask_all(ctx: TagContext, groups: list[Group], workers: int,
+            bar: Any = None) -> Iterator[tuple[Group, GroupAnswer]]:
+    """(group, answer) in group order, ``workers`` requests in flight (the rate limit holds).
+
+    While the next answer is awaited, ``bar`` (a tqdm bar) says what it waits on every
+    :data:`WAIT_NOTE_EVERY` seconds. Closing the iterator cancels the requests not started.
+    """
     from concurrent.futures import ThreadPoolExecutor
+    from concurrent.futures import TimeoutError as FuturesTimeout
 
     if callable(getattr(ctx.llm, "client", None)):
         # Create the client before the threads: GeminiLLM.client() creates it lazily without a
         # lock, and a client that loses that race is closed under the thread using it.
         ctx.llm.client()
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tagging") as ex:
-        yield from zip(groups, ex.map(lambda g: ask_sync(ctx, g), groups), strict=True)
+    started: dict[int, float] = {}
+
+    def ask(i: int, g: Group) -> GroupAnswer:
+        started[i] = time.monotonic()
+        try:
+            return ask_sync(ctx, g)
+        finally:
+            started.pop(i, None)
+
+    with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="tagging") as ex:
+        futures = [ex.submit(ask, i, g) for i, g in enumerate(groups)]
+        try:
+            for g, fut in zip(groups, futures, strict=True):
+                while True:
+                    try:
+                        ans = fut.result(timeout=WAIT_NOTE_EVERY)
+                        break
+                    except FuturesTimeout:
+                        if bar is not None:
+                            bar.set_postfix_str(waiting_note(started, ctx.llm), refresh=True)
+                if bar is not None:
+                    bar.set_postfix_str("", refresh=False)
+                yield g, ans
+        finally:
+            for fut in futures:
+                fut.cancel()
+
+
+def waiting_note(started: dict[int, float], llm: BaseLLM) -> str:
+    """What the stage waits on: the requests in flight and the oldest one's age."""
+    now = time.monotonic()
+    ages = [now - t for t in list(started.values())]
+    if not ages:
+        return "waiting for the rate limit (--llm-rpm)"
+    limit = getattr(getattr(llm, "config", None), "timeout_s", None)
+    cap = f" (HTTP requests end at {limit:g}s, then retry)" if limit else ""
+    return f"waiting on {len(ages)} request(s), oldest {max(ages):.0f}s{cap}"
 
 
 def run_tagging(
     catalog: Catalog, llm: BaseLLM, images_per_request: int = 8, batch: bool = False,
     poll_interval: float = 30.0, batch_timeout: float = 24 * 3600.0, workers: int = 1,
+    batch_job_bytes: int | None = None,
 ) -> Counter:
     """Tag every kept image without tags (see the module docstring); returns the counts.
 
     ``workers``: synchronous requests in flight at once (answers are recorded in order, each
     request in its own transaction, so a kill loses at most the requests in flight).
+    ``batch_job_bytes``: the size of one Batch API job (default ``tagging_batch.MAX_JOB_BYTES``).
     """
     if images_per_request < 1:
         raise StageInputError("--images-per-request must be >= 1")
-    template, prompt_sha = prompt_template()
+    template, prompt_sha = load_prompt(*PROMPT)
     ctx = TagContext(catalog.workdir, llm, template, prompt_sha, concept_list(catalog))
+    retry_failed = bool(getattr(llm.config, "retry_failed", False))
     use_batch = batch and not isinstance(llm, OfflineLLM)
     if batch and not use_batch:
         log.info("--batch with --llm offline: answering synchronously (no API involved)")
@@ -324,39 +233,60 @@ def run_tagging(
               "workers": workers,
               "prompt_sha": prompt_sha, "n_concepts": len(ctx.concepts)}
     counts: Counter = Counter()
+
+    def cost(img: Img) -> int:
+        return send_estimate(ctx.wd, img)
+
     with stage_run(catalog, STAGE, params, llm=llm) as rec:
-        counts["images_to_tag"] = len(images_to_tag(catalog)[0])
+        todo = images_to_tag(catalog, retry_failed)
+        counts["images_to_tag"] = len(todo[0]) + len(todo[1])
         phases: list[tuple[str, Callable[[], list[Group]]]] = [
-            ("first", lambda: chunk(drop_missing(catalog, ctx, images_to_tag(catalog)[0],
-                                                 rec.run_id, counts), images_per_request)),
+            ("first", lambda: chunk(drop_missing(catalog, ctx, images_to_tag(
+                catalog, retry_failed)[0], rec.run_id, counts), images_per_request, cost)),
             ("retry", lambda: [Group([img], alone=True) for img in drop_missing(
                 catalog, ctx, images_to_tag(catalog)[1], rec.run_id, counts)]),
         ]
         for phase, groups_fn in phases:
-            final = phase == "retry"
             if use_batch:
-                from builder.tagging_batch import run_batch_phase
+                from builder.tagging_batch import MAX_JOB_BYTES, run_batch_phase
 
                 if not run_batch_phase(catalog, ctx, groups_fn, phase, rec.run_id, counts,
-                                       poll_interval, batch_timeout):
+                                       poll_interval, batch_timeout,
+                                       batch_job_bytes or MAX_JOB_BYTES):
                     counts["batch_pending"] = 1
                     break
                 continue
-            for group, ans in ask_all(ctx, groups_fn(), workers):
-                record(catalog, ctx, group, ans,
-                       judge(ans, len(group.images), ctx.allowed, final), rec.run_id, counts)
+            if not ask_phase(catalog, ctx, groups_fn(), phase, workers, rec.run_id, counts):
+                break
         counts.update(final_counts(catalog))
         rec.counts = dict(counts)
         rec.summary = summary(counts, llm.spec)
     return counts
 
 
-def apply_answers(cat: Catalog, ctx: TagContext, groups: list[Group], answers: list[GroupAnswer],
-                  final: bool, run_id: int, counts: Counter) -> None:
-    """Judge and record the answers of a batch phase (same rules as the synchronous path)."""
-    for group, ans in zip(groups, answers, strict=True):
-        record(cat, ctx, group, ans, judge(ans, len(group.images), ctx.allowed, final),
-               run_id, counts)
+def ask_phase(cat: Catalog, ctx: TagContext, groups: list[Group], phase: str, workers: int,
+              run_id: int, counts: Counter) -> bool:
+    """Ask and record one phase's requests; False when it stopped on transient errors."""
+    final = phase == "retry"
+    streak = 0
+    total = sum(len(g.images) for g in groups)
+    with tqdm(total=total, desc=f"tagging ({phase})", unit="image", disable=not groups) as bar:
+        answers = ask_all(ctx, groups, workers, bar)
+        try:
+            for group, ans in answers:
+                record(cat, ctx, group, ans, judge(ans, len(group.images), ctx.allowed, final),
+                       run_id, counts)
+                bar.update(len(group.images))
+                streak = streak + 1 if ans.transient else 0
+                if streak >= TRANSIENT_STOP:
+                    counts["stopped_transient"] = streak
+                    counts["stopped_reason"] = ans.error or ""
+                    log.warning("%d requests in a row failed with transient errors (last: "
+                                "%s): the service looks unavailable; stopping", streak, ans.error)
+                    return False
+        finally:
+            answers.close()
+    return True
 
 
 def final_counts(cat: Catalog) -> dict[str, int]:
@@ -378,15 +308,20 @@ def summary(counts: Counter, spec: str) -> str:
         f"tagging ({spec}): {counts.get('images_to_tag', 0)} image(s) to tag this run",
         {"kept images by tag state": states, "answers per image": asks},
     )
+    if counts.get("stopped_transient"):
+        text += (f"\n  stopped asking after {counts['stopped_transient']} requests in a row failed"
+                 f" with transient errors (last: {counts.get('stopped_reason')}): the service "
+                 "looks unavailable; run the same command again later")
+    if states.get("transient"):
+        text += (f"\n  {states['transient']} image(s) hit transient errors (429/5xx, timeouts, "
+                 "a failed batch job): not their fault; the next run asks for them again")
     if counts.get("batch_pending"):
         text += "\n  batch job still running: run the same command again to collect it"
     return text
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m builder.tagging",
-                                description=__doc__.split("\n\n")[0])
-    add_common_args(p)
+    p = stage_parser("builder.tagging", __doc__)
     p.add_argument("--images-per-request", type=int, default=8,
                    help="images in one request, keyed by index (default 8)")
     p.add_argument("--workers", type=int, default=4,
@@ -401,23 +336,19 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _cli(args: argparse.Namespace) -> int:
+    with Catalog.open(args.workdir) as catalog:
+        llm = llm_from_args(args, catalog.workdir.llm_cache_path)
+        counts = run_tagging(catalog, llm, args.images_per_request, args.batch,
+                             args.poll_interval, args.batch_timeout, args.workers)
+        report_run(catalog, STAGE)  # its last lines say what is left for a later run
+    left = counts.get("batch_pending") or counts.get("stopped_transient") or counts.get(
+        "kept_images_transient")
+    return 1 if left else 0
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    setup_logging(args.verbose)
-
-    def body() -> int:
-        wd = WorkDir.open(args.workdir)
-        with Catalog(wd) as catalog:
-            llm = make_llm(args.llm, wd.llm_cache_path, llm_config_from_args(args))
-            counts = run_tagging(catalog, llm, args.images_per_request, args.batch,
-                                 args.poll_interval, args.batch_timeout, args.workers)
-            print(catalog.last_run(STAGE)["summary"])  # noqa: T201
-            if counts.get("batch_pending"):
-                print("batch job still running: run the same command again to collect it")  # noqa: T201
-                return 1
-        return 0
-
-    return cli_main(body)
+    return stage_main(build_parser(), _cli, argv)
 
 
 if __name__ == "__main__":

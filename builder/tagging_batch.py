@@ -1,15 +1,21 @@
 """The tagging stage's Gemini Batch API path: submit, poll, collect, resume by job name.
 
-One phase (``first``: groups of images; ``retry``: single images) is one batch job of inlined
-requests (``client.batches.create``). Cache hits are answered before submitting and never
-sent. The job's name and its requests (the image hashes of every request, in order) go into
-``tag_batch_jobs`` right after creation, so a run killed while the job is queued or running
-picks the same job up: it polls (``client.batches.get``) until a terminal state, then
-collects the inlined responses, parses each ``response`` text itself (the batch path gives no
-``.parsed``), validates it with the same schema and per-image rules as the synchronous path,
-stores valid answers in the LLM cache, and records the tags and the job state ``collected`` in
-one transaction. A job that ends FAILED, CANCELLED or EXPIRED counts as an error for each of
-its requests (first phase: the images are retried alone; retry phase: they end ``failed``).
+One phase (``first``: groups of images; ``retry``: single images) becomes one or more batch
+jobs of inlined requests (``client.batches.create``): the API takes about 20 MB of inlined
+requests per job, so the phase's requests are split into consecutive jobs of at most
+:data:`MAX_JOB_BYTES` (images base64-encoded, prompt, JSON), each a job of its own. Cache hits
+are answered before submitting and never sent. Each job's name and its requests (the image
+hashes of every request, in order) go into ``tag_batch_jobs`` right after its creation, so a
+run killed while jobs are queued or running picks every one of them up: it polls
+(``client.batches.get``) until each reaches a terminal state, then collects its inlined
+responses, parses each ``response`` text itself (the batch path gives no ``.parsed``),
+validates it with the same schema and per-image rules as the synchronous path, stores valid
+answers in the LLM cache, and records the tags and the job state ``collected`` in one
+transaction. A job that ends FAILED, CANCELLED or EXPIRED, or one that could not be created
+(429/5xx after the retries), is a transient failure of each of its images (``transient``: the
+next run asks again); a per-request error is judged like the synchronous path's (transient for
+429/5xx, else asked alone); a blocked request is ``refused`` with the block reason. All API
+calls go through ``GeminiLLM.call_api`` (rate limit, deadline, retries with Retry-After).
 """
 
 from __future__ import annotations
@@ -22,12 +28,24 @@ from collections.abc import Callable
 from typing import Any
 
 from builder.catalog import Catalog, utcnow
-from builder.llm import LLMResult
+from builder.llm import LLMRequest, LLMResult, LLMSetupError
+from builder.llm_gemini import block_reason, response_text, response_tokens
+from builder.tagging_rules import (
+    Group,
+    GroupAnswer,
+    Img,
+    TagContext,
+    apply_answers,
+    judge,
+    record_rows,
+)
 
 log = logging.getLogger(__name__)
 
 SUCCESS = {"JOB_STATE_SUCCEEDED", "JOB_STATE_PARTIALLY_SUCCEEDED"}
 TERMINAL = SUCCESS | {"JOB_STATE_FAILED", "JOB_STATE_CANCELLED", "JOB_STATE_EXPIRED"}
+MAX_JOB_BYTES = 18_000_000  # inlined requests per job (the API's limit: about 20 MB in all)
+REQUEST_OVERHEAD = 2048  # JSON around one request: generation config, schema, metadata
 
 
 def _state(job: Any) -> str:
@@ -35,38 +53,38 @@ def _state(job: Any) -> str:
     return str(getattr(st, "value", st) or "JOB_STATE_UNSPECIFIED")
 
 
-def response_text(resp: Any) -> str | None:
-    """The text of a ``GenerateContentResponse`` (text parts of the first candidate, no thoughts)."""
-    cands = getattr(resp, "candidates", None) or []
-    if not cands or cands[0].content is None:
-        return None
-    texts = [p.text for p in (cands[0].content.parts or [])
-             if getattr(p, "text", None) and not getattr(p, "thought", False)]
-    return "".join(texts) if texts else None
-
-
-def response_tokens(resp: Any) -> dict[str, int]:
-    um = getattr(resp, "usage_metadata", None)
-    if um is None:
-        return {}
-    return {"prompt_tokens": um.prompt_token_count or 0,
-            "output_tokens": um.candidates_token_count or 0,
-            "thought_tokens": um.thoughts_token_count or 0,
-            "total_tokens": um.total_token_count or 0}
-
-
-def pending_job(cat: Catalog, phase: str, model: str, prompt_sha: str) -> Any:
-    rows = cat.query(
+def pending_jobs(cat: Catalog, phase: str, model: str, prompt_sha: str) -> list[Any]:
+    """Every job of this phase not collected yet, in submission order."""
+    return cat.query(
         "SELECT * FROM tag_batch_jobs WHERE phase=? AND model=? AND prompt_sha=?"
-        " AND state != 'collected' ORDER BY submitted_at, job_name LIMIT 1",
+        " AND state != 'collected' ORDER BY submitted_at, job_name",
         (phase, model, prompt_sha))
-    return rows[0] if rows else None
 
 
-def groups_of_job(cat: Catalog, requests: list[list[str]], alone: bool) -> list:
+def request_bytes(req: LLMRequest) -> int:
+    """What one inlined request adds to a job: its images in base64, the prompt, the JSON."""
+    images = sum((len(im.data) + 2) // 3 * 4 for im in req.images)
+    return images + len(req.prompt.encode("utf-8")) + REQUEST_OVERHEAD
+
+
+def split_jobs(groups: list[Group], reqs: list[LLMRequest], max_bytes: int
+               ) -> list[tuple[list[Group], list[LLMRequest]]]:
+    """Consecutive jobs of at most ``max_bytes`` (a request over it is a job of its own)."""
+    jobs: list[tuple[list[Group], list[LLMRequest]]] = []
+    used = max_bytes + 1
+    for g, r in zip(groups, reqs, strict=True):
+        size = request_bytes(r)
+        if used + size > max_bytes:
+            jobs.append(([], []))
+            used = 0
+        jobs[-1][0].append(g)
+        jobs[-1][1].append(r)
+        used += size
+    return jobs
+
+
+def groups_of_job(cat: Catalog, requests: list[list[str]], alone: bool) -> list[Group]:
     """Rebuild a stored job's requests (image hashes) as groups."""
-    from builder.tagging import Group, Img
-
     out = []
     for shas in requests:
         imgs = []
@@ -81,26 +99,23 @@ def groups_of_job(cat: Catalog, requests: list[list[str]], alone: bool) -> list:
 
 
 def run_batch_phase(
-    cat: Catalog, ctx: Any, groups_fn: Callable[[], list], phase: str, run_id: int,
-    counts: Counter, poll_interval: float, timeout: float,
+    cat: Catalog, ctx: TagContext, groups_fn: Callable[[], list[Group]], phase: str, run_id: int,
+    counts: Counter, poll_interval: float, timeout: float, max_job_bytes: int = MAX_JOB_BYTES,
 ) -> bool:
-    """Resume this phase's uncollected job, then submit what is left; False if still running."""
-    from builder.tagging import GroupAnswer, apply_answers
-
+    """Resume this phase's uncollected jobs, then submit what is left; False if still running."""
     llm = ctx.llm
     final = phase == "retry"
-    job = pending_job(cat, phase, llm.model, ctx.prompt_sha)
-    if job is not None:
-        log.info("resuming batch job %s (%s phase)", job["job_name"], phase)
-        counts["batch_jobs_resumed"] += 1
-        groups = groups_of_job(cat, json.loads(job["requests_json"]), final)
-        if not _poll_and_collect(cat, ctx, job["job_name"], groups, final, run_id, counts,
-                                 poll_interval, timeout):
+    rows = pending_jobs(cat, phase, llm.model, ctx.prompt_sha)
+    if rows:
+        log.info("resuming %d batch job(s) of the %s phase", len(rows), phase)
+        counts["batch_jobs_resumed"] += len(rows)
+        jobs = [(r["job_name"], groups_of_job(cat, json.loads(r["requests_json"]), final))
+                for r in rows]
+        if not poll_and_collect(cat, ctx, jobs, final, run_id, counts, poll_interval, timeout):
             return False
-    groups = groups_fn()
     to_send, reqs = [], []
     hits_g, hits_a = [], []
-    for g in groups:
+    for g in groups_fn():
         args = ctx.request_args(g)
         req = llm.prepare(args.pop("prompt"), args.pop("schema"), **args)
         hit = llm.lookup(req)
@@ -115,13 +130,23 @@ def run_batch_phase(
         apply_answers(cat, ctx, hits_g, hits_a, final, run_id, counts)
     if not to_send:
         return True
-    name = submit(cat, ctx, to_send, reqs, phase, run_id, counts)
-    return _poll_and_collect(cat, ctx, name, to_send, final, run_id, counts, poll_interval, timeout)
+    jobs = []
+    for groups, part in split_jobs(to_send, reqs, max_job_bytes):
+        try:
+            jobs.append((submit(cat, ctx, groups, part, phase, run_id, counts), groups))
+        except (ModuleNotFoundError, LLMSetupError):
+            raise
+        except Exception as exc:  # noqa: BLE001 - after the retries: judged per image
+            log.warning("batch job of %d request(s) not created: %s", len(part), exc)
+            why = f"error: batch job not created: {type(exc).__name__}: {exc}"[:500]
+            apply_answers(cat, ctx, groups, [GroupAnswer(None, None, why, transient=llm.transient(
+                exc)) for _ in groups], final, run_id, counts)
+    return poll_and_collect(cat, ctx, jobs, final, run_id, counts, poll_interval, timeout)
 
 
-def submit(cat: Catalog, ctx: Any, groups: list, reqs: list, phase: str, run_id: int,
-           counts: Counter) -> str:
-    """Create the batch job of inlined requests and record it before anything else."""
+def submit(cat: Catalog, ctx: TagContext, groups: list[Group], reqs: list[LLMRequest],
+           phase: str, run_id: int, counts: Counter) -> str:
+    """Create one batch job of inlined requests and record it before anything else."""
     from google.genai import types
 
     llm = ctx.llm
@@ -130,12 +155,12 @@ def submit(cat: Catalog, ctx: Any, groups: list, reqs: list, phase: str, run_id:
                              config=llm.request_config(r), metadata={"key": str(i)})
         for i, r in enumerate(reqs)
     ]
-    llm._limiter.wait()
     llm.usage.api_calls += 1
-    job = llm.client().batches.create(
+    client = llm.client()
+    job = llm.call_api(lambda: client.batches.create(
         model=llm.model, src=inlined,
         config=types.CreateBatchJobConfig(display_name=f"xcm-tagging-{phase}-run{run_id}"),
-    )
+    ), "batches.create")
     with cat.tx() as con:
         con.execute(
             "INSERT INTO tag_batch_jobs (job_name, model, prompt_sha, phase, state, requests_json,"
@@ -145,42 +170,67 @@ def submit(cat: Catalog, ctx: Any, groups: list, reqs: list, phase: str, run_id:
              run_id))
     counts["batch_jobs_submitted"] += 1
     counts["batch_requests"] += len(reqs)
-    log.info("submitted batch job %s: %d request(s)", job.name, len(reqs))
+    log.info("submitted batch job %s: %d request(s), about %d bytes", job.name, len(reqs),
+             sum(request_bytes(r) for r in reqs))
     return str(job.name)
 
 
-def _poll_and_collect(cat: Catalog, ctx: Any, name: str, groups: list, final: bool, run_id: int,
-                      counts: Counter, poll_interval: float, timeout: float) -> bool:
-    llm = ctx.llm
+def poll_and_collect(cat: Catalog, ctx: TagContext, jobs: list[tuple[str, list[Group]]],
+                     final: bool, run_id: int, counts: Counter, poll_interval: float,
+                     timeout: float) -> bool:
+    """Poll every job until it ends, collecting each as it does; False when ``timeout``
+    passes with jobs still running (they stay recorded: the next run picks them up)."""
     start = time.monotonic()
-    while True:
-        llm._limiter.wait()
-        llm.usage.api_calls += 1
-        job = llm.client().batches.get(name=name)
-        counts["batch_polls"] += 1
-        state = _state(job)
-        with cat.tx() as con:
-            con.execute("UPDATE tag_batch_jobs SET state=?, updated_at=? WHERE job_name=?",
-                        (state, utcnow(), name))
-        if state in TERMINAL:
-            break
-        if time.monotonic() - start >= timeout:
-            log.warning("batch job %s still %s after %.0f s; re-run to collect it",
-                        name, state, timeout)
+    left = list(jobs)
+    while left:
+        running = []
+        for name, groups in left:
+            state, job = _poll(cat, ctx, name, counts)
+            if state in TERMINAL:
+                _record_collected(cat, ctx, name, groups, collect(ctx, job, groups, state),
+                                  final, run_id, counts)
+            else:
+                running.append((name, groups))
+        left = running
+        if not left:
+            return True
+        waited = time.monotonic() - start
+        if waited >= timeout:
+            log.warning("%d batch job(s) still running after %.0f s; re-run to collect them",
+                        len(left), timeout)
             return False
+        log.info("waiting on %d batch job(s) (%s), %.0f s so far", len(left),
+                 ", ".join(n for n, _ in left[:3]), waited)
         time.sleep(poll_interval)
-    answers = collect(ctx, job, groups, state)
-    _record_collected(cat, ctx, name, groups, answers, final, run_id, counts)
     return True
 
 
-def collect(ctx: Any, job: Any, groups: list, state: str) -> list:
-    """One :class:`GroupAnswer` per group from the job's inlined responses (by metadata key)."""
-    from builder.tagging import GroupAnswer
+def _poll(cat: Catalog, ctx: TagContext, name: str, counts: Counter) -> tuple[str, Any]:
+    """(state, job) of one job; a poll that fails after the retries counts as still running."""
+    llm = ctx.llm
+    llm.usage.api_calls += 1
+    counts["batch_polls"] += 1
+    client = llm.client()
+    try:
+        job = llm.call_api(lambda: client.batches.get(name=name), "batches.get")
+    except (ModuleNotFoundError, LLMSetupError):
+        raise
+    except Exception as exc:  # noqa: BLE001 - the job lives on the server; poll again later
+        log.warning("batch job %s: poll failed (%s); polling again", name, exc)
+        return "JOB_STATE_UNKNOWN", None
+    state = _state(job)
+    with cat.tx() as con:
+        con.execute("UPDATE tag_batch_jobs SET state=?, updated_at=? WHERE job_name=?",
+                    (state, utcnow(), name))
+    return state, job
 
+
+def collect(ctx: TagContext, job: Any, groups: list[Group], state: str) -> list[GroupAnswer]:
+    """One :class:`GroupAnswer` per group from the job's inlined responses (by metadata key)."""
     llm = ctx.llm
     if state not in SUCCESS:
-        return [GroupAnswer(None, None, f"error: batch job ended {state}") for _ in groups]
+        return [GroupAnswer(None, None, f"error: batch job ended {state}", transient=True)
+                for _ in groups]
     dest = getattr(job, "dest", None)
     responses = list(getattr(dest, "inlined_responses", None) or [])
     by_key: dict[int, Any] = {}
@@ -191,13 +241,22 @@ def collect(ctx: Any, job: Any, groups: list, state: str) -> list:
     for i, g in enumerate(groups):
         r = by_key.get(i)
         if r is None:
-            out.append(GroupAnswer(None, None, "error: no response in the batch output"))
+            out.append(GroupAnswer(None, None, "error: no response in the batch output",
+                                   transient=True))
             continue
         if r.error is not None or r.response is None:
-            out.append(GroupAnswer(None, None, f"error: {json.dumps(r.error, default=str)[:300]}"))
+            err = r.error
+            code = err.get("code") if isinstance(err, dict) else getattr(err, "code", None)
+            out.append(GroupAnswer(None, None, f"error: {json.dumps(r.error, default=str)[:300]}",
+                                   transient=not isinstance(code, int) or code in (408, 429)
+                                   or code >= 500))
             continue
         text = response_text(r.response)
         llm.usage.add_tokens(response_tokens(r.response))
+        block = block_reason(r.response)
+        if block is not None:
+            out.append(GroupAnswer(None, text, f"refused: {block}", refused=True))
+            continue
         args = ctx.request_args(g)
         req = llm.prepare(args.pop("prompt"), args.pop("schema"), **args)
         value, err = llm.check_text(req, text)
@@ -209,11 +268,9 @@ def collect(ctx: Any, job: Any, groups: list, state: str) -> list:
     return out
 
 
-def _record_collected(cat: Catalog, ctx: Any, name: str, groups: list, answers: list,
+def _record_collected(cat: Catalog, ctx: TagContext, name: str, groups: list[Group], answers: list[GroupAnswer],
                       final: bool, run_id: int, counts: Counter) -> None:
     """The job's tags and its ``collected`` state in one transaction."""
-    from builder.tagging import judge, record_rows
-
     with cat.tx() as con:
         for g, ans in zip(groups, answers, strict=True):
             record_rows(con, ctx, g, ans, judge(ans, len(g.images), ctx.allowed, final),

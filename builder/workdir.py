@@ -10,11 +10,15 @@ Layout (DESIGN.md)::
 
 from __future__ import annotations
 
-import hashlib
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+
+# atomic_write_text is re-exported (``X as X``) for annotation/pull.py, triplets/export.py and
+# triplets/store.py until they import it from benchmark.files, the one home of atomic writes;
+# builder modules use benchmark.files directly. Remove the re-export once they do.
+from benchmark.files import atomic_write_bytes, sha256_bytes
+from benchmark.files import atomic_write_text as atomic_write_text
 
 DEFAULT_WORKDIR = "./xcm-work"
 
@@ -22,25 +26,6 @@ DEFAULT_WORKDIR = "./xcm-work"
 def resolve_workdir(path: str | os.PathLike[str] | None = None) -> Path:
     """``--workdir`` if given, else ``$XCM_WORKDIR``, else ``./xcm-work``."""
     return Path(path or os.environ.get("XCM_WORKDIR") or DEFAULT_WORKDIR).expanduser()
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` via a temp file in the same folder and ``os.replace``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    atomic_write_bytes(path, text.encode("utf-8"))
 
 
 @dataclass(frozen=True)
@@ -84,9 +69,9 @@ class WorkDir:
         return self.images_dir / sha256[:2] / f"{sha256}.{ext.lstrip('.').lower()}"
 
     def store_image_bytes(self, data: bytes, ext: str) -> tuple[str, Path]:
-        """Store bytes content-addressed (atomically, once); return (sha256, path)."""
-        sha = hashlib.sha256(data).hexdigest()
+        """Store bytes content-addressed (atomically, once, private 0600); return (sha256, path)."""
+        sha = sha256_bytes(data)
         path = self.image_path(sha, ext)
         if not path.exists():
-            atomic_write_bytes(path, data)
+            atomic_write_bytes(path, data, private=True)
         return sha, path

@@ -12,6 +12,8 @@ import tempfile
 
 import pytest
 
+from benchmark import logs
+
 _TMP = tempfile.mkdtemp(prefix="xcm-tests-")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
@@ -29,11 +31,17 @@ os.environ.pop("GOOGLE_API_KEY", None)
 @pytest.fixture(autouse=True)
 def _logging_per_test():
     """A CLI configures logging once per process (``benchmark.logs``); here each test is a
-    process of its own, so a handler one test's CLI added does not write into the next test's
+    process of its own: the project's handler (added by a CLI in this test, or in a module
+    fixture before it) is removed before and after, so it never writes into another test's
     stderr."""
     root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
+    level = root.level
+
+    def drop() -> None:
+        for h in [h for h in root.handlers if h.get_name() == logs.HANDLER_NAME]:
+            root.removeHandler(h)
+
+    drop()
     yield
-    for h in [h for h in root.handlers if h not in handlers]:
-        root.removeHandler(h)
+    drop()
     root.setLevel(level)

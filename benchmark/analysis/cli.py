@@ -13,42 +13,29 @@ import argparse
 import logging
 import sys
 from pathlib import Path
+from typing import Any
 
 from benchmark.analysis import core
+from benchmark.config import add_options, from_args
+from benchmark.data import DataError
+from benchmark.results import read_results
+from benchmark.tasks.base import RunConfig
 
 log = logging.getLogger(__name__)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m benchmark analyze",
-                                description=__doc__.split("\n")[0].replace("``", ""))
-    p.add_argument("--model", required=True, help="registered name, family:arg or module:Class")
-    p.add_argument("--dataset", help="release folder or hub id ORG/NAME")
-    p.add_argument("--revision", help="hub revision of --dataset")
-    p.add_argument("--triplets-csv", type=Path,
-                   help="the authors' triplet CSV instead of --dataset (needs --images)")
-    p.add_argument("--images", type=Path, help="folder of <image_id>.<ext> (with --triplets-csv)")
-    p.add_argument("--queries", type=Path, help="CSV concept,language,text of query texts")
-    p.add_argument("--output-dir", type=Path, default=Path("results"),
-                   help="writes OUTPUT_DIR/<model-slug>/analysis.json (default ./results)")
-    p.add_argument("--cache-dir", type=Path,
-                   help="embedding cache (default $XCM_CACHE_DIR or ~/.cache/xcm3)")
-    p.add_argument("--no-cache", action="store_true", help="do not read or write the cache")
-    p.add_argument("--device", help="cpu / cuda / cuda:1 (default: cuda when present)")
-    p.add_argument("--dtype", choices=["float32", "float16", "bfloat16"], help="model dtype")
-    p.add_argument("--batch-size", type=int, help="batch size for texts and images")
-    p.add_argument("--bootstrap", type=int, default=1000,
-                   help="bootstrap resamples of the SP intervals (default 1000, as 3xcm)")
-    p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0, as 3xcm)")
-    p.add_argument("-q", "--quiet", action="store_true", help="no table on stdout")
-    core.add_arguments(p)
-    return p
+def add_parser(sub: Any) -> None:
+    """The ``analyze`` subcommand: the run flags and :class:`~core.AnalyzeConfig`'s."""
+    p = sub.add_parser("analyze", help="silhouettes, SP correlations and UMAP for one model",
+                       description=__doc__.split("\n")[0].replace("``", ""))
+    seen: set[str] = set()
+    add_options(p, RunConfig, seen=seen)
+    add_options(p, core.AnalyzeConfig, seen=seen)
+    p.set_defaults(handler=run)
 
 
 def format_table(path: Path) -> str:
     """Per-country SP and silhouettes, then the correlations, as plain text."""
-    from benchmark.results import read_results
-
     r = read_results(path)
     s = r.scores
 
@@ -68,22 +55,13 @@ def format_table(path: Path) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
-    from benchmark.data import DataError
-    from benchmark.registry import RegistryError
-    from benchmark.tables import TableError
-
-    args = build_parser().parse_args(argv)
-    if not args.dataset and not args.triplets_csv:
-        print("error: analyze needs --dataset PATH_OR_HUB_ID or --triplets-csv FILE --images DIR",
-              file=sys.stderr)
-        return 2
-    try:
-        path = core.analyze(args)
-    except (DataError, RegistryError, TableError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    if not args.quiet:
+def run(args: argparse.Namespace) -> int:
+    cfg = from_args(core.AnalyzeConfig, args)
+    if not cfg.dataset and not cfg.triplets_csv:
+        raise DataError("analyze needs --dataset PATH_OR_HUB_ID or --triplets-csv FILE --images DIR")
+    run_cfg = from_args(RunConfig, args)
+    path = core.analyze(run_cfg, cfg)
+    if not run_cfg.quiet:
         print(format_table(path))
     print(f"analysis: {path}", file=sys.stderr)
     return 0

@@ -17,9 +17,9 @@ unless ``--no-umap``, ``analysis-umap-{text,image}.png`` and ``.parquet`` beside
 
 from __future__ import annotations
 
-import argparse
 import logging
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,15 +28,29 @@ import pandas as pd
 
 from benchmark import tables
 from benchmark.analysis.projection import MIN_POINTS, save_coords, scatter, umap_2d
-from benchmark.analysis.silhouette import pearson, silhouette_by_label
+from benchmark.analysis.silhouette import METRICS, pearson, silhouette_by_label
+from benchmark.config import option
 from benchmark.data.xcm import XCMDataset
+from benchmark.embeddings import Embeddings, MultiVector
 from benchmark.metrics.association import association_scores
-from benchmark.models.base import Embeddings, MultiVector
-from benchmark.results import model_slug
+from benchmark.results import model_slug, write_results
+from benchmark.tasks.base import RunConfig, TaskOutput, open_context, result_file
+from benchmark.tasks.xcm import AssociationConfig, embed_images, embed_texts, load_xcm
 
 log = logging.getLogger(__name__)
 
 CANDIDATE_COLS = ("semantic_image_id", "cultural_image_id", "non_relevant_image_id")
+
+
+@dataclass
+class AnalyzeConfig(AssociationConfig):
+    """What ``analyze`` reads (the 3XCM data, the bootstrap of SP) and what shapes its numbers."""
+
+    metric: str = option("silhouette distance: euclidean on raw embeddings (the authors'), "
+                         "cosine, or both (default euclidean)", "euclidean",
+                         choices=[*METRICS, "both"])
+    no_umap: bool = option("skip the UMAP projections (the slow part)", False)
+    annotate: int = option("query texts written on the text UMAP per language (default 1)", 1)
 
 
 def pooled(emb: Embeddings) -> np.ndarray:
@@ -212,57 +226,35 @@ def correlation_figures(out_dir: Path, model: str, scores: dict[str, Any],
     return out
 
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    """The ``analyze`` flags that shape the numbers (the CLI adds the data and model flags)."""
-    p.add_argument("--metric", choices=["euclidean", "cosine", "both"], default="euclidean",
-                   help="silhouette distance: euclidean on raw embeddings (the authors'), "
-                        "cosine, or both (default euclidean)")
-    p.add_argument("--no-umap", action="store_true",
-                   help="skip the UMAP projections (the slow part)")
-    p.add_argument("--annotate", type=int, default=1,
-                   help="query texts written on the text UMAP per language (default 1)")
-
-
-def analyze(args: argparse.Namespace) -> Path:
-    """Run the whole analysis for ``args`` (see :func:`benchmark.analysis.cli.build_parser`);
-    returns the path of ``analysis.json``."""
-    from benchmark import registry
-    from benchmark.cache import EmbeddingCache
-    from benchmark.cli import make_result
-    from benchmark.results import write_results
-    from benchmark.tasks.base import RunContext, TaskOutput
-    from benchmark.tasks.xcm import embed_images, embed_texts, load_xcm
-
+def analyze(run: RunConfig, cfg: AnalyzeConfig) -> Path:
+    """Run the whole analysis of ``run.model`` on the data ``cfg`` names; returns the path of
+    ``<output-dir>/<model-slug>/analysis.json``."""
     t_start = time.perf_counter()
-    overrides = {k: v for k, v in (("device", args.device), ("dtype", args.dtype)) if v}
-    adapter = registry.load_model(args.model, **overrides)
-    if args.batch_size:
-        adapter.text_batch_size = adapter.image_batch_size = args.batch_size
-    cache = None if args.no_cache else EmbeddingCache(args.cache_dir)
-    ctx = RunContext(adapter, cache, args, args.output_dir)
-    ds = load_xcm(ctx)
+    ctx = open_context(run)
+    adapter = ctx.adapter
+    ds = load_xcm(ctx, cfg)
     tr = ds.triplets
     texts, imgs = text_items(tr), image_countries(ds)
     t_emb, t_stats = embed_texts(ctx, texts["query_text"].tolist(), "query")
     i_emb, i_stats = embed_images(ctx, ds, imgs["image_id"].tolist(), "document")
     t0 = time.perf_counter()
-    sp = sp_scores(adapter, tr, texts, t_emb, imgs, i_emb, args.bootstrap, args.seed)
+    sp = sp_scores(adapter, tr, texts, t_emb, imgs, i_emb, cfg.bootstrap, cfg.seed)
     timings: dict[str, Any] = {"embed_texts_s": t_stats.seconds, "text_embedding": vars(t_stats),
                                "embed_images_s": i_stats.seconds,
                                "image_embedding": vars(i_stats),
                                "sp_s": time.perf_counter() - t0}
-    metrics = ["euclidean", "cosine"] if args.metric == "both" else [args.metric]
+    metrics = ["euclidean", "cosine"] if cfg.metric == "both" else [cfg.metric]
     text_x, image_x = pooled(t_emb), pooled(i_emb)
     scores, sil_t = analyze_arrays(text_x, texts["query_language"].tolist(), image_x,
                                    imgs["country"].tolist(), sp, metrics)
     timings.update(sil_t)
-    scores["figures"] = correlation_figures(args.output_dir, adapter.spec.name, scores, metrics)
-    if args.no_umap:
+    scores["figures"] = correlation_figures(run.output_dir, adapter.spec.name, scores, metrics)
+    if cfg.no_umap:
         scores["umap"] = {"skipped": "--no-umap"}
     else:
         t0 = time.perf_counter()
-        scores["umap"] = projections(args.output_dir, text_x, texts, image_x, imgs,
-                                     adapter.spec.name, args.annotate)
+        scores["umap"] = projections(run.output_dir, text_x, texts, image_x, imgs,
+                                     adapter.spec.name, cfg.annotate)
         timings["umap_s"] = time.perf_counter() - t0
     timings["total_s"] = time.perf_counter() - t_start
     out = TaskOutput(
@@ -271,15 +263,15 @@ def analyze(args: argparse.Namespace) -> Path:
               "n_images": len(imgs)},
         scores=scores,
         settings={
-            "metrics": metrics, "seed": args.seed, "bootstrap_resamples": args.bootstrap,
+            "metrics": metrics, "seed": cfg.seed, "bootstrap_resamples": cfg.bootstrap,
             "embeddings": "raw model output" + (", mean-pooled over tokens"
                                                 if adapter.multi_vector else ""),
             "text_items": "distinct (query_language, query_text) of the triplets, role query",
             "image_items": "every image the triplets reference, role document",
             "sp": "3xcm definitions on the same embeddings (benchmark.metrics.association)",
-            "umap": None if args.no_umap else {"n_neighbors": 15, "min_dist": 0.1,
+            "umap": None if cfg.no_umap else {"n_neighbors": 15, "min_dist": 0.1,
                                                "random_state": 42},
         },
         timings=timings,
     )
-    return write_results(args.output_dir, make_result(ctx, out))
+    return write_results(run.output_dir, result_file(ctx, out))

@@ -10,7 +10,6 @@ projected.
 from __future__ import annotations
 
 import logging
-import os
 import time
 import warnings
 from pathlib import Path
@@ -18,6 +17,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+
+from benchmark import files
 
 log = logging.getLogger(__name__)
 
@@ -54,10 +55,8 @@ def umap_2d(
 
 def save_coords(path: Path, frame: pd.DataFrame) -> None:
     """Write the coordinates table as parquet, atomically."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    frame.to_parquet(tmp, index=False)
-    os.replace(tmp, path)
+    with files.atomic_path(path, suffix=".parquet") as tmp:
+        frame.to_parquet(tmp, index=False)
 
 
 def scatter(

@@ -1,32 +1,78 @@
-"""Image stores: content hashes up front, decoding only when an image must be embedded."""
+"""Image stores: content hashes up front, decoding only when an image must be embedded.
+
+Folder datasets hash every file to find its cached embeddings; a :class:`FileHashMemo` (one
+per embedding cache, opened by the run and passed to the loaders) remembers those hashes by
+path, size and mtime, so a second run reads only the files that changed.
+
+:func:`open_image` is the one gate every image passes before it is decoded, here and in the
+builder's download validation: it reads the header only and refuses an image whose declared
+pixel count exceeds the cap (:class:`ImageRefused`) before a single pixel is decoded. Pillow's
+``Image.MAX_IMAGE_PIXELS`` is not the cap: it sets Pillow's *warning* level, and Pillow raises
+only at twice that, so a 16000x16000 PNG (256 Mpx, 31 KB on disk, 4 GB decoded) would pass it.
+"""
 
 from __future__ import annotations
 
-import hashlib
 import io
 import logging
 import os
+import sqlite3
 import stat
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from benchmark.data import DataError
+from benchmark.files import sha256_bytes
 
 log = logging.getLogger(__name__)
 
 IMAGE_EXTS = (".jpg", ".jpeg", ".png", ".webp", ".gif", ".bmp", ".tif", ".tiff")
-MAX_PIXELS = 178_956_970  # Pillow's default decompression-bomb limit, stated explicitly
+MAX_PIXELS = 178_956_970  # the evaluator's cap (Pillow's own error level, stated explicitly)
 
 
-def decode_image(data: bytes, label: str) -> Any:
-    """Decode bytes to an RGB PIL image or raise :class:`DataError` naming ``label``."""
+class ImageRefused(DataError):
+    """An image refused unopened: its header declares more pixels than the cap."""
+
+    def __init__(self, label: str, detail: str):
+        super().__init__(f"refused image {label}: {detail} (decompression-bomb cap)")
+        self.label, self.detail = label, detail
+
+
+def open_image(data: bytes, label: str = "image", max_pixels: int = MAX_PIXELS) -> Any:
+    """The PIL image of ``data`` opened from its header only (nothing decoded yet), after
+    checking width x height against ``max_pixels``.
+
+    Raises :class:`ImageRefused` over the cap (Pillow's own bomb error, raised at open above
+    its limit, becomes the same refusal) and :class:`DataError` for bytes Pillow cannot
+    identify (``__cause__`` holds Pillow's exception).
+    """
     from PIL import Image
 
-    Image.MAX_IMAGE_PIXELS = MAX_PIXELS
+    with warnings.catch_warnings():  # our cap decides, not Pillow's warning level
+        warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+        try:
+            im = Image.open(io.BytesIO(data))
+        except Image.DecompressionBombError as e:
+            raise ImageRefused(label, str(e).split(",", 1)[0]) from None
+        except Exception as e:  # noqa: BLE001 - whatever the parser says, it is not an image
+            raise DataError(f"undecodable image {label}: {type(e).__name__}: {e}") from e
+    width, height = im.size
+    if width * height > max_pixels:
+        im.close()
+        raise ImageRefused(
+            label, f"{width}x{height} = {width * height} pixels exceeds the cap {max_pixels}")
+    return im
+
+
+def decode_image(data: bytes, label: str, max_pixels: int = MAX_PIXELS) -> Any:
+    """Decode bytes to an RGB PIL image, or raise :class:`ImageRefused` (over the pixel cap,
+    never decoded) or :class:`DataError` naming ``label``."""
+    im = open_image(data, label, max_pixels)
     try:
-        with Image.open(io.BytesIO(data)) as im:
+        with im:
             im.load()
             return im.convert("RGB")
     except Exception as e:  # noqa: BLE001 - any decoder failure is bad data
@@ -52,27 +98,37 @@ class ImageStore:
         return LazyImages(self, list(image_ids))
 
     def check_decodable(self, image_ids: Sequence[str]) -> None:
-        """Decode every image in ``image_ids``; raise one DataError counting all failures."""
+        """Decode every image in ``image_ids``; raise one DataError counting the images refused
+        (over the pixel cap, never decoded) and the undecodable ones."""
+        refused: list[str] = []
         bad: list[str] = []
         for iid in image_ids:
             try:
                 decode_image(self.read(iid), iid)
+            except ImageRefused as e:
+                refused.append(f"{iid} ({e.detail})")
             except DataError:
                 bad.append(iid)
+        parts = []
+        if refused:
+            parts.append(f"{len(refused)} image(s) refused over the decompression-bomb cap of "
+                         f"{MAX_PIXELS} pixels, first: {', '.join(refused[:3])}")
         if bad:
-            raise DataError(
-                f"{len(bad)} undecodable image(s), first: {', '.join(bad[:5])}"
-            )
+            parts.append(f"{len(bad)} undecodable image(s), first: {', '.join(bad[:5])}")
+        if parts:
+            raise DataError("; ".join(parts))
 
     @classmethod
     def from_bytes(cls, items: dict[str, bytes]) -> ImageStore:
-        shas = {k: hashlib.sha256(v).hexdigest() for k, v in items.items()}
+        shas = {k: sha256_bytes(v) for k, v in items.items()}
         data = dict(items)
         return cls(list(items), shas, data.__getitem__)
 
     @classmethod
-    def from_folder(cls, folder: Path, wanted: set[str] | None = None) -> ImageStore:
-        """Images named ``<image_id>.<ext>`` in ``folder`` (recursively, first path wins)."""
+    def from_folder(cls, folder: Path, wanted: set[str] | None = None,
+                    hash_memo: FileHashMemo | None = None) -> ImageStore:
+        """Images named ``<image_id>.<ext>`` in ``folder`` (recursively, first path wins);
+        ``hash_memo`` spares re-reading files hashed before."""
         if not folder.is_dir():
             raise DataError(f"--images: not a folder: {folder}")
         found: dict[str, tuple[str, os.stat_result]] = {}
@@ -90,10 +146,10 @@ class ImageStore:
                 if stat.S_ISREG(st.st_mode):
                     found.setdefault(stem, (path, st))
         paths = {k: v[0] for k, v in found.items()}
-        if _MEMO is not None:
-            shas = _MEMO.sha256_many(found)
+        if hash_memo is not None:
+            shas = hash_memo.sha256_many(found)
         else:
-            shas = {k: hashlib.sha256(_read(p)).hexdigest() for k, p in paths.items()}
+            shas = {k: sha256_bytes(_read(p)) for k, p in paths.items()}
         return cls(list(paths), shas, lambda k: _read(paths[k]))
 
 
@@ -111,8 +167,6 @@ class FileHashMemo:
     """
 
     def __init__(self, path: Path):
-        import sqlite3
-
         path.parent.mkdir(parents=True, exist_ok=True)
         self.con = sqlite3.connect(path, timeout=60, isolation_level=None)
         self.con.execute("PRAGMA journal_mode=WAL")
@@ -131,7 +185,7 @@ class FileHashMemo:
             if hit and hit[0] == st.st_size and hit[1] == st.st_mtime_ns:
                 out[key] = hit[2]
                 continue
-            sha = hashlib.sha256(_read(p)).hexdigest()
+            sha = sha256_bytes(_read(p))
             out[key] = sha
             new.append((ap, st.st_size, st.st_mtime_ns, sha))
         if new:
@@ -139,15 +193,6 @@ class FileHashMemo:
             self.con.executemany("INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?)", new)
             self.con.execute("COMMIT")
         return out
-
-
-_MEMO: FileHashMemo | None = None
-
-
-def set_hash_memo(path: Path | None) -> None:
-    """Use (or, with None, stop using) a file-hash memo for folder datasets in this process."""
-    global _MEMO
-    _MEMO = FileHashMemo(path) if path is not None else None
 
 
 class LazyImages(Sequence):

@@ -25,7 +25,8 @@ import pandas as pd
 
 from benchmark import tables
 from benchmark.data import DataError
-from benchmark.data.images import ImageStore
+from benchmark.data.images import FileHashMemo, ImageStore
+from benchmark.files import sha256_bytes
 
 log = logging.getLogger(__name__)
 
@@ -206,7 +207,7 @@ def load_release(path_or_id: str, revision: str | None = None) -> XCMDataset:
             raise DataError(f"{path_or_id} images: image {iid} has no embedded bytes")
         return data
 
-    shas = {iid: hashlib.sha256(read(iid)).hexdigest() for iid in ids}
+    shas = {iid: sha256_bytes(read(iid)) for iid in ids}
     meta_cols = [c for c in ("image_id", "concept", "country", "tags") if c in split.column_names]
     meta = split.select_columns(meta_cols).to_pandas()
     meta["image_id"] = meta["image_id"].astype(str)
@@ -233,23 +234,30 @@ def read_query_texts(path: Path | None) -> dict[tuple[str, str], str]:
         return {(r["concept"], r["language"]): r["text"] for r in reader if r["text"]}
 
 
-def read_authors_frame(path: str | Path) -> pd.DataFrame:
-    """The authors' ``xcm-bench.csv`` as read: every cell a string (no NA guessing), every
-    column of :data:`AUTHORS_COLUMNS` present; else a one-line :class:`DataError`."""
+def read_authors_frame(path: Path) -> pd.DataFrame:
+    """The authors' triplet file as strings (``dtype=str``, empty cells stay ``""``), with its
+    :data:`AUTHORS_COLUMNS` checked; any problem is one :class:`DataError` line."""
     path = Path(path)
+    if not path.is_file():
+        raise DataError(f"authors' triplet file {path}: no such file")
     try:
         raw = pd.read_csv(path, dtype=str, keep_default_na=False)
-    except (OSError, ValueError) as e:  # pandas' parser errors are ValueErrors
-        raise DataError(f"{path}: unreadable CSV ({e})") from e
-    require_columns(list(raw.columns), AUTHORS_COLUMNS,
-                    f"{path} (not the authors' triplet format)")
+    except Exception as e:  # noqa: BLE001 - any parser failure is bad input
+        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise DataError(f"authors' triplet file {path}: unreadable CSV ({msg})") from e
+    missing = [c for c in AUTHORS_COLUMNS if c not in raw.columns]
+    if missing:
+        raise DataError(f"{path}: not the authors' triplet format (missing column(s) "
+                        f"{', '.join(missing)})")
     return raw
 
 
 def load_authors_csv(
     csv_path: str | Path, images_dir: str | Path, queries: str | Path | None = None,
+    hash_memo: FileHashMemo | None = None,
 ) -> XCMDataset:
-    """The authors' ``xcm-bench.csv`` with images from a folder and native query texts."""
+    """The authors' ``xcm-bench.csv`` with images from a folder and native query texts
+    (``hash_memo`` spares re-hashing image files seen before)."""
     csv_path = Path(csv_path)
     if not csv_path.is_file():
         raise DataError(f"--triplets-csv: no such file {csv_path}")
@@ -262,7 +270,7 @@ def load_authors_csv(
                         f"{_first(missing)}")
     tr["query_text"] = [texts[k] for k in keys]
     wanted = referenced_ids(tr)
-    store = ImageStore.from_folder(Path(images_dir), wanted)
+    store = ImageStore.from_folder(Path(images_dir), wanted, hash_memo)
     unknown = sorted(wanted - set(store.ids))
     if unknown:
         bad_rows = tr[~tr[["query_image_id", "semantic_image_id", "cultural_image_id",

@@ -29,7 +29,8 @@ import numpy as np
 
 from benchmark import tables
 from benchmark.data import DataError
-from benchmark.data.images import ImageStore
+from benchmark.data.images import FileHashMemo, ImageStore
+from benchmark.files import sha256_bytes
 
 log = logging.getLogger(__name__)
 
@@ -132,7 +133,8 @@ class _Collector:
                       np.asarray(owner, np.int64), langs, dataset_id, source_format, notes)
 
 
-def load_official(path: str | Path, images_dir: str | Path | None = None) -> XM3600:
+def load_official(path: str | Path, images_dir: str | Path | None = None,
+                  hash_memo: FileHashMemo | None = None) -> XM3600:
     """The official layout: ``path`` is the folder holding ``captions.jsonl`` or that file."""
     path = Path(path)
     jsonl = path / "captions.jsonl" if path.is_dir() else path
@@ -162,7 +164,7 @@ def load_official(path: str | Path, images_dir: str | Path | None = None) -> XM3
     folder = Path(images_dir) if images_dir else jsonl.parent / "images"
     if not images_dir and not folder.is_dir():
         folder = jsonl.parent
-    store = ImageStore.from_folder(folder, wanted=set(col.by_image))
+    store = ImageStore.from_folder(folder, wanted=set(col.by_image), hash_memo=hash_memo)
     missing = sorted(set(col.by_image) - set(store.ids))
     if missing:
         raise DataError(f"XM3600: {len(missing)} of {len(col.by_image)} images listed in "
@@ -263,20 +265,22 @@ def _hub_image_store(ds: Any, wanted: set[str], what: str) -> ImageStore:
         raise DataError(f"XM3600: {what}: {len(missing)} images have captions but no image; "
                         f"first: {', '.join(missing[:5])}")
     for iid in sorted(wanted):
-        shas[iid] = hashlib.sha256(read(iid)).hexdigest()
+        shas[iid] = sha256_bytes(read(iid))
     return ImageStore(sorted(wanted), shas, read)
 
 
 def load_xm3600(
     spec: str | Path | None, images_dir: str | Path | None = None, revision: str | None = None,
+    hash_memo: FileHashMemo | None = None,
 ) -> XM3600:
     """Dispatch on the layout: a ``captions.jsonl`` (or a folder with one) is the official
-    layout; anything else is a ``datasets`` folder or hub id (default ``mteb/xm3600``)."""
+    layout; anything else is a ``datasets`` folder or hub id (default ``mteb/xm3600``).
+    ``hash_memo`` serves the official layout's image folder."""
     if spec is None:
         return load_hub(HUB_ID, revision)
     p = Path(spec)
     if p.suffix == ".jsonl" or (p.is_dir() and (p / "captions.jsonl").is_file()):
-        return load_official(p, images_dir)
+        return load_official(p, images_dir, hash_memo)
     if p.suffix or (p.exists() and not p.is_dir()):
         raise DataError(f"XM3600: {spec}: expected captions.jsonl, a folder holding it, or a "
                         "datasets folder / hub id")

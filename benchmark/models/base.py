@@ -1,16 +1,17 @@
-"""The adapter contract and the shared batching base.
+"""The adapter contract, the model identity, and the shared batching base.
 
 An adapter turns texts and images into float32 numpy arrays and says how to compare them:
 
 - ``encode_texts(texts, role=...) -> np.ndarray (n, d)`` or :class:`MultiVector`
 - ``encode_images(images, role=...) -> np.ndarray (n, d)`` or :class:`MultiVector`
 - ``similarity(queries, docs) -> np.ndarray (n_queries, n_docs)``: cosine by default, MaxSim
-  for multi-vector models.
+  for multi-vector models (both in :mod:`benchmark.embeddings`).
 
 ``role`` is ``"query"`` or ``"document"``: models with prompts or instructions (GME, jina-v4)
 encode the two sides differently. Whatever changes an embedding (prompt, instruction, max
 pixels) is returned by :meth:`Adapter.conventions`, which goes into the embedding-cache key and
-the results file.
+the results file. :class:`ModelSpec` is the model's identity, the same record in the adapter,
+the cache key and every results file.
 
 Subclasses implement ``_encode_text_batch`` / ``_encode_image_batch``; the base does batching,
 ``torch.inference_mode`` (when torch is in use), the progress bar, and the float32 conversion.
@@ -20,102 +21,42 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
 from tqdm.auto import tqdm
+
+from benchmark.embeddings import (
+    Embeddings,
+    MultiVector,
+    as_multi,
+    concat,
+    cosine_pairs,
+    cosine_similarity,
+    l2_normalize,
+    maxsim,
+    maxsim_pairs,
+    take,
+)
 
 log = logging.getLogger(__name__)
 
 ROLES = ("query", "document")
 
 
-@dataclass
-class MultiVector:
-    """Padded multi-vector embeddings: ``vectors`` (n, L, d) float32, ``lengths`` (n,) int."""
+class ModelSpec(BaseModel):
+    """What identifies a model's embeddings: the ``model`` of every results file, and part of
+    the cache key. Unknown keys of older results files are kept (``extra="allow"``)."""
 
-    vectors: np.ndarray
-    lengths: np.ndarray
-
-    def __len__(self) -> int:
-        return int(self.vectors.shape[0])
-
-    @classmethod
-    def from_list(cls, items: Sequence[np.ndarray]) -> MultiVector:
-        """Pad a list of (L_i, d) arrays to (n, max L, d) with zeros."""
-        if not items:
-            return cls(np.zeros((0, 0, 0), np.float32), np.zeros(0, np.int64))
-        d = items[0].shape[-1]
-        max_len = max(int(a.shape[0]) for a in items)
-        out = np.zeros((len(items), max_len, d), np.float32)
-        for i, a in enumerate(items):
-            out[i, : a.shape[0]] = a
-        return cls(out, np.array([a.shape[0] for a in items], np.int64))
-
-    def to_list(self) -> list[np.ndarray]:
-        return [self.vectors[i, : int(n)] for i, n in enumerate(self.lengths)]
-
-    def take(self, idx: Sequence[int] | np.ndarray) -> MultiVector:
-        idx = np.asarray(idx, dtype=np.int64)
-        lengths = self.lengths[idx]
-        max_len = int(lengths.max()) if len(lengths) else 0
-        return MultiVector(self.vectors[idx, :max_len], lengths)
-
-    def mean_pooled(self) -> np.ndarray:
-        """One vector per item: the mean of its valid token vectors (for analysis)."""
-        mask = np.arange(self.vectors.shape[1])[None, :] < self.lengths[:, None]
-        s = (self.vectors * mask[..., None]).sum(axis=1)
-        return (s / np.maximum(self.lengths[:, None], 1)).astype(np.float32)
-
-
-Embeddings = np.ndarray | MultiVector
-
-
-@dataclass(frozen=True)
-class ModelSpec:
-    """What identifies a model's embeddings: recorded in results and in the cache key."""
-
+    model_config = ConfigDict(extra="allow", frozen=True, protected_namespaces=())
     name: str
     family: str
     checkpoint: str
     revision: str | None = None
     adapter_version: str = "1"
     multi_vector: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def take(emb: Embeddings, idx: Sequence[int] | np.ndarray) -> Embeddings:
-    """Rows ``idx`` of single- or multi-vector embeddings."""
-    if isinstance(emb, MultiVector):
-        return emb.take(idx)
-    return emb[np.asarray(idx, dtype=np.int64)]
-
-
-def l2_normalize(x: np.ndarray, axis: int = -1) -> np.ndarray:
-    """Unit-norm rows in float32 (zero rows stay zero)."""
-    x = np.asarray(x, dtype=np.float32)
-    n = np.linalg.norm(x, axis=axis, keepdims=True)
-    return x / np.maximum(n, np.float32(1e-12))
-
-
-def cosine_similarity(q: np.ndarray, d: np.ndarray) -> np.ndarray:
-    """(n, m) cosine similarities of the rows of ``q`` and ``d``, float32."""
-    return l2_normalize(q) @ l2_normalize(d).T
-
-
-def maxsim(q: MultiVector, d: MultiVector, batch: int = 64) -> np.ndarray:
-    """ColBERT late interaction: sum over query tokens of the max dot product over doc tokens.
-
-    Padding tokens are masked out on both sides; computed in batches of queries (torch on the
-    device when available, else numpy) so memory stays bounded. Returns (n_q, n_d) float32.
-    """
-    from benchmark.metrics.maxsim import maxsim_scores
-
-    return maxsim_scores(q, d, batch=batch)
+    extra: dict[str, Any] = Field(default_factory=dict)
 
 
 class Adapter:
@@ -146,23 +87,15 @@ class Adapter:
     def multi_vector(self) -> bool:
         return self.spec.multi_vector
 
-    def encode_texts(
-        self, texts: Sequence[str], role: str = "query", batch_size: int | None = None,
-        progress: bool = True,
-    ) -> Embeddings:
-        return self._batched(
-            texts if isinstance(texts, Sequence) else list(texts), self._encode_text_batch, role, batch_size or self.text_batch_size,
-            f"{self.spec.name} texts", progress,
-        )
+    def encode_texts(self, texts: Sequence[str], role: str = "query",
+                     batch_size: int | None = None, progress: bool = True) -> Embeddings:
+        return self._batched(texts, self._encode_text_batch, role,
+                             batch_size or self.text_batch_size, "texts", progress)
 
-    def encode_images(
-        self, images: Sequence[Any], role: str = "document", batch_size: int | None = None,
-        progress: bool = True,
-    ) -> Embeddings:
-        return self._batched(
-            images if isinstance(images, Sequence) else list(images), self._encode_image_batch, role, batch_size or self.image_batch_size,
-            f"{self.spec.name} images", progress,
-        )
+    def encode_images(self, images: Sequence[Any], role: str = "document",
+                      batch_size: int | None = None, progress: bool = True) -> Embeddings:
+        return self._batched(images, self._encode_image_batch, role,
+                             batch_size or self.image_batch_size, "images", progress)
 
     def similarity(self, queries: Embeddings, docs: Embeddings) -> np.ndarray:
         """(n_q, n_d) scores: cosine for single vectors, MaxSim for multi-vectors."""
@@ -195,59 +128,36 @@ class Adapter:
 
     def pair_similarity(self, queries: Embeddings, docs: Embeddings) -> np.ndarray:
         """Row-wise scores ``s[i] = sim(queries[i], docs[i])`` (n,), computed in blocks."""
+        if self.uses_default_similarity():
+            if isinstance(queries, MultiVector) or isinstance(docs, MultiVector):
+                return maxsim_pairs(as_multi(queries), as_multi(docs))  # row-wise, no n x n
+            return cosine_pairs(queries, docs)
         n = len(queries)
         out = np.empty(n, np.float32)
-        single = not isinstance(queries, MultiVector) and not isinstance(docs, MultiVector)
-        if single and self.uses_default_similarity():
-            q = np.asarray(queries, np.float32)
-            d = np.asarray(docs, np.float32)
-            dots = np.einsum("ij,ij->i", q, d)
-            norms = np.sqrt(np.einsum("ij,ij->i", q, q) * np.einsum("ij,ij->i", d, d))
-            return (dots / np.maximum(norms, np.float32(1e-12))).astype(np.float32)
-        if not single and self.uses_default_similarity():  # plain MaxSim: row-wise, no n x n
-            from benchmark.metrics.maxsim import maxsim_pairs
-
-            return maxsim_pairs(as_multi(queries), as_multi(docs))
         block = 256
         for s in range(0, n, block):
             idx = np.arange(s, min(n, s + block))
-            m = self.similarity(take(queries, idx), take(docs, idx))
-            out[idx] = np.diagonal(m)
+            out[idx] = np.diagonal(self.similarity(take(queries, idx), take(docs, idx)))
         return out
 
     # -- machinery ------------------------------------------------------------------------
     def _batched(
         self, items: Sequence[Any], fn: Callable[[list[Any], str], Embeddings], role: str,
-        batch_size: int, desc: str, progress: bool,
+        batch_size: int, what: str, progress: bool,
     ) -> Embeddings:
         if role not in ROLES:
             raise ValueError(f"role must be one of {ROLES}, got {role!r}")
+        items = items if isinstance(items, Sequence) else list(items)
         parts: list[Embeddings] = []
         with _inference_mode(), tqdm(
-            total=len(items), desc=desc, unit="item", disable=not progress or len(items) < batch_size,
-            leave=False,
+            total=len(items), desc=f"{self.spec.name} {what}", unit="item",
+            disable=not progress or len(items) < batch_size, leave=False,
         ) as bar:
             for s in range(0, len(items), batch_size):
                 out = fn(list(items[s : s + batch_size]), role)
                 parts.append(out if isinstance(out, MultiVector) else np.asarray(out, np.float32))
                 bar.update(min(batch_size, len(items) - s))
         return concat(parts)
-
-
-def as_multi(e: Embeddings) -> MultiVector:
-    if isinstance(e, MultiVector):
-        return e
-    e = np.asarray(e, np.float32)
-    return MultiVector(e[:, None, :], np.ones(e.shape[0], np.int64))
-
-
-def concat(parts: Sequence[Embeddings]) -> Embeddings:
-    """Concatenate batches of single- or multi-vector embeddings."""
-    if not parts:
-        return np.zeros((0, 0), np.float32)
-    if isinstance(parts[0], MultiVector):
-        return MultiVector.from_list([v for p in parts for v in p.to_list()])  # type: ignore[union-attr]
-    return np.concatenate([np.asarray(p, np.float32) for p in parts], axis=0)
 
 
 def default_device() -> str:
@@ -292,17 +202,20 @@ class _inference_mode:
 
 
 class UserAdapter(Adapter):
-    """Wraps a user's class: ``encode_texts(list[str])``, ``encode_images(list[Image])`` and an
-    optional ``similarity(queries, docs)``; constructed with no arguments."""
+    """Wraps a user's object: ``encode_texts(list[str])``, ``encode_images(list[Image])`` and
+    an optional ``similarity(queries, docs)``. ``device``/``dtype`` are what the object was
+    built with (recorded in the results), when its class accepts them."""
 
-    def __init__(self, obj: Any, target: str):
+    def __init__(self, obj: Any, target: str, device: str | None = None,
+                 dtype: str | None = None):
         for attr in ("encode_texts", "encode_images"):
             if not callable(getattr(obj, attr, None)):
                 raise TypeError(f"{target}: adapter has no callable {attr}(...)")
         super().__init__(
             ModelSpec(name=target, family="user", checkpoint=target,
                       revision=getattr(obj, "revision", None),
-                      adapter_version=str(getattr(obj, "version", "1")))
+                      adapter_version=str(getattr(obj, "version", "1"))),
+            device=device, dtype=dtype,
         )
         self.obj = obj
 

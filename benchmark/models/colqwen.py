@@ -39,8 +39,9 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from benchmark.embeddings import MultiVector
 from benchmark.models import hub, qwenvl
-from benchmark.models.base import Adapter, ModelSpec, MultiVector
+from benchmark.models.base import Adapter
 
 log = logging.getLogger(__name__)
 
@@ -64,10 +65,10 @@ def resolve_base(
     base_id = base or acfg.get("base_model_name_or_path")
     if not base_id:
         raise hub.ModelLoadError(f"{what}: {folder} is a LoRA adapter without base_model_name_or_path")
-    base_folder = Path(hub.resolve_repo(base_id, base_revision, what=f"{what} (base model)",
-                                        allow_patterns=_ALLOW))
+    base_folder, base_rev = hub.locate(base_id, base_revision, what=f"{what} (base model)",
+                                       allow_patterns=_ALLOW)
     return base_folder, {
-        "base": base_id, "base_revision": hub.effective_revision(base_id, base_revision, base_folder),
+        "base": base_id, "base_revision": base_rev,
         "lora_r": acfg.get("r"), "lora_alpha": acfg.get("lora_alpha"),
     }
 
@@ -76,8 +77,6 @@ def load_colqwen(
     folder: Path, base_folder: Path | None, what: str, *, dtype: str, device: str,
 ) -> tuple[Any, Any, int]:
     """(backbone, projection, number of LoRA modules merged) of a ColQwen checkpoint."""
-    import torch
-
     n = 0
     if base_folder is not None:
         state, n = qwenvl.merged_state(qwenvl.read_state(base_folder), folder)
@@ -87,12 +86,8 @@ def load_colqwen(
     backbone, rest, _ = qwenvl.load_backbone(
         config_folder, dtype=dtype, device=device, arch="qwen2_5_vl", state=state,
     )
-    if f"{PROJ}.weight" not in rest:
-        raise hub.ModelLoadError(f"{what}: no {PROJ} weights in {folder} (not a ColQwen checkpoint)")
-    w = rest[f"{PROJ}.weight"]
-    proj = torch.nn.Linear(w.shape[1], w.shape[0], bias=f"{PROJ}.bias" in rest)
-    proj.load_state_dict({k.split(".")[-1]: v for k, v in rest.items() if k.startswith(PROJ + ".")})
-    proj.to(device=device, dtype=backbone.dtype).eval()
+    proj = qwenvl.load_head(rest, PROJ, device=device, dtype=backbone.dtype,
+                            what=f"{what}: {folder} (not a ColQwen checkpoint)")
     return backbone, proj, n
 
 
@@ -109,14 +104,10 @@ class ColQwenModel(Adapter):
     ):
         what = f"model {name}"
         hub.require(("torch", "transformers", "safetensors"), "qwen", what)
-        folder = Path(hub.resolve_repo(checkpoint, revision, what=what, allow_patterns=_ALLOW))
-        revision = hub.effective_revision(checkpoint, revision, folder)
-        super().__init__(
-            ModelSpec(name=name, family="colqwen", checkpoint=checkpoint, revision=revision,
-                      adapter_version="1", multi_vector=True,
-                      extra={"base": base, "base_revision": base_revision}),
-            device=device, dtype=dtype,
-        )
+        folder, spec = hub.hub_spec(name, "colqwen", checkpoint, revision, allow_patterns=_ALLOW,
+                                    multi_vector=True,
+                                    extra={"base": base, "base_revision": base_revision})
+        super().__init__(spec, device=device, dtype=dtype)
         self._folder, self._what = folder, what
         self._base_folder, self.load_info = resolve_base(folder, what, base, base_revision)
         self.spec.extra.update(self.load_info)
@@ -167,12 +158,6 @@ class ColQwenModel(Adapter):
         return self._forward(batch)
 
     def _forward(self, batch: Any) -> MultiVector:
-        inputs = qwenvl.to_device(batch, self.device)
         backbone, head = self._loaded()
-        if "pixel_values" in inputs:
-            inputs["pixel_values"] = inputs["pixel_values"].to(backbone.dtype)
-        hidden = backbone(**inputs, use_cache=False).last_hidden_state
-        proj = head(hidden).float()
-        proj = proj / proj.norm(dim=-1, keepdim=True)
-        mask = inputs["attention_mask"].bool()
-        return MultiVector.from_list([proj[i][mask[i]].cpu().numpy() for i in range(proj.shape[0])])
+        hidden, inputs = qwenvl.last_hidden(backbone, batch, self.device)
+        return qwenvl.token_vectors(head(hidden), inputs["attention_mask"])

@@ -21,7 +21,7 @@ adapter re-implements it on transformers 5's ``Qwen2VLModel`` (:mod:`benchmark.m
 
 Verified here: the whole path on a tiny random Qwen2-VL built in the tests (shapes, norms,
 determinism, instruction use). Not verifiable offline: agreement with the real checkpoints'
-upstream embeddings (run ``python -m benchmark.smoke --model gme-qwen2-2b`` where the weights
+upstream embeddings (run ``python -m benchmark smoke --model gme-qwen2-2b`` where the weights
 are, and compare with ``gme_inference.py`` under transformers 4.51).
 """
 
@@ -29,13 +29,12 @@ from __future__ import annotations
 
 import logging
 import math
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from benchmark.models import hub, qwenvl
-from benchmark.models.base import Adapter, ModelSpec
+from benchmark.models.base import Adapter
 
 log = logging.getLogger(__name__)
 
@@ -97,17 +96,12 @@ class GMEModel(Adapter):
     ):
         what = f"model {name}"
         hub.require(("torch", "transformers", "safetensors"), "qwen", what)
-        folder = hub.resolve_repo(checkpoint, revision, what=what, allow_patterns=_ALLOW)
-        revision = hub.effective_revision(checkpoint, revision, Path(folder))
-        super().__init__(
-            ModelSpec(name=name, family="gme", checkpoint=checkpoint, revision=revision,
-                      adapter_version="1"),
-            device=device, dtype=dtype,
-        )
-        self._folder = Path(folder)
+        folder, spec = hub.hub_spec(name, "gme", checkpoint, revision, allow_patterns=_ALLOW)
+        super().__init__(spec, device=device, dtype=dtype)
+        self._folder = folder
         self._backbone: Any = None  # weights load on the first encode (cached runs need none)
         self.processor = qwenvl.load_processor(
-            Path(folder), "qwen2_vl", min_pixels=min_image_tokens * 28 * 28,
+            folder, "qwen2_vl", min_pixels=min_image_tokens * 28 * 28,
             max_pixels=max_image_tokens * 28 * 28,
         )
         self.processor.tokenizer.padding_side = "right"

@@ -12,7 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from benchmark.models.base import Adapter, ModelSpec, l2_normalize
+from benchmark.embeddings import l2_normalize
+from benchmark.models.base import Adapter, ModelSpec
 
 
 def content_seed(data: bytes, salt: str = "") -> int:

@@ -21,13 +21,13 @@ passed to ``get_image_features``.
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from benchmark.embeddings import l2_normalize
 from benchmark.models import hub
-from benchmark.models.base import Adapter, ModelSpec, l2_normalize
+from benchmark.models.base import Adapter
 
 log = logging.getLogger(__name__)
 
@@ -80,16 +80,12 @@ class HFDualEncoder(Adapter):
 
         from benchmark.models.base import torch_dtype
 
-        folder = Path(hub.resolve_repo(checkpoint, revision, what=what, allow_patterns=_ALLOW))
-        revision = hub.effective_revision(checkpoint, revision, folder)
+        folder, spec = hub.hub_spec(name, "hf", checkpoint, revision, allow_patterns=_ALLOW)
         hub.sync_offline_flag()
         model = AutoModel.from_pretrained(str(folder), dtype=torch_dtype(dtype or "float32"))
         family = model.config.model_type
-        super().__init__(
-            ModelSpec(name=name, family=f"hf:{family}", checkpoint=checkpoint, revision=revision,
-                      adapter_version="1"),
-            device=device, dtype=dtype,
-        )
+        super().__init__(spec.model_copy(update={"family": f"hf:{family}"}), device=device,
+                         dtype=dtype)
         self.model = model.to(device=self.device, dtype=torch_dtype(self.dtype)).eval()
         self.processor = AutoProcessor.from_pretrained(str(folder))
         pad, max_len = TEXT_CONVENTIONS.get(family, (True, None))

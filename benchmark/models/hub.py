@@ -27,7 +27,9 @@ import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
+from benchmark.models.base import ModelSpec
 from benchmark.registry import RegistryError
 
 log = logging.getLogger(__name__)
@@ -163,6 +165,27 @@ def resolve_repo(
     except Exception as e:  # noqa: BLE001 - network, auth, missing revision: one line
         reason = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
         raise CheckpointNotFound(not_found_message(what, repo_id, revision, reason)) from e
+
+
+def locate(
+    checkpoint: str, revision: str | None, *, what: str,
+    allow_patterns: Sequence[str] | None = None,
+) -> tuple[Path, str | None]:
+    """(local folder, revision to record) of a checkpoint: :func:`resolve_repo`, then
+    :func:`effective_revision` of what was found."""
+    folder = Path(resolve_repo(checkpoint, revision, what=what, allow_patterns=allow_patterns))
+    return folder, effective_revision(checkpoint, revision, folder)
+
+
+def hub_spec(
+    name: str, family: str, checkpoint: str, revision: str | None, *,
+    allow_patterns: Sequence[str] | None = None, **fields: Any,
+) -> tuple[Path, ModelSpec]:
+    """(local folder, :class:`ModelSpec`) of a hub-loaded model: every adapter that loads a
+    checkpoint folder starts here, so the recorded revision is always the one found."""
+    folder, rev = locate(checkpoint, revision, what=f"model {name}", allow_patterns=allow_patterns)
+    return folder, ModelSpec(name=name, family=family, checkpoint=checkpoint, revision=rev,
+                             **fields)
 
 
 def resolve_file(repo_id: str, filename: str, revision: str | None, *, what: str) -> Path:

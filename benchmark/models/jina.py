@@ -46,8 +46,9 @@ from typing import Any
 
 import numpy as np
 
+from benchmark.embeddings import Embeddings, l2_normalize
 from benchmark.models import hub, qwenvl
-from benchmark.models.base import Adapter, Embeddings, ModelSpec, MultiVector, l2_normalize
+from benchmark.models.base import Adapter
 
 log = logging.getLogger(__name__)
 
@@ -77,14 +78,10 @@ class JinaV4Model(Adapter):
         if document_prompt not in PREFIX:
             raise hub.ModelLoadError(f"{what}: document_prompt must be one of {sorted(PREFIX)}")
 
-        folder = Path(hub.resolve_repo(checkpoint, revision, what=what, allow_patterns=_ALLOW))
-        revision = hub.effective_revision(checkpoint, revision, folder)
-        super().__init__(
-            ModelSpec(name=name, family="jina-v4", checkpoint=checkpoint, revision=revision,
-                      adapter_version="1", multi_vector=multi_vector,
-                      extra={"task": task, "truncate_dim": truncate_dim}),
-            device=device, dtype=dtype,
-        )
+        folder, spec = hub.hub_spec(name, "jina-v4", checkpoint, revision, allow_patterns=_ALLOW,
+                                    multi_vector=multi_vector,
+                                    extra={"task": task, "truncate_dim": truncate_dim})
+        super().__init__(spec, device=device, dtype=dtype)
         cfg = qwenvl.read_config(folder)
         tasks = cfg.get("task_names")
         if tasks and task not in tasks:
@@ -104,8 +101,6 @@ class JinaV4Model(Adapter):
     def _loaded(self) -> tuple[Any, Any]:
         """(backbone with the task's LoRA merged, multi-vector projector or None)."""
         if self._net is None:
-            import torch
-
             state, self.lora_modules = qwenvl.merged_state(
                 qwenvl.read_state(self._folder), self._folder / "adapters", adapter_name=self.task,
             )
@@ -114,12 +109,8 @@ class JinaV4Model(Adapter):
             )
             proj = None
             if self.spec.multi_vector:
-                w = rest.get(f"{PROJ}.weight")
-                if w is None:
-                    raise hub.ModelLoadError(f"{self._what}: no {PROJ} weights in {self._folder}")
-                proj = torch.nn.Linear(w.shape[1], w.shape[0], bias=f"{PROJ}.bias" in rest)
-                proj.load_state_dict({k.split(".")[-1]: v for k, v in rest.items() if k.startswith(PROJ + ".")})
-                proj.to(device=self.device, dtype=backbone.dtype).eval()
+                proj = qwenvl.load_head(rest, PROJ, device=self.device, dtype=backbone.dtype,
+                                        what=f"{self._what}: {self._folder}")
             self._net = (backbone, proj)
         return self._net
 
@@ -159,16 +150,11 @@ class JinaV4Model(Adapter):
     def _forward(self, batch: Any, image: bool) -> Embeddings:
         import torch
 
-        inputs = qwenvl.to_device(batch, self.device)
         backbone, head = self._loaded()
-        if "pixel_values" in inputs:
-            inputs["pixel_values"] = inputs["pixel_values"].to(backbone.dtype)
-        hidden = backbone(**inputs, use_cache=False).last_hidden_state
+        hidden, inputs = qwenvl.last_hidden(backbone, batch, self.device)
         mask = inputs["attention_mask"]
         if head is not None:
-            proj = torch.nn.functional.normalize(head(hidden).float(), dim=-1)
-            keep = mask.bool()
-            return MultiVector.from_list([proj[i][keep[i]].cpu().numpy() for i in range(proj.shape[0])])
+            return qwenvl.token_vectors(head(hidden), mask)
         if image:
             ids = inputs["input_ids"]
             pos = torch.arange(ids.shape[1], device=ids.device).expand(ids.shape[0], -1)
@@ -197,14 +183,10 @@ class JinaCLIPModel(Adapter):
     ):
         what = f"model {name}"
         hub.require(("torch", "transformers", "einops"), "hf", what)
-        folder = Path(hub.resolve_repo(checkpoint, revision, what=what))
-        revision = hub.effective_revision(checkpoint, revision, folder)
-        super().__init__(
-            ModelSpec(name=name, family="jina-clip", checkpoint=checkpoint, revision=revision,
-                      adapter_version="1",
-                      extra={"truncate_dim": truncate_dim, "code_revision": code_revision}),
-            device=device, dtype=dtype,
-        )
+        folder, spec = hub.hub_spec(name, "jina-clip", checkpoint, revision,
+                                    extra={"truncate_dim": truncate_dim,
+                                           "code_revision": code_revision})
+        super().__init__(spec, device=device, dtype=dtype)
         self.model = load_remote_code_model(folder, what, self.dtype, code_revision).to(self.device).eval()
         self.query_task = query_task
         self.truncate_dim = truncate_dim

@@ -29,8 +29,9 @@ from typing import Any
 
 import numpy as np
 
+from benchmark.embeddings import l2_normalize
 from benchmark.models import hub
-from benchmark.models.base import Adapter, ModelSpec, l2_normalize
+from benchmark.models.base import Adapter
 from benchmark.models.openclip import OpenCLIPModel
 
 log = logging.getLogger(__name__)
@@ -127,17 +128,12 @@ class MCLIPModel(Adapter):
 
         what = f"model {name}"
         hub.require(("torch", "transformers", "open_clip", "multilingual_clip"), "mclip", what)
-        folder = Path(hub.resolve_repo(checkpoint, revision, what=what, allow_patterns=_ALLOW))
-        revision = hub.effective_revision(checkpoint, revision, folder)
+        folder, spec = hub.hub_spec(name, "mclip", checkpoint, revision, allow_patterns=_ALLOW)
         self.image_tower = OpenCLIPModel(
             name=f"{name}/image", checkpoint=image_model, revision=image_revision, device=device, dtype=dtype,
         )
-        super().__init__(
-            ModelSpec(name=name, family="mclip", checkpoint=checkpoint, revision=revision,
-                      adapter_version="1",
-                      extra={"image_model": image_model, "image_revision": self.image_tower.spec.revision}),
-            device=self.image_tower.device, dtype=self.image_tower.dtype,
-        )
+        spec.extra.update(image_model=image_model, image_revision=self.image_tower.spec.revision)
+        super().__init__(spec, device=self.image_tower.device, dtype=self.image_tower.dtype)
         self.text_tower = MCLIPTextTower(folder, self.device, torch_dtype(self.dtype))
         img_dim = int(self.image_tower.model.visual.output_dim)
         if img_dim != self.text_tower.dims:

@@ -13,7 +13,7 @@ Checkpoint forms (the part after ``open_clip:``):
   Its revision is a fingerprint of the folder's files.
 - ``hf-hub:org/repo``: an open_clip repo on the hub (resolved to a local folder first).
 - ``ViT-L-14/random``: the architecture with random weights (revision ``random-init``): for
-  throughput measurements on machines without the weights (``benchmark.smoke``), never scores.
+  throughput measurements on machines without the weights (``python -m benchmark smoke``), never scores.
 
 Embeddings: ``encode_image`` / ``encode_text`` with ``normalize=True``, float32 on the host.
 Follows open_clip's own zero-shot code (``open_clip/zero_shot_classifier.py``) and

@@ -18,6 +18,9 @@ itself, so every family can use one code path:
   (``lora_A.weight``) and named multi-adapter layouts (``lora_A.<name>.weight``).
 - :func:`load_processor`: the checkpoint's tokenizer and image processor through transformers'
   ``Qwen2VLProcessor`` / ``Qwen2_5_VLProcessor`` (never a repo's custom processor class).
+- :func:`load_head`, :func:`last_hidden`, :func:`token_vectors`: a projection head from the
+  leftover weights, the backbone's forward on a processor batch, and per-token unit vectors
+  without padding (ColQwen's and jina-v4's multi-vectors).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from benchmark.embeddings import MultiVector
 from benchmark.models.base import torch_dtype
 from benchmark.models.hub import ModelLoadError
 
@@ -234,3 +238,32 @@ def to_device(batch: Any, device: str) -> dict[str, Any]:
 
 def rgb(images: list[Any]) -> list[Any]:
     return [im.convert("RGB") for im in images]
+
+
+def load_head(rest: dict[str, Any], name: str, *, device: str, dtype: Any, what: str) -> Any:
+    """The ``torch.nn.Linear`` saved under ``name.`` among a checkpoint's leftover weights."""
+    import torch
+
+    w = rest.get(f"{name}.weight")
+    if w is None:
+        raise ModelLoadError(f"{what}: no {name} weights in the checkpoint")
+    head = torch.nn.Linear(w.shape[1], w.shape[0], bias=f"{name}.bias" in rest)
+    head.load_state_dict({k.split(".")[-1]: v for k, v in rest.items() if k.startswith(name + ".")})
+    return head.to(device=device, dtype=dtype).eval()
+
+
+def last_hidden(backbone: Any, batch: Any, device: str) -> tuple[Any, dict[str, Any]]:
+    """(last hidden states, the inputs on ``device``) of a processor batch."""
+    inputs = to_device(batch, device)
+    if "pixel_values" in inputs:
+        inputs["pixel_values"] = inputs["pixel_values"].to(backbone.dtype)
+    return backbone(**inputs, use_cache=False).last_hidden_state, inputs
+
+
+def token_vectors(proj: Any, attention_mask: Any) -> MultiVector:
+    """Per-token projections L2-normalised in float32, padding tokens dropped."""
+    import torch
+
+    proj = torch.nn.functional.normalize(proj.float(), dim=-1)
+    keep = attention_mask.bool()
+    return MultiVector.from_list([proj[i][keep[i]].cpu().numpy() for i in range(proj.shape[0])])

@@ -12,6 +12,7 @@ codes through :func:`benchmark.tables.country`. Differences are ours minus their
 from __future__ import annotations
 
 import csv
+import io
 import logging
 from pathlib import Path
 from typing import Any
@@ -34,22 +35,24 @@ DIFFS = (("M_sem", "M_sem"), ("M_cul", "M_cul"), ("M_non", "M_non"), ("SP", "SP"
          ("z_sem", "z_A"), ("z_cul", "z_B"), ("z_non", "z_C"))
 
 
-def authors_dir() -> Path:
-    """``data/authors_rq2`` of the tables folder."""
-    return tables.data_dir() / "authors_rq2"
+def csv_rows(name: str, folder: Path | None = None) -> list[dict[str, str]]:
+    """Rows of one of the authors' CSVs: ``data/authors_rq2/<name>`` through the tables loader,
+    or ``folder/<name>`` of a folder the user named (``--authors-dir``)."""
+    if folder is None:
+        text = tables.data_file(f"authors_rq2/{name}").text
+    else:
+        text = (folder / name).read_text(encoding="utf-8")
+    return list(csv.DictReader(io.StringIO(text, newline="")))
 
 
 def model_names(folder: Path | None = None) -> dict[str, str]:
     """Our model name -> the authors' model name (``model_names.csv``)."""
-    path = (folder or authors_dir()) / "model_names.csv"
-    with path.open(newline="", encoding="utf-8") as f:
-        return {r["model"]: r["authors_model"] for r in csv.DictReader(f)}
+    return {r["model"]: r["authors_model"] for r in csv_rows("model_names.csv", folder)}
 
 
-def _read(path: Path) -> pd.DataFrame:
+def _read(name: str, folder: Path | None) -> pd.DataFrame:
     """A CSV with Python's own number parsing (exact round trip of the written floats)."""
-    with path.open(newline="", encoding="utf-8") as f:
-        rows = list(csv.DictReader(f))
+    rows = csv_rows(name, folder)
     for r in rows:
         for k in WIN_COLS:
             r[k] = int(r[k])
@@ -61,11 +64,10 @@ def _read(path: Path) -> pd.DataFrame:
 def load_authors(folder: Path | None = None) -> pd.DataFrame:
     """Overall and per-country rows: scope, country (ISO code, '' overall), authors_model,
     experiment, A/B/C wins (int) and z-scores (floats parsed exactly as written)."""
-    folder = folder or authors_dir()
-    overall = _read(folder / "overall_aggregated.csv")
+    overall = _read("overall_aggregated.csv", folder)
     overall.insert(0, "country", "")
     overall.insert(0, "scope", "overall")
-    country = _read(folder / "country_aggregated.csv")
+    country = _read("country_aggregated.csv", folder)
     country["country"] = [tables.country(n).code for n in country["country"]]
     country.insert(0, "scope", "country")
     df = pd.concat([overall, country], ignore_index=True)

@@ -5,26 +5,17 @@ from __future__ import annotations
 
 import html
 import logging
-import os
-import shutil
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from benchmark import __version__
+from benchmark import __version__, files
 from benchmark.report import authors, leaderboard, page, plots
-from benchmark.report.collect import Collection, collect
+from benchmark.report.collect import Collection, ReportInputError, collect
 from benchmark.results import model_slug, now_iso
 
 log = logging.getLogger(__name__)
-
-
-def _write_text(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
 
 
 def association_figures(col: Collection, fig_dir: Path) -> list[tuple[Path, str]]:
@@ -95,8 +86,7 @@ def analysis_section(col: Collection, fig_dir: Path) -> tuple[str, list[tuple[Pa
         for stem, name, caption in pngs:
             if (base / name).is_file():
                 dest = fig_dir / f"{stem}-{model_slug(model)}.png"
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(base / name, dest)
+                files.atomic_write_bytes(dest, (base / name).read_bytes())
                 figs.append((dest, caption))
     return "\n".join(lines) + "\n", figs
 
@@ -120,11 +110,10 @@ def authors_part(col: Collection, output: Path, fig_dir: Path, folder: Path | No
     if comp.empty:
         return "", "", [], {}
     csv_path = output / "authors-comparison.csv"
-    tmp = csv_path.with_name(".authors-comparison.csv.tmp")
-    comp.to_csv(tmp, index=False)
-    os.replace(tmp, csv_path)
+    with files.atomic_path(csv_path, suffix=".csv") as tmp:
+        comp.to_csv(tmp, index=False)
     comp_md = authors.to_markdown(comp)
-    _write_text(output / "authors-comparison.md", comp_md)
+    files.atomic_write_text(output / "authors-comparison.md", comp_md)
     country = comp[comp["scope"] == "country"]
     records = country.astype(object).where(country.notna(), None).to_dict("records")
     p = fig_dir / "authors-sp-scatter.png"
@@ -144,7 +133,7 @@ def build_report(paths: list[Path], output: Path, authors_folder: Path | None = 
     published numbers) ``authors-comparison.{csv,md}`` into ``output``; returns the files."""
     col = collect(paths)
     if not col.results:
-        raise ValueError(f"no results files found under {', '.join(map(str, paths))}")
+        raise ReportInputError(f"no results files found under {', '.join(map(str, paths))}")
     output.mkdir(parents=True, exist_ok=True)
     fig_dir = output / "figures"
     written: dict[str, Path] = {}
@@ -182,10 +171,10 @@ def build_report(paths: list[Path], output: Path, authors_folder: Path | None = 
         md += ["## Skipped", ""] + [f"- {n}" for n in notes]
         sections.append(("Skipped", "<ul>" + "".join(f"<li>{html.escape(n)}</li>"
                                                       for n in notes) + "</ul>"))
-    _write_text(output / "leaderboard.md", "\n".join(md) + "\n")
+    files.atomic_write_text(output / "leaderboard.md", "\n".join(md) + "\n")
     meta: dict[str, Any] = {"date": now_iso(), "package_version": __version__,
                             "n_files": len(col.paths)}
-    _write_text(output / "report.html", page.render(title, sections, meta))
+    files.atomic_write_text(output / "report.html", page.render(title, sections, meta))
     written.update({"leaderboard_md": output / "leaderboard.md",
                     "html": output / "report.html"})
     written.update({p.stem: p for p, _ in figs})

@@ -5,7 +5,7 @@
 Reads every results file (``<model-slug>/<task>.json``) under the given paths and writes
 ``DIR/leaderboard.md``, ``DIR/report.html`` (self-contained), ``DIR/figures/*.png`` and, for
 models with published numbers, ``DIR/authors-comparison.{csv,md}``. Bad input is one line on
-stderr and exit code 2.
+stderr and exit code 2 (``benchmark.cli``).
 """
 
 from __future__ import annotations
@@ -13,11 +13,14 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
+
+from benchmark.report.build import build_report
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m benchmark report",
-                                description=__doc__.split("\n")[0].replace("``", ""))
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("report", help="leaderboard, figures and comparison with the authors",
+                       description=__doc__.split("\n")[0].replace("``", ""))
     p.add_argument("results", nargs="+", type=Path,
                    help="results folders (searched recursively for *.json) or files")
     p.add_argument("--output", type=Path, required=True, help="folder to write the report to")
@@ -27,20 +30,12 @@ def build_parser() -> argparse.ArgumentParser:
                         "(default: data/authors_rq2)")
     p.add_argument("--no-authors", action="store_true",
                    help="leave out the comparison with the authors' numbers")
-    return p
+    p.set_defaults(handler=run)
 
 
-def main(argv: list[str] | None = None) -> int:
-    from benchmark.report.build import build_report
-    from benchmark.tables import TableError
-
-    args = build_parser().parse_args(argv)
-    try:
-        written = build_report(args.results, args.output, args.authors_dir,
-                               not args.no_authors, args.title)
-    except (FileNotFoundError, ValueError, TableError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+def run(args: argparse.Namespace) -> int:
+    written = build_report(args.results, args.output, args.authors_dir, not args.no_authors,
+                           args.title)
     print((args.output / "leaderboard.md").read_text(encoding="utf-8").split("## Figures")[0])
     for key, path in written.items():
         print(f"{key}: {path}", file=sys.stderr)

@@ -16,9 +16,14 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from benchmark.data import DataError
 from benchmark.results import ResultFile, read_results
 
 log = logging.getLogger(__name__)
+
+class ReportInputError(DataError):
+    """No results where the user pointed: one line, exit code 2."""
+
 
 KNOWN_TASKS = ("3xcm", "3xcm-i2i", "xm3600-i2t", "3xcm-matrix", "analysis")
 
@@ -61,7 +66,7 @@ def _json_files(paths: list[Path]) -> list[Path]:
         elif p.is_dir():
             out.extend(sorted(q for q in p.rglob("*.json") if not q.name.startswith(".")))
         else:
-            raise FileNotFoundError(f"no such results file or folder: {p}")
+            raise ReportInputError(f"no such results file or folder: {p}")
     return list(dict.fromkeys(out))
 
 

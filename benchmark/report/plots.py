@@ -101,32 +101,45 @@ def sp_by_country(models: dict[str, dict[str, Any]], path: Path, title: str) -> 
     style.save(fig, path)
 
 
-def sp_heatmap(models: dict[str, dict[str, Any]], path: Path, title: str) -> None:
-    """Model x country heat map of SP, values written in the cells."""
+def _sp_grid(rows: dict[str, dict[str, Any]], row_labels: list[str], path: Path, title: str,
+             margins: tuple[float, float], xlabel: str | None = None,
+             ylabel: str | None = None) -> None:
+    """A heat map of SP: one row per key of ``rows`` (row -> country -> scores with ``SP``),
+    countries as columns by :func:`country_order`, diverging colours centred on SP = 1, values
+    written in the cells."""
     from matplotlib.colors import TwoSlopeNorm
 
     plt = style.setup()
-    codes = country_order({c for s in models.values() for c in s.get("by_country", {})})
-    names = list(models)
-    m = np.full((len(names), len(codes)), np.nan)
-    for i, n in enumerate(names):
+    keys = list(rows)
+    codes = country_order({c for row in rows.values() for c in row})
+    m = np.full((len(keys), len(codes)), np.nan)
+    for i, k in enumerate(keys):
         for j, c in enumerate(codes):
-            v = models[n].get("by_country", {}).get(c, {}).get("SP")
+            v = (rows[k].get(c) or {}).get("SP")
             m[i, j] = np.nan if v is None else v
     finite = m[np.isfinite(m)]
     vmax = max(2.0, float(finite.max()) if finite.size else 2.0)
-    fig, ax = plt.subplots(figsize=(1.0 + 0.62 * len(codes), 1.4 + 0.42 * len(names)), layout="constrained")
+    fig, ax = plt.subplots(figsize=(margins[0] + 0.62 * len(codes), margins[1] + 0.42 * len(keys)),
+                           layout="constrained")
     im = ax.imshow(m, cmap="RdBu_r", norm=TwoSlopeNorm(vcenter=1.0, vmin=0.0, vmax=vmax),
                    aspect="auto")
-    for i in range(len(names)):
-        for j in range(len(codes)):
-            if np.isfinite(m[i, j]):
-                ax.text(j, i, f"{m[i, j]:.2f}", ha="center", va="center", fontsize=7)
+    for i, j in zip(*np.nonzero(np.isfinite(m)), strict=True):
+        ax.text(j, i, f"{m[i, j]:.2f}", ha="center", va="center", fontsize=7)
     ax.set_xticks(range(len(codes)), [label(c) for c in codes], rotation=60, ha="right")
-    ax.set_yticks(range(len(names)), names)
-    ax.set_title(f"{title}: SP by model and country")
+    ax.set_yticks(range(len(keys)), row_labels)
+    if xlabel:
+        ax.set_xlabel(xlabel)
+    if ylabel:
+        ax.set_ylabel(ylabel)
+    ax.set_title(title)
     fig.colorbar(im, ax=ax, label="SP", shrink=0.8)
     style.save(fig, path)
+
+
+def sp_heatmap(models: dict[str, dict[str, Any]], path: Path, title: str) -> None:
+    """Model x country heat map of SP (``models``: name -> 3xcm ``scores``)."""
+    rows = {n: s.get("by_country", {}) for n, s in models.items()}
+    _sp_grid(rows, list(rows), path, f"{title}: SP by model and country", (1.0, 1.4))
 
 
 def rank_by_tier(models: dict[str, dict[str, Any]], path: Path, n_queries: dict[str, int]) -> None:
@@ -186,33 +199,10 @@ def language_frequency(models: dict[str, dict[str, Any]], path: Path) -> None:
 
 def matrix_heatmap(matrix: dict[str, dict[str, Any]], path: Path, title: str) -> None:
     """SP of each query language (rows) on each image culture (columns)."""
-    from matplotlib.colors import TwoSlopeNorm
-
-    plt = style.setup()
-    langs = list(matrix)
-    codes = country_order({c for row in matrix.values() for c in row})
     names = tables.language_names()
-    m = np.full((len(langs), len(codes)), np.nan)
-    for i, lg in enumerate(langs):
-        for j, c in enumerate(codes):
-            v = (matrix[lg].get(c) or {}).get("SP")
-            m[i, j] = np.nan if v is None else v
-    finite = m[np.isfinite(m)]
-    vmax = max(2.0, float(finite.max()) if finite.size else 2.0)
-    fig, ax = plt.subplots(figsize=(1.5 + 0.62 * len(codes), 1.2 + 0.42 * len(langs)), layout="constrained")
-    im = ax.imshow(m, cmap="RdBu_r", norm=TwoSlopeNorm(vcenter=1.0, vmin=0.0, vmax=vmax),
-                   aspect="auto")
-    for i in range(len(langs)):
-        for j in range(len(codes)):
-            if np.isfinite(m[i, j]):
-                ax.text(j, i, f"{m[i, j]:.2f}", ha="center", va="center", fontsize=7)
-    ax.set_xticks(range(len(codes)), [label(c) for c in codes], rotation=60, ha="right")
-    ax.set_yticks(range(len(langs)), [f"{names.get(lg, lg)} ({lg})" for lg in langs])
-    ax.set_xlabel("image culture (query country)")
-    ax.set_ylabel("query language")
-    ax.set_title(f"{title}: SP by query language and image culture")
-    fig.colorbar(im, ax=ax, label="SP", shrink=0.8)
-    style.save(fig, path)
+    _sp_grid(matrix, [f"{names.get(lg, lg)} ({lg})" for lg in matrix], path,
+             f"{title}: SP by query language and image culture", (1.5, 1.2),
+             xlabel="image culture (query country)", ylabel="query language")
 
 
 def own_vs_english(summary: dict[str, dict[str, Any]], path: Path, title: str) -> None:

@@ -13,6 +13,8 @@ import logging
 from functools import lru_cache
 from typing import Any
 
+from benchmark import files
+
 log = logging.getLogger(__name__)
 
 # Latin first, then one family per script; the first installed one of each group is used.
@@ -71,15 +73,11 @@ def setup() -> Any:
 
 
 def save(fig: Any, path: Any) -> None:
-    """Save ``fig`` as PNG atomically (temp file + replace) and close it."""
-    import os
-    from pathlib import Path
-
+    """Save ``fig`` as PNG atomically (:func:`benchmark.files.atomic_path`) and close it."""
     import matplotlib.pyplot as plt
 
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp.png")
-    fig.savefig(tmp, format="png")
-    plt.close(fig)
-    os.replace(tmp, path)
+    try:
+        with files.atomic_path(path, suffix=".png") as tmp:
+            fig.savefig(tmp, format="png")
+    finally:
+        plt.close(fig)

@@ -1,28 +1,79 @@
-"""What a task is: arguments, a ``run`` on a model adapter, and a printed table.
+"""What a task is: a typed config, a ``run`` on a model adapter, and a printed table.
 
-``python -m benchmark run`` builds one :class:`RunContext` (adapter, embedding cache, parsed
-arguments, a memo for loaded datasets shared by tasks in the same run), calls each task's
-``run`` and writes its :class:`TaskOutput` as ``<output-dir>/<model-slug>/<task>.json``.
+``python -m benchmark run`` fills a :class:`RunConfig` (model, cache, output) and each task's
+own config (a :class:`TaskConfig` subclass) from its flags, opens one :class:`RunContext`
+(adapter, embedding cache, file-hash memo, a memo of loaded datasets shared by the tasks of
+the run), and calls :func:`run_task` for each, which writes the :class:`TaskOutput` as
+``<output-dir>/<model-slug>/<task>.json``. A library caller builds the same objects directly::
+
+    ctx = open_context(RunConfig(model="hash"))
+    out, path = run_task(ctx, XCMTextToImage(XCMConfig(dataset="data/synthetic-3xcm")))
 """
 
 from __future__ import annotations
 
-import argparse
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
+import pandas as pd
+
+from benchmark import files
 from benchmark.cache import EmbeddingCache
+from benchmark.config import option
+from benchmark.data.images import FileHashMemo
 from benchmark.models.base import Adapter
+from benchmark.results import (
+    ResultFile,
+    TaskInfo,
+    environment,
+    git_commit,
+    model_slug,
+    now_iso,
+    write_results,
+)
+
+DTYPES = ["float32", "float16", "bfloat16"]
+
+
+@dataclass
+class RunConfig:
+    """Which model, how it runs, where embeddings and results go (``run`` and ``analyze``)."""
+
+    model: str = option("registered name (see `ls`), family:arg (open_clip:ViT-L-14/openai), "
+                        "or module.path:Class of your own adapter")
+    output_dir: Path = option("results go to OUTPUT_DIR/<model-slug>/<task>.json "
+                              "(default ./results)", Path("results"))
+    cache_dir: Path | None = option("embedding cache (default $XCM_CACHE_DIR or ~/.cache/xcm3)",
+                                    None)
+    no_cache: bool = option("do not read or write the cache", False)
+    device: str | None = option("cpu / cuda / cuda:1 (default: cuda when present)", None)
+    dtype: str | None = option("model dtype (default: bf16/fp16 on GPU, float32 on CPU)", None,
+                               choices=DTYPES)
+    batch_size: int | None = option("batch size for texts and images", None)
+    quiet: bool = option("no table on stdout", False, flags=("-q", "--quiet"))
+
+
+@dataclass
+class TaskConfig:
+    """What every task reads: the dataset and the seed."""
+
+    dataset: str | None = option("release folder or hub id ORG/NAME", None)
+    revision: str | None = option("hub revision of --dataset", None)
+    seed: int = option("seed of bootstraps and sampling", 0)
 
 
 @dataclass
 class RunContext:
+    """What the tasks of one run share: the adapter, the caches, where results go."""
+
     adapter: Adapter
-    cache: EmbeddingCache | None
-    args: argparse.Namespace
-    output_dir: Path
-    memo: dict[str, Any] = field(default_factory=dict)
+    cache: EmbeddingCache | None = None
+    output_dir: Path = Path("results")
+    device: str | None = None  # the device asked for (retrieval backends follow it)
+    hash_memo: FileHashMemo | None = None  # sha256 of image files, for folder datasets
+    memo: dict[tuple[Any, ...], Any] = field(default_factory=dict)  # datasets loaded, by source
 
 
 @dataclass
@@ -37,14 +88,14 @@ class TaskOutput:
 
 
 class Task:
-    """Base of every task."""
+    """Base of every task: ``config_class`` is its config (and the source of its flags)."""
 
-    name: str = ""
-    description: str = ""
+    name: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    config_class: ClassVar[type[TaskConfig]] = TaskConfig
 
-    @classmethod
-    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        """Task-specific flags (added once per task class to the ``run`` parser)."""
+    def __init__(self, config: TaskConfig | None = None):
+        self.config = config if config is not None else self.config_class()
 
     def run(self, ctx: RunContext) -> TaskOutput:
         raise NotImplementedError  # abstract: each task implements its run
@@ -52,3 +103,46 @@ class Task:
     def format_table(self, out: TaskOutput) -> str:
         """A plain-text table of the main scores (printed by the CLI)."""
         return ""
+
+    def save_parquet(self, ctx: RunContext, kind: str, df: pd.DataFrame) -> Path:
+        """``<output-dir>/<model-slug>/<task>.<kind>.parquet``, written atomically."""
+        path = ctx.output_dir / model_slug(ctx.adapter.spec.name) / f"{self.name}.{kind}.parquet"
+        with files.atomic_path(path, suffix=".parquet") as tmp:
+            df.to_parquet(tmp, index=False)
+        return path
+
+
+def open_context(run: RunConfig) -> RunContext:
+    """Load the model and open the caches a :class:`RunConfig` names."""
+    from benchmark import registry
+
+    overrides = {k: v for k, v in (("device", run.device), ("dtype", run.dtype)) if v}
+    adapter = registry.load_model(run.model, **overrides)
+    if run.batch_size:
+        adapter.text_batch_size = adapter.image_batch_size = run.batch_size
+    cache = None if run.no_cache else EmbeddingCache(run.cache_dir)
+    memo = FileHashMemo(cache.root / "filehash.sqlite") if cache else None
+    return RunContext(adapter, cache, run.output_dir, run.device, memo)
+
+
+def result_file(ctx: RunContext, out: TaskOutput) -> ResultFile:
+    """The results file of a task's output: provenance, model spec, run settings, scores."""
+    a = ctx.adapter
+    settings = {
+        "device": a.device, "dtype": a.dtype, "text_batch_size": a.text_batch_size,
+        "image_batch_size": a.image_batch_size, "cache": str(ctx.cache.path) if ctx.cache else None,
+        **out.settings,
+    }
+    return ResultFile(
+        git_commit=git_commit(), date=now_iso(), environment=environment(),
+        model=a.spec, task=TaskInfo(**out.task), settings=settings,
+        timings=out.timings, scores=out.scores, **out.extra,
+    )
+
+
+def run_task(ctx: RunContext, task: Task) -> tuple[TaskOutput, Path]:
+    """Run one task and write its results file; (output, path of the file)."""
+    t0 = time.perf_counter()
+    out = task.run(ctx)
+    out.timings["total_s"] = time.perf_counter() - t0
+    return out, write_results(ctx.output_dir, result_file(ctx, out))

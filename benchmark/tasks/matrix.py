@@ -13,20 +13,28 @@ falls to the English level shows a language gap.
 
 from __future__ import annotations
 
-import argparse
 import logging
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from benchmark import tables
+from benchmark.config import option
 from benchmark.data import DataError
 from benchmark.data.xcm import read_query_texts
 from benchmark.metrics.association import TIE_ORDER, group_seed, summarize, winners, zscores
 from benchmark.metrics.paired import paired_sp_difference
 from benchmark.tasks.base import RunContext, TaskOutput
-from benchmark.tasks.xcm import XCMTextToImage, embed_images, embed_texts, load_xcm
+from benchmark.tasks.xcm import (
+    AssociationConfig,
+    XCMTextToImage,
+    embed_candidates,
+    embed_texts,
+    load_xcm,
+    similarity_settings,
+)
 
 log = logging.getLogger(__name__)
 
@@ -48,28 +56,28 @@ def parse_languages(spec: str | None) -> list[str]:
     return list(dict.fromkeys(langs))
 
 
+@dataclass
+class MatrixConfig(AssociationConfig):
+    """``3xcm-matrix``: the 3XCM data, plus the query languages to ask in."""
+
+    query_languages: str = option("'all' (the countries' languages) or a list like en,th,yo",
+                                  "all")
+
+
 class XCMMatrix(XCMTextToImage):
     name = "3xcm-matrix"
     description = "association bias per query language x image culture (language vs culture)"
+    config_class = MatrixConfig
+    config: MatrixConfig
     query_modality = "text"
 
-    @classmethod
-    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        g = parser.add_argument_group("3xcm-matrix")
-        g.add_argument("--query-languages", default="all",
-                       help="'all' (the countries' languages) or a list like en,th,yo")
-
     def run(self, ctx: RunContext) -> TaskOutput:
-        ds = load_xcm(ctx)
+        cfg = self.config
+        ds = load_xcm(ctx, cfg)
         tr = ds.triplets
-        langs = parse_languages(getattr(ctx.args, "query_languages", "all"))
-        terms = read_query_texts(ctx.args.queries)
-        timings: dict[str, Any] = {}
-        cand_cols = ["semantic_image_id", "cultural_image_id", "non_relevant_image_id"]
-        img_ids = sorted(set(tr[cand_cols].to_numpy().ravel()))
-        pos = {iid: i for i, iid in enumerate(img_ids)}
-        d_emb, dstats = embed_images(ctx, ds, img_ids, "document")
-        timings["embed_images_s"], timings["image_embedding"] = dstats.seconds, vars(dstats)
+        langs = parse_languages(cfg.query_languages)
+        terms = read_query_texts(cfg.queries)
+        d_emb, cand_idx, timings = embed_candidates(ctx, ds)
         concepts = tr["query_concept"].to_numpy()
         rows_for: dict[str, np.ndarray] = {}
         skipped: dict[str, dict[str, Any]] = {}
@@ -85,12 +93,11 @@ class XCMMatrix(XCMTextToImage):
         timings["embed_texts_s"], timings["text_embedding"] = qstats.seconds, vars(qstats)
         tpos = {t: i for i, t in enumerate(texts)}
         t0 = time.perf_counter()
-        cand_idx = [tr[c].map(pos).to_numpy() for c in cand_cols]
         win_by_lang: dict[str, np.ndarray] = {}
         matrix: dict[str, dict[str, Any]] = {}
         by_language: dict[str, Any] = {}
         country = tr["query_country"].to_numpy()
-        b, seed = ctx.args.bootstrap, ctx.args.seed
+        b, seed = cfg.bootstrap, cfg.seed
         for lang in langs:
             rows = rows_for[lang]
             q_idx = np.array([tpos[terms[(c, lang)]] for c in concepts[rows]], np.int64)
@@ -112,15 +119,13 @@ class XCMMatrix(XCMTextToImage):
         return TaskOutput(
             task={"name": self.name, "dataset": ds.dataset_id, "data_fingerprint": ds.fingerprint,
                   "n": len(tr), "source_format": ds.source_format, "query_languages": langs,
-                  "query_text_source": str(ctx.args.queries or "data/queries.csv native_term"),
+                  "query_text_source": str(cfg.queries or "data/queries.csv native_term"),
                   "skipped": skipped},
             scores={"matrix": matrix, "by_query_language": by_language, "summary": summary},
             settings={"seed": seed, "bootstrap_resamples": b, "tie_order": TIE_ORDER,
                       "paired_bootstrap": "triplet indices resampled once per resample, both "
                                           "languages scored on the same draw; SP_diff = own - en",
-                      "similarity": "maxsim" if ctx.adapter.multi_vector else "cosine",
-                      "conventions": {"query": ctx.adapter.conventions("text", "query"),
-                                      "document": ctx.adapter.conventions("image", "document")}},
+                      **similarity_settings(ctx.adapter, "text")},
             timings=timings,
         )
 

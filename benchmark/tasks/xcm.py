@@ -9,10 +9,9 @@ through the embedding cache; scoring from cached embeddings does no model work.
 
 from __future__ import annotations
 
-import argparse
-import hashlib
 import logging
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,43 +19,63 @@ import numpy as np
 import pandas as pd
 
 from benchmark.cache import EmbedStats, embed_cached
+from benchmark.config import option
 from benchmark.data import DataError
 from benchmark.data.xcm import XCMDataset, load_authors_csv, load_release
+from benchmark.embeddings import Embeddings
+from benchmark.files import sha256_text
 from benchmark.metrics.association import TIE_ORDER, association_scores, winners, zscores
-from benchmark.models.base import Embeddings
-from benchmark.results import model_slug
-from benchmark.tasks.base import RunContext, Task, TaskOutput
+from benchmark.models.base import Adapter
+from benchmark.tasks.base import RunContext, Task, TaskConfig, TaskOutput
 
 log = logging.getLogger(__name__)
 
 GROUPINGS = {"country": "query_country", "language": "query_language", "concept": "query_concept"}
+CANDIDATE_COLUMNS = ["semantic_image_id", "cultural_image_id", "non_relevant_image_id"]
 
 
-def load_xcm(ctx: RunContext) -> XCMDataset:
-    """The 3XCM dataset named by the run's arguments (loaded once per run)."""
-    if "xcm" in ctx.memo:
-        return ctx.memo["xcm"]
-    a = ctx.args
-    if a.triplets_csv:
-        if not a.images:
+@dataclass
+class AssociationConfig(TaskConfig):
+    """The 3XCM data (a release, or the authors' CSV with an image folder) and the bootstrap:
+    what every association-bias computation reads (``3xcm*`` tasks, ``analyze``)."""
+
+    triplets_csv: Path | None = option(
+        "the authors' triplet CSV (xcm-bench.csv columns) instead of --dataset", None)
+    images: Path | None = option("folder of <image_id>.<ext> (with --triplets-csv)", None)
+    queries: Path | None = option(
+        "CSV concept,language,text of query texts (default: data/queries.csv)", None)
+    bootstrap: int = option("bootstrap resamples for SP intervals (default 1000)", 1000)
+
+
+@dataclass
+class XCMConfig(AssociationConfig):
+    """``3xcm`` and ``3xcm-i2i``."""
+
+    save_per_triplet: bool = option(
+        "also write <task>.per_triplet.parquet with every triplet's scores", False)
+
+
+def load_xcm(ctx: RunContext, cfg: AssociationConfig) -> XCMDataset:
+    """The 3XCM dataset ``cfg`` names (loaded once per run)."""
+    key = ("xcm", cfg.dataset, cfg.revision, cfg.triplets_csv, cfg.images, cfg.queries)
+    if key in ctx.memo:
+        return ctx.memo[key]
+    if cfg.triplets_csv:
+        if not cfg.images:
             raise DataError("--triplets-csv needs --images DIR (files named <image_id>.<ext>)")
-        ds = load_authors_csv(a.triplets_csv, a.images, a.queries)
-    elif a.dataset:
-        ds = load_release(a.dataset, a.revision)
+        ds = load_authors_csv(cfg.triplets_csv, cfg.images, cfg.queries, hash_memo=ctx.hash_memo)
+    elif cfg.dataset:
+        ds = load_release(cfg.dataset, cfg.revision)
     else:
         raise DataError("3xcm needs --dataset PATH_OR_HUB_ID or --triplets-csv FILE --images DIR")
     log.info("%s: %d triplets, %d images (%s)", ds.dataset_id, len(ds.triplets),
              len(ds.images.ids), ds.source_format)
-    ctx.memo["xcm"] = ds
+    ctx.memo[key] = ds
     return ds
 
 
-def sha_text(t: str) -> str:
-    return hashlib.sha256(t.encode("utf-8")).hexdigest()
-
-
 def embed_texts(ctx: RunContext, texts: list[str], role: str) -> tuple[Embeddings, EmbedStats]:
-    return embed_cached(ctx.adapter, "text", role, [sha_text(t) for t in texts],
+    return embed_cached(ctx.adapter, "text", role, [sha256_text(t) for t in texts],
                         lambda idx: [texts[i] for i in idx], ctx.cache)
 
 
@@ -72,30 +91,36 @@ def embed_images(
                         ctx.cache)
 
 
+def embed_candidates(
+    ctx: RunContext, ds: XCMDataset,
+) -> tuple[Embeddings, list[np.ndarray], dict[str, Any]]:
+    """Document embeddings of every candidate image, per candidate column the index of each
+    triplet's image into them, and the embedding timings."""
+    tr = ds.triplets
+    img_ids = sorted(set(tr[CANDIDATE_COLUMNS].to_numpy().ravel()))
+    pos = {iid: i for i, iid in enumerate(img_ids)}
+    d_emb, st = embed_images(ctx, ds, img_ids, "document")
+    return (d_emb, [tr[c].map(pos).to_numpy() for c in CANDIDATE_COLUMNS],
+            {"embed_images_s": st.seconds, "image_embedding": vars(st)})
+
+
+def similarity_settings(adapter: Adapter, query_modality: str) -> dict[str, Any]:
+    """How a 3XCM task scored: the similarity and the conventions of both sides."""
+    return {"similarity": "maxsim" if adapter.multi_vector else "cosine",
+            "conventions": {"query": adapter.conventions(query_modality, "query"),
+                            "document": adapter.conventions("image", "document")}}
+
+
 class XCMTextToImage(Task):
     name = "3xcm"
     description = "association bias, text -> image: native-language concept vs 3 images (SP)"
+    config_class = XCMConfig
+    config: XCMConfig
     query_modality = "text"
-
-    @classmethod
-    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        g = parser.add_argument_group("3xcm tasks")
-        g.add_argument("--triplets-csv", type=Path,
-                       help="the authors' triplet CSV (xcm-bench.csv columns) instead of --dataset")
-        g.add_argument("--images", type=Path, help="folder of <image_id>.<ext> (with --triplets-csv)")
-        g.add_argument("--queries", type=Path,
-                       help="CSV concept,language,text of query texts (default: data/queries.csv)")
-        g.add_argument("--bootstrap", type=int, default=1000,
-                       help="bootstrap resamples for SP intervals (default 1000)")
-        g.add_argument("--save-per-triplet", action="store_true",
-                       help="also write <task>.per_triplet.parquet with every triplet's scores")
 
     def similarities(self, ctx: RunContext, ds: XCMDataset) -> tuple[np.ndarray, dict[str, Any]]:
         """(N, 3) similarities and the embedding timings."""
         tr = ds.triplets
-        cand_cols = ["semantic_image_id", "cultural_image_id", "non_relevant_image_id"]
-        img_ids = sorted(set(tr[cand_cols].to_numpy().ravel()))
-        pos = {iid: i for i, iid in enumerate(img_ids)}
         timings: dict[str, Any] = {}
         if self.query_modality == "text":
             texts = sorted(set(tr["query_text"]))
@@ -107,43 +132,37 @@ class XCMTextToImage(Task):
             q_emb, qs = embed_images(ctx, ds, qids, "query")
             q_idx = tr["query_image_id"].map({t: i for i, t in enumerate(qids)}).to_numpy()
             timings["embed_query_images_s"], timings["query_image_embedding"] = qs.seconds, vars(qs)
-        d_emb, ds_ = embed_images(ctx, ds, img_ids, "document")
-        timings["embed_images_s"], timings["image_embedding"] = ds_.seconds, vars(ds_)
+        d_emb, cand_idx, d_timings = embed_candidates(ctx, ds)
+        timings.update(d_timings)
         t0 = time.perf_counter()
-        sims = ctx.adapter.indexed_pair_similarity(
-            q_emb, q_idx, d_emb, [tr[c].map(pos).to_numpy() for c in cand_cols]
-        ).astype(np.float64)
+        sims = ctx.adapter.indexed_pair_similarity(q_emb, q_idx, d_emb, cand_idx).astype(np.float64)
         timings["similarity_s"] = time.perf_counter() - t0
         return sims, timings
 
     def run(self, ctx: RunContext) -> TaskOutput:
-        ds = load_xcm(ctx)
+        cfg = self.config
+        ds = load_xcm(ctx, cfg)
         sims, timings = self.similarities(ctx, ds)
         t0 = time.perf_counter()
         tr = ds.triplets
         scores = association_scores(
             sims, {k: tr[c].to_numpy() for k, c in GROUPINGS.items()},
-            n_resamples=ctx.args.bootstrap, seed=ctx.args.seed,
+            n_resamples=cfg.bootstrap, seed=cfg.seed,
         )
         timings["scoring_s"] = time.perf_counter() - t0
-        if ctx.args.save_per_triplet:
+        if cfg.save_per_triplet:
             self.save_per_triplet(ctx, tr, sims)
-        a = ctx.adapter
         return TaskOutput(
             task={"name": self.name, "dataset": ds.dataset_id, "data_fingerprint": ds.fingerprint,
                   "n": len(tr), "source_format": ds.source_format,
                   "query_modality": self.query_modality, "n_images": len(ds.images.ids)},
             scores=scores,
             settings={
-                "seed": ctx.args.seed, "bootstrap_resamples": ctx.args.bootstrap,
+                "seed": cfg.seed, "bootstrap_resamples": cfg.bootstrap,
                 "bootstrap_method": "percentile; multinomial resampling of triplet outcomes",
                 "tie_order": TIE_ORDER,
-                "similarity": "maxsim" if a.multi_vector else "cosine",
                 "z_score": "all 3N similarities, one mean, population std (ddof=0)",
-                "conventions": {
-                    "query": a.conventions(self.query_modality, "query"),
-                    "document": a.conventions("image", "document"),
-                },
+                **similarity_settings(ctx.adapter, self.query_modality),
             },
             timings=timings,
         )
@@ -158,12 +177,7 @@ class XCMTextToImage(Task):
             df[f"z_{k}"] = z[:, j]
         df["winner"] = np.array(TIE_ORDER)[winner]
         df["tie"] = ties
-        path = ctx.output_dir / model_slug(ctx.adapter.spec.name) / f"{self.name}.per_triplet.parquet"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".parquet.tmp")
-        df.to_parquet(tmp, index=False)
-        tmp.replace(path)
-        return path
+        return self.save_parquet(ctx, "per_triplet", df)
 
     def format_table(self, out: TaskOutput) -> str:
         return format_sp_table(out.scores, f"{self.name}  n={out.task['n']}")
@@ -194,7 +208,3 @@ class XCMImageToImage(XCMTextToImage):
     name = "3xcm-i2i"
     description = "association bias, image -> image: the query's anchor image vs 3 images"
     query_modality = "image"
-
-    @classmethod
-    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        """Shares the 3xcm flags (added once by XCMTextToImage)."""

@@ -10,9 +10,9 @@ structure: ``docs/xm3600.md``.
 
 from __future__ import annotations
 
-import argparse
 import logging
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,13 +20,15 @@ import numpy as np
 import pandas as pd
 
 from benchmark import retrieval, tables
-from benchmark.cache import EmbedStats, embed_cached, sha256_text
+from benchmark.cache import EmbedStats, embed_cached
+from benchmark.config import option
 from benchmark.data import DataError
 from benchmark.data.xm3600 import XM3600, load_xm3600
+from benchmark.embeddings import Embeddings, MultiVector, take
+from benchmark.files import sha256_text
 from benchmark.metrics import prevalence as pm
-from benchmark.models.base import Adapter, Embeddings, MultiVector, UserAdapter, take
-from benchmark.results import model_slug
-from benchmark.tasks.base import RunContext, Task, TaskOutput
+from benchmark.models.base import Adapter, UserAdapter
+from benchmark.tasks.base import RunContext, Task, TaskConfig, TaskOutput
 
 log = logging.getLogger(__name__)
 
@@ -44,16 +46,48 @@ def parse_ks(text: str) -> list[int]:
     return ks
 
 
-def load_data(ctx: RunContext) -> XM3600:
-    """The XM3600 data of this run (``--xm3600``, else ``--dataset``, else mteb/xm3600)."""
-    if "xm3600" in ctx.memo:
-        return ctx.memo["xm3600"]
-    a = ctx.args
-    spec = getattr(a, "xm3600", None) or getattr(a, "dataset", None)
-    ds = load_xm3600(spec, getattr(a, "xm3600_images", None), getattr(a, "revision", None))
+@dataclass
+class XM3600Config(TaskConfig):
+    """``xm3600-i2t``: the data, the cut-offs and grouping, and how retrieval runs."""
+
+    xm3600: str | None = option(
+        "XM3600: captions.jsonl (or its folder) or a datasets folder / hub id (default: "
+        "--dataset, else mteb/xm3600 pinned)", None)
+    xm3600_images: Path | None = option(
+        "image folder of the official layout (default: images/ next to captions.jsonl)", None)
+    k: str = option("cut-offs, comma-separated (default 1,5,10,25,50,99)",
+                    ",".join(map(str, DEFAULT_KS)))
+    grouping: str = option(
+        "LBKL/DLBKL language groups: authors (low tier vs rest, target 0.5/0.5; default), "
+        "tier, language (targets: the image's caption shares)", "authors", choices=pm.GROUPINGS)
+    chunk_size: int = option(f"captions per score block (default {retrieval.DEFAULT_CHUNK})",
+                             retrieval.DEFAULT_CHUNK)
+    retrieval_backend: str = option("auto (default): torch on a GPU, numpy on the CPU", "auto",
+                                    choices=["auto", "torch", "numpy"])
+    two_stage: int | None = option(
+        "multi-vector models: shortlist N captions by mean-pooled cosine, rerank by MaxSim "
+        "(approximate; agreement reported)", None, metavar="N")
+    two_stage_check: int = option(
+        "images on which --two-stage is checked against exact MaxSim (64)", 64, metavar="M")
+    save_topk: bool = option(
+        "also write <task>.topk.parquet with every image's top-k captions", False)
+
+    @property
+    def ks(self) -> list[int]:
+        return parse_ks(self.k)
+
+
+def load_data(ctx: RunContext, cfg: XM3600Config) -> XM3600:
+    """The XM3600 data ``cfg`` names (``--xm3600``, else ``--dataset``, else mteb/xm3600),
+    loaded once per run."""
+    spec = cfg.xm3600 or cfg.dataset
+    key = ("xm3600", spec, cfg.xm3600_images, cfg.revision)
+    if key in ctx.memo:
+        return ctx.memo[key]
+    ds = load_xm3600(spec, cfg.xm3600_images, cfg.revision, hash_memo=ctx.hash_memo)
     log.info("%s: %d images, %d captions (%s)", ds.dataset_id, len(ds.image_ids),
              len(ds.captions), ds.source_format)
-    ctx.memo["xm3600"] = ds
+    ctx.memo[key] = ds
     return ds
 
 
@@ -137,39 +171,15 @@ def score_topk(
 class XM3600ImageToText(Task):
     name = "xm3600-i2t"
     description = "prevalence bias, image -> text: XM3600 images vs all captions in 36 languages"
-
-    @classmethod
-    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        g = parser.add_argument_group("xm3600-i2t task")
-        g.add_argument("--xm3600", help="XM3600: captions.jsonl (or its folder) or a datasets "
-                       "folder / hub id (default: --dataset, else mteb/xm3600 pinned)")
-        g.add_argument("--xm3600-images", type=Path,
-                       help="image folder of the official layout (default: images/ next to "
-                            "captions.jsonl)")
-        g.add_argument("--k", default=",".join(map(str, DEFAULT_KS)),
-                       help="cut-offs, comma-separated (default 1,5,10,25,50,99)")
-        g.add_argument("--grouping", choices=pm.GROUPINGS, default="authors",
-                       help="LBKL/DLBKL language groups: authors (low tier vs rest, target "
-                            "0.5/0.5; default), tier, language (targets: the image's caption shares)")
-        g.add_argument("--chunk-size", type=int, default=retrieval.DEFAULT_CHUNK,
-                       help=f"captions per score block (default {retrieval.DEFAULT_CHUNK})")
-        g.add_argument("--retrieval-backend", choices=["auto", "torch", "numpy"], default="auto",
-                       help="auto (default): torch on a GPU, numpy on the CPU")
-        g.add_argument("--two-stage", type=int, metavar="N",
-                       help="multi-vector models: shortlist N captions by mean-pooled cosine, "
-                            "rerank by MaxSim (approximate; agreement reported)")
-        g.add_argument("--two-stage-check", type=int, default=64, metavar="M",
-                       help="images on which --two-stage is checked against exact MaxSim (64)")
-        g.add_argument("--save-topk", action="store_true",
-                       help="also write <task>.topk.parquet with every image's top-k captions")
+    config_class = XM3600Config
+    config: XM3600Config
 
     def run(self, ctx: RunContext) -> TaskOutput:
-        a = ctx.args
-        ks = parse_ks(getattr(a, "k", ",".join(map(str, DEFAULT_KS))))
-        grouping = getattr(a, "grouping", "authors")
-        if getattr(a, "chunk_size", 1) < 1:
+        cfg = self.config
+        ks, grouping = cfg.ks, cfg.grouping
+        if cfg.chunk_size < 1:
             raise DataError("--chunk-size must be >= 1")
-        ds = load_data(ctx)
+        ds = load_data(ctx, cfg)
         if ks[-1] > len(ds.captions):
             raise DataError(f"--k {ks[-1]} exceeds the pool size {len(ds.captions)}")
         img, cap, timings = embed(ctx, ds)
@@ -185,7 +195,7 @@ class XM3600ImageToText(Task):
         if agreement is not None:
             scores["two_stage_agreement"] = agreement
         timings["scoring_s"] = time.perf_counter() - t0
-        if getattr(a, "save_topk", False):
+        if cfg.save_topk:
             self.save_topk(ctx, ds, query_images, topk)
         g = pm.make_grouping(grouping, [(x.code, x.tier) for x in tables.languages()])
         notes = dict(ds.notes, images_without_captions=int((~has_caps).sum()))
@@ -197,7 +207,7 @@ class XM3600ImageToText(Task):
                   "grouping": grouping, "groups": list(g.names), "target": g.describe_target(),
                   "epsilon": pm.EPSILON, "notes": notes},
             scores=scores,
-            settings={"seed": a.seed, "retrieval": ret_settings,
+            settings={"seed": cfg.seed, "retrieval": ret_settings,
                       "conventions": {"query": ad.conventions("image", "query"),
                                       "document": ad.conventions("text", "document")}},
             timings=timings,
@@ -207,12 +217,11 @@ class XM3600ImageToText(Task):
         self, ctx: RunContext, q: Embeddings, d: Embeddings, ks: list[int],
     ) -> tuple[retrieval.TopK, dict[str, Any], dict[str, Any] | None]:
         """Exact top-K_max (or two-stage for multi-vector models) and its settings."""
-        a, ad = ctx.args, ctx.adapter
+        cfg, ad = self.config, ctx.adapter
         kmax = ks[-1]
-        chunk = getattr(a, "chunk_size", retrieval.DEFAULT_CHUNK)
+        chunk = cfg.chunk_size
         multi = isinstance(q, MultiVector) or isinstance(d, MultiVector)
-        bk = retrieval.get_backend(getattr(a, "retrieval_backend", "auto"),
-                                   getattr(a, "device", None) or ad.device)
+        bk = retrieval.get_backend(cfg.retrieval_backend, ctx.device or ad.device)
         st: dict[str, Any] = {"method": "exact", "backend": bk.name, "device": bk.device,
                               "chunk_size": chunk, "tie_break": retrieval.TIE_BREAK,
                               "similarity": "maxsim" if multi else "cosine"}
@@ -222,15 +231,15 @@ class XM3600ImageToText(Task):
                 lambda qs, qe, ds_, de: ad.similarity(take(q, np.arange(qs, qe)),
                                                      take(d, np.arange(ds_, de))),
                 len(q), len(d), kmax, chunk_size=chunk), st, None
-        two = getattr(a, "two_stage", None)
+        two = cfg.two_stage
         if two and multi:
             if two < kmax:
                 raise DataError(f"--two-stage {two} must be >= the largest k ({kmax})")
             st.update(method="two-stage", shortlist=two,
                       shortlist_similarity="cosine of mean-pooled token vectors")
             top = retrieval.two_stage_topk(q, d, kmax, two, chunk_size=chunk, backend=bk)
-            rng = np.random.default_rng(a.seed)
-            m = min(len(q), max(1, getattr(a, "two_stage_check", 64)))
+            rng = np.random.default_rng(cfg.seed)
+            m = min(len(q), max(1, cfg.two_stage_check))
             check = np.sort(rng.choice(len(q), m, replace=False))
             exact = retrieval.exact_maxsim_topk(take(q, check), d, kmax, chunk_size=chunk,
                                                 backend=bk)
@@ -259,12 +268,7 @@ class XM3600ImageToText(Task):
             "score": topk.scores.ravel(),
             "relevant": ds.caption_image[flat] == qi,
         })
-        path = ctx.output_dir / model_slug(ctx.adapter.spec.name) / f"{self.name}.topk.parquet"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".parquet.tmp")
-        df.to_parquet(tmp, index=False)
-        tmp.replace(path)
-        return path
+        return self.save_parquet(ctx, "topk", df)
 
     def format_table(self, out: TaskOutput) -> str:
         t, o = out.task, out.scores["overall"]

@@ -9,11 +9,12 @@ import numpy as np
 
 from benchmark import tables
 from benchmark.metrics.association import association_scores, summarize
-from benchmark.results import ModelInfo, ResultFile, TaskInfo, now_iso, write_results
+from benchmark.models.base import ModelSpec
+from benchmark.results import ResultFile, TaskInfo, now_iso, write_results
 
 
 def _result(model: str, task: str, n: int, scores: dict, **task_extra: object) -> ResultFile:
-    return ResultFile(date=now_iso(), model=ModelInfo(name=model, family="fake",
+    return ResultFile(date=now_iso(), model=ModelSpec(name=model, family="fake",
                                                       checkpoint=f"fake-{model}"),
                       task=TaskInfo(name=task, dataset="fake", data_fingerprint="0" * 64, n=n,
                                     **task_extra),

@@ -16,8 +16,9 @@ import pandas as pd
 from PIL import Image
 
 from benchmark import tables
-from benchmark.models.base import Adapter, ModelSpec, l2_normalize
-from benchmark.sample import write_release
+from benchmark.embeddings import l2_normalize
+from benchmark.models.base import Adapter, ModelSpec
+from benchmark.synthetic import write_release
 
 
 def coded_png(ci: int, ki: int, v: int) -> bytes:

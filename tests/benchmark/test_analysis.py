@@ -14,9 +14,10 @@ from benchmark import tables
 from benchmark.analysis.core import pooled
 from benchmark.analysis.silhouette import pearson, silhouette_by_label
 from benchmark.cli import main
-from benchmark.models.base import ModelSpec, MultiVector
+from benchmark.embeddings import MultiVector
+from benchmark.models.base import ModelSpec
 from benchmark.models.hash import HashModel
-from benchmark.sample import main as sample_main
+from benchmark.synthetic import main as synthetic_main
 
 
 def blobs(separation: float, n_per: int = 40, k: int = 4, dim: int = 16, seed: int = 0):
@@ -99,8 +100,8 @@ class MultiHash(HashModel):
                                                 -v]) for v in base])
 
 
-def test_analyze_multivector_model_pools_and_matches_3xcm(sample_run):
-    root, args = sample_run
+def test_analyze_multivector_model_pools_and_matches_3xcm(synthetic_run):
+    root, args = synthetic_run
     model = "tests.benchmark.test_analysis:MultiHash"
     args = [model if a == "hash" else a for a in args]
     args = [str(root / "mv") if a == str(root / "results") else a for a in args]
@@ -122,18 +123,18 @@ def test_multivector_is_mean_pooled_over_valid_tokens():
 
 
 @pytest.fixture(scope="module")
-def sample_run(tmp_path_factory):
-    """The bundled sample release scored by the hash model (3xcm), cache in a temp dir."""
+def synthetic_run(tmp_path_factory):
+    """The bundled synthetic release scored by the hash model (3xcm), cache in a temp dir."""
     root = tmp_path_factory.mktemp("analysis")
-    assert sample_main(["--out", str(root / "sample")]) == 0
-    args = ["--model", "hash", "--dataset", str(root / "sample"), "--output-dir",
+    assert synthetic_main(["--out", str(root / "synthetic")]) == 0
+    args = ["--model", "hash", "--dataset", str(root / "synthetic"), "--output-dir",
             str(root / "results"), "--cache-dir", str(root / "cache")]
     assert main(["run", "--task", "3xcm", "-q", *args]) == 0
     return root, args
 
 
-def test_analyze_no_umap_reuses_cache_and_matches_3xcm(sample_run, capsys):
-    root, args = sample_run
+def test_analyze_no_umap_reuses_cache_and_matches_3xcm(synthetic_run, capsys):
+    root, args = synthetic_run
     assert main(["analyze", *args, "--no-umap", "--metric", "both"]) == 0
     out = capsys.readouterr().out
     assert "Pearson SP vs image" in out
@@ -148,7 +149,7 @@ def test_analyze_no_umap_reuses_cache_and_matches_3xcm(sample_run, capsys):
         assert row["SP_ci95"] == xcm["scores"]["by_country"][code]["SP_ci95"]
         assert row["language"] == tables.country(code).language
     # texts all cached by the 3xcm run; images: only those never a candidate are embedded
-    tr = pd.read_parquet(root / "sample/triplets")
+    tr = pd.read_parquet(root / "synthetic/triplets")
     cands = set(tr[["semantic_image_id", "cultural_image_id", "non_relevant_image_id"]]
                 .to_numpy().ravel())
     everything = cands | set(tr["query_image_id"])
@@ -183,8 +184,8 @@ def test_analyze_no_umap_reuses_cache_and_matches_3xcm(sample_run, capsys):
         assert png.read_bytes()[:4] == b"\x89PNG"
 
 
-def test_analyze_with_umap_writes_png_and_parquet(sample_run):
-    root, args = sample_run
+def test_analyze_with_umap_writes_png_and_parquet(synthetic_run):
+    root, args = synthetic_run
     out = root / "umap-results"
     args = [a if a != str(root / "results") else str(out) for a in args]
     assert main(["analyze", *args, "-q", "--annotate", "2"]) == 0

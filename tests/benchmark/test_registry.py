@@ -88,3 +88,75 @@ def test_indexed_cosine_equals_gathered_pairs():
     fast = m.indexed_pair_similarity(q, qi, d, di)
     slow = np.stack([m.pair_similarity(q[qi], d[ix]) for ix in di], axis=1)
     np.testing.assert_allclose(fast, slow, rtol=1e-5, atol=1e-6)
+
+
+def test_a_failed_zoo_import_registers_nothing_and_the_next_call_retries(monkeypatch):
+    """All or nothing: a zoo that fails half-way leaves no entry, and is imported again."""
+    import sys
+
+    monkeypatch.setattr(registry, "MODELS", {})
+    monkeypatch.setattr(registry, "FAMILIES", {})
+    monkeypatch.setattr(registry, "TASKS", {})
+    monkeypatch.setattr(registry, "_STATE", "empty")
+    monkeypatch.delitem(sys.modules, "benchmark.zoo", raising=False)
+    real = registry.register_family
+
+    def failing(prefix, *a, **kw):
+        if prefix == "gme":  # after the tasks, hash, open_clip, hf_clip and colqwen entries
+            raise RuntimeError("boom")
+        return real(prefix, *a, **kw)
+
+    monkeypatch.setattr(registry, "register_family", failing)
+    with pytest.raises(RuntimeError, match="boom"):
+        registry.models()
+    assert registry.MODELS == {} and registry.FAMILIES == {} and registry.TASKS == {}
+    monkeypatch.setattr(registry, "register_family", real)
+    assert "gme-qwen2-2b" in registry.models() and "3xcm" in registry.tasks()
+    assert "hash" in registry.models()  # registered once, not "registered twice"
+
+
+class DeviceAdapter(Adapter):
+    """A user's Adapter subclass that takes the run's device and dtype."""
+
+    def __init__(self, device=None, dtype=None):
+        from benchmark.models.base import ModelSpec
+
+        super().__init__(ModelSpec(name="dev", family="user", checkpoint="dev"), device, dtype)
+
+
+class PlainWithDevice(PlainAdapter):
+    """A user's plain class with a device argument (and no dtype)."""
+
+    def __init__(self, device="cpu"):
+        self.device = device
+
+
+def test_user_adapters_get_device_and_dtype_when_they_accept_them():
+    m = registry.load_model("tests.benchmark.test_registry:DeviceAdapter", device="cpu",
+                            dtype="bfloat16")
+    assert isinstance(m, DeviceAdapter) and (m.device, m.dtype) == ("cpu", "bfloat16")
+    w = registry.load_model("tests.benchmark.test_registry:PlainWithDevice", device="meta",
+                            dtype="float16")
+    assert isinstance(w, UserAdapter) and w.obj.device == "meta" and w.device == "meta"
+    assert w.dtype != "float16"  # not accepted by the class: not passed, not recorded
+    p = registry.load_model("tests.benchmark.test_registry:PlainAdapter", device="cpu")
+    assert isinstance(p, UserAdapter)  # a class without the arguments is still built
+
+
+def test_a_top_level_module_is_a_user_adapter(tmp_path, monkeypatch):
+    (tmp_path / "my_adapter.py").write_text(
+        "import numpy as np\n\n"
+        "class MyModel:\n"
+        "    def encode_texts(self, texts):\n"
+        "        return np.ones((len(texts), 3))\n\n"
+        "    def encode_images(self, images):\n"
+        "        return np.ones((len(images), 3))\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    m = registry.load_model("my_adapter:MyModel")
+    assert isinstance(m, UserAdapter) and m.spec.name == "my_adapter:MyModel"
+    assert m.encode_texts(["a", "b"]).shape == (2, 3)
+    with pytest.raises(registry.RegistryError, match="has no attribute 'Nope'"):
+        registry.load_model("my_adapter:Nope")
+    with pytest.raises(registry.RegistryError, match="unknown model 'no_such_module_x:Cls'"):
+        registry.load_model("no_such_module_x:Cls")

@@ -6,8 +6,7 @@ import numpy as np
 import pytest
 
 from benchmark import retrieval as rt
-from benchmark.metrics.maxsim import maxsim_scores
-from benchmark.models.base import MultiVector, l2_normalize
+from benchmark.embeddings import MultiVector, l2_normalize, maxsim
 
 BACKENDS = ["numpy", "torch", "torch-tensors"]
 
@@ -118,7 +117,7 @@ def test_exact_maxsim_equals_full(backend_name):
     two = rt.two_stage_topk(q, d, 30, shortlist=len(d), chunk_size=64,
                             backend=backend(backend_name), progress=False)
     assert np.array_equal(two.indices, got.indices)
-    s, i = full_topk(maxsim_scores(q, d), 30)
+    s, i = full_topk(maxsim(q, d), 30)
     assert np.array_equal(got.indices, i)
     assert np.array_equal(got.scores, s.astype(np.float32))
 

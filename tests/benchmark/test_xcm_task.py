@@ -11,11 +11,11 @@ import pytest
 
 from benchmark import tables
 from benchmark.cli import main
-from benchmark.models.base import l2_normalize
-from benchmark.sample import write_release
+from benchmark.embeddings import l2_normalize
+from benchmark.synthetic import write_release
 from tests.benchmark.synth import PlantedModel, PlantedVectors, planted_world
 
-AUTHORS_CSV = Path(__file__).resolve().parents[3] / "shared/reference/authors/xcm-bench.csv"
+AUTHORS_CSV = tables.data_path("authors/xcm-bench.csv")
 PLANTED = "tests.benchmark.synth:PlantedModel"
 
 
@@ -183,13 +183,10 @@ def test_file_hash_memo_rereads_only_changed_files(tmp_path):
     folder.mkdir()
     for i in range(3):
         (folder / f"x{i}.png").write_bytes(bytes([i]) * 10)
-    im.set_hash_memo(tmp_path / "memo.sqlite")
-    try:
-        a = im.ImageStore.from_folder(folder).sha256
-        (folder / "x1.png").write_bytes(b"changed, longer content")
-        b = im.ImageStore.from_folder(folder).sha256
-    finally:
-        im.set_hash_memo(None)
+    memo = im.FileHashMemo(tmp_path / "memo.sqlite")
+    a = im.ImageStore.from_folder(folder, hash_memo=memo).sha256
+    (folder / "x1.png").write_bytes(b"changed, longer content")
+    b = im.ImageStore.from_folder(folder, hash_memo=memo).sha256
     plain = im.ImageStore.from_folder(folder).sha256
     assert a["x0.png".split(".")[0]] == b["x0"] and a["x1"] != b["x1"]
     assert b == plain  # the memo never changes a hash, it only avoids re-reading

@@ -6,7 +6,6 @@ import hashlib
 import io
 import json
 import math
-from argparse import Namespace
 from pathlib import Path
 
 import numpy as np
@@ -19,9 +18,10 @@ from benchmark.cache import EmbeddingCache
 from benchmark.cli import main
 from benchmark.data import DataError
 from benchmark.data.xm3600 import load_xm3600
-from benchmark.models.base import Adapter, ModelSpec, MultiVector
+from benchmark.embeddings import MultiVector
+from benchmark.models.base import Adapter, ModelSpec
 from benchmark.tasks.base import RunContext
-from benchmark.tasks.xm3600 import XM3600ImageToText, parse_ks
+from benchmark.tasks.xm3600 import XM3600Config, XM3600ImageToText, parse_ks
 
 N_IMAGES = 24
 TASK = "xm3600-i2t"
@@ -191,14 +191,9 @@ class UserDot:
 
 
 def run_task(adapter, data: Path, tmp: Path, **kw):
-    args = Namespace(xm3600=str(data), dataset=None, xm3600_images=None, revision=None,
-                     k="1,5,10,25,50,99", grouping="authors", chunk_size=100,
-                     retrieval_backend="auto", two_stage=None, two_stage_check=8,
-                     save_topk=False, seed=0)
-    for k, v in kw.items():
-        setattr(args, k, v)
-    ctx = RunContext(adapter, EmbeddingCache(tmp / "cache"), args, tmp / "out")
-    task = XM3600ImageToText()
+    cfg = XM3600Config(**{"xm3600": str(data), "chunk_size": 100, "two_stage_check": 8, **kw})
+    ctx = RunContext(adapter, EmbeddingCache(tmp / "cache"), tmp / "out")
+    task = XM3600ImageToText(cfg)
     return task, task.run(ctx)
 
 

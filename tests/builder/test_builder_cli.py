@@ -85,32 +85,21 @@ def test_run_status_and_export(tmp_path, capsys):
     assert err[0].startswith("error: unknown table 'nope'") and len(err) == 3
 
 
-def test_run_skips_stages_whose_module_is_missing(tmp_path, capsys, monkeypatch):
+def test_run_calls_every_stage_and_skips_none(tmp_path, capsys, monkeypatch):
+    """A stage whose module does not import is an error of the build, never "skipped"."""
     monkeypatch.setattr(
         cli, "STAGES", [("queries", "builder.queries"), ("later", "builder.not_written_yet")]
     )
     wd = tmp_path / "w"
-    assert (
-        cli.main(
-            [
-                "--workdir",
-                str(wd),
-                "run",
-                "--llm",
-                "offline",
-                "--stage-args",
-                "queries=--countries THA",
-            ]
-        )
-        == 0
-    )
-    out = capsys.readouterr().out
-    assert "[later] skipped: module builder.not_written_yet is not available yet" in out
+    argv = ["--workdir", str(wd), "run", "--llm", "offline", "--stage-args", "queries=--countries THA"]
+    with pytest.raises(ModuleNotFoundError, match="builder.not_written_yet"):
+        cli.main(argv)
+    assert "skipped" not in capsys.readouterr().out
     assert cli.main(["--workdir", str(wd), "status", "--json"]) == 0
     st = json.loads(capsys.readouterr().out)
     assert [(s["stage"], s["state"]) for s in st["stages"]] == [
         ("queries", "done"),
-        ("later", "not available"),
+        ("later", "not run"),
     ]
 
 

@@ -12,7 +12,7 @@ from ddgs.exceptions import DDGSException, TimeoutException
 
 from builder.catalog import Catalog
 from builder.crawl import CrawlConfig, crawl
-from builder.search import DdgsSearch, Search
+from builder.search import AMBIGUOUS, PROBE_QUERY, DdgsSearch, Search
 
 
 class FakeDDGS:
@@ -33,9 +33,11 @@ class FakeDDGS:
         n = FakeDDGS.calls[query]
         if query == FakeDDGS.crash_on:
             raise KeyboardInterrupt  # the process dies mid-crawl
+        if query.startswith("blocked once") and n <= 1:
+            raise DDGSException("No results found.")
         if query.startswith("blocked twice") and n <= 2:
             raise DDGSException("No results found.")
-        if query.startswith("always blocked"):
+        if query.startswith(("unknown", "always blocked")):
             raise DDGSException("No results found.")
         if query.startswith("slow"):
             raise TimeoutException("timed out")
@@ -78,26 +80,36 @@ def test_results_carry_rank_fields_and_region(fake_ddgs) -> None:
     assert (kw["region"], kw["backend"], kw["max_results"]) == ("th-th", "duckduckgo", 10)
 
 
-def test_no_results_exception_is_backed_off_then_retried(fake_ddgs) -> None:
+def test_no_results_exception_is_backed_off_then_retried_once(fake_ddgs) -> None:
     sleeps: list[float] = []
-    out = backend(sleeps).search(search("blocked twice"))
-    assert (out.status, out.attempts) == ("ok", 3)
-    # two backoffs (5 s, 10 s, each times a jitter in [1, 1.5]) and pacing before retries
+    out = backend(sleeps).search(search("blocked once"))
+    assert (out.status, out.attempts, out.ambiguous) == ("ok", 2, False)
+    # one backoff (5 s times a jitter in [1, 1.5])
     backoffs = [s for s in sleeps if s >= 5.0]
-    assert len(backoffs) == 2 and 5.0 <= backoffs[0] <= 7.5 and 10.0 <= backoffs[1] <= 15.0
+    assert len(backoffs) == 1 and 5.0 <= backoffs[0] <= 7.5
 
 
-def test_persistent_block_and_timeouts_fail_with_reason(fake_ddgs) -> None:
+def test_no_results_twice_is_an_ambiguous_empty_not_a_failure(fake_ddgs) -> None:
+    """ddgs 9.16 says "No results found." for a block and for a query with no images alike:
+    one bounded retry, then ``empty`` with a reason that says so (not five backoffs, not
+    ``failed``)."""
+    sleeps: list[float] = []
+    b = backend(sleeps)
+    blocked = b.search(search("blocked twice"))
+    assert (blocked.status, blocked.attempts, blocked.ambiguous) == ("empty", 2, True)
+    assert blocked.reason.startswith(AMBIGUOUS) and "or a block" in blocked.reason
+    assert len([s for s in sleeps if s >= 5.0]) == 1
+    assert b.search(search("always blocked")).attempts == 2
+
+
+def test_timeouts_fail_with_reason_and_a_true_empty_is_not_ambiguous(fake_ddgs) -> None:
     b = backend([])
-    blocked = b.search(search("always blocked"))
-    assert (blocked.status, blocked.attempts) == ("failed", 4)
-    assert "No results found." in blocked.reason and "rate-limit" in blocked.reason
-    assert "gave up after 4 attempts" in blocked.reason
     slow = b.search(search("slow"))
     assert (slow.status, slow.attempts) == ("failed", 4)
     assert slow.reason.startswith("TimeoutException: timed out")
+    assert "gave up after 4 attempts" in slow.reason
     empty = b.search(search("nothing"))
-    assert (empty.status, empty.attempts) == ("empty", 1)
+    assert (empty.status, empty.attempts, empty.ambiguous) == ("empty", 1, False)
 
 
 def test_pacing_between_requests(fake_ddgs) -> None:
@@ -133,7 +145,7 @@ def test_crawl_plans_kept_concepts_regions_and_skips_same_text(tmp_path: Path, f
             "SELECT concept, country, kind, language, region, status, n_results FROM searches "
             "ORDER BY search_id")]
         items = cat.query("SELECT COUNT(*) FROM items WHERE status='pending'")[0][0]
-        failed = cat.query("SELECT reason FROM searches WHERE status='failed'")
+        empty = cat.query("SELECT reason FROM searches WHERE status='empty'")
     assert rows == [
         ("food", "KEN", "english", "en", "wt-wt", "ok", 3),
         ("food", "KEN", "native", "sw", "wt-wt", "ok", 3),
@@ -142,13 +154,13 @@ def test_crawl_plans_kept_concepts_regions_and_skips_same_text(tmp_path: Path, f
         ("food", "USA", "english", "en", "us-en", "ok", 3),
         ("food", "USA", "native", "en", "us-en", "skipped", 0),
         ("house", "KEN", "english", "en", "wt-wt", "ok", 3),
-        ("house", "KEN", "native", "sw", "wt-wt", "failed", 0),
+        ("house", "KEN", "native", "sw", "wt-wt", "empty", 0),
         ("house", "THA", "english", "en", "th-th", "ok", 3),
         ("house", "THA", "native", "th", "th-th", "ok", 3),
         ("house", "USA", "english", "en", "us-en", "ok", 3),
         ("house", "USA", "native", "en", "us-en", "skipped", 0),
     ]
-    assert items == 27 and "gave up after 4 attempts" in failed[0]["reason"]
+    assert items == 27 and empty[0]["reason"].startswith(AMBIGUOUS)
     assert fake_ddgs.calls["meal"] == 0  # merged concepts are not searched
 
 
@@ -168,8 +180,13 @@ def test_search_phase_resumes_without_searching_twice(tmp_path: Path, fake_ddgs)
     assert len(done) == 7 and all(fake_ddgs.by_region[q] == 1 for q in done)
     assert fake_ddgs.calls["house-th"] == 2  # the interrupted query ran again, once
     assert n_items == 9 * 10
-    # the failed query is not retried by a plain re-run, only with --retry-failed
-    assert fake_ddgs.calls["always blocked"] == 4
+    # the ambiguous empty is not searched again by a plain re-run, only with --retry-failed
+    assert fake_ddgs.calls["always blocked"] == 2
+    with Catalog.open(tmp_path / "w") as cat:
+        crawl(cat, CrawlConfig(skip_download=True), backend=backend([]))
+        assert fake_ddgs.calls["always blocked"] == 2
+        crawl(cat, CrawlConfig(skip_download=True, retry_failed=True), backend=backend([]))
+    assert fake_ddgs.calls["always blocked"] == 4 and fake_ddgs.calls["food-th"] == 1
 
 
 def test_backend_down_stops_with_one_line_and_leaves_queries_pending(
@@ -190,10 +207,33 @@ def test_backend_down_stops_with_one_line_and_leaves_queries_pending(
             "--max-failed-searches", "3", "--skip-download"]
     assert crawl_mod.main(argv) == 2
     err = capsys.readouterr().err
-    assert "failed 3 queries in a row" in err and "run the same command again" in err
+    assert "'No results found.' to 3 queries in a row and to the probe query" in err
+    assert "most likely a rate limit" in err and "run the same command again" in err
     with Catalog.open(tmp_path / "w") as cat:
         st = dict(cat.query("SELECT status, COUNT(*) FROM searches GROUP BY status"))
-    assert st == {"pending": 12}  # the 3 failures went back to pending; nothing else ran
+        run = cat.last_run("crawl")
+    assert st == {"pending": 12}  # the 3 answers went back to pending; nothing else ran
+    assert run["status"] == "failed" and "rate limit" in run["summary"]
+
+
+def test_a_run_of_true_empties_is_told_from_a_block_by_the_probe(tmp_path: Path,
+                                                                  fake_ddgs) -> None:
+    """Several "No results found." in a row on different queries: the probe query gets
+    results, so they are real empties (recorded ``empty``) and the run goes on."""
+    with Catalog.open(tmp_path / "w") as cat:
+        with cat.tx() as con:
+            con.executemany(
+                "INSERT INTO queries (concept, country, kind, language, text, source) "
+                "VALUES (?, 'THA', 'english', 'en', ?, 'table')",
+                [(c, f"unknown {c}") for c in ("a1", "a2", "a3", "a4")] + [("b", "bread")])
+        crawl(cat, CrawlConfig(skip_download=True, languages=("english",),
+                               max_failed_searches=3), backend=backend([]))
+        st = {r[0]: (r[1], r[2]) for r in cat.query(
+            "SELECT query_text, status, n_results FROM searches")}
+    assert st == {"unknown a1": ("empty", 0), "unknown a2": ("empty", 0),
+                  "unknown a3": ("empty", 0), "unknown a4": ("empty", 0), "bread": ("ok", 10)}
+    assert fake_ddgs.calls[PROBE_QUERY] == 1  # once, after the third
+    assert fake_ddgs.by_region[(PROBE_QUERY, "wt-wt")] == 1
 
 
 @pytest.mark.integration

@@ -12,12 +12,12 @@ from builder.download import (
     Downloader,
     FetchConfig,
     FetchResult,
-    address_blocked,
     inspect_image,
     interleave_hosts,
-    parse_retry_after,
     robots_opt_out,
 )
+from builder.netguard import address_blocked
+from builder.retry import parse_retry_after
 from builder.workdir import WorkDir
 from tests.fakes.image_server import ImageServer, bomb_png, image_bytes
 
@@ -215,4 +215,4 @@ def test_http2_option_and_unexpected_errors_are_recorded(tmp_path, monkeypatch) 
         Downloader(FetchConfig(allow_hosts=LOCAL), WorkDir.open(tmp_path)).run(
             [srv.url("/img/b.png")], out.append)
     assert [(r.status, r.reason) for r in out] == [
-        ("ok", "JPEG 64x48"), ("fetch_error", "internal error: RuntimeError: decoder exploded")]
+        ("ok", "JPEG 64x48"), ("internal_error", "internal error: RuntimeError: decoder exploded")]

@@ -43,7 +43,6 @@ def make(fake, tmp_path, **cfg) -> GeminiLLM:
         base_url=fake.url,
         retry_initial_delay=0.01,
         retry_max_delay=0.05,
-        retry_jitter=0.0,
         rpm=0,
         timeout_s=5,
         retry_attempts=3,

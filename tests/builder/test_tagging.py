@@ -14,6 +14,7 @@ import pytest
 
 from benchmark import tables
 from builder import tagging
+from builder import tagging_rules as rules
 from builder.catalog import Catalog
 from builder.llm import GeminiLLM, LLMConfig
 from builder.llm_cache import LLMCache
@@ -76,7 +77,7 @@ def world(tmp_path):
 
 def make_llm(fake, wd) -> GeminiLLM:
     cfg = LLMConfig(base_url=fake.url, rpm=0, retry_attempts=1, retry_initial_delay=0.01,
-                    retry_max_delay=0.02, retry_jitter=0.0, timeout_s=5)
+                    retry_max_delay=0.02, timeout_s=5)
     return GeminiLLM("gemini-fake", LLMCache(wd.llm_cache_path), KEY, cfg)
 
 
@@ -204,36 +205,52 @@ def test_bad_input_exit_2(world, capsys):
                          "--images-per-request", "0"]) == 2
 
 
-def test_a_failed_batch_job_is_retried_alone_then_recorded(fake, world):
-    FakeBatches(fake, polls_before_done=1, final_state="BATCH_STATE_FAILED")
+def test_a_failed_batch_job_is_transient_and_the_next_run_asks_again(fake, world):
+    batches = FakeBatches(fake, polls_before_done=1, final_state="BATCH_STATE_FAILED")
     with Catalog.open(world) as cat:
         counts = tagging.run_tagging(cat, make_llm(fake, world), images_per_request=8,
                                      batch=True, poll_interval=0.01)
         jobs = cat.query("SELECT phase, state, requests_json FROM tag_batch_jobs"
                          " ORDER BY submitted_at")
-    assert [(j["phase"], j["state"]) for j in jobs] == [("first", "collected"),
-                                                        ("retry", "collected")]
-    assert len(json.loads(jobs[1]["requests_json"])) == 24  # every image, alone
+        run = cat.last_run("tagging")
+    assert [(j["phase"], j["state"]) for j in jobs] == [("first", "collected")]
     rows = _tags(world)
-    assert {r["status"] for r in rows.values()} == {"failed"}
+    assert {r["status"] for r in rows.values()} == {"transient"}  # not the images' fault
     assert {r["reason"] for r in rows.values()} == {"error: batch job ended JOB_STATE_FAILED"}
-    assert counts["kept_images_failed"] == 24 and counts["batch_jobs_submitted"] == 2
+    assert counts["kept_images_transient"] == 24 and counts["batch_jobs_submitted"] == 1
+    assert "24 image(s) hit transient errors" in run["summary"]
+    batches.final_state = "BATCH_STATE_SUCCEEDED"
+    with Catalog.open(world) as cat:
+        again = tagging.run_tagging(cat, make_llm(fake, world), images_per_request=8,
+                                    batch=True, poll_interval=0.01)
+    assert again["images_to_tag"] == 24
+    assert (again["kept_images_ok"], again["kept_images_refused"],
+            again["kept_images_failed"]) == (22, 1, 1)
+    assert "kept_images_transient" not in again
 
 
 def test_judge_rules():
     allowed = {"train", "taxi"}
-    ans = tagging.GroupAnswer(tagging.TagAnswer(images=[
-        tagging.ImageTags(index=0, concepts=["taxi", "train"]),
-        tagging.ImageTags(index=2, concepts=["train", "train"]),
-        tagging.ImageTags(index=3, concepts=["boat"]),
-        tagging.ImageTags(index=3, concepts=["taxi"]),
-        tagging.ImageTags(index=4, concepts=[]),
+    ans = rules.GroupAnswer(rules.TagAnswer(images=[
+        rules.ImageTags(index=0, concepts=["taxi", "train"]),
+        rules.ImageTags(index=2, concepts=["train", "train"]),
+        rules.ImageTags(index=3, concepts=["boat"]),
+        rules.ImageTags(index=3, concepts=["taxi"]),
+        rules.ImageTags(index=4, concepts=[]),
     ]), "raw")
-    got = [(v.status, v.tags) for v in tagging.judge(ans, 5, allowed, final=False)]
+    got = [(v.status, v.tags) for v in rules.judge(ans, 5, allowed, final=False)]
     assert got == [("ok", ["taxi", "train"]), ("retry", None), ("retry", None),
                    ("retry", None), ("retry", None)]
-    final = [v.status for v in tagging.judge(ans, 5, allowed, final=True)]
+    final = [v.status for v in rules.judge(ans, 5, allowed, final=True)]
     assert final == ["ok", "failed", "failed", "failed", "refused"]
-    blocked = tagging.GroupAnswer(None, None, "failed: empty answer")
-    assert [v.status for v in tagging.judge(blocked, 1, allowed, final=True)] == ["refused"]
-    assert [v.status for v in tagging.judge(blocked, 2, allowed, final=False)] == ["retry"] * 2
+    # an empty answer is no refusal: only a block of the service is
+    empty = rules.GroupAnswer(None, None, "failed: empty answer")
+    assert [v.status for v in rules.judge(empty, 1, allowed, final=True)] == ["failed"]
+    blocked = rules.GroupAnswer(None, None, "refused: prompt blocked: SAFETY", refused=True)
+    assert [(v.status, v.reason) for v in rules.judge(blocked, 1, allowed, final=True)] == [
+        ("refused", "refused: prompt blocked: SAFETY")]
+    assert [v.status for v in rules.judge(blocked, 2, allowed, final=False)] == ["retry"] * 2
+    # a transient failure is nobody's verdict on the image, in a group or alone
+    down = rules.GroupAnswer(None, None, "error: ServerError: 503", transient=True)
+    assert [v.status for v in rules.judge(down, 3, allowed, final=False)] == ["transient"] * 3
+    assert [v.status for v in rules.judge(down, 1, allowed, final=True)] == ["transient"]

@@ -7,7 +7,10 @@ no credential leaks anywhere else. Answers are scripted per test:
 - ``fake.push(reply, ...)``: replies served in order, one per request;
 - ``fake.respond_with(fn)``: ``fn(request) -> Reply`` once the queue is empty (default: 500);
 - helpers build replies: :func:`answer` (a JSON or text answer with token usage),
-  :func:`error` (an HTTP error in Google's error format), :func:`slow` (delay any reply).
+  :func:`error` (an HTTP error in Google's error format; ``retry_delay`` adds Google's
+  ``RetryInfo``), :func:`blocked` (a prompt block), :func:`finished` (a candidate ended by a
+  ``finishReason`` such as SAFETY), :func:`slow` (delay any reply), :func:`trickle` (send the
+  whole response, status line and headers included, a byte at a time).
 
 Routing is a table of ``(method, regex, handler)``; ``fake.add_route(...)`` adds endpoints (e.g.
 the Batch API) from another module without touching this one. A handler gets
@@ -33,6 +36,7 @@ class Reply:
     body: Any = None  # dict/list -> JSON; str/bytes sent as is
     delay: float = 0.0  # seconds to wait before answering
     headers: dict[str, str] = field(default_factory=dict)
+    trickle: float = 0.0  # seconds between single bytes of the whole response (0: at once)
 
     def payload(self) -> bytes:
         if isinstance(self.body, bytes):
@@ -120,16 +124,49 @@ _STATUS = {
 }
 
 
-def error(status: int, message: str = "fake error") -> Reply:
-    """An HTTP error in the Google API error format."""
-    return Reply(
-        status,
-        {"error": {"code": status, "message": message, "status": _STATUS.get(status, "UNKNOWN")}},
-    )
+def error(status: int, message: str = "fake error", headers: dict[str, str] | None = None,
+          retry_delay: str | None = None, reason: str | None = None) -> Reply:
+    """An HTTP error in the Google API error format (``retry_delay``: a ``RetryInfo``
+    detail such as ``"2s"``; ``reason``: an ``ErrorInfo`` reason such as API_KEY_INVALID)."""
+    err: dict[str, Any] = {"code": status, "message": message,
+                           "status": _STATUS.get(status, "UNKNOWN")}
+    details = []
+    if retry_delay is not None:
+        details.append({"@type": "type.googleapis.com/google.rpc.RetryInfo",
+                        "retryDelay": retry_delay})
+    if reason is not None:
+        details.append({"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": reason,
+                        "domain": "googleapis.com"})
+    if details:
+        err["details"] = details
+    return Reply(status, {"error": err}, headers=dict(headers or {}))
+
+
+def blocked(reason: str = "SAFETY") -> Reply:
+    """A prompt the service blocks: no candidates, ``promptFeedback.blockReason``."""
+    return Reply(200, {"promptFeedback": {"blockReason": reason, "safetyRatings": [
+        {"category": "HARM_CATEGORY_DANGEROUS_CONTENT", "probability": "HIGH",
+         "blocked": True}]}, "usageMetadata": {"promptTokenCount": 9, "totalTokenCount": 9}})
+
+
+def finished(reason: str, text: str | None = None) -> Reply:
+    """A candidate ended by ``finishReason`` (e.g. SAFETY), with ``text`` or no parts."""
+    content: dict[str, Any] = {"role": "model"}
+    if text is not None:
+        content["parts"] = [{"text": text}]
+    return Reply(200, {"candidates": [{"content": content, "finishReason": reason, "index": 0,
+                                       "safetyRatings": [{"category": "HARM_CATEGORY_HARASSMENT",
+                                                          "probability": "HIGH",
+                                                          "blocked": True}]}]})
 
 
 def slow(reply: Reply, seconds: float) -> Reply:
     reply.delay = seconds
+    return reply
+
+
+def trickle(reply: Reply, seconds_per_byte: float) -> Reply:
+    reply.trickle = seconds_per_byte
     return reply
 
 
@@ -220,6 +257,9 @@ class FakeGemini:
                 if reply.delay:
                     time.sleep(reply.delay)
                 data = reply.payload()
+                if reply.trickle:
+                    self._trickle(reply, data)
+                    return
                 try:
                     self.send_response(reply.status)
                     self.send_header("content-type", "application/json; charset=utf-8")
@@ -230,6 +270,18 @@ class FakeGemini:
                     self.wfile.write(data)
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (timeout tests)
+
+            def _trickle(self, reply: Reply, data: bytes) -> None:
+                head = (f"HTTP/1.1 {reply.status} OK\r\ncontent-type: application/json\r\n"
+                        f"content-length: {len(data)}\r\n\r\n").encode()
+                self.close_connection = True
+                try:
+                    for i in range(len(head) + len(data)):
+                        self.wfile.write((head + data)[i:i + 1])
+                        self.wfile.flush()
+                        time.sleep(reply.trickle)
+                except (BrokenPipeError, ConnectionResetError, OSError):
+                    pass  # the client gave up: what the test wants
 
             do_POST = do_GET = do_DELETE = _serve  # noqa: N815
 

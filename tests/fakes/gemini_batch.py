@@ -13,7 +13,8 @@ top, ``metadata.state`` (``BATCH_STATE_*``), and once done
 ``metadata.output.inlinedResponses.inlinedResponses`` = ``[{"response": <GenerateContentResponse>,
 "metadata": ...} | {"error": {...}, "metadata": ...}]``.
 
-Each inlined request is answered by the fake's normal scripting (``push`` queue, then
+``max_body_bytes`` rejects a create whose body is larger (HTTP 400, as the API does past
+its inline limit). Each inlined request is answered by the fake's normal scripting (``push`` queue, then
 ``respond_with``), as a ``Request`` whose body is the inner request, so a test's responder
 serves both the synchronous and the batch path.
 """
@@ -46,10 +47,12 @@ class FakeBatches:
     """Batch endpoints on a :class:`FakeGemini`; ``polls_before_done`` GETs stay pending/running."""
 
     def __init__(self, fake: FakeGemini, polls_before_done: int = 1,
-                 final_state: str = "BATCH_STATE_SUCCEEDED"):
+                 final_state: str = "BATCH_STATE_SUCCEEDED", max_body_bytes: int | None = None):
         self.fake = fake
         self.polls_before_done = polls_before_done
         self.final_state = final_state
+        self.max_body_bytes = max_body_bytes  # the API's inline limit (~20 MB); None: no limit
+        self.sizes: list[int] = []  # body size of every create
         self.jobs: dict[str, FakeJob] = {}
         self._lock = threading.Lock()
         fake.add_route("POST", r"^/(?P<version>v1[^/]*)/models/(?P<model>[^/:]+):batchGenerateContent$",
@@ -58,6 +61,10 @@ class FakeBatches:
                        self._get, name="batches.get")
 
     def _create(self, fake: FakeGemini, req: Request, m: re.Match[str]) -> Reply:
+        self.sizes.append(len(req.body))
+        if self.max_body_bytes is not None and len(req.body) > self.max_body_bytes:
+            return error(400, f"Request payload size exceeds the limit: {self.max_body_bytes} "
+                              "bytes.")
         batch = (req.json or {}).get("batch") or {}
         requests = (((batch.get("inputConfig") or {}).get("requests") or {}).get("requests")) or []
         if not requests:

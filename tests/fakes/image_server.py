@@ -119,9 +119,10 @@ class ImageServer:
         self.flaky_body = image_bytes("JPEG", seed=8)
         self.limited_body = image_bytes("PNG", seed=9)
 
-    def url(self, path: str) -> str:
+    def url(self, path: str, host: str = "127.0.0.1") -> str:
+        """The URL of ``path``; ``host`` names the server another way (e.g. ``localhost``)."""
         assert self.port, "server not started"
-        return f"http://127.0.0.1:{self.port}{path}"
+        return f"http://{host}:{self.port}{path}"
 
     # -- lifecycle ------------------------------------------------------------------------
     def start(self) -> ImageServer:

@@ -7,7 +7,8 @@ from typing import Any
 import numpy as np
 
 from benchmark.cache import namespace
-from benchmark.models.base import Adapter, MultiVector
+from benchmark.embeddings import MultiVector
+from benchmark.models.base import Adapter
 from tests.benchmark.models.tiny import TEXTS, images
 
 

@@ -8,7 +8,7 @@ import shutil
 import numpy as np
 import pytest
 
-from benchmark.models.base import MultiVector
+from benchmark.embeddings import MultiVector
 from tests.benchmark.models.checks import check_adapter
 from tests.benchmark.models.tiny import TEXTS, tiny_qwen_dir
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from benchmark.metrics import maxsim as M
-from benchmark.models.base import Adapter, ModelSpec, MultiVector, as_multi
+from benchmark import embeddings as M
+from benchmark.embeddings import MultiVector, as_multi
+from benchmark.models.base import Adapter, ModelSpec
 
 
 def naive(q: MultiVector, d: MultiVector) -> np.ndarray:
@@ -34,7 +35,7 @@ def test_maxsim_equals_naive_loop(backend, batch, monkeypatch):
     d = random_mv(rng, 11, 9, 8, allow_empty=True)
     d.lengths[4] = 0  # a document without tokens scores 0
     monkeypatch.setattr(M, "BLOCK_ELEMENTS", 200)  # force many document blocks
-    got = M.maxsim_scores(q, d, batch=batch, backend=backend)
+    got = M.maxsim(q, d, batch=batch, backend=backend)
     assert got.dtype == np.float32 and got.shape == (7, 11)
     np.testing.assert_allclose(got, naive(q, d), rtol=1e-5, atol=1e-4)
     assert (got[:, 4] == 0).all()
@@ -45,13 +46,13 @@ def test_padding_is_masked_not_scored():
     q = MultiVector.from_list([np.array([[1.0, 0.0]], np.float32)])
     d = MultiVector.from_list([np.array([[-1.0, 0.0]], np.float32), np.array([[-1.0, 0.0], [-0.5, 0.0]], np.float32)])
     for backend in ("numpy", "torch"):
-        np.testing.assert_allclose(M.maxsim_scores(q, d, backend=backend), [[-1.0, -0.5]])
+        np.testing.assert_allclose(M.maxsim(q, d, backend=backend), [[-1.0, -0.5]])
 
 
 def test_single_vectors_reduce_to_dot_products():
     rng = np.random.default_rng(0)
     a, b = rng.standard_normal((4, 5)).astype(np.float32), rng.standard_normal((6, 5)).astype(np.float32)
-    np.testing.assert_allclose(M.maxsim_scores(as_multi(a), as_multi(b)), a @ b.T, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(M.maxsim(as_multi(a), as_multi(b)), a @ b.T, rtol=1e-5, atol=1e-5)
 
 
 def test_adapter_similarity_uses_maxsim_for_multivectors():

@@ -1,12 +1,16 @@
-"""benchmark.smoke on a tiny open_clip model (the script the GPU machines run)."""
+"""``python -m benchmark smoke`` on a tiny open_clip model (the script the GPU machines run)."""
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from benchmark import smoke
+from benchmark.cli import main
 from tests.benchmark.models.tiny import tiny_openclip_dir
 
 pytest.importorskip("open_clip")
@@ -15,7 +19,7 @@ pytest.importorskip("open_clip")
 def test_smoke_runs_and_reports(tmp_path, capsys):
     d = tiny_openclip_dir(tmp_path / "clip")
     out = tmp_path / "smoke.json"
-    rc = smoke.main(["--model", f"open_clip:local-dir:{d}", "--device", "cpu", "--triplets", "4",
+    rc = main(["smoke", "--model", f"open_clip:local-dir:{d}", "--device", "cpu", "--triplets", "4",
                      "--image-size", "64x48", "--json", str(out)])
     assert rc == 0
     text = capsys.readouterr().out
@@ -37,9 +41,19 @@ def test_smoke_random_architecture_needs_no_weights(tmp_path):
 
 def test_smoke_bad_input_exits_2(capsys, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    assert smoke.main(["--model", "no-such-model"]) == 2
+    assert main(["smoke", "--model", "no-such-model"]) == 2
     assert "unknown model" in capsys.readouterr().err
-    assert smoke.main(["--model", "clip-l14", "--device", "cpu"]) == 2
+    assert main(["smoke", "--model", "clip-l14", "--device", "cpu"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "XCM_WEIGHTS_DIR" in err
-    assert smoke.main(["--model", "hash", "--image-size", "big"]) == 2
+    assert main(["smoke", "--model", "hash", "--image-size", "big"]) == 2
+
+
+def test_the_former_entry_point_fails_loudly_and_names_the_command():
+    """``python -m benchmark.smoke`` (before the one CLI) must not exit 0 having run nothing."""
+    root = Path(__file__).resolve().parents[3]  # -m puts the working directory on sys.path
+    r = subprocess.run([sys.executable, "-m", "benchmark.smoke", "--model", "hash"], cwd=root,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr == ("error: `python -m benchmark.smoke` is now `python -m benchmark smoke` "
+                        "(same flags)\n")

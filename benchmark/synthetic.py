@@ -1,18 +1,18 @@
 """A small synthetic 3XCM release: the evaluator's bundled default and the tests' fixture.
 
-``python -m benchmark.sample --out data/sample-3xcm`` writes a release folder in the format of
+``python -m benchmark.synthetic --out data/synthetic-3xcm`` writes a release folder in the format of
 DESIGN.md (``images`` and ``triplets`` configs as parquet with embedded PNG bytes, a dataset
 card with YAML ``configs``) from generated images: each concept is a shape/texture, each
 country a colour palette, so that image models see both a concept and a culture signal. It is
 NOT real data; it exists so that a fresh checkout can run the evaluator offline end to end.
 Query texts are the ``native_term`` of ``data/queries.csv`` (the concept itself where the
-table has no term, counted in the card).
+table has no term, counted in the card). :func:`write_release` writes any release folder
+(the tests' planted ones too), each file atomically.
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import io
 import json
 import logging
@@ -23,11 +23,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from benchmark import tables
+from benchmark import files, tables
+from benchmark.logs import configure_logging
 
 log = logging.getLogger(__name__)
 
-SAMPLE_CONCEPTS = ["food", "house", "festival", "dance", "market", "boat"]
+SYNTHETIC_CONCEPTS = ["food", "house", "festival", "dance", "market", "boat"]
 
 CARD_TEMPLATE = """---
 configs:
@@ -71,11 +72,10 @@ def write_release(out: Path, triplets: pd.DataFrame, images: pd.DataFrame, card:
     """
     import datasets
 
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "triplets").mkdir(exist_ok=True)
-    (out / "images").mkdir(exist_ok=True)
-    datasets.Dataset.from_pandas(triplets.reset_index(drop=True), preserve_index=False) \
-        .to_parquet(str(out / "triplets" / "test-00000-of-00001.parquet"))
+    with files.atomic_path(out / "triplets" / "test-00000-of-00001.parquet",
+                           suffix=".parquet") as tmp:
+        datasets.Dataset.from_pandas(triplets.reset_index(drop=True), preserve_index=False) \
+            .to_parquet(str(tmp))
     img = images.copy()
     img["image"] = [{"bytes": b, "path": f"{i}.png"} for i, b in
                     zip(img["image_id"], img.pop("image_bytes"), strict=True)]
@@ -89,16 +89,18 @@ def write_release(out: Path, triplets: pd.DataFrame, images: pd.DataFrame, card:
         "width": datasets.Value("int32"), "height": datasets.Value("int32"),
     })
     cols = list(features)
-    datasets.Dataset.from_pandas(img[cols], features=features, preserve_index=False) \
-        .to_parquet(str(out / "images" / "train-00000-of-00001.parquet"))
-    (out / "README.md").write_text(CARD_TEMPLATE.format(title=title, body=card), encoding="utf-8")
+    with files.atomic_path(out / "images" / "train-00000-of-00001.parquet",
+                           suffix=".parquet") as tmp:
+        datasets.Dataset.from_pandas(img[cols], features=features, preserve_index=False) \
+            .to_parquet(str(tmp))
+    files.atomic_write_text(out / "README.md", CARD_TEMPLATE.format(title=title, body=card))
     return out
 
 
-def build_sample(seed: int = 0, per_cell: int = 2,
-                 concepts: list[str] | None = None) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
-    """(triplets, images, stats) of the synthetic sample; deterministic for a seed."""
-    concepts = concepts or SAMPLE_CONCEPTS
+def build_synthetic(seed: int = 0, per_cell: int = 2,
+                    concepts: list[str] | None = None) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
+    """(triplets, images, stats) of the synthetic release; deterministic for a seed."""
+    concepts = concepts or SYNTHETIC_CONCEPTS
     countries = list(tables.countries())
     try:
         terms = tables.native_terms()
@@ -115,7 +117,7 @@ def build_sample(seed: int = 0, per_cell: int = 2,
                     "query_language": c.language, "query_text": f"{concept} {c.name}",
                     "search_rank": v + 1, "source_url": f"synthetic://{iid}", "page_url": "",
                     "title": f"synthetic {concept} / {c.name}", "tags": [concept],
-                    "sha256": hashlib.sha256(data).hexdigest(), "width": 48, "height": 48,
+                    "sha256": files.sha256_bytes(data), "width": 48, "height": 48,
                 })
     images = pd.DataFrame(rows)
     lang = {c.code: c.language for c in countries}
@@ -148,18 +150,18 @@ def build_sample(seed: int = 0, per_cell: int = 2,
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m benchmark.sample", description=__doc__)
+    p = argparse.ArgumentParser(prog="python -m benchmark.synthetic", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", type=Path, required=True, help="release folder to write")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="triplet sampling seed (default 0)")
     args = p.parse_args(argv)
-    logging.basicConfig(level=logging.INFO)
-    tr, im, stats = build_sample(args.seed)
+    configure_logging()
+    tr, im, stats = build_synthetic(args.seed)
     body = ("Synthetic 3XCM-format sample (generated images, not real data) bundled with the "
             "toolkit so the evaluator runs offline.\n\n```json\n"
             + json.dumps(stats, indent=2, ensure_ascii=False) + "\n```\n")
     write_release(args.out, tr, im, body, title="3XCM synthetic sample")
-    print(f"wrote {args.out}: {stats['triplets']} triplets, {stats['images']} images",
-          file=sys.stderr)
+    log.info("wrote %s: %d triplets, %d images", args.out, stats["triplets"], stats["images"])
     return 0
 
 

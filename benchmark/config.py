@@ -1,0 +1,69 @@
+"""Typed configs: dataclasses whose fields carry their help text; the CLI builds flags from them.
+
+A config field is declared with :func:`option`; :func:`add_options` adds one argparse flag per
+field (``--field-name``; ``bool`` fields are ``store_true``; ``X | None`` takes ``X``; a field
+without a default is a required flag) and :func:`from_args` fills the dataclass from the parsed
+namespace. A library caller builds the dataclass directly. A field shared by several configs
+(``--dataset`` of every task) is declared once in a base class, and added once per parser.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import types
+import typing
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+def option(help: str, default: Any = dataclasses.MISSING, *, flags: tuple[str, ...] = (),
+           **argparse_kw: Any) -> Any:
+    """A dataclass field with its flag's help text (and extra argparse keywords: choices,
+    metavar; ``flags`` replaces the default ``--field-name``)."""
+    meta = {"help": help, "flags": flags, "argparse": argparse_kw}
+    return dataclasses.field(default=default, metadata=meta)
+
+
+def _flag_type(hint: Any) -> Any:
+    """``X`` of ``X`` or ``X | None``."""
+    if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        if len(args) == 1:
+            return args[0]
+        raise TypeError(f"cannot make a flag of {hint!r}")
+    return hint
+
+
+def add_options(parser: argparse.ArgumentParser | Any, cls: type, *,
+                seen: set[str] | None = None, title: str | None = None) -> None:
+    """Add the flags of config dataclass ``cls`` to ``parser`` (those not in ``seen``, which
+    is updated; under an argument group ``title`` when given and when any flag is new)."""
+    seen = set() if seen is None else seen
+    new = [f for f in dataclasses.fields(cls) if f.name not in seen and "help" in f.metadata]
+    if not new:
+        return
+    target = parser.add_argument_group(title) if title else parser
+    hints = typing.get_type_hints(cls)
+    for f in new:
+        seen.add(f.name)
+        meta = f.metadata
+        kw: dict[str, Any] = {"help": meta["help"], "dest": f.name, **meta["argparse"]}
+        typ = _flag_type(hints[f.name])
+        if typ is bool:
+            kw["action"] = "store_true"
+        else:
+            kw["type"] = typ
+        if f.default is dataclasses.MISSING:
+            kw["required"] = True
+        elif typ is not bool:
+            kw["default"] = f.default
+        target.add_argument(*(meta["flags"] or (f"--{f.name.replace('_', '-')}",)), **kw)
+
+
+def from_args(cls: type[T], args: argparse.Namespace) -> T:
+    """An instance of config dataclass ``cls`` from parsed flags (fields the parser lacks keep
+    their defaults)."""
+    names = [f.name for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
+    return cls(**{n: getattr(args, n) for n in names if hasattr(args, n)})

@@ -1,0 +1,38 @@
+"""The curated concept list and concept-name normalisation (shared by the concept stages).
+
+``data/concepts.txt`` is the default list; ``--curated FILE`` replaces it (one name a line,
+``#`` comments). Names are normalised (lower case, single spaces, no surrounding punctuation)
+and kept in file order without repeats.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from benchmark import tables
+from builder.stagekit import StageInputError
+
+
+def normalize_concept(name: str) -> str:
+    """Lower case, single spaces, no surrounding punctuation."""
+    name = re.sub(r"\s+", " ", name.strip().lower())
+    return name.strip(" .,;:!?\"'`")
+
+
+def load_curated(path: str | Path | None = None) -> list[str]:
+    """The curated concept list (default ``data/concepts.txt``), normalised, order kept."""
+    if path is None:
+        names = tables.concepts()
+    else:
+        p = Path(path)
+        if not p.is_file():
+            raise StageInputError(f"curated concept file not found: {p}")
+        lines = p.read_text(encoding="utf-8").splitlines()
+        names = [ln.strip() for ln in lines if ln.strip() and not ln.lstrip().startswith("#")]
+    out: list[str] = []
+    for n in names:
+        norm = normalize_concept(n)
+        if norm and norm not in out:
+            out.append(norm)
+    return out

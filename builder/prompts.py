@@ -1,0 +1,29 @@
+"""The builder's prompts: files of ``data/prompts/``, read through ``benchmark.tables``.
+
+:func:`load_prompt` returns the prompt as a :class:`string.Template` and the sha256 of the
+file (recorded in the stage-run parameters, on the rows the prompt produced, and in the LLM
+cache key). A prompt that is missing or uses a placeholder the stage does not fill is bad
+input (one line, exit 2).
+"""
+
+from __future__ import annotations
+
+from string import Template
+
+from benchmark import tables
+from builder.stagekit import StageInputError
+
+
+def load_prompt(name: str, placeholders: tuple[str, ...]) -> tuple[Template, str]:
+    """``data/prompts/<name>`` as a template checked against ``placeholders``, and its sha256."""
+    try:
+        prompt = tables.data_file(f"prompts/{name}")
+    except tables.TableError as exc:
+        raise StageInputError(f"prompt {name!r} not found: {exc}") from exc
+    template = Template(prompt.text)
+    try:
+        template.substitute({p: "" for p in placeholders})
+    except (KeyError, ValueError) as exc:
+        use = ", ".join(f"${p}" for p in placeholders)
+        raise StageInputError(f"{prompt.path}: bad placeholder {exc} (use {use})") from exc
+    return template, prompt.sha256

@@ -1,0 +1,145 @@
+"""The builder's one retry policy (image search requests, image downloads), on tenacity.
+
+A call is repeated while its *result* says it is worth another try (the callers turn transient
+errors into results; any exception propagates at once). Between attempts it waits
+``min(cap, first * 2 ** (attempt - 1))`` seconds times a jitter drawn from [1, 1.5], unless
+the result carries a server-given wait (``Retry-After``): that wait is used instead, and one
+longer than ``max_server_wait`` gives up at once. At most ``1 + retries`` attempts. The sleep
+function is injectable, so tests run without waiting.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import random
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Generic, TypeVar
+
+T = TypeVar("T")
+
+JITTER = (1.0, 1.5)
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """How often and how long to retry."""
+
+    retries: int  # extra attempts after the first
+    first: float  # first wait in seconds, doubled per attempt
+    cap: float  # no wait (before jitter) is longer
+    max_server_wait: float | None = None  # a longer server-given wait gives up
+
+    def delay(self, attempt: int) -> float:
+        """The jittered wait after failed attempt number ``attempt`` (1-based)."""
+        return min(self.cap, self.first * 2 ** (attempt - 1)) * random.uniform(*JITTER)
+
+
+@dataclass
+class Tried(Generic[T]):
+    """The last result, how many attempts it took, and why the retries stopped: ``None`` (the
+    result needs no retry), ``"attempts"`` (out of attempts) or ``"server_wait"`` (the server
+    asked for a wait above ``max_server_wait``)."""
+
+    result: T
+    attempts: int
+    gave_up: str | None
+
+
+class _Policy(Generic[T]):
+    """The tenacity callbacks of one call: when to retry, stop and wait, and what happened."""
+
+    def __init__(self, backoff: Backoff, again: Callable[[T], bool],
+                 server_wait: Callable[[T], float | None] | None,
+                 on_retry: Callable[[T, int, float], None] | None):
+        self.backoff, self.again, self.server_wait, self.on_retry = (
+            backoff, again, server_wait, on_retry)
+        self.gave_up: str | None = None
+
+    def _wait_of(self, result: T) -> float | None:
+        return self.server_wait(result) if self.server_wait is not None else None
+
+    def stop(self, state: Any) -> bool:
+        if state.attempt_number > self.backoff.retries:
+            self.gave_up = "attempts"
+            return True
+        wait, cap = self._wait_of(state.outcome.result()), self.backoff.max_server_wait
+        if wait is not None and cap is not None and wait > cap:
+            self.gave_up = "server_wait"
+            return True
+        return False
+
+    def wait(self, state: Any) -> float:
+        wait = self._wait_of(state.outcome.result())
+        return wait if wait is not None else self.backoff.delay(state.attempt_number)
+
+    def before_sleep(self, state: Any) -> None:
+        if self.on_retry is not None:
+            self.on_retry(state.outcome.result(), state.attempt_number, state.next_action.sleep)
+
+    def kwargs(self) -> dict[str, Any]:
+        from tenacity import retry_if_result
+
+        return dict(stop=self.stop, wait=self.wait, retry=retry_if_result(self.again),
+                    before_sleep=self.before_sleep, reraise=True,
+                    retry_error_callback=lambda state: state.outcome.result())
+
+    def tried(self, result: T, attempts: int) -> Tried[T]:
+        return Tried(result, attempts, self.gave_up if self.again(result) else None)
+
+
+def call(fn: Callable[[], T], backoff: Backoff, again: Callable[[T], bool], *,
+         server_wait: Callable[[T], float | None] | None = None,
+         on_retry: Callable[[T, int, float], None] | None = None,
+         sleep: Callable[[float], None] = time.sleep) -> Tried[T]:
+    """Call ``fn`` until ``again(result)`` is false or the policy gives up."""
+    from tenacity import Retrying
+
+    policy = _Policy(backoff, again, server_wait, on_retry)
+    attempts = 0
+
+    def attempt() -> T:
+        nonlocal attempts
+        attempts += 1
+        return fn()
+
+    result = Retrying(sleep=sleep, **policy.kwargs())(attempt)
+    return policy.tried(result, attempts)
+
+
+async def call_async(fn: Callable[[], Awaitable[T]], backoff: Backoff, again: Callable[[T], bool],
+                     *, server_wait: Callable[[T], float | None] | None = None,
+                     on_retry: Callable[[T, int, float], None] | None = None,
+                     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> Tried[T]:
+    """The same for a coroutine function (waits with ``await sleep(...)``)."""
+    from tenacity import AsyncRetrying
+
+    policy = _Policy(backoff, again, server_wait, on_retry)
+    attempts = 0
+
+    async def attempt() -> T:
+        nonlocal attempts
+        attempts += 1
+        return await fn()
+
+    result = await AsyncRetrying(sleep=sleep, **policy.kwargs())(attempt)
+    return policy.tried(result, attempts)
+
+
+def parse_retry_after(value: str | None) -> float | None:
+    """Seconds from a ``Retry-After`` header (delta-seconds or HTTP date), else None."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - datetime.now(UTC)).total_seconds())

@@ -1,0 +1,159 @@
+"""The catalog under bad files and concurrency (issue 15): a file that is not a catalog (random
+bytes, a truncated copy, 0 bytes, a newer schema) is one line naming it, exit 2, and is left as
+it was; concurrent first runs on a new work dir, and concurrent upgrades of an old catalog, all
+succeed and apply each migration once."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from builder import __main__ as builder_cli
+from builder.catalog import Catalog, _split_sql
+from builder.migrations import all_migrations
+
+ROOT = Path(__file__).resolve().parents[2]
+NEWEST = max(m.version for m in all_migrations())
+
+
+def _status(wd: Path, capsys) -> tuple[int, list[str]]:
+    rc = builder_cli.main(["--workdir", str(wd), "status"])
+    return rc, capsys.readouterr().err.strip().splitlines()
+
+
+def test_random_bytes_are_one_line_naming_the_file(tmp_path, capsys):
+    wd = tmp_path / "w"
+    wd.mkdir()
+    garbage = os.urandom(4096)
+    (wd / "catalog.sqlite").write_bytes(garbage)
+    rc, err = _status(wd, capsys)
+    assert rc == 2 and err == [
+        f"error: {wd / 'catalog.sqlite'} is not a usable catalog (file is not a database): "
+        "restore it from a backup, or move it away to start the build anew"]
+    assert (wd / "catalog.sqlite").read_bytes() == garbage  # left as it was
+
+
+def test_a_truncated_catalog_is_one_line_in_every_command(tmp_path, capsys):
+    from builder import crawl, tagging
+
+    good = tmp_path / "good"
+    with Catalog.open(good):
+        pass
+    wd = tmp_path / "w"
+    wd.mkdir()
+    (wd / "catalog.sqlite").write_bytes((good / "catalog.sqlite").read_bytes()[:50_000])
+    rc, err = _status(wd, capsys)
+    assert rc == 2 and len(err) == 1 and "database disk image is malformed" in err[0]
+    for main, argv in ((crawl.main, ["--search", f"folder:{tmp_path}"]),
+                       (tagging.main, ["--llm", "offline"])):
+        assert main(["--workdir", str(wd), *argv]) == 2
+        err = capsys.readouterr().err
+        assert f"{wd / 'catalog.sqlite'} is not a usable catalog" in err
+        assert "Traceback" not in err
+
+
+def test_a_corrupt_llm_cache_is_one_line_naming_it(tmp_path):
+    from builder.catalog import CatalogError
+    from builder.llm_cache import LLMCache
+
+    bad = tmp_path / "llm.sqlite"
+    bad.write_bytes(b"not a database at all" * 100)
+    with pytest.raises(CatalogError, match=f"{bad} is not a usable LLM cache "
+                                           r"\(file is not a database\): move it away"):
+        LLMCache(bad)
+
+
+def test_a_0_byte_catalog_is_not_silently_a_new_build(tmp_path, capsys):
+    wd = tmp_path / "w"
+    wd.mkdir()
+    (wd / "catalog.sqlite").touch()
+    rc, err = _status(wd, capsys)
+    assert rc == 2 and err == [
+        f"error: {wd / 'catalog.sqlite'} is empty (0 bytes), not a catalog: a new build never "
+        "leaves it empty. Restore it from a backup, or delete it to start the build anew"]
+    assert (wd / "catalog.sqlite").stat().st_size == 0
+    (wd / "catalog.sqlite").unlink()
+    assert _status(wd, capsys)[0] == 0  # a missing one is a new build
+    assert (wd / "catalog.sqlite").stat().st_size > 0  # and never 0 bytes, even for a moment
+    assert not list(wd.glob(".catalog.sqlite.*"))  # no temporary file left behind
+
+
+def test_a_catalog_newer_than_the_package_is_refused(tmp_path):
+    from builder.catalog import CatalogError
+
+    with Catalog.open(tmp_path) as cat:
+        cat.con.execute(f"PRAGMA user_version = {NEWEST + 1}")
+    with pytest.raises(CatalogError, match=f"schema v{NEWEST + 1}, newer than this package"):
+        Catalog.open(tmp_path)
+
+
+def test_a_folder_at_the_catalog_path_is_one_line(tmp_path):
+    from builder.catalog import CatalogError
+
+    (tmp_path / "catalog.sqlite").mkdir()
+    with pytest.raises(CatalogError, match="is a folder, not a catalog file"):
+        Catalog.open(tmp_path)
+
+
+# -- concurrency -----------------------------------------------------------------------------
+OPEN = """
+import sys, time
+from builder.catalog import Catalog
+start = float(sys.argv[2])
+while time.time() < start:
+    pass
+with Catalog.open(sys.argv[1]) as cat:
+    print(cat.schema_version)
+"""
+
+
+def _race(wd: Path, n: int = 3) -> list[subprocess.CompletedProcess]:
+    """``n`` processes open the same work dir at the same instant."""
+    start = time.time() + 1.5  # every interpreter is up and waiting by then
+    procs = [subprocess.Popen([sys.executable, "-c", OPEN, str(wd), str(start)], cwd=ROOT,
+                              env={**os.environ, "PYTHONPATH": str(ROOT)}, text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+             for _ in range(n)]
+    return [subprocess.CompletedProcess(p.args, p.wait(60), *p.communicate()) for p in procs]
+
+
+def _check(wd: Path, runs: list[subprocess.CompletedProcess]) -> None:
+    for r in runs:
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.strip() == str(NEWEST)
+    con = sqlite3.connect(wd / "catalog.sqlite")
+    try:
+        assert con.execute("PRAGMA user_version").fetchone()[0] == NEWEST
+        assert con.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        cols = [r[1] for r in con.execute("PRAGMA table_info(downloads)")]
+        assert cols.count("x_robots_tag") == 1
+    finally:
+        con.close()
+
+
+@pytest.mark.slow
+def test_concurrent_first_runs_on_a_new_work_dir_all_succeed(tmp_path):
+    for k in range(2):  # two of three processes lost the race before, every round
+        wd = tmp_path / f"w{k}"
+        _check(wd, _race(wd))
+
+
+@pytest.mark.slow
+def test_concurrent_upgrades_of_an_old_catalog_apply_each_migration_once(tmp_path):
+    base = all_migrations()[0]
+    for k in range(2):
+        wd = tmp_path / f"w{k}"
+        wd.mkdir()
+        con = sqlite3.connect(wd / "catalog.sqlite", isolation_level=None)
+        con.execute("PRAGMA journal_mode=WAL")
+        for stmt in _split_sql(base.sql):
+            con.execute(stmt)
+        con.execute(f"PRAGMA user_version = {base.version}")
+        con.close()
+        _check(wd, _race(wd))
