@@ -1,14 +1,16 @@
 # Set-up and entry points. Each target installs what it needs (idempotent; stamps in the venvs).
 #   make demo   set up .venv and run the main job on its embedded default
-#   make test   set up .venv, Label Studio's own .venv-ls and the fonts, then run the tests
+#   make test   set up .venv, Label Studio's own .venv-ls, img2dataset's own .venv-i2d and the
+#               fonts, then run the tests
 PY ?= python3
 VENV := .venv
 LSVENV := .venv-ls
+I2DVENV := .venv-i2d
 PIP := $(VENV)/bin/pip
 # Debian fonts so plots render Thai, Devanagari, Arabic and CJK labels.
 FONT_PKGS := fonts-noto-core fonts-noto-cjk
 
-.PHONY: demo synthetic test setup setup-ls fonts lint bench
+.PHONY: demo synthetic test setup setup-ls setup-i2d fonts lint bench
 
 $(VENV)/.installed: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -23,8 +25,18 @@ $(LSVENV)/.installed:
 	$(LSVENV)/bin/pip install -q 'label-studio==1.23.*'
 	touch $@
 
+# img2dataset 1.47 pins albumentations<2, webdataset<0.3, fire<0.8 and pulls opencv and wandb:
+# its own venv, used only as a subprocess (tests/builder/test_img2dataset.py,
+# tests/perf/bench_download.py). ~0.8 GB, ~1 min. Pinned: the round-trip test checks this version.
+$(I2DVENV)/.installed:
+	$(PY) -m venv $(I2DVENV)
+	$(I2DVENV)/bin/pip install -q --upgrade pip
+	$(I2DVENV)/bin/pip install -q 'img2dataset==1.47.0'
+	touch $@
+
 setup: $(VENV)/.installed
 setup-ls: $(LSVENV)/.installed
+setup-i2d: $(I2DVENV)/.installed
 
 fonts:
 	@if ! fc-list 2>/dev/null | grep -qi 'NotoSansThai'; then \
@@ -43,11 +55,11 @@ synthetic: $(VENV)/.installed
 	$(VENV)/bin/python -m benchmark run --model hash --task 3xcm --task 3xcm-i2i \
 	  --dataset data/synthetic-3xcm --output-dir results
 
-test: $(VENV)/.installed $(LSVENV)/.installed fonts
+test: $(VENV)/.installed $(LSVENV)/.installed $(I2DVENV)/.installed fonts
 	$(VENV)/bin/python -m pytest
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
 
-bench: $(VENV)/.installed
+bench: $(VENV)/.installed $(I2DVENV)/.installed
 	for f in tests/perf/bench_*.py; do echo "== $$f"; $(VENV)/bin/python $$f || exit 1; done

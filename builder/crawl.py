@@ -362,7 +362,7 @@ def _crawl(catalog: Catalog, cfg: CrawlConfig, kind: str, path: Path | None, fet
     reset_transient(catalog, transient=cfg.retry_failed)  # our own errors: always again
     link_items(catalog)
     if cfg.export_urls:
-        n = export_urls(catalog, Path(cfg.export_urls))
+        n = export_urls(catalog, Path(cfg.export_urls), allow_hosts=fetch.allow_hosts)
         log.info("wrote %d URLs to %s", n, cfg.export_urls)
     elif not cfg.skip_download:
         download_pending(catalog, fetch, run_id)

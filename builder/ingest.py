@@ -1,22 +1,27 @@
-"""img2dataset interop: export the crawl's URLs, ingest img2dataset's output into the catalog
-with the crawl's validation and provenance.
+"""img2dataset interop: ingest img2dataset's output into the catalog with the crawl's
+validation and provenance.
 
-``python -m builder.ingest --img2dataset DIR [--workdir W]``
+``python -m builder.ingest --img2dataset DIR [--allow-host HOST] [--workdir W]``
 
 For crawls too large for one machine: ``python -m builder.crawl --export-urls urls.parquet``
-writes the pending URLs; img2dataset (Spark / Ray / multiprocessing) downloads them, e.g.::
+writes the pending URLs; img2dataset (Spark / Ray / multiprocessing) downloads them with
+re-encoding off, so the stored bytes are the served bytes (docs/crawl.md has the commands)::
 
     img2dataset --url_list urls.parquet --input_format parquet --url_col url \\
         --save_additional_columns '["item_id","concept","country","language","rank"]' \\
-        --output_format files --output_folder DIR --resize_mode no --encode_format jpg
+        --disable_all_reencoding True --output_format files --output_folder DIR
 
 and this command brings the result back. It reads every shard's metadata (``DIR/NNNNN.parquet``,
 or the ``.json`` sidecars when the parquet is missing) and takes the bytes from the ``files``
 layout (``DIR/NNNNN/<key>.<ext>``), the ``parquet`` layout (a ``jpg``/``png``/``webp`` column)
 or the ``webdataset`` layout (``DIR/NNNNN.tar``). The bytes go through the same checks as a
 download (byte cap, Pillow decode under the pixel cap, content-addressed atomic store), each
-URL gets one status and reason, and URLs already in ``downloads`` are skipped (idempotent).
-Keep ``--resize_mode no``: resized images are accepted but their reason says so.
+URL gets one status and reason (img2dataset's errors map to the built-in downloader's
+statuses), and URLs already in ``downloads`` are skipped (idempotent). img2dataset has no
+address guard: a URL whose host is a non-public address literal (or ``localhost``) is
+``blocked_host`` unless ``--allow-host`` names it. Resized or re-encoded images (img2dataset's
+defaults) are accepted, and their reason says so (the sha256 img2dataset computed of the
+served bytes differs from the stored one).
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from tqdm.auto import tqdm
 from builder.catalog import Catalog, utcnow
 from builder.download import FetchConfig, FetchResult, validate_and_store
 from builder.items import finalize_duplicates, link_items, record_download
+from builder.netguard import url_refusal
 from builder.stagekit import StageInputError, report, stage_main, stage_parser, stage_run
 
 log = logging.getLogger(__name__)
@@ -44,16 +50,38 @@ STAGE = "ingest"
 IMAGE_EXTS = ("jpg", "jpeg", "png", "webp", "gif", "bmp", "tif", "tiff")
 
 
+#: img2dataset's error text (urllib's, mostly) -> the crawl's status, first match wins. The
+#: statuses are the built-in downloader's for the same failure, so ``--retry-failed`` treats
+#: them alike (``download.TRANSIENT``).
+FAILURES = (
+    ("infinite loop", "redirect_loop"),  # urllib: "...redirect error that would lead to an infinite loop"
+    ("redirection to url", "unsupported_scheme"),  # urllib refuses a redirect to ftp:// etc.
+    ("unknown url type", "unsupported_scheme"),
+    ("timed out", "timeout"), ("timeout", "timeout"),
+    ("x-robots-tag", "opted_out"),
+    ("name or service not known", "dns_error"), ("nodename nor servname", "dns_error"),
+    ("temporary failure in name resolution", "dns_error"), ("getaddrinfo failed", "dns_error"),
+    ("no address associated", "dns_error"),
+    ("connection refused", "connection_error"), ("connection reset", "connection_error"),
+    ("remote end closed", "connection_error"), ("connection aborted", "connection_error"),
+    ("network is unreachable", "connection_error"), ("no route to host", "connection_error"),
+    ("certificate verify failed", "connection_error"), ("ssl", "connection_error"),
+    ("incompleteread", "connection_error"),
+)
+
+
 def failure_status(error: str | None, i2d_status: str | None) -> tuple[str, int | None]:
     """Map an img2dataset failure to one of the crawl's statuses (and the HTTP status)."""
     msg = (error or "").lower()
+    for needle, status in FAILURES[:2]:
+        if needle in msg:
+            return status, None
     m = re.search(r"http error (\d{3})", msg)
     if m:
         return "http_error", int(m.group(1))
-    if "timed out" in msg or "timeout" in msg:
-        return "timeout", None
-    if "x-robots-tag" in msg or ("opt" in msg and "out" in msg):
-        return "opted_out", None
+    for needle, status in FAILURES[2:]:
+        if needle in msg:
+            return status, None
     if i2d_status == "failed_to_resize":
         return "not_an_image", None
     return "fetch_error", None
@@ -149,7 +177,13 @@ def _ingest(catalog: Catalog, root: Path, fetch: FetchConfig, tars: dict[Path, t
 
 def _result(url: str, stem: Path, rec: dict[str, Any], tars: dict[Path, tarfile.TarFile],
             fetch: FetchConfig, catalog: Catalog) -> FetchResult:
+    """One sample's outcome. img2dataset reports neither redirects nor response headers nor
+    attempts: ``final_url``, ``content_type``, ``x_robots_tag`` stay NULL, ``attempts`` 1."""
     now = utcnow()
+    refused = url_refusal(url, fetch.allow_hosts)  # img2dataset has no address guard
+    if refused:
+        return FetchResult(url, refused[0], f"{refused[1]} (fetched by img2dataset, not stored)",
+                           attempts=1, fetched_at=now)
     if rec.get("status") != "success":
         status, http = failure_status(rec.get("error_message"), rec.get("status"))
         return FetchResult(url, status, f"img2dataset: {rec.get('error_message') or rec.get('status')}",
@@ -158,15 +192,17 @@ def _result(url: str, stem: Path, rec: dict[str, Any], tars: dict[Path, tarfile.
     if data is None:
         return FetchResult(url, "missing_file", f"img2dataset sample {rec.get('key')} has no bytes",
                            attempts=1, fetched_at=now)
-    if len(data) > fetch.max_bytes:
+    if len(data) > fetch.max_bytes:  # as the crawl: the refused body's size is not recorded
         return FetchResult(url, "too_large", f"{len(data)} bytes exceeds {fetch.max_bytes}",
-                           attempts=1, fetched_at=now, nbytes=len(data))
-    res = FetchResult(url, "fetched", "", attempts=1, fetched_at=now, data=data,
-                      final_url=url)
+                           attempts=1, fetched_at=now)
+    served = rec.get("sha256")
+    res = FetchResult(url, "fetched", "", attempts=1, fetched_at=now, data=data)
     res = validate_and_store(res, catalog.workdir, fetch.max_pixels)
     ow, oh = rec.get("original_width"), rec.get("original_height")
     if res.status == "ok" and ow and oh and (ow, oh) != (res.width, res.height):
         res.reason += f" (resized by img2dataset from {ow}x{oh})"
+    elif res.status == "ok" and isinstance(served, str) and served != res.sha256:
+        res.reason += f" (re-encoded by img2dataset; the served bytes had sha256 {served})"
     res.reason += " via img2dataset"
     return res
 
@@ -180,11 +216,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--img2dataset", required=True, metavar="DIR", help="img2dataset output folder")
     p.add_argument("--max-bytes", type=int, default=20 * 1024 * 1024, help="byte cap per image")
     p.add_argument("--max-pixels", type=int, default=89_478_485, help="pixel cap per image")
+    p.add_argument("--allow-host", action="append", default=[], metavar="HOST",
+                   help="a non-public address (or localhost) whose images are accepted; exactly "
+                        "what is named, as the crawl's --allow-host")
     return p
 
 
 def _cli(args: argparse.Namespace) -> int:
-    fetch = FetchConfig(max_bytes=args.max_bytes, max_pixels=args.max_pixels)
+    if args.max_bytes < 1 or args.max_pixels < 1:
+        raise StageInputError("--max-bytes and --max-pixels must be at least 1")
+    fetch = FetchConfig(max_bytes=args.max_bytes, max_pixels=args.max_pixels,
+                        allow_hosts=frozenset(h.lower() for h in args.allow_host))
     with Catalog.open(args.workdir) as catalog:
         counts = ingest_img2dataset(catalog, Path(args.img2dataset).expanduser(), fetch)
     report(_summary(Counter(counts)))

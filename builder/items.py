@@ -15,6 +15,7 @@ from typing import Any
 from benchmark.files import atomic_path
 from builder.catalog import Catalog, utcnow
 from builder.download import OURS, TRANSIENT, FetchResult
+from builder.netguard import url_refusal
 
 
 def record_download(con: sqlite3.Connection, res: FetchResult, run_id: int | None) -> None:
@@ -97,12 +98,17 @@ def finalize_duplicates(catalog: Catalog) -> int:
     return sum(1 for c in changes if c[0] == "duplicate")
 
 
-def export_urls(catalog: Catalog, out: Path, include_done: bool = False) -> int:
+def export_urls(catalog: Catalog, out: Path, include_done: bool = False,
+                allow_hosts: frozenset[str] = frozenset()) -> int:
     """Write URLs in img2dataset's input format: parquet with ``url`` plus metadata columns.
 
     One row per distinct pending URL (all URLs with ``include_done``), carrying its first
     item's provenance; use it with ``img2dataset --input_format parquet --url_col url
-    --save_additional_columns '[...]'``. Returns the number of rows.
+    --save_additional_columns '[...]'``. img2dataset has no address guard, so URLs the
+    downloader would refuse from the URL alone (not http(s), a non-public address literal not in
+    ``allow_hosts``, an invalid host name: ``netguard.url_refusal``) are left out; they stay
+    pending, and a crawl without ``--export-urls`` records their status. Returns the number
+    of rows.
     """
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -119,7 +125,8 @@ def export_urls(catalog: Catalog, out: Path, include_done: bool = False) -> int:
         "url", "item_id", "concept", "country", "language", "rank", "query_text", "backend",
         "region", "page_url", "title")}
     for r in rows:
-        if r["url"] in seen or not r["url"].startswith(("http://", "https://")):
+        if r["url"] in seen or not r["url"].startswith(("http://", "https://")) or url_refusal(
+                r["url"], allow_hosts):
             continue
         seen.add(r["url"])
         for k in cols:

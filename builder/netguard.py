@@ -112,3 +112,35 @@ class GuardedBackend:
 
     async def sleep(self, seconds: float) -> None:
         await self._inner.sleep(seconds)
+
+
+def url_refusal(url: str, allow_hosts: Iterable[str] = ()) -> tuple[str, str] | None:
+    """(status, reason) for a URL no download may contact, judged from the URL alone, or None.
+
+    For fetchers that have no address guard of their own (img2dataset): a host name longer
+    than DNS allows is ``invalid_url``; a host that is a non-public address literal is
+    ``blocked_host`` unless named in ``allow_hosts`` (exactly, as :class:`GuardedBackend`). A
+    name that *resolves* to a private address cannot be judged here (the fetcher resolves it
+    on its own network)."""
+    from urllib.parse import urlsplit
+
+    try:
+        host = urlsplit(url).hostname or ""
+    except ValueError as e:
+        return "invalid_url", f"{url[:80]!r}: {e}"
+    if not host:
+        return "invalid_url", f"no host in {url[:80]!r}"
+    problem = host_problem(host)
+    if problem:
+        return "invalid_url", problem
+    key = host_key(host)
+    if key == "localhost" or key.endswith(".localhost"):  # RFC 6761: always loopback
+        why: str | None = f"{key} is loopback"
+    else:
+        try:
+            why = address_blocked(key)
+        except ValueError:  # a name, not an address
+            return None
+    if why and key not in {host_key(h) for h in allow_hosts}:
+        return "blocked_host", why
+    return None

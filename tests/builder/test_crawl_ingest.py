@@ -1,4 +1,5 @@
-"""img2dataset round trip: --export-urls, a hand-built img2dataset output, ingest."""
+"""img2dataset interop on hand-built outputs: --export-urls, every layout, the status mapping,
+the URL guard. The round trip through the real package is tests/builder/test_img2dataset.py."""
 
 from __future__ import annotations
 
@@ -122,6 +123,54 @@ def test_failure_mapping_and_cli_errors(tmp_path: Path, capsys: pytest.CaptureFi
     assert failure_status("HTTP Error 503: Service Unavailable", "failed_to_download") == (
         "http_error", 503)
     assert failure_status("cannot identify image file", "failed_to_resize") == ("not_an_image", None)
-    assert failure_status("Connection reset by peer", "failed_to_download") == ("fetch_error", None)
+    # the built-in downloader's status for the same failure (so --retry-failed treats them alike)
+    assert failure_status("[Errno 104] Connection reset by peer", "failed_to_download") == (
+        "connection_error", None)
+    assert failure_status("<urlopen error [Errno 111] Connection refused>", "failed_to_download") == (
+        "connection_error", None)
+    assert failure_status("<urlopen error [Errno -2] Name or service not known>", None) == (
+        "dns_error", None)
+    assert failure_status("HTTP Error 302: The HTTP server returned a redirect error that would "
+                          "lead to an infinite loop.", "failed_to_download") == ("redirect_loop", None)
+    assert failure_status("HTTP Error 302: redirection to url 'ftp://x/y' is not allowed", None) == (
+        "unsupported_scheme", None)
+    assert failure_status("hash mismatch", "failed_to_download") == ("fetch_error", None)
     assert main(["--img2dataset", str(tmp_path / "nope"), "--workdir", str(tmp_path / "w")]) == 2
     assert "is not a folder" in capsys.readouterr().err
+
+
+def test_ingest_refuses_what_the_downloader_would_refuse_from_the_url(tmp_path: Path) -> None:
+    """img2dataset has no address guard: a non-public address literal (or localhost) it fetched
+    is blocked_host unless allowed exactly; an over-long host name is invalid_url; the export
+    leaves those URLs out so img2dataset never contacts them."""
+    urls = ["http://127.0.0.1:8000/a.jpg", "http://169.254.169.254/latest/meta-data/x.jpg",
+            "http://localhost:8000/b.jpg", f"http://{'a' * 70}.example/c.jpg",
+            "https://img.example/d.jpg"]
+    f = write_urls(tmp_path / "u.csv", [("food", "THA", "th", i, u, "", "")
+                                        for i, u in enumerate(urls, start=1)])
+    wd, out = tmp_path / "w", tmp_path / "urls.parquet"
+    with Catalog.open(wd) as cat:
+        crawl(cat, CrawlConfig(search=f"urls:{f}", export_urls=str(out)))
+    assert [r["url"] for r in pq.read_table(out).to_pylist()] == [urls[4]]
+    root = tmp_path / "i2d"
+    (root / "00000").mkdir(parents=True)
+    data = image_bytes("JPEG", (40, 30), seed=3)
+    recs = []
+    for i, u in enumerate(urls):
+        key = f"{i:09d}"
+        (root / "00000" / f"{key}.jpg").write_bytes(data if i < 4 else image_bytes(seed=4))
+        recs.append({"key": key, "url": u, "status": "success", "error_message": None,
+                     "sha256": None})
+    recs[4]["sha256"] = "0" * 64  # img2dataset's hash of the served bytes: not what it stored
+    pq.write_table(pa.Table.from_pylist(recs), root / "00000.parquet")
+    assert main(["--img2dataset", str(root), "--workdir", str(wd),
+                 "--allow-host", "127.0.0.1"]) == 0
+    with Catalog.open(wd) as cat:
+        got = {r["url"]: (r["status"], r["reason"]) for r in cat.query("SELECT * FROM downloads")}
+    assert got[urls[0]][0] == "ok"
+    assert got[urls[1]] == ("blocked_host", "169.254.169.254 is link-local (fetched by "
+                                            "img2dataset, not stored)")
+    assert got[urls[2]][0] == "blocked_host" and "localhost is loopback" in got[urls[2]][1]
+    assert got[urls[3]][0] == "invalid_url" and "DNS allows 63" in got[urls[3]][1]
+    assert got[urls[4]] == ("ok", f"JPEG 64x48 (re-encoded by img2dataset; the served bytes had "
+                                  f"sha256 {'0' * 64}) via img2dataset")
