@@ -50,24 +50,63 @@ TRIPLET_COLUMN_DOCS = {
 }
 
 
+#: The Hub's size categories (its dataset card spec), smallest first: (upper bound, label).
+SIZE_CATEGORIES = ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"),
+                   (1_000_000, "100K<n<1M"), (10_000_000, "1M<n<10M"),
+                   (100_000_000, "10M<n<100M"), (1_000_000_000, "100M<n<1B"),
+                   (10_000_000_000, "1B<n<10B"), (100_000_000_000, "10B<n<100B"),
+                   (1_000_000_000_000, "100B<n<1T"))
+#: ``license: other`` needs ``license_name`` and ``license_link``: the link names this file of
+#: the release (export writes it: :func:`licence_text`).
+LICENSE_FILE = "LICENSE.md"
+#: The Hub's task categories (huggingface.js ``PIPELINE_DATA``) that fit: the Hub has no
+#: text-to-image *retrieval* category; ``text-to-image`` and ``image-feature-extraction`` are
+#: where image-text retrieval datasets are listed, and the tags say retrieval.
+TASK_CATEGORIES = ["text-to-image", "image-feature-extraction"]
+LICENCE_TERMS = [
+    "The triplets, tags and metadata (everything but the images) are released under the MIT "
+    "licence of the toolkit.",
+    "The images were found by web image search and remain under their owners' copyright and "
+    "licences; they are redistributed only to evaluate retrieval models, for non-commercial "
+    "research. Each image's `source_url` and `page_url` name its origin; `provenance.jsonl` "
+    "holds the full record (query, search backend and region, raw rank, HTTP status, content "
+    "type, size, retrieval time, dedup and review outcome, tagging model and prompt hash). "
+    "Pages that sent `X-Robots-Tag: noai`/`noimageai` were not used.",
+    "Takedown: an owner who objects to an image's inclusion can ask for its removal (open an "
+    "issue on the dataset repository citing the `image_id`); it is removed in the next release.",
+]
+
+
 def size_category(n: int) -> str:
-    for bound, label in ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K")):
+    """The Hub's size category of ``n`` rows (``n>1T`` past the last bound)."""
+    for bound, label in SIZE_CATEGORIES:
         if n < bound:
             return label
-    return "100K<n<1M"
+    return "n>1T"
+
+
+def licence_text() -> str:
+    """``LICENSE.md`` of the release, the target of the card's ``license_link``."""
+    return ("# 3XCM licence (`3xcm-mixed`)\n\n"
+            + "\n".join(f"- {t}" for t in LICENCE_TERMS) + "\n")
 
 
 def front_matter(features: dict[str, Any], splits: dict[str, dict[str, int]], n_triplets: int) -> dict:
-    """YAML metadata: ``configs`` with ``data_files`` and ``dataset_info`` per config."""
+    """YAML metadata: licence, task and size categories (the size of the largest config),
+    ``configs`` with ``data_files`` and ``dataset_info`` per config."""
     langs = sorted({c.language.split("-")[0] for c in tables.countries()})
+    rows = max([n_triplets, *(s.get("num_examples", 0) for s in splits.values())])
     meta: dict[str, Any] = {
         "pretty_name": "3XCM",
         "license": "other",
         "license_name": "3xcm-mixed",
+        "license_link": LICENSE_FILE,
         "language": langs,
         "multilinguality": "multilingual",
-        "size_categories": [size_category(n_triplets)],
-        "tags": ["cross-modal-retrieval", "bias", "multilingual", "multicultural", "benchmark"],
+        "task_categories": TASK_CATEGORIES,
+        "size_categories": [size_category(rows)],
+        "tags": ["cross-modal-retrieval", "text-to-image-retrieval", "bias", "multilingual",
+                 "multicultural", "benchmark"],
         "configs": [
             {"config_name": name,
              "data_files": [{"split": SPLITS[name], "path": f"{name}/{SPLITS[name]}-*.parquet"}]}
@@ -175,17 +214,8 @@ def card_text(meta: dict, numbers: dict[str, Any], build: dict[str, Any]) -> str
         "",
         "## Licence and provenance",
         "",
-        "- The triplets, tags and metadata (everything but the images) are released under the "
-        "MIT licence of the toolkit.",
-        "- The images were found by web image search and remain under their owners' copyright "
-        "and licences; they are redistributed only to evaluate retrieval models, for "
-        "non-commercial research. Each image's `source_url` and `page_url` name its origin; "
-        "`provenance.jsonl` holds the full record (query, search backend and region, raw rank, "
-        "HTTP status, content type, size, retrieval time, dedup and review outcome, tagging "
-        "model and prompt hash). Pages that sent `X-Robots-Tag: noai`/`noimageai` were not used.",
-        "- Takedown: an owner who objects to an image's inclusion can ask for its removal (open "
-        "an issue on the dataset repository citing the `image_id`); it is removed in the next "
-        "release.",
+        *(f"- {t}" for t in LICENCE_TERMS),
+        f"- The same terms are in [`{LICENSE_FILE}`]({LICENSE_FILE}) (the card's `license_link`).",
         "",
         "## Files",
         "",
@@ -193,6 +223,7 @@ def card_text(meta: dict, numbers: dict[str, Any], build: dict[str, Any]) -> str
         f"- `build.json`: the seed ({build['sampling']['seed']}), the sampling settings, every "
         "stage run of the build (parameters, counts, times) and the numbers above.",
         "- `provenance.jsonl`: one record per released image.",
+        f"- `{LICENSE_FILE}`: the licence terms above.",
     ]
     text = "---\n" + yaml.safe_dump(meta, sort_keys=False, allow_unicode=True) + "---\n\n"
     text += "\n".join(body) + "\n"

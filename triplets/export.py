@@ -7,6 +7,7 @@ Layout::
     images/train-0000i-of-0000n.parquet    split train; image bytes embedded (never paths)
     build.json                    seed, sampling settings, stage records, numbers
     provenance.jsonl              one record per image
+    LICENSE.md                    the licence terms (the card's ``license_link``)
 
 The export refuses (exit 1) when any triplet rule is violated or an image's bytes are missing
 or do not match their sha256. It writes into a temporary sibling folder (every file through
@@ -29,7 +30,7 @@ from benchmark.data.xcm import IMAGE_COLUMNS, TRIPLET_COLUMNS
 from benchmark.files import atomic_path, atomic_write_text, sha256_bytes
 from builder.catalog import Catalog, utcnow
 from builder.workdir import WorkDir
-from triplets.card import SPLITS, card_text, front_matter
+from triplets.card import LICENSE_FILE, SPLITS, card_text, front_matter, licence_text
 from triplets.numbers import release_numbers, stage_records
 from triplets.pool import Pool, PoolImage, load_pool
 from triplets.rules import Violation, check_triplets
@@ -211,6 +212,7 @@ def _write_files(wd: WorkDir, tmp: Path, pool: Pool, rows: list[dict], numbers: 
     yaml_feats = {k: v._to_yaml_list() for k, v in feats.items()}
     meta = front_matter(yaml_feats, split_info, len(rows))
     atomic_write_text(tmp / "README.md", card_text(meta, numbers, build))
+    atomic_write_text(tmp / LICENSE_FILE, licence_text())
     atomic_write_text(tmp / "build.json", json.dumps(
         build, indent=1, ensure_ascii=False, sort_keys=True, allow_nan=False) + "\n")
     atomic_write_text(tmp / "provenance.jsonl", "".join(

@@ -1,4 +1,12 @@
-"""Push a release folder to the Hugging Face Hub (dataset repo), token from the environment."""
+"""Push a release folder to the Hugging Face Hub (dataset repo), token from the environment.
+
+Publishing replaces the release exactly: one commit adds every file of the folder and deletes
+every file of the repo the folder does not have (``.gitattributes`` excepted), so a release
+whose shard count changed leaves no old shard for the card's ``data_files`` globs to load, and
+no reader ever sees half of one release and half of another (``upload_folder`` without
+``delete_patterns`` left old shards behind; with them and ``hf_xet`` it commits large folders
+in several parts). ``HF_ENDPOINT`` (read at call time) or ``endpoint=`` names another Hub.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +15,7 @@ import importlib.util
 import logging
 import os
 from pathlib import Path
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -48,11 +57,53 @@ def check_release_folder(out: Path) -> None:
         raise PublishError(f"--out {out}: missing triplets/ or images/ parquet shards")
 
 
+def release_files(out: Path) -> list[str]:
+    """The folder's files as repo paths (POSIX), hidden files and folders left out."""
+    return sorted(p.relative_to(out).as_posix() for p in out.rglob("*")
+                  if p.is_file() and not any(part.startswith(".")
+                                             for part in p.relative_to(out).parts))
+
+
+def check_card_links(out: Path) -> None:
+    """A relative ``license_link`` in the card must name a file of the release."""
+    import yaml
+
+    text = (out / "README.md").read_text(encoding="utf-8", errors="replace")
+    try:
+        meta = yaml.safe_load(text.split("---", 2)[1]) if text.startswith("---") else None
+    except yaml.YAMLError as e:
+        first = (str(e).splitlines() or [""])[0]
+        raise PublishError(f"--out {out}: README.md front matter is not YAML ({first})") from e
+    link = meta.get("license_link") if isinstance(meta, dict) else None
+    if isinstance(link, str) and "://" not in link and not (out / link).is_file():
+        raise PublishError(f"--out {out}: the card's license_link {link!r} is not in the folder "
+                           "(export it again with `python -m triplets export`)")
+
+
+def replace_release(api: Any, out: Path, repo_id: str, revision: str | None,
+                    message: str) -> Any:
+    """One commit that makes the repo's files exactly the folder's (``.gitattributes`` kept)."""
+    from huggingface_hub import CommitOperationAdd, CommitOperationDelete
+
+    local = release_files(out)
+    remote = api.list_repo_files(repo_id, repo_type="dataset", revision=revision)
+    gone = sorted(set(remote) - set(local) - {".gitattributes"})
+    ops: list[Any] = [CommitOperationDelete(path_in_repo=p) for p in gone]
+    ops += [CommitOperationAdd(path_in_repo=p, path_or_fileobj=str(out / p)) for p in local]
+    log.info("publishing %d files to %s, deleting %d that the release no longer has",
+             len(local), repo_id, len(gone))
+    return api.create_commit(repo_id, ops, repo_type="dataset", revision=revision,
+                             commit_message=message)
+
+
 def publish(out: str | Path, repo_id: str, *, private: bool = False,
-            revision: str | None = None, message: str = "3XCM release") -> str:
-    """Create (if needed) the dataset repo and upload the folder; returns the commit URL."""
+            revision: str | None = None, message: str = "3XCM release",
+            endpoint: str | None = None) -> str:
+    """Create (if needed) the dataset repo and make its files exactly the release folder's
+    (see the module docstring); returns the commit URL."""
     out = Path(out)
     check_release_folder(out)
+    check_card_links(out)
     if repo_id.count("/") != 1 or not all(repo_id.split("/")):
         raise PublishError(f"--repo-id {repo_id!r}: expected ORG/NAME")
     token = hub_token()
@@ -62,12 +113,10 @@ def publish(out: str | Path, repo_id: str, *, private: bool = False,
         raise PublishError("HF_HUB_OFFLINE is set: cannot reach the Hugging Face Hub")
     from huggingface_hub import HfApi
 
-    api = HfApi(token=token)
+    api = HfApi(endpoint=endpoint or os.environ.get("HF_ENDPOINT") or None, token=token)
     try:
         api.create_repo(repo_id, repo_type="dataset", private=private, exist_ok=True)
-        info = api.upload_folder(folder_path=str(out), repo_id=repo_id, repo_type="dataset",
-                                 revision=revision, commit_message=message,
-                                 ignore_patterns=[".*"])
+        info = replace_release(api, out, repo_id, revision, message)
     except hub_errors() as e:  # one line, no token; evaluated only when something was raised
         first = (str(e).splitlines() or [""])[0]
         raise PublishError(f"cannot publish to {repo_id}: {type(e).__name__}: {first}") from e

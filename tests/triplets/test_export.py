@@ -1,4 +1,5 @@
-"""The release: export, offline load_dataset round trip, validation, evaluator, publish errors."""
+"""The release: export, offline load_dataset round trip, validation, evaluator, the card's
+metadata, publish (errors; exact replacement on a fake Hub on 127.0.0.1)."""
 
 from __future__ import annotations
 
@@ -200,3 +201,80 @@ def test_images_config_bytes_are_embedded_not_paths(release):
     for path in (res.out / "images").glob("*.parquet"):
         for cell in pq.read_table(path, columns=["image"]).column("image").to_pylist():
             assert cell["bytes"] and Image.open(io.BytesIO(cell["bytes"])).size == (8, 8)
+
+
+def _hub_env(monkeypatch, hub):
+    import huggingface_hub.constants
+
+    monkeypatch.setenv("HF_TOKEN", hub.token)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)  # read at import
+    monkeypatch.setenv("HF_ENDPOINT", hub.url)  # publish reads it at call time
+
+
+def test_publish_replaces_the_release_exactly(release, tmp_path, monkeypatch, capsys):
+    """A second release with fewer image shards: the Hub ends with exactly its files (the old
+    shards gone, .gitattributes kept), in one commit, and the card's globs load it once."""
+    from tests.fakes.hub import FakeHub
+    from triplets.publish import release_files
+
+    wd, _ = release
+    out = tmp_path / "rel"
+    total = sum(p.stat().st_size for p in wd.images_dir.rglob("*.png"))
+    export_release(wd, out, shard_bytes=total // 3 + 1)  # as the fixture: several image shards
+    old = release_files(out)
+    with FakeHub() as hub:
+        _hub_env(monkeypatch, hub)
+        assert cli.main(["publish", "--out", str(out), "--repo-id", "org/3xcm"]) == 0
+        assert capsys.readouterr().out.startswith(f"published: {hub.url}/datasets/org/3xcm/commit/")
+        hub.repos["org/3xcm"].files[".gitattributes"] = b"*.parquet filter=lfs\n"
+        assert set(hub.files("org/3xcm")) == {*old, ".gitattributes"}
+        second = export_release(wd, out, shard_bytes=1 << 40)  # one image shard now
+        new = release_files(out)
+        assert second.shards == 1 and len([p for p in old if p.startswith("images/")]) >= 3
+        assert cli.main(["publish", "--out", str(out), "--repo-id", "org/3xcm"]) == 0
+        files = hub.files("org/3xcm")
+        commits = hub.commits("org/3xcm")
+    assert set(files) == {*new, ".gitattributes"}  # exactly the new release
+    assert not [p for p in old if p.startswith("images/") and p in files]
+    assert all(files[p] == (out / p).read_bytes() for p in new)
+    assert len(commits) == 2  # one commit per release: no reader sees a mix of the two
+    deleted = sorted(p for op, p in commits[1]["ops"] if op == "deletedFile")
+    assert deleted == sorted(p for p in old if p.startswith("images/")) and ".gitattributes" \
+        not in deleted
+    hub_copy = tmp_path / "hub-copy"  # what a user of the repo loads through the card's globs
+    for p, data in files.items():
+        (hub_copy / p).parent.mkdir(parents=True, exist_ok=True)
+        (hub_copy / p).write_bytes(data)
+    assert len(_load(hub_copy, "images", "train", tmp_path)) == second.n_images == 128
+
+
+def test_publish_refuses_a_card_whose_license_link_is_missing(release, tmp_path, capsys):
+    import shutil
+
+    _, res = release
+    out = tmp_path / "rel"
+    shutil.copytree(res.out, out)
+    (out / "LICENSE.md").unlink()
+    assert cli.main(["publish", "--out", str(out), "--repo-id", "org/3xcm"]) == 2
+    assert "license_link 'LICENSE.md' is not in the folder" in capsys.readouterr().err
+
+
+def test_card_metadata_the_hub_expects(release):
+    from triplets.card import SIZE_CATEGORIES, size_category
+
+    _, res = release
+    text = (res.out / "README.md").read_text(encoding="utf-8")
+    meta = yaml.safe_load(text.split("---", 2)[1])
+    assert meta["license"] == "other" and meta["license_name"] == "3xcm-mixed"
+    assert meta["license_link"] == "LICENSE.md"  # `other` needs a name and a link
+    assert "MIT licence" in (res.out / meta["license_link"]).read_text(encoding="utf-8")
+    # task categories of the Hub's taxonomy (huggingface.js PIPELINE_DATA)
+    assert meta["task_categories"] == ["text-to-image", "image-feature-extraction"]
+    rows = max(d["splits"][0]["num_examples"] for d in meta["dataset_info"])
+    assert meta["size_categories"] == [size_category(rows)] == ["n<1K"]
+    assert [size_category(n) for n in (0, 999, 1000, 99_999, 100_000, 2_500_000, 10**13)] == [
+        "n<1K", "n<1K", "1K<n<10K", "10K<n<100K", "100K<n<1M", "1M<n<10M", "n>1T"]
+    assert [label for _, label in SIZE_CATEGORIES][-1] == "100B<n<1T"
+    assert set(meta) >= {"pretty_name", "language", "multilinguality", "tags", "configs",
+                         "dataset_info"}
