@@ -87,11 +87,24 @@ def failure_status(error: str | None, i2d_status: str | None) -> tuple[str, int 
     return "fetch_error", None
 
 
-def _shard_records(root: Path) -> Iterator[tuple[Path, dict[str, Any]]]:
-    """(shard path stem, metadata record) for every sample img2dataset wrote."""
+def _shard_records(root: Path, counts: Counter[str]) -> Iterator[tuple[Path, dict[str, Any]]]:
+    """(shard path stem, metadata record) for every sample of every finished shard.
+
+    img2dataset writes ``NNNNN_stats.json`` when a shard is done (its incremental mode resumes
+    from them): where the folder has any, a shard without one is still being written (or was
+    interrupted) and is skipped (``incomplete_shard``; ingest again after img2dataset finished
+    it). A folder without stats files (assembled by hand) is read whole."""
     import pyarrow.parquet as pq
 
     metas = sorted(p for p in root.glob("*.parquet"))
+    finished = {p.name.split("_", 1)[0] for p in root.glob("*_stats.json")}
+    if finished:
+        unfinished = [m.name for m in metas if m.stem not in finished]
+        if unfinished:
+            log.warning("%d shard(s) without img2dataset's _stats.json skipped (unfinished): %s",
+                        len(unfinished), ", ".join(unfinished[:5]))
+            counts["incomplete_shard"] += len(unfinished)
+        metas = [m for m in metas if m.stem in finished]
     for meta in metas:
         try:
             table = pq.read_table(meta)
@@ -99,7 +112,7 @@ def _shard_records(root: Path) -> Iterator[tuple[Path, dict[str, Any]]]:
             raise StageInputError(f"{meta}: not a readable img2dataset metadata parquet ({e})") from e
         for rec in table.to_pylist():
             yield meta.with_suffix(""), rec
-    if metas:
+    if metas or finished:
         return
     for sidecar in sorted(root.glob("*/*.json")):  # files layout without the parquet
         yield sidecar.parent, json.loads(sidecar.read_text(encoding="utf-8"))
@@ -155,7 +168,7 @@ def _ingest(catalog: Catalog, root: Path, fetch: FetchConfig, tars: dict[Path, t
     known = {r[0] for r in catalog.query("SELECT DISTINCT url FROM items")}
     done = {r[0] for r in catalog.query("SELECT url FROM downloads")}
     source = f"img2dataset:{root}"
-    for stem, rec in tqdm(list(_shard_records(root)), desc="ingest", unit="sample"):
+    for stem, rec in tqdm(list(_shard_records(root, counts)), desc="ingest", unit="sample"):
         url = rec.get("url")
         if not isinstance(url, str) or url not in known:
             with catalog.tx() as con:

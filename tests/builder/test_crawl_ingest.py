@@ -174,3 +174,22 @@ def test_ingest_refuses_what_the_downloader_would_refuse_from_the_url(tmp_path: 
     assert got[urls[3]][0] == "invalid_url" and "DNS allows 63" in got[urls[3]][1]
     assert got[urls[4]] == ("ok", f"JPEG 64x48 (re-encoded by img2dataset; the served bytes had "
                                   f"sha256 {'0' * 64}) via img2dataset")
+
+
+def test_unfinished_shards_are_skipped_until_img2dataset_finishes_them(tmp_path: Path) -> None:
+    """img2dataset marks a finished shard with NNNNN_stats.json: a shard without one (still
+    written, or interrupted: its parquet may not even be readable) is skipped and counted, and
+    the next ingest takes it once it is finished."""
+    wd, rows = exported(tmp_path)
+    out = tmp_path / "i2d"
+    files_layout(out, rows)
+    (out / "00000_stats.json").write_text("{}")
+    (out / "00001.parquet").write_bytes(b"PAR1 half-written")
+    with Catalog.open(wd) as cat:
+        first = ingest_img2dataset(cat, out)
+        (out / "00001.parquet").unlink()  # img2dataset rewrites the shard ...
+        pq.write_table(pa.Table.from_pylist([]), out / "00001.parquet")
+        (out / "00001_stats.json").write_text("{}")  # ... and marks it done
+        second = ingest_img2dataset(cat, out)
+    assert first["incomplete_shard"] == 1 and first["ok"] == 3
+    assert "incomplete_shard" not in second and second["already_done"] == 8
