@@ -29,10 +29,12 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import re
 import tarfile
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +45,7 @@ from builder.download import FetchConfig, FetchResult, validate_and_store
 from builder.items import finalize_duplicates, link_items, record_download
 from builder.netguard import url_refusal
 from builder.stagekit import StageInputError, report, stage_main, stage_parser, stage_run
+from builder.workdir import WorkDir
 
 log = logging.getLogger(__name__)
 
@@ -165,33 +168,57 @@ def ingest_img2dataset(catalog: Catalog, root: Path, fetch: FetchConfig | None =
 
 def _ingest(catalog: Catalog, root: Path, fetch: FetchConfig, tars: dict[Path, tarfile.TarFile],
             counts: Counter[str], run_id: int) -> None:
+    """Read samples in the main thread, validate and store their bytes in a thread pool (Pillow's
+    decode, hashing and the fsync release the GIL), record outcomes in sample order."""
     known = {r[0] for r in catalog.query("SELECT DISTINCT url FROM items")}
     done = {r[0] for r in catalog.query("SELECT url FROM downloads")}
     source = f"img2dataset:{root}"
-    for stem, rec in tqdm(list(_shard_records(root, counts)), desc="ingest", unit="sample"):
-        url = rec.get("url")
-        if not isinstance(url, str) or url not in known:
-            with catalog.tx() as con:
-                con.execute("INSERT OR IGNORE INTO crawl_input_errors (source, line, reason, "
-                            "raw, run_id) VALUES (?, ?, ?, ?, ?)",
-                            (source, f"{stem.name}/{rec.get('key')}",
-                             "URL is not an item of this catalog", str(url), run_id))
-            counts["unknown_url"] += 1
-            continue
-        if url in done:
-            counts["already_done"] += 1
-            continue
-        res = _result(url, stem, rec, tars, fetch, catalog)
+    workers = max(2, os.cpu_count() or 1)
+    inflight: deque[Future[FetchResult]] = deque()
+
+    def record(res: FetchResult) -> None:
         with catalog.tx() as con:
             record_download(con, res, run_id)
-        done.add(url)
         counts[res.status] += 1
 
+    with ThreadPoolExecutor(workers, thread_name_prefix="xcm-ingest") as pool:
+        for stem, rec in tqdm(list(_shard_records(root, counts)), desc="ingest", unit="sample"):
+            url = rec.get("url")
+            if not isinstance(url, str) or url not in known:
+                with catalog.tx() as con:
+                    con.execute("INSERT OR IGNORE INTO crawl_input_errors (source, line, reason, "
+                                "raw, run_id) VALUES (?, ?, ?, ?, ?)",
+                                (source, f"{stem.name}/{rec.get('key')}",
+                                 "URL is not an item of this catalog", str(url), run_id))
+                counts["unknown_url"] += 1
+                continue
+            if url in done:
+                counts["already_done"] += 1
+                continue
+            done.add(url)
+            res = _prepare(url, stem, rec, tars, fetch)
+            if res.status != "fetched":
+                inflight.append(_done_future(res))
+            else:
+                inflight.append(pool.submit(_validate, res, rec, catalog.workdir,
+                                            fetch.max_pixels))
+            while len(inflight) > 2 * workers or (inflight and inflight[0].done()):
+                record(inflight.popleft().result())  # our own failure (disk) raises here
+        while inflight:
+            record(inflight.popleft().result())
 
-def _result(url: str, stem: Path, rec: dict[str, Any], tars: dict[Path, tarfile.TarFile],
-            fetch: FetchConfig, catalog: Catalog) -> FetchResult:
-    """One sample's outcome. img2dataset reports neither redirects nor response headers nor
-    attempts: ``final_url``, ``content_type``, ``x_robots_tag`` stay NULL, ``attempts`` 1."""
+
+def _done_future(res: FetchResult) -> Future[FetchResult]:
+    fut: Future[FetchResult] = Future()
+    fut.set_result(res)
+    return fut
+
+
+def _prepare(url: str, stem: Path, rec: dict[str, Any], tars: dict[Path, tarfile.TarFile],
+             fetch: FetchConfig) -> FetchResult:
+    """One sample's outcome, or status ``fetched`` with its bytes to validate. img2dataset
+    reports neither redirects nor response headers nor attempts: ``final_url``,
+    ``content_type``, ``x_robots_tag`` stay NULL, ``attempts`` 1."""
     now = utcnow()
     refused = url_refusal(url, fetch.allow_hosts)  # img2dataset has no address guard
     if refused:
@@ -208,9 +235,14 @@ def _result(url: str, stem: Path, rec: dict[str, Any], tars: dict[Path, tarfile.
     if len(data) > fetch.max_bytes:  # as the crawl: the refused body's size is not recorded
         return FetchResult(url, "too_large", f"{len(data)} bytes exceeds {fetch.max_bytes}",
                            attempts=1, fetched_at=now)
+    return FetchResult(url, "fetched", "", attempts=1, fetched_at=now, data=data)
+
+
+def _validate(res: FetchResult, rec: dict[str, Any], workdir: WorkDir, max_pixels: int
+              ) -> FetchResult:
+    """The crawl's checks and store; the reason says what img2dataset changed, if anything."""
     served = rec.get("sha256")
-    res = FetchResult(url, "fetched", "", attempts=1, fetched_at=now, data=data)
-    res = validate_and_store(res, catalog.workdir, fetch.max_pixels)
+    res = validate_and_store(res, workdir, max_pixels)
     ow, oh = rec.get("original_width"), rec.get("original_height")
     if res.status == "ok" and ow and oh and (ow, oh) != (res.width, res.height):
         res.reason += f" (resized by img2dataset from {ow}x{oh})"

@@ -3,6 +3,7 @@ the URL guard. The round trip through the real package is tests/builder/test_img
 
 from __future__ import annotations
 
+import errno
 import io
 import json
 import tarfile
@@ -15,6 +16,7 @@ import pytest
 from builder.catalog import Catalog
 from builder.crawl import CrawlConfig, crawl
 from builder.ingest import failure_status, ingest_img2dataset, main
+from builder.workdir import WorkDir
 from tests.builder.test_crawl import write_urls
 from tests.fakes.image_server import bomb_png, image_bytes
 
@@ -193,3 +195,35 @@ def test_unfinished_shards_are_skipped_until_img2dataset_finishes_them(tmp_path:
         second = ingest_img2dataset(cat, out)
     assert first["incomplete_shard"] == 1 and first["ok"] == 3
     assert "incomplete_shard" not in second and second["already_done"] == 8
+
+
+@pytest.mark.parametrize("code", [errno.ENOSPC, errno.EROFS])
+def test_a_full_disk_stops_the_ingest_and_nothing_is_blamed_on_the_url(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        code: int) -> None:
+    """Our own failure while storing (issue 15) is not the sample's: one line, exit 2, the run
+    ``failed``, no status for what was not stored, and the same command finishes the job."""
+    wd, rows = exported(tmp_path)
+    out = tmp_path / "i2d"
+    files_layout(out, rows)
+    real = WorkDir.store_image_bytes
+
+    def full(self, data, ext):
+        raise OSError(code, "disk trouble", str(self.images_dir / "ab" / "x.tmp"))
+
+    monkeypatch.setattr(WorkDir, "store_image_bytes", full)
+    argv = ["--img2dataset", str(out), "--workdir", str(wd)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.strip().splitlines()[-1].startswith("error: cannot write (") and "Traceback" not in err
+    with Catalog.open(wd) as cat:
+        run = cat.last_run("ingest")
+        stored = cat.query("SELECT COUNT(*) FROM downloads WHERE status IN ('ok', 'duplicate', "
+                           "'not_an_image', 'decompression_bomb')")[0][0]
+    assert run["status"] == "failed" and f"[Errno {code}] disk trouble" in run["summary"]
+    assert stored == 0  # no sample got a status that blames its bytes
+    monkeypatch.setattr(WorkDir, "store_image_bytes", real)
+    assert main(argv) == 0
+    with Catalog.open(wd) as cat:
+        got = [r[0] for r in cat.query("SELECT status FROM downloads_export ORDER BY item_id")]
+    assert got == [s for s, _ in EXPECTED]

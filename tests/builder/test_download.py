@@ -90,8 +90,11 @@ def test_one_result_per_url_and_exact_hits(fetched) -> None:
 
 
 def test_retry_after_is_honoured(fetched) -> None:
-    _, _, _, elapsed, _ = fetched
-    assert elapsed >= 1.0  # the 429 said "Retry-After: 1"
+    srv, _, _, elapsed, _ = fetched
+    first, second = srv.hit_times["/ratelimited.png"]
+    assert second - first >= 1.0  # the 429 said "Retry-After: 1"; the backoff alone is 0.01 s
+    flaky = srv.hit_times["/flaky.jpg"]  # a 500 without Retry-After: the backoff only
+    assert flaky[1] - flaky[0] < 0.9 and elapsed >= 1.0
 
 
 def test_same_bytes_are_stored_once(fetched) -> None:

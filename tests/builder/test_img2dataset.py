@@ -53,7 +53,7 @@ NOT_REPORTED = ("fetched_at", "run_id", "attempts", "content_type", "x_robots_ta
 
 @pytest.fixture(scope="module")
 def server():
-    with ImageServer(slow_seconds=3.0) as srv:
+    with ImageServer(slow_seconds=6.0) as srv:  # well past both timeouts, even on a busy machine
         yield srv
 
 
@@ -67,7 +67,7 @@ def urls_csv(server: ImageServer, tmp_path_factory: pytest.TempPathFactory) -> P
 
 
 def fetch() -> Any:
-    return fetch_cfg(timeout=1.0, retries=1, backoff=0.01, max_bytes=20 * 1024 * 1024)
+    return fetch_cfg(timeout=2.5, retries=1, backoff=0.01, max_bytes=20 * 1024 * 1024)
 
 
 @pytest.fixture(scope="module")
@@ -87,7 +87,7 @@ def run_img2dataset(urls: Path, out: Path, output_format: str) -> None:
            "--url_col", "url", "--save_additional_columns", '["item_id","concept","country"]',
            "--disable_all_reencoding", "True", "--output_format", output_format,
            "--output_folder", str(out), "--processes_count", "1", "--thread_count", "8",
-           "--timeout", "1", "--retries", "1", "--number_sample_per_shard", "10",
+           "--timeout", "2", "--retries", "1", "--number_sample_per_shard", "10",
            "--enable_wandb", "False"]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -74,11 +74,13 @@ class Route:
 
 
 class ImageServer:
-    """``with ImageServer() as srv: srv.url('/img/a.jpg')``; ``srv.hits[path]`` counts GETs."""
+    """``with ImageServer() as srv: srv.url('/img/a.jpg')``; ``srv.hits[path]`` counts GETs,
+    ``srv.hit_times[path]`` has the ``time.monotonic()`` of each."""
 
     def __init__(self, slow_seconds: float = 3.0, delay: float = 0.0, fail_times: int = 1):
         self.routes: dict[str, Route] = {}
         self.hits: Counter[str] = Counter()
+        self.hit_times: dict[str, list[float]] = {}
         self.slow_seconds = slow_seconds
         self.delay = delay
         self.fail_times = fail_times
@@ -149,6 +151,7 @@ class ImageServer:
     def hit(self, path: str) -> int:
         with self._lock:
             self.hits[path] += 1
+            self.hit_times.setdefault(path, []).append(time.monotonic())
             return self.hits[path]
 
 
