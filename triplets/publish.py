@@ -120,4 +120,9 @@ def publish(out: str | Path, repo_id: str, *, private: bool = False,
     except hub_errors() as e:  # one line, no token; evaluated only when something was raised
         first = (str(e).splitlines() or [""])[0]
         raise PublishError(f"cannot publish to {repo_id}: {type(e).__name__}: {first}") from e
+    except ValueError as e:  # the Hub rejected the card's metadata (huggingface_hub's words)
+        if not str(e).startswith("Invalid metadata in README.md"):
+            raise
+        why = " ".join(str(e).split())
+        raise PublishError(f"cannot publish to {repo_id}: the Hub rejected the card: {why}") from e
     return str(getattr(info, "commit_url", info))

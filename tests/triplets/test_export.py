@@ -212,6 +212,7 @@ def _hub_env(monkeypatch, hub):
     monkeypatch.setenv("HF_ENDPOINT", hub.url)  # publish reads it at call time
 
 
+@pytest.mark.integration
 def test_publish_replaces_the_release_exactly(release, tmp_path, monkeypatch, capsys):
     """A second release with fewer image shards: the Hub ends with exactly its files (the old
     shards gone, .gitattributes kept), in one commit, and the card's globs load it once."""
@@ -247,6 +248,26 @@ def test_publish_replaces_the_release_exactly(release, tmp_path, monkeypatch, ca
         (hub_copy / p).parent.mkdir(parents=True, exist_ok=True)
         (hub_copy / p).write_bytes(data)
     assert len(_load(hub_copy, "images", "train", tmp_path)) == second.n_images == 128
+
+
+@pytest.mark.integration
+def test_a_card_the_hub_rejects_is_one_line(release, tmp_path, monkeypatch, capsys):
+    import shutil
+
+    from tests.fakes.hub import FakeHub
+
+    _, res = release
+    out = tmp_path / "rel"
+    shutil.copytree(res.out, out)
+    text = (out / "README.md").read_text(encoding="utf-8")
+    (out / "README.md").write_text("---\n- not a mapping\n---\n" + text.split("---", 2)[2])
+    with FakeHub() as hub:
+        _hub_env(monkeypatch, hub)
+        assert cli.main(["publish", "--out", str(out), "--repo-id", "org/3xcm"]) == 2
+        assert hub.repos["org/3xcm"].commits == []  # nothing was committed
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.strip().splitlines()[-1].startswith(
+        "error: cannot publish to org/3xcm: the Hub rejected the card: Invalid metadata")
 
 
 def test_publish_refuses_a_card_whose_license_link_is_missing(release, tmp_path, capsys):
