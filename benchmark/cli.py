@@ -84,11 +84,14 @@ def run(args: argparse.Namespace) -> int:
         shard = Shard.parse(scale.shard) if scale.shard else None
     except ValueError as e:
         raise DataError(str(e)) from None
-    if scale.cache_shard_file and shard is None and not scale.devices:
+    if scale.cache_shard_file and shard is None and not scale.devices:  # (devices: shards)
         raise DataError("--cache-shard-file needs --shard I/N (or --devices to shard over)")
+    devices = [d.strip() for d in (scale.devices or "").split(",") if d.strip()]
+    if scale.devices is not None and not devices:
+        raise DataError("--devices: no device named (e.g. cuda:0,cuda:1 or cpu,cpu)")
     classes = [registry.load_task(t) for t in args.task]  # unknown task: error before loading
-    if len(models) > 1 or scale.devices:
-        return launch_run(args, cfg, scale, models)
+    if len(models) > 1 or devices:
+        return launch_run(args, cfg, scale, models, devices)
     ctx = open_context(cfg, shard, scale.cache_shard_file)
     for cls in classes:
         task = cls(from_args(cls.config_class, args))
@@ -105,14 +108,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 def launch_run(args: argparse.Namespace, cfg: RunConfig, scale: ScaleConfig,
-               models: list[str]) -> int:
-    """Several models over ``--devices`` (one process each), or one model sharded over them
-    and then scored; a summary line per job, exit 1 when any failed."""
-    if cfg.device:
+               models: list[str], devices: list[str]) -> int:
+    """Several models over ``devices`` (one process each; default: the one default device),
+    or one model sharded over them and then scored; a line per job, exit 1 when any failed."""
+    if cfg.device and devices:
         raise DataError("--device and --devices: give one of them")
-    devices = [d.strip() for d in (scale.devices or "").split(",") if d.strip()]
-    if not devices:
-        devices = ["cuda" if _has_gpu() else "cpu"]
+    devices = devices or [cfg.device or ("cuda" if _has_gpu() else "cpu")]
     check_output_dir(cfg.output_dir)  # before any process starts (each job checks again)
     if not cfg.no_cache:
         check_cache_dir(cfg.cache_dir or default_cache_dir())
@@ -125,6 +126,8 @@ def launch_run(args: argparse.Namespace, cfg: RunConfig, scale: ScaleConfig,
         outcomes = launch.run_jobs(jobs, devices, log_dir=log_dir)
     for o in outcomes:
         print(o.describe() + ("" if o.ok else f" (log: {o.log})"), file=sys.stderr)
+        for path in o.results:
+            print(f"results: {path}", file=sys.stderr)
     failed = sum(not o.ok for o in outcomes)
     if failed:
         print(f"error: {failed} of {len(outcomes)} jobs failed", file=sys.stderr)

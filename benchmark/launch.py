@@ -59,6 +59,7 @@ class JobOutcome:
     seconds: float
     log: Path
     reason: str | None = None  # one line, for a failure
+    results: list[str] = field(default_factory=list)  # the job's "results: PATH" files
 
     @property
     def ok(self) -> bool:
@@ -78,6 +79,7 @@ class _Pool:
     running: dict[int, subprocess.Popen[bytes]] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
     stop: threading.Event = field(default_factory=threading.Event)
+    repeated: set[str] = field(default_factory=set)  # labels of several jobs: logs get an index
 
 
 def run_jobs(jobs: Sequence[Job], devices: Sequence[str], *, log_dir: Path,
@@ -93,6 +95,8 @@ def run_jobs(jobs: Sequence[Job], devices: Sequence[str], *, log_dir: Path,
     for i, job in enumerate(jobs):
         q.put((i, job))
     pool = _Pool(q, log_dir, child_env(env))
+    labels = [j.label for j in jobs]
+    pool.repeated = {x for x in labels if labels.count(x) > 1}
     threads = [threading.Thread(target=_slot, args=(pool, dev), daemon=True,
                                 name=f"slot-{n}-{dev}")
                for n, dev in enumerate(devices[: max(1, len(jobs))])]
@@ -158,7 +162,8 @@ def _slot(pool: _Pool, device: str) -> None:
 
 def _run_one(pool: _Pool, i: int, job: Job, device: str) -> JobOutcome:
     cmd = [sys.executable, "-m", "benchmark", job.command, *job.argv, "--device", device]
-    path = pool.log_dir / f"{_safe(job.label)}.{_safe(device)}.log"
+    name = f"{job.label}.{i}" if job.label in pool.repeated else job.label
+    path = pool.log_dir / f"{_safe(name)}.{_safe(device)}.log"
     log.info("start %s on %s (log: %s)", job.label, device, path)
     t0 = time.perf_counter()
     with open(path, "wb") as out:
@@ -174,11 +179,20 @@ def _run_one(pool: _Pool, i: int, job: Job, device: str) -> JobOutcome:
         rc = proc.wait()
         with pool.lock:
             pool.running.pop(i, None)
-    res = JobOutcome(job, device, rc, time.perf_counter() - t0, path)
+    res = JobOutcome(job, device, rc, time.perf_counter() - t0, path,
+                     results=_results_lines(path))
     if rc:
         res.reason = failure_reason(path, rc)
     log.info("%s", res.describe())
     return res
+
+
+def _results_lines(path: Path) -> list[str]:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return []
+    return [m.group(1) for m in re.finditer(r"^results: (.+)$", text, re.M)]
 
 
 def failure_reason(path: Path, returncode: int) -> str:
