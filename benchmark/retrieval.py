@@ -18,6 +18,10 @@ exact lists :func:`topk_agreement` measures.
 
 Backends: ``torch`` (on ``device``) or ``numpy``; ``auto`` picks torch on a GPU and numpy on
 the CPU (:func:`get_backend`). Both give the same lists up to floating-point summation order.
+On the numpy backend, single vectors go through :func:`benchmark.topk.dense_topk` (worker
+threads, one per core, each a single-threaded sgemm of the query block against a small pool
+tile into its own buffer, then the same threshold-and-merge selection): measured at or below
+faiss ``IndexFlatIP`` on the RQ1 shapes (``tests/perf/bench_retrieval.py``).
 """
 
 from __future__ import annotations

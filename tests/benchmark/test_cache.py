@@ -77,6 +77,7 @@ def test_each_batch_is_stored_before_the_next_is_computed(tmp_path):
     assert np.allclose(emb, np.stack([vector(t.encode()) for t in texts]))
 
 
+@pytest.mark.slow
 def test_sigkill_mid_run_costs_at_most_one_batch(tmp_path):
     """A real run killed with SIGKILL between batches: the rerun embeds only what was not
     stored, and the stored part is all but at most the one batch in flight."""
@@ -173,6 +174,7 @@ def test_merge_rejects_a_bad_shard_file(tmp_path):
 
 
 # -- many writer processes ---------------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize("sharded", [True, False])
 def test_four_concurrent_writer_processes(tmp_path, sharded):
     """4 processes write one WAL cache at once, a commit every 2 items: no lost rows, no

@@ -23,6 +23,7 @@ def job_argv(tmp_path: Path, model: str) -> list[str]:
             str(tmp_path / "cache"), "--output-dir", str(tmp_path / "out"), "-q"]
 
 
+@pytest.mark.slow
 def test_jobs_run_concurrently_and_a_failure_does_not_stop_the_others(tmp_path):
     """Two Rendezvous jobs finish only if both run at the same time (each waits for the
     other in its constructor); the failing job between them is reported in one line."""
@@ -43,6 +44,7 @@ def test_jobs_run_concurrently_and_a_failure_does_not_stop_the_others(tmp_path):
     assert out[0].results and Path(out[0].results[0]).is_file()  # shared output dir
 
 
+@pytest.mark.slow
 def test_slots_take_jobs_in_turn(tmp_path):
     jobs = [launch.Job("nosuch", ["--task", "3xcm"], name="x") for _ in range(3)]
     out = launch.run_jobs(jobs, ["cpu"], log_dir=tmp_path)
@@ -75,6 +77,7 @@ def test_argv_of_reproduces_the_flags():
     assert vars(again) == vars(args)
 
 
+@pytest.mark.slow
 def test_run_several_models_over_devices(tmp_path, capsys):
     rc = main(["run", "--model", "hash,nosuch-model", "--devices", "cpu,cpu", "--task", "3xcm",
                "--dataset", DATA, "--cache-dir", str(tmp_path / "c"), "--output-dir",
@@ -87,6 +90,7 @@ def test_run_several_models_over_devices(tmp_path, capsys):
     assert (tmp_path / "o" / "hash" / "3xcm.json").is_file()
 
 
+@pytest.mark.slow
 def test_one_model_sharded_over_devices_then_scored(tmp_path, monkeypatch, capsys):
     counted = tmp_path / "passes"
     monkeypatch.setenv("XCM_TEST_PASSES", str(counted))
