@@ -223,6 +223,15 @@ class EmbeddingCache:
         self.close()
 
     def get_many(self, ns: str, shas: Sequence[str]) -> dict[str, np.ndarray]:
+        try:
+            return self._get_many(ns, shas)
+        except sqlite3.OperationalError:
+            raise
+        except sqlite3.DatabaseError as e:  # a damaged page found on reading
+            raise CacheError(f"{self.path} is corrupt ({e}); move it away or pass another "
+                             f"--cache-dir") from None
+
+    def _get_many(self, ns: str, shas: Sequence[str]) -> dict[str, np.ndarray]:
         out: dict[str, np.ndarray] = {}
         uniq = list(dict.fromkeys(shas))
         for con in [self.con, *self.readers]:

@@ -84,11 +84,12 @@ def run(args: argparse.Namespace) -> int:
         shard = Shard.parse(scale.shard) if scale.shard else None
     except ValueError as e:
         raise DataError(str(e)) from None
-    if scale.cache_shard_file and shard is None and not scale.devices:  # (devices: shards)
-        raise DataError("--cache-shard-file needs --shard I/N (or --devices to shard over)")
     devices = [d.strip() for d in (scale.devices or "").split(",") if d.strip()]
     if scale.devices is not None and not devices:
         raise DataError("--devices: no device named (e.g. cuda:0,cuda:1 or cpu,cpu)")
+    sharded_over_devices = len(models) == 1 and len(devices) > 1 and shard is None
+    if scale.cache_shard_file and shard is None and not sharded_over_devices:
+        raise DataError("--cache-shard-file needs --shard I/N (or one model over --devices)")
     classes = [registry.load_task(t) for t in args.task]  # unknown task: error before loading
     if len(models) > 1 or devices:
         return launch_run(args, cfg, scale, models, devices)

@@ -26,7 +26,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -119,7 +119,7 @@ def run_jobs(jobs: Sequence[Job], devices: Sequence[str], *, log_dir: Path,
 
 
 def argv_of(parser: argparse.ArgumentParser, args: argparse.Namespace,
-            skip: set[str] = frozenset()) -> list[str]:  # type: ignore[assignment]
+            skip: Collection[str] = ()) -> list[str]:
     """The flags that reproduce the parsed ``args`` of ``parser`` (those not at their
     default, dests in ``skip`` left out): how a launcher hands its own flags to a job."""
     out: list[str] = []

@@ -229,3 +229,20 @@ def test_cache_dir_that_is_a_file_or_corrupt(tmp_path):
     con.close()
     with pytest.raises(CacheError, match="not an embedding cache"):
         EmbeddingCache(other)
+
+
+def test_damaged_pages_found_on_reading_are_a_cache_error(tmp_path):
+    """A valid header over damaged data pages: the error names the file, no sqlite traceback."""
+    adapter, _ = counting(batch=50)
+    texts, keys = items(400)
+    with EmbeddingCache(tmp_path) as c:
+        embed(adapter, texts, keys, c)
+    db = tmp_path / "embeddings.sqlite"
+    raw = bytearray(db.read_bytes())
+    page = 4096
+    for off in range(2 * page, len(raw), page):  # keep page 1 (header, schema) intact
+        raw[off : off + 64] = b"\xff" * 64
+    db.write_bytes(bytes(raw))
+    with pytest.raises(CacheError, match="corrupt|not a readable"):
+        with EmbeddingCache(tmp_path) as c:
+            embed(adapter, texts, keys, c)
