@@ -135,7 +135,7 @@ def launch_run(args: argparse.Namespace, cfg: RunConfig, scale: ScaleConfig,
     return 1 if failed else 0
 
 
-def shard_over_devices(model: str, base: list[str], devices: list[str], log_dir: Any,
+def shard_over_devices(model: str, base: list[str], devices: list[str], log_dir: Path,
                        scale: ScaleConfig, cfg: RunConfig) -> list[launch.JobOutcome]:
     """One model on a multi-device node: shard i of N embeds on device i, then (all shards
     ok) one scoring run from the cache on the first device."""
