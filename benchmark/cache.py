@@ -7,6 +7,15 @@ them and the old vectors are simply not found. Storage: one SQLite file per cach
 (``embeddings.sqlite``, WAL), float32 blobs with their shape; multi-vector embeddings store
 their (L, d) token matrix. Location: ``--cache-dir``, ``$XCM_CACHE_DIR``, else
 ``~/.cache/xcm3``.
+
+Many writers: :func:`embed_cached` stores every batch as it is computed (a kill costs at most
+one batch), and processes on one machine share the WAL file safely (SQLite locks it). A cache
+on NFS or shared by several machines is not safe for SQLite's WAL (its shared-memory index is
+per machine): there each shard writes its own file (``shard_file``: ``shards/shard-I-of-N.sqlite``
+in rollback-journal mode, one writer) and reads the main file as immutable, and
+:func:`merge_shards` (``python -m benchmark cache merge``) folds the shard files into the main
+one once the shards are done. A :class:`Shard` owns the items whose content hash falls in its
+slot, so N processes partition the work with no coordination.
 """
 
 from __future__ import annotations
@@ -15,6 +24,7 @@ import json
 import logging
 import os
 import sqlite3
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -22,12 +32,22 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from tqdm.auto import tqdm
 
 from benchmark.embeddings import Embeddings, MultiVector, concat
 from benchmark.files import sha256_text
 from benchmark.models.base import Adapter
 
 log = logging.getLogger(__name__)
+
+DB_NAME = "embeddings.sqlite"
+SHARD_DIR = "shards"
+SCHEMA = ("CREATE TABLE IF NOT EXISTS emb (ns TEXT NOT NULL, sha TEXT NOT NULL, "
+          "shape TEXT NOT NULL, data BLOB NOT NULL, PRIMARY KEY (ns, sha))")
+
+
+class CacheError(Exception):
+    """The cache dir or a cache file cannot be used (a user's setting or file, not our bug)."""
 
 
 def default_cache_dir() -> Path:
@@ -64,34 +84,166 @@ def namespace(adapter: Adapter, modality: str, role: str) -> str:
     return sha256_text(blob)
 
 
-class EmbeddingCache:
-    """SQLite-backed (namespace, content sha256) -> float32 array store."""
+@dataclass(frozen=True)
+class Shard:
+    """Shard ``index`` of ``count`` (0-based): the items whose content hash is ``index``
+    modulo ``count``, a stable assignment that needs no coordination."""
 
-    def __init__(self, root: str | os.PathLike[str] | None = None):
+    index: int
+    count: int
+
+    @classmethod
+    def parse(cls, text: str) -> Shard:
+        """``"I/N"`` with 0 <= I < N; ValueError with a one-line reason otherwise."""
+        try:
+            i, n = (int(x) for x in text.split("/"))
+        except ValueError:
+            raise ValueError(f"--shard {text!r}: expected I/N, e.g. 0/4") from None
+        if n < 1 or not 0 <= i < n:
+            raise ValueError(f"--shard {text!r}: need 0 <= I < N (shards are numbered from 0)")
+        return cls(i, n)
+
+    def owns(self, key: str) -> bool:
+        """Whether the item with content hash ``key`` (hex sha256) is in this shard."""
+        try:
+            h = int(key[:16], 16)
+        except ValueError:  # not a hex digest: hash it
+            h = int(sha256_text(key)[:16], 16)
+        return h % self.count == self.index
+
+    @property
+    def label(self) -> str:
+        return f"{self.index}-of-{self.count}"
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.count}"
+
+
+def dir_problem(path: Path) -> str | None:
+    """Why ``path`` cannot take new files (``"is a file"``, ``"is not writable (...)"``), or
+    None: created if missing, then probed with a real file (permission bits say nothing for
+    root, or on a read-only mount)."""
+    if path.exists() and not path.is_dir():
+        return "is a file, not a folder"
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".write-check.", dir=path)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        return f"is not writable ({e.strerror or e})"
+    return None
+
+
+def check_cache_dir(root: Path) -> None:
+    """One clear :class:`CacheError` when ``root`` cannot hold the cache: a file, not
+    creatable, not writable, or an ``embeddings.sqlite`` that is not an embedding cache."""
+    problem = dir_problem(root)
+    if problem:
+        raise CacheError(f"cache dir {root} {problem}: pass another --cache-dir, or --no-cache")
+    db = root / DB_NAME
+    if db.exists():
+        _open_db(db, wal=True).close()
+
+
+def _open_db(path: Path, *, wal: bool, immutable: bool = False) -> sqlite3.Connection:
+    """An embedding-cache connection (schema created when writable); CacheError when the
+    file is not one."""
+    try:
+        if immutable:
+            uri = f"{path.resolve().as_uri()}?immutable=1"  # no locks, no -wal/-shm files
+            con = sqlite3.connect(uri, uri=True, isolation_level=None)
+        else:
+            con = sqlite3.connect(path, timeout=60, isolation_level=None)
+            con.execute(f"PRAGMA journal_mode={'WAL' if wal else 'DELETE'}")
+            # NORMAL: a commit survives a killed process (not a power cut) without an fsync.
+            con.execute("PRAGMA synchronous=NORMAL")
+            con.execute(SCHEMA)
+        cols = [r[1] for r in con.execute("PRAGMA table_info(emb)")]
+    except sqlite3.DatabaseError as e:
+        raise CacheError(f"{path} is not a readable embedding cache ({e}); move it away or "
+                         f"pass another --cache-dir") from None
+    if cols != ["ns", "sha", "shape", "data"] and not (immutable and not cols):
+        con.close()
+        raise CacheError(f"{path} is not an embedding cache (table emb has columns {cols})")
+    return con
+
+
+def _main_reader(path: Path) -> list[sqlite3.Connection]:
+    """The main file for a shard that writes its own: immutable (no locks, nothing written:
+    safe on NFS while no one writes it). Rows still in its WAL are not seen (they would be
+    embedded again), hence the warning."""
+    wal = Path(f"{path}-wal")
+    if wal.exists() and wal.stat().st_size > 0:
+        log.warning("%s has rows not yet checkpointed (a writer is running or was killed): "
+                    "this shard does not see them; a run or `cache merge` on the machine "
+                    "that wrote it folds them in", path)
+    con = _open_db(path, wal=True, immutable=True)
+    if not con.execute("SELECT 1 FROM sqlite_master WHERE name='emb'").fetchone():
+        con.close()
+        return []
+    return [con]
+
+
+class EmbeddingCache:
+    """SQLite-backed (namespace, content sha256) -> float32 array store.
+
+    ``shard``: this process fills only that shard (see :func:`embed_cached`). ``shard_file``:
+    write ``shards/shard-I-of-N.sqlite`` instead of the main file (for a cache on NFS or
+    shared by several machines) and read the main file, if any, as immutable.
+    """
+
+    def __init__(self, root: str | os.PathLike[str] | None = None, *,
+                 shard: Shard | None = None, shard_file: bool = False):
         self.root = Path(root) if root else default_cache_dir()
-        self.root.mkdir(parents=True, exist_ok=True)
-        self.path = self.root / "embeddings.sqlite"
-        self.con = sqlite3.connect(self.path, timeout=60, isolation_level=None)
-        self.con.execute("PRAGMA journal_mode=WAL")
-        self.con.execute(
-            "CREATE TABLE IF NOT EXISTS emb (ns TEXT NOT NULL, sha TEXT NOT NULL, "
-            "shape TEXT NOT NULL, data BLOB NOT NULL, PRIMARY KEY (ns, sha))"
-        )
+        check_cache_dir(self.root)
+        self.shard = shard
+        self.main_path = self.root / DB_NAME
+        self.readers: list[sqlite3.Connection] = []
+        if shard_file:
+            if shard is None:
+                raise ValueError("shard_file needs a shard")
+            self.path = self.root / SHARD_DIR / f"shard-{shard.label}.sqlite"
+            self.path.parent.mkdir(exist_ok=True)
+            self.con = _open_db(self.path, wal=False)
+            if self.main_path.exists():
+                self.readers += _main_reader(self.main_path)
+        else:
+            self.path = self.main_path
+            self.con = _open_db(self.path, wal=True)
 
     def close(self) -> None:
-        self.con.close()
+        for con in [self.con, *self.readers]:
+            con.close()
+
+    def __enter__(self) -> EmbeddingCache:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def get_many(self, ns: str, shas: Sequence[str]) -> dict[str, np.ndarray]:
+        try:
+            return self._get_many(ns, shas)
+        except sqlite3.OperationalError:
+            raise
+        except sqlite3.DatabaseError as e:  # a damaged page found on reading
+            raise CacheError(f"{self.path} is corrupt ({e}); move it away or pass another "
+                             f"--cache-dir") from None
+
+    def _get_many(self, ns: str, shas: Sequence[str]) -> dict[str, np.ndarray]:
         out: dict[str, np.ndarray] = {}
         uniq = list(dict.fromkeys(shas))
-        for s in range(0, len(uniq), 900):
-            chunk = uniq[s : s + 900]
-            marks = ",".join("?" * len(chunk))
-            rows = self.con.execute(
-                f"SELECT sha, shape, data FROM emb WHERE ns=? AND sha IN ({marks})", (ns, *chunk)
-            ).fetchall()
-            for sha, shape, data in rows:
-                out[sha] = np.frombuffer(data, np.float32).reshape(json.loads(shape))
+        for con in [self.con, *self.readers]:
+            want = [s for s in uniq if s not in out]
+            for s in range(0, len(want), 900):
+                chunk = want[s : s + 900]
+                marks = ",".join("?" * len(chunk))
+                rows = con.execute(
+                    f"SELECT sha, shape, data FROM emb WHERE ns=? AND sha IN ({marks})",
+                    (ns, *chunk)).fetchall()
+                for sha, shape, data in rows:
+                    out[sha] = np.frombuffer(data, np.float32).reshape(json.loads(shape))
         return out
 
     def put_many(self, ns: str, items: dict[str, np.ndarray]) -> None:
@@ -107,15 +259,64 @@ class EmbeddingCache:
             raise
         self.con.execute("COMMIT")
 
+    def count(self) -> int:
+        """Rows in the file this cache writes."""
+        return int(self.con.execute("SELECT COUNT(*) FROM emb").fetchone()[0])
+
+
+@dataclass
+class MergeResult:
+    """One shard file merged: its rows, and how many of them were new to the main cache."""
+
+    source: Path
+    rows: int
+    added: int
+
+
+def merge_shards(root: str | os.PathLike[str] | None = None,
+                 sources: Sequence[str | os.PathLike[str]] | None = None) -> list[MergeResult]:
+    """Fold shard files (default: ``ROOT/shards/shard-*.sqlite``) into ``ROOT/embeddings.sqlite``.
+
+    Idempotent: a row already in the main cache is kept (same key, same content), so merging
+    twice adds nothing. Each file is one transaction. Run it where the main file is local
+    (or with no other writer), after the shards are done."""
+    cache = EmbeddingCache(root)
+    files = ([Path(x) for x in sources] if sources is not None
+             else sorted((cache.root / SHARD_DIR).glob("shard-*.sqlite")))
+    out: list[MergeResult] = []
+    try:
+        for f in files:
+            if not f.is_file():
+                raise CacheError(f"shard file {f} does not exist")
+            if not _main_reader(f):  # (a clear error for a file that is no database)
+                raise CacheError(f"{f} is not an embedding cache (no table emb)")
+            before = cache.count()
+            cache.con.execute("ATTACH DATABASE ? AS shard", (str(f),))
+            try:
+                n = cache.con.execute("SELECT COUNT(*) FROM shard.emb").fetchone()[0]
+                cache.con.execute("BEGIN IMMEDIATE")
+                cache.con.execute("INSERT OR IGNORE INTO emb SELECT ns, sha, shape, data "
+                                  "FROM shard.emb")
+                cache.con.execute("COMMIT")
+            finally:
+                cache.con.execute("DETACH DATABASE shard")
+            out.append(MergeResult(f, int(n), cache.count() - before))
+            log.debug("merged %s: %d rows, %d new", f, n, out[-1].added)
+    finally:
+        cache.close()
+    return out
+
 
 @dataclass
 class EmbedStats:
-    """What one embedding call did: items asked, unique, found in cache, embedded, seconds."""
+    """What one embedding call did: items asked, unique, found in cache, embedded, left to
+    other shards, seconds."""
 
     requested: int = 0
     unique: int = 0
     cached: int = 0
     embedded: int = 0
+    other_shards: int = 0
     seconds: float = 0.0
     by_call: list[dict[str, Any]] = field(default_factory=list)
 
@@ -124,6 +325,7 @@ class EmbedStats:
         self.unique += other.unique
         self.cached += other.cached
         self.embedded += other.embedded
+        self.other_shards += other.other_shards
         self.seconds += other.seconds
 
 
@@ -138,6 +340,11 @@ def embed_cached(
     """Embeddings for ``keys`` (content sha256 per item) in order, embedding only what the cache
     lacks. ``load(indices)`` returns the raw items (texts or PIL images) for those positions,
     so images are decoded only when they must be embedded. Duplicate keys are embedded once.
+
+    The missing items are embedded one adapter batch at a time and each batch is stored at
+    once, so a killed run loses at most one batch. With a sharded cache (``cache.shard``) only
+    that shard's missing items are embedded and stored, and the returned embeddings are empty:
+    a shard run fills the cache and scores nothing.
     """
     t0 = time.perf_counter()
     stats = EmbedStats(requested=len(keys))
@@ -149,20 +356,49 @@ def embed_cached(
     found = cache.get_many(ns, list(first)) if cache is not None else {}
     stats.cached = len(found)
     missing = [k for k in first if k not in found]
+    shard = cache.shard if cache is not None else None
+    if shard is not None:
+        mine = [k for k in missing if shard.owns(k)]
+        stats.other_shards = len(missing) - len(mine)
+        missing = mine
     if missing:
-        items = load([first[k] for k in missing])
-        encode = adapter.encode_texts if modality == "text" else adapter.encode_images
-        emb = encode(items, role=role)
-        rows = emb.to_list() if isinstance(emb, MultiVector) else list(np.asarray(emb, np.float32))
-        new = dict(zip(missing, rows, strict=True))
-        if cache is not None:
-            cache.put_many(ns, new)
-        found.update(new)
+        _embed_batches(adapter, modality, role, missing, first, load, cache, ns,
+                       None if shard is not None else found)
         stats.embedded = len(missing)
-    ordered = [found[k] for k in keys]
     stats.seconds = time.perf_counter() - t0
+    if shard is not None:
+        log.info("shard %s: %d %ss embedded, %d cached, %d left to other shards", shard,
+                 stats.embedded, modality, stats.cached, stats.other_shards)
+        return concat([]), stats
+    ordered = [found[k] for k in keys]
     if adapter.multi_vector or (ordered and np.asarray(ordered[0]).ndim == 2):
         return MultiVector.from_list(ordered), stats
     if not ordered:
         return concat([]), stats
     return np.stack(ordered).astype(np.float32), stats
+
+
+def _embed_batches(
+    adapter: Adapter, modality: str, role: str, missing: list[str], first: dict[str, int],
+    load: Callable[[list[int]], list[Any]], cache: EmbeddingCache | None, ns: str,
+    found: dict[str, np.ndarray] | None,
+) -> None:
+    """Embed ``missing`` one adapter batch at a time, storing each batch as it comes (and
+    adding it to ``found`` when given)."""
+    text = modality == "text"
+    encode = adapter.encode_texts if text else adapter.encode_images
+    size = max(1, int((adapter.text_batch_size if text else adapter.image_batch_size) or 1))
+    quiet = {"disable": True} if len(missing) <= size else {}  # else tqdm / $TQDM_DISABLE
+    with tqdm(total=len(missing), desc=f"embed {modality}s", unit=modality, leave=False,
+              **quiet) as bar:
+        for s in range(0, len(missing), size):
+            part = missing[s : s + size]
+            emb = encode(load([first[k] for k in part]), role=role, progress=False)
+            rows = (emb.to_list() if isinstance(emb, MultiVector)
+                    else list(np.asarray(emb, np.float32)))
+            new = dict(zip(part, rows, strict=True))
+            if cache is not None:
+                cache.put_many(ns, new)
+            if found is not None:
+                found.update(new)
+            bar.update(len(part))

@@ -1,6 +1,9 @@
 """``python -m benchmark``: run tasks on a model, list models and tasks, analyze, report, smoke.
 
     python -m benchmark run --model MODEL --task 3xcm [--task ...] --dataset PATH_OR_HUB_ID
+    python -m benchmark run --model A,B,C --devices cuda:0,cuda:1 ...   (benchmark.launch)
+    python -m benchmark run --model MODEL --shard I/N ...   (fill shard I of the cache, no scores)
+    python -m benchmark cache merge [--cache-dir DIR] [SHARD_FILE...]
     python -m benchmark ls
     python -m benchmark analyze --model MODEL --dataset PATH   (benchmark.analysis)
     python -m benchmark report RESULTS_DIR... --output DIR     (benchmark.report)
@@ -18,21 +21,32 @@ import argparse
 import logging
 import math
 import sys
+from pathlib import Path
 from typing import Any
 
-from benchmark import files, registry
+from benchmark import files, launch, registry
 from benchmark.analysis import cli as analysis_cli
+from benchmark.cache import CacheError, Shard, check_cache_dir, default_cache_dir, merge_shards
 from benchmark.config import add_options, from_args
 from benchmark.data import DataError
 from benchmark.logs import configure_logging
 from benchmark.report import cli as report_cli
+from benchmark.results import model_slug
 from benchmark.smoke import SmokeConfig, format_smoke, run_smoke
 from benchmark.tables import TableError
-from benchmark.tasks.base import RunConfig, TaskConfig, open_context, run_task
+from benchmark.tasks.base import (
+    OutputError,
+    RunConfig,
+    ScaleConfig,
+    TaskConfig,
+    check_output_dir,
+    open_context,
+    run_task,
+)
 
 log = logging.getLogger("benchmark")
 
-USER_ERRORS = (DataError, registry.RegistryError, TableError)
+USER_ERRORS = (DataError, registry.RegistryError, TableError, CacheError, OutputError)
 
 
 def task_classes() -> dict[str, Any]:
@@ -48,26 +62,125 @@ def task_classes() -> dict[str, Any]:
 
 def add_run(sub: Any) -> None:
     p = sub.add_parser("run", help="score a model on one or more tasks",
-                       description="Score a model on one or more tasks.")
+                       description="Score a model (or several: --model A,B) on one or more "
+                                   "tasks.")
     seen: set[str] = set()
     add_options(p, RunConfig, seen=seen)
+    add_options(p, ScaleConfig, seen=seen, title="scale out")
     p.add_argument("--task", action="append", required=True, help="task name (repeatable)")
     add_options(p, TaskConfig, seen=seen)
     for name, cls in task_classes().items():
         add_options(p, cls.config_class, seen=seen, title=f"{name} task")
-    p.set_defaults(handler=run)
+    p.set_defaults(handler=run, parser=p)
 
 
 def run(args: argparse.Namespace) -> int:
     cfg = from_args(RunConfig, args)
+    scale = from_args(ScaleConfig, args)
+    models = [m.strip() for m in cfg.model.split(",") if m.strip()]
+    if not models:
+        raise DataError("--model: no model named")
+    try:
+        shard = Shard.parse(scale.shard) if scale.shard else None
+    except ValueError as e:
+        raise DataError(str(e)) from None
+    devices = [d.strip() for d in (scale.devices or "").split(",") if d.strip()]
+    if scale.devices is not None and not devices:
+        raise DataError("--devices: no device named (e.g. cuda:0,cuda:1 or cpu,cpu)")
+    sharded_over_devices = len(models) == 1 and len(devices) > 1 and shard is None
+    if scale.cache_shard_file and shard is None and not sharded_over_devices:
+        raise DataError("--cache-shard-file needs --shard I/N (or one model over --devices)")
     classes = [registry.load_task(t) for t in args.task]  # unknown task: error before loading
-    ctx = open_context(cfg)
+    if len(models) > 1 or devices:
+        return launch_run(args, cfg, scale, models, devices)
+    ctx = open_context(cfg, shard, scale.cache_shard_file)
     for cls in classes:
         task = cls(from_args(cls.config_class, args))
+        if shard is not None:
+            task.prefill(ctx)
+            log.info("%s: shard %s of the embeddings is in %s; stopping before scoring (a run "
+                     "without --shard scores from the cache)", task.name, shard, ctx.cache.path)
+            continue
         out, path = run_task(ctx, task)
         if not cfg.quiet:
             print(task.format_table(out))
         print(f"results: {path}", file=sys.stderr)
+    return 0
+
+
+def launch_run(args: argparse.Namespace, cfg: RunConfig, scale: ScaleConfig,
+               models: list[str], devices: list[str]) -> int:
+    """Several models over ``devices`` (one process each; default: the one default device),
+    or one model sharded over them and then scored; a line per job, exit 1 when any failed."""
+    if cfg.device and devices:
+        raise DataError("--device and --devices: give one of them")
+    devices = devices or [cfg.device or ("cuda" if _has_gpu() else "cpu")]
+    check_output_dir(cfg.output_dir)  # before any process starts (each job checks again)
+    if not cfg.no_cache:
+        check_cache_dir(cfg.cache_dir or default_cache_dir())
+    base = launch.argv_of(args.parser, args, skip={"model", "device", "devices"})
+    log_dir = cfg.output_dir / "logs"
+    if len(models) == 1 and len(devices) > 1 and not scale.shard:
+        outcomes = shard_over_devices(models[0], base, devices, log_dir, scale, cfg)
+    else:
+        jobs = [launch.Job(m, [*base, "--model", m], name=model_slug(m)) for m in models]
+        outcomes = launch.run_jobs(jobs, devices, log_dir=log_dir)
+    for o in outcomes:
+        print(o.describe() + ("" if o.ok else f" (log: {o.log})"), file=sys.stderr)
+        for path in o.results:
+            print(f"results: {path}", file=sys.stderr)
+    failed = sum(not o.ok for o in outcomes)
+    if failed:
+        print(f"error: {failed} of {len(outcomes)} jobs failed", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def shard_over_devices(model: str, base: list[str], devices: list[str], log_dir: Path,
+                       scale: ScaleConfig, cfg: RunConfig) -> list[launch.JobOutcome]:
+    """One model on a multi-device node: shard i of N embeds on device i, then (all shards
+    ok) one scoring run from the cache on the first device."""
+    n, slug = len(devices), model_slug(model)
+    jobs = [launch.Job(model, [*base, "--model", model, "--shard", f"{i}/{n}"],
+                       name=f"{slug}.shard-{i}-of-{n}") for i in range(n)]
+    outcomes = launch.run_jobs(jobs, devices, log_dir=log_dir)
+    if not all(o.ok for o in outcomes):
+        return outcomes
+    if scale.cache_shard_file:
+        merge_shards(cfg.cache_dir)
+    final = [a for a in base if a != "--cache-shard-file"]
+    return outcomes + launch.run_jobs([launch.Job(model, [*final, "--model", model],
+                                                  name=f"{slug}.score")], devices[:1],
+                                      log_dir=log_dir)
+
+
+def _has_gpu() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return bool(torch.cuda.is_available())
+
+
+def add_cache(sub: Any) -> None:
+    p = sub.add_parser("cache", help="embedding cache: merge shard files",
+                       description="Embedding cache maintenance.")
+    csub = p.add_subparsers(dest="cache_command", metavar="ACTION", required=True)
+    m = csub.add_parser("merge", help="merge shard files into the main cache (idempotent)",
+                        description="Fold shard files (--cache-shard-file runs) into "
+                                    "CACHE_DIR/embeddings.sqlite; rows already there are kept.")
+    m.add_argument("files", nargs="*", type=Path,
+                   help="shard files (default: every CACHE_DIR/shards/shard-*.sqlite)")
+    m.add_argument("--cache-dir", type=Path, default=None,
+                   help="the cache (default $XCM_CACHE_DIR or ~/.cache/xcm3)")
+    m.set_defaults(handler=cache_merge)
+
+
+def cache_merge(args: argparse.Namespace) -> int:
+    res = merge_shards(args.cache_dir, args.files or None)
+    if not res:
+        print("no shard files to merge", file=sys.stderr)
+    for r in res:
+        print(f"{r.source}: {r.rows} rows, {r.added} new", file=sys.stderr)
     return 0
 
 
@@ -122,6 +235,7 @@ def build_parser() -> argparse.ArgumentParser:
     analysis_cli.add_parser(sub)
     report_cli.add_parser(sub)
     add_smoke(sub)
+    add_cache(sub)
     return p
 
 

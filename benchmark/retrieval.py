@@ -18,13 +18,16 @@ exact lists :func:`topk_agreement` measures.
 
 Backends: ``torch`` (on ``device``) or ``numpy``; ``auto`` picks torch on a GPU and numpy on
 the CPU (:func:`get_backend`). Both give the same lists up to floating-point summation order.
+On the numpy backend, single vectors go through :func:`benchmark.topk.dense_topk` (worker
+threads, one per core, each a single-threaded sgemm of the query block against a small pool
+tile into its own buffer, then the same threshold-and-merge selection): measured at or below
+faiss ``IndexFlatIP`` on the RQ1 shapes (``tests/perf/bench_retrieval.py``).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -32,6 +35,16 @@ from tqdm.auto import tqdm
 
 from benchmark.embeddings import Embeddings, MultiVector, l2_normalize, maxsim_block
 from benchmark.embeddings import as_multi as _multi  # exact_topk's name for it
+from benchmark.topk import (  # noqa: F401  (TopK, pack_keys, unpack_keys: this module's API)
+    DENSE_TILE,
+    EMPTY_KEY,
+    TopK,
+    dense_topk,
+    merge_topk,
+    pack_keys,
+    stable_rows,
+    unpack_keys,
+)
 
 log = logging.getLogger(__name__)
 
@@ -39,14 +52,6 @@ DEFAULT_CHUNK = 16384
 DEFAULT_QUERY_BLOCK = 4096
 MAXSIM_BUDGET = 1 << 26  # floats in one MaxSim token-score block (256 MB in float32)
 TIE_BREAK = "score descending, then pool index ascending (a stable full sort)"
-
-
-@dataclass
-class TopK:
-    """``scores`` (n_q, k) float32 and ``indices`` (n_q, k) int64 into the pool, best first."""
-
-    scores: np.ndarray
-    indices: np.ndarray
 
 
 # -- backends -----------------------------------------------------------------------------------
@@ -165,47 +170,7 @@ def get_backend(name: str = "auto", device: str | None = None) -> NumpyBackend:
     return TorchBackend(device)
 
 
-# -- the running top-k ----------------------------------------------------------------------------
-# A (score, pool index) pair is packed into one int64 whose order is (score ascending, index
-# descending): the upper 32 bits are the float32 score mapped to an order-preserving int32,
-# the lower 32 bits are 2**32 - 1 - index. The k largest keys of a row are then its k best
-# items by (score descending, index ascending), and one integer sort per row replaces a
-# lexicographic sort.
-IDX_MASK = np.int64(0xFFFFFFFF)
-
-
-def pack_keys(scores: np.ndarray, idx: np.ndarray) -> np.ndarray:
-    """Order-preserving int64 keys of (float32 score, pool index < 2**32 - 1)."""
-    s = np.asarray(scores, np.float32) + np.float32(0.0)  # -0.0 -> +0.0
-    b = s.view(np.int32).astype(np.int64)
-    b = np.where(b >= 0, b, b ^ 0x7FFFFFFF)
-    return (b << 32) | (IDX_MASK - np.asarray(idx, np.int64))
-
-
-EMPTY_KEY = pack_keys(np.array([-np.inf], np.float32), np.array([IDX_MASK]))[0]  # (-inf, none)
-
-
-def unpack_keys(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(float32 scores, int64 indices) of packed keys."""
-    b = (keys >> 32).astype(np.int32)
-    b = np.where(b >= 0, b, b ^ np.int32(0x7FFFFFFF))
-    return b.view(np.float32), IDX_MASK - (keys & IDX_MASK)
-
-
-def merge_topk(run: np.ndarray, rows: np.ndarray, keys: np.ndarray) -> np.ndarray:
-    """Merge candidate keys (with their row, rows ascending) into the running (b, k) keys,
-    sorted best first; returns the new (b, k) keys."""
-    b, k = run.shape
-    if rows.size == 0:
-        return run
-    counts = np.bincount(rows, minlength=b)
-    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
-    dense = np.full((b, int(counts.max())), EMPTY_KEY, np.int64)
-    dense[rows, np.arange(rows.size) - starts[rows]] = keys
-    both = np.sort(np.concatenate([run, dense], axis=1), axis=1)
-    return both[:, : -k - 1 : -1]
-
-
+# -- the running top-k (keys, merging: benchmark.topk) ------------------------------------------
 def _block_topk(
     bk: NumpyBackend, score: Callable[[int, int], Any], n_q: int, n_d: int, k: int,
     chunk_size: int, bar: tqdm | None = None,
@@ -235,7 +200,7 @@ def _block_topk(
                 t[still] = np.inf
                 mask = bk.mask_gt(s, t)
                 vals = bk.get(bk.rows(s, still))
-                cols = _stable_rows(vals, k)
+                cols = stable_rows(vals, k)
                 fixed.append((np.repeat(still, k),
                               pack_keys(np.take_along_axis(vals, cols, 1), cols + ds).ravel()))
         rows, cols, vals = bk.select(s, mask)
@@ -250,10 +215,6 @@ def _block_topk(
             bar.update(n_q * (de - ds))
     scores, idx = unpack_keys(run)
     return TopK(scores.copy(), idx)
-
-
-def _stable_rows(s: np.ndarray, k: int) -> np.ndarray:
-    return np.argsort(-s, axis=1, kind="stable")[:, :k]
 
 
 def _quiet(progress: bool) -> dict[str, Any]:
@@ -272,9 +233,14 @@ def exact_topk(
     queries: Embeddings, docs: Embeddings, k: int, *, chunk_size: int = DEFAULT_CHUNK,
     query_block: int = DEFAULT_QUERY_BLOCK, backend: str | NumpyBackend = "auto",
     device: str | None = None, normalize: bool = True, progress: bool = True,
+    threads: int | None = None,
 ) -> TopK:
     """Exact top-k pool items for every query: cosine (``normalize``) / inner product, or
-    MaxSim when either side is a :class:`MultiVector`."""
+    MaxSim when either side is a :class:`MultiVector`.
+
+    On the numpy backend single vectors go through :func:`benchmark.topk.dense_topk`:
+    ``threads`` workers (default: this process's cores), each a single-threaded sgemm of
+    one query block against ``min(chunk_size, DENSE_TILE)`` pool items at a time."""
     bk = backend if isinstance(backend, NumpyBackend) else get_backend(backend, device)
     if isinstance(queries, MultiVector) or isinstance(docs, MultiVector):
         return exact_maxsim_topk(_multi(queries), _multi(docs), k, chunk_size=chunk_size,
@@ -287,9 +253,12 @@ def exact_topk(
     _check_finite(d, "pool")
     if normalize:
         q = l2_normalize(q)
-    parts: list[TopK] = []
     with tqdm(total=n_q * n_d, desc="retrieval", unit="score", unit_scale=True, leave=False,
               **_quiet(progress)) as bar:
+        if type(bk) is NumpyBackend:
+            return dense_topk(q, d, k, normalize=normalize, tile=min(chunk_size, DENSE_TILE),
+                              query_block=query_block, threads=threads, on_tile=bar.update)
+        parts: list[TopK] = []
         for qs in range(0, n_q, query_block):
             qb = bk.put(q[qs : qs + query_block])
 

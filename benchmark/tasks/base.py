@@ -20,8 +20,9 @@ from typing import Any, ClassVar
 import pandas as pd
 
 from benchmark import files
-from benchmark.cache import EmbeddingCache
+from benchmark.cache import EmbeddingCache, Shard, dir_problem
 from benchmark.config import option
+from benchmark.data import DataError
 from benchmark.data.images import FileHashMemo
 from benchmark.models.base import Adapter
 from benchmark.results import (
@@ -53,6 +54,33 @@ class RunConfig:
                                choices=DTYPES)
     batch_size: int | None = option("batch size for texts and images", None)
     quiet: bool = option("no table on stdout", False, flags=("-q", "--quiet"))
+
+
+@dataclass
+class ScaleConfig:
+    """Scale-out options of ``run``: several models over devices, shards of the embedding."""
+
+    devices: str | None = option(
+        "comma-separated devices (cuda:0,cuda:1 / cpu,cpu): the models of --model A,B,... run "
+        "one per device at a time, each in its own process; one model over several devices "
+        "is sharded over them, then scored", None)
+    shard: str | None = option(
+        "I/N: embed only shard I (0-based) of the items not yet cached, store them, and stop "
+        "before scoring; a run without --shard then scores from the cache", None)
+    cache_shard_file: bool = option(
+        "with --shard: write CACHE_DIR/shards/shard-I-of-N.sqlite, not the shared file (a "
+        "cache on NFS or several machines); then `python -m benchmark cache merge`", False)
+
+
+class OutputError(Exception):
+    """The output dir cannot take results files (one clear line; the CLI exits with 2)."""
+
+
+def check_output_dir(path: Path) -> None:
+    """Fail before any compute when results could not be written to ``path``."""
+    problem = dir_problem(path)
+    if problem:
+        raise OutputError(f"output dir {path} {problem}: pass another --output-dir")
 
 
 @dataclass
@@ -100,6 +128,11 @@ class Task:
     def run(self, ctx: RunContext) -> TaskOutput:
         raise NotImplementedError  # abstract: each task implements its run
 
+    def prefill(self, ctx: RunContext) -> None:
+        """Embed into the cache what :meth:`run` needs and score nothing (``--shard``: the
+        context's cache embeds only its shard)."""
+        raise DataError(f"task {self.name} cannot run sharded (--shard)")
+
     def format_table(self, out: TaskOutput) -> str:
         """A plain-text table of the main scores (printed by the CLI)."""
         return ""
@@ -112,16 +145,27 @@ class Task:
         return path
 
 
-def open_context(run: RunConfig) -> RunContext:
-    """Load the model and open the caches a :class:`RunConfig` names."""
+def open_context(run: RunConfig, shard: Shard | None = None,
+                 shard_file: bool = False) -> RunContext:
+    """Check where results and embeddings go, then load the model and open the caches a
+    :class:`RunConfig` names (``shard``: the cache fills only that shard; ``shard_file``: in
+    its own file, see :class:`~benchmark.cache.EmbeddingCache`)."""
     from benchmark import registry
 
+    if shard is not None and run.no_cache:
+        raise DataError("--shard fills the embedding cache: it cannot run with --no-cache")
+    check_output_dir(run.output_dir)
+    cache = (None if run.no_cache
+             else EmbeddingCache(run.cache_dir, shard=shard, shard_file=shard_file))
     overrides = {k: v for k, v in (("device", run.device), ("dtype", run.dtype)) if v}
     adapter = registry.load_model(run.model, **overrides)
+    check_output_dir(run.output_dir / model_slug(adapter.spec.name))
     if run.batch_size:
         adapter.text_batch_size = adapter.image_batch_size = run.batch_size
-    cache = None if run.no_cache else EmbeddingCache(run.cache_dir)
-    memo = FileHashMemo(cache.root / "filehash.sqlite") if cache else None
+    memo = None
+    if cache is not None:
+        name = f"filehash-{shard.label}.sqlite" if shard_file and shard else "filehash.sqlite"
+        memo = FileHashMemo(cache.path.parent / name)
     return RunContext(adapter, cache, run.output_dir, run.device, memo)
 
 

@@ -71,6 +71,16 @@ class XCMMatrix(XCMTextToImage):
     config: MatrixConfig
     query_modality = "text"
 
+    def prefill(self, ctx: RunContext) -> None:
+        """``--shard``: embed the candidate images and every query text of every language."""
+        cfg = self.config
+        ds = load_xcm(ctx, cfg)
+        terms = read_query_texts(cfg.queries)
+        concepts = set(ds.triplets["query_concept"])
+        embed_candidates(ctx, ds)
+        embed_texts(ctx, sorted({terms[(c, lang)] for lang in parse_languages(cfg.query_languages)
+                                 for c in concepts if (c, lang) in terms}), "query")
+
     def run(self, ctx: RunContext) -> TaskOutput:
         cfg = self.config
         ds = load_xcm(ctx, cfg)

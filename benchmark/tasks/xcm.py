@@ -167,6 +167,16 @@ class XCMTextToImage(Task):
             timings=timings,
         )
 
+    def prefill(self, ctx: RunContext) -> None:
+        """``--shard``: embed the query texts (or images) and the candidate images, no scoring."""
+        ds = load_xcm(ctx, self.config)
+        tr = ds.triplets
+        if self.query_modality == "text":
+            embed_texts(ctx, sorted(set(tr["query_text"])), "query")
+        else:
+            embed_images(ctx, ds, sorted(set(tr["query_image_id"])), "query")
+        embed_candidates(ctx, ds)
+
     def save_per_triplet(self, ctx: RunContext, tr: pd.DataFrame, sims: np.ndarray) -> Path:
         winner, ties = winners(sims)
         z = zscores(sims)

@@ -251,6 +251,10 @@ class XM3600ImageToText(Task):
         top = retrieval.exact_topk(q, d, kmax, chunk_size=chunk, backend=bk)
         return top, st, None
 
+    def prefill(self, ctx: RunContext) -> None:
+        """``--shard``: embed the images and the captions, no retrieval."""
+        embed(ctx, load_data(ctx, self.config))
+
     def save_topk(self, ctx: RunContext, ds: XM3600, query_images: np.ndarray,
                   topk: retrieval.TopK) -> Path:
         """``<task>.topk.parquet``: one row per (query, rank), written atomically."""
