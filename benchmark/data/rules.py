@@ -37,11 +37,13 @@ non_relevant_untagged           (tags known) the non-relevant image has no tags
 distinct_images                 two of the four images are the same id or have the same bytes
 ==============================  ===================================================================
 
-The authors' triplet format (``xcm-bench.csv`` and the ``benchmark`` config of their published
-dataset) adds :func:`authors_violations`: ``candidate_index_mismatch`` (a candidate index names
-an anchor row with another image id), ``image_id_format``, ``image_id_concept`` /
-``image_id_country`` (the id's concept index or country prefix disagree with the row's
-concept/country; concept indexes follow ``data/concepts.txt``).
+``python -m triplets validate --authors-csv`` also audits the authors' own file with
+:func:`authors_violations`: ``candidate_index_mismatch`` (a candidate index names an anchor
+row with another image id), ``image_id_format``, ``image_id_concept`` / ``image_id_country``
+(the id's concept index or country prefix disagree with the row's concept/country; concept
+indexes follow ``data/concepts.txt``). These check the encoding of *their* ids and index
+columns, which scoring never reads, so the evaluator scores a file in their format whose ids
+follow another scheme.
 
 :func:`raise_on_violations` turns violations into the evaluator's one line; the validator
 prints them one per line (``ROW<TAB>RULE<TAB>detail``).

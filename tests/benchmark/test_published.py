@@ -144,3 +144,20 @@ def test_query_source_choices_are_checked(mini, tmp_path, capsys):
     a = run(tmp_path, "qs", "--dataset", str(hub), "--query-source", str(queries))
     b = run(tmp_path, "q", "--dataset", str(hub), "--queries", str(queries))
     assert a["scores"] == b["scores"] and a["task"]["query_texts"]["source"] == "file"
+
+
+def test_one_warning_per_run_for_unreviewed_terms(mini, tmp_path, capsys):
+    hub, *_ = mini
+    base = ["run", "--model", "hash", "--dataset", str(hub), "--output-dir", str(tmp_path / "o"),
+            "--cache-dir", str(tmp_path / "c"), "-q", "--bootstrap", "20"]
+    assert main([*base, "--task", "3xcm", "--task", "3xcm-matrix", "--task", "3xcm-i2i"]) == 0
+    err = capsys.readouterr().err
+    assert err.count("not reviewed by a native speaker") == 1
+    matrix = json.loads((tmp_path / "o" / "hash" / "3xcm-matrix.json").read_text())
+    qt = matrix["task"]["query_texts"]
+    assert qt["source"] == "published" and qt["used_terms"] >= 40
+    assert sum(qt["used_source_mix"].values()) == qt["used_terms"]
+    assert qt["unreviewed_terms"] == qt["used_terms"] - qt["used_source_mix"].get("reviewed", 0)
+    # image queries score no term: no warning
+    assert main([*base, "--task", "3xcm-i2i"]) == 0
+    assert "not reviewed" not in capsys.readouterr().err
