@@ -157,11 +157,10 @@ def load_release(path_or_id: str, revision: str | None = None) -> XCMDataset:
     what = str(path_or_id)
     hf.check_spec(what)
     try:
-        trip = hf.load_split(what, "triplets", "test", revision)
-    except hf.EmptySplit:
-        check_not_empty(0, f"{what} triplets")
+        tr = hf.load_split(what, "triplets", "test", revision).to_pandas()
+    except hf.EmptySplit:  # a header and no rows: datasets will not load it
+        tr = pd.DataFrame(columns=TRIPLET_COLUMNS)
     imgs = hf.load_split(what, "images", None, revision)
-    tr = trip.to_pandas()
     check_columns(tr, TRIPLET_COLUMNS, f"{what} triplets")
     check_not_empty(len(tr), f"{what} triplets")
     tr = tr[TRIPLET_COLUMNS].astype({"triplet_id": str})
