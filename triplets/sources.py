@@ -1,4 +1,9 @@
-"""Readers that turn a release folder or the authors' CSV into rows for :mod:`triplets.rules`."""
+"""Readers that turn a release folder or the authors' CSV into rows for :mod:`triplets.rules`.
+
+The table checks (missing or empty columns, no rows, tags stored as text, duplicate image
+ids) and the authors' format rules are the evaluator's (:mod:`benchmark.data.rules`): the same
+faults give the same words here and in ``python -m benchmark run``.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +13,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from benchmark import tables
-from benchmark.files import sha256_bytes
+from benchmark.data.rules import (
+    authors_violations,
+    check_columns,
+    check_not_empty,
+    check_tags,
+    check_unique_images,
+    image_bytes_violation,
+)
 from triplets.rules import TRIPLET_COLUMNS, ImageInfo, Violation
 
 
@@ -43,7 +55,8 @@ def card_configs(release: Path) -> dict[str, dict[str, list[str]]]:
 
 
 def read_config_table(release: Path, config: str, columns: list[str] | None = None):
-    """All splits of one config as one pyarrow table (no image decoding)."""
+    """All splits of one config as one pyarrow table (no image decoding); of ``columns``
+    only those the files have."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -53,7 +66,12 @@ def read_config_table(release: Path, config: str, columns: list[str] | None = No
     paths = sorted(p for globs in configs[config].values() for g in globs for p in release.glob(g))
     if not paths:
         raise SourceError(f"{release}: config {config!r} has no data files")
-    return pa.concat_tables(pq.read_table(p, columns=columns) for p in paths)
+    tables_ = []
+    for p in paths:
+        have = pq.read_schema(p).names
+        tables_.append(pq.read_table(p, columns=[c for c in columns if c in have]
+                                     if columns is not None else None))
+    return pa.concat_tables(tables_, promote_options="default")
 
 
 def image_byte_violations(release: Path) -> list[Violation]:
@@ -69,42 +87,45 @@ def image_byte_violations(release: Path) -> list[Violation]:
         t = pq.read_table(path, columns=["image_id", "image", "sha256"])
         for iid, cell, sha in zip(*(t.column(c).to_pylist() for c in ("image_id", "image", "sha256")),
                                   strict=True):
-            data = (cell or {}).get("bytes")
-            if not data:
-                out.append(Violation(str(iid), "image_bytes", "no embedded bytes"))
-            elif sha256_bytes(data) != sha:
-                out.append(Violation(str(iid), "image_bytes", "bytes do not match sha256"))
+            v = image_bytes_violation(str(iid), (cell or {}).get("bytes"), sha)
+            if v is not None:
+                out.append(v)
     return out
 
 
 def read_release(release: Path) -> tuple[list[dict], dict[str, ImageInfo], dict]:
-    """(triplet rows, image table, build record) of a release folder."""
+    """(triplet rows, image table, build record) of a release folder, after the evaluator's
+    table checks."""
     if not release.is_dir():
         raise SourceError(f"--release: not a folder: {release}")
-    trip = read_config_table(release, "triplets").to_pylist()
+    what = str(release)
+    trip = read_config_table(release, "triplets").to_pandas()
+    check_columns(trip, TRIPLET_COLUMNS, f"{what} triplets")
+    check_not_empty(len(trip), f"{what} triplets")
     img_cols = ["image_id", "concept", "country", "tags", "sha256"]
-    imgs = read_config_table(release, "images", img_cols).to_pylist()
+    imgs = read_config_table(release, "images", img_cols).to_pandas()
+    check_columns(imgs, ["image_id", "concept", "country"], f"{what} images")
+    imgs["image_id"] = imgs["image_id"].astype(str)
+    check_unique_images(imgs["image_id"].tolist(), f"{what} images")
+    if "tags" in imgs:
+        check_tags(imgs["image_id"], imgs["tags"], f"{what} images")
     images = {
         r["image_id"]: ImageInfo(r["concept"], r["country"],
-                                 tuple(r["tags"]) if r["tags"] else None, r["sha256"])
-        for r in imgs
+                                 tuple(r["tags"]) if _has_tags(r.get("tags")) else None,
+                                 r.get("sha256"))
+        for r in imgs.to_dict("records")
     }
     build_path = release / "build.json"
     build = json.loads(build_path.read_text(encoding="utf-8")) if build_path.is_file() else {}
-    return [{k: r.get(k) for k in TRIPLET_COLUMNS} for r in trip], images, build
+    rows = trip[TRIPLET_COLUMNS].astype(object).where(trip[TRIPLET_COLUMNS].notna(), None)
+    return rows.to_dict("records"), images, build
+
+
+def _has_tags(t: object) -> bool:
+    return t is not None and not isinstance(t, float) and len(t) > 0  # type: ignore[arg-type]
 
 
 # -- the authors' CSV ----------------------------------------------------------------------------
-
-AUTHORS_ROLES = {
-    "query": "query",
-    "semantic": "semantically_relevant_candidate",
-    "cultural": "culturally_relevant_candidate",
-    "non_relevant": "non_relevant_candidate",
-}
-# Their image ids name the country in lower case; USA also appears as 'america'.
-_AUTHORS_PREFIX_ALIASES = {"america": "USA"}
-
 
 @dataclass
 class AuthorsFile:
@@ -117,16 +138,12 @@ class AuthorsFile:
 
 
 def read_authors_csv(path: Path) -> AuthorsFile:
-    """The authors' file mapped by the evaluator's reader, plus this format's own checks.
-
-    Extra rules for this format: ``candidate_index_mismatch`` (a candidate index names an
-    anchor row with another image id), ``image_id_format``, ``image_id_concept`` /
-    ``image_id_country`` (the id's concept index or country prefix disagree with the
-    concept/country columns; concept indexes follow ``data/concepts.txt``). Image ids given
-    two labels in different rows are listed (``conflicting_ids``), not blamed on a row: which
-    row is wrong is not decidable.
-    """
+    """The authors' file mapped by the evaluator's reader, with their format's own rules
+    (:func:`benchmark.data.rules.authors_violations`). Image ids given two labels in different
+    rows are listed (``conflicting_ids``), not blamed on a row: which row is wrong is not
+    decidable."""
     from benchmark.data import DataError
+    from benchmark.data.rules import AUTHORS_ROLES
     from benchmark.data.xcm import authors_to_triplets, read_authors_frame
 
     if not path.is_file():
@@ -137,47 +154,17 @@ def read_authors_csv(path: Path) -> AuthorsFile:
     except DataError as e:
         raise SourceError(str(e)) from e
     lang = {c.code: c.language for c in tables.countries()}
-    out = AuthorsFile(rows=tr.to_dict("records"))
+    out = AuthorsFile(rows=tr.to_dict("records"), extra=authors_violations(raw, tr))
     out.same_language_semantic = int(sum(
         lang[a] == lang[b] for a, b in zip(tr["semantic_country"], tr["query_country"], strict=True)
     ))
-    concepts = tables.concepts()
-    by_index = dict(zip(raw["query_index"], raw["query_image_id"], strict=True))
     labels: dict[str, set[tuple[str, str]]] = {}
     for rec, r in zip(raw.to_dict("records"), out.rows, strict=True):
-        rid = rec["query_index"]
         for role, prefix in AUTHORS_ROLES.items():
-            iid = rec[f"{prefix}_image_id"]
             concept = r["query_concept"] if role == "query" else rec[f"{prefix}_concept"]
             country = r["query_country"] if role == "query" else r[f"{role}_country"]
-            labels.setdefault(iid, set()).add((concept, country))
-            out.extra.extend(_id_checks(rid, iid, concept, country, concepts))
-            idx = rec.get(f"{prefix}_index")
-            if role != "query" and idx in by_index and by_index[idx] != iid:
-                out.extra.append(Violation(rid, "candidate_index_mismatch",
-                                           f"{role} index {idx} is {by_index[idx]}, not {iid}"))
+            labels.setdefault(rec[f"{prefix}_image_id"], set()).add((concept, country))
     out.conflicting_ids = sorted(iid for iid, lab in labels.items() if len(lab) > 1)
-    return out
-
-
-def _id_checks(rid: str, iid: str, concept: str, country: str, concepts: list[str]) -> list[Violation]:
-    parts = iid.rsplit("-", 3)
-    if len(parts) != 4 or not parts[1].isdigit():
-        return [Violation(rid, "image_id_format", f"{iid} is not country-concept-rank-lang")]
-    out = []
-    idx = int(parts[1])
-    if idx >= len(concepts) or concepts[idx] != concept:
-        named = concepts[idx] if idx < len(concepts) else "out of range"
-        out.append(Violation(rid, "image_id_concept", f"{iid}: index {idx} is {named}, not {concept}"))
-    prefix = parts[0]
-    code = _AUTHORS_PREFIX_ALIASES.get(prefix)
-    if code is None:
-        try:
-            code = tables.country(prefix).code
-        except tables.TableError:
-            code = None
-    if code != country:
-        out.append(Violation(rid, "image_id_country", f"{iid}: prefix {prefix!r} is not {country}"))
     return out
 
 

@@ -1,4 +1,4 @@
-"""Crossmodal-3600 (XM3600): 3,600 images, captions in 36 languages, two layouts.
+"""Crossmodal-3600 (XM3600): 3,600 images, captions in 36 languages, three layouts.
 
 1. **Official** (google.github.io/crossmodal-3600): ``captions.jsonl``, one JSON object per
    image with ``"image/key"``, ``"image/locale"`` and, per language code, an object whose
@@ -7,8 +7,13 @@
 2. **Hub** (``mteb/xm3600``): one split per language, rows ``image_id, image, captions,
    image_locale`` (``captions``: that language's captions of the image), loaded with
    ``datasets.load_dataset`` from a local folder or a hub id.
+3. **The authors' copy** (``Tierone2025part2/crossmodal_3600``, what their RQ1 code loads):
+   one split, rows ``image_key, image, captions`` with ``captions`` = {language: [captions]}
+   (a struct column); no locale column, so each image's locale comes from the authors'
+   ``data/authors/xm3600-image-locales.csv`` (an ``image_locale`` column wins when present).
+   Recognised by its columns, whatever the repository is called.
 
-Both give the same :class:`XM3600`: images sorted by id, and the caption pool in a canonical
+All give the same :class:`XM3600`: images sorted by id, and the caption pool in a canonical
 order (image, then language in ``data/xm3600_languages.csv`` order, then caption order), so
 tie-breaking by pool position does not depend on the layout. Language codes must be the 36 of
 the languages table (``iw``/``nb``/``tl`` are read as ``he``/``no``/``fil`` and counted).
@@ -18,7 +23,9 @@ captions are dropped and counted in ``notes``.
 
 from __future__ import annotations
 
+import csv
 import hashlib
+import io
 import json
 import logging
 from dataclasses import dataclass, field
@@ -37,6 +44,9 @@ log = logging.getLogger(__name__)
 HUB_ID = "mteb/xm3600"
 HUB_REVISION = "536cd45bbfe53de9b08c0483bb4a76a4bd3673fa"  # the revision MTEB pins
 HUB_COLUMNS = ["image_id", "image", "captions", "image_locale"]
+AUTHORS_HUB_ID = "Tierone2025part2/crossmodal_3600"
+AUTHORS_COLUMNS = ["image_key", "image", "captions"]
+AUTHORS_LOCALES = "authors/xm3600-image-locales.csv"
 ALIASES = {"iw": "he", "nb": "no", "tl": "fil"}
 
 
@@ -51,7 +61,7 @@ class XM3600:
     caption_image: np.ndarray  # (n_captions,) int: index into image_ids
     caption_language: list[str]  # (n_captions,) language code
     dataset_id: str
-    source_format: str  # official / hub
+    source_format: str  # official / hub / authors
     notes: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -175,19 +185,29 @@ def load_official(path: str | Path, images_dir: str | Path | None = None,
 
 
 def load_hub(path_or_id: str, revision: str | None = None) -> XM3600:
-    """The ``mteb/xm3600`` layout: one split per language, through ``datasets``."""
+    """A ``datasets`` folder or hub id: the ``mteb/xm3600`` layout (one split per language)
+    or the authors' copy (one split, ``captions`` a {language: [captions]} mapping)."""
     if revision is None and path_or_id == HUB_ID:
         revision = HUB_REVISION
     if not Path(path_or_id).is_dir() and path_or_id.count("/") != 1:
         raise DataError(f"XM3600: {path_or_id!r} is neither a folder nor a hub id ORG/NAME")
     try:
-        dd, first = _hub_splits(path_or_id, revision)
+        layout, data = _hub_data(path_or_id, revision)
     except DataError:
         raise
     except Exception as e:  # noqa: BLE001 - any loader failure is one clear line
         msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
         raise DataError(f"XM3600: cannot load {path_or_id!r}: {type(e).__name__}: {msg}") from e
     col = _Collector(str(path_or_id))
+    did = f"{path_or_id}@{revision}" if revision else str(path_or_id)
+    if layout == "authors":
+        notes = _collect_authors(data, col)
+        store = _hub_image_store(data.rename_column("image_key", "image_id"),
+                                 set(col.by_image), str(path_or_id))
+        ds = col.build(store, did, "authors")
+        ds.notes.update(notes)
+        return ds
+    dd, first = data
     for split in sorted(dd):
         lang = col.lang(split, f"split {split!r}")
         for r, row in enumerate(dd[split]):
@@ -195,8 +215,62 @@ def load_hub(path_or_id: str, revision: str | None = None) -> XM3600:
             key = col.image(row["image_id"], row["image_locale"], where)
             col.add(key, lang, row["captions"], where)
     store = _hub_image_store(first, set(col.by_image), str(path_or_id))
-    did = f"{path_or_id}@{revision}" if revision else str(path_or_id)
     return col.build(store, did, "hub")
+
+
+def _authors_locales() -> dict[str, str]:
+    """Image key -> locale, from the authors' ``captions_index_key_native.csv`` copy."""
+    f = tables.data_file(AUTHORS_LOCALES)
+    return {r["key"]: r["native"] for r in csv.DictReader(io.StringIO(f.text))}
+
+
+def _collect_authors(ds: Any, col: _Collector) -> dict[str, Any]:
+    """Feed the authors' rows to ``col``; notes on where the locales came from."""
+    has_locale = "image_locale" in ds.column_names
+    locales = {} if has_locale else _authors_locales()
+    cols = ["image_key", "captions"] + (["image_locale"] if has_locale else [])
+    no_locale = 0
+    for r, row in enumerate(ds.select_columns(cols)):
+        where = f"row {r}"
+        key = row["image_key"]
+        if key in col.by_image:
+            raise DataError(f"{col.what}: {where}: image {key} listed twice")
+        loc = row["image_locale"] if has_locale else locales.get(key)
+        no_locale += loc is None
+        key = col.image(key, loc, where)
+        caps = row["captions"]
+        if isinstance(caps, list) and all(isinstance(p, list | tuple) and len(p) == 2 for p in caps):
+            caps = dict(caps)  # an arrow map column reads as (key, value) pairs
+        if not isinstance(caps, dict):
+            raise DataError(f"{col.what}: {where}: captions must be a {{language: [captions]}} "
+                            f"mapping, got {type(caps).__name__}")
+        for code, texts in caps.items():
+            if texts is not None:  # a struct field absent for this image
+                col.add(key, col.lang(code, where), texts, where)
+    source = "image_locale column" if has_locale else f"data/{AUTHORS_LOCALES}"
+    return {"locale_source": source, "images_without_locale": no_locale}
+
+
+def _hub_data(path_or_id: str, revision: str | None) -> tuple[str, Any]:
+    """("authors", the one split) or ("hub", (per-language caption splits, a split with
+    images)), by the columns of the data."""
+    import datasets
+
+    builder = datasets.load_dataset_builder(path_or_id, revision=revision)
+    files = getattr(builder.config, "data_files", None)
+    columns = list(builder.info.features) if builder.info.features else None
+    if columns is None and builder.name == "parquet" and files:
+        columns = _parquet_columns(files[sorted(files)[0]])
+    one_split = len(files or {}) <= 1  # the mteb layout has one split per language
+    if (set(AUTHORS_COLUMNS) <= set(columns)) if columns is not None else one_split:
+        dd = datasets.load_dataset(path_or_id, revision=revision)  # one split: loaded once
+        first = next(iter(dd.values()))
+        if set(AUTHORS_COLUMNS) <= set(first.column_names):
+            if len(dd) != 1:
+                raise DataError(f"XM3600: {path_or_id}: the authors' layout has one split, "
+                                f"found {sorted(dd)}")
+            return "authors", first
+    return "hub", _hub_splits(path_or_id, revision)
 
 
 def _hub_splits(path_or_id: str, revision: str | None) -> tuple[Any, Any]:

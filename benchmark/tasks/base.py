@@ -87,7 +87,9 @@ def check_output_dir(path: Path) -> None:
 class TaskConfig:
     """What every task reads: the dataset and the seed."""
 
-    dataset: str | None = option("release folder or hub id ORG/NAME", None)
+    dataset: str | None = option(
+        "dataset folder or hub id ORG/NAME: a 3XCM release, the authors' published 3XCM "
+        "(configs image_metadata + benchmark), or XM3600 for xm3600-i2t", None)
     revision: str | None = option("hub revision of --dataset", None)
     seed: int = option("seed of bootstraps and sampling", 0)
 

@@ -3,7 +3,10 @@ culture.
 
 In 3XCM as the paper runs it the query language and the query culture coincide (Thai text for
 Thai triplets). Here each triplet keeps its three images and is asked once per query language
-L with its concept written in L (``native_term`` of ``data/queries.csv``, or ``--queries``).
+L with its concept written in L: the term of the triplet's own country when it speaks L,
+else that of the first country of L in ``data/countries.csv`` order (USA for en, ESP for es,
+PRT for pt), from the query texts ``--query-source`` / ``--queries`` choose
+(:mod:`benchmark.data.queries`; the same default as ``3xcm``).
 ``scores.matrix[L][COUNTRY]`` holds the 3xcm scores of query language L on the triplets whose
 query culture is COUNTRY; ``scores.summary[COUNTRY]`` compares the country's own language
 (the paper's number) with English, with a paired bootstrap interval of the SP difference.
@@ -22,8 +25,7 @@ import numpy as np
 
 from benchmark import tables
 from benchmark.config import option
-from benchmark.data import DataError
-from benchmark.data.xcm import read_query_texts
+from benchmark.data import DataError, queries
 from benchmark.metrics.association import TIE_ORDER, group_seed, summarize, winners, zscores
 from benchmark.metrics.paired import paired_sp_difference
 from benchmark.tasks.base import RunContext, TaskOutput
@@ -33,6 +35,7 @@ from benchmark.tasks.xcm import (
     embed_candidates,
     embed_texts,
     load_xcm,
+    query_table,
     similarity_settings,
 )
 
@@ -54,6 +57,29 @@ def parse_languages(spec: str | None) -> list[str]:
     if not langs:
         raise DataError("--query-languages: empty list")
     return list(dict.fromkeys(langs))
+
+
+def language_plan(
+    table: queries.QueryTable, tr: Any, langs: list[str],
+) -> tuple[dict[str, np.ndarray], dict[str, list[str]], dict[str, Any], set[tuple[str, str]]]:
+    """Per query language: the rows that have a term in it, their texts, the skipped
+    triplets and concepts; and every (concept, country) key of a term used."""
+    pairs = list(zip(tr["query_concept"], tr["query_country"], strict=True))
+    concepts = tr["query_concept"].to_numpy()
+    rows_for: dict[str, np.ndarray] = {}
+    text_for: dict[str, list[str]] = {}
+    skipped: dict[str, dict[str, Any]] = {}
+    used: set[tuple[str, str]] = set()
+    for lang in langs:
+        key_of = {p: queries.key_in_language(table, p[0], p[1], lang) for p in set(pairs)}
+        keys = [key_of[p] for p in pairs]
+        have = np.array([k is not None for k in keys], bool)
+        rows_for[lang] = np.nonzero(have)[0]
+        text_for[lang] = [table.terms[k].text for k in keys if k is not None]
+        used.update(k for k in keys if k is not None)
+        missing = sorted({c for c, h in zip(concepts, have, strict=True) if not h})
+        skipped[lang] = {"triplets": int((~have).sum()), "concepts": missing}
+    return rows_for, text_for, skipped, used
 
 
 @dataclass
@@ -83,22 +109,15 @@ class XCMMatrix(XCMTextToImage):
 
     def run(self, ctx: RunContext) -> TaskOutput:
         cfg = self.config
-        ds = load_xcm(ctx, cfg)
+        ds = load_xcm(ctx, cfg, with_texts=False)
         tr = ds.triplets
         langs = parse_languages(cfg.query_languages)
-        terms = read_query_texts(cfg.queries)
+        table = query_table(ds, cfg)
+        rows_for, text_for, skipped, used = language_plan(table, tr, langs)
+        prov = queries.provenance(table, used)
+        queries.warn_unreviewed(prov, ctx.memo)
         d_emb, cand_idx, timings = embed_candidates(ctx, ds)
-        concepts = tr["query_concept"].to_numpy()
-        rows_for: dict[str, np.ndarray] = {}
-        skipped: dict[str, dict[str, Any]] = {}
-        texts: list[str] = []
-        for lang in langs:
-            have = np.array([(c, lang) in terms for c in concepts])
-            rows_for[lang] = np.nonzero(have)[0]
-            missing = sorted({c for c, h in zip(concepts, have, strict=True) if not h})
-            skipped[lang] = {"triplets": int((~have).sum()), "concepts": missing}
-            texts.extend(terms[(c, lang)] for c in set(concepts[have]))
-        texts = sorted(set(texts))
+        texts = sorted({t for lang in langs for t in text_for[lang]})
         q_emb, qstats = embed_texts(ctx, texts, "query")
         timings["embed_texts_s"], timings["text_embedding"] = qstats.seconds, vars(qstats)
         tpos = {t: i for i, t in enumerate(texts)}
@@ -110,7 +129,7 @@ class XCMMatrix(XCMTextToImage):
         b, seed = cfg.bootstrap, cfg.seed
         for lang in langs:
             rows = rows_for[lang]
-            q_idx = np.array([tpos[terms[(c, lang)]] for c in concepts[rows]], np.int64)
+            q_idx = np.array([tpos[t] for t in text_for[lang]], np.int64)
             sims = ctx.adapter.indexed_pair_similarity(
                 q_emb, q_idx, d_emb, [ci[rows] for ci in cand_idx]).astype(np.float64)
             w, ties = winners(sims)
@@ -129,7 +148,7 @@ class XCMMatrix(XCMTextToImage):
         return TaskOutput(
             task={"name": self.name, "dataset": ds.dataset_id, "data_fingerprint": ds.fingerprint,
                   "n": len(tr), "source_format": ds.source_format, "query_languages": langs,
-                  "query_text_source": str(cfg.queries or "data/queries.csv native_term"),
+                  "query_texts": prov,
                   "skipped": skipped},
             scores={"matrix": matrix, "by_query_language": by_language, "summary": summary},
             settings={"seed": seed, "bootstrap_resamples": b, "tie_order": TIE_ORDER,

@@ -20,8 +20,10 @@ import pandas as pd
 
 from benchmark.cache import EmbedStats, embed_cached
 from benchmark.config import option
-from benchmark.data import DataError
-from benchmark.data.xcm import XCMDataset, load_authors_csv, load_release
+from benchmark.data import DataError, queries
+from benchmark.data.published import open_dataset
+from benchmark.data.rules import query_text_violations, raise_on_violations
+from benchmark.data.xcm import XCMDataset, load_authors_csv, with_query_table
 from benchmark.embeddings import Embeddings
 from benchmark.files import sha256_text
 from benchmark.metrics.association import TIE_ORDER, association_scores, winners, zscores
@@ -36,14 +38,19 @@ CANDIDATE_COLUMNS = ["semantic_image_id", "cultural_image_id", "non_relevant_ima
 
 @dataclass
 class AssociationConfig(TaskConfig):
-    """The 3XCM data (a release, or the authors' CSV with an image folder) and the bootstrap:
-    what every association-bias computation reads (``3xcm*`` tasks, ``analyze``)."""
+    """The 3XCM data (a release, the authors' published layout, or the authors' CSV with an
+    image folder), its query texts and the bootstrap: what every association-bias
+    computation reads (``3xcm*`` tasks, ``analyze``)."""
 
     triplets_csv: Path | None = option(
-        "the authors' triplet CSV (xcm-bench.csv columns) instead of --dataset", None)
+        "the authors' triplet CSV (xcm-bench.csv columns): with --images DIR instead of "
+        "--dataset, or with --dataset in the authors' published layout instead of its "
+        "benchmark config", None)
     images: Path | None = option("folder of <image_id>.<ext> (with --triplets-csv)", None)
+    query_source: str = option(queries.SOURCE_HELP, "auto", metavar="SOURCE")
     queries: Path | None = option(
-        "CSV concept,language,text of query texts (default: data/queries.csv)", None)
+        "CSV concept,country,text of query texts (or concept,language,text: every country of "
+        "that language); the same as --query-source FILE", None)
     bootstrap: int = option("bootstrap resamples for SP intervals (default 1000)", 1000)
 
 
@@ -55,23 +62,49 @@ class XCMConfig(AssociationConfig):
         "also write <task>.per_triplet.parquet with every triplet's scores", False)
 
 
-def load_xcm(ctx: RunContext, cfg: AssociationConfig) -> XCMDataset:
-    """The 3XCM dataset ``cfg`` names (loaded once per run)."""
-    key = ("xcm", cfg.dataset, cfg.revision, cfg.triplets_csv, cfg.images, cfg.queries)
-    if key in ctx.memo:
-        return ctx.memo[key]
+def _load_data(ctx: RunContext, cfg: AssociationConfig) -> XCMDataset:
+    if cfg.triplets_csv and cfg.images:
+        if cfg.dataset:
+            raise DataError("give --dataset or --images (with --triplets-csv), not both")
+        return load_authors_csv(cfg.triplets_csv, cfg.images, hash_memo=ctx.hash_memo,
+                                with_texts=False)
+    if cfg.dataset:
+        return open_dataset(cfg.dataset, cfg.revision, cfg.triplets_csv)
     if cfg.triplets_csv:
-        if not cfg.images:
-            raise DataError("--triplets-csv needs --images DIR (files named <image_id>.<ext>)")
-        ds = load_authors_csv(cfg.triplets_csv, cfg.images, cfg.queries, hash_memo=ctx.hash_memo)
-    elif cfg.dataset:
-        ds = load_release(cfg.dataset, cfg.revision)
-    else:
-        raise DataError("3xcm needs --dataset PATH_OR_HUB_ID or --triplets-csv FILE --images DIR")
-    log.info("%s: %d triplets, %d images (%s)", ds.dataset_id, len(ds.triplets),
-             len(ds.images.ids), ds.source_format)
-    ctx.memo[key] = ds
-    return ds
+        raise DataError("--triplets-csv needs --images DIR (files named <image_id>.<ext>) or "
+                        "--dataset in the authors' published layout")
+    raise DataError("3xcm needs --dataset PATH_OR_HUB_ID or --triplets-csv FILE --images DIR")
+
+
+def query_table(ds: XCMDataset, cfg: AssociationConfig) -> queries.QueryTable:
+    """The query texts ``cfg`` chooses for ``ds`` (``--query-source``, ``--queries``)."""
+    kind, path = queries.resolve_source(cfg.query_source, cfg.queries, ds.source_format)
+    if kind == "published":
+        return queries.from_published(ds.image_meta, ds.dataset_id)
+    if kind == "release":
+        return queries.from_release(ds.triplets, ds.dataset_id)
+    return queries.load_table(kind, path)
+
+
+def load_xcm(ctx: RunContext, cfg: AssociationConfig, *, with_texts: bool = True) -> XCMDataset:
+    """The 3XCM dataset ``cfg`` names, loaded once per run; ``with_texts``: with the query
+    texts of ``cfg`` applied and their provenance recorded (``ds.query_texts``)."""
+    key = ("xcm", cfg.dataset, cfg.revision, cfg.triplets_csv, cfg.images)
+    if key not in ctx.memo:
+        ds = _load_data(ctx, cfg)
+        log.info("%s: %d triplets, %d images (%s)", ds.dataset_id, len(ds.triplets),
+                 len(ds.images.ids), ds.source_format)
+        ctx.memo[key] = ds
+    ds = ctx.memo[key]
+    if not with_texts:
+        return ds
+    tkey = (*key, "texts", cfg.query_source, cfg.queries)
+    if tkey not in ctx.memo:
+        table = query_table(ds, cfg)
+        texted = with_query_table(ds, table)
+        raise_on_violations(query_text_violations(texted.triplets), table.origin)
+        ctx.memo[tkey] = texted
+    return ctx.memo[tkey]
 
 
 def embed_texts(ctx: RunContext, texts: list[str], role: str) -> tuple[Embeddings, EmbedStats]:
@@ -142,6 +175,8 @@ class XCMTextToImage(Task):
     def run(self, ctx: RunContext) -> TaskOutput:
         cfg = self.config
         ds = load_xcm(ctx, cfg)
+        if self.query_modality == "text":  # image queries score no term
+            queries.warn_unreviewed(ds.query_texts, ctx.memo)
         sims, timings = self.similarities(ctx, ds)
         t0 = time.perf_counter()
         tr = ds.triplets
@@ -155,7 +190,8 @@ class XCMTextToImage(Task):
         return TaskOutput(
             task={"name": self.name, "dataset": ds.dataset_id, "data_fingerprint": ds.fingerprint,
                   "n": len(tr), "source_format": ds.source_format,
-                  "query_modality": self.query_modality, "n_images": len(ds.images.ids)},
+                  "query_modality": self.query_modality, "n_images": len(ds.images.ids),
+                  "query_texts": ds.query_texts, **({"notes": ds.notes} if ds.notes else {})},
             scores=scores,
             settings={
                 "seed": cfg.seed, "bootstrap_resamples": cfg.bootstrap,

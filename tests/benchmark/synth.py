@@ -17,6 +17,7 @@ from PIL import Image
 
 from benchmark import tables
 from benchmark.embeddings import l2_normalize
+from benchmark.files import sha256_bytes
 from benchmark.models.base import Adapter, ModelSpec
 from benchmark.synthetic import write_release
 
@@ -47,7 +48,8 @@ def planted_world(n_concepts: int = 5, per_cell: int = 2, seed: int = 0):
                 rows.append({"image_id": f"{k}-{ci}-{v}", "image_bytes": data, "concept": concept,
                              "country": k, "query_language": lang[k], "query_text": "",
                              "search_rank": v + 1, "source_url": "", "page_url": "", "title": "",
-                             "tags": [concept], "sha256": "", "width": 8, "height": 8})
+                             "tags": [concept], "sha256": sha256_bytes(data), "width": 8,
+                             "height": 8})
     images = pd.DataFrame(rows)
     rng = np.random.default_rng(seed)
     trip = []

@@ -1,0 +1,151 @@
+"""The authors' published 3XCM, as the hub holds it, and the choice of layout for ``--dataset``.
+
+The authors published their data as ``Chula-AI/association_bias_benchmark``: config
+``image_metadata`` (split ``train``: ``image``, ``image_id``, ``concept_id``, ``concept``,
+``concept_in_native``, ``concept_country``, ``country``, ``title``) and config ``benchmark``
+(split ``train``: the columns of their ``xcm-bench.csv``). :func:`open_dataset` recognises the
+layout of any folder or hub id by its configs and columns, never by its name:
+
+- configs ``triplets`` and ``images``: our release (:func:`benchmark.data.xcm.load_release`);
+- config ``image_metadata``: the authors' published layout; the triplets are its ``benchmark``
+  config, else ``--triplets-csv FILE``, else the authors' file shipped in
+  ``data/authors/xcm-bench.csv``;
+- one config (e.g. a folder of ``image_metadata`` parquet files, no card) whose columns are
+  those of ``image_metadata``: the same, without a ``benchmark`` config.
+
+The query text of a triplet is the ``concept_in_native`` of its query image (the authors'
+own term; :mod:`benchmark.data.queries` offers the others). Image countries are the authors'
+names (``Argentina``, ``UK``) and become ISO codes; image ids that the triplets name but the
+images lack are one error line naming them.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from benchmark import tables
+from benchmark.data import DataError, hf
+from benchmark.data.images import ImageStore
+from benchmark.data.rules import (
+    check_columns,
+    check_not_empty,
+    check_unique_images,
+    first_items,
+    raise_on_violations,
+    triplet_violations,
+)
+from benchmark.data.xcm import (
+    AUTHORS_COLUMNS,
+    XCMDataset,
+    authors_rows,
+    load_release,
+    read_authors_frame,
+    referenced_ids,
+    require_columns,
+    unknown_ids_error,
+)
+from benchmark.files import sha256_bytes
+
+log = logging.getLogger(__name__)
+
+HUB_ID = "Chula-AI/association_bias_benchmark"
+IMAGE_METADATA_COLUMNS = ["image", "image_id", "concept_id", "concept", "concept_in_native",
+                          "concept_country", "country", "title"]
+REQUIRED_IMAGE_COLUMNS = ["image", "image_id", "concept", "concept_in_native", "country"]
+SHIPPED_TRIPLETS = "authors/xcm-bench.csv"
+
+
+def open_dataset(path_or_id: str, revision: str | None = None,
+                 triplets_csv: Path | None = None) -> XCMDataset:
+    """The 3XCM dataset at a folder or hub id, whichever of the layouts it is in."""
+    names = hf.config_names(path_or_id, revision)
+    if {"triplets", "images"} <= set(names):
+        if triplets_csv is not None:
+            raise DataError(f"--triplets-csv with --dataset: {path_or_id} is a release (configs "
+                            "triplets and images), which has its own triplets")
+        return load_release(path_or_id, revision)
+    if "image_metadata" in names:
+        images = hf.load_split(path_or_id, "image_metadata", None, revision)
+        bench = None
+        if "benchmark" in names and triplets_csv is None:
+            bench = hf.load_split(path_or_id, "benchmark", None, revision)
+        return load_published(path_or_id, images, bench, triplets_csv, revision)
+    if len(names) == 1:
+        split = hf.load_split(path_or_id, names[0], None, revision)
+        if set(REQUIRED_IMAGE_COLUMNS) <= set(split.column_names):
+            return load_published(path_or_id, split, None, triplets_csv, revision)
+        found = f"config {names[0]!r} with columns {', '.join(split.column_names)}"
+    else:
+        found = f"configs {', '.join(names)}"
+    raise DataError(
+        f"--dataset {path_or_id}: not a 3XCM layout ({found}); expected a release (configs "
+        "triplets and images) or the authors' published layout (config image_metadata with "
+        f"{', '.join(REQUIRED_IMAGE_COLUMNS)}; optional config benchmark)")
+
+
+def _strings(df: pd.DataFrame) -> pd.DataFrame:
+    """Every cell as text (nulls as ""), as the authors' CSV reads."""
+    return df.astype(object).where(df.notna(), "").astype(str)
+
+
+def _iso_countries(names: pd.Series, what: str) -> pd.Series:
+    iso: dict[str, str] = {}
+    bad = []
+    for n in sorted(set(names)):
+        try:
+            iso[n] = tables.country(n).code
+        except tables.TableError:
+            bad.append(n)
+    if bad:
+        raise DataError(f"{what}: unknown country name(s) {first_items(bad)}")
+    return names.map(iso)
+
+
+def _triplet_rows(what: str, bench: Any, triplets_csv: Path | None) -> tuple[pd.DataFrame, str]:
+    """(triplets in release shape, where they came from)."""
+    if triplets_csv is not None:
+        return authors_rows(read_authors_frame(triplets_csv), str(triplets_csv)), str(triplets_csv)
+    if bench is not None:
+        src = f"{what} config benchmark"
+        raw = bench.to_pandas()
+        check_columns(raw, AUTHORS_COLUMNS, src)
+        check_not_empty(len(raw), src)
+        return authors_rows(_strings(raw), src), src
+    path = tables.data_path(SHIPPED_TRIPLETS)
+    src = f"data/{SHIPPED_TRIPLETS}"
+    log.info("%s has no benchmark config: triplets from %s", what, src)
+    return authors_rows(read_authors_frame(path), src), src
+
+
+def load_published(what: str, images: Any, bench: Any, triplets_csv: Path | None = None,
+                   revision: str | None = None) -> XCMDataset:
+    """The authors' published layout: ``images`` is the ``image_metadata`` split, ``bench``
+    the ``benchmark`` split or None (then ``triplets_csv`` or the shipped file)."""
+    src_images = f"{what} image_metadata"
+    require_columns(images.column_names, REQUIRED_IMAGE_COLUMNS, src_images)
+    cols = [c for c in IMAGE_METADATA_COLUMNS if c != "image" and c in images.column_names]
+    meta = images.select_columns(cols).to_pandas()
+    check_columns(meta, [c for c in REQUIRED_IMAGE_COLUMNS if c != "image"], src_images)
+    if not len(meta):
+        raise DataError(f"{src_images}: no images")
+    meta["image_id"] = meta["image_id"].astype(str)
+    check_unique_images(meta["image_id"].tolist(), src_images)
+    meta["authors_country"] = meta["country"]
+    meta["country"] = _iso_countries(meta["country"].astype(str), src_images)
+    tr, src_triplets = _triplet_rows(what, bench, triplets_csv)
+    ids, read = hf.image_bytes_reader(images, "image_id", src_images)
+    unknown_ids_error(tr, set(ids), src_triplets, src_images)
+    term = dict(zip(meta["image_id"], meta["concept_in_native"], strict=True))
+    tr["query_text"] = tr["query_image_id"].map(term)
+    tr["query_text"] = tr["query_text"].where(tr["query_text"].notna(), "")
+    raise_on_violations(triplet_violations(tr, meta[["image_id", "concept", "country"]],
+                                           set(ids)), what)
+    wanted = sorted(referenced_ids(tr))
+    store = ImageStore(wanted, {iid: sha256_bytes(read(iid)) for iid in wanted}, read)
+    did = f"{what}@{revision}" if revision else what
+    notes = {"triplets_source": src_triplets, "images_in_dataset": len(ids)}
+    return XCMDataset(tr, store, did, "published", meta, notes)
