@@ -14,7 +14,9 @@ jina-embeddings-v4
       embedded XM3600 *captions* (the documents of image->text retrieval) with the query prompt;
       ``document_prompt="query"`` reproduces that;
     - images: ``<|im_start|>user\\n<|vision_start|><|image_pad|><|vision_end|>Describe the
-      image.<|im_end|>\\n``, within the processor's pixel bounds (``max_pixels`` overrides);
+      image.<|im_end|>\\n``, within the processor's pixel bounds (``max_pixels`` overrides),
+      through the PIL image processor (``image_backend="pil"``: transformers 4.5x's default,
+      which the remote code ran with);
     - single vector: mean of the last hidden states over the attention mask for texts, over the
       positions from ``<|vision_start|>`` to ``<|vision_end|>`` (inclusive) for images;
       L2-normalised; ``truncate_dim`` keeps the first dimensions (Matryoshka) and re-normalises;
@@ -71,7 +73,7 @@ class JinaV4Model(Adapter):
         self, name: str, checkpoint: str, revision: str | None = None, device: str | None = None,
         dtype: str | None = None, task: str = "retrieval", multi_vector: bool = False,
         truncate_dim: int | None = None, max_pixels: int | None = None,
-        document_prompt: str = "passage", **kw: Any,
+        document_prompt: str = "passage", image_backend: str | None = "pil", **kw: Any,
     ):
         what = f"model {name}"
         hub.require(("torch", "transformers", "safetensors"), "qwen", what)
@@ -91,7 +93,8 @@ class JinaV4Model(Adapter):
         self._folder, self._what = folder, what
         self._net: tuple[Any, Any] | None = None  # weights load on the first encode
         self.lora_modules = 0
-        self.processor = qwenvl.load_processor(folder, "qwen2_5_vl", max_pixels=max_pixels)
+        self.processor = qwenvl.load_processor(folder, "qwen2_5_vl", max_pixels=max_pixels,
+                                               image_backend=image_backend)
         self.task = task
         self.truncate_dim = truncate_dim
         self.prompt_names = {"query": "query", "document": document_prompt}

@@ -211,12 +211,23 @@ def merged_state(
     return out, len(pairs)
 
 
-def load_processor(folder: Path, arch: str, min_pixels: int | None = None, max_pixels: int | None = None) -> Any:
-    """transformers' Qwen-VL processor from a checkpoint folder, with pixel bounds applied."""
-    from transformers import Qwen2_5_VLProcessor, Qwen2VLProcessor
+def load_processor(
+    folder: Path, arch: str, min_pixels: int | None = None, max_pixels: int | None = None,
+    image_backend: str | None = "pil",
+) -> Any:
+    """transformers' Qwen-VL processor from a checkpoint folder, with pixel bounds applied.
+
+    ``image_backend="pil"`` (default) is the PIL ``Qwen2VLImageProcessorPil``: identical to the
+    "slow" ``Qwen2VLImageProcessor`` of transformers 4.53 (measured: 0.0 difference), which is
+    what GME, ColQwen2.5 and jina-v4 were trained and published with. transformers 5's default
+    (``None`` here) is the torchvision processor, whose resized pixels differ by up to 0.15-0.33.
+    """
+    from transformers import AutoImageProcessor, Qwen2_5_VLProcessor, Qwen2VLProcessor
 
     cls = Qwen2_5_VLProcessor if arch == "qwen2_5_vl" else Qwen2VLProcessor
     proc = cls.from_pretrained(str(folder))
+    if image_backend is not None:
+        proc.image_processor = AutoImageProcessor.from_pretrained(str(folder), backend=image_backend)
     size = dict(proc.image_processor.size or {})
     if min_pixels is not None:
         size["shortest_edge"] = int(min_pixels)
@@ -226,10 +237,12 @@ def load_processor(folder: Path, arch: str, min_pixels: int | None = None, max_p
     return proc
 
 
-def pixel_bounds(processor: Any) -> dict[str, int]:
-    """The image processor's (min_pixels, max_pixels): they set the number of image tokens."""
+def pixel_bounds(processor: Any) -> dict[str, Any]:
+    """The image processor's class and (min_pixels, max_pixels), which set the number of
+    image tokens: what shapes an image embedding besides the prompt."""
     size = processor.image_processor.size or {}
-    return {"min_pixels": int(size.get("shortest_edge", 0)), "max_pixels": int(size.get("longest_edge", 0))}
+    return {"min_pixels": int(size.get("shortest_edge", 0)), "max_pixels": int(size.get("longest_edge", 0)),
+            "image_processor": type(processor.image_processor).__name__}
 
 
 def to_device(batch: Any, device: str) -> dict[str, Any]:
