@@ -31,6 +31,7 @@ document per call (no zero padding ever took part), see docs/models.md.
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -192,9 +193,10 @@ PAPER_CONVENTIONS: dict[str, dict[str, Conventions]] = {
             implementation="transformers AutoModel + AutoProcessor",
             target=_HF_CLIP, extra="hf", checkpoint="openai/clip-vit-large-patch14",
             revision="32bd64288804d66eefd0ccbe215aa642df71cc41", dtype="float32",
+            options={"image_backend": "pil"},
             text="CLIPProcessor: padding=True, truncation at text_config.max_position_embeddings (77)",
             image=f"CLIPImageProcessor, {_PIL}",
-            pooling="get_text_features / get_image_features", normalization="explicit L2",
+            pooling="get_text_features / get_image_features", normalization="L2",
             sources="R2E cells 8-10: AutoModel/AutoProcessor, no dtype (float32), one string "
                     "per call; transformers 4.53.3 pinned (slow image processor by default)",
         ),
@@ -212,7 +214,7 @@ PAPER_CONVENTIONS: dict[str, dict[str, Conventions]] = {
             dtype="float32",
             text="padding=True, truncation at text_config.max_position_embeddings (512)",
             image=f"ChineseCLIPImageProcessor, {_PIL}",
-            pooling="get_text_features / get_image_features", normalization="explicit L2",
+            pooling="get_text_features / get_image_features", normalization="L2",
             sources="R2E cells 8-10 (the same code as CLIP-L/14, float32)",
         ),
     },
@@ -293,6 +295,34 @@ def differences(name: str) -> dict[str, tuple[Any, Any]]:
     a, b = (resolve(name, p).as_dict() for p in PROFILES)  # type: ignore[union-attr]
     skip = {"profile", "sources", "model", "deviations"}
     return {k: (a[k], b[k]) for k in a if k not in skip and a[k] != b[k]}
+
+
+_UNSET = {"dtype": "(the run's --dtype, else bf16/fp16 on a GPU, float32 on the CPU)",
+          "target": "(the zoo entry's)", "extra": "(the zoo entry's)",
+          "checkpoint": "(the zoo entry's)", "revision": "(the zoo entry's)"}
+
+
+def _show(field_name: str, value: Any) -> str:
+    if value is None:
+        return _UNSET.get(field_name, "-")
+    if isinstance(value, dict):
+        return json.dumps(value, ensure_ascii=False, sort_keys=True) if value else "{}"
+    return str(value)
+
+
+def format_differences(names: list[str] | None = None) -> str:
+    """``ls --conventions``: per paper model, every field where the profiles differ."""
+    lines = ["conventions: fields where --conventions reference and authors differ "
+             "(benchmark/models/conventions.py; sources: docs/models.md)"]
+    width = max(len(p) for p in PROFILES)
+    for name in names or list(PAPER_CONVENTIONS):
+        lines.append(name)
+        for key, values in differences(name).items():
+            lines.append(f"  {key}")
+            lines.extend(f"    {p + ':':<{width + 1}} {_show(key, v)}"
+                         for p, v in zip(PROFILES, values, strict=True))
+        lines.append(f"  sources ({PROFILES[1]}): {resolve(name, PROFILES[1]).sources}")  # type: ignore[union-attr]
+    return "\n".join(lines)
 
 
 def resolve_dtype(spec: str | None, device: str) -> str | None:
