@@ -214,6 +214,13 @@ def test_mclip_image_towers_and_dtypes(tiny):
         assert next(m.text_tower.transformer.parameters()).dtype == torch.float32
         # the text tower is multilingual-clip's own forward (up to the L2 the cosine ignores)
         np.testing.assert_allclose(m.encode_texts(TEXTS), want, atol=1e-5)
+    # what clip.load's rule resolves to on CUDA: a float16 image tower beside a float32 text
+    # tower (open_clip "fp16": LayerNorm in float32, as clip's own convert_weights)
+    m16 = load("mclip-xlmr-l14", "authors", checkpoint=str(tiny["mclip"]),
+               image_model=f"local-dir:{tiny['mclip_image']}", image_dtype="float16")
+    assert m16.image_tower.dtype == "float16" and m16.dtype == "float32"
+    v16, v32 = m16.encode_images(images(2)), m.encode_images(images(2))
+    assert 0 < np.abs(v16 - v32).max() < 5e-3
     assert conv.resolve_dtype(conv.CLIP_LOAD_DTYPE, "cuda:1") == "float16"
     assert conv.resolve_dtype(conv.CLIP_LOAD_DTYPE, "cpu") == "float32"
     assert conv.resolve_dtype("bfloat16", "cuda") == "bfloat16"
