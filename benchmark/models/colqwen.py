@@ -15,8 +15,9 @@ transformers' ``Qwen2_5_VLModel`` (:mod:`benchmark.models.qwenvl`):
   padding; images: ``<|im_start|>user\\n<|vision_start|><|image_pad|><|vision_end|>Describe the
   image.<|im_end|><|endoftext|>``; the processor's pixel bounds from the checkpoint unless
   ``max_num_visual_tokens`` is given (colpali: ``max_pixels = n * 28 * 28``);
-- every token's last hidden state -> ``custom_text_proj`` (128-d) -> L2 normalisation; padding
-  tokens dropped (colpali multiplies them by the attention mask, i.e. zero vectors);
+- every token's last hidden state -> ``custom_text_proj`` (128-d) -> L2 normalisation (in
+  float32; ``normalize_dtype="model"``: in the model's dtype, as colpali does); padding tokens
+  dropped (colpali multiplies them by the attention mask, i.e. zero vectors);
 - text is always processed as a query and images as documents, whatever the role (colpali has
   one path per modality; the authors embedded captions with ``process_queries``).
 
@@ -136,13 +137,16 @@ class ColQwenModel(Adapter):
         self, name: str, checkpoint: str, revision: str | None = None, device: str | None = None,
         dtype: str | None = None, base: str | None = None, base_revision: str | None = None,
         max_num_visual_tokens: int | None = None, image_backend: str | None = "pil",
-        scorer: str = "maxsim", **kw: Any,
+        scorer: str = "maxsim", normalize_dtype: str = "float32", **kw: Any,
     ):
         what = f"model {name}"
         hub.require(("torch", "transformers", "safetensors"), "qwen", what)
         if scorer not in SCORERS:
             raise hub.ModelLoadError(f"{what}: scorer must be one of {', '.join(SCORERS)}")
         self.scorer = scorer
+        if normalize_dtype not in ("float32", "model"):
+            raise hub.ModelLoadError(f"{what}: normalize_dtype must be 'float32' or 'model'")
+        self.normalize_dtype = normalize_dtype
         folder, spec = hub.hub_spec(name, "colqwen", checkpoint, revision, allow_patterns=_ALLOW,
                                     multi_vector=True,
                                     extra={"base": base, "base_revision": base_revision})
@@ -178,7 +182,8 @@ class ColQwenModel(Adapter):
     def conventions(self, modality: str, role: str) -> dict[str, Any]:
         # the base model's revision shapes every vector: part of the cache key
         conv: dict[str, Any] = {"dtype": self.dtype, "padding_side": "left",
-                                "base_revision": self.load_info.get("base_revision")}
+                                "base_revision": self.load_info.get("base_revision"),
+                                "normalize_dtype": self.normalize_dtype}
         if modality == "text":
             conv.update(prefix=QUERY_PREFIX, query_augmentation=QUERY_AUGMENTATION)
         else:
@@ -208,4 +213,4 @@ class ColQwenModel(Adapter):
     def _forward(self, batch: Any) -> MultiVector:
         backbone, head = self._loaded()
         hidden, inputs = qwenvl.last_hidden(backbone, batch, self.device)
-        return qwenvl.token_vectors(head(hidden), inputs["attention_mask"])
+        return qwenvl.token_vectors(head(hidden), inputs["attention_mask"], self.normalize_dtype)

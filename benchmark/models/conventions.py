@@ -119,7 +119,7 @@ def _colqwen(dtype_src: str) -> dict[str, Conventions]:
         image=_COLQWEN_IMAGE,
         query_prompt=_COLQWEN_QUERY, document_prompt=_COLQWEN_QUERY,
         pooling="none: one 128-d vector per token (custom_text_proj), padding dropped",
-        normalization="L2 per token",
+        normalization="L2 per token (float32)",
         similarity="MaxSim, padding masked",
         sources="colpali-engine <= 0.3.12 process_queries (the prefix the checkpoints were "
                 "trained with; 0.3.13+ dropped it); model cards",
@@ -129,7 +129,8 @@ def _colqwen(dtype_src: str) -> dict[str, Conventions]:
         similarity="colpali score_multi_vector, one document per call (no zero padding "
                    "enters: equals masked MaxSim)",
         retrieval=TWO_STAGE_L2,
-        options={"scorer": "colpali-per-document"},
+        normalization="L2 per token in bfloat16 (ColQwen2_5.forward: proj / proj.norm())",
+        options={"scorer": "colpali-per-document", "normalize_dtype": "model"},
         sources=f"colpali-engine git 9bee9b2b (= v0.3.12 + a sampler fix): process_queries "
                 f"'Query: ' + text + '<|endoftext|>' x 10; {dtype_src}; RQ2 scores per "
                 f"candidate (BE l.26-39, 103-118); RQ1 two-stage: mean-pooled vectors in faiss "
@@ -252,13 +253,15 @@ PAPER_CONVENTIONS: dict[str, dict[str, Conventions]] = {
             query_prompt="Query: {text}", document_prompt="Passage: {text}",
             pooling="mean over the attention mask (texts), over <|vision_start|>..<|vision_end|> "
                     "(images); single vector",
+            normalization="L2 (float32)",
             sources="model card: encode_text(task='retrieval', prompt_name='query'|'passage')",
         ),
     },
 }
 PAPER_CONVENTIONS["jina-v4"]["authors"] = dataclasses.replace(
     PAPER_CONVENTIONS["jina-v4"]["reference"], dtype="float16", document_prompt="Query: {text}",
-    options={"document_prompt": "query"},
+    normalization="L2 in float16 (the remote code's F.normalize), then float32",
+    options={"document_prompt": "query", "normalize_dtype": "model"},
     sources="R1E cell 16, embed_jina_rq1_single_vector.py l.98-102: AutoModel float16, "
             "encode_text(task='retrieval', prompt_name='query') for every caption; RQ2 "
             "(embed_jina_rq2_single_vector.py) the same; encode_image(task='retrieval')",

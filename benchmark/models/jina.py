@@ -19,7 +19,9 @@ jina-embeddings-v4
       which the remote code ran with);
     - single vector: mean of the last hidden states over the attention mask for texts, over the
       positions from ``<|vision_start|>`` to ``<|vision_end|>`` (inclusive) for images;
-      L2-normalised; ``truncate_dim`` keeps the first dimensions (Matryoshka) and re-normalises;
+      L2-normalised (``normalize_dtype="model"``: first in the model's dtype, as the remote
+      code, whose rounding the float32 re-normalisation keeps); ``truncate_dim`` keeps the
+      first dimensions (Matryoshka) and re-normalises;
     - multi-vector (``jina-v4-multi``): every token through ``multi_vector_projector`` (128-d),
       L2-normalised, padding dropped; similarity MaxSim.
 
@@ -73,12 +75,16 @@ class JinaV4Model(Adapter):
         self, name: str, checkpoint: str, revision: str | None = None, device: str | None = None,
         dtype: str | None = None, task: str = "retrieval", multi_vector: bool = False,
         truncate_dim: int | None = None, max_pixels: int | None = None,
-        document_prompt: str = "passage", image_backend: str | None = "pil", **kw: Any,
+        document_prompt: str = "passage", image_backend: str | None = "pil",
+        normalize_dtype: str = "float32", **kw: Any,
     ):
         what = f"model {name}"
         hub.require(("torch", "transformers", "safetensors"), "qwen", what)
         if document_prompt not in PREFIX:
             raise hub.ModelLoadError(f"{what}: document_prompt must be one of {sorted(PREFIX)}")
+        if normalize_dtype not in ("float32", "model"):
+            raise hub.ModelLoadError(f"{what}: normalize_dtype must be 'float32' or 'model'")
+        self.normalize_dtype = normalize_dtype
 
         folder, spec = hub.hub_spec(name, "jina-v4", checkpoint, revision, allow_patterns=_ALLOW,
                                     multi_vector=multi_vector,
@@ -125,7 +131,7 @@ class JinaV4Model(Adapter):
         conv: dict[str, Any] = {
             "task": self.task, "dtype": self.dtype,
             "output": "multi-vector" if self.spec.multi_vector else "single-vector",
-            "truncate_dim": self.truncate_dim,
+            "truncate_dim": self.truncate_dim, "normalize_dtype": self.normalize_dtype,
         }
         if modality == "text":
             pn = self.prompt_names[role]
@@ -157,7 +163,7 @@ class JinaV4Model(Adapter):
         hidden, inputs = qwenvl.last_hidden(backbone, batch, self.device)
         mask = inputs["attention_mask"]
         if head is not None:
-            return qwenvl.token_vectors(head(hidden), mask)
+            return qwenvl.token_vectors(head(hidden), mask, self.normalize_dtype)
         if image:
             ids = inputs["input_ids"]
             pos = torch.arange(ids.shape[1], device=ids.device).expand(ids.shape[0], -1)
@@ -167,6 +173,8 @@ class JinaV4Model(Adapter):
         else:
             span = mask.to(hidden.dtype)
         pooled = (hidden * span.unsqueeze(-1)).sum(dim=1) / span.sum(dim=1, keepdim=True)
+        if self.normalize_dtype == "model":  # the remote code's F.normalize in the model dtype
+            pooled = torch.nn.functional.normalize(pooled, dim=-1)
         out = pooled.float().cpu().numpy()
         if self.truncate_dim:
             out = out[:, : self.truncate_dim]

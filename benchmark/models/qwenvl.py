@@ -273,10 +273,15 @@ def last_hidden(backbone: Any, batch: Any, device: str) -> tuple[Any, dict[str, 
     return backbone(**inputs, use_cache=False).last_hidden_state, inputs
 
 
-def token_vectors(proj: Any, attention_mask: Any) -> MultiVector:
-    """Per-token projections L2-normalised in float32, padding tokens dropped."""
+def token_vectors(proj: Any, attention_mask: Any, normalize_dtype: str = "float32") -> MultiVector:
+    """Per-token projections L2-normalised, padding tokens dropped. ``normalize_dtype``:
+    ``float32``, or ``model``: ``proj / proj.norm()`` in the model's dtype, exactly as
+    colpali's ``ColQwen2_5.forward`` (the bf16 rounding then stays in the vectors)."""
     import torch
 
-    proj = torch.nn.functional.normalize(proj.float(), dim=-1)
+    if normalize_dtype == "model":
+        proj = (proj / proj.norm(dim=-1, keepdim=True)).float()
+    else:
+        proj = torch.nn.functional.normalize(proj.float(), dim=-1)
     keep = attention_mask.bool()
     return MultiVector.from_list([proj[i][keep[i]].cpu().numpy() for i in range(proj.shape[0])])

@@ -250,6 +250,11 @@ def test_colqwen_prompts_token_ids_dtype_scorer(tiny):
             assert batch["input_ids"][0].tolist() == want
             dt = {"reference": torch.float32, "authors": torch.bfloat16}[rec.profile]
             assert m.backbone.dtype == dt and m.proj.weight.dtype == dt
+            # authors: colpali normalises in bfloat16, so every component is a bfloat16 value
+            v = torch.from_numpy(m.encode_texts(TEXTS[:1]).to_list()[0])
+            exact_bf16 = bool((v.to(torch.bfloat16).float() == v).all())
+            assert exact_bf16 == (rec.profile == "authors")
+            assert m.normalize_dtype == {"reference": "float32", "authors": "model"}[rec.profile]
 
 
 # -- GME -----------------------------------------------------------------------------------------
@@ -302,6 +307,7 @@ def test_jina_prompts_for_captions_and_dtype(tiny):
         assert type(m.processor.image_processor).__name__ == "Qwen2VLImageProcessorPil"
     assert (ref.dtype, auth.dtype) == ("float32", "float16")
     assert auth.backbone.dtype == torch.float16
+    assert (ref.normalize_dtype, auth.normalize_dtype) == ("float32", "model")
     # authors: a caption and a query of the same text are the same vector (one prompt)
     np.testing.assert_array_equal(auth.encode_texts([t], role="query"),
                                   auth.encode_texts([t], role="document"))
@@ -317,7 +323,7 @@ def test_profile_in_cache_key_and_settings(tiny):
         assert namespace(auth, modality, role) == namespace(again, modality, role)
     s = conv.settings(auth)
     assert s["profile"] == "authors" and s["fields"]["dtype"] == "float16"
-    assert s["fields"]["options"] == {"document_prompt": "query"}
+    assert s["fields"]["options"] == {"document_prompt": "query", "normalize_dtype": "model"}
     assert conv.settings(registry.load_model("hash"))["fields"] is None
 
 
