@@ -12,10 +12,17 @@ FONT_PKGS := fonts-noto-core fonts-noto-cjk
 
 .PHONY: demo synthetic test setup setup-ls setup-i2d fonts lint bench
 
+# colpali-engine 0.3.12 (its processor and scorer are those of git 9bee9b2b, the version the
+# paper's authors pinned) requires torch<2.8 and transformers<4.54: it is installed WITHOUT its
+# dependencies, for the tests that compare our ColQwen prompts and scorer with its own code
+# (tests/benchmark/models/test_conventions_colpali.py; they skip when it is absent).
+COLPALI := colpali-engine==0.3.12
+
 $(VENV)/.installed: pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q -e '.[all,dev]'
+	$(PIP) install -q --no-deps '$(COLPALI)'
 	touch $@
 
 # label-studio 1.23 pins pyarrow<25, pytz<2023, openai<2, Django 5.2: it gets its own venv.

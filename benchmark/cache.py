@@ -1,9 +1,10 @@
 """On-disk embedding cache: every unique text and image is embedded once per model.
 
 The key of an embedding is (namespace, content sha256), where the namespace is the sha256 of
-the model name, checkpoint, revision, adapter version, modality, role and the model's
-conventions for that modality and role (prompt, instruction, preprocessing). Change any of
-them and the old vectors are simply not found. Storage: one SQLite file per cache dir
+the model name, checkpoint, revision, adapter version, modality, role, the model's
+conventions for that modality and role (prompt, instruction, preprocessing) and, for models
+with conventions profiles, the resolved profile record (``--conventions reference|authors``).
+Change any of them and the old vectors are simply not found. Storage: one SQLite file per cache dir
 (``embeddings.sqlite``, WAL), float32 blobs with their shape; multi-vector embeddings store
 their (L, d) token matrix. Location: ``--cache-dir``, ``$XCM_CACHE_DIR``, else
 ``~/.cache/xcm3``.
@@ -67,16 +68,20 @@ def namespace(adapter: Adapter, modality: str, role: str) -> str:
     conv = adapter.conventions(modality, role)
     other = adapter.conventions(modality, "document" if role == "query" else "query")
     role_key = role if conv != other else "any"
+    key = {
+        "name": spec.name,
+        "checkpoint": spec.checkpoint,
+        "revision": spec.revision,
+        "adapter_version": spec.adapter_version,
+        "modality": modality,
+        "role": role_key,
+        "conventions": conv,
+    }
+    profile = getattr(adapter, "profile", None)
+    if profile is not None:  # a profile change never reuses the other profile's vectors
+        key["profile"] = profile.cache_key()
     blob = json.dumps(
-        {
-            "name": spec.name,
-            "checkpoint": spec.checkpoint,
-            "revision": spec.revision,
-            "adapter_version": spec.adapter_version,
-            "modality": modality,
-            "role": role_key,
-            "conventions": conv,
-        },
+        key,
         sort_keys=True,
         ensure_ascii=False,
         default=str,

@@ -187,10 +187,18 @@ def cache_merge(args: argparse.Namespace) -> int:
 def add_ls(sub: Any) -> None:
     p = sub.add_parser("ls", help="list registered models and tasks",
                        description="List registered models and tasks.")
+    p.add_argument("--conventions", action="store_true",
+                   help="per paper model, every field where the reference and authors "
+                        "conventions differ")
     p.set_defaults(handler=ls)
 
 
 def ls(args: argparse.Namespace) -> int:
+    if getattr(args, "conventions", False):
+        from benchmark.models.conventions import format_differences
+
+        print(format_differences())
+        return 0
     models = registry.models()
     width = max(len(n) for n in models)
     print("models:")

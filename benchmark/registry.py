@@ -129,11 +129,26 @@ def load_user_adapter(target: str, **overrides: Any) -> Any:
     return obj if isinstance(obj, Adapter) else UserAdapter(obj, target, **kw)
 
 
-def load_model(name: str, **overrides: Any) -> Any:
-    """Instantiate the adapter for a registered name, a ``family:arg`` or a ``module:Class``."""
-    _ensure_registered()
+def load_model(name: str, conventions: str = "reference", **overrides: Any) -> Any:
+    """Instantiate the adapter for a registered name, a ``family:arg`` or a ``module:Class``.
+
+    ``conventions`` (``reference`` or ``authors``) selects the model's profile
+    (:mod:`benchmark.models.conventions`): its record's target, checkpoint, revision, dtype
+    and adapter options are applied on top of the zoo entry, and the resolved record is set
+    as ``adapter.profile``. Models without profiles take ``reference`` only (profile None).
+    Caller overrides (device, dtype, checkpoint, ...) win, and are recorded as deviations.
+    """
+    from benchmark.models import conventions as conv
+
+    _ensure_registered()  # before the lookups below
+    try:
+        rec = conv.resolve(name if name in MODELS else "", conventions)
+    except conv.ConventionsError as e:
+        raise RegistryError(str(e).replace("model ''", f"model {name!r}")) from e
     if name in MODELS:
         entry = MODELS[name]
+        if rec is not None:
+            return _load_profiled(entry, rec, overrides)
         cls = import_target(entry.target, entry.extra)
         return cls(name=name, **{**entry.kwargs, **overrides})
     prefix, sep, arg = name.partition(":")
@@ -148,6 +163,28 @@ def load_model(name: str, **overrides: Any) -> Any:
         f"(see `python -m benchmark ls`; families: {', '.join(sorted(FAMILIES))}; "
         f"or pass module:Class of your own adapter)"
     )
+
+
+def _load_profiled(entry: ModelEntry, rec: Any, overrides: dict[str, Any]) -> Any:
+    """An adapter built as a conventions record says, with ``adapter.profile`` set."""
+    import dataclasses
+
+    kwargs = dict(entry.kwargs) if rec.target is None else {}
+    kwargs.update({k: v for k in ("checkpoint", "revision") if (v := getattr(rec, k)) is not None})
+    kwargs.update(rec.options)
+    if rec.dtype is not None:
+        kwargs["dtype"] = rec.dtype
+    deviations = tuple(
+        f"{k}={v!r} given by the caller (the {rec.profile} profile says {kwargs[k]!r})"
+        for k, v in overrides.items() if k in kwargs and v is not None and kwargs[k] != v
+    )
+    for d in deviations:
+        log.warning("model %s: %s", entry.name, d)
+    kwargs.update({k: v for k, v in overrides.items() if v is not None or k not in kwargs})
+    cls = import_target(rec.target or entry.target, rec.extra or entry.extra)
+    adapter = cls(name=entry.name, **kwargs)
+    adapter.profile = dataclasses.replace(rec, dtype=adapter.dtype, deviations=deviations)
+    return adapter
 
 
 def load_task(name: str) -> Any:

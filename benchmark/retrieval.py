@@ -323,18 +323,45 @@ def exact_maxsim_topk(
     return _concat(parts, k)
 
 
+SHORTLIST_METRICS = ("cosine", "l2")
+TIE_ORDERS = ("index", "shortlist")
+
+
+def l2_shortlist_vectors(q: np.ndarray, d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Vectors whose inner product ranks documents by exact L2 distance to each query:
+    ``[q, 1] . [2d, -|d|^2] = 2 q.d - |d|^2 = |q|^2 - |q - d|^2`` (faiss ``IndexFlatL2``
+    semantics on unnormalised vectors; the query's own |q|^2 is constant per row)."""
+    q = np.asarray(q, np.float32)
+    d = np.asarray(d, np.float32)
+    qa = np.concatenate([q, np.ones((len(q), 1), np.float32)], axis=1)
+    da = np.concatenate([2 * d, -np.einsum("ij,ij->i", d, d)[:, None]], axis=1)
+    return qa, da.astype(np.float32)
+
+
 def two_stage_topk(
     queries: MultiVector, docs: MultiVector, k: int, shortlist: int, *,
     chunk_size: int = DEFAULT_CHUNK, backend: str | NumpyBackend = "auto",
-    device: str | None = None, progress: bool = True,
+    device: str | None = None, progress: bool = True, shortlist_metric: str = "cosine",
+    ties: str = "index",
 ) -> TopK:
-    """Approximate MaxSim top-k: a ``shortlist`` by cosine of mean-pooled vectors (exact,
-    chunked), reranked by exact MaxSim. Not exact: report :func:`topk_agreement`."""
+    """Approximate MaxSim top-k: a ``shortlist`` of mean-pooled token vectors (exact, chunked),
+    reranked by exact MaxSim. Not exact: report :func:`topk_agreement`.
+
+    ``shortlist_metric``: ``cosine`` of the mean-pooled vectors, or ``l2``: exact Euclidean
+    distance between the unnormalised mean-pooled vectors (the paper's faiss ``IndexFlatL2``).
+    ``ties`` among reranked scores: by pool ``index``, or in ``shortlist`` order (the paper's
+    stable Python sort of the L2 list).
+    """
     if shortlist < k:
         raise ValueError(f"shortlist {shortlist} must be >= k={k}")
+    if shortlist_metric not in SHORTLIST_METRICS or ties not in TIE_ORDERS:
+        raise ValueError(f"shortlist_metric in {SHORTLIST_METRICS}, ties in {TIE_ORDERS}")
     bk = backend if isinstance(backend, NumpyBackend) else get_backend(backend, device)
-    short = exact_topk(queries.mean_pooled(), docs.mean_pooled(), min(shortlist, len(docs)),
-                       chunk_size=chunk_size, backend=bk, progress=progress)
+    qm, dm = queries.mean_pooled(), docs.mean_pooled()
+    if shortlist_metric == "l2":
+        qm, dm = l2_shortlist_vectors(qm, dm)
+    short = exact_topk(qm, dm, min(shortlist, len(docs)), chunk_size=chunk_size, backend=bk,
+                       progress=progress, normalize=shortlist_metric == "cosine")
     n_q = len(queries)
     scores = np.empty(short.indices.shape, np.float32)
     dmask_all = docs.mask()
@@ -345,15 +372,17 @@ def two_stage_topk(
         idx = short.indices[i]
         s = _maxsim(bk, qv, qm, bk.put(docs.vectors[idx]), bk.put(dmask_all[idx]))
         scores[i] = bk.get(s)[0]
-    order = _rerank_order(scores, short.indices, k)
+    tie_key = short.indices if ties == "index" else np.broadcast_to(
+        np.arange(short.indices.shape[1]), short.indices.shape)
+    order = _rerank_order(scores, tie_key, k)
     return TopK(np.take_along_axis(scores, order, 1), np.take_along_axis(short.indices, order, 1))
 
 
-def _rerank_order(scores: np.ndarray, idx: np.ndarray, k: int) -> np.ndarray:
-    """Per row: positions sorted by (score desc, pool index asc), first k."""
+def _rerank_order(scores: np.ndarray, tie_key: np.ndarray, k: int) -> np.ndarray:
+    """Per row: positions sorted by (score desc, tie key asc), first k."""
     out = np.empty((scores.shape[0], k), np.int64)
     for i in range(scores.shape[0]):
-        out[i] = np.lexsort((idx[i], -scores[i]))[:k]
+        out[i] = np.lexsort((tie_key[i], -scores[i]))[:k]
     return out
 
 

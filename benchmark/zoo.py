@@ -1,6 +1,8 @@
 """Every registered model and task, in one place (names -> lazily imported classes).
 
-Model entries pin their checkpoint and revision. One table per adapter class, so that work on
+Model entries pin their checkpoint and revision; an entry with its adapter's defaults is the
+model's ``reference`` conventions, and the paper's ten models also have ``authors`` conventions
+(:mod:`benchmark.models.conventions`, applied by ``registry.load_model``). One table per adapter class, so that work on
 one model family does not touch another's lines. Revisions marked None could not be looked up
 when this was written (no hub access); the adapters record the commit of the snapshot they
 load (``hub.effective_revision``) in every result.
@@ -57,8 +59,11 @@ family("benchmark.models.openclip:OpenCLIPModel", "openclip", prefix="open_clip"
 # as pinned by mteb (model_implementations/siglip_models.py, the version that adds the SigLIP 2
 # ModelMetas); mteb pins no revision for the NaFlex repo, so it stays unpinned.
 family("benchmark.models.hf_clip:HFDualEncoder", "hf", prefix="hf_clip", models=[
+    # PIL image processor: the card's transformers 4.x default (transformers 5 defaults to
+    # torchvision, whose resized pixels differ); see benchmark/models/conventions.py
     M("chinese-clip-l14", "OFA-Sys/chinese-clip-vit-large-patch14", None,
-      "Chinese-CLIP ViT-L/14 (paper: chinese-clip-vit-large-patch14)", paper=True),
+      "Chinese-CLIP ViT-L/14 (paper: chinese-clip-vit-large-patch14)", paper=True,
+      kwargs={"image_backend": "pil"}),
     M("clip-l14-hf", "openai/clip-vit-large-patch14", "32bd64288804d66eefd0ccbe215aa642df71cc41",
       "OpenAI CLIP ViT-L/14 through transformers (the hub repo the authors' results are named "
       "after)"),

@@ -12,8 +12,11 @@ Definitions (DESIGN.md, "Metrics"):
 - ``accuracy@k`` = 1 if any of the first k is relevant.
 - ``ndcg@k`` = DCG@k / IDCG@k with ``DCG@k = sum_{i<=k} rel_i / log2(i+1)`` and the ideal DCG
   from the true number R of relevant captions: ``IDCG@k = sum_{i<=min(k,R)} 1/log2(i+1)``.
-- ``ndcg_authors@k``: the ideal built from the retrieved list (its m relevant items first):
-  ``IDCG = sum_{i<=m} 1/log2(i+1)``, m = relevant among the first k. Both are 0 when m = 0.
+- ``ndcg_authors@k``: the authors' ideal (``3_viz_imgtotext.ipynb`` cell 7), built from the
+  WHOLE retrieved list (their top 100, not only its first k) sorted by relevance, then cut at
+  k: ``IDCG@k = sum_{i<=min(k, m)} 1/log2(i+1)``, m = relevant items in the whole list passed
+  in (``rel`` must hold that list: the task retrieves at least 100). 0 when the ideal is 0.
+  Both NDCGs are 0 when nothing relevant is in the first k.
 - ``lbkl@k`` = ``KL(P || Q) = sum_g P_g ln(P_g / Q_g)``, Q_g the share of group g among the
   first k; ``dlbkl@k`` the same with rank i weighted by ``w_i = 1/log2(i+1)``, normalised by
   ``sum_{i<=k} w_i``. A zero Q_g is replaced by ``epsilon`` (1e-9, as the authors do; Q is not
@@ -75,9 +78,10 @@ def ndcg_at_k(rel: np.ndarray, n_relevant: np.ndarray, k: int) -> np.ndarray:
 
 
 def ndcg_authors_at_k(rel: np.ndarray, k: int) -> np.ndarray:
-    """(n,) NDCG@k with the ideal built from the retrieved list (the paper's code)."""
+    """(n,) NDCG@k with the paper's ideal: the whole retrieved list ``rel`` (n, K >= k; the
+    authors' K = 100) sorted by relevance and cut at k."""
     dcg = dcg_at_k(rel, k)
-    idcg = _ideal(np.asarray(rel, bool)[:, :k].sum(axis=1), k)
+    idcg = _ideal(np.asarray(rel, bool).sum(axis=1), k)
     out = np.zeros_like(dcg)
     np.divide(dcg, idcg, out=out, where=idcg > 0)
     return out
@@ -133,7 +137,10 @@ def per_query_scores(
     rel: np.ndarray, n_relevant: np.ndarray, groups: np.ndarray, target: np.ndarray,
     n_groups: int, ks: Sequence[int], epsilon: float = EPSILON,
 ) -> dict[str, np.ndarray]:
-    """``{"accuracy@k": (n,), "ndcg@k", "ndcg_authors@k", "lbkl@k", "dlbkl@k"}`` for every k."""
+    """``{"accuracy@k": (n,), "ndcg@k", "ndcg_authors@k", "lbkl@k", "dlbkl@k"}`` for every k.
+
+    ``rel`` and ``groups`` are the whole retrieved lists (n, K >= max k): every metric reads
+    its first k, except ``ndcg_authors``, whose ideal reads all K."""
     out: dict[str, np.ndarray] = {}
     for k in ks:
         out[f"accuracy@{k}"] = accuracy_at_k(rel, k)

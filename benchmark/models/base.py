@@ -65,6 +65,9 @@ class Adapter:
     spec: ModelSpec
     text_batch_size: int = 64
     image_batch_size: int = 32
+    # the resolved conventions record (benchmark.models.conventions.Conventions) the registry
+    # built this adapter from; None for models without profiles (their own defaults)
+    profile: Any = None
 
     def __init__(self, spec: ModelSpec, device: str | None = None, dtype: str | None = None):
         self.spec = spec

@@ -15,15 +15,23 @@ transformers' ``Qwen2_5_VLModel`` (:mod:`benchmark.models.qwenvl`):
   padding; images: ``<|im_start|>user\\n<|vision_start|><|image_pad|><|vision_end|>Describe the
   image.<|im_end|><|endoftext|>``; the processor's pixel bounds from the checkpoint unless
   ``max_num_visual_tokens`` is given (colpali: ``max_pixels = n * 28 * 28``);
-- every token's last hidden state -> ``custom_text_proj`` (128-d) -> L2 normalisation; padding
-  tokens dropped (colpali multiplies them by the attention mask, i.e. zero vectors);
+- every token's last hidden state -> ``custom_text_proj`` (128-d) -> L2 normalisation (in
+  float32; ``normalize_dtype="model"``: in the model's dtype, as colpali does); padding tokens
+  dropped (colpali multiplies them by the attention mask, i.e. zero vectors);
 - text is always processed as a query and images as documents, whatever the role (colpali has
   one path per modality; the authors embedded captions with ``process_queries``).
 
-MaxSim then sums, over query tokens, the best dot product over document tokens, with padding
-masked on both sides. colpali's ``score_multi_vector`` pads documents with zero vectors inside
-a batch, so a document shorter than its batch's longest could gain a 0 "match"; the authors
-embedded one item at a time (no padding), which the masked MaxSim reproduces exactly.
+Images go through the PIL image processor (``image_backend="pil"``), the one colpali-engine
+got from transformers 4.x (identical to its "slow" ``Qwen2VLImageProcessor``).
+
+Scoring (``scorer``): MaxSim sums, over query tokens, the best dot product over document
+tokens. ``"maxsim"`` (default) masks padding on both sides. colpali's ``score_multi_vector``
+(:func:`colpali_score_multi_vector`) zero-pads the documents of each block of ``batch_size``
+to the block's longest, so a padded zero vector takes part in each max of a shorter document
+(a query token whose best real match is negative then scores 0). The paper's authors called it
+with one document per call (every RQ1 rerank and RQ2 candidate), where no padding exists:
+``"colpali-per-document"`` is that, and equals masked MaxSim (tested against colpali-engine);
+``"colpali-batched"`` scores whole document lists as one ``score_multi_vector`` call would.
 
 Verified here: the whole path on a tiny random Qwen2.5-VL with a LoRA adapter made by ``peft``
 in the test (the merged forward equals peft's unmerged one). Not verifiable offline: the key
@@ -39,7 +47,9 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from benchmark.embeddings import MultiVector
+import numpy as np
+
+from benchmark.embeddings import Embeddings, MultiVector, as_multi
 from benchmark.models import hub, qwenvl
 from benchmark.models.base import Adapter
 
@@ -53,6 +63,32 @@ VISUAL_PROMPT = (
 )
 PROJ = "custom_text_proj"
 _ALLOW = ["*.json", "*.safetensors", "*.txt", "*.model", "*.jinja"]
+SCORERS = ("maxsim", "colpali-per-document", "colpali-batched")
+COLPALI_BATCH = 128  # score_multi_vector's default batch_size
+
+
+def colpali_score_multi_vector(
+    qs: list[np.ndarray], ps: list[np.ndarray], batch_size: int = COLPALI_BATCH,
+) -> np.ndarray:
+    """colpali-engine's ``score_multi_vector`` (0.3.12, git 9bee9b2b) in numpy: queries and
+    passages in blocks of ``batch_size``, each block zero-padded to its longest item, then
+    ``einsum("bnd,csd->bcns").max(dim=3).sum(dim=2)``. (n_q, n_p) float32."""
+    if not qs or not ps:
+        raise ValueError("no queries or no passages")
+
+    def pad(block: list[np.ndarray]) -> np.ndarray:
+        out = np.zeros((len(block), max(len(x) for x in block), block[0].shape[-1]), np.float32)
+        for i, x in enumerate(block):
+            out[i, : len(x)] = x
+        return out
+
+    rows = []
+    for i in range(0, len(qs), batch_size):
+        qb = pad(qs[i : i + batch_size])
+        cols = [np.einsum("bnd,csd->bcns", qb, pad(ps[j : j + batch_size])).max(axis=3).sum(axis=2)
+                for j in range(0, len(ps), batch_size)]
+        rows.append(np.concatenate(cols, axis=1))
+    return np.concatenate(rows, axis=0).astype(np.float32)
 
 
 def resolve_base(
@@ -100,10 +136,17 @@ class ColQwenModel(Adapter):
     def __init__(
         self, name: str, checkpoint: str, revision: str | None = None, device: str | None = None,
         dtype: str | None = None, base: str | None = None, base_revision: str | None = None,
-        max_num_visual_tokens: int | None = None, **kw: Any,
+        max_num_visual_tokens: int | None = None, image_backend: str | None = "pil",
+        scorer: str = "maxsim", normalize_dtype: str = "float32", **kw: Any,
     ):
         what = f"model {name}"
         hub.require(("torch", "transformers", "safetensors"), "qwen", what)
+        if scorer not in SCORERS:
+            raise hub.ModelLoadError(f"{what}: scorer must be one of {', '.join(SCORERS)}")
+        self.scorer = scorer
+        if normalize_dtype not in ("float32", "model"):
+            raise hub.ModelLoadError(f"{what}: normalize_dtype must be 'float32' or 'model'")
+        self.normalize_dtype = normalize_dtype
         folder, spec = hub.hub_spec(name, "colqwen", checkpoint, revision, allow_patterns=_ALLOW,
                                     multi_vector=True,
                                     extra={"base": base, "base_revision": base_revision})
@@ -115,7 +158,8 @@ class ColQwenModel(Adapter):
         has_proc = any((folder / f).is_file() for f in ("preprocessor_config.json", "processor_config.json"))
         proc_folder = folder if has_proc or self._base_folder is None else self._base_folder
         max_px = max_num_visual_tokens * 28 * 28 if max_num_visual_tokens else None
-        self.processor = qwenvl.load_processor(proc_folder, "qwen2_5_vl", max_pixels=max_px)
+        self.processor = qwenvl.load_processor(proc_folder, "qwen2_5_vl", max_pixels=max_px,
+                                               image_backend=image_backend)
         self.processor.tokenizer.padding_side = "left"
 
     def _loaded(self) -> tuple[Any, Any]:
@@ -138,12 +182,21 @@ class ColQwenModel(Adapter):
     def conventions(self, modality: str, role: str) -> dict[str, Any]:
         # the base model's revision shapes every vector: part of the cache key
         conv: dict[str, Any] = {"dtype": self.dtype, "padding_side": "left",
-                                "base_revision": self.load_info.get("base_revision")}
+                                "base_revision": self.load_info.get("base_revision"),
+                                "normalize_dtype": self.normalize_dtype}
         if modality == "text":
             conv.update(prefix=QUERY_PREFIX, query_augmentation=QUERY_AUGMENTATION)
         else:
             conv.update(prompt=VISUAL_PROMPT, **qwenvl.pixel_bounds(self.processor))
         return conv
+
+    def uses_default_similarity(self) -> bool:
+        return self.scorer != "colpali-batched"  # per document: masked MaxSim, exactly
+
+    def similarity(self, queries: Embeddings, docs: Embeddings) -> np.ndarray:
+        if self.scorer == "colpali-batched":
+            return colpali_score_multi_vector(as_multi(queries).to_list(), as_multi(docs).to_list())
+        return super().similarity(queries, docs)
 
     def _encode_text_batch(self, texts: list[str], role: str) -> MultiVector:
         prompts = [QUERY_PREFIX + t + QUERY_AUGMENTATION for t in texts]
@@ -160,4 +213,4 @@ class ColQwenModel(Adapter):
     def _forward(self, batch: Any) -> MultiVector:
         backbone, head = self._loaded()
         hidden, inputs = qwenvl.last_hidden(backbone, batch, self.device)
-        return qwenvl.token_vectors(head(hidden), inputs["attention_mask"])
+        return qwenvl.token_vectors(head(hidden), inputs["attention_mask"], self.normalize_dtype)

@@ -9,12 +9,17 @@ adapter re-implements it on transformers 5's ``Qwen2VLModel`` (:mod:`benchmark.m
   ``<|vision_start|><|image_pad|><|vision_end|>`` for an image;
 - text queries use the instruction ``Find an image that matches the given text.`` (the model
   card's text-to-image prompt); everything else (images, text documents) uses GME's default
-  instruction ``You are a helpful assistant.`` (upstream: ``is_query=False``);
+  instruction ``You are a helpful assistant.`` (upstream: ``is_query=False``).
+  ``query_instruction=None`` gives every text the default, as upstream's
+  ``get_text_embeddings(texts)`` with no instruction does (the paper's authors);
+- the image processor is the PIL one (``image_backend="pil"``; transformers < 4.52, which
+  ``gme_inference.py`` needs, had no other by default);
 - images are first resized by GME's ``fetch_image`` (``smart_resize`` to multiples of 28
   within 4..16384 tokens), then by the processor within ``min_image_tokens=256`` ..
   ``max_image_tokens=1280`` tokens of 28x28 pixels; text is truncated at 1800 tokens;
 - right padding; the embedding is the hidden state of the last non-pad token (the final
-  ``<|endoftext|>``), L2-normalised;
+  ``<|endoftext|>``), L2-normalised in float32 (``normalize_dtype="model"``: in the model's
+  dtype, as upstream normalises its float16 output);
 - the language model runs on ``inputs_embeds`` with image features scattered into the
   ``<|image_pad|>`` positions and **no position ids**, exactly as upstream calls
   ``self.base.model(inputs_embeds=...)``: sequential positions, not Qwen2-VL's 3-D M-RoPE ids.
@@ -90,9 +95,9 @@ class GMEModel(Adapter):
 
     def __init__(
         self, name: str, checkpoint: str, revision: str | None = None, device: str | None = None,
-        dtype: str | None = None, query_instruction: str = T2I_INSTRUCTION,
+        dtype: str | None = None, query_instruction: str | None = T2I_INSTRUCTION,
         min_image_tokens: int = 256, max_image_tokens: int = 1280, max_length: int = 1800,
-        **kw: Any,
+        image_backend: str | None = "pil", normalize_dtype: str = "float32", **kw: Any,
     ):
         what = f"model {name}"
         hub.require(("torch", "transformers", "safetensors"), "qwen", what)
@@ -102,10 +107,13 @@ class GMEModel(Adapter):
         self._backbone: Any = None  # weights load on the first encode (cached runs need none)
         self.processor = qwenvl.load_processor(
             folder, "qwen2_vl", min_pixels=min_image_tokens * 28 * 28,
-            max_pixels=max_image_tokens * 28 * 28,
+            max_pixels=max_image_tokens * 28 * 28, image_backend=image_backend,
         )
         self.processor.tokenizer.padding_side = "right"
-        self.query_instruction = query_instruction
+        if normalize_dtype not in ("float32", "model"):
+            raise hub.ModelLoadError(f"{what}: normalize_dtype must be 'float32' or 'model'")
+        self.normalize_dtype = normalize_dtype
+        self.query_instruction = query_instruction or DEFAULT_INSTRUCTION
         self.max_length = int(max_length)
         self._image_token_id = int(qwenvl.read_config(self._folder)["image_token_id"])
 
@@ -126,6 +134,7 @@ class GMEModel(Adapter):
             "instruction": self.instruction(modality, role),
             "template": chat("{instruction}", "{input}"),
             "pooling": "last-token",
+            "normalize_dtype": self.normalize_dtype,
             "position_ids": "sequential (upstream gme_inference.py)",
             "max_length": self.max_length,
             "dtype": self.dtype,
@@ -168,5 +177,7 @@ class GMEModel(Adapter):
         else:
             last = mask.sum(dim=1) - 1
             pooled = hidden[torch.arange(hidden.shape[0], device=hidden.device), last]
-        pooled = torch.nn.functional.normalize(pooled.float(), p=2, dim=-1)
-        return pooled.cpu().numpy()
+        if self.normalize_dtype == "float32":
+            pooled = pooled.float()
+        pooled = torch.nn.functional.normalize(pooled, p=2, dim=-1)
+        return pooled.float().cpu().numpy()

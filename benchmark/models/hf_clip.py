@@ -13,7 +13,9 @@ model card:
   used as is (no prompt template);
 - CLIP (HF ``CLIPModel``): longest padding, truncation at 77.
 
-Images go through the checkpoint's image processor; every tensor it returns
+Images go through the checkpoint's image processor (``image_backend="pil"`` loads its PIL
+implementation, the "slow" processor transformers 4.x returned by default and the paper models'
+cards were written for; transformers 5 returns the torchvision one); every tensor it returns
 (``pixel_values``, and for SigLIP 2 NaFlex ``pixel_attention_mask`` / ``spatial_shapes``) is
 passed to ``get_image_features``.
 """
@@ -72,7 +74,7 @@ class HFDualEncoder(Adapter):
     def __init__(
         self, name: str, checkpoint: str, revision: str | None = None, device: str | None = None,
         dtype: str | None = None, text_padding: str | bool | None = None,
-        text_max_length: int | None = None, **kw: Any,
+        text_max_length: int | None = None, image_backend: str | None = None, **kw: Any,
     ):
         what = f"model {name}"
         hub.require(("torch", "transformers", "safetensors"), "hf", what)
@@ -88,6 +90,11 @@ class HFDualEncoder(Adapter):
                          dtype=dtype)
         self.model = model.to(device=self.device, dtype=torch_dtype(self.dtype)).eval()
         self.processor = AutoProcessor.from_pretrained(str(folder))
+        if image_backend is not None:
+            from transformers import AutoImageProcessor
+
+            self.processor.image_processor = AutoImageProcessor.from_pretrained(
+                str(folder), backend=image_backend)
         pad, max_len = TEXT_CONVENTIONS.get(family, (True, None))
         self.text_padding = pad if text_padding is None else text_padding
         limit = getattr(getattr(model.config, "text_config", None), "max_position_embeddings", None)
@@ -103,6 +110,7 @@ class HFDualEncoder(Adapter):
                 "max_num_patches", "patch_size", "do_resize", "do_rescale", "rescale_factor")
         conv = {k: getattr(ip, k) for k in keys if getattr(ip, k, None) is not None}
         conv = {k: _plain(v) for k, v in conv.items()}
+        conv["image_processor"] = type(ip).__name__
         conv["dtype"] = self.dtype
         return conv
 

@@ -14,10 +14,14 @@ jina-embeddings-v4
       embedded XM3600 *captions* (the documents of image->text retrieval) with the query prompt;
       ``document_prompt="query"`` reproduces that;
     - images: ``<|im_start|>user\\n<|vision_start|><|image_pad|><|vision_end|>Describe the
-      image.<|im_end|>\\n``, within the processor's pixel bounds (``max_pixels`` overrides);
+      image.<|im_end|>\\n``, within the processor's pixel bounds (``max_pixels`` overrides),
+      through the PIL image processor (``image_backend="pil"``: transformers 4.5x's default,
+      which the remote code ran with);
     - single vector: mean of the last hidden states over the attention mask for texts, over the
       positions from ``<|vision_start|>`` to ``<|vision_end|>`` (inclusive) for images;
-      L2-normalised; ``truncate_dim`` keeps the first dimensions (Matryoshka) and re-normalises;
+      L2-normalised (``normalize_dtype="model"``: first in the model's dtype, as the remote
+      code, whose rounding the float32 re-normalisation keeps); ``truncate_dim`` keeps the
+      first dimensions (Matryoshka) and re-normalises;
     - multi-vector (``jina-v4-multi``): every token through ``multi_vector_projector`` (128-d),
       L2-normalised, padding dropped; similarity MaxSim.
 
@@ -71,12 +75,16 @@ class JinaV4Model(Adapter):
         self, name: str, checkpoint: str, revision: str | None = None, device: str | None = None,
         dtype: str | None = None, task: str = "retrieval", multi_vector: bool = False,
         truncate_dim: int | None = None, max_pixels: int | None = None,
-        document_prompt: str = "passage", **kw: Any,
+        document_prompt: str = "passage", image_backend: str | None = "pil",
+        normalize_dtype: str = "float32", **kw: Any,
     ):
         what = f"model {name}"
         hub.require(("torch", "transformers", "safetensors"), "qwen", what)
         if document_prompt not in PREFIX:
             raise hub.ModelLoadError(f"{what}: document_prompt must be one of {sorted(PREFIX)}")
+        if normalize_dtype not in ("float32", "model"):
+            raise hub.ModelLoadError(f"{what}: normalize_dtype must be 'float32' or 'model'")
+        self.normalize_dtype = normalize_dtype
 
         folder, spec = hub.hub_spec(name, "jina-v4", checkpoint, revision, allow_patterns=_ALLOW,
                                     multi_vector=multi_vector,
@@ -91,7 +99,8 @@ class JinaV4Model(Adapter):
         self._folder, self._what = folder, what
         self._net: tuple[Any, Any] | None = None  # weights load on the first encode
         self.lora_modules = 0
-        self.processor = qwenvl.load_processor(folder, "qwen2_5_vl", max_pixels=max_pixels)
+        self.processor = qwenvl.load_processor(folder, "qwen2_5_vl", max_pixels=max_pixels,
+                                               image_backend=image_backend)
         self.task = task
         self.truncate_dim = truncate_dim
         self.prompt_names = {"query": "query", "document": document_prompt}
@@ -122,7 +131,7 @@ class JinaV4Model(Adapter):
         conv: dict[str, Any] = {
             "task": self.task, "dtype": self.dtype,
             "output": "multi-vector" if self.spec.multi_vector else "single-vector",
-            "truncate_dim": self.truncate_dim,
+            "truncate_dim": self.truncate_dim, "normalize_dtype": self.normalize_dtype,
         }
         if modality == "text":
             pn = self.prompt_names[role]
@@ -154,7 +163,7 @@ class JinaV4Model(Adapter):
         hidden, inputs = qwenvl.last_hidden(backbone, batch, self.device)
         mask = inputs["attention_mask"]
         if head is not None:
-            return qwenvl.token_vectors(head(hidden), mask)
+            return qwenvl.token_vectors(head(hidden), mask, self.normalize_dtype)
         if image:
             ids = inputs["input_ids"]
             pos = torch.arange(ids.shape[1], device=ids.device).expand(ids.shape[0], -1)
@@ -164,6 +173,8 @@ class JinaV4Model(Adapter):
         else:
             span = mask.to(hidden.dtype)
         pooled = (hidden * span.unsqueeze(-1)).sum(dim=1) / span.sum(dim=1, keepdim=True)
+        if self.normalize_dtype == "model":  # the remote code's F.normalize in the model dtype
+            pooled = torch.nn.functional.normalize(pooled, dim=-1)
         out = pooled.float().cpu().numpy()
         if self.truncate_dim:
             out = out[:, : self.truncate_dim]

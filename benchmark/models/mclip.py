@@ -16,7 +16,10 @@ Image towers (open_clip, via :class:`benchmark.models.openclip.OpenCLIPModel`): 
 tower with the image tower it was trained against, per the M-CLIP model cards --
 XLM-Roberta-Large-Vit-L-14 with OpenAI ViT-L/14 (the authors' ``clip.load("ViT-L/14")``),
 XLM-Roberta-Large-Vit-B-16Plus with open_clip ViT-B-16-plus-240 / laion400m_e32 (the paper's
-authors paired *both* text towers with B-16-plus; pass ``image_model=`` to reproduce that).
+authors' RQ2 code pairs *both* text towers with B-16-plus, which cannot score the L/14's 768-d
+text vectors: the ``authors`` conventions say what is used instead). ``image_dtype`` sets the
+image tower's dtype apart from the text tower's (``clip.load``: float16 on CUDA, float32 on the
+CPU; :data:`benchmark.models.conventions.CLIP_LOAD_DTYPE`).
 """
 
 from __future__ import annotations
@@ -31,7 +34,8 @@ import numpy as np
 
 from benchmark.embeddings import l2_normalize
 from benchmark.models import hub
-from benchmark.models.base import Adapter
+from benchmark.models.base import Adapter, default_device
+from benchmark.models.conventions import resolve_dtype
 from benchmark.models.openclip import OpenCLIPModel
 
 log = logging.getLogger(__name__)
@@ -122,18 +126,20 @@ class MCLIPModel(Adapter):
     def __init__(
         self, name: str, checkpoint: str, revision: str | None = None, device: str | None = None,
         dtype: str | None = None, image_model: str = "ViT-L-14/openai", image_revision: str | None = None,
-        **kw: Any,
+        image_dtype: str | None = None, **kw: Any,
     ):
         from benchmark.models.base import torch_dtype
 
         what = f"model {name}"
         hub.require(("torch", "transformers", "open_clip", "multilingual_clip"), "mclip", what)
         folder, spec = hub.hub_spec(name, "mclip", checkpoint, revision, allow_patterns=_ALLOW)
+        device = device or default_device()
         self.image_tower = OpenCLIPModel(
-            name=f"{name}/image", checkpoint=image_model, revision=image_revision, device=device, dtype=dtype,
+            name=f"{name}/image", checkpoint=image_model, revision=image_revision, device=device,
+            dtype=resolve_dtype(image_dtype, device) or dtype,
         )
         spec.extra.update(image_model=image_model, image_revision=self.image_tower.spec.revision)
-        super().__init__(spec, device=self.image_tower.device, dtype=self.image_tower.dtype)
+        super().__init__(spec, device=device, dtype=dtype)
         self.text_tower = MCLIPTextTower(folder, self.device, torch_dtype(self.dtype))
         img_dim = int(self.image_tower.model.visual.output_dim)
         if img_dim != self.text_tower.dims:

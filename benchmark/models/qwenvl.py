@@ -211,12 +211,23 @@ def merged_state(
     return out, len(pairs)
 
 
-def load_processor(folder: Path, arch: str, min_pixels: int | None = None, max_pixels: int | None = None) -> Any:
-    """transformers' Qwen-VL processor from a checkpoint folder, with pixel bounds applied."""
-    from transformers import Qwen2_5_VLProcessor, Qwen2VLProcessor
+def load_processor(
+    folder: Path, arch: str, min_pixels: int | None = None, max_pixels: int | None = None,
+    image_backend: str | None = "pil",
+) -> Any:
+    """transformers' Qwen-VL processor from a checkpoint folder, with pixel bounds applied.
+
+    ``image_backend="pil"`` (default) is the PIL ``Qwen2VLImageProcessorPil``: identical to the
+    "slow" ``Qwen2VLImageProcessor`` of transformers 4.53 (measured: 0.0 difference), which is
+    what GME, ColQwen2.5 and jina-v4 were trained and published with. transformers 5's default
+    (``None`` here) is the torchvision processor, whose resized pixels differ by up to 0.15-0.33.
+    """
+    from transformers import AutoImageProcessor, Qwen2_5_VLProcessor, Qwen2VLProcessor
 
     cls = Qwen2_5_VLProcessor if arch == "qwen2_5_vl" else Qwen2VLProcessor
     proc = cls.from_pretrained(str(folder))
+    if image_backend is not None:
+        proc.image_processor = AutoImageProcessor.from_pretrained(str(folder), backend=image_backend)
     size = dict(proc.image_processor.size or {})
     if min_pixels is not None:
         size["shortest_edge"] = int(min_pixels)
@@ -226,10 +237,12 @@ def load_processor(folder: Path, arch: str, min_pixels: int | None = None, max_p
     return proc
 
 
-def pixel_bounds(processor: Any) -> dict[str, int]:
-    """The image processor's (min_pixels, max_pixels): they set the number of image tokens."""
+def pixel_bounds(processor: Any) -> dict[str, Any]:
+    """The image processor's class and (min_pixels, max_pixels), which set the number of
+    image tokens: what shapes an image embedding besides the prompt."""
     size = processor.image_processor.size or {}
-    return {"min_pixels": int(size.get("shortest_edge", 0)), "max_pixels": int(size.get("longest_edge", 0))}
+    return {"min_pixels": int(size.get("shortest_edge", 0)), "max_pixels": int(size.get("longest_edge", 0)),
+            "image_processor": type(processor.image_processor).__name__}
 
 
 def to_device(batch: Any, device: str) -> dict[str, Any]:
@@ -260,10 +273,15 @@ def last_hidden(backbone: Any, batch: Any, device: str) -> tuple[Any, dict[str, 
     return backbone(**inputs, use_cache=False).last_hidden_state, inputs
 
 
-def token_vectors(proj: Any, attention_mask: Any) -> MultiVector:
-    """Per-token projections L2-normalised in float32, padding tokens dropped."""
+def token_vectors(proj: Any, attention_mask: Any, normalize_dtype: str = "float32") -> MultiVector:
+    """Per-token projections L2-normalised, padding tokens dropped. ``normalize_dtype``:
+    ``float32``, or ``model``: ``proj / proj.norm()`` in the model's dtype, exactly as
+    colpali's ``ColQwen2_5.forward`` (the bf16 rounding then stays in the vectors)."""
     import torch
 
-    proj = torch.nn.functional.normalize(proj.float(), dim=-1)
+    if normalize_dtype == "model":
+        proj = (proj / proj.norm(dim=-1, keepdim=True)).float()
+    else:
+        proj = torch.nn.functional.normalize(proj.float(), dim=-1)
     keep = attention_mask.bool()
     return MultiVector.from_list([proj[i][keep[i]].cpu().numpy() for i in range(proj.shape[0])])

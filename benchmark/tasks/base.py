@@ -53,6 +53,10 @@ class RunConfig:
     dtype: str | None = option("model dtype (default: bf16/fp16 on GPU, float32 on CPU)", None,
                                choices=DTYPES)
     batch_size: int | None = option("batch size for texts and images", None)
+    conventions: str = option(
+        "model conventions: reference (the model card's intended use) or authors (what the "
+        "paper's code did; paper models only). `ls --conventions` shows the differences",
+        "reference", choices=["reference", "authors"])
     quiet: bool = option("no table on stdout", False, flags=("-q", "--quiet"))
 
 
@@ -160,7 +164,7 @@ def open_context(run: RunConfig, shard: Shard | None = None,
     cache = (None if run.no_cache
              else EmbeddingCache(run.cache_dir, shard=shard, shard_file=shard_file))
     overrides = {k: v for k, v in (("device", run.device), ("dtype", run.dtype)) if v}
-    adapter = registry.load_model(run.model, **overrides)
+    adapter = registry.load_model(run.model, conventions=run.conventions, **overrides)
     check_output_dir(run.output_dir / model_slug(adapter.spec.name))
     if run.batch_size:
         adapter.text_batch_size = adapter.image_batch_size = run.batch_size
@@ -173,12 +177,16 @@ def open_context(run: RunConfig, shard: Shard | None = None,
 
 def result_file(ctx: RunContext, out: TaskOutput) -> ResultFile:
     """The results file of a task's output: provenance, model spec, run settings, scores."""
+    from benchmark.models import conventions
+
     a = ctx.adapter
     settings = {
         "device": a.device, "dtype": a.dtype, "text_batch_size": a.text_batch_size,
         "image_batch_size": a.image_batch_size, "cache": str(ctx.cache.path) if ctx.cache else None,
         **out.settings,
     }
+    # the profile and its resolved fields, beside the task's per-side adapter conventions
+    settings["conventions"] = {**conventions.settings(a), **(out.settings.get("conventions") or {})}
     return ResultFile(
         git_commit=git_commit(), date=now_iso(), environment=environment(),
         model=a.spec, task=TaskInfo(**out.task), settings=settings,

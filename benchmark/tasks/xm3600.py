@@ -1,8 +1,10 @@
 """``xm3600-i2t``: prevalence bias, image -> text over one mixed pool of 36 languages.
 
 Every XM3600 image queries the pool of all captions in all languages (exact retrieval,
-:mod:`benchmark.retrieval`); the top-k lists are scored with accuracy@k, NDCG@k (true ideal
-and the authors' retrieved-list ideal), LBKL@k and DLBKL@k
+:mod:`benchmark.retrieval`; a model's ``authors`` conventions may ask for the paper's
+two-stage search instead); the top-k lists are scored with accuracy@k, NDCG@k (true ideal
+and the authors' ideal, which reads the whole retrieved top-100: at least 100 captions are
+always retrieved), LBKL@k and DLBKL@k
 (:mod:`benchmark.metrics.prevalence`), overall and by the query image's locale, and the
 language / tier found at each rank is counted for the rank-frequency plots. Results
 structure: ``docs/xm3600.md``.
@@ -27,12 +29,20 @@ from benchmark.data.xm3600 import XM3600, load_xm3600
 from benchmark.embeddings import Embeddings, MultiVector, take
 from benchmark.files import sha256_text
 from benchmark.metrics import prevalence as pm
-from benchmark.models.base import Adapter, UserAdapter
+from benchmark.models.base import Adapter
+from benchmark.models.conventions import TWO_STAGE_L2
 from benchmark.tasks.base import RunContext, Task, TaskConfig, TaskOutput
 
 log = logging.getLogger(__name__)
 
 DEFAULT_KS = (1, 5, 10, 25, 50, 99)
+AUTHORS_DEPTH = 100  # the paper's retrieved list (n_results=100 / K_FINAL_RETRIEVAL=100)
+
+
+def list_depth(ks: list[int], pool: int) -> int:
+    """How many captions to retrieve per image: the largest k, and at least the authors' 100
+    (their NDCG ideal reads the whole list), or the whole pool when it is smaller."""
+    return max(ks[-1], min(AUTHORS_DEPTH, pool))
 
 
 def parse_ks(text: str) -> list[int]:
@@ -66,7 +76,9 @@ class XM3600Config(TaskConfig):
                                     choices=["auto", "torch", "numpy"])
     two_stage: int | None = option(
         "multi-vector models: shortlist N captions by mean-pooled cosine, rerank by MaxSim "
-        "(approximate; agreement reported)", None, metavar="N")
+        "(approximate; agreement reported). With --conventions authors ColQwen always runs "
+        "the paper's two-stage search (exact L2 of mean-pooled vectors); N sets its shortlist",
+        None, metavar="N")
     two_stage_check: int = option(
         "images on which --two-stage is checked against exact MaxSim (64)", 64, metavar="M")
     save_topk: bool = option(
@@ -115,17 +127,17 @@ def _stats(s: EmbedStats) -> dict[str, Any]:
 
 
 def custom_similarity(adapter: Adapter) -> bool:
-    """Whether the adapter defines its own similarity (then it scores every block)."""
-    if isinstance(adapter, UserAdapter):
-        return callable(getattr(adapter.obj, "similarity", None))
-    return type(adapter).similarity is not Adapter.similarity
+    """Whether the adapter scores with its own similarity (then it scores every block)."""
+    return not adapter.uses_default_similarity()
 
 
 def score_topk(
     ds: XM3600, query_images: np.ndarray, indices: np.ndarray, ks: list[int], grouping: str,
     epsilon: float = pm.EPSILON,
 ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    """All scores of a run from its top-k pool indices (one row per query image).
+    """All scores of a run from its retrieved pool indices (one row per query image, the
+    whole list: ``ndcg_authors`` reads all of it, the other metrics and the rank counts the
+    first max(ks)).
 
     Returns (``scores`` as in the results file, per-query metric arrays).
     """
@@ -148,7 +160,7 @@ def score_topk(
     by_locale = {c: pm.mean_scores(per_q, locales == c) for c in codes if (locales == c).any()}
     for c in sorted(set(locales) - set(codes)):
         by_locale[c or "unknown"] = pm.mean_scores(per_q, locales == c)
-    counts = pm.rank_counts(lang_idx[indices], len(codes))  # (K, 36)
+    counts = pm.rank_counts(lang_idx[indices[:, : ks[-1]]], len(codes))  # (K, 36)
     tiers = list(pm.TIERS)
     by_tier = {t: counts[:, [i for i, c in enumerate(codes) if tier_of[c] == t]].sum(axis=1)
                for t in tiers}
@@ -157,7 +169,7 @@ def score_topk(
         "overall": pm.mean_scores(per_q),
         "by_locale": by_locale,
         "retrieved_language_counts": {
-            "ranks": int(indices.shape[1]),
+            "ranks": int(counts.shape[0]),
             "by_language": {c: counts[:, i].tolist() for i, c in enumerate(codes)},
             "by_tier": {t: v.tolist() for t, v in by_tier.items()},
         },
@@ -188,7 +200,9 @@ class XM3600ImageToText(Task):
         if not has_caps.all():
             log.warning("%d images have no caption: not scored as queries", int((~has_caps).sum()))
         t0 = time.perf_counter()
-        topk, ret_settings, agreement = self.retrieve(ctx, take(img, query_images), cap, ks)
+        depth = list_depth(ks, len(ds.captions))
+        topk, ret_settings, agreement = self.retrieve(ctx, take(img, query_images), cap, ks,
+                                                      depth)
         timings["retrieval_s"] = time.perf_counter() - t0
         t0 = time.perf_counter()
         scores, _ = score_topk(ds, query_images, topk.indices, ks, grouping)
@@ -204,6 +218,8 @@ class XM3600ImageToText(Task):
             task={"name": self.name, "dataset": ds.dataset_id, "data_fingerprint": ds.fingerprint,
                   "n": int(len(query_images)), "source_format": ds.source_format,
                   "n_images": len(ds.image_ids), "n_captions": len(ds.captions), "ks": ks,
+                  "list_depth": depth,
+                  "ndcg_authors_ideal": f"the whole retrieved top-{depth}, sorted, cut at k",
                   "grouping": grouping, "groups": list(g.names), "target": g.describe_target(),
                   "epsilon": pm.EPSILON, "notes": notes},
             scores=scores,
@@ -214,11 +230,11 @@ class XM3600ImageToText(Task):
         )
 
     def retrieve(
-        self, ctx: RunContext, q: Embeddings, d: Embeddings, ks: list[int],
+        self, ctx: RunContext, q: Embeddings, d: Embeddings, ks: list[int], depth: int,
     ) -> tuple[retrieval.TopK, dict[str, Any], dict[str, Any] | None]:
-        """Exact top-K_max (or two-stage for multi-vector models) and its settings."""
+        """Exact top-``depth`` (or two-stage for multi-vector models) and its settings."""
         cfg, ad = self.config, ctx.adapter
-        kmax = ks[-1]
+        kmax = depth
         chunk = cfg.chunk_size
         multi = isinstance(q, MultiVector) or isinstance(d, MultiVector)
         bk = retrieval.get_backend(cfg.retrieval_backend, ctx.device or ad.device)
@@ -232,18 +248,25 @@ class XM3600ImageToText(Task):
                                                      take(d, np.arange(ds_, de))),
                 len(q), len(d), kmax, chunk_size=chunk), st, None
         two = cfg.two_stage
-        if two and multi:
+        authors_l2 = getattr(ad.profile, "retrieval", None) == TWO_STAGE_L2
+        if (two or authors_l2) and multi:
+            two = two or kmax
             if two < kmax:
-                raise DataError(f"--two-stage {two} must be >= the largest k ({kmax})")
-            st.update(method="two-stage", shortlist=two,
-                      shortlist_similarity="cosine of mean-pooled token vectors")
-            top = retrieval.two_stage_topk(q, d, kmax, two, chunk_size=chunk, backend=bk)
+                raise DataError(f"--two-stage {two} must be >= the list depth ({kmax})")
+            metric, ties = ("l2", "shortlist") if authors_l2 else ("cosine", "index")
+            st.update(method="two-stage", shortlist=two, shortlist_similarity=(
+                "exact L2 of unnormalised mean-pooled token vectors (faiss IndexFlatL2)"
+                if authors_l2 else "cosine of mean-pooled token vectors"),
+                rerank_ties="shortlist order" if authors_l2 else retrieval.TIE_BREAK)
+            top = retrieval.two_stage_topk(q, d, kmax, two, chunk_size=chunk, backend=bk,
+                                           shortlist_metric=metric, ties=ties)
             rng = np.random.default_rng(cfg.seed)
             m = min(len(q), max(1, cfg.two_stage_check))
             check = np.sort(rng.choice(len(q), m, replace=False))
             exact = retrieval.exact_maxsim_topk(take(q, check), d, kmax, chunk_size=chunk,
                                                 backend=bk)
             agree = retrieval.topk_agreement(top.indices[check], exact.indices, ks)
+            agree["method"] = st["shortlist_similarity"]
             agree["checked_query_positions"] = check.tolist()
             return top, st, agree
         if two:
@@ -258,7 +281,9 @@ class XM3600ImageToText(Task):
     def save_topk(self, ctx: RunContext, ds: XM3600, query_images: np.ndarray,
                   topk: retrieval.TopK) -> Path:
         """``<task>.topk.parquet``: one row per (query, rank), written atomically."""
-        n, k = topk.indices.shape
+        k = min(topk.indices.shape[1], max(self.config.ks))
+        topk = retrieval.TopK(topk.scores[:, :k], topk.indices[:, :k])
+        n = topk.indices.shape[0]
         flat = topk.indices.ravel()
         qi = np.repeat(query_images, k)
         ids = np.array(ds.image_ids, dtype=object)

@@ -32,18 +32,45 @@ def test_accuracy_hand():
 def test_ndcg_hand():
     # A@4: DCG = w2 + w4 = 0.63093 + 0.43068 = 1.0616063116448506;
     # true ideal (R=3): w1 + w2 + w3 = 2.1309297535714575 -> 0.49818925746641285;
-    # authors' ideal (2 retrieved relevant): w1 + w2 = 1.6309297535714575 -> 0.6509209298071326
+    # authors' ideal (2 relevant in the whole retrieved list): w1 + w2 = 1.6309297535714575
+    # -> 0.6509209298071326
     assert pm.ndcg_at_k(REL, NREL, 4)[0] == pytest.approx(0.49818925746641285, abs=1e-12)
     assert pm.ndcg_authors_at_k(REL, 4)[0] == pytest.approx(0.6509209298071326, abs=1e-12)
-    # A@2: DCG = w2; ideal min(2,3)=2 -> w2/(w1+w2) = 0.38685280723454163; authors: w2/w1
+    # A@2: DCG = w2; true ideal min(2,3)=2 -> w2/(w1+w2) = 0.38685280723454163; the authors'
+    # ideal reads the WHOLE list (2 relevant: ranks 2 and 4), cut at 2 -> w1 + w2, the same.
+    # (Counting only the relevant among the first 2 would give w2/w1 = 0.63093: not theirs.)
     assert pm.ndcg_at_k(REL, NREL, 2)[0] == pytest.approx(0.38685280723454163, abs=1e-12)
-    assert pm.ndcg_authors_at_k(REL, 2)[0] == pytest.approx(0.6309297535714575, abs=1e-12)
+    assert pm.ndcg_authors_at_k(REL, 2)[0] == pytest.approx(0.38685280723454163, abs=1e-12)
     # A@1: nothing relevant retrieved -> 0 in both
     assert pm.ndcg_at_k(REL, NREL, 1)[0] == 0.0
     assert pm.ndcg_authors_at_k(REL, 1)[0] == 0.0
     # B: its single relevant caption at rank 1 -> 1 at every k
     assert pm.ndcg_at_k(REL, NREL, 4)[1] == 1.0
     assert pm.ndcg_authors_at_k(REL, 4)[1] == 1.0
+
+
+def test_ndcg_authors_ideal_is_the_whole_list_sorted_and_cut_at_k():
+    """3_viz_imgtotext.ipynb cell 7: ideal = sorted(relevance of the whole top-100, desc)[:k]."""
+    # one query, list of 5: relevant at ranks 3, 4, 5; the pool holds 6 relevant captions
+    rel = np.array([[False, False, True, True, True]])
+    w = pm.rank_weights(5)
+    # k=3: DCG = w3 = 0.5; authors' ideal = w1 + w2 + w3 (three relevant in the list);
+    # true ideal (6 in the pool) = w1 + w2 + w3 as well; first-k-only would give 0.5 / w1 = 0.5
+    assert pm.ndcg_authors_at_k(rel, 3)[0] == pytest.approx(0.5 / w[:3].sum(), abs=1e-12)
+    assert pm.ndcg_authors_at_k(rel, 3)[0] == pytest.approx(0.23463936301137822, abs=1e-12)
+    # k=5: DCG = w3 + w4 + w5; authors: ideal w1 + w2 + w3 (3 relevant in the list);
+    # true (R=6, cut at 5): w1..w5
+    dcg = w[2:].sum()
+    assert pm.ndcg_authors_at_k(rel, 5)[0] == pytest.approx(dcg / w[:3].sum(), abs=1e-12)
+    assert pm.ndcg_at_k(rel, np.array([6]), 5)[0] == pytest.approx(dcg / w.sum(), abs=1e-12)
+    # k=2: nothing relevant in the first 2 -> 0 (the ideal, 2 of 3, is not 0)
+    assert pm.ndcg_authors_at_k(rel, 2)[0] == 0.0
+    # the list beyond k matters: the same first 3 with no relevant item after them
+    short = np.array([[False, False, True, False, False]])
+    assert pm.ndcg_authors_at_k(short, 3)[0] == pytest.approx(0.5, abs=1e-12)
+    # a list whose only relevant item is first scores 1 at every k
+    first = np.array([[True, False, False, False, False]])
+    assert [pm.ndcg_authors_at_k(first, k)[0] for k in (1, 3, 5)] == [1.0, 1.0, 1.0]
 
 
 def test_ndcg_zero_relevant_in_pool():
@@ -122,16 +149,19 @@ def test_k_out_of_range():
 
 
 # -- naive full-matrix reference ------------------------------------------------------------------
-def naive(sims, owner, group, target, k, n_groups, eps=1e-9):
-    """Loop-by-loop reference over the full score matrix (stable order: score desc, index asc)."""
+def naive(sims, owner, group, target, k, n_groups, eps=1e-9, depth=20):
+    """Loop-by-loop reference over the full score matrix (stable order: score desc, index asc);
+    ``depth`` is the retrieved list the authors' NDCG ideal reads."""
     out = {"accuracy": [], "ndcg": [], "ndcg_authors": [], "lbkl": [], "dlbkl": []}
     for q in range(sims.shape[0]):
-        order = sorted(range(sims.shape[1]), key=lambda j: (-sims[q, j], j))[:k]
+        full_order = sorted(range(sims.shape[1]), key=lambda j: (-sims[q, j], j))[:depth]
+        order = full_order[:k]
         rel = [1 if owner[j] == q else 0 for j in order]
         r_true = sum(1 for o in owner if o == q)
         dcg = sum(r / math.log2(i + 2) for i, r in enumerate(rel))
         ideal = sum(1 / math.log2(i + 2) for i in range(min(k, r_true)))
-        ideal_a = sum(1 / math.log2(i + 2) for i in range(sum(rel)))
+        in_list = sum(1 for j in full_order if owner[j] == q)  # the whole retrieved list
+        ideal_a = sum(1 / math.log2(i + 2) for i in range(min(k, in_list)))
         out["accuracy"].append(1.0 if any(rel) else 0.0)
         out["ndcg"].append(dcg / ideal if dcg > 0 else 0.0)
         out["ndcg_authors"].append(dcg / ideal_a if dcg > 0 else 0.0)

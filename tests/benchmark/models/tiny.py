@@ -389,3 +389,19 @@ def tiny_hf_clip_dir(folder: Path, seed: int = 0) -> Path:
     ip = CLIPImageProcessor(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32})
     CLIPProcessor(image_processor=ip, tokenizer=fast).save_pretrained(folder)
     return folder
+
+
+def tiny_colqwen_dir(folder: Path, seed: int = 0, proj_dim: int = 128) -> Path:
+    """A tiny ColQwen2.5 checkpoint with merged weights: a Qwen2.5-VL folder whose
+    safetensors also hold the ``custom_text_proj`` head (the layout the adapter loads
+    without a LoRA base)."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    tiny_qwen_dir(folder, version="2.5", seed=seed)
+    state = load_file(str(folder / "model.safetensors"))
+    g = torch.Generator().manual_seed(seed + 11)
+    state["custom_text_proj.weight"] = torch.randn(proj_dim, 32, generator=g) * 0.3
+    state["custom_text_proj.bias"] = torch.randn(proj_dim, generator=g) * 0.1
+    save_file(state, str(folder / "model.safetensors"))
+    return folder
