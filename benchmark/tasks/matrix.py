@@ -4,6 +4,12 @@ culture.
 In 3XCM as the paper runs it the query language and the query culture coincide (Thai text for
 Thai triplets). Here each triplet keeps its three images and is asked once per query language
 L with its concept written in L (``native_term`` of ``data/queries.csv``, or ``--queries``).
+Terms are per (concept, country), so which country's term L uses is a rule
+(:func:`benchmark.tables.term_in_language`, recorded as ``task.query_text_rule``): a triplet of
+a country whose language is L is asked with that country's own term (an ARG triplet in Spanish
+with the es-AR term, as in the paper's own-language cell); any other triplet with the term of
+L's first country in ``data/countries.csv`` (USA for English, ESP for Spanish, PRT for
+Portuguese).
 ``scores.matrix[L][COUNTRY]`` holds the 3xcm scores of query language L on the triplets whose
 query culture is COUNTRY; ``scores.summary[COUNTRY]`` compares the country's own language
 (the paper's number) with English, with a paired bootstrap interval of the SP difference.
@@ -38,6 +44,9 @@ from benchmark.tasks.xcm import (
 
 log = logging.getLogger(__name__)
 
+QUERY_TEXT_RULE = ("a triplet of country K asked in language L: K's own term when L is K's "
+                   "language, else the term of L's first country in countries.csv (en: USA, "
+                   "es: ESP, pt: PRT)")
 CELL_KEYS = ("n", "wins_sem", "wins_cul", "wins_non", "ties", "M_sem", "M_cul", "M_non", "SP",
              "SP_ci95")
 
@@ -45,6 +54,32 @@ CELL_KEYS = ("n", "wins_sem", "wins_cul", "wins_non", "ties", "M_sem", "M_cul", 
 def default_query_languages() -> list[str]:
     """The languages of the benchmark's countries, in table order, without repeats."""
     return list(dict.fromkeys(c.language for c in tables.countries()))
+
+
+def per_country_texts(path: Any) -> dict[tuple[str, str], str]:
+    """(concept, country) -> query text: ``data/queries.csv``, or ``--queries`` (``concept,
+    language,text``: one text for every country of that language)."""
+    if path is None:
+        try:
+            return {k: t.native_term for k, t in tables.query_terms().items()}
+        except tables.TableError as e:
+            raise DataError(f"no query texts: {e}; pass --queries FILE") from e
+    by_lang = read_query_texts(path)
+    return {(concept, c.code): text for (concept, lang), text in by_lang.items()
+            for c in tables.countries() if c.language == lang}
+
+
+def matrix_texts(concepts: np.ndarray, countries: np.ndarray, lang: str,
+                 terms: dict[tuple[str, str], str]) -> list[str | None]:
+    """The query text of each triplet in ``lang`` (:data:`QUERY_TEXT_RULE`), None where there
+    is none."""
+    memo: dict[tuple[str, str], str | None] = {}
+    out = []
+    for c, k in zip(concepts, countries, strict=True):
+        if (c, k) not in memo:
+            memo[(c, k)] = tables.term_in_language(terms, c, lang, k)
+        out.append(memo[(c, k)])
+    return out
 
 
 def parse_languages(spec: str | None) -> list[str]:
@@ -76,19 +111,20 @@ class XCMMatrix(XCMTextToImage):
         ds = load_xcm(ctx, cfg)
         tr = ds.triplets
         langs = parse_languages(cfg.query_languages)
-        terms = read_query_texts(cfg.queries)
+        terms = per_country_texts(cfg.queries)
         d_emb, cand_idx, timings = embed_candidates(ctx, ds)
         concepts = tr["query_concept"].to_numpy()
+        country = tr["query_country"].to_numpy()
         rows_for: dict[str, np.ndarray] = {}
+        text_for: dict[str, list[str | None]] = {}
         skipped: dict[str, dict[str, Any]] = {}
-        texts: list[str] = []
         for lang in langs:
-            have = np.array([(c, lang) in terms for c in concepts])
+            text_for[lang] = matrix_texts(concepts, country, lang, terms)
+            have = np.array([t is not None for t in text_for[lang]], dtype=bool)
             rows_for[lang] = np.nonzero(have)[0]
             missing = sorted({c for c, h in zip(concepts, have, strict=True) if not h})
             skipped[lang] = {"triplets": int((~have).sum()), "concepts": missing}
-            texts.extend(terms[(c, lang)] for c in set(concepts[have]))
-        texts = sorted(set(texts))
+        texts = sorted({t for lang in langs for t in text_for[lang] if t is not None})
         q_emb, qstats = embed_texts(ctx, texts, "query")
         timings["embed_texts_s"], timings["text_embedding"] = qstats.seconds, vars(qstats)
         tpos = {t: i for i, t in enumerate(texts)}
@@ -96,11 +132,10 @@ class XCMMatrix(XCMTextToImage):
         win_by_lang: dict[str, np.ndarray] = {}
         matrix: dict[str, dict[str, Any]] = {}
         by_language: dict[str, Any] = {}
-        country = tr["query_country"].to_numpy()
         b, seed = cfg.bootstrap, cfg.seed
         for lang in langs:
             rows = rows_for[lang]
-            q_idx = np.array([tpos[terms[(c, lang)]] for c in concepts[rows]], np.int64)
+            q_idx = np.array([tpos[text_for[lang][i]] for i in rows], np.int64)
             sims = ctx.adapter.indexed_pair_similarity(
                 q_emb, q_idx, d_emb, [ci[rows] for ci in cand_idx]).astype(np.float64)
             w, ties = winners(sims)
@@ -120,7 +155,7 @@ class XCMMatrix(XCMTextToImage):
             task={"name": self.name, "dataset": ds.dataset_id, "data_fingerprint": ds.fingerprint,
                   "n": len(tr), "source_format": ds.source_format, "query_languages": langs,
                   "query_text_source": str(cfg.queries or "data/queries.csv native_term"),
-                  "skipped": skipped},
+                  "query_text_rule": QUERY_TEXT_RULE, "skipped": skipped},
             scores={"matrix": matrix, "by_query_language": by_language, "summary": summary},
             settings={"seed": seed, "bootstrap_resamples": b, "tie_order": TIE_ORDER,
                       "paired_bootstrap": "triplet indices resampled once per resample, both "
