@@ -181,10 +181,22 @@ def _query_source(term: tables.QueryTerm, origin: str) -> str:
     return "offline" if term.note.startswith("offline") else "generated"
 
 
-def _concept_rows(
-    concept: str, countries: list[tables.Country], cat: dict, table: dict, ctx: _Ctx
-) -> tuple[list[tables.QueryTerm], list[tuple], list[tuple[str, LLMResult]]]:
-    """The terms to store, the ``queries`` rows and the LLM requests of one concept."""
+def _rows(decided: list[tuple[tables.QueryTerm, str, str | None]], run_id: int) -> list[tuple]:
+    """The ``english`` and ``native`` rows of ``queries`` of decided terms."""
+    rows = []
+    for t, source, reason in decided:
+        c = tables.country(t.country)
+        rows += [(t.concept, c.code, "english", "en", english_query(t, c), t.native_term, source,
+                  "ok", None, run_id),
+                 (t.concept, c.code, "native", c.language, native_query(t, c), t.native_term,
+                  source, "ok", reason, run_id)]
+    return rows
+
+
+def _known(concept: str, countries: list[tables.Country], cat: dict, table: dict, ctx: _Ctx
+           ) -> tuple[list[tables.QueryTerm], list[tuple], dict[str, list[tables.Country]]]:
+    """One concept's terms known without asking: (to store, ``queries`` rows, the countries
+    still without a term by language)."""
     decided: list[tuple[tables.QueryTerm, str, str | None]] = []
     missing: dict[str, list[tables.Country]] = {}
     for c in countries:
@@ -192,34 +204,42 @@ def _concept_rows(
         if term is None:
             missing.setdefault(c.language, []).append(c)
         else:
-            decided.append((term, _query_source(term, origin), None))
-    requests, failed = [], []
-    for lang, group in missing.items():
-        res = _ask(concept, lang, group, ctx)
-        requests.append((f"concept={concept};language={lang};countries="
-                         f"{','.join(c.code for c in group)}", res))
-        if res.ok:
-            new = _answered(concept, lang, group, res, ctx)
-            decided += new
-            ctx.known.update({t.key: t for t, _, _ in new})
-        else:
-            failed += [(c, res) for c in group]
+            reason = NO_TERM if term.note == NO_TERM else None  # an earlier offline fallback
+            decided.append((term, _query_source(term, origin), reason))
     store = [t for t, _, _ in decided if cat.get(t.key) != t]
+    return store, _rows(decided, ctx.run_id), missing
+
+
+def _asked(concept: str, lang: str, group: list[tables.Country], ctx: _Ctx
+           ) -> tuple[list[tables.QueryTerm], list[tuple], tuple[str, LLMResult]]:
+    """Ask for one language's countries: (terms to store, ``queries`` rows, the request)."""
+    res = _ask(concept, lang, group, ctx)
+    item = f"concept={concept};language={lang};countries={','.join(c.code for c in group)}"
+    if res.ok:
+        new = _answered(concept, lang, group, res, ctx)
+        ctx.known.update({t.key: t for t, _, _ in new})
+        return [t for t, _, _ in new], _rows(new, ctx.run_id), (item, res)
+    source = "offline" if ctx.llm.provider == "offline" else "generated"
     rows = []
-    for t, source, reason in decided:
-        c = tables.country(t.country)
-        rows += [(concept, c.code, "english", "en", english_query(t, c), t.native_term, source,
-                  "ok", None, ctx.run_id),
-                 (concept, c.code, "native", c.language, native_query(t, c), t.native_term,
-                  source, "ok", reason, ctx.run_id)]
-    for c, res in failed:
-        source = "offline" if ctx.llm.provider == "offline" else "generated"
+    for c in group:
         english = f"{english_term(concept, ctx.known)} {c.name}"
         rows += [(concept, c.code, "english", "en", english, None, source, "ok", None,
                   ctx.run_id),
                  (concept, c.code, "native", c.language, "", None, source, res.status,
                   res.error, ctx.run_id)]
-    return store, rows, requests
+    return [], rows, (item, res)
+
+
+def _write(catalog: Catalog, store: list[tables.QueryTerm], rows: list[tuple],
+           request: tuple[str, LLMResult] | None, ctx: _Ctx) -> None:
+    """One transaction: terms, ``queries`` rows and the LLM request that gave them."""
+    with catalog.tx() as con:
+        upsert_terms(con, store, ctx.run_id)
+        con.executemany(
+            "INSERT OR REPLACE INTO queries (concept, country, kind, language, text,"
+            " native_term, source, status, reason, run_id) VALUES (?,?,?,?,?,?,?,?,?,?)", rows)
+        if request is not None:
+            record_llm_request(con, STAGE, *request, ctx.llm.spec, ctx.prompt_sha, ctx.run_id)
 
 
 def run_queries(
@@ -247,16 +267,11 @@ def run_queries(
         ctx = _Ctx(known, llm, template, prompt_sha, rec.run_id)
         asked = 0
         for concept in tqdm(concepts, desc="queries", unit="concept"):
-            store, rows, requests = _concept_rows(concept, countries, cat, table, ctx)
-            asked += len(requests)
-            with catalog.tx() as con:
-                upsert_terms(con, store, rec.run_id)
-                con.executemany(
-                    "INSERT OR REPLACE INTO queries (concept, country, kind, language, text,"
-                    " native_term, source, status, reason, run_id) VALUES (?,?,?,?,?,?,?,?,?,?)",
-                    rows)
-                for item, res in requests:
-                    record_llm_request(con, STAGE, item, res, llm.spec, prompt_sha, rec.run_id)
+            store, rows, missing = _known(concept, countries, cat, table, ctx)
+            _write(catalog, store, rows, None, ctx)
+            for lang, group in missing.items():  # each answer stored as it comes (resumable)
+                _write(catalog, *_asked(concept, lang, group, ctx), ctx)
+                asked += 1
         rec.counts = _counts(catalog, asked)
         rec.summary = format_summary(
             f"queries: {rec.counts['native_ok']} native queries ok, "
