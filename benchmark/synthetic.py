@@ -5,9 +5,9 @@ DESIGN.md (``images`` and ``triplets`` configs as parquet with embedded PNG byte
 card with YAML ``configs``) from generated images: each concept is a shape/texture, each
 country a colour palette, so that image models see both a concept and a culture signal. It is
 NOT real data; it exists so that a fresh checkout can run the evaluator offline end to end.
-Query texts are the ``native_term`` of ``data/queries.csv`` (the concept itself where the
-table has no term, counted in the card). :func:`write_release` writes any release folder
-(the tests' planted ones too), each file atomically.
+Query texts are the ``native_term`` of the query country's row of ``data/queries.csv`` (the
+concept itself where the table has no term, counted in the card). :func:`write_release`
+writes any release folder (the tests' planted ones too), each file atomically.
 """
 
 from __future__ import annotations
@@ -103,7 +103,7 @@ def build_synthetic(seed: int = 0, per_cell: int = 2,
     concepts = concepts or SYNTHETIC_CONCEPTS
     countries = list(tables.countries())
     try:
-        terms = tables.native_terms()
+        terms = {k: t.native_term for k, t in tables.query_terms().items()}
     except tables.TableError:
         terms = {}
     rows: list[dict[str, Any]] = []
@@ -131,7 +131,7 @@ def build_synthetic(seed: int = 0, per_cell: int = 2,
         cc = str(rng.choice(cul_k))
         nk = str(rng.choice([k for k in lang if k != r.country]))
         nc = str(rng.choice(cul_k))
-        term = terms.get((r.concept, lang[r.country]))
+        term = terms.get((r.concept, r.country))
         if term is None:
             missing_terms += 1
             term = r.concept

@@ -1,16 +1,28 @@
 """The one loader of the versioned tables in ``data/`` (countries, languages, concepts, queries).
 
-Every other module asks this one for country codes, native languages, Common Crawl shares,
-tiers, concept names and query terms; nothing else hard-codes these facts. The tables live in
-the repository's ``data/`` folder; ``XCM_DATA_DIR`` points elsewhere (e.g. a user's variant).
+Every other module asks this one for country codes, native languages and locales, Common Crawl
+shares, tiers, concept names and query terms; nothing else hard-codes these facts. The tables
+live in the repository's ``data/`` folder; ``XCM_DATA_DIR`` points elsewhere (e.g. a user's
+variant).
+
+Query terms (``queries.csv``, docs/queries.md) are one per (concept, country), in the country's
+locale: :data:`QUERY_COLUMNS`, :class:`QueryTerm`, the one reader :func:`read_query_table` (an
+old per-language table is refused with the command that converts it) and the one writer
+:func:`write_query_table` (also for exports of reviewed terms); :func:`term_country` is the
+rule for asking one country's images in another country's language.
 """
 
 from __future__ import annotations
 
 import csv
 import hashlib
+import io
 import os
+import unicodedata
+from collections import Counter
+from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from functools import lru_cache
 from pathlib import Path
 
@@ -78,6 +90,8 @@ class Country:
     language_name: str
     ddg_region: str | None  # DuckDuckGo region; None -> "wt-wt"
     cc_share: float | None  # Common Crawl share (%) of the language; None if unknown
+    locale: str = ""  # BCP-47 with region (pt-PT is not pt-BR): the locale of its query terms
+    native_name: str = ""  # the country's name in its language (native search queries)
 
     @property
     def search_region(self) -> str:
@@ -110,10 +124,15 @@ def _read_csv(name: str, required: list[str]) -> list[dict[str, str]]:
 def _countries(root: str) -> tuple[Country, ...]:
     rows = _read_csv(
         "countries.csv",
-        ["code", "name", "label", "authors_name", "language", "language_name", "ddg_region", "cc_share"],
+        ["code", "name", "label", "authors_name", "language", "locale", "language_name",
+         "native_name", "ddg_region", "cc_share"],
     )
-    return tuple(
-        Country(
+    out = []
+    for r in rows:
+        if r["locale"].split("-")[0] != r["language"] or "-" not in r["locale"]:
+            raise TableError(f"countries.csv: {r['code']}: locale {r['locale']!r} is not "
+                             f"{r['language']}-<REGION>")
+        out.append(Country(
             code=r["code"],
             name=r["name"],
             label=r["label"],
@@ -122,9 +141,10 @@ def _countries(root: str) -> tuple[Country, ...]:
             language_name=r["language_name"],
             ddg_region=r["ddg_region"] or None,
             cc_share=float(r["cc_share"]) if r["cc_share"] else None,
-        )
-        for r in rows
-    )
+            locale=r["locale"],
+            native_name=r["native_name"] or r["name"],
+        ))
+    return tuple(out)
 
 
 def countries() -> tuple[Country, ...]:
@@ -184,27 +204,235 @@ def concepts() -> list[str]:
     return [ln.strip() for ln in lines if ln.strip() and not ln.lstrip().startswith("#")]
 
 
+# -- query terms: data/queries.csv, one term per (concept, country) ---------------------------
+
 QUERY_COLUMNS = [
     "concept",
-    "country",
-    "language",
-    "english_query",
-    "native_query",
-    "native_term",
-    "source",
-    "reviewed",
+    "country",  # ISO alpha-3
+    "locale",  # the country's locale (countries.csv), BCP-47 with region
+    "language",  # the country's language
+    "native_term",  # the concept as people of that country type it: the 3XCM text query
+    "english_term",  # English search term (not the concept label; en-GB/en-AU where it differs)
+    "source",  # generated / authors / reviewed
+    "reviewers",  # native speakers behind a reviewed term (0 otherwise)
+    "reviewed_at",  # ISO time of the review decision (empty otherwise)
+    "note",  # why the term is what it is (corrections)
 ]
+QUERY_SOURCES = ("generated", "authors", "reviewed")
+MIGRATE_COMMAND = "python -m builder.queries migrate-table {path} --out NEW.csv"
+
+
+class OldQueryTableError(TableError):
+    """A query table in the old format (one term per language, a ``reviewed`` column)."""
+
+
+@dataclass(frozen=True)
+class QueryTerm:
+    """One row of the query table: the text query of one concept in one country."""
+
+    concept: str
+    country: str
+    locale: str
+    language: str
+    native_term: str
+    english_term: str
+    source: str = "generated"
+    reviewers: int = 0
+    reviewed_at: str = ""
+    note: str = ""
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.concept, self.country)
+
+    @property
+    def reviewed(self) -> bool:
+        return self.source == "reviewed"
+
+    def row(self) -> dict[str, str]:
+        """The CSV row (``QUERY_COLUMNS``)."""
+        return {c: str(getattr(self, c)) for c in QUERY_COLUMNS}
+
+
+def query_term(concept: str, c: Country, native_term: str, english_term: str,
+               source: str = "generated", note: str = "") -> QueryTerm:
+    """A not-yet-reviewed term of ``c`` (its locale and language filled from countries.csv)."""
+    return QueryTerm(concept, c.code, c.locale, c.language, native_term, english_term, source,
+                     0, "", note)
+
+
+def _nfc(text: str | None) -> str:
+    return unicodedata.normalize("NFC", (text or "").strip())
+
+
+def _query_row_problem(r: dict[str, str], by_code: dict[str, Country]) -> str | None:
+    """Why a normalised row is not a valid query term, or None."""
+    c = by_code.get(r["country"])
+    if not r["concept"]:
+        return "empty concept"
+    if c is None:
+        return f"unknown country {r['country']!r} (an ISO code of countries.csv)"
+    if r["locale"] != c.locale or r["language"] != c.language:
+        return (f"{c.code} is locale {c.locale} / language {c.language}, not "
+                f"{r['locale'] or '-'} / {r['language'] or '-'}")
+    if not r["native_term"] or not r["english_term"]:
+        return "empty native_term or english_term"
+    if r["source"] not in QUERY_SOURCES:
+        return f"source {r['source']!r} is not one of {', '.join(QUERY_SOURCES)}"
+    if not r["reviewers"].isdigit():
+        return f"reviewers {r['reviewers']!r} is not a count"
+    if r["source"] == "reviewed":
+        if int(r["reviewers"]) < 1 or not r["reviewed_at"]:
+            return "a reviewed term needs reviewers >= 1 and reviewed_at"
+        try:
+            datetime.fromisoformat(r["reviewed_at"])
+        except ValueError:
+            return f"reviewed_at {r['reviewed_at']!r} is not an ISO time"
+    elif r["reviewers"] != "0" or r["reviewed_at"]:
+        return f"a {r['source']} term has reviewers 0 and no reviewed_at"
+    return None
+
+
+def parse_query_rows(rows: Iterable[Mapping[str, str | None]], where: str) -> list[QueryTerm]:
+    """Validated :class:`QueryTerm` of CSV rows (cells stripped, terms NFC); any problem is a
+    :class:`TableError` naming the first offending line and counting all of them."""
+    by_code = {c.code: c for c in countries()}
+    out: list[QueryTerm] = []
+    seen: set[tuple[str, str]] = set()
+    problems: list[str] = []
+    for line, raw in enumerate(rows, start=2):
+        r = {k: _nfc(raw.get(k)) for k in QUERY_COLUMNS}
+        why = _query_row_problem(r, by_code)
+        if why is None and (r["concept"], r["country"]) in seen:
+            why = f"second row for ({r['concept']}, {r['country']})"
+        if why is not None:
+            problems.append(f"line {line}: {why}")
+            continue
+        seen.add((r["concept"], r["country"]))
+        out.append(QueryTerm(**{**r, "reviewers": int(r["reviewers"])}))
+    if problems:
+        raise TableError(f"{where}: {len(problems)} bad query row(s); first: {problems[0]}")
+    return out
+
+
+def read_query_table(path: str | Path | None = None) -> list[QueryTerm]:
+    """The query table at ``path`` (default ``data/queries.csv``), validated. An old-format
+    table is refused with :class:`OldQueryTableError` naming the command that converts it."""
+    path = Path(path) if path is not None else data_dir() / "queries.csv"
+    if not path.is_file():
+        raise TableError(f"missing query table {path}")
+    try:
+        with path.open(newline="", encoding="utf-8") as f:
+            reader = csv.DictReader(f)
+            header = list(reader.fieldnames or [])
+            if "locale" not in header and {"reviewed", "native_query"} & set(header):
+                raise OldQueryTableError(
+                    f"{path} is an old-format query table (one term per language, column "
+                    "'reviewed'); terms are now per (concept, country) with a locale: convert "
+                    f"it with `{MIGRATE_COMMAND.format(path=path)}`")
+            missing = [c for c in QUERY_COLUMNS if c not in header]
+            if missing:
+                raise TableError(f"{path}: not a query table (missing columns {missing})")
+            return parse_query_rows(reader, str(path))
+    except UnicodeDecodeError as exc:
+        raise TableError(f"{path}: not UTF-8 ({exc.reason} at byte {exc.start})") from exc
+
+
+def write_query_table(path: str | Path, terms: Iterable[QueryTerm]) -> int:
+    """Write ``terms`` as a query table (concept order of concepts.txt, then country order),
+    atomically with the user's umask; returns the number of rows."""
+    from benchmark.files import atomic_write_text
+
+    try:
+        order = {k: i for i, k in enumerate(concepts())}
+    except TableError:
+        order = {}
+    pos = {c.code: i for i, c in enumerate(countries())}
+    rows = sorted(terms, key=lambda t: (order.get(t.concept, len(order)), t.concept,
+                                        pos.get(t.country, len(pos)), t.country))
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=QUERY_COLUMNS, lineterminator="\n")
+    w.writeheader()
+    w.writerows(t.row() for t in rows)
+    atomic_write_text(Path(path), buf.getvalue())
+    return len(rows)
+
+
+def query_terms() -> dict[tuple[str, str], QueryTerm]:
+    """(concept, country) -> its term in ``data/queries.csv``."""
+    return {t.key: t for t in read_query_table()}
 
 
 def queries() -> list[dict[str, str]]:
-    """Rows of ``data/queries.csv`` (concept x country query terms)."""
-    return _read_csv("queries.csv", QUERY_COLUMNS)
+    """Rows of ``data/queries.csv`` as dicts of ``QUERY_COLUMNS`` (validated)."""
+    return [t.row() for t in read_query_table()]
 
 
-def native_terms() -> dict[tuple[str, str], str]:
-    """(concept, language) -> the bare native concept term used as 3XCM's text query."""
-    out: dict[tuple[str, str], str] = {}
-    for r in queries():
-        if r["native_term"]:
-            out.setdefault((r["concept"], r["language"]), r["native_term"])
-    return out
+def migrate_old_query_table(path: str | Path) -> tuple[list[QueryTerm], Counter]:
+    """The terms of an old-format table (``concept, country, language, english_query,
+    native_query, native_term, source, reviewed``), per (concept, country), not reviewed.
+
+    ``english_term`` is the old English query without its country name; an old
+    ``reviewed=true`` left no reviewer record, so it becomes a note asking for a review, not
+    ``source=reviewed``. Returns the terms and counts (migrated, skipped and why)."""
+    path = Path(path)
+    counts: Counter = Counter()
+    out: dict[tuple[str, str], QueryTerm] = {}
+    with path.open(newline="", encoding="utf-8") as f:
+        reader = csv.DictReader(f)
+        missing = [c for c in ("concept", "country", "native_term") if c not in
+                   (reader.fieldnames or [])]
+        if missing:
+            raise TableError(f"{path}: not a query table (missing columns {missing})")
+        for r in reader:
+            concept, term = _nfc(r.get("concept")), _nfc(r.get("native_term"))
+            try:
+                c = country(r.get("country") or "")
+            except TableError:
+                counts["skipped_unknown_country"] += 1
+                continue
+            if not concept or not term or (concept, c.code) in out:
+                counts["skipped_empty" if not concept or not term else "skipped_duplicate"] += 1
+                continue
+            english = _nfc(r.get("english_query")).removesuffix(f" {c.name}").strip() or concept
+            old_source = _nfc(r.get("source"))
+            notes = ["migrated from the per-language table"]
+            if old_source and old_source not in ("generated", "authors"):
+                notes.append(f"old source {old_source}")
+            if _nfc(r.get("reviewed")).lower() in ("true", "1", "yes"):
+                notes.append("old table said reviewed=true with no reviewer record: review again")
+            source = old_source if old_source in ("generated", "authors") else "generated"
+            out[(concept, c.code)] = query_term(concept, c, term, english, source,
+                                                "; ".join(notes))
+            counts["migrated"] += 1
+    return list(out.values()), counts
+
+
+def reference_country(language: str) -> Country | None:
+    """The first country of ``language`` in countries.csv (USA for en, ESP for es, PRT for
+    pt): whose term a query in that language uses for another language's images."""
+    return next((c for c in countries() if c.language == language), None)
+
+
+def term_country(keys: Container[tuple[str, str]], concept: str, language: str,
+                 country_code: str) -> str | None:
+    """Whose term writes ``concept`` in ``language`` for the images of ``country_code``.
+
+    The rule (``3xcm-matrix``): a country whose language it is gets its own term (ARG's Spanish
+    query is the es-AR term); any other country gets the term of the first country of that
+    language in countries.csv order that has one (USA for English, ESP for Spanish, PRT for
+    Portuguese). ``keys``: the (concept, country) pairs that have a term; None when none fits.
+    """
+    own = next((c for c in countries() if c.code == country_code), None)
+    if own is not None and own.language == language and (concept, own.code) in keys:
+        return own.code
+    return next((c.code for c in countries()
+                 if c.language == language and (concept, c.code) in keys), None)
+
+
+def term_in_language(terms: Mapping[tuple[str, str], str], concept: str, language: str,
+                     country_code: str) -> str | None:
+    """The text query of ``concept`` in ``language`` for the images of ``country_code``
+    (:func:`term_country`'s rule), None when no country of the language has a term."""
+    code = term_country(terms, concept, language, country_code)
+    return None if code is None else terms[(concept, code)]

@@ -40,6 +40,8 @@ from builder.stagekit import configure, report
 log = logging.getLogger(__name__)
 
 DEMO_CONCEPTS = ["train", "costume", "school", "taxi", "craft", "tea culture"]
+# Countries whose query texts the demo shows: pairs sharing a language, with their own terms.
+SHOWN_COUNTRIES = ("USA", "GBR", "ESP", "ARG", "PRT", "BRA")
 REAL_CONCEPTS = DEMO_CONCEPTS[:3]
 PER_CELL = 3
 DEFAULT_WORKDIR = "./xcm-work/demo"  # under the ignored default work dir
@@ -241,7 +243,20 @@ def load_release(release: Path, cache: Path) -> tuple[int, int]:
     first = trip[0]
     report(f"\nload_dataset: {len(trip)} triplets, {n_img} images; first triplet: "
           f"{first['query_text']!r} ({first['query_concept']}, {first['query_country']})")
+    report(query_text_line(trip))
     return len(trip), n_img
+
+
+def query_text_line(trip: Any, concept: str = DEMO_CONCEPTS[0],
+                    countries: tuple[str, ...] = SHOWN_COUNTRIES) -> str:
+    """One line of the release's query texts of ``concept`` in a few countries: countries that
+    share a language keep their own term (PRT comboio, BRA trem)."""
+    seen: dict[str, str] = {}
+    for r in trip:
+        if r["query_concept"] == concept and r["query_country"] in countries:
+            seen.setdefault(r["query_country"], f"{r['query_text']} ({r['query_locale']})")
+    return f"query texts of {concept!r}: " + ", ".join(
+        f"{k} {seen[k]}" for k in countries if k in seen)
 
 
 def run_demo(workdir: str | Path, real: bool = False, seed: int = 0) -> dict[str, Any]:

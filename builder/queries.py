@@ -1,33 +1,33 @@
-"""Stage ``queries``: English and native-language query text for every kept concept and country.
+"""Stage ``queries``: the text query of every kept concept in every country, and its searches.
 
 For every kept concept (``concepts.status='kept'``; with no concepts in the catalog, the curated
-list ``data/concepts.txt``) and every chosen country, two rows go into the catalog's ``queries``
-table: ``kind='english'`` (``"<concept> <country name>"``, the paper's "train Japan") and
-``kind='native'`` (the concept and the country's name in the country's language), each carrying
-``native_term``, the bare concept in the country's language that 3XCM uses as its text query.
+list ``data/concepts.txt``) and every chosen country the stage decides ONE term, kept in the
+catalog's ``query_terms``: the concept as people of that country type it, in the country's
+locale (es-AR is not es-ES, pt-PT is not pt-BR), with an English search term beside it. The
+rule (:mod:`builder.query_terms`): a reviewed term in the catalog, else the row of
+``data/queries.csv``, else an earlier term in the catalog (generated, or the authors' from
+``import --published``), else the LLM: one structured, cached request per (concept, language)
+for the countries still without a term (prompt ``data/prompts/queries.txt``), answered per
+country, so countries sharing a language get their own word where usage differs. ``--llm
+offline`` answers with the term of another country of that language, else the English label
+(reason ``offline: no native term``).
 
-Sources, in order:
+Each term gives two rows of ``queries`` for the crawl: ``english`` (``"<english_term> <country
+name>"``, the paper's "train Japan") and ``native`` (``"<native_term> <country name in its
+language>"``), both carrying ``native_term``, 3XCM's text query. A failed request leaves the
+native row ``status='failed'`` with the reason (raw text in ``llm_requests``); the next run asks
+again. Queries of a concept no longer kept are marked ``status='stale'``.
 
-1. ``table``: the shipped ``data/queries.csv`` row of that (concept, country).
-2. ``generated``: one LLM request per (concept, language) for the countries of that language
-   that the table lacks (prompt ``data/prompts/queries.txt``, structured, cached), so countries
-   sharing a language share one term.
-3. ``offline`` (``--llm offline``): the table's term of that (concept, language) when it has
-   one, else the English concept (reason ``offline: no native term``); the country's native
-   name from the table when known, else its English name.
-
-A failed request leaves the native row ``status='failed'`` with the reason (raw text in
-``llm_requests``); the next run asks again. Queries of a concept no longer kept (after a new
-concept_dedup) are marked ``status='stale'``. ``--write-table FILE`` writes the catalog's queries
-in the ``data/queries.csv`` format (``reviewed=false`` except table rows already reviewed).
+Beside the stage: ``import --published DATASET`` and ``diff`` (the authors' published terms,
+:mod:`builder.published_terms`), ``migrate-table OLD --out NEW`` (an old per-language table),
+``--write-table FILE`` (the catalog's terms in the ``data/queries.csv`` format).
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
-import io
 import logging
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from string import Template
@@ -36,13 +36,22 @@ from pydantic import BaseModel, Field
 from tqdm import tqdm
 
 from benchmark import tables
-from benchmark.files import atomic_write_text
 from builder.catalog import Catalog, record_llm_request
 from builder.curated import load_curated
 from builder.llm import BaseLLM, LLMResult, add_llm_args, llm_from_args
 from builder.prompts import load_prompt
+from builder.query_terms import (
+    catalog_terms,
+    english_term,
+    ensure_tables,
+    resolve,
+    table_terms,
+    upsert_terms,
+)
 from builder.stagekit import (
     StageInputError,
+    cli_main,
+    configure,
     format_summary,
     report,
     report_run,
@@ -54,41 +63,27 @@ from builder.stagekit import (
 log = logging.getLogger(__name__)
 
 STAGE = "queries"
-PROMPT = ("queries.txt", ("concept", "language", "language_name", "countries", "term_hint"))
+PROMPT = ("queries.txt", ("concept", "language", "language_name", "countries", "known_terms"))
+SUBCOMMANDS = ("import", "diff", "migrate-table")
+NO_TERM = "offline: no native term"
 
 
-class NativeQuery(BaseModel):
+class CountryTerm(BaseModel):
     country: str = Field(min_length=1, max_length=80)
-    native_query: str = Field(min_length=1, max_length=200)
-
-
-class QueryAnswer(BaseModel):
     native_term: str = Field(min_length=1, max_length=120)
-    queries: list[NativeQuery] = Field(min_length=1)
 
 
-def english_query(concept: str, country: tables.Country) -> str:
-    return f"{concept} {country.name}"
+class TermAnswer(BaseModel):
+    english_term: str = Field(min_length=1, max_length=120)
+    terms: list[CountryTerm] = Field(min_length=1)
 
 
-def table_rows() -> dict[tuple[str, str], dict[str, str]]:
-    """(concept, country code) -> row of ``data/queries.csv`` (empty when there is no table)."""
-    try:
-        rows = tables.queries()
-    except tables.TableError as exc:
-        log.warning("no query table: %s", exc)
-        return {}
-    return {(r["concept"], r["country"]): r for r in rows if r["native_term"] and r["native_query"]}
+def english_query(term: tables.QueryTerm, c: tables.Country) -> str:
+    return f"{term.english_term} {c.name}"
 
 
-def native_country_names(rows: dict[tuple[str, str], dict[str, str]]) -> dict[str, str]:
-    """Country code -> its name in its language, read off table rows ``"<term> <country>"``."""
-    out: dict[str, str] = {}
-    for (_, code), r in sorted(rows.items()):
-        term, query = r["native_term"], r["native_query"]
-        if query.startswith(term + " ") and code not in out:
-            out[code] = query[len(term) + 1 :]
-    return out
+def native_query(term: tables.QueryTerm, c: tables.Country) -> str:
+    return f"{term.native_term} {c.native_name}"
 
 
 def target_concepts(catalog: Catalog) -> list[str]:
@@ -101,142 +96,150 @@ def target_concepts(catalog: Catalog) -> list[str]:
     return load_curated(None)
 
 
-def _validator(group: list[tables.Country], term: str | None = None):
+def _answer_country(name: str) -> tables.Country:
+    """A country as the model wrote it (``"Portugal"``, also ``"Portugal (pt-PT)"``)."""
+    return tables.country(name.split(" (")[0])
+
+
+def _validator(group: list[tables.Country]):
     want = {c.code for c in group}
 
-    def check(ans: QueryAnswer) -> str | None:
+    def check(ans: TermAnswer) -> str | None:
         got: set[str] = set()
-        for q in ans.queries:
+        for t in ans.terms:
             try:
-                got.add(tables.country(q.country).code)
+                got.add(_answer_country(t.country).code)
             except tables.TableError:
-                return f"unknown country {q.country!r}"
+                return f"unknown country {t.country!r}"
+            if not t.native_term.strip():
+                return f"empty native_term for {t.country}"
         if got != want:
             return f"countries {sorted(got)} != requested {sorted(want)}"
-        if term and ans.native_term.strip() != term:
-            return f"native_term must be {term!r}"
-        return None if ans.native_term.strip() else "empty native_term"
+        return None if ans.english_term.strip() else "empty english_term"
 
     return check
 
 
-def _pair(
-    concept: str,
-    c: tables.Country,
-    lang: str,
-    native: str,
-    term: str | None,
-    source: str,
-    status: str,
-    reason: str | None,
-    run_id: int,
-) -> list[tuple]:
-    """The english and the native row of one (concept, country)."""
-    common = (term, source)
-    return [
-        (concept, c.code, "english", "en", english_query(concept, c), *common, "ok", None, run_id),
-        (concept, c.code, "native", lang, native, *common, status, reason, run_id),
-    ]
-
-
 @dataclass
 class _Ctx:
-    """What every (concept, language) group needs."""
+    """What every request needs; ``known`` grows with every answer (hints, offline twin)."""
 
-    table: dict
-    native_names: dict
+    known: dict[tuple[str, str], tables.QueryTerm]
     llm: BaseLLM
     template: Template
     prompt_sha: str
     run_id: int
 
 
-def _resolve_rows(
-    concept: str, lang: str, group: list[tables.Country], ctx: _Ctx
-) -> tuple[list[tuple], tuple[str, LLMResult] | None]:
-    """Query rows for one (concept, language) group, and its LLM request (item, result) if it
-    asked."""
-    rows: list[tuple] = []
-    missing = []
-    for c in group:
-        t = ctx.table.get((concept, c.code))
-        if t is None:
-            missing.append(c)
-        else:
-            rows += _pair(
-                concept,
-                c,
-                lang,
-                t["native_query"],
-                t["native_term"],
-                "table",
-                "ok",
-                None,
-                ctx.run_id,
-            )
-    if not missing:
-        return rows, None
-    known = next(
-        (
-            r["native_term"]
-            for (k, _), r in ctx.table.items()
-            if k == concept and r["language"] == lang
-        ),
-        None,
-    )
-    res = _ask(concept, lang, missing, known, ctx)
-    source = "offline" if ctx.llm.provider == "offline" else "generated"
-    if res.ok:
-        term = res.value.native_term.strip()
-        native = {tables.country(q.country).code: q.native_query.strip() for q in res.value.queries}
-        reason = "offline: no native term" if source == "offline" and not known else None
-        for c in missing:
-            rows += _pair(concept, c, lang, native[c.code], term, source, "ok", reason, ctx.run_id)
-    else:
-        for c in missing:
-            rows += _pair(concept, c, lang, "", None, source, res.status, res.error, ctx.run_id)
-    item = f"concept={concept};language={lang};countries={','.join(c.code for c in missing)}"
-    return rows, (item, res)
+def _same_language(concept: str, lang: str, ctx: _Ctx) -> list[tuple[tables.Country, str]]:
+    return [(c, ctx.known[(concept, c.code)].native_term) for c in tables.countries()
+            if c.language == lang and (concept, c.code) in ctx.known]
 
 
-def _ask(concept: str, lang: str, missing: list[tables.Country], known: str | None, ctx: _Ctx):
-    """One structured request for the countries of ``lang`` the table lacks."""
+def _ask(concept: str, lang: str, group: list[tables.Country], ctx: _Ctx) -> LLMResult:
+    """One structured request for the countries of ``lang`` still without a term."""
+    others = _same_language(concept, lang, ctx)
 
     def offline() -> dict:
-        term = known or concept
-        return {
-            "native_term": term,
-            "queries": [
-                {
-                    "country": c.name,
-                    "native_query": f"{term} {ctx.native_names.get(c.code, c.name)}",
-                }
-                for c in missing
-            ],
-        }
+        term = others[0][1] if others else concept
+        return {"english_term": english_term(concept, ctx.known),
+                "terms": [{"country": c.name, "native_term": term} for c in group]}
 
-    hint = (
-        (
-            "Use exactly this native_term, already chosen for other countries of this "
-            f'language: "{known}"'
-        )
-        if known
-        else ""
-    )
+    hint = ("Terms already chosen for other countries of this language (keep them where usage "
+            "is the same): " + "; ".join(f'{c.name}: "{t}"' for c, t in others)) if others else ""
     prompt = ctx.template.substitute(
-        concept=concept,
-        language=lang,
-        language_name=missing[0].language_name,
-        countries="; ".join(c.name for c in missing),
-        term_hint=hint,
-    )
-    return ctx.llm.generate_structured(
-        prompt,
-        QueryAnswer,
-        template_sha=ctx.prompt_sha,
-        validate=_validator(missing, known),
-        offline=offline,
-    )
+        concept=concept, language=lang, language_name=group[0].language_name,
+        countries="; ".join(f"{c.name} ({c.locale})" for c in group), known_terms=hint)
+    return ctx.llm.generate_structured(prompt, TermAnswer, template_sha=ctx.prompt_sha,
+                                       validate=_validator(group), offline=offline)
+
+
+def _answered(concept: str, lang: str, group: list[tables.Country], res: LLMResult,
+              ctx: _Ctx) -> list[tuple[tables.QueryTerm, str, str | None]]:
+    """(term, queries source, reason) of each country of a successful answer."""
+    by_code = {_answer_country(t.country).code: t.native_term.strip() for t in res.value.terms}
+    offline = ctx.llm.provider == "offline"
+    others = _same_language(concept, lang, ctx)
+    note, reason = "", None
+    if offline:
+        note = f"offline: the term of {others[0][0].code}" if others else NO_TERM
+        reason = None if others else NO_TERM
+    out = []
+    for c in group:
+        t = tables.query_term(concept, c, by_code[c.code], res.value.english_term.strip(),
+                              "generated", note)
+        out.append((t, "offline" if offline else "generated", reason))
+    return out
+
+
+def _query_source(term: tables.QueryTerm, origin: str) -> str:
+    """``queries.source``: where the stage took the term from."""
+    if origin == "table":
+        return "table"
+    if term.source in ("authors", "reviewed"):
+        return term.source
+    return "offline" if term.note.startswith("offline") else "generated"
+
+
+def _rows(decided: list[tuple[tables.QueryTerm, str, str | None]], run_id: int) -> list[tuple]:
+    """The ``english`` and ``native`` rows of ``queries`` of decided terms."""
+    rows = []
+    for t, source, reason in decided:
+        c = tables.country(t.country)
+        rows += [(t.concept, c.code, "english", "en", english_query(t, c), t.native_term, source,
+                  "ok", None, run_id),
+                 (t.concept, c.code, "native", c.language, native_query(t, c), t.native_term,
+                  source, "ok", reason, run_id)]
+    return rows
+
+
+def _known(concept: str, countries: list[tables.Country], cat: dict, table: dict, ctx: _Ctx
+           ) -> tuple[list[tables.QueryTerm], list[tuple], dict[str, list[tables.Country]]]:
+    """One concept's terms known without asking: (to store, ``queries`` rows, the countries
+    still without a term by language)."""
+    decided: list[tuple[tables.QueryTerm, str, str | None]] = []
+    missing: dict[str, list[tables.Country]] = {}
+    for c in countries:
+        term, origin = resolve(cat.get((concept, c.code)), table.get((concept, c.code)))
+        if term is None:
+            missing.setdefault(c.language, []).append(c)
+        else:
+            reason = NO_TERM if term.note == NO_TERM else None  # an earlier offline fallback
+            decided.append((term, _query_source(term, origin), reason))
+    store = [t for t, _, _ in decided if cat.get(t.key) != t]
+    return store, _rows(decided, ctx.run_id), missing
+
+
+def _asked(concept: str, lang: str, group: list[tables.Country], ctx: _Ctx
+           ) -> tuple[list[tables.QueryTerm], list[tuple], tuple[str, LLMResult]]:
+    """Ask for one language's countries: (terms to store, ``queries`` rows, the request)."""
+    res = _ask(concept, lang, group, ctx)
+    item = f"concept={concept};language={lang};countries={','.join(c.code for c in group)}"
+    if res.ok:
+        new = _answered(concept, lang, group, res, ctx)
+        ctx.known.update({t.key: t for t, _, _ in new})
+        return [t for t, _, _ in new], _rows(new, ctx.run_id), (item, res)
+    source = "offline" if ctx.llm.provider == "offline" else "generated"
+    rows = []
+    for c in group:
+        english = f"{english_term(concept, ctx.known)} {c.name}"
+        rows += [(concept, c.code, "english", "en", english, None, source, "ok", None,
+                  ctx.run_id),
+                 (concept, c.code, "native", c.language, "", None, source, res.status,
+                  res.error, ctx.run_id)]
+    return [], rows, (item, res)
+
+
+def _write(catalog: Catalog, store: list[tables.QueryTerm], rows: list[tuple],
+           request: tuple[str, LLMResult] | None, ctx: _Ctx) -> None:
+    """One transaction: terms, ``queries`` rows and the LLM request that gave them."""
+    with catalog.tx() as con:
+        upsert_terms(con, store, ctx.run_id)
+        con.executemany(
+            "INSERT OR REPLACE INTO queries (concept, country, kind, language, text,"
+            " native_term, source, status, reason, run_id) VALUES (?,?,?,?,?,?,?,?,?,?)", rows)
+        if request is not None:
+            record_llm_request(con, STAGE, *request, ctx.llm.spec, ctx.prompt_sha, ctx.run_id)
 
 
 def run_queries(
@@ -246,59 +249,38 @@ def run_queries(
     concepts: list[str] | None = None,
     use_table: bool = True,
 ) -> dict:
-    """Fill the ``queries`` table; returns the counts of the stage-run record."""
+    """Decide the term of every (concept, country) and fill ``queries``; returns the counts of
+    the stage-run record."""
+    ensure_tables(catalog)
     from_catalog = concepts is None
     concepts = concepts if concepts is not None else target_concepts(catalog)
     template, prompt_sha = load_prompt(*PROMPT)
-    table = table_rows() if use_table else {}
-    native_names = native_country_names(table_rows())
-    langs: dict[str, list[tables.Country]] = {}
-    for c in countries:
-        langs.setdefault(c.language, []).append(c)
-    params = {
-        "countries": [c.code for c in countries],
-        "n_concepts": len(concepts),
-        "use_table": use_table,
-        "llm": llm.spec,
-        "prompt_sha": prompt_sha,
-    }
+    table = table_terms(use_table)
+    params = {"countries": [c.code for c in countries], "n_concepts": len(concepts),
+              "use_table": use_table, "llm": llm.spec, "prompt_sha": prompt_sha}
     with stage_run(catalog, STAGE, params, inputs=concepts, llm=llm) as rec:
-        ctx = _Ctx(table, native_names, llm, template, prompt_sha, rec.run_id)
         if from_catalog:
             _mark_stale(catalog, concepts)
-        done = {
-            (r[0], r[1])
-            for r in catalog.query(
-                "SELECT concept, country FROM queries WHERE kind='native' AND status='ok'"
-            )
-        }
-        work = [
-            (k, lang, [c for c in group if (k, c.code) not in done])
-            for k in concepts
-            for lang, group in langs.items()
-        ]
-        work = [w for w in work if w[2]]
-        for concept, lang, group in tqdm(work, desc="queries", unit="group"):
-            rows, req = _resolve_rows(concept, lang, group, ctx)
-            with catalog.tx() as con:
-                con.executemany(
-                    "INSERT OR REPLACE INTO queries (concept, country, kind, language, text,"
-                    " native_term, source, status, reason, run_id) VALUES (?,?,?,?,?,?,?,?,?,?)",
-                    rows,
-                )
-                if req is not None:
-                    record_llm_request(con, STAGE, *req, llm.spec, prompt_sha, rec.run_id)
-        rec.counts = _counts(catalog, len(work))
+        cat = catalog_terms(catalog)
+        known = {k: t for k in set(cat) | set(table)
+                 if (t := resolve(cat.get(k), table.get(k))[0]) is not None}
+        ctx = _Ctx(known, llm, template, prompt_sha, rec.run_id)
+        asked = 0
+        for concept in tqdm(concepts, desc="queries", unit="concept"):
+            store, rows, missing = _known(concept, countries, cat, table, ctx)
+            _write(catalog, store, rows, None, ctx)
+            for lang, group in missing.items():  # each answer stored as it comes (resumable)
+                _write(catalog, *_asked(concept, lang, group, ctx), ctx)
+                asked += 1
+        rec.counts = _counts(catalog, asked)
         rec.summary = format_summary(
             f"queries: {rec.counts['native_ok']} native queries ok, "
-            f"{rec.counts['native_not_ok']} not ok ({len(work)} groups this run)",
-            {
-                "native by source": rec.counts["by_source"],
-                "not ok by status": rec.counts["by_status"],
-                "native ok by country": rec.counts["by_country"],
-                "not ok by concept": rec.counts["not_ok_by_concept"],
-            },
-        )
+            f"{rec.counts['native_not_ok']} not ok ({asked} LLM groups this run)",
+            {"native by source": rec.counts["by_source"],
+             "terms by source": rec.counts["terms_by_source"],
+             "not ok by status": rec.counts["by_status"],
+             "native ok by country": rec.counts["by_country"],
+             "not ok by concept": rec.counts["not_ok_by_concept"]})
     log.debug("%s", rec.summary)
     return rec.counts
 
@@ -319,78 +301,41 @@ def _mark_stale(catalog: Catalog, concepts: list[str]) -> None:
 
 
 def _counts(catalog: Catalog, groups: int) -> dict:
-    q = catalog.query
+    def grouped(sql: str) -> dict:
+        return dict(catalog.query(sql))
+
+    native = "FROM queries WHERE kind='native'"
     return {
         "groups_this_run": groups,
-        "native_ok": q("SELECT COUNT(*) FROM queries WHERE kind='native' AND status='ok'")[0][0],
-        "native_not_ok": q("SELECT COUNT(*) FROM queries WHERE kind='native' AND status!='ok'")[0][
-            0
-        ],
-        "by_source": dict(
-            q("SELECT source, COUNT(*) FROM queries WHERE kind='native' GROUP BY source")
-        ),
-        "by_status": dict(
-            q(
-                "SELECT status, COUNT(*) FROM queries WHERE kind='native'"
-                " AND status!='ok' GROUP BY status"
-            )
-        ),
-        "by_country": dict(
-            q(
-                "SELECT country, COUNT(*) FROM queries WHERE kind='native'"
-                " AND status='ok' GROUP BY country"
-            )
-        ),
-        "not_ok_by_concept": dict(
-            q(
-                "SELECT concept, COUNT(*) FROM queries WHERE kind='native'"
-                " AND status NOT IN ('ok', 'stale') GROUP BY concept"
-            )
-        ),
+        "native_ok": catalog.query(f"SELECT COUNT(*) {native} AND status='ok'")[0][0],
+        "native_not_ok": catalog.query(f"SELECT COUNT(*) {native} AND status!='ok'")[0][0],
+        "by_source": grouped(f"SELECT source, COUNT(*) {native} GROUP BY source"),
+        "terms_by_source": grouped("SELECT source, COUNT(*) FROM query_terms GROUP BY source"),
+        "by_status": grouped(f"SELECT status, COUNT(*) {native} AND status!='ok' GROUP BY status"),
+        "by_country": grouped(f"SELECT country, COUNT(*) {native} AND status='ok'"
+                              " GROUP BY country"),
+        "not_ok_by_concept": grouped(f"SELECT concept, COUNT(*) {native} AND status NOT IN"
+                                     " ('ok', 'stale') GROUP BY concept"),
     }
 
 
 def write_table(catalog: Catalog, out: str | Path) -> int:
-    """Write the catalog's ok queries in the ``data/queries.csv`` format; returns rows."""
-    reviewed = {k: r["reviewed"] for k, r in table_rows().items()}
-    rows = catalog.query(
-        "SELECT n.concept, n.country, n.language, e.text AS english_query, n.text AS native_query,"
-        " n.native_term, n.source FROM queries n JOIN queries e ON e.concept=n.concept AND"
-        " e.country=n.country AND e.kind='english' WHERE n.kind='native' AND n.status='ok'"
-        " ORDER BY n.concept, n.country"
-    )
-    order = {c.code: i for i, c in enumerate(tables.countries())}
-    rows = sorted(rows, key=lambda r: (r["concept"], order.get(r["country"], 99), r["country"]))
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(tables.QUERY_COLUMNS)
-    for r in rows:
-        rev = (
-            reviewed.get((r["concept"], r["country"]), "false")
-            if r["source"] == "table"
-            else "false"
-        )
-        w.writerow(
-            [
-                r["concept"],
-                r["country"],
-                r["language"],
-                r["english_query"],
-                r["native_query"],
-                r["native_term"],
-                r["source"],
-                rev,
-            ]
-        )
-    atomic_write_text(Path(out), buf.getvalue())  # an export: the user's umask
-    return len(rows)
+    """Write the catalog's terms (of concepts whose queries are current) in the
+    ``data/queries.csv`` format; returns rows."""
+    current = {(r[0], r[1]) for r in catalog.query(
+        "SELECT concept, country FROM queries WHERE kind='native' AND status='ok'")}
+    terms = [t for k, t in catalog_terms(catalog).items() if k in current]
+    return tables.write_query_table(out, terms)
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = stage_parser("builder.queries", __doc__)
+    p.epilog = ("other commands: import --published DATASET | diff [--dataset D] | "
+                "migrate-table OLD --out NEW (each with --help)")
     p.add_argument("--countries", default="all", help="all or codes/names, comma-separated")
     p.add_argument("--no-table", action="store_true", help="ignore data/queries.csv (ask the LLM)")
-    p.add_argument("--write-table", metavar="FILE", help="write catalog queries as CSV and exit")
+    p.add_argument("--write-table", metavar="FILE",
+                   help="write the catalog's terms as a data/queries.csv and exit")
     add_llm_args(p)
     return p
 
@@ -399,7 +344,7 @@ def _cli(args: argparse.Namespace) -> int:
     with Catalog.open(args.workdir) as catalog:
         if args.write_table:
             n = write_table(catalog, args.write_table)
-            report(f"wrote {n} query rows to {args.write_table}")
+            report(f"wrote {n} query terms to {args.write_table}")
             return 0
         countries = tables.resolve_countries(args.countries)
         llm = llm_from_args(args, catalog.workdir.llm_cache_path)
@@ -408,7 +353,38 @@ def _cli(args: argparse.Namespace) -> int:
     return 0
 
 
+def migrate_table(old: str | Path, out: str | Path) -> str:
+    """Convert an old per-language query table to the per-country format; the report line."""
+    if not Path(old).is_file():
+        raise StageInputError(f"migrate-table: no such file {old}")
+    terms, counts = tables.migrate_old_query_table(old)
+    n = tables.write_query_table(out, terms)
+    skipped = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()) if k != "migrated")
+    return (f"wrote {n} query terms to {out}" + (f" ({skipped})" if skipped else "")
+            + "; none is reviewed: native speakers review them (python -m annotation push "
+              "--kind queries)")
+
+
+def _migrate_main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="python -m builder.queries migrate-table",
+                                description="convert an old query table (one term per "
+                                            "language, column 'reviewed') to one term per "
+                                            "(concept, country) with the country's locale")
+    p.add_argument("old", help="the old queries.csv")
+    p.add_argument("--out", required=True, help="the new table to write")
+    args = p.parse_args(argv)
+    configure()
+    return cli_main(lambda: report(migrate_table(args.old, args.out)))
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "migrate-table":
+        return _migrate_main(argv[1:])
+    if argv and argv[0] in SUBCOMMANDS:
+        from builder import published_terms
+
+        return published_terms.main(argv)
     return stage_main(build_parser(), _cli, argv)
 
 

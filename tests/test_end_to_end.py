@@ -21,6 +21,9 @@ def test_demo_builds_loads_and_scores_the_release(tmp_path, capsys):
         assert f"=== [{stage}]" in out
     n_images = len(demo.DEMO_CONCEPTS) * 16 * demo.PER_CELL
     assert f"load_dataset: {n_images} triplets, {n_images} images" in out
+    # every country its own query text (the first demo concept is 'train')
+    assert ("query texts of 'train': USA train (en-US), GBR train (en-GB), ESP tren (es-ES), "
+            "ARG tren (es-AR), PRT comboio (pt-PT), BRA trem (pt-BR)") in out
     assert "overall" in out and "M_sem" in out and "SP" in out
     # the planted problems were handled by the stages and reported in the release
     build = json.loads((w / "release" / "build.json").read_text())

@@ -39,7 +39,7 @@ TRIPLET_COLUMN_DOCS = {
     "query_concept": "the query concept (English name)",
     "query_country": "the query country (ISO alpha-3)",
     "query_language": "BCP-47 of the query country's native language",
-    "query_text": "the concept in that language: the text query",
+    "query_text": "the concept as people of the query country write it: the text query",
     "semantic_image_id": "same concept, another country",
     "semantic_country": "its country",
     "cultural_image_id": "same country, another concept, not tagged with the query concept",
@@ -47,6 +47,7 @@ TRIPLET_COLUMN_DOCS = {
     "non_relevant_image_id": "another concept and country, not tagged with the query concept",
     "non_relevant_concept": "its concept",
     "non_relevant_country": "its country",
+    "query_locale": "BCP-47 with region of the query text (pt-PT for Portugal, pt-BR for Brazil)",
 }
 
 

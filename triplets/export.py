@@ -34,7 +34,12 @@ from triplets.card import LICENSE_FILE, SPLITS, card_text, front_matter, licence
 from triplets.numbers import release_numbers, stage_records
 from triplets.pool import Pool, PoolImage, load_pool
 from triplets.rules import Violation, check_triplets
-from triplets.store import pool_image_infos, read_workdir_triplets
+from triplets.store import (
+    RELEASE_TRIPLET_COLUMNS,
+    pool_image_infos,
+    read_workdir_triplets,
+    with_locale,
+)
 
 log = logging.getLogger(__name__)
 
@@ -70,8 +75,8 @@ def features() -> dict[str, Any]:
         "page_url": s, "title": s, "tags": datasets.List(s), "sha256": s,
         "width": i32, "height": i32,
     })
-    trip = datasets.Features({c: s for c in TRIPLET_COLUMNS})
-    assert list(img) == IMAGE_COLUMNS and list(trip) == TRIPLET_COLUMNS
+    trip = datasets.Features({c: s for c in RELEASE_TRIPLET_COLUMNS})
+    assert list(img) == IMAGE_COLUMNS and list(trip)[:len(TRIPLET_COLUMNS)] == TRIPLET_COLUMNS
     return {"images": img, "triplets": trip}
 
 
@@ -200,7 +205,7 @@ def _write_files(wd: WorkDir, tmp: Path, pool: Pool, rows: list[dict], numbers: 
 
     feats = features()
     shards = plan_shards(wd, pool.images, shard_bytes)
-    split_info = {"triplets": _write_shard(rows, feats["triplets"],
+    split_info = {"triplets": _write_shard(with_locale(rows), feats["triplets"],
                                            tmp / "triplets" / f"{SPLITS['triplets']}-00000-of-00001.parquet")}
     total = {"num_bytes": 0, "num_examples": 0}
     for i, shard in enumerate(tqdm(shards, desc="image shards", unit="shard")):

@@ -186,30 +186,39 @@ def _unique_ids(images: list[PoolImage]) -> list[PoolImage]:
 
 
 def load_native_terms(cat: Catalog) -> dict[tuple[str, str], str]:
-    """(concept, country) -> the bare native term: the catalog's ``queries``, then data/queries.csv.
+    """(concept, country) -> the text query of that concept in that country.
 
-    For a country whose language is English the concept name itself is the native term.
+    In order: the catalog's ``query_terms`` (what the queries stage decided, the term the crawl
+    searched with, or a term native speakers reviewed since), the ``native_term`` of its
+    ``queries`` rows (work dirs built before ``query_terms``), then the row of that country in
+    ``data/queries.csv``. Never another country's term: Portugal's query is pt-PT, not pt-BR.
     """
     out: dict[tuple[str, str], str] = {}
+    have = {r[0] for r in cat.query("SELECT name FROM sqlite_master WHERE type='table'")}
+    if "query_terms" in have:
+        for r in cat.query("SELECT concept, country, native_term FROM query_terms"
+                           " WHERE native_term != ''"):
+            out[(r["concept"], r["country"])] = r["native_term"]
     for r in cat.query(
         "SELECT concept, country, native_term FROM queries WHERE kind='native' AND status='ok'"
         " AND native_term IS NOT NULL AND native_term != ''"
     ):
-        out[(r["concept"], r["country"])] = r["native_term"]
+        out.setdefault((r["concept"], r["country"]), r["native_term"])
     try:
-        table = tables.native_terms()
-    except tables.TableError:
+        table = tables.query_terms()
+    except tables.OldQueryTableError:
+        raise
+    except tables.TableError as exc:
+        log.warning("no query table: %s", exc)
         table = {}
-    by_lang = {c.code: c.language for c in tables.countries()}
-    for (concept, lang), term in table.items():
-        for code, clang in by_lang.items():
-            if clang == lang:
-                out.setdefault((concept, code), term)
+    for key, term in table.items():
+        out.setdefault(key, term.native_term)
     return out
 
 
 def native_term(pool: Pool, concept: str, country: str) -> str | None:
-    """The query text of (concept, country): its native term, or None when unknown."""
+    """The query text of (concept, country): its term (:func:`load_native_terms`); for an
+    English-speaking country without one the concept label; else None."""
     term = pool.native_terms.get((concept, country))
     if term:
         return term

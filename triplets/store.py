@@ -15,6 +15,7 @@ import logging
 from dataclasses import asdict
 from pathlib import Path
 
+from benchmark import tables
 from benchmark.files import atomic_write_text
 from builder.catalog import Catalog
 from builder.stagekit import stage_run
@@ -26,14 +27,23 @@ from triplets.sampling import SampleConfig, SampleResult, release_order, sample_
 log = logging.getLogger(__name__)
 
 STAGE = "triplets"
+# The release's triplet columns: DESIGN.md's, then the query country's locale (BCP-47 with
+# region: the query text of a PRT triplet is pt-PT, of a BRA triplet pt-BR).
+RELEASE_TRIPLET_COLUMNS = [*TRIPLET_COLUMNS, "query_locale"]
+
+
+def with_locale(rows: list[dict]) -> list[dict]:
+    """Triplet rows with ``query_locale``: the locale of the query country (countries.csv)."""
+    locale = {c.code: c.locale for c in tables.countries()}
+    return [{**r, "query_locale": locale.get(str(r["query_country"]), "")} for r in rows]
 
 
 def triplets_csv(rows: list[dict[str, str]]) -> str:
     """The release columns as CSV text (``\\n`` line ends, so the bytes are platform-free)."""
     buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=TRIPLET_COLUMNS, lineterminator="\n")
+    w = csv.DictWriter(buf, fieldnames=RELEASE_TRIPLET_COLUMNS, lineterminator="\n")
     w.writeheader()
-    w.writerows(rows)
+    w.writerows(with_locale(rows))
     return buf.getvalue()
 
 

@@ -281,10 +281,7 @@ def warn_unreviewed(prov: dict[str, Any], memo: dict[Any, Any]) -> None:
 def key_in_language(table: QueryTable, concept: str, country: str,
                     language: str) -> tuple[str, str] | None:
     """The (concept, country) key of the term that writes ``concept`` in ``language`` for a
-    triplet of ``country`` (``3xcm-matrix``): the country's own term when it speaks that
-    language, else that of the first country (``data/countries.csv`` order) of the language
-    that has one; None when no country of the language has a term."""
-    own = {c.code: c.language for c in tables.countries()}.get(country) == language
-    candidates = [country] if own else [c.code for c in tables.countries()
-                                        if c.language == language]
-    return next(((concept, k) for k in candidates if (concept, k) in table.terms), None)
+    triplet of ``country`` (``3xcm-matrix``; the rule is :func:`benchmark.tables.term_country`);
+    None when no country of the language has a term."""
+    code = tables.term_country(table.terms, concept, language, country)
+    return None if code is None else (concept, code)

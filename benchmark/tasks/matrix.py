@@ -41,6 +41,9 @@ from benchmark.tasks.xcm import (
 
 log = logging.getLogger(__name__)
 
+QUERY_TEXT_RULE = ("a triplet of country K asked in language L: K's own term when L is K's "
+                   "language, else the term of L's first country in countries.csv (en: USA, "
+                   "es: ESP, pt: PRT)")
 CELL_KEYS = ("n", "wins_sem", "wins_cul", "wins_non", "ties", "M_sem", "M_cul", "M_non", "SP",
              "SP_ci95")
 
@@ -100,12 +103,11 @@ class XCMMatrix(XCMTextToImage):
     def prefill(self, ctx: RunContext) -> None:
         """``--shard``: embed the candidate images and every query text of every language."""
         cfg = self.config
-        ds = load_xcm(ctx, cfg)
-        terms = read_query_texts(cfg.queries)
-        concepts = set(ds.triplets["query_concept"])
+        ds = load_xcm(ctx, cfg, with_texts=False)
+        langs = parse_languages(cfg.query_languages)
+        _, text_for, _, _ = language_plan(query_table(ds, cfg), ds.triplets, langs)
         embed_candidates(ctx, ds)
-        embed_texts(ctx, sorted({terms[(c, lang)] for lang in parse_languages(cfg.query_languages)
-                                 for c in concepts if (c, lang) in terms}), "query")
+        embed_texts(ctx, sorted({t for lang in langs for t in text_for[lang]}), "query")
 
     def run(self, ctx: RunContext) -> TaskOutput:
         cfg = self.config
@@ -148,7 +150,7 @@ class XCMMatrix(XCMTextToImage):
         return TaskOutput(
             task={"name": self.name, "dataset": ds.dataset_id, "data_fingerprint": ds.fingerprint,
                   "n": len(tr), "source_format": ds.source_format, "query_languages": langs,
-                  "query_texts": prov,
+                  "query_texts": prov, "query_text_rule": QUERY_TEXT_RULE,
                   "skipped": skipped},
             scores={"matrix": matrix, "by_query_language": by_language, "summary": summary},
             settings={"seed": seed, "bootstrap_resamples": b, "tie_order": TIE_ORDER,

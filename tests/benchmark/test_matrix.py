@@ -117,3 +117,55 @@ def test_paired_bootstrap_known_difference():
         indep.append(((ra == 1).sum() / (ra == 0).sum()) - ((rb == 1).sum() / (rb == 0).sum()))
     ilo, ihi = np.percentile(indep, [2.5, 97.5])
     assert (hi - lo) < (ihi - ilo)
+
+
+class RecordingModel(LanguagePullModel):
+    """Records every text it is asked to encode (the matrix's query texts)."""
+
+    texts: list[str] = []
+
+    def __init__(self, name: str = "recording", **kw: Any):
+        Adapter.__init__(self, ModelSpec(name=name, family="test", checkpoint="recording"),
+                         "cpu")
+        self.pv = PlantedVectors()
+
+    def _encode_text_batch(self, texts, role):
+        RecordingModel.texts.extend(texts)
+        return l2_normalize(np.stack([self.pv.concept[len(t) % 3] for t in texts]))
+
+
+def test_matrix_uses_per_country_terms_by_the_stated_rule(tmp_path):
+    """Default texts (data/queries.csv, per country): a PRT triplet asked in Portuguese gets
+    the pt-PT term, a BRA one the pt-BR term, any other country the term of Portuguese's first
+    country in countries.csv (PRT); likewise ESP/ARG for Spanish and USA/GBR/AUS for English."""
+    names = {"concept0": "train", "concept1": "bus", "concept2": "gas station"}
+    tr, im = planted_world(n_concepts=3, per_cell=1)
+    for col in ("query_concept", "cultural_concept", "non_relevant_concept"):
+        tr[col] = tr[col].map(names)
+    im["concept"] = im["concept"].map(names)
+    im["tags"] = [[names[t] for t in tags] for tags in planted_world(3, 1)[1]["tags"]]
+    tr["query_text"] = "unused"
+    write_release(tmp_path / "rel-per-country", tr, im, "planted")
+    RecordingModel.texts = []
+    assert main(["run", "--model", "tests.benchmark.test_matrix:RecordingModel", "--task",
+                 "3xcm-matrix", "--dataset", str(tmp_path / "rel-per-country"), "--query-languages",
+                 "en,es,pt", "--output-dir", str(tmp_path / "out"), "--cache-dir",
+                 str(tmp_path / "c"), "-q", "--bootstrap", "20"]) == 0
+    assert set(RecordingModel.texts) == {
+        "train", "bus", "gas station", "petrol station",  # USA (and non-English), GBR/AUS
+        "tren", "autobús", "colectivo", "gasolinera", "estación de servicio",  # ESP, ARG
+        "comboio", "trem", "autocarro", "ônibus", "bomba de gasolina", "posto de gasolina",
+    }
+    res = json.loads((tmp_path / "out" / "recording" / "3xcm-matrix.json").read_text())
+    assert "first country in countries.csv" in res["task"]["query_text_rule"]
+    assert res["task"]["skipped"]["pt"] == {"triplets": 0, "concepts": []}
+    # the rule itself, cell by cell
+    terms = {k: t.native_term for k, t in tables.query_terms().items()}
+    assert tables.term_in_language(terms, "bus", "pt", "BRA") == "ônibus"
+    assert tables.term_in_language(terms, "bus", "pt", "PRT") == "autocarro"
+    assert tables.term_in_language(terms, "bus", "pt", "JPN") == "autocarro"
+    assert tables.term_in_language(terms, "bus", "es", "ARG") == "colectivo"
+    assert tables.term_in_language(terms, "bus", "es", "BRA") == "autobús"
+    assert tables.term_in_language(terms, "gas station", "en", "AUS") == "petrol station"
+    assert tables.term_in_language(terms, "gas station", "en", "THA") == "gas station"
+    assert tables.term_in_language(terms, "no such concept", "en", "USA") is None

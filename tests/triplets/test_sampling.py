@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 from collections import Counter
 
@@ -45,7 +46,10 @@ def test_every_rule_holds_and_every_kept_image_anchors(tmp_path):
         assert c.country == q.country and c.concept != q.concept
         assert n.country != q.country and n.concept != q.concept
         assert t.query_language == LANG[q.country]
-        expected = q.concept if LANG[q.country] == "en" else f"{q.concept}~{LANG[q.country]}"
+        if LANG[q.country] == "en":  # no catalog term: the country's row of data/queries.csv
+            expected = tables.query_terms()[(q.concept, q.country)].native_term
+        else:
+            expected = f"{q.concept}~{LANG[q.country]}"
         assert t.query_text == expected
     # the two rounds of one anchor use different candidates where the pool allows
     per_anchor: dict[str, set] = {}
@@ -175,6 +179,46 @@ def test_no_native_term_is_counted_not_guessed(tmp_path):
     assert res.counts["triplets"] == 6
     assert res.counts["skipped_no_native_term"] == 2 * 13
     assert {t.query_text for t in res.triplets} == {"train", "taxi"}
+
+
+def test_query_text_is_the_query_countrys_own_term(tmp_path):
+    """Countries sharing a language keep their own term: PRT comboio, BRA trem, ARG colectivo;
+    a term in the catalog's query_terms (e.g. a reviewed one) wins over data/queries.csv."""
+    wd = build_world(tmp_path / "w", ["train", "bus", "craft"], per_cell=1, native_terms=False)
+    with Catalog.open(wd) as cat, cat.tx() as con:
+        con.execute("INSERT INTO query_terms (concept, country, locale, native_term, english_term,"
+                    " source, reviewers, reviewed_at) VALUES ('craft', 'ESP', 'es-ES',"
+                    " 'artesanía española', 'handicraft', 'reviewed', 2, '2026-12-01T10:00:00')")
+    res = run_sample(wd, SampleConfig(seed=1))
+    text = {(t.query_concept, t.query_country): t.query_text for t in res.triplets}
+    assert (text[("train", "PRT")], text[("train", "BRA")]) == ("comboio", "trem")
+    assert (text[("bus", "PRT")], text[("bus", "BRA")]) == ("autocarro", "ônibus")
+    assert (text[("bus", "ARG")], text[("bus", "ESP")]) == ("colectivo", "autobús")
+    assert (text[("train", "USA")], text[("craft", "GBR")]) == ("train", "handicraft")
+    assert text[("craft", "ESP")] == "artesanía española"
+    assert text[("craft", "ARG")] == "artesanía"
+    with (wd.exports_dir / "triplets.csv").open(encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    locale = {(r["query_concept"], r["query_country"]): r["query_locale"] for r in rows}
+    assert (locale[("train", "PRT")], locale[("train", "BRA")]) == ("pt-PT", "pt-BR")
+    assert {r["query_locale"] for r in rows} == {c.locale for c in tables.countries()}
+
+
+def test_an_old_format_query_table_is_one_line_not_a_silent_fallback(tmp_path, monkeypatch,
+                                                                     capsys):
+    import shutil
+
+    data = tmp_path / "data"
+    shutil.copytree(tables.data_dir(), data)
+    (data / "queries.csv").write_text(
+        "concept,country,language,english_query,native_query,native_term,source,reviewed\n"
+        "train,PRT,pt,train Portugal,trem Portugal,trem,generated,false\n", encoding="utf-8")
+    monkeypatch.setenv("XCM_DATA_DIR", str(data))
+    wd = build_world(tmp_path / "w", ["train", "taxi"], per_cell=1, native_terms=False)
+    assert cli.main(["sample", "--workdir", str(wd.root)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "old-format query table" in err[0]
+    assert "python -m builder.queries migrate-table" in err[0]
 
 
 def test_cli_sample_prints_summary(tmp_path, capsys):

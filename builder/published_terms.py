@@ -1,0 +1,294 @@
+"""The authors' published query terms beside ours: ``import --published`` and ``diff``.
+
+``python -m builder.queries import --published DATASET [--revision R]`` reads the config
+``image_metadata`` of a published 3XCM release (a local folder of parquet shards + a dataset
+card, or a hub id; ``datasets.load_dataset``, only the columns ``concept``,
+``concept_in_native`` and ``country``) and stores per (concept, country) the authors' term in
+``published_terms``. Their countries are names ("Argentina"), mapped through
+``benchmark.tables.country``; a row of an unknown country or with an empty term is counted and
+left out. The images of one (concept, country) may carry different terms: the majority is
+stored (a tie goes to the term that sorts first), with how many images carry it, and the
+import's summary lists every (concept, country) whose images disagree. Where we have no term
+(none in the catalog, none in ``data/queries.csv``) the authors' term also goes into
+``query_terms`` with ``source=authors``. Importing a dataset again replaces its terms.
+
+``python -m builder.queries diff [--dataset D]`` prints, per country, how many of our terms
+(the rule of :mod:`builder.query_terms`, ``authors`` terms left out) equal theirs (after Unicode
+NFC, case folding and collapsing spaces) and lists the others side by side.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import unicodedata
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from benchmark import tables
+from builder.catalog import Catalog, utcnow
+from builder.query_terms import english_term, ensure_tables, our_terms, upsert_terms
+from builder.stagekit import (
+    StageInputError,
+    format_summary,
+    report,
+    stage_main,
+    stage_parser,
+    stage_run,
+)
+
+log = logging.getLogger(__name__)
+
+STAGE = "queries_import"
+CONFIG = "image_metadata"
+COLUMNS = ["concept", "concept_in_native", "country"]
+
+
+@dataclass
+class PublishedTerm:
+    """The authors' term of one (concept, country): the majority over its images."""
+
+    concept: str
+    country: str  # ISO alpha-3
+    term: str
+    n_images: int  # images carrying ``term``
+    others: Counter = field(default_factory=Counter)  # the other terms and their images
+
+
+def dataset_key(dataset: str) -> str:
+    """How a dataset is named in ``published_terms``: a local folder by its absolute path,
+    anything else (a hub id) as given."""
+    path = Path(dataset).expanduser()
+    return str(path.resolve()) if path.exists() else dataset
+
+
+def read_published(dataset: str, revision: str | None = None) -> list[dict[str, Any]]:
+    """The ``concept, concept_in_native, country`` rows of every split of ``image_metadata``.
+
+    The ``datasets`` cache is a fresh temporary folder: with the shared cache, datasets 5.2
+    answers a local folder with the cached table of another folder of the same name."""
+    import tempfile
+
+    import datasets
+
+    bars = datasets.is_progress_bar_enabled()
+    datasets.disable_progress_bars()
+    try:
+        with tempfile.TemporaryDirectory(prefix="xcm-published-") as cache:
+            dd = datasets.load_dataset(dataset, CONFIG, columns=COLUMNS, revision=revision,
+                                       cache_dir=cache)
+            rows: list[dict[str, Any]] = []
+            for split in dd.values():
+                rows += split.to_list()
+            return rows
+    except Exception as exc:  # noqa: BLE001 - any loading failure is a fault of the input
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        if "BuilderConfig" in first or CONFIG in first:
+            raise StageInputError(f"{dataset}: no '{CONFIG}' config of a published 3XCM "
+                                  f"release ({first[:200]})") from exc
+        raise StageInputError(f"{dataset}: cannot read its '{CONFIG}' config with columns "
+                              f"{', '.join(COLUMNS)} ({first[:200]})") from exc
+    finally:
+        if bars:
+            datasets.enable_progress_bars()
+
+
+def _norm(text: Any) -> str:
+    return unicodedata.normalize("NFC", str(text or "")).strip()
+
+
+def aggregate(rows: list[dict[str, Any]]) -> tuple[dict[tuple[str, str], PublishedTerm], Counter]:
+    """Per (concept, country): the majority term and the others; counts of rows left out."""
+    counts: Counter = Counter()
+    codes: dict[str, str | None] = {}
+    terms: dict[tuple[str, str], Counter] = defaultdict(Counter)
+    for r in rows:
+        name = _norm(r.get("country"))
+        if name not in codes:
+            try:
+                codes[name] = tables.country(name).code
+            except tables.TableError:
+                codes[name] = None
+                log.warning("published country %r is not one of countries.csv: left out", name)
+        concept, term = _norm(r.get("concept")), _norm(r.get("concept_in_native"))
+        if codes[name] is None:
+            counts["skipped_unknown_country"] += 1
+        elif not concept or not term:
+            counts["skipped_empty"] += 1
+        else:
+            terms[(concept, codes[name])][term] += 1
+            counts["images"] += 1
+    out = {}
+    for (concept, code), seen in terms.items():
+        term, n = min(seen.items(), key=lambda kv: (-kv[1], kv[0]))
+        out[(concept, code)] = PublishedTerm(concept, code, term, n,
+                                             Counter({t: k for t, k in seen.items() if t != term}))
+    return out, counts
+
+
+def import_published(catalog: Catalog, dataset: str, revision: str | None = None) -> dict:
+    """Store the authors' terms of ``dataset`` (module docstring); returns the run's counts."""
+    ensure_tables(catalog)
+    key = dataset_key(dataset)
+    published, counts = aggregate(read_published(dataset, revision))
+    if not published:
+        raise StageInputError(f"{dataset}: no usable (concept, country, concept_in_native) rows "
+                              f"in '{CONFIG}' ({dict(counts) or 'empty'})")
+    ours = {k: t for k, (t, _) in our_terms(catalog).items()}
+    params = {"dataset": key, "revision": revision}
+    with stage_run(catalog, STAGE, params, inputs=sorted(published)) as rec:
+        now = utcnow()
+        filled = []
+        for (concept, code), p in sorted(published.items()):
+            if (concept, code) in ours:
+                continue
+            note = (f"authors' concept_in_native of {key} ({p.n_images} of "
+                    f"{p.n_images + sum(p.others.values())} images)")
+            filled.append(tables.query_term(concept, tables.country(code), p.term,
+                                            english_term(concept, ours), "authors", note))
+        with catalog.tx() as con:
+            con.execute("DELETE FROM published_terms WHERE dataset=?", (key,))
+            con.executemany(
+                "INSERT INTO published_terms (dataset, concept, country, term, n_images,"
+                " imported_at) VALUES (?,?,?,?,?,?)",
+                [(key, p.concept, p.country, p.term, p.n_images, now)
+                 for p in published.values()])
+            upsert_terms(con, filled, rec.run_id)
+        disagree = {f"{p.concept}/{p.country}": {p.term: p.n_images, **p.others}
+                    for p in published.values() if p.others}
+        rec.counts = {"pairs": len(published), **counts, "filled_query_terms": len(filled),
+                      "disagreeing_pairs": len(disagree), "disagreeing": disagree}
+        rec.summary = format_summary(
+            f"imported {len(published)} published terms of {key} ({counts['images']} images); "
+            f"{len(filled)} filled a (concept, country) we had no term for; "
+            f"{len(disagree)} (concept, country) whose images disagree (majority stored)",
+            {"left out": {k: v for k, v in counts.items() if k != "images"},
+             "disagreeing (images of the other terms)": {
+                 k: sum(v.values()) - max(v.values()) for k, v in disagree.items()}})
+    return rec.counts
+
+
+@dataclass
+class CountryDiff:
+    locale: str
+    equal: int = 0
+    differ: list[tuple[str, str, str, str, int]] = field(default_factory=list)
+    only_ours: int = 0
+    only_theirs: list[str] = field(default_factory=list)
+
+    @property
+    def compared(self) -> int:
+        return self.equal + len(self.differ)
+
+
+def _same(a: str, b: str) -> bool:
+    def norm(t: str) -> str:
+        return " ".join(unicodedata.normalize("NFC", t).casefold().split())
+
+    return norm(a) == norm(b)
+
+
+def _pick_dataset(catalog: Catalog, dataset: str | None) -> str:
+    have = [r[0] for r in catalog.query(
+        "SELECT DISTINCT dataset FROM published_terms ORDER BY dataset")]
+    if not have:
+        raise StageInputError("no published terms in this work dir: run `python -m "
+                              "builder.queries import --published DATASET` first")
+    if dataset is None:
+        if len(have) > 1:
+            raise StageInputError(f"several imported datasets: pass --dataset (one of "
+                                  f"{', '.join(have)})")
+        return have[0]
+    key = dataset_key(dataset)
+    if key not in have:
+        raise StageInputError(f"--dataset {dataset}: not imported (imported: {', '.join(have)})")
+    return key
+
+
+def diff_terms(catalog: Catalog, dataset: str | None = None) -> tuple[str, dict[str, CountryDiff]]:
+    """(dataset, per country code the comparison of our terms with the authors')."""
+    ensure_tables(catalog)
+    key = _pick_dataset(catalog, dataset)
+    theirs = {(r["concept"], r["country"]): r for r in catalog.query(
+        "SELECT concept, country, term, n_images FROM published_terms WHERE dataset=?", (key,))}
+    ours = {k: t for k, (t, _) in our_terms(catalog).items() if t.source != "authors"}
+    concepts = {k for k, _ in theirs}
+    out: dict[str, CountryDiff] = {}
+    for c in tables.countries():
+        d = CountryDiff(c.locale)
+        for concept in sorted(concepts):
+            mine, their = ours.get((concept, c.code)), theirs.get((concept, c.code))
+            if their is None:
+                d.only_ours += mine is not None
+            elif mine is None:
+                d.only_theirs.append(concept)
+            elif _same(mine.native_term, their["term"]):
+                d.equal += 1
+            else:
+                d.differ.append((concept, mine.native_term, mine.source, their["term"],
+                                 int(their["n_images"])))
+        if d.compared or d.only_theirs:
+            out[c.code] = d
+    return key, out
+
+
+def format_diff(key: str, diff: dict[str, CountryDiff]) -> str:
+    """The diff as a table per country, then the differing terms side by side."""
+    lines = [f"our terms vs the authors' concept_in_native of {key}",
+             "(equal: the same after Unicode NFC, case folding and collapsing spaces)",
+             f"{'country':<8}{'locale':<7}{'compared':>9}{'equal':>7}{'differ':>7}"
+             f"{'only ours':>10}{'only theirs':>12}"]
+    for code, d in diff.items():
+        lines.append(f"{code:<8}{d.locale:<7}{d.compared:>9}{d.equal:>7}{len(d.differ):>7}"
+                     f"{d.only_ours:>10}{len(d.only_theirs):>12}")
+    tot = [sum(x) for x in zip(*((d.compared, d.equal, len(d.differ)) for d in diff.values()),
+                               strict=True)] if diff else [0, 0, 0]
+    lines.append(f"{'total':<15}{tot[0]:>9}{tot[1]:>7}{tot[2]:>7}")
+    for code, d in diff.items():
+        if not d.differ and not d.only_theirs:
+            continue
+        lines.append(f"\n{code} ({d.locale}): {len(d.differ)} differ")
+        width = max([len(x[0]) for x in d.differ] + [7]) + 2
+        lines.append(f"  {'concept':<{width}}{'ours (source)':<36}theirs (images)")
+        for concept, mine, source, their, n in d.differ:
+            lines.append(f"  {concept:<{width}}{f'{mine} ({source})':<36}{their} ({n})")
+        if d.only_theirs:
+            lines.append(f"  only theirs: {', '.join(d.only_theirs)}")
+    return "\n".join(lines)
+
+
+def build_parser(command: str) -> argparse.ArgumentParser:
+    doc = __doc__.split("\n\n")[1 if command == "import" else 2]
+    p = stage_parser(f"builder.queries {command}", doc)
+    if command == "import":
+        p.add_argument("--published", required=True, metavar="DATASET",
+                       help="a published release: local folder (parquet + card) or hub id")
+        p.add_argument("--revision", help="hub revision (commit, tag or branch)")
+    else:
+        p.add_argument("--dataset", help="the imported dataset to compare with (needed when "
+                                         "several were imported)")
+    return p
+
+
+def _cli(args: argparse.Namespace) -> int:
+    with Catalog.open(args.workdir) as catalog:
+        if args.command == "import":
+            import_published(catalog, args.published, args.revision)
+            run = catalog.last_run(STAGE)
+            report(run["summary"] if run is not None else "imported")
+        else:
+            report(format_diff(*diff_terms(catalog, args.dataset)))
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    """``import ...`` or ``diff ...`` (``argv[0]`` is the command)."""
+    command, rest = argv[0], argv[1:]
+
+    def body(args: argparse.Namespace) -> int:
+        args.command = command
+        return _cli(args)
+
+    return stage_main(build_parser(command), body, rest)

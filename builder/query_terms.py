@@ -1,0 +1,121 @@
+"""The catalog's query terms (``query_terms``, migration 102): one per (concept, country).
+
+Which term a (concept, country) has, when several places know one (the rule the queries stage,
+``diff`` and ``import --published`` share):
+
+1. a ``reviewed`` term in the catalog (native speakers decided it; nothing overrides it);
+2. the row of ``data/queries.csv`` (unless ``--no-table``), with its own source;
+3. any other term in the catalog (``generated`` by an earlier run, or ``authors`` from an
+   imported published release);
+4. none: the queries stage asks the LLM.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from collections.abc import Iterable
+
+from benchmark import tables
+from builder.catalog import Catalog
+
+log = logging.getLogger(__name__)
+
+def ensure_tables(catalog: Catalog) -> None:
+    """Create ``query_terms`` and ``published_terms`` where a catalog lacks them.
+
+    Migrations run by ``PRAGMA user_version``: a catalog created before migration 102 existed
+    was already past it (v400) and never got these tables. The statements are
+    ``CREATE TABLE IF NOT EXISTS``, so running them again changes nothing."""
+    have = {r[0] for r in catalog.query("SELECT name FROM sqlite_master WHERE type='table'")}
+    if {"query_terms", "published_terms"} <= have:
+        return
+    from builder.migrations import m0102_query_terms
+
+    log.info("catalog predates migration 102: creating query_terms and published_terms")
+    with catalog.tx() as con:
+        for stmt in m0102_query_terms.SQL.split(";"):
+            if stmt.strip():
+                con.execute(stmt)
+
+
+def _term(row: sqlite3.Row) -> tables.QueryTerm:
+    return tables.QueryTerm(
+        concept=row["concept"], country=row["country"], locale=row["locale"],
+        language=tables.country(row["country"]).language, native_term=row["native_term"],
+        english_term=row["english_term"], source=row["source"],
+        reviewers=int(row["reviewers"] or 0), reviewed_at=row["reviewed_at"] or "",
+        note=row["note"] or "")
+
+
+def catalog_terms(catalog: Catalog) -> dict[tuple[str, str], tables.QueryTerm]:
+    """(concept, country) -> the catalog's term (countries unknown to countries.csv left out)."""
+    ensure_tables(catalog)
+    codes = {c.code for c in tables.countries()}
+    return {(r["concept"], r["country"]): _term(r)
+            for r in catalog.query("SELECT * FROM query_terms ORDER BY concept, country")
+            if r["country"] in codes}
+
+
+def table_terms(use_table: bool = True) -> dict[tuple[str, str], tables.QueryTerm]:
+    """(concept, country) -> the term of ``data/queries.csv``; {} without a table. An old-format
+    or malformed table is the user's to fix (:class:`tables.TableError`), never skipped."""
+    if not use_table:
+        return {}
+    try:
+        return tables.query_terms()
+    except tables.OldQueryTableError:
+        raise
+    except tables.TableError as exc:
+        if "missing query table" not in str(exc):
+            raise
+        log.warning("no query table: %s", exc)
+        return {}
+
+
+def resolve(
+    catalog_term: tables.QueryTerm | None, table_term: tables.QueryTerm | None
+) -> tuple[tables.QueryTerm | None, str]:
+    """The term of one (concept, country) by the module's rule, and where it came from
+    (``catalog`` / ``table``; ``none``)."""
+    if catalog_term is not None and catalog_term.reviewed:
+        return catalog_term, "catalog"
+    if table_term is not None:
+        return table_term, "table"
+    if catalog_term is not None:
+        return catalog_term, "catalog"
+    return None, "none"
+
+
+def our_terms(
+    catalog: Catalog, use_table: bool = True
+) -> dict[tuple[str, str], tuple[tables.QueryTerm, str]]:
+    """Every (concept, country) with a term: (term, origin) by :func:`resolve`."""
+    cat, table = catalog_terms(catalog), table_terms(use_table)
+    out = {}
+    for key in sorted(set(cat) | set(table)):
+        term, origin = resolve(cat.get(key), table.get(key))
+        if term is not None:
+            out[key] = (term, origin)
+    return out
+
+
+def english_term(concept: str, known: dict[tuple[str, str], tables.QueryTerm]) -> str:
+    """The English search term of ``concept`` for a country without one: that of the first
+    country (countries.csv order) with a term, else the concept label."""
+    for c in tables.countries():
+        t = known.get((concept, c.code))
+        if t is not None and t.english_term:
+            return t.english_term
+    return concept
+
+
+def upsert_terms(con: sqlite3.Connection, terms: Iterable[tables.QueryTerm],
+                 run_id: int | None) -> int:
+    """Insert or replace ``terms`` in ``query_terms``; returns how many."""
+    rows = [(t.concept, t.country, t.locale, t.native_term, t.english_term, t.source, t.reviewers,
+             t.reviewed_at or None, t.note or None, run_id) for t in terms]
+    con.executemany(
+        "INSERT OR REPLACE INTO query_terms (concept, country, locale, native_term, english_term,"
+        " source, reviewers, reviewed_at, note, run_id) VALUES (?,?,?,?,?,?,?,?,?,?)", rows)
+    return len(rows)
