@@ -135,7 +135,7 @@ class RecordingModel(LanguagePullModel):
 
 
 def test_matrix_uses_per_country_terms_by_the_stated_rule(tmp_path):
-    """Default texts (data/queries.csv, per country): a PRT triplet asked in Portuguese gets
+    """Texts of data/queries.csv (--query-source table, per country): a PRT triplet asked in Portuguese gets
     the pt-PT term, a BRA one the pt-BR term, any other country the term of Portuguese's first
     country in countries.csv (PRT); likewise ESP/ARG for Spanish and USA/GBR/AUS for English."""
     names = {"concept0": "train", "concept1": "bus", "concept2": "gas station"}
@@ -149,8 +149,8 @@ def test_matrix_uses_per_country_terms_by_the_stated_rule(tmp_path):
     RecordingModel.texts = []
     assert main(["run", "--model", "tests.benchmark.test_matrix:RecordingModel", "--task",
                  "3xcm-matrix", "--dataset", str(tmp_path / "rel-per-country"), "--query-languages",
-                 "en,es,pt", "--output-dir", str(tmp_path / "out"), "--cache-dir",
-                 str(tmp_path / "c"), "-q", "--bootstrap", "20"]) == 0
+                 "en,es,pt", "--query-source", "table", "--output-dir", str(tmp_path / "out"),
+                 "--cache-dir", str(tmp_path / "c"), "-q", "--bootstrap", "20"]) == 0
     assert set(RecordingModel.texts) == {
         "train", "bus", "gas station", "petrol station",  # USA (and non-English), GBR/AUS
         "tren", "autobús", "colectivo", "gasolinera", "estación de servicio",  # ESP, ARG
