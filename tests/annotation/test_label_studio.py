@@ -13,7 +13,7 @@ import pytest
 
 import annotation
 from annotation.cli import main
-from annotation.client import export_tasks
+from annotation.exports import export_tasks
 from annotation.pull import format_report, pull
 from annotation.push import push
 from annotation.status import format_status, status
