@@ -168,6 +168,10 @@ def _store(
 
             choices = tag_concepts(cat)
     rows, parse_counts = parse_export(base_kind(key), tasks, task_map, users, choices)
+    for note in ("annotations last saved by another account",
+                 "tag answers with concepts outside the list (rejected)"):
+        if parse_counts.get(note):
+            log.warning("%s: %d %s", key, parse_counts[note], note)
     exported = {t["id"] for t in tasks if t["id"] in task_map}
     stored = store_reviews(cat, key, pid, rows, run_id, exported)
     report: dict[str, Any] = {

@@ -176,9 +176,15 @@ def parse_export(
         data = json.loads(pushed["data_json"])
         for ann in t.get("annotations") or []:
             counts["annotations"] += 1
+            annotator = _annotator(ann, users)
+            editor = ann.get("updated_by")
+            if editor is not None and _annotator({"completed_by": editor}, users) != annotator:
+                # Label Studio lets any member of the organization change any annotation; the
+                # answer stays its author's, the report says how many were saved by another
+                counts["annotations last saved by another account"] += 1
             base = dict(
                 task_id=int(t["id"]), annotation_id=int(ann["id"]),
-                annotator=_annotator(ann, users),
+                annotator=annotator,
                 annotated_at=ann.get("updated_at") or ann.get("created_at"),
                 result_sha=_result_sha(ann),
             )

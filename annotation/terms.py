@@ -85,8 +85,8 @@ def latest_answers(
 
 
 def _tally(votes: Mapping[str, str]) -> str:
-    c = Counter(votes.values())
-    return ", ".join(f"{k.removeprefix('term:')} {n}" for k, n in sorted(c.items()))
+    c = Counter(v.removeprefix("term:") for v in votes.values())
+    return ", ".join(f"{k} {n}" for k, n in sorted(c.items()))
 
 
 def decide_term(answers: Mapping[str, Answer], proposed: str, required: int) -> TermDecision:

@@ -16,6 +16,7 @@ from annotation.client import Connection
 class FakeClient:
     def __init__(self, users: dict[int, str]):
         self.export: bytes = b"[]"
+        self.by_project: dict[int, bytes] = {}  # per-project exports (else ``export``)
         self.exported: list[tuple[int, bool]] = []
         self.projects = SimpleNamespace(exports=SimpleNamespace(download_sync=self._download))
         self.users = SimpleNamespace(list=lambda: [
@@ -24,10 +25,15 @@ class FakeClient:
     def _download(self, pid: int, export_type: str, download_all_tasks: bool) -> list[bytes]:
         assert export_type == "JSON"
         self.exported.append((pid, download_all_tasks))
-        return [self.export[:7], self.export[7:]]  # the SDK streams chunks
+        blob = self.by_project.get(pid, self.export)
+        return [blob[:7], blob[7:]]  # the SDK streams chunks
 
-    def set_tasks(self, tasks: list[dict[str, Any]]) -> None:
-        self.export = json.dumps(tasks).encode()
+    def set_tasks(self, tasks: list[dict[str, Any]], pid: int | None = None) -> None:
+        blob = json.dumps(tasks).encode()
+        if pid is None:
+            self.export = blob
+        else:
+            self.by_project[pid] = blob
 
 
 def fake_connection(users: dict[int, str]) -> tuple[Connection, FakeClient]:

@@ -32,8 +32,9 @@ TAGS = {"T1": ["food", "market"], "T2": ["temple"], "T3": ["dance", "food"]}
 
 
 def png(seed: int) -> bytes:
-    """A distinct 16x16 PNG per seed."""
-    img = Image.new("RGB", (16, 16), ((seed * 37) % 256, (seed * 91) % 256, (seed * 53) % 256))
+    """A distinct 64x48 PNG per seed (Label Studio 1.23 fails to show 16x16 images of a task
+    with a prediction: "There was an issue loading URL")."""
+    img = Image.new("RGB", (64, 48), ((seed * 37) % 256, (seed * 91) % 256, (seed * 53) % 256))
     img.putpixel((seed % 16, seed // 16 % 16), (255, 255, 255))
     buf = io.BytesIO()
     img.save(buf, format="PNG")
@@ -65,7 +66,7 @@ def build(root: Path) -> tuple[Catalog, dict[str, str], dict[str, list[int]]]:
                 s, _ = wd.store_image_bytes(png(ord(letter)), "png")
                 sha[letter] = s
                 con.execute("INSERT INTO images (sha256, ext, format, width, height, bytes,"
-                            " first_seen) VALUES (?, 'png', 'PNG', 16, 16, 100, ?)", (s, utcnow()))
+                            " first_seen) VALUES (?, 'png', 'PNG', 64, 48, 100, ?)", (s, utcnow()))
                 countries = ("USA", "THA") if letter in "AL" else ("USA",)
                 for country in countries:
                     rank += 1
@@ -82,7 +83,7 @@ def build(root: Path) -> tuple[Catalog, dict[str, str], dict[str, list[int]]]:
             s, _ = wd.store_image_bytes(png(200 + i), "png")
             sha[name] = s
             con.execute("INSERT INTO images (sha256, ext, format, width, height, bytes,"
-                        " first_seen) VALUES (?, 'png', 'PNG', 16, 16, 100, ?)", (s, utcnow()))
+                        " first_seen) VALUES (?, 'png', 'PNG', 64, 48, 100, ?)", (s, utcnow()))
             con.execute("INSERT INTO tags (sha256, tags_json, status, model) VALUES (?, ?, ?, ?)",
                         (s, json.dumps(tags) if tags else None, "ok" if tags else "failed",
                          "gemini-test"))
