@@ -3,15 +3,16 @@
 * ``duplicates``: one task per dedup group (default: groups with status ``needs_review``) with
   the group's images that wait for review (distinct images, side by side), and the automatic
   stage's proposal (keep the group's kept item, remove the others) as a prediction of the
-  project's model version.
+  project's model version; each image's label names its proposal, so pre-filled marks read as
+  the machine's proposal (``pull`` records one submitted unchanged as a confirmed proposal).
 * ``tags``: a seeded sample of images with Gemini tags; the tags are the prediction.
+* ``queries``: :mod:`annotation.queries` (one project per locale), through :func:`push_drafts`.
 
 Idempotent: each task carries a key (``group:<hash of concept and images>`` /
-``image:<sha256>``) in its ``meta``; before and after importing, the project's tasks are read
-back and every key is recorded in ``ls_tasks``, so a push interrupted between import and
-record, or run twice, never creates a second task for the same key. Images reach Label Studio
-through its local-files storage (``LOCAL_FILES_SERVING_ENABLED``) or through
-``python -m annotation serve-images``.
+``image:<sha256>`` / ``term:...``) in its ``meta``; before and after importing, the project's
+tasks are read back and every key is recorded in ``ls_tasks``, so a push interrupted between
+import and record, or run twice, never creates a second task for the same key. Images reach
+Label Studio through its local-files storage or ``serve-images`` (:mod:`annotation.links`).
 """
 
 from __future__ import annotations
