@@ -141,6 +141,11 @@ def _push(args: argparse.Namespace) -> int:
     from annotation.queries import push_queries
 
     countries = _country_codes(args.countries)
+    if args.kind == "queries" and args.project_title:
+        raise AnnotationError("--project-title does not apply to --kind queries (one project "
+                              "per locale, '3XCM query terms <locale>')")
+    if args.kind != "queries" and (countries or args.include_reviewed):
+        raise AnnotationError("--countries and --include-reviewed apply to --kind queries only")
     with _session(args) as (cat, conn):
         if args.kind == "queries":
             reports = push_queries(cat, conn, countries=countries, images=args.images,

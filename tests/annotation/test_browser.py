@@ -110,6 +110,9 @@ def test_query_terms_push_answer_in_the_browser_pull(ls_env, ls_conn, people, tm
                 box.send_keys(term)
             submit(driver, ls_conn.client, tid["train"], n)
         _assert_nothing_left_loopback(driver, proxy)
+    assert main(["status", *wd]) == 0
+    status = capsys.readouterr().out
+    assert "queries:pt-PT: project" in status and "outcomes so far: corrected 1" in status
     assert main(["pull", *wd, "--kind", "queries"]) == 0
     out = capsys.readouterr().out
     assert "not counted (not assigned to pt-PT): rev3@example.com 1" in out

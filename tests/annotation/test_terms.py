@@ -14,6 +14,7 @@ import krippendorff
 import numpy as np
 import pytest
 
+from annotation.cli import main
 from annotation.links import ImageLinks
 from annotation.projects import assign_reviewers, assigned_reviewers
 from annotation.pull import pull
@@ -230,3 +231,26 @@ def test_only_assigned_reviewers_count(reviewed):
     rep = pull(cat, conn, "queries", locales=["pt-PT"])
     assert rep["locales"]["pt-PT"]["reviewers_assigned"] == []
     assert rep["locales"]["pt-PT"]["outcomes"] == {"pending": 2}
+
+
+def test_cli_assign_and_bad_input(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("LABEL_STUDIO_URL", raising=False)
+    wd = ["--workdir", str(tmp_path / "wd")]
+    assert main(["assign", *wd, "--locale", "pt-PT", "--reviewer", "a@x.org",
+                 "--reviewer", "b@x.org"]) == 0
+    assert capsys.readouterr().out == "assigned 2 reviewer(s) to pt-PT\npt-PT: a@x.org, b@x.org\n"
+    assert main(["assign", *wd, "--locale", "pt-PT", "--reviewer", "a@x.org", "--remove"]) == 0
+    assert capsys.readouterr().out.endswith("pt-PT: b@x.org\n")
+    for argv, words in (
+        (["assign", *wd, "--locale", "portuguese", "--reviewer", "a@x.org"],
+         "--locale must be a BCP-47 locale with region like pt-PT"),
+        (["assign", *wd, "--reviewer", "a@x.org"], "--reviewer needs --locale"),
+        (["assign", *wd, "--locale", "pt-PT", "--reviewer", "a b"], "--reviewer must be"),
+        (["push", *wd, "--kind", "queries", "--project-title", "x"],
+         "--project-title does not apply to --kind queries"),
+        (["push", *wd, "--kind", "duplicates", "--countries", "PRT"], "apply to --kind queries only"),
+        (["push", *wd, "--kind", "queries", "--countries", "Atlantis"], "--countries: unknown country"),
+    ):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and words in err, err
