@@ -1,7 +1,7 @@
 # Set-up and entry points. Each target installs what it needs (idempotent; stamps in the venvs).
 #   make demo   set up .venv and run the main job on its embedded default
-#   make test   set up .venv, Label Studio's own .venv-ls, img2dataset's own .venv-i2d and the
-#               fonts, then run the tests
+#   make test   set up .venv, Label Studio's own .venv-ls, img2dataset's own .venv-i2d, the
+#               fonts and the browser, then run the tests
 PY ?= python3
 VENV := .venv
 LSVENV := .venv-ls
@@ -9,8 +9,11 @@ I2DVENV := .venv-i2d
 PIP := $(VENV)/bin/pip
 # Debian fonts so plots render Thai, Devanagari, Arabic and CJK labels.
 FONT_PKGS := fonts-noto-core fonts-noto-cjk
+# Debian's Chromium and its driver for the review-UI tests in a real browser
+# (tests/annotation/test_browser.py; Selenium uses /usr/bin/chromedriver, downloads nothing).
+BROWSER_PKGS := chromium chromium-driver
 
-.PHONY: demo synthetic test setup setup-ls setup-i2d fonts lint bench
+.PHONY: demo synthetic test setup setup-ls setup-i2d fonts browser lint bench
 
 # colpali-engine 0.3.12 (its processor and scorer are those of git 9bee9b2b, the version the
 # paper's authors pinned) requires torch<2.8 and transformers<4.54: it is installed WITHOUT its
@@ -53,6 +56,14 @@ fonts:
 	  else echo "note: install $(FONT_PKGS) (as root) so plots render non-Latin labels"; fi; \
 	fi
 
+browser:
+	@if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(BROWSER_PKGS) >/dev/null) \
+	      || echo "warning: could not install $(BROWSER_PKGS); the browser tests will be skipped"; \
+	  else echo "note: install $(BROWSER_PKGS) (as root) to run the review-UI browser tests"; fi; \
+	fi
+
 # The whole pipeline offline on a generated world (builder stages -> release -> evaluator).
 demo: $(VENV)/.installed
 	$(VENV)/bin/python -m builder.demo
@@ -62,7 +73,7 @@ synthetic: $(VENV)/.installed
 	$(VENV)/bin/python -m benchmark run --model hash --task 3xcm --task 3xcm-i2i \
 	  --dataset data/synthetic-3xcm --output-dir results
 
-test: $(VENV)/.installed $(LSVENV)/.installed $(I2DVENV)/.installed fonts
+test: $(VENV)/.installed $(LSVENV)/.installed $(I2DVENV)/.installed fonts browser
 	$(VENV)/bin/python -m pytest
 
 lint: $(VENV)/.installed

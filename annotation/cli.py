@@ -1,7 +1,8 @@
 """The ``python -m annotation`` command line: human review in Label Studio.
 
 Commands: ``push`` (tasks to Label Studio), ``pull`` (annotations back, decisions, agreement),
-``status`` (progress), ``serve-images`` (read-only image server on 127.0.0.1), and ``sync``
+``status`` (progress), ``assign`` (reviewers of a locale for the query-term review; catalog
+only), ``serve-images`` (read-only image server on 127.0.0.1), and ``sync``
 (push the duplicate groups, then pull; without ``LABEL_STUDIO_URL`` it only says that the human
 review is not configured). ``python -m builder run`` runs ``sync`` as its ``review`` stage
 through :func:`stage_main` (``annotation.main``), which takes ``sync``'s flags with no command
@@ -47,8 +48,14 @@ def _images_args(p: argparse.ArgumentParser) -> None:
 
 
 def _min_annotators_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--min-annotators", type=int, default=3,
-                   help="votes an image needs before the majority decides (default 3)")
+    p.add_argument("--min-annotators", type=int, default=None,
+                   help="answers a unit needs before the majority decides (default 3; "
+                        "queries: 2 assigned reviewers)")
+
+
+def _countries_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--countries", help="queries: only these countries (comma-separated codes "
+                   "or names, e.g. PRT,BRA; default all)")
 
 
 def _push_args(p: argparse.ArgumentParser) -> None:
@@ -63,12 +70,25 @@ def _push_args(p: argparse.ArgumentParser) -> None:
                         "project's, 3 for a new one)")
     p.add_argument("--sample", type=int, default=200, help="tags: images to sample (default 200)")
     p.add_argument("--seed", type=int, default=0, help="tags: sampling seed (default 0)")
+    _countries_arg(p)
+    p.add_argument("--include-reviewed", action="store_true",
+                   help="queries: push terms already reviewed again")
 
 
 def _pull_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kind", choices=KINDS, required=True)
     _min_annotators_arg(p)
     p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--export-file", help="a JSON export saved from Label Studio (Export > JSON) "
+                   "instead of downloading it")
+    _countries_arg(p)
+
+
+def _assign_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--locale", help="the locale, e.g. pt-PT (without --reviewer: list it)")
+    p.add_argument("--reviewer", action="append", default=[],
+                   help="a reviewer's Label Studio e-mail (repeatable)")
+    p.add_argument("--remove", action="store_true", help="unassign the given reviewers")
 
 
 def _status_args(p: argparse.ArgumentParser) -> None:
@@ -105,24 +125,82 @@ def _session(args: argparse.Namespace) -> Iterator[tuple[Catalog, Connection]]:
         yield cat, conn
 
 
+def _country_codes(spec: str | None) -> list[str] | None:
+    from benchmark import tables
+
+    if not spec:
+        return None
+    try:
+        return [c.code for c in tables.resolve_countries(spec)]
+    except tables.TableError as exc:
+        raise AnnotationError(f"--countries: {exc}") from None
+
+
 def _push(args: argparse.Namespace) -> int:
     from annotation.push import push
+    from annotation.queries import push_queries
 
+    countries = _country_codes(args.countries)
+    if args.kind == "queries" and args.project_title:
+        raise AnnotationError("--project-title does not apply to --kind queries (one project "
+                              "per locale, '3XCM query terms <locale>')")
+    if args.kind != "queries" and (countries or args.include_reviewed):
+        raise AnnotationError("--countries and --include-reviewed apply to --kind queries only")
     with _session(args) as (cat, conn):
-        rep = push(cat, conn, args.kind, title=args.project_title, images=args.images,
-                   document_root=args.document_root,
-                   statuses=tuple(args.statuses or ["needs_review"]),
-                   sample=args.sample, seed=args.seed, annotators=args.annotators)
-    print(rep.summary())
+        if args.kind == "queries":
+            reports = push_queries(cat, conn, countries=countries, images=args.images,
+                                   include_reviewed=args.include_reviewed,
+                                   document_root=args.document_root, annotators=args.annotators)
+        else:
+            reports = [push(cat, conn, args.kind, title=args.project_title, images=args.images,
+                            document_root=args.document_root,
+                            statuses=tuple(args.statuses or ["needs_review"]),
+                            sample=args.sample, seed=args.seed, annotators=args.annotators)]
+    for rep in reports:
+        print(rep.summary())
     return 0
 
 
 def _pull(args: argparse.Namespace) -> int:
-    from annotation.pull import format_report, pull
+    from annotation.pull import format_report, pull, read_export_file
 
+    countries = _country_codes(args.countries)
+    if args.export_file:  # a broken file is one line before any server or catalog is touched
+        read_export_file(args.export_file)
     with _session(args) as (cat, conn):
-        report = pull(cat, conn, args.kind, args.min_annotators)
+        locales = None
+        if countries:
+            marks = ",".join("?" * len(countries))
+            locales = [r[0] for r in cat.query(
+                f"SELECT DISTINCT locale FROM query_terms WHERE country IN ({marks})",
+                tuple(countries))]
+        report = pull(cat, conn, args.kind, args.min_annotators, export_file=args.export_file,
+                      locales=locales)
     print(json.dumps(report, indent=2, sort_keys=True) if args.json else format_report(report))
+    return 0
+
+
+def _assign(args: argparse.Namespace) -> int:
+    import re
+
+    from annotation.projects import assign_reviewers, assigned_reviewers
+    from builder.catalog import Catalog
+
+    if args.locale and not re.fullmatch(r"[a-z]{2,3}-[A-Z]{2}", args.locale):
+        raise AnnotationError(f"--locale must be a BCP-47 locale with region like pt-PT, "
+                              f"got {args.locale!r}")
+    if args.reviewer and not args.locale:
+        raise AnnotationError("--reviewer needs --locale")
+    bad = [r for r in args.reviewer if not r.strip() or any(ch.isspace() for ch in r.strip())]
+    if bad:
+        raise AnnotationError(f"--reviewer must be a Label Studio e-mail, got {bad[0]!r}")
+    with Catalog.open(args.workdir) as cat:
+        if args.reviewer:
+            n = assign_reviewers(cat, args.locale, [r.strip() for r in args.reviewer], args.remove)
+            print(f"{'unassigned' if args.remove else 'assigned'} {n} reviewer(s) "
+                  f"{'from' if args.remove else 'to'} {args.locale}")
+        for locale, emails in assigned_reviewers(cat, args.locale).items():
+            print(f"{locale}: {', '.join(emails)}")
     return 0
 
 
@@ -175,6 +253,8 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Handle
     "push": ("create/reuse the project and import the missing tasks", _push_args, _push),
     "pull": ("store every annotation, decide by majority, apply, agreement", _pull_args, _pull),
     "status": ("tasks, annotated by 0/1/2/3+, agreement so far", _status_args, _status),
+    "assign": ("assign reviewers to a locale of the query-term review (only their answers "
+               "count); without --reviewer, list the assignments", _assign_args, _assign),
     "sync": ("the builder's review stage: push duplicates, then pull (a no-op notice without "
              "LABEL_STUDIO_URL)", _sync_args, _sync),
     "serve-images": ("read-only server of the work dir's images", _serve_args, _serve),

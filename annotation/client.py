@@ -11,7 +11,6 @@ the catalog or exports. A missing setting, an unreachable server or a rejected k
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from dataclasses import dataclass
@@ -92,17 +91,15 @@ def api_errors() -> tuple[type[BaseException], ...]:
     return (ApiError, httpx.TransportError)
 
 
-def export_tasks(client: Any, pid: int, all_tasks: bool = False) -> list[dict[str, Any]]:
-    """The project's tasks with every annotation (all annotators), as Label Studio's JSON."""
-    blob = b"".join(
+def download_export(client: Any, pid: int, all_tasks: bool = False) -> bytes:
+    """The raw JSON export of a project (every annotation of every annotator); with
+    ``all_tasks`` also the tasks nobody annotated. :func:`annotation.exports.export_tasks`
+    decodes and checks it."""
+    return b"".join(
         client.projects.exports.download_sync(
             pid, export_type="JSON", download_all_tasks=all_tasks
         )
     )
-    data = json.loads(blob or b"[]")
-    if not isinstance(data, list):
-        raise AnnotationError(f"unexpected export of project {pid}: not a JSON list")
-    return data
 
 
 def user_names(client: Any) -> dict[int, str]:

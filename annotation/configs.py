@@ -1,4 +1,4 @@
-"""Label configs and annotator instructions of the two review kinds.
+"""Label configs and annotator instructions of the three review kinds.
 
 The XML configs and the guidelines live in ``data/annotation/`` (one source of truth; the
 guideline is what annotators read), read through :func:`benchmark.tables.data_file`. Label Studio shows the project's ``expert_instruction``
@@ -17,13 +17,30 @@ from xml.sax.saxutils import quoteattr
 from benchmark.files import sha256_text
 from benchmark.tables import data_file
 
-KINDS = ("duplicates", "tags")
+KINDS = ("duplicates", "tags", "queries")
 CHOICES_MARKER = "<!-- CONCEPT CHOICES -->"
-DEFAULT_TITLES = {"duplicates": "3XCM duplicate review", "tags": "3XCM tag check"}
-MODEL_VERSIONS = {"duplicates": "xcm3-image-dedup", "tags": "xcm3-gemini-tags"}
+DEFAULT_TITLES = {"duplicates": "3XCM duplicate review", "tags": "3XCM tag check",
+                  "queries": "3XCM query terms"}
+MODEL_VERSIONS = {"duplicates": "xcm3-image-dedup", "tags": "xcm3-gemini-tags",
+                  "queries": "xcm3-query-terms"}
+GUIDELINES = {"duplicates": "duplicates_guideline.md", "tags": "tags_guideline.md",
+              "queries": "queries_guideline.md"}
+CONFIGS = {"duplicates": "duplicates.xml", "queries": "queries.xml"}
 
 
-GUIDELINES = {"duplicates": "duplicates_guideline.md", "tags": "tags_guideline.md"}
+def project_key(kind: str, locale: str | None = None) -> str:
+    """The catalog's name of a project (``ls_projects.kind``): the review kind, and for the
+    query-term review its locale (one project per locale: ``queries:pt-PT``)."""
+    if kind == "queries":
+        if not locale:
+            raise ValueError("a query-term project needs its locale")
+        return f"queries:{locale}"
+    return kind
+
+
+def base_kind(key: str) -> str:
+    """The review kind of a project key (``queries:pt-PT`` -> ``queries``)."""
+    return key.split(":", 1)[0]
 
 
 def _annotation_file(name: str) -> str:
@@ -35,12 +52,13 @@ def _annotation_file(name: str) -> str:
 class ProjectSpec:
     """What a project of one kind is created with."""
 
-    kind: str
+    kind: str  # the project key (:func:`project_key`)
     title: str
     label_config: str
     instruction_html: str
     model_version: str
     annotators: int = 3
+    choices: tuple[str, ...] = ()  # the tag check's concepts (recorded: pull rejects others)
 
     @property
     def config_sha(self) -> str:
@@ -53,7 +71,13 @@ class ProjectSpec:
 
 def duplicates_config() -> str:
     """The duplicate-review config: one group per task, keep/remove per image, 'none'."""
-    return _annotation_file("duplicates.xml")
+    return _annotation_file(CONFIGS["duplicates"])
+
+
+def queries_config() -> str:
+    """The query-term review config: one (concept, country) per task; correct / a better
+    term (typed) / the concept is unclear in this language."""
+    return _annotation_file(CONFIGS["queries"])
 
 
 def tags_config(concepts: Sequence[str]) -> str:
@@ -73,20 +97,28 @@ def guideline_html(kind: str) -> str:
 
 
 def project_spec(
-    kind: str, title: str | None = None, concepts: Sequence[str] = (), annotators: int = 3
+    kind: str, title: str | None = None, concepts: Sequence[str] = (), annotators: int = 3,
+    locale: str | None = None,
 ) -> ProjectSpec:
-    """The project settings of ``kind`` (``duplicates`` or ``tags``); ``annotators`` is the
-    number of annotations each task collects."""
+    """The project settings of ``kind`` (``duplicates``, ``tags`` or ``queries`` with its
+    ``locale``); ``annotators`` is the number of annotations each task collects."""
     if kind not in KINDS:
         raise ValueError(f"unknown review kind {kind!r}; choose one of {', '.join(KINDS)}")
-    config = duplicates_config() if kind == "duplicates" else tags_config(concepts)
+    if kind == "duplicates":
+        config = duplicates_config()
+    elif kind == "tags":
+        config = tags_config(concepts)
+    else:
+        config = queries_config()
+    default_title = DEFAULT_TITLES[kind] + (f" {locale}" if kind == "queries" else "")
     return ProjectSpec(
-        kind=kind,
-        title=title or DEFAULT_TITLES[kind],
+        kind=project_key(kind, locale),
+        title=title or default_title,
         label_config=config,
         instruction_html=guideline_html(kind),
         model_version=MODEL_VERSIONS[kind],
         annotators=annotators,
+        choices=tuple(concepts) if kind == "tags" else (),
     )
 
 
@@ -97,14 +129,26 @@ def _inline(text: str) -> str:
 
 
 def markdown_to_html(md: str) -> str:
-    """Convert the small Markdown subset of the guidelines to HTML."""
+    """Convert the small Markdown subset of the guidelines to HTML.
+
+    A list item runs until a blank line, a heading, a table row or the next item: its
+    continuation lines join it whatever their indent (Markdown's lazy continuation), and the
+    inline marks are applied to the whole item, so bold text may span a line break.
+    """
     out: list[str] = []
     para: list[str] = []
+    item: list[str] = []
     open_list: str | None = None
     table: list[list[str]] = []
 
+    def end_item() -> None:
+        if item:
+            out.append(f"<li>{_inline(' '.join(item))}</li>")
+            item.clear()
+
     def flush() -> None:
         nonlocal open_list
+        end_item()
         if para:
             out.append(f"<p>{_inline(' '.join(para))}</p>")
             para.clear()
@@ -121,7 +165,7 @@ def markdown_to_html(md: str) -> str:
     for raw in md.splitlines():
         line = raw.strip()
         heading = re.match(r"^(#{1,4})\s+(.*)$", line)
-        item = re.match(r"^(?:([-*])|\d+\.)\s+(.*)$", line)
+        bullet = re.match(r"^(?:([-*])|\d+\.)\s+(.*)$", line)
         if not line:
             flush()
         elif heading:
@@ -134,15 +178,16 @@ def markdown_to_html(md: str) -> str:
             cells = [c.strip() for c in line.strip("|").split("|")]
             if not all(re.fullmatch(r":?-{3,}:?", c) for c in cells):
                 table.append(cells)
-        elif item:
-            tag = "ul" if item.group(1) else "ol"
+        elif bullet:
+            tag = "ul" if bullet.group(1) else "ol"
             if open_list != tag:
                 flush()
                 out.append(f"<{tag}>")
                 open_list = tag
-            out.append(f"<li>{_inline(item.group(2))}</li>")
-        elif open_list and raw.startswith("   ") and out[-1].endswith("</li>"):
-            out[-1] = out[-1][: -len("</li>")] + " " + _inline(line) + "</li>"
+            end_item()
+            item.append(bullet.group(2))
+        elif item:
+            item.append(line)
         else:
             if open_list or table:
                 flush()

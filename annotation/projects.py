@@ -5,7 +5,9 @@ The ``ls_projects`` row (kind, server) names the project of a review kind;
 :func:`ensure_project` creates it or brings its settings up to date. A work dir never adopts a
 project it did not create (task keys such as ``group:1`` only mean something within one
 catalog), so a work dir without a record gets a new project. ``ls_tasks`` holds every pushed
-task's key, id and data (:func:`known_tasks`).
+task's key, id and data (:func:`known_tasks`). ``ls_reviewers`` assigns reviewers to the
+locales of the query-term review (:func:`assign_reviewers`): Label Studio's community edition
+lets every user of the organization open every project, so ``pull`` enforces the assignment.
 """
 
 from __future__ import annotations
@@ -99,16 +101,59 @@ def ensure_project(cat: Catalog, conn: Connection, spec: ProjectSpec) -> int:
         if _project_row(cat, spec.kind, conn.server)["config_sha"] != spec.config_sha:
             log.info("updating the settings of project %d", pid)
             client.projects.update(pid, **_settings(spec))
+    choices = json.dumps(list(spec.choices), ensure_ascii=False) if spec.choices else None
     with cat.tx() as con:
         con.execute(
             "INSERT INTO ls_projects (kind, server, project_id, title, model_version, config_sha,"
-            " created_at) VALUES (?,?,?,?,?,?,?) ON CONFLICT (kind, server) DO UPDATE SET"
-            " project_id=excluded.project_id, title=excluded.title,"
-            " model_version=excluded.model_version, config_sha=excluded.config_sha",
+            " created_at, choices_json) VALUES (?,?,?,?,?,?,?,?) ON CONFLICT (kind, server) DO"
+            " UPDATE SET project_id=excluded.project_id, title=excluded.title,"
+            " model_version=excluded.model_version, config_sha=excluded.config_sha,"
+            " choices_json=excluded.choices_json",
             (spec.kind, conn.server, pid, spec.title, spec.model_version, spec.config_sha,
-             utcnow()),
+             utcnow(), choices),
         )
     return pid
+
+
+def recorded_choices(cat: Catalog, kind: str, server: str) -> list[str] | None:
+    """The choices the project was last pushed with (the tag check's concepts), if recorded."""
+    row = _project_row(cat, kind, server)
+    if row is None or not row["choices_json"]:
+        return None
+    return list(json.loads(row["choices_json"]))
+
+
+def recorded_keys(cat: Catalog, kind: str, server: str) -> list[str]:
+    """The project keys of ``kind`` recorded for ``server`` (``queries`` has one per locale)."""
+    rows = cat.query("SELECT kind FROM ls_projects WHERE server = ? AND (kind = ? OR kind LIKE ?)"
+                     " ORDER BY kind", (server, kind, f"{kind}:%"))
+    return [r["kind"] for r in rows]
+
+
+def assign_reviewers(cat: Catalog, locale: str, emails: list[str], remove: bool = False) -> int:
+    """Assign (or with ``remove`` unassign) reviewers to a locale; returns the rows changed."""
+    changed = 0
+    with cat.tx() as con:
+        for email in emails:
+            if remove:
+                cur = con.execute("DELETE FROM ls_reviewers WHERE locale=? AND annotator=?",
+                                  (locale, email))
+            else:
+                cur = con.execute("INSERT OR IGNORE INTO ls_reviewers (locale, annotator,"
+                                  " assigned_at) VALUES (?,?,?)", (locale, email, utcnow()))
+            changed += cur.rowcount
+    return changed
+
+
+def assigned_reviewers(cat: Catalog, locale: str | None = None) -> dict[str, list[str]]:
+    """``{locale: [e-mails]}`` of the assigned reviewers (of one locale, or all)."""
+    rows = cat.query("SELECT locale, annotator FROM ls_reviewers" +
+                     (" WHERE locale = ?" if locale else "") + " ORDER BY locale, annotator",
+                     (locale,) if locale else ())
+    out: dict[str, list[str]] = {}
+    for r in rows:
+        out.setdefault(r["locale"], []).append(r["annotator"])
+    return out
 
 
 def record_tasks(cat: Catalog, kind: str, server: str, pid: int, tasks: list[dict]) -> int:

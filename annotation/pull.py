@@ -1,205 +1,218 @@
-"""Pull annotations back (``python -m annotation pull``): store, decide, apply, measure.
+"""Pull annotations back (``python -m annotation pull``): check, store, decide, apply, measure.
 
-Duplicates: every annotation of every annotator is stored (:mod:`annotation.reviews`); each
-image of a group is decided by strict majority of the current votes (``keep`` and "none of
-these are duplicates" count as keep); a tie or fewer votes than ``--min-annotators`` leave it
-``needs_review``. Decisions go to ``items.status`` of the items the task showed (``kept`` /
-``removed`` / ``needs_review``, reason ``review: ...``) and their group becomes ``reviewed``
-(which ``image_dedup`` then leaves alone) once every shown image is decided. Images nobody
-has voted on yet are left as they are; an image whose annotations were all withdrawn goes back
-to ``needs_review``. Only rows whose status or reason changes are
-written, so pulling again with no new annotations changes nothing. Agreement: Krippendorff's
-alpha and Fleiss' kappa over the images with exactly ``--min-annotators`` votes.
+The export (from the server, or a file saved with Label Studio's Export button:
+``--export-file``) is checked first (:mod:`annotation.exports`); an export that matches none
+of the tasks this work dir pushed (empty, ``[]``, another project's) is refused with one line
+and nothing is stored, so stored human decisions are never retired by a wrong export. Every
+annotation is stored with its history (:mod:`annotation.reviews`); only the tasks the export
+contains are judged, so a partial export changes only what it contains.
 
-Tags: the people's answer per image is the set of concepts a strict majority of its
-annotators ticked (images with fewer than ``--min-annotators`` answers wait); Gemini's tags
-are scored against it (micro precision / recall), overall and per annotator.
+Then per kind: the duplicate review and the tag check are decided by :mod:`annotation.decide`,
+the query-term review by :mod:`annotation.terms` (per locale project, counting only the
+reviewers assigned to the locale, then ``exports/queries.csv``). The report is printed,
+stored with the stage run and written to ``exports/annotation/<kind>_pull.json``.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections import Counter
-from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
-from annotation.agreement import KEEP, NEEDS_REVIEW, REMOVE, agreement, majority
-from annotation.agreement import tag_precision_recall as score_tags
-from annotation.client import Connection, export_tasks, user_names
-from annotation.projects import known_tasks, require_project
-from annotation.reviews import ReviewRow, current_rows, parse_export, store_reviews
+from annotation.client import AnnotationError, Connection, user_names
+from annotation.configs import base_kind
+from annotation.decide import (
+    annotator_counts,
+    apply_duplicate_decisions,
+    duplicate_summary,
+    latest_decisions,
+    tag_summary,
+)
+from annotation.exports import decode_export, export_tasks
+from annotation.projects import (
+    assigned_reviewers,
+    known_tasks,
+    recorded_choices,
+    recorded_keys,
+    recorded_project,
+    require_project,
+)
+from annotation.reviews import current_rows, parse_export, store_reviews
+from annotation.terms import (
+    apply_term_decisions,
+    decide_term,
+    latest_answers,
+    term_agreement,
+    write_queries_csv,
+)
 from benchmark.files import atomic_write_text
-from builder.catalog import Catalog, utcnow
+from builder.catalog import Catalog
 from builder.stagekit import stage_run
 
 log = logging.getLogger(__name__)
 
-VOTE = {"keep": KEEP, "none_duplicates": KEEP, "remove": REMOVE}
-ITEM_STATUS = {KEEP: "kept", REMOVE: "removed", NEEDS_REVIEW: "needs_review"}
+#: answers each unit needs before the majority decides, per kind (``--min-annotators``)
+DEFAULT_MIN = {"duplicates": 3, "tags": 3, "queries": 2}
 
 
-def duplicate_votes(rows: Iterable[ReviewRow]) -> dict[tuple[int, str], dict[str, str]]:
-    """``{(task_id, sha256): {annotator: keep|remove}}``; an annotator's latest answer counts."""
-    votes: dict[tuple[int, str], dict[str, str]] = {}
-    for r in rows:
-        v = VOTE.get(r.decision)
-        if v is not None and r.sha256:
-            votes.setdefault((r.task_id, r.sha256), {})[r.annotator] = v
-    return votes
+def _project_keys(cat: Catalog, server: str, kind: str, locales: list[str] | None
+                  ) -> list[tuple[str, int]]:
+    """``[(project key, project id)]`` to pull: the kind's project, or the query-term
+    projects of the chosen locales (all recorded when None)."""
+    if kind != "queries":
+        return [(kind, require_project(cat, kind, server))]
+    keys = recorded_keys(cat, "queries", server)
+    if locales:
+        keys = [k for k in keys if k.split(":", 1)[1] in locales]
+    if not keys:
+        raise AnnotationError(
+            f"no query-term project of {server} in this work dir"
+            + (f" for {', '.join(locales)}" if locales else "")
+            + ": run `python -m annotation push --kind queries` first")
+    return [(k, int(recorded_project(cat, k, server) or 0)) for k in keys]
 
 
-def annotator_counts(rows: Iterable[ReviewRow]) -> dict[str, dict[str, int]]:
-    """Per annotator: the number of annotations and of decisions by value."""
-    out: dict[str, Counter] = {}
-    anns: dict[str, set[int]] = {}
-    for r in rows:
-        c = out.setdefault(r.annotator, Counter())
-        c["answered" if r.decision.startswith("[") else r.decision] += 1
-        anns.setdefault(r.annotator, set()).add(r.annotation_id)
-    return {a: {"annotations": len(anns[a]), **dict(sorted(c.items()))} for a, c in sorted(out.items())}
+def read_export_file(path: str | Path) -> list[dict[str, Any]]:
+    """A JSON export saved from Label Studio, checked (one line on any fault)."""
+    p = Path(path)
+    try:
+        blob = p.read_bytes()
+    except OSError as exc:
+        raise AnnotationError(f"cannot read the export file {p}: {exc.strerror}") from None
+    return decode_export(blob, f"the export file {p}")
 
 
-def duplicate_summary(rows: list[ReviewRow], required: int) -> dict[str, Any]:
-    """Decision tallies, agreement and per-annotator counts of the current rows."""
-    votes = duplicate_votes(rows)
-    tally = Counter()
-    for v in votes.values():
-        n_keep = sum(1 for x in v.values() if x == KEEP)
-        tally[majority(n_keep, len(v) - n_keep, required).outcome] += 1
-    return {
-        "images_with_votes": len(votes),
-        "decisions": dict(sorted(tally.items())),
-        "agreement": agreement(votes, required, [KEEP, REMOVE]),
-        "annotators": annotator_counts(rows),
-    }
+def load_exports(
+    cat: Catalog, conn: Connection, projects: list[tuple[str, int]],
+    export_file: str | Path | None = None,
+) -> dict[str, tuple[int, list[dict[str, Any]]]]:
+    """``{project key: (project id, export tasks)}`` of the projects the export speaks for.
 
-
-def _set_group(con: Any, gid: int, outcomes: list[str | None]) -> tuple[str, int]:
-    """``reviewed`` (and a kept item that survived) once every shown image is decided."""
-    if any(o in (None, NEEDS_REVIEW) for o in outcomes):
-        cur = con.execute("UPDATE dedup_groups SET status='needs_review' WHERE group_id=? AND"
-                          " status IS NOT 'needs_review'", (gid,))
-        return "groups set needs_review", cur.rowcount
-    kept_ids = [r[0] for r in con.execute(
-        "SELECT item_id FROM items WHERE group_id=? AND status='kept' ORDER BY item_id", (gid,))]
-    old = con.execute("SELECT kept_item_id FROM dedup_groups WHERE group_id=?", (gid,)).fetchone()
-    kept = old[0] if old and old[0] in kept_ids else (kept_ids[0] if kept_ids else None)
-    cur = con.execute(
-        "UPDATE dedup_groups SET status='reviewed', kept_item_id=? WHERE group_id=? AND"
-        " (status IS NOT 'reviewed' OR kept_item_id IS NOT ?)", (kept, gid, kept))
-    return "groups set reviewed", cur.rowcount
-
-
-def apply_duplicate_decisions(
-    cat: Catalog, task_rows: Iterable[dict[str, Any]], votes: dict, required: int
-) -> Counter:
-    """Write the decisions of the voted images to ``items`` and ``dedup_groups``.
-
-    The items are those the task showed (by item id, so a later re-run of ``image_dedup`` that
-    renumbered the group does not matter); the group is the one those items belong to now.
-    An image whose annotations were all withdrawn goes back to ``needs_review``.
+    From the server, every project's full export (with the tasks nobody annotated); a
+    project whose export matches none of its pushed tasks is refused. From a file, the
+    projects whose pushed tasks it contains; a file that matches none of them is refused.
+    Nothing is stored before this check passes.
     """
-    counts: Counter = Counter()
-    now = utcnow()
-    with cat.tx() as con:
-        for t in task_rows:
-            images = json.loads(t["data_json"])["images"]
-            outcomes: list[str | None] = []
-            for img in images:
-                v = votes.get((t["task_id"], img["sha256"])) or {}
-                n_keep = sum(1 for x in v.values() if x == KEEP)
-                d = majority(n_keep, len(v) - n_keep, required)
-                status, reason = ITEM_STATUS[d.outcome], f"review: {d.reason}"
-                ids = json.dumps([int(i) for i in img["item_ids"]])
-                # no vote now: only an earlier review decision (all annotations withdrawn) is
-                # taken back; images nobody ever voted on are not touched
-                only_reviewed = "" if v else " AND reason LIKE 'review:%'"
-                cur = con.execute(
-                    "UPDATE items SET status=?, reason=?, updated_at=? WHERE item_id IN"
-                    " (SELECT value FROM json_each(?)) AND (status IS NOT ? OR reason IS NOT ?)"
-                    + only_reviewed, (status, reason, now, ids, status, reason))
-                counts[f"items set {status}"] += cur.rowcount
-                outcomes.append(d.outcome if v or cur.rowcount else None)
-            if all(o is None for o in outcomes):
-                continue
-            counts["groups with votes"] += 1
-            all_ids = json.dumps([int(i) for img in images for i in img["item_ids"]])
-            gids = [r[0] for r in con.execute(
-                "SELECT DISTINCT group_id FROM items WHERE item_id IN (SELECT value FROM"
-                " json_each(?)) AND group_id IS NOT NULL", (all_ids,))]
-            for gid in gids:
-                key, n = _set_group(con, gid, outcomes)
-                counts[key] += n
-    return counts
-
-
-def tag_votes(rows: Iterable[ReviewRow]) -> dict[str, dict[str, list[str]]]:
-    """``{sha256: {annotator: [concepts]}}`` of the answered (not skipped) tag checks."""
-    out: dict[str, dict[str, list[str]]] = {}
-    for r in rows:
-        if r.decision.startswith("[") and r.sha256:
-            out.setdefault(r.sha256, {})[r.annotator] = json.loads(r.decision)
+    from_file = read_export_file(export_file) if export_file is not None else None
+    out: dict[str, tuple[int, list[dict[str, Any]]]] = {}
+    pushed_total = 0
+    for key, pid in projects:
+        pushed = {int(t["task_id"]) for t in known_tasks(cat, key, conn.server, pid).values()}
+        pushed_total += len(pushed)
+        tasks = from_file if from_file is not None else export_tasks(conn.client, pid,
+                                                                     all_tasks=True)
+        if any(t["id"] in pushed for t in tasks) or not pushed:
+            out[key] = (pid, tasks)
+        elif from_file is None:
+            raise AnnotationError(_refusal(f"the export of project {pid}", tasks, len(pushed), key))
+    if from_file is not None and not out and pushed_total:
+        raise AnnotationError(_refusal(f"the export file {export_file}", from_file, pushed_total,
+                                       ", ".join(k for k, _ in projects)))
     return out
 
 
-def tag_summary(cat: Catalog, rows: list[ReviewRow], required: int) -> dict[str, Any]:
-    """Gemini tags scored against the people's majority sets, overall and per annotator."""
-    votes = tag_votes(rows)
-    gemini: dict[str, list[str]] = {}
-    for sha in votes:
-        row = cat.query("SELECT tags_json FROM tags WHERE sha256=?", (sha,))
-        gemini[sha] = json.loads(row[0]["tags_json"] or "[]") if row else []
-    people: dict[str, list[str]] = {}
-    for sha, answers in votes.items():
-        if len(answers) < required:
-            continue
-        count = Counter(c for cs in answers.values() for c in set(cs))
-        people[sha] = sorted(c for c, n in count.items() if 2 * n > len(answers))
-    per_annotator: dict[str, Any] = {}
-    for a in sorted({a for v in votes.values() for a in v}):
-        mine = {sha: v[a] for sha, v in votes.items() if a in v}
-        per_annotator[a] = score_tags(gemini, mine)
-    unanimous = sum(1 for sha in people if len({tuple(sorted(x)) for x in votes[sha].values()}) == 1)
-    return {
-        "images_with_answers": len(votes),
-        "images_decided": len(people),
-        "gemini_vs_people": score_tags(gemini, people),
-        "unanimous_share": unanimous / len(people) if people else None,
-        "per_annotator": per_annotator,
-        "annotators": annotator_counts(rows),
-    }
+def _refusal(source: str, tasks: list[dict[str, Any]], n_pushed: int, what: str) -> str:
+    content = "is empty" if not tasks else f"holds {len(tasks)} tasks"
+    return (f"{source} {content} and matches none of the {n_pushed} tasks pushed ({what}) from "
+            "this work dir; nothing was changed (wrong project, server or file?)")
 
 
-def pull(cat: Catalog, conn: Connection, kind: str, min_annotators: int = 3) -> dict[str, Any]:
-    """Export every annotation of the ``kind`` project, store, decide, apply; return a report."""
-    pid = require_project(cat, kind, conn.server)
-    params = {"action": "pull", "kind": kind, "project_id": pid, "server": conn.server,
-              "min_annotators": min_annotators}
+def pull(
+    cat: Catalog, conn: Connection, kind: str, min_annotators: int | None = None, *,
+    export_file: str | Path | None = None, locales: list[str] | None = None,
+) -> dict[str, Any]:
+    """Check the export, store every annotation, decide, apply; return a report."""
+    required = min_annotators or DEFAULT_MIN[kind]
+    projects = _project_keys(cat, conn.server, kind, locales)
+    exports = load_exports(cat, conn, projects, export_file)
+    users = user_names(conn.client)
+    params = {"action": "pull", "kind": kind, "server": conn.server, "min_annotators": required,
+              "projects": {k: pid for k, pid in projects},
+              "export_file": str(export_file) if export_file is not None else None}
+    if kind != "queries":
+        params["project_id"] = projects[0][1]
     with stage_run(cat, "review", params) as rec:
-        tasks = export_tasks(conn.client, pid)
-        task_rows = known_tasks(cat, kind, conn.server, pid).values()
-        task_map = {int(t["task_id"]): t for t in task_rows}
-        rows, parse_counts = parse_export(kind, tasks, task_map, user_names(conn.client))
-        stored = store_reviews(cat, kind, pid, rows, rec.run_id)
-        current = current_rows(cat, kind, pid)
-        report: dict[str, Any] = {
-            "kind": kind, "project_id": pid, "server": conn.server,
-            "min_annotators": min_annotators, "tasks_pushed": len(task_map),
-            "export": dict(parse_counts), "stored": dict(stored),
-        }
-        if kind == "duplicates":
-            applied = apply_duplicate_decisions(
-                cat, task_rows, duplicate_votes(current), min_annotators)
-            report["applied"] = dict(sorted(applied.items()))
-            report.update(duplicate_summary(current, min_annotators))
+        if kind == "queries":
+            report = _pull_queries(cat, conn, exports, users, required, rec.run_id)
         else:
-            report.update(tag_summary(cat, current, min_annotators))
+            pid, tasks = exports.get(kind, (projects[0][1], []))
+            report, current = _store(cat, conn, kind, pid, tasks, users, rec.run_id)
+            report["min_annotators"] = required
+            if kind == "duplicates":
+                applied = apply_duplicate_decisions(
+                    cat, known_tasks(cat, kind, conn.server, pid).values(),
+                    latest_decisions(current), required)
+                report["applied"] = dict(sorted(applied.items()))
+                report.update(duplicate_summary(current, required))
+            else:
+                report.update(tag_summary(cat, current, required))
         rec.counts, rec.summary = report, format_report(report)
     out = cat.workdir.exports_dir / "annotation" / f"{kind}_pull.json"
     atomic_write_text(out, json.dumps(report, indent=2, sort_keys=True, ensure_ascii=False,
                                       allow_nan=False) + "\n")
     return report
+
+
+def _store(
+    cat: Catalog, conn: Connection, key: str, pid: int, tasks: list[dict[str, Any]],
+    users: dict[int, str], run_id: int | None,
+) -> tuple[dict[str, Any], list]:
+    """Store the export's annotations of one project; the report's head and the current rows."""
+    task_map = {int(t["task_id"]): t for t in known_tasks(cat, key, conn.server, pid).values()}
+    choices = None
+    if key == "tags":
+        choices = recorded_choices(cat, key, conn.server)
+        if choices is None:  # pushed before choices were recorded: the catalog's concepts
+            from annotation.push import tag_concepts
+
+            choices = tag_concepts(cat)
+    rows, parse_counts = parse_export(base_kind(key), tasks, task_map, users, choices)
+    for note in ("annotations last saved by another account",
+                 "tag answers with concepts outside the list (rejected)"):
+        if parse_counts.get(note):
+            log.warning("%s: %d %s", key, parse_counts[note], note)
+    exported = {t["id"] for t in tasks if t["id"] in task_map}
+    stored = store_reviews(cat, key, pid, rows, run_id, exported)
+    report: dict[str, Any] = {
+        "kind": base_kind(key), "project_id": pid, "server": conn.server,
+        "tasks_pushed": len(task_map), "tasks_in_export": len(exported),
+        "export": dict(parse_counts), "stored": dict(stored),
+    }
+    return report, current_rows(cat, key, pid)
+
+
+def _pull_queries(
+    cat: Catalog, conn: Connection, exports: dict[str, tuple[int, list[dict[str, Any]]]],
+    users: dict[int, str], required: int, run_id: int | None,
+) -> dict[str, Any]:
+    """Per locale project: store, decide with the assigned reviewers, apply; then the CSV."""
+    locales: dict[str, Any] = {}
+    for key, (pid, tasks) in exports.items():
+        locale = key.split(":", 1)[1]
+        part, current = _store(cat, conn, key, pid, tasks, users, run_id)
+        assigned = assigned_reviewers(cat, locale).get(locale, [])
+        answers, uncounted = latest_answers(current, assigned)
+        task_rows = list(known_tasks(cat, key, conn.server, pid).values())
+        decisions = {int(t["task_id"]): decide_term(
+            answers.get(int(t["task_id"]), {}), json.loads(t["data_json"])["proposed"], required)
+            for t in task_rows}
+        applied = apply_term_decisions(cat, pid, task_rows, decisions, run_id)
+        del part["kind"], part["server"]
+        locales[locale] = {
+            **part,
+            "reviewers_assigned": assigned,
+            "not_counted": dict(sorted(uncounted.items())),
+            "outcomes": {k.removeprefix("outcome "): v for k, v in sorted(applied.items())
+                         if k.startswith("outcome ")},
+            "applied": {k: v for k, v in sorted(applied.items()) if not k.startswith("outcome ")},
+            "agreement": term_agreement(answers),
+            "annotators": annotator_counts(current),
+        }
+    path = write_queries_csv(cat)
+    reviewed = cat.query("SELECT COUNT(*) FROM query_terms WHERE source = 'reviewed'")[0][0]
+    return {"kind": "queries", "server": conn.server, "min_annotators": required,
+            "locales": locales, "queries_csv": str(path), "reviewed_terms": reviewed}
 
 
 def fmt_num(x: Any) -> str:
@@ -209,6 +222,8 @@ def fmt_num(x: Any) -> str:
 
 def format_report(report: dict[str, Any]) -> str:
     """One screen of text for the CLI and the stage-run record."""
+    if report["kind"] == "queries":
+        return _format_queries(report)
     lines = [f"{report['kind']} project {report['project_id']} ({report['server']}): "
              f"{report['tasks_pushed']} tasks pushed"]
     if "stored" in report:
@@ -227,4 +242,25 @@ def format_report(report: dict[str, Any]) -> str:
                      f"{fmt_num(s['precision'])}, recall {fmt_num(s['recall'])}, F1 {fmt_num(s['f1'])}")
     for a, c in report.get("annotators", {}).items():
         lines.append(f"  {a}: " + ", ".join(f"{k} {v}" for k, v in c.items()))
+    return "\n".join(lines)
+
+
+
+def _format_queries(report: dict[str, Any]) -> str:
+    lines = [f"queries ({report['server']}): {len(report['locales'])} locale projects, "
+             f"majority of at least {report['min_annotators']} assigned reviewers"]
+    for locale, r in report["locales"].items():
+        stored = ", ".join(f"{k} {v}" for k, v in sorted(r["stored"].items())) or "none"
+        lines.append(f"{locale}: project {r['project_id']}, {r['tasks_pushed']} tasks pushed; "
+                     f"annotations: {stored}")
+        lines.append("  reviewers: " + (", ".join(r["reviewers_assigned"]) or
+                     "none assigned (python -m annotation assign)"))
+        if r["not_counted"]:
+            lines.append("  not counted (not assigned to " + locale + "): " + ", ".join(
+                f"{a} {n}" for a, n in r["not_counted"].items()))
+        lines.append("  outcomes: " + ", ".join(f"{k} {v}" for k, v in r["outcomes"].items()))
+        ag = r["agreement"]
+        lines.append(f"  agreement over {ag['n_units']} tasks with 2+ answers: Krippendorff "
+                     f"alpha {fmt_num(ag['krippendorff_alpha'])}")
+    lines.append(f"{report['queries_csv']}: {report['reviewed_terms']} reviewed terms")
     return "\n".join(lines)

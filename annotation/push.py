@@ -3,31 +3,31 @@
 * ``duplicates``: one task per dedup group (default: groups with status ``needs_review``) with
   the group's images that wait for review (distinct images, side by side), and the automatic
   stage's proposal (keep the group's kept item, remove the others) as a prediction of the
-  project's model version.
+  project's model version; each image's label names its proposal, so pre-filled marks read as
+  the machine's proposal (``pull`` records one submitted unchanged as a confirmed proposal).
 * ``tags``: a seeded sample of images with Gemini tags; the tags are the prediction.
+* ``queries``: :mod:`annotation.queries` (one project per locale), through :func:`push_drafts`.
 
 Idempotent: each task carries a key (``group:<hash of concept and images>`` /
-``image:<sha256>``) in its ``meta``; before and after importing, the project's tasks are read
-back and every key is recorded in ``ls_tasks``, so a push interrupted between import and
-record, or run twice, never creates a second task for the same key. Images reach Label Studio
-through its local-files storage (``LOCAL_FILES_SERVING_ENABLED``) or through
-``python -m annotation serve-images``.
+``image:<sha256>`` / ``term:...``) in its ``meta``; before and after importing, the project's
+tasks are read back and every key is recorded in ``ls_tasks``, so a push interrupted between
+import and record, or run twice, never creates a second task for the same key. Images reach
+Label Studio through its local-files storage or ``serve-images`` (:mod:`annotation.links`).
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import os
 import random
 from collections import Counter
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
-from annotation.client import AnnotationError, Connection, export_tasks
+from annotation.client import Connection
 from annotation.configs import ProjectSpec, project_spec
+from annotation.exports import export_tasks
+from annotation.links import ImageLinks, TaskDraft
 from annotation.projects import (
     ensure_project,
     known_tasks,
@@ -45,79 +45,22 @@ REMOVED_STATUSES = ("near_duplicate", "duplicate", "removed")
 
 
 @dataclass
-class TaskDraft:
-    """A task to import: its key, catalog link, data and pre-annotation."""
-
-    key: str
-    data: dict[str, Any]
-    prediction: list[dict[str, Any]]
-    group_id: int | None = None
-    sha256: str | None = None
-
-
-@dataclass
 class PushReport:
     kind: str
     project_id: int
     created: int = 0
     already: int = 0
-    counts: Counter = field(default_factory=Counter)
+    counts: Counter = field(default_factory=Counter)  # drafts not pushed, by reason
+    notes: Counter = field(default_factory=Counter)  # pushed drafts worth a word
 
     def summary(self) -> str:
         extra = ", ".join(f"{k} {v}" for k, v in sorted(self.counts.items()))
+        notes = ", ".join(f"{k} {v}" for k, v in sorted(self.notes.items()))
         return (
             f"push {self.kind}: project {self.project_id}: {self.created} tasks created, "
             f"{self.already} already there" + (f"; skipped: {extra}" if extra else "")
+            + (f"; {notes}" if notes else "")
         )
-
-
-class ImageLinks:
-    """URLs under which Label Studio's browser sees the work dir's images."""
-
-    def __init__(self, images_dir: Path, mode: str, document_root: str | None = None):
-        self.images_dir = images_dir.resolve()
-        self.mode = mode
-        if mode == "local-files":
-            root = document_root or os.environ.get("LOCAL_FILES_DOCUMENT_ROOT")
-            if not root:
-                raise AnnotationError(
-                    "--images local-files needs --document-root or LOCAL_FILES_DOCUMENT_ROOT "
-                    "(the same value the Label Studio server was started with)"
-                )
-            self.root = Path(root).expanduser().resolve()
-            if not self.images_dir.is_relative_to(self.root):
-                raise AnnotationError(
-                    f"the images folder {self.images_dir} is not under the local-files document "
-                    f"root {self.root}; start Label Studio with a document root above the work dir"
-                )
-        elif mode.startswith(("http://", "https://")):
-            self.base = mode.rstrip("/")
-        else:
-            raise AnnotationError(
-                f"--images must be 'local-files' or the http URL of serve-images, got {mode!r}"
-            )
-
-    def url(self, sha256: str, ext: str) -> str:
-        ext = ext.lstrip(".").lower()
-        if self.mode == "local-files":
-            rel = (self.images_dir / sha256[:2] / f"{sha256}.{ext}").relative_to(self.root)
-            return "/data/local-files/?d=" + quote(rel.as_posix())
-        return f"{self.base}/img/{sha256}.{ext}"
-
-    def ensure_storage(self, client: Any, project_id: int) -> None:
-        """Local-files mode: a local import storage covering the images folder (serving only;
-        it is never synced, so it imports no tasks of its own)."""
-        if self.mode != "local-files":
-            return
-        path = str(self.images_dir)
-        for s in client.import_storage.local.list(project=project_id):
-            if (s.path or "").rstrip("/") == path:
-                return
-        client.import_storage.local.create(
-            project=project_id, path=path, title="3XCM images (serving only, do not sync)",
-            use_blob_urls=False,
-        )
-        log.info("created local-files storage %s for project %d", path, project_id)
 
 
 def _image_rows(cat: Catalog, where: str, params: tuple) -> list[Any]:
@@ -183,21 +126,24 @@ def duplicate_drafts(
             else:
                 keep = any(r["status"] not in REMOVED_STATUSES for r in rows)
             countries = sorted({r["country"] for r in rows})
+            proposal = "keep" if keep else "remove"
             images.append({
                 "url": links.url(sha, first["ext"]),
                 "sha256": sha,
                 "item_ids": [r["item_id"] for r in rows],
+                "proposal": proposal,
                 "label": f"#{idx + 1} {'/'.join(countries)} rank {first['rank']} "
-                         f"{first['width']}x{first['height']} {sha[:10]}",
+                         f"{first['width']}x{first['height']} {sha[:10]} | "
+                         f"automatic proposal: {proposal}",
             })
             prediction.append({
                 "from_name": f"decision_{idx}", "to_name": f"image_{idx}", "type": "choices",
-                "value": {"choices": ["keep" if keep else "remove"]},
+                "value": {"choices": [proposal]},
             })
         data = {
             "title": f"Concept: {g['concept']}",
-            "info": f"Group {g['group_id']}: {len(images)} images. Remove copies of the same "
-                    "scene or object without meaningful change.",
+            "info": f"Group {g['group_id']}: {len(images)} images side by side. Remove copies of "
+                    "the same scene or object without meaningful change.",
             "group_id": g["group_id"],
             "concept": g["concept"],
             "images": images,
@@ -266,7 +212,8 @@ def push(
     annotators: int | None = None,
     batch_size: int = 100,
 ) -> PushReport:
-    """Create or reuse the project of ``kind`` and import the tasks it does not hold yet.
+    """Create or reuse the project of ``kind`` (``duplicates`` or ``tags``; the query-term
+    review is :func:`annotation.queries.push_queries`) and import the tasks it does not hold yet.
 
     ``title`` and ``annotators`` (annotations per task) default to the existing project's,
     else to the kind's default title and 3.
@@ -280,27 +227,43 @@ def push(
         drafts, skipped = duplicate_drafts(cat, links, statuses)
     else:
         drafts, skipped = tag_drafts(cat, links, concepts, sample, seed)
+    params = {"images": images, "statuses": list(statuses), "sample": sample, "seed": seed}
+    return push_drafts(cat, conn, spec, links, drafts, skipped, params, batch_size)
+
+
+def push_drafts(
+    cat: Catalog, conn: Connection, spec: ProjectSpec, links: ImageLinks,
+    drafts: list[TaskDraft], skipped: Counter, params: dict[str, Any], batch_size: int = 100,
+    notes: Counter | None = None,
+) -> PushReport:
+    """Ensure the project of ``spec``, then import the drafts whose key it does not hold yet.
+
+    The project's tasks are read back before and after the import and every key is recorded
+    (``ls_tasks``), so an interrupted or repeated push never creates a second task per key.
+    """
     pid = ensure_project(cat, conn, spec)
-    params = {"action": "push", "kind": kind, "project_id": pid, "server": conn.server,
-              "images": images, "statuses": list(statuses), "sample": sample, "seed": seed,
-              "annotators": annotators}
+    params = {"action": "push", "kind": spec.kind, "project_id": pid, "server": conn.server,
+              "annotators": spec.annotators, **params}
     with stage_run(cat, "review", params) as rec:
         links.ensure_storage(conn.client, pid)
-        record_tasks(cat, kind, conn.server, pid, export_tasks(conn.client, pid, all_tasks=True))
-        have = known_tasks(cat, kind, conn.server, pid)
+        record_tasks(cat, spec.kind, conn.server, pid,
+                     export_tasks(conn.client, pid, all_tasks=True))
+        have = known_tasks(cat, spec.kind, conn.server, pid)
         todo = [d for d in drafts if d.key not in have]
-        report = PushReport(kind, pid, already=len(drafts) - len(todo), counts=skipped)
+        report = PushReport(spec.kind, pid, already=len(drafts) - len(todo), counts=skipped,
+                            notes=notes or Counter())
         _import(conn, spec, pid, todo, batch_size, report)
-        record_tasks(cat, kind, conn.server, pid, export_tasks(conn.client, pid, all_tasks=True))
+        record_tasks(cat, spec.kind, conn.server, pid,
+                     export_tasks(conn.client, pid, all_tasks=True))
         rec.counts = {"created": report.created, "already": report.already,
-                      "skipped": dict(report.counts)}
+                      "skipped": dict(report.counts), "notes": dict(report.notes)}
         rec.summary = report.summary()
     return report
 
 
 def _import(conn: Connection, spec: ProjectSpec, pid: int, todo: list[TaskDraft],
             batch_size: int, report: PushReport) -> None:
-    """Import the drafts in batches, each with its pre-annotation as a prediction."""
+    """Import the drafts in batches, each with its pre-annotation (if any) as a prediction."""
     from tqdm.auto import tqdm
 
     with tqdm(total=len(todo), desc=f"push {spec.kind}", unit="task") as bar:
@@ -308,8 +271,8 @@ def _import(conn: Connection, spec: ProjectSpec, pid: int, todo: list[TaskDraft]
             batch = todo[start : start + batch_size]
             payload = [
                 {"data": d.data, "meta": {"task_key": d.key},
-                 "predictions": [{"model_version": spec.model_version, "score": 1.0,
-                                  "result": d.prediction}]}
+                 **({"predictions": [{"model_version": spec.model_version, "score": 1.0,
+                                      "result": d.prediction}]} if d.prediction else {})}
                 for d in batch
             ]
             conn.client.projects.import_tasks(pid, request=payload, return_task_ids=True)

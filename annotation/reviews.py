@@ -1,19 +1,23 @@
 """Raw annotator decisions: parse a Label Studio export, store it in ``reviews`` with history.
 
-One review row per (annotation, image): the task, the image (sha256 and its first item), the
-annotator (e-mail), the decision and the annotation's time. A row is identified by its
+One review row per (annotation, image) of a duplicates task, per annotation of a tag or a
+query-term task: the task, the image (sha256 and its first item), the annotator (e-mail), the
+decision, the typed answer (a better query term) and the annotation's time. A row is identified by its
 annotation; ``result_sha`` (sha256 of the result and the cancelled flag) tells whether the
 annotation changed since the last pull. A changed annotation gets new rows (``current = 1``)
 and its old rows stay with ``current = 0``: the history keeps both. An annotation deleted in
-Label Studio keeps its rows too, with ``current = 0``.
+Label Studio keeps its rows too, with ``current = 0``; only the tasks an export contains are
+judged, so a partial export leaves the others as they are. An answer that contradicts itself
+is stored as such (``contradiction``), never turned into a vote.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import unicodedata
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +27,8 @@ from builder.catalog import Catalog, utcnow
 log = logging.getLogger(__name__)
 
 DUP_CHOICES = ("keep", "remove")
+TERM_VERDICTS = ("correct", "better_term", "unclear")
+PROPOSAL = "prediction"  # Label Studio's ``origin`` of a pre-filled result left unchanged
 
 
 @dataclass(frozen=True)
@@ -35,6 +41,7 @@ class ReviewRow:
     decision: str
     annotated_at: str | None
     result_sha: str
+    answer: str | None = None
 
 
 def _annotator(ann: Mapping[str, Any], users: Mapping[int, str]) -> str:
@@ -43,7 +50,10 @@ def _annotator(ann: Mapping[str, Any], users: Mapping[int, str]) -> str:
         return str(who.get("email") or who.get("username") or who.get("id"))
     if who is None:
         return "unknown"
-    return users.get(int(who), f"user:{who}")
+    try:
+        return users.get(int(who), f"user:{who}")
+    except (TypeError, ValueError):
+        return f"user:{who}"
 
 
 def _result_sha(ann: Mapping[str, Any]) -> str:
@@ -51,36 +61,99 @@ def _result_sha(ann: Mapping[str, Any]) -> str:
     return sha256_text(json.dumps(blob, sort_keys=True))
 
 
-def _choices(ann: Mapping[str, Any]) -> dict[str, list[str]]:
-    out: dict[str, list[str]] = {}
+def _results(ann: Mapping[str, Any], kind: str) -> dict[str, tuple[list[str], str | None]]:
+    """``{from_name: (values, origin)}`` of the annotation's results of one type
+    (``choices``: the chosen values; ``textarea``: the typed texts)."""
+    key = "choices" if kind == "choices" else "text"
+    out: dict[str, tuple[list[str], str | None]] = {}
     for r in ann.get("result") or []:
-        if isinstance(r, dict) and r.get("type") == "choices":
-            vals = (r.get("value") or {}).get("choices") or []
-            out[str(r.get("from_name"))] = [str(v) for v in vals]
+        if isinstance(r, dict) and r.get("type") == kind:
+            vals = (r.get("value") or {}).get(key) or []
+            vals = [vals] if isinstance(vals, str) else vals
+            out[str(r.get("from_name"))] = ([str(v) for v in vals], r.get("origin"))
     return out
+
+
+def _choices(ann: Mapping[str, Any]) -> dict[str, list[str]]:
+    return {k: v for k, (v, _) in _results(ann, "choices").items()}
 
 
 def duplicate_decisions(ann: Mapping[str, Any], n_images: int) -> list[str]:
     """Per-image decisions of one annotation of a duplicates task.
 
-    ``keep`` / ``remove`` where the annotator chose one; ``none_duplicates`` where they ticked
-    "none of these are duplicates" and made no per-image choice (counts as keep); ``skipped``
-    for a skipped task; ``unanswered`` otherwise; ``invalid`` for an unknown value.
+    ``keep`` / ``remove`` where the annotator chose one; ``confirmed_keep`` /
+    ``confirmed_remove`` where the pre-filled proposal was submitted unchanged (Label Studio
+    marks such a result ``origin: prediction``): a confirmation of the machine's proposal, not
+    an independent decision; ``none_duplicates`` where "None of these are duplicates" was
+    ticked and the image has no choice (counts as keep); ``contradiction`` for every image
+    when "None of these are duplicates" is ticked while an image is marked remove (the answer
+    says both; it is not resolved here, the images go to ``needs_review``); ``skipped`` for a
+    skipped task; ``unanswered`` otherwise; ``invalid`` for an unknown value.
     """
     if ann.get("was_cancelled"):
         return ["skipped"] * n_images
-    ch = _choices(ann)
-    none = "none_duplicates" in ch.get("group", [])
+    res = _results(ann, "choices")
+    none = "none_duplicates" in res.get("group", ([], None))[0]
     out = []
     for i in range(n_images):
-        vals = ch.get(f"decision_{i}") or []
+        vals, origin = res.get(f"decision_{i}", ([], None))
         if len(vals) == 1 and vals[0] in DUP_CHOICES:
-            out.append(vals[0])
+            out.append(f"confirmed_{vals[0]}" if origin == PROPOSAL else vals[0])
         elif vals:
             out.append("invalid")
         else:
             out.append("none_duplicates" if none else "unanswered")
+    if none and any(d.endswith("remove") for d in out):
+        return ["contradiction"] * n_images
     return out
+
+
+def normalize_term(text: str) -> str:
+    """A typed term as stored: Unicode NFC, inner whitespace collapsed, trimmed."""
+    return " ".join(unicodedata.normalize("NFC", text).split())
+
+
+def same_term(a: str, b: str) -> bool:
+    """Two terms are the same answer when they differ only in case or spacing."""
+    return normalize_term(a).casefold() == normalize_term(b).casefold()
+
+
+def term_decision(ann: Mapping[str, Any], proposed: str) -> tuple[str, str | None]:
+    """``(decision, answer)`` of one annotation of a query-term task.
+
+    ``correct``; ``better_term`` with the typed term; ``unclear`` (the concept is unclear in
+    this language); ``contradiction`` when the answer says two things (``correct`` or
+    ``unclear`` with a different term typed, ``better term`` with the proposed term, several
+    different terms) and ``incomplete`` (``better term`` with nothing typed), the answer text
+    saying what; ``skipped``; ``unanswered``; ``invalid`` for an unknown choice.
+    """
+    if ann.get("was_cancelled"):
+        return "skipped", None
+    verdict = _choices(ann).get("verdict", [])
+    typed = [normalize_term(t) for t in _results(ann, "textarea").get("better_term", ([], None))[0]]
+    typed = [t for t in typed if t]
+    first: dict[str, str] = {}
+    for t in typed:  # the first spelling of each term
+        first.setdefault(t.casefold(), t)
+    distinct = list(first.values())
+    if not verdict and not distinct:
+        return "unanswered", None
+    if len(verdict) != 1 or verdict[0] not in TERM_VERDICTS:
+        return "invalid", json.dumps(verdict, ensure_ascii=False)
+    v = verdict[0]
+    if len(distinct) > 1:
+        return "contradiction", f"{v} with several terms typed: {' / '.join(distinct)}"
+    text = distinct[0] if distinct else None
+    if v == "better_term":
+        if text is None:
+            return "incomplete", "a better term chosen but none typed"
+        if same_term(text, proposed):
+            return "contradiction", f"a better term chosen but the proposed term typed: {text}"
+        return "better_term", text
+    if text is not None and not (v == "correct" and same_term(text, proposed)):
+        label = "correct" if v == "correct" else "unclear"
+        return "contradiction", f"{label} chosen and a different term typed: {text}"
+    return v, None
 
 
 def parse_export(
@@ -88,8 +161,11 @@ def parse_export(
     tasks: Iterable[Mapping[str, Any]],
     task_map: Mapping[int, Mapping[str, Any]],
     users: Mapping[int, str],
+    choices: Collection[str] | None = None,
 ) -> tuple[list[ReviewRow], Counter]:
-    """Review rows of every annotation of the pushed tasks in a JSON export."""
+    """Review rows of every annotation of the pushed tasks in a checked JSON export
+    (:func:`annotation.exports.check_tasks`). ``choices``: the tag check's concepts; an answer
+    with a concept outside them is stored as ``invalid`` (and counted), never as a vote."""
     rows: list[ReviewRow] = []
     counts: Counter = Counter()
     for t in tasks:
@@ -100,9 +176,15 @@ def parse_export(
         data = json.loads(pushed["data_json"])
         for ann in t.get("annotations") or []:
             counts["annotations"] += 1
+            annotator = _annotator(ann, users)
+            editor = ann.get("updated_by")
+            if editor is not None and _annotator({"completed_by": editor}, users) != annotator:
+                # Label Studio lets any member of the organization change any annotation; the
+                # answer stays its author's, the report says how many were saved by another
+                counts["annotations last saved by another account"] += 1
             base = dict(
                 task_id=int(t["id"]), annotation_id=int(ann["id"]),
-                annotator=_annotator(ann, users),
+                annotator=annotator,
                 annotated_at=ann.get("updated_at") or ann.get("created_at"),
                 result_sha=_result_sha(ann),
             )
@@ -111,36 +193,57 @@ def parse_export(
                 for img, dec in zip(images, duplicate_decisions(ann, len(images)), strict=True):
                     rows.append(ReviewRow(item_id=img["item_ids"][0], sha256=img["sha256"],
                                           decision=dec, **base))
+            elif kind == "tags":
+                dec, answer = _tag_decision(ann, choices)
+                if dec == "invalid":
+                    counts["tag answers with concepts outside the list (rejected)"] += 1
+                rows.append(ReviewRow(item_id=None, sha256=data["sha256"], decision=dec,
+                                      answer=answer, **base))
             else:
-                if ann.get("was_cancelled"):
-                    dec = "skipped"
-                else:
-                    dec = json.dumps(sorted(set(_choices(ann).get("concepts", []))),
-                                     ensure_ascii=False)
-                rows.append(ReviewRow(item_id=None, sha256=data["sha256"], decision=dec, **base))
+                dec, answer = term_decision(ann, data["proposed"])
+                rows.append(ReviewRow(item_id=None, sha256=None, decision=dec, answer=answer,
+                                      **base))
     return rows, counts
 
 
+def _tag_decision(ann: Mapping[str, Any], choices: Collection[str] | None) -> tuple[str, str | None]:
+    """The sorted concept list as JSON, or ``invalid`` with the concepts outside ``choices``."""
+    if ann.get("was_cancelled"):
+        return "skipped", None
+    picked = sorted(set(_choices(ann).get("concepts", [])))
+    outside = [c for c in picked if choices is not None and c not in choices]
+    if outside:
+        return "invalid", json.dumps(outside, ensure_ascii=False)
+    return json.dumps(picked, ensure_ascii=False), None
+
+
 def store_reviews(
-    cat: Catalog, kind: str, project_id: int, rows: list[ReviewRow], run_id: int | None
+    cat: Catalog, kind: str, project_id: int, rows: list[ReviewRow], run_id: int | None,
+    exported_tasks: Collection[int],
 ) -> Counter:
-    """Store new and changed annotations; retire deleted ones. Unchanged ones are untouched."""
+    """Store new and changed annotations; retire the deleted ones. Unchanged ones are untouched.
+
+    Only tasks in ``exported_tasks`` (the export's task ids) speak: an annotation is retired
+    as deleted only when its task is in the export without it, so a partial export changes
+    nothing about the tasks it does not contain.
+    """
     by_ann: dict[int, list[ReviewRow]] = {}
     for r in rows:
         by_ann.setdefault(r.annotation_id, []).append(r)
+    exported = set(exported_tasks)
     counts: Counter = Counter()
     now = utcnow()
     with cat.tx() as con:
         current = {
-            int(r["annotation_id"]): r["result_sha"]
+            int(r["annotation_id"]): (r["result_sha"], int(r["task_id"]))
             for r in con.execute(
-                "SELECT DISTINCT annotation_id, result_sha FROM reviews WHERE kind=? AND"
+                "SELECT DISTINCT annotation_id, result_sha, task_id FROM reviews WHERE kind=? AND"
                 " project_id=? AND current=1", (kind, project_id)
             )
         }
         for ann_id, ann_rows in by_ann.items():
             old = current.get(ann_id)
-            if old == ann_rows[0].result_sha:
+            if old is not None and old[0] == ann_rows[0].result_sha:
                 counts["unchanged"] += 1
                 continue
             if old is not None:
@@ -153,12 +256,15 @@ def store_reviews(
                 counts["new"] += 1
             con.executemany(
                 "INSERT INTO reviews (kind, project_id, task_id, annotation_id, annotator, item_id,"
-                " sha256, decision, annotated_at, pulled_at, current, result_sha, run_id)"
-                " VALUES (?,?,?,?,?,?,?,?,?,?,1,?,?)",
+                " sha256, decision, annotated_at, pulled_at, current, result_sha, run_id, answer)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,1,?,?,?)",
                 [(kind, project_id, r.task_id, r.annotation_id, r.annotator, r.item_id, r.sha256,
-                  r.decision, r.annotated_at, now, r.result_sha, run_id) for r in ann_rows],
+                  r.decision, r.annotated_at, now, r.result_sha, run_id, r.answer)
+                 for r in ann_rows],
             )
-        for ann_id in set(current) - set(by_ann):
+        for ann_id, (_, task_id) in current.items():
+            if ann_id in by_ann or task_id not in exported:
+                continue
             con.execute(
                 "UPDATE reviews SET current=0 WHERE kind=? AND project_id=? AND annotation_id=?"
                 " AND current=1", (kind, project_id, ann_id)
@@ -176,6 +282,6 @@ def current_rows(cat: Catalog, kind: str, project_id: int) -> list[ReviewRow]:
     return [
         ReviewRow(task_id=r["task_id"], annotation_id=r["annotation_id"], annotator=r["annotator"],
                   item_id=r["item_id"], sha256=r["sha256"], decision=r["decision"],
-                  annotated_at=r["annotated_at"], result_sha=r["result_sha"])
+                  annotated_at=r["annotated_at"], result_sha=r["result_sha"], answer=r["answer"])
         for r in rows
     ]

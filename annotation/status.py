@@ -1,32 +1,47 @@
 """Progress of the review projects (``python -m annotation status``).
 
-Reads the live project (nothing is written): tasks, how many distinct annotators answered
-each task (0, 1, 2, 3+; skipped tasks do not count), and the agreement so far, computed from
-the live annotations exactly as ``pull`` would.
+Reads the live projects (nothing is written): tasks, how many distinct annotators answered
+each task (0, 1, 2, 3+; skipped tasks do not count), and the decisions and agreement so far,
+computed from the live annotations exactly as ``pull`` would (the query-term review per
+locale project, counting the assigned reviewers only).
 """
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from typing import Any
 
-from annotation.client import Connection, export_tasks, user_names
-from annotation.configs import KINDS
-from annotation.projects import known_tasks, recorded_project
-from annotation.pull import duplicate_summary, fmt_num, tag_summary
+from annotation.client import Connection, user_names
+from annotation.configs import KINDS, base_kind
+from annotation.decide import duplicate_summary, tag_summary
+from annotation.exports import export_tasks
+from annotation.projects import (
+    assigned_reviewers,
+    known_tasks,
+    recorded_choices,
+    recorded_keys,
+    recorded_project,
+)
+from annotation.pull import DEFAULT_MIN, fmt_num
 from annotation.reviews import parse_export
+from annotation.terms import decide_term, latest_answers, term_agreement
 from builder.catalog import Catalog
 
 
 def project_status(
-    cat: Catalog, conn: Connection, kind: str, min_annotators: int = 3
+    cat: Catalog, conn: Connection, key: str, min_annotators: int | None = None
 ) -> dict[str, Any] | None:
-    """Status of the ``kind`` project, or None when this work dir has not pushed it."""
-    pid = recorded_project(cat, kind, conn.server)
+    """Status of the project ``key`` (a kind, or ``queries:<locale>``), or None when this work
+    dir has not pushed it."""
+    pid = recorded_project(cat, key, conn.server)
     if pid is None:
         return None
+    kind = base_kind(key)
+    required = min_annotators or DEFAULT_MIN[kind]
     tasks = export_tasks(conn.client, pid, all_tasks=True)
-    task_map = {int(t["task_id"]): t for t in known_tasks(cat, kind, conn.server, pid).values()}
+    known = known_tasks(cat, key, conn.server, pid)
+    task_map = {int(t["task_id"]): t for t in known.values()}
     users = user_names(conn.client)
     by_n: Counter = Counter()
     for t in tasks:
@@ -35,22 +50,32 @@ def project_status(
                for a in t.get("annotations") or [] if not a.get("was_cancelled")}
         n = len(who)
         by_n[str(n) if n < 3 else "3+"] += 1
-    rows, _ = parse_export(kind, tasks, task_map, users)
+    rows, _ = parse_export(kind, tasks, task_map, users, recorded_choices(cat, key, conn.server))
     out: dict[str, Any] = {
-        "kind": kind, "project_id": pid, "tasks": len(tasks),
+        "kind": key, "project_id": pid, "tasks": len(tasks),
         "tasks_recorded": len(task_map),
         "annotated_by": {k: by_n.get(k, 0) for k in ("0", "1", "2", "3+")},
     }
     if kind == "duplicates":
-        out.update(duplicate_summary(rows, min_annotators))
+        out.update(duplicate_summary(rows, required))
+    elif kind == "tags":
+        out.update(tag_summary(cat, rows, required))
     else:
-        out.update(tag_summary(cat, rows, min_annotators))
+        locale = key.split(":", 1)[1]
+        answers, uncounted = latest_answers(rows, assigned_reviewers(cat, locale).get(locale, []))
+        outcomes = Counter(decide_term(answers.get(tid, {}), json.loads(t["data_json"])["proposed"],
+                                       required).outcome for tid, t in task_map.items())
+        out.update({"outcomes": dict(sorted(outcomes.items())),
+                    "term_agreement": term_agreement(answers),
+                    "not_counted": dict(sorted(uncounted.items()))})
     return out
 
 
-def status(cat: Catalog, conn: Connection, min_annotators: int = 3) -> list[dict[str, Any]]:
+def status(cat: Catalog, conn: Connection, min_annotators: int | None = None
+           ) -> list[dict[str, Any]]:
     """Status of every review project this work dir has pushed."""
-    return [s for k in KINDS if (s := project_status(cat, conn, k, min_annotators)) is not None]
+    keys = [k for kind in KINDS for k in recorded_keys(cat, kind, conn.server)]
+    return [s for k in keys if (s := project_status(cat, conn, k, min_annotators)) is not None]
 
 
 def format_status(items: list[dict[str, Any]]) -> str:
@@ -71,6 +96,10 @@ def format_status(items: list[dict[str, Any]]) -> str:
                 f"{fmt_num(ag['krippendorff_alpha'])}, kappa {fmt_num(ag['fleiss_kappa'])}; decisions "
                 + ", ".join(f"{k} {v}" for k, v in s["decisions"].items())
             )
+        if "outcomes" in s:
+            lines.append("  outcomes so far: " + ", ".join(
+                f"{k} {v}" for k, v in s["outcomes"].items()) + "; alpha "
+                + fmt_num(s["term_agreement"]["krippendorff_alpha"]))
         if "gemini_vs_people" in s:
             g = s["gemini_vs_people"]
             lines.append(f"  Gemini tags so far on {g['n_units']} images: precision "

@@ -86,6 +86,7 @@ def label_studio() -> Iterator[LabelStudioServer]:
         "LOCAL_FILES_DOCUMENT_ROOT": str(doc_root),
         "SENTRY_DSN": "",
         "FRONTEND_SENTRY_DSN": "",
+        "COLLECT_ANALYTICS": "false",  # else the server posts usage to tele.labelstud.io
     })
     log_path = tmp / "label-studio.log"
     with open(log_path, "wb") as log_file:

@@ -13,7 +13,7 @@ import pytest
 
 import annotation
 from annotation.cli import main
-from annotation.client import export_tasks
+from annotation.exports import export_tasks
 from annotation.pull import format_report, pull
 from annotation.push import push
 from annotation.status import format_status, status
@@ -308,3 +308,44 @@ def test_cli_push_with_serve_images_urls(label_studio, ls_conn, monkeypatch, cap
     project = ls_conn.client.projects.get(pid)
     # a push without --project-title / --annotators keeps the project's
     assert (project.title, project.maximum_annotations) == ("cli test", 2)
+
+
+def test_pull_refuses_exports_that_match_no_pushed_task(label_studio, ls_conn, annotators,
+                                                         monkeypatch, capsys, tmp_path):
+    """Issue 15: a wrong export (another project's, or a project emptied on the server) is
+    refused with one line and retires no stored decision."""
+    root = label_studio.document_root / "refuse-work"
+    cat, sha, items = synth.build(root)
+    kw = dict(document_root=str(label_studio.document_root))
+    dup = push(cat, ls_conn, "duplicates", title="refusal test", **kw)
+    tags = push(cat, ls_conn, "tags", title="refusal tags", sample=10, seed=0, **kw)
+    tid = _task_ids(cat, "duplicates")
+    u1, u2, u3 = (annotators[f"ann{n}@example.com"] for n in (1, 2, 3))
+    for u in (u1, u2, u3):
+        ls_conn.client.annotations.create(id=tid["group:2"], completed_by=u,
+                                          result=[_choice(0, "keep"), _choice(1, "remove")])
+    pull(cat, ls_conn, "duplicates")
+    assert _status(cat, items["E"]) == {("removed", "review: majority of 3 (keep 0, remove 3)")}
+    before = synth.snapshot(cat)
+    cat.close()
+    monkeypatch.setenv("LABEL_STUDIO_URL", label_studio.url)
+    monkeypatch.setenv("LABEL_STUDIO_API_KEY", label_studio.token)
+    # the tag project's export saved to a file and pulled as the duplicate review's
+    other = tmp_path / "tags-export.json"
+    other.write_bytes(b"".join(ls_conn.client.projects.exports.download_sync(
+        tags.project_id, export_type="JSON", download_all_tasks=True)))
+    argv = ["pull", "--workdir", str(root), "--kind", "duplicates"]
+    assert main([*argv, "--export-file", str(other)]) == 2
+    err = [ln for ln in capsys.readouterr().err.splitlines() if not ln.endswith(
+        f"connected to Label Studio at {label_studio.url} as {ls_conn.user_email}")]
+    assert len(err) == 1 and "holds 3 tasks and matches none of the 4 tasks pushed" in err[0]
+    # someone deleted every task of the project on the server: its export is []
+    for t in ls_conn.client.tasks.list(project=dup.project_id):
+        ls_conn.client.tasks.delete(id=t.id)
+    assert main(argv) == 2
+    err = [ln for ln in capsys.readouterr().err.splitlines() if not ln.endswith(
+        f"connected to Label Studio at {label_studio.url} as {ls_conn.user_email}")]
+    assert len(err) == 1
+    assert f"the export of project {dup.project_id} is empty and matches none" in err[0]
+    with Catalog.open(root) as again:
+        assert synth.snapshot(again) == before

@@ -21,7 +21,9 @@ def test_configs_parse_and_carry_the_guideline():
     dup = project_spec("duplicates")
     root = ET.fromstring(dup.label_config)
     assert root.find(".//Repeater").get("on") == "$images"
-    assert {c.get("value") for c in root.iter("Choice")} == {"keep", "remove", "none_duplicates"}
+    # what the answer stores (the alias where one is set; Label Studio shows the value)
+    assert {c.get("alias") or c.get("value") for c in root.iter("Choice")} == {
+        "keep", "remove", "none_duplicates"}
     assert "<b>same scene or object without meaningful change</b>" in dup.instruction_html
     assert dup.instruction_html.count("<table>") == 1 and "<ol>" in dup.instruction_html
     tags = ET.fromstring(tags_config(["food", 'a "quoted" & <odd> one']))
@@ -42,6 +44,15 @@ def test_duplicate_decisions():
     odd = {"from_name": "decision_1", "type": "choices", "value": {"choices": ["maybe"]}}
     assert duplicate_decisions({"result": [keep0]}, 3) == ["keep", "unanswered", "unanswered"]
     assert duplicate_decisions({"result": [keep0, none]}, 2) == ["keep", "none_duplicates"]
+    # "none of these are duplicates" while an image is marked remove: the answer says both
+    remove1 = {"from_name": "decision_1", "type": "choices", "value": {"choices": ["remove"]}}
+    assert duplicate_decisions({"result": [keep0, remove1, none]}, 2) == ["contradiction"] * 2
+    # a pre-filled proposal submitted unchanged is a confirmation, a changed one the person's
+    proposed = [{**keep0, "origin": "prediction"}, {**remove1, "origin": "prediction"}]
+    assert duplicate_decisions({"result": proposed}, 2) == ["confirmed_keep", "confirmed_remove"]
+    changed = [{**keep0, "origin": "prediction"}, {**remove1, "origin": "prediction-changed"}]
+    assert duplicate_decisions({"result": changed}, 2) == ["confirmed_keep", "remove"]
+    assert duplicate_decisions({"result": [*proposed, none]}, 2) == ["contradiction"] * 2
     assert duplicate_decisions({"result": [odd]}, 2) == ["unanswered", "invalid"]
     assert duplicate_decisions({"result": [keep0], "was_cancelled": True}, 2) == ["skipped"] * 2
 

@@ -1,0 +1,201 @@
+"""Decisions of the duplicate review and the tag check from the stored answers.
+
+Duplicates: each image of a group is decided by strict majority of the current votes of its
+annotators (each annotator's latest answer). ``keep``, "none of these are duplicates" and a
+confirmed ``keep`` proposal count as keep; ``remove`` and a confirmed ``remove`` proposal as
+remove; a tie or fewer votes than required leave it ``needs_review``, and so does an answer
+that contradicts itself ("None of these are duplicates" ticked while an image is marked
+remove), whatever the other votes say, until it is corrected. A vote that confirmed the
+machine's proposal unchanged is counted and named as such in the item's reason. Decisions go
+to ``items.status`` of the items the task showed (``kept`` / ``removed`` / ``needs_review``,
+reason ``review: ...``) and their group becomes ``reviewed`` (which ``image_dedup`` then
+leaves alone) once every shown image is decided. Images nobody has voted on are left as they
+are; an image whose answers were all withdrawn goes back to ``needs_review``. Only rows whose
+status or reason changes are written, so deciding again with nothing new changes nothing.
+
+Tags: the people's answer per image is the set of concepts a strict majority of its
+annotators ticked (images with fewer answers than required wait); Gemini's tags are scored
+against it (micro precision / recall), overall and per annotator.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from annotation.agreement import KEEP, NEEDS_REVIEW, REMOVE, Decision, agreement, majority
+from annotation.agreement import tag_precision_recall as score_tags
+from annotation.reviews import ReviewRow
+from builder.catalog import Catalog, utcnow
+
+VOTE = {"keep": KEEP, "none_duplicates": KEEP, "confirmed_keep": KEEP,
+        "remove": REMOVE, "confirmed_remove": REMOVE}
+ITEM_STATUS = {KEEP: "kept", REMOVE: "removed", NEEDS_REVIEW: "needs_review"}
+CONTRADICTION = "contradiction"
+
+
+def latest_decisions(rows: Iterable[ReviewRow]) -> dict[tuple[int, str], dict[str, str]]:
+    """``{(task_id, sha256): {annotator: decision}}``: each annotator's latest answer (rows
+    come oldest first)."""
+    out: dict[tuple[int, str], dict[str, str]] = {}
+    for r in rows:
+        if r.sha256:
+            out.setdefault((r.task_id, r.sha256), {})[r.annotator] = r.decision
+    return out
+
+
+def duplicate_votes(rows: Iterable[ReviewRow]) -> dict[tuple[int, str], dict[str, str]]:
+    """``{(task_id, sha256): {annotator: keep|remove}}`` of the latest answers that are votes."""
+    out: dict[tuple[int, str], dict[str, str]] = {}
+    for key, per in latest_decisions(rows).items():
+        votes = {a: VOTE[d] for a, d in per.items() if d in VOTE}
+        if votes:
+            out[key] = votes
+    return out
+
+
+def image_decision(decisions: Mapping[str, str], required: int) -> Decision:
+    """One image's outcome from its annotators' latest decisions (see the module docstring)."""
+    votes = [VOTE[d] for d in decisions.values() if d in VOTE]
+    n_keep = votes.count(KEEP)
+    d = majority(n_keep, len(votes) - n_keep, required)
+    tally = f"keep {d.n_keep}, remove {d.n_remove}"
+    contradicted = sorted(a for a, x in decisions.items() if x == CONTRADICTION)
+    if contradicted:
+        return Decision(NEEDS_REVIEW, d.n_keep, d.n_remove,
+                        f"contradictory answer by {', '.join(contradicted)} ('None of these are"
+                        f" duplicates' ticked while an image is marked remove; {tally})")
+    confirmed = sum(1 for x in decisions.values() if x.startswith("confirmed_"))
+    if confirmed:
+        return Decision(d.outcome, d.n_keep, d.n_remove,
+                        d.reason[:-1] + f"; {confirmed} confirmed the proposal unchanged)")
+    return d
+
+
+def answered(decisions: Mapping[str, str]) -> bool:
+    """Whether an image has an answer that decides or blocks it (a vote or a contradiction)."""
+    return any(d in VOTE or d == CONTRADICTION for d in decisions.values())
+
+
+def annotator_counts(rows: Iterable[ReviewRow]) -> dict[str, dict[str, int]]:
+    """Per annotator: the number of annotations and of decisions by value."""
+    out: dict[str, Counter] = {}
+    anns: dict[str, set[int]] = {}
+    for r in rows:
+        c = out.setdefault(r.annotator, Counter())
+        c["answered" if r.decision.startswith("[") else r.decision] += 1
+        anns.setdefault(r.annotator, set()).add(r.annotation_id)
+    return {a: {"annotations": len(anns[a]), **dict(sorted(c.items()))} for a, c in sorted(out.items())}
+
+
+def duplicate_summary(rows: list[ReviewRow], required: int) -> dict[str, Any]:
+    """Decision tallies, agreement and per-annotator counts of the current rows."""
+    tally = Counter(image_decision(per, required).outcome
+                    for per in latest_decisions(rows).values() if answered(per))
+    return {
+        "images_with_votes": sum(1 for per in latest_decisions(rows).values() if answered(per)),
+        "decisions": dict(sorted(tally.items())),
+        "agreement": agreement(duplicate_votes(rows), required, [KEEP, REMOVE]),
+        "annotators": annotator_counts(rows),
+    }
+
+
+def _set_group(con: Any, gid: int, outcomes: list[str | None]) -> tuple[str, int]:
+    """``reviewed`` (and a kept item that survived) once every shown image is decided."""
+    if any(o in (None, NEEDS_REVIEW) for o in outcomes):
+        cur = con.execute("UPDATE dedup_groups SET status='needs_review' WHERE group_id=? AND"
+                          " status IS NOT 'needs_review'", (gid,))
+        return "groups set needs_review", cur.rowcount
+    kept_ids = [r[0] for r in con.execute(
+        "SELECT item_id FROM items WHERE group_id=? AND status='kept' ORDER BY item_id", (gid,))]
+    old = con.execute("SELECT kept_item_id FROM dedup_groups WHERE group_id=?", (gid,)).fetchone()
+    kept = old[0] if old and old[0] in kept_ids else (kept_ids[0] if kept_ids else None)
+    cur = con.execute(
+        "UPDATE dedup_groups SET status='reviewed', kept_item_id=? WHERE group_id=? AND"
+        " (status IS NOT 'reviewed' OR kept_item_id IS NOT ?)", (kept, gid, kept))
+    return "groups set reviewed", cur.rowcount
+
+
+def apply_duplicate_decisions(
+    cat: Catalog, task_rows: Iterable[dict[str, Any]],
+    decisions: Mapping[tuple[int, str], Mapping[str, str]], required: int,
+) -> Counter:
+    """Write the decisions of the voted images to ``items`` and ``dedup_groups``.
+
+    The items are those the task showed (by item id, so a later re-run of ``image_dedup`` that
+    renumbered the group does not matter); the group is the one those items belong to now.
+    An image whose annotations were all withdrawn goes back to ``needs_review``.
+    """
+    counts: Counter = Counter()
+    now = utcnow()
+    with cat.tx() as con:
+        for t in task_rows:
+            images = json.loads(t["data_json"])["images"]
+            outcomes: list[str | None] = []
+            for img in images:
+                per = decisions.get((t["task_id"], img["sha256"])) or {}
+                v = answered(per)
+                d = image_decision(per, required)
+                status, reason = ITEM_STATUS[d.outcome], f"review: {d.reason}"
+                ids = json.dumps([int(i) for i in img["item_ids"]])
+                # no vote now: only an earlier review decision (all annotations withdrawn) is
+                # taken back; images nobody ever voted on are not touched
+                only_reviewed = "" if v else " AND reason LIKE 'review:%'"
+                cur = con.execute(
+                    "UPDATE items SET status=?, reason=?, updated_at=? WHERE item_id IN"
+                    " (SELECT value FROM json_each(?)) AND (status IS NOT ? OR reason IS NOT ?)"
+                    + only_reviewed, (status, reason, now, ids, status, reason))
+                counts[f"items set {status}"] += cur.rowcount
+                outcomes.append(d.outcome if v or cur.rowcount else None)
+            if all(o is None for o in outcomes):
+                continue
+            counts["groups with votes"] += 1
+            all_ids = json.dumps([int(i) for img in images for i in img["item_ids"]])
+            gids = [r[0] for r in con.execute(
+                "SELECT DISTINCT group_id FROM items WHERE item_id IN (SELECT value FROM"
+                " json_each(?)) AND group_id IS NOT NULL", (all_ids,))]
+            for gid in gids:
+                key, n = _set_group(con, gid, outcomes)
+                counts[key] += n
+    return counts
+
+
+def tag_votes(rows: Iterable[ReviewRow]) -> dict[str, dict[str, list[str]]]:
+    """``{sha256: {annotator: [concepts]}}`` of the answered (not skipped) tag checks."""
+    out: dict[str, dict[str, list[str]]] = {}
+    for r in rows:
+        if r.decision.startswith("[") and r.sha256:
+            out.setdefault(r.sha256, {})[r.annotator] = json.loads(r.decision)
+    return out
+
+
+def tag_summary(cat: Catalog, rows: list[ReviewRow], required: int) -> dict[str, Any]:
+    """Gemini tags scored against the people's majority sets, overall and per annotator."""
+    votes = tag_votes(rows)
+    gemini: dict[str, list[str]] = {}
+    for sha in votes:
+        row = cat.query("SELECT tags_json FROM tags WHERE sha256=?", (sha,))
+        gemini[sha] = json.loads(row[0]["tags_json"] or "[]") if row else []
+    people: dict[str, list[str]] = {}
+    for sha, answers in votes.items():
+        if len(answers) < required:
+            continue
+        count = Counter(c for cs in answers.values() for c in set(cs))
+        people[sha] = sorted(c for c, n in count.items() if 2 * n > len(answers))
+    per_annotator: dict[str, Any] = {}
+    for a in sorted({a for v in votes.values() for a in v}):
+        mine = {sha: v[a] for sha, v in votes.items() if a in v}
+        per_annotator[a] = score_tags(gemini, mine)
+    unanimous = sum(1 for sha in people if len({tuple(sorted(x)) for x in votes[sha].values()}) == 1)
+    return {
+        "images_with_answers": len(votes),
+        "images_decided": len(people),
+        "gemini_vs_people": score_tags(gemini, people),
+        "unanimous_share": unanimous / len(people) if people else None,
+        "per_annotator": per_annotator,
+        "annotators": annotator_counts(rows),
+    }
+
+

@@ -1,0 +1,107 @@
+"""Label Studio JSON exports as untrusted input: decode, check the shape, or say in one line why not.
+
+A pull reads an export from the server (``client.export_tasks``) or from a file saved with
+Label Studio's Export button (``pull --export-file``). Whatever comes back (a truncated
+download, a proxy's HTML error page, another tool's JSON, hand-edited files) is checked here
+before anything is stored: the export must be a JSON list of tasks, each with a numeric ``id``
+and an ``annotations`` list whose entries have a numeric ``id`` and a ``result`` list. A
+violation raises :class:`~annotation.client.AnnotationError` naming the first bad place, so
+the CLI prints one line and exits 2 and the catalog is not touched.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from annotation.client import AnnotationError, download_export
+
+
+def _number(value: Any) -> int | None:
+    """An id as Label Studio writes it (an integer; a string of digits is accepted)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value.strip())
+    return None
+
+
+def _html_title(text: str) -> str:
+    m = re.search(r"<title[^>]*>(.*?)</title>", text, re.IGNORECASE | re.DOTALL)
+    return " ".join(m.group(1).split())[:120] if m else ""
+
+
+def decode_export(blob: bytes, source: str) -> list[dict[str, Any]]:
+    """The tasks of a JSON export, or an :class:`AnnotationError` saying why it is not one.
+
+    ``source`` names the export in messages (``the export of project 3``, a file name).
+    """
+    if not blob.strip():
+        raise AnnotationError(f"{source} is empty (0 bytes of JSON); nothing was changed")
+    try:
+        text = blob.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise AnnotationError(f"{source} is not UTF-8 text ({exc.reason} at byte {exc.start})"
+                              ) from None
+    head = text.lstrip()[:200].lower()
+    if head.startswith(("<!doctype", "<html", "<")):
+        title = _html_title(text)
+        raise AnnotationError(
+            f"{source} is an HTML page, not a JSON export"
+            + (f" ({title!r})" if title else "")
+            + "; a login page or a proxy error? nothing was changed"
+        )
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise AnnotationError(
+            f"{source} is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}; "
+            "truncated?); nothing was changed"
+        ) from None
+    return check_tasks(data, source)
+
+
+def check_tasks(data: Any, source: str) -> list[dict[str, Any]]:
+    """The tasks of a decoded export with numeric ids, or an :class:`AnnotationError`."""
+    if not isinstance(data, list):
+        detail = data.get("detail") if isinstance(data, dict) else None
+        raise AnnotationError(
+            f"{source} is not a JSON list of tasks (got {type(data).__name__}"
+            + (f": {str(detail)[:200]}" if detail else "") + "); nothing was changed"
+        )
+    out = []
+    for n, task in enumerate(data, start=1):
+        if not isinstance(task, dict):
+            raise AnnotationError(f"{source}: entry {n} is not a task object; nothing was changed")
+        tid = _number(task.get("id"))
+        if tid is None:
+            raise AnnotationError(
+                f"{source}: task {n} has id {task.get('id')!r}, not a number; nothing was changed")
+        anns = task.get("annotations")
+        if not isinstance(anns, list):
+            raise AnnotationError(
+                f"{source}: task {tid} has no 'annotations' list (not Label Studio's JSON "
+                "export format?); nothing was changed")
+        checked = []
+        for k, ann in enumerate(anns, start=1):
+            aid = _number(ann.get("id")) if isinstance(ann, dict) else None
+            if aid is None:
+                what = "is not an object" if not isinstance(ann, dict) else (
+                    "has no id" if ann.get("id") is None else f"has id {ann.get('id')!r}, not a number")
+                raise AnnotationError(
+                    f"{source}: task {tid}, annotation {k} {what}; nothing was changed")
+            if not isinstance(ann.get("result") or [], list):
+                raise AnnotationError(
+                    f"{source}: task {tid}, annotation {aid}: 'result' is not a list; "
+                    "nothing was changed")
+            checked.append({**ann, "id": aid})
+        out.append({**task, "id": tid, "annotations": checked})
+    return out
+
+
+def export_tasks(client: Any, pid: int, all_tasks: bool = False) -> list[dict[str, Any]]:
+    """The project's tasks with every annotation, downloaded and checked."""
+    return decode_export(download_export(client, pid, all_tasks), f"the export of project {pid}")

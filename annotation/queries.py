@@ -1,0 +1,163 @@
+"""Push the query terms to native speakers (``python -m annotation push --kind queries``).
+
+One Label Studio project per locale (``3XCM query terms pt-PT``), one task per (concept,
+country) of the catalog's ``query_terms``. A task shows the English concept and its English
+search term, what the concept means (the ``concepts.definition`` column where a catalog has
+one, else the concept's instances in other countries), the country's own instance from
+concept generation (``concept_instances``), the paper authors' term where one was imported
+(``published_terms``), the proposed term, and up to four images already crawled for it
+(``items``/``images``). The reviewer answers correct / a better term (typed) / the concept is
+unclear in this language; nothing is pre-filled.
+
+Terms already ``reviewed`` are not pushed again unless asked (``--include-reviewed``). The
+task key carries the term's hash, so a term that changed after the push gets a task of its
+own and the answers about the old term are never applied to the new one.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+from annotation.client import AnnotationError, Connection
+from annotation.configs import project_key, project_spec
+from annotation.links import ImageLinks, TaskDraft
+from annotation.projects import recorded_annotators, recorded_title
+from annotation.push import PushReport, push_drafts
+from benchmark import tables
+from benchmark.files import sha256_text
+from builder.catalog import Catalog
+
+log = logging.getLogger(__name__)
+
+MAX_IMAGES = 4
+#: item statuses whose image may illustrate a term (not failed, not a removed copy)
+SHOWN_STATUSES = ("ok", "kept", "needs_review")
+
+
+def term_key(concept: str, country: str, term: str) -> str:
+    """Task key of a (concept, country) term: a changed term is a new task."""
+    return f"term:{concept}|{country}|{sha256_text(term)[:16]}"
+
+
+def term_rows(
+    cat: Catalog, countries: Sequence[str] | None = None, include_reviewed: bool = False
+) -> list[Any]:
+    """The ``query_terms`` rows to review (of ``countries``, ISO codes; all when None)."""
+    where, params = [], []
+    if countries:
+        where.append(f"country IN ({','.join('?' * len(countries))})")
+        params += list(countries)
+    if not include_reviewed:
+        where.append("source != 'reviewed'")
+    sql = "SELECT * FROM query_terms" + (f" WHERE {' AND '.join(where)}" if where else "")
+    return cat.query(sql + " ORDER BY locale, rowid", tuple(params))
+
+
+def _country_name(code: str) -> str:
+    try:
+        return tables.country(code).name
+    except tables.TableError:
+        return code
+
+
+def _definition(cat: Catalog, concept: str, country: str) -> str:
+    cols = {r["name"] for r in cat.query("PRAGMA table_info(concepts)")}
+    if "definition" in cols:
+        row = cat.query("SELECT definition FROM concepts WHERE name = ?", (concept,))
+        if row and row[0]["definition"]:
+            return f"What it means: {row[0]['definition']}"
+    others = cat.query(
+        "SELECT country, instance FROM concept_instances WHERE concept = ? AND country != ?"
+        " ORDER BY round DESC, country", (concept, country))
+    seen: dict[str, str] = {}
+    for r in others:
+        seen.setdefault(r["country"], r["instance"])
+    if not seen:
+        return "No definition recorded: judge by the English concept and the pictures."
+    examples = "; ".join(f"{inst} ({_country_name(c)})" for c, inst in list(seen.items())[:3])
+    return f"Examples of this concept in other countries: {examples}"
+
+
+def _images(cat: Catalog, links: ImageLinks, concept: str, country: str) -> list[dict[str, str]]:
+    """Up to four distinct images crawled for (concept, country), kept ones and best rank first."""
+    marks = ",".join("?" * len(SHOWN_STATUSES))
+    rows = cat.query(
+        "SELECT i.sha256, im.ext FROM items i JOIN images im ON im.sha256 = i.sha256"
+        f" WHERE i.concept = ? AND i.country = ? AND i.status IN ({marks})"
+        " ORDER BY i.status = 'kept' DESC, i.rank, i.item_id",
+        (concept, country, *SHOWN_STATUSES))
+    out: dict[str, dict[str, str]] = {}
+    for r in rows:
+        if r["sha256"] in out or not cat.workdir.image_path(r["sha256"], r["ext"]).is_file():
+            continue
+        out[r["sha256"]] = {"url": links.url(r["sha256"], r["ext"]), "sha256": r["sha256"]}
+        if len(out) == MAX_IMAGES:
+            break
+    return list(out.values())
+
+
+def term_draft(cat: Catalog, links: ImageLinks, row: Any) -> TaskDraft:
+    """The task of one ``query_terms`` row."""
+    concept, country, term = row["concept"], row["country"], row["native_term"]
+    name = _country_name(country)
+    inst = cat.query("SELECT instance FROM concept_instances WHERE concept = ? AND country = ?"
+                     " ORDER BY round DESC LIMIT 1", (concept, country))
+    authors = cat.query("SELECT dataset, term FROM published_terms WHERE concept = ? AND"
+                        " country = ? ORDER BY imported_at DESC LIMIT 1", (concept, country))
+    data = {
+        "title": f"{concept} | {name} ({row['locale']})",
+        "concept": concept, "country": country, "locale": row["locale"],
+        "concept_text": f"English concept: {concept}; English search term: "
+                        f"{row['english_term'] or concept}",
+        "definition": _definition(cat, concept, country),
+        "instance": (f"In {name}, concept generation gave: {inst[0]['instance']}" if inst
+                     else f"Concept generation gave no instance for {name}."),
+        "authors": (f"The paper authors' term ({authors[0]['dataset']}): {authors[0]['term']}"
+                    if authors else "No term of the paper's authors was imported."),
+        "proposed": term,
+        "proposed_source": row["source"],
+        "proposed_note": row["note"],
+        "images": _images(cat, links, concept, country),
+    }
+    return TaskDraft(term_key(concept, country, term), data, prediction=[])
+
+
+def push_queries(
+    cat: Catalog,
+    conn: Connection,
+    *,
+    countries: Sequence[str] | None = None,
+    include_reviewed: bool = False,
+    images: str = "local-files",
+    document_root: str | None = None,
+    annotators: int | None = None,
+    batch_size: int = 100,
+) -> list[PushReport]:
+    """One project per locale of the chosen countries' terms; import the missing tasks."""
+    rows = term_rows(cat, countries, include_reviewed)
+    if not rows:
+        have = cat.query("SELECT COUNT(*) FROM query_terms")[0][0]
+        raise AnnotationError(
+            "no query terms to review in this work dir" + (
+                " (all chosen ones are reviewed already; --include-reviewed pushes them again)"
+                if have else ": run `python -m builder.queries` first"))
+    links = ImageLinks(cat.workdir.images_dir, images, document_root)
+    by_locale: dict[str, list[Any]] = {}
+    for r in rows:
+        by_locale.setdefault(r["locale"], []).append(r)
+    reports = []
+    for locale, loc_rows in by_locale.items():
+        key = project_key("queries", locale)
+        n = annotators or recorded_annotators(cat, conn, key) or 3
+        spec = project_spec("queries", recorded_title(cat, key, conn.server), annotators=n,
+                            locale=locale)
+        drafts = [term_draft(cat, links, r) for r in loc_rows]
+        notes = +Counter({"tasks without images": sum(1 for d in drafts if not d.data["images"])})
+        params = {"images": images, "countries": sorted({r["country"] for r in loc_rows}),
+                  "include_reviewed": include_reviewed}
+        reports.append(push_drafts(cat, conn, spec, links, drafts, Counter(), params, batch_size,
+                                   notes))
+    return reports

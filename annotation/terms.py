@@ -1,0 +1,221 @@
+"""Decide the query-term review and write it back (``python -m annotation pull --kind queries``).
+
+Per task (one (concept, country) term), only the answers of reviewers assigned to the task's
+locale count (``ls_reviewers``; every answer is stored either way), each reviewer's latest
+answer once. The outcome:
+
+* ``needs_review`` while a counted answer contradicts itself or is incomplete (never resolved
+  here: the reviewer corrects it, or the lead looks);
+* ``pending`` with fewer valid answers than required (default 2) or without a strict
+  majority (a tie);
+* else the strict majority: ``accepted`` (correct), ``corrected`` (the same better term,
+  compared without case and spacing; the most frequent spelling is kept) or ``unclear``.
+
+Accepted and corrected terms are written to ``query_terms`` (``source = reviewed``, the
+number of reviewers who chose it, the time of their latest answer; a correction's note names
+the old term), but only while the row still holds the term the task asked about (``stale``
+otherwise). A decision that no longer stands (an answer changed or was deleted) restores the
+pushed term. Every task's outcome is kept in ``term_reviews``. Agreement: Krippendorff's alpha
+(nominal) per locale over the counted answers (correct / unclear / each typed term).
+``exports/queries.csv`` is the whole table in the columns of ``data/queries.csv``.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from annotation.agreement import krippendorff_alpha
+from annotation.reviews import ReviewRow, normalize_term
+from benchmark.files import atomic_write_text
+from builder.catalog import Catalog
+
+VOTES = ("correct", "better_term", "unclear")
+FLAGGED = ("contradiction", "incomplete", "invalid")
+APPLIED = ("accepted", "corrected")
+#: the columns of data/queries.csv (the contract with builder.queries / benchmark.tables)
+QUERY_COLUMNS = ["concept", "country", "locale", "language", "native_term", "english_term",
+                 "source", "reviewers", "reviewed_at", "note"]
+
+
+@dataclass(frozen=True)
+class Answer:
+    decision: str
+    answer: str | None
+    annotated_at: str | None
+
+    @property
+    def category(self) -> str | None:
+        """The vote for agreement and majority: correct / unclear / term:<casefolded term>."""
+        if self.decision == "better_term" and self.answer:
+            return "term:" + normalize_term(self.answer).casefold()
+        return self.decision if self.decision in ("correct", "unclear") else None
+
+
+@dataclass
+class TermDecision:
+    outcome: str
+    reason: str
+    term: str | None = None
+    reviewers: int = 0
+    decided_at: str | None = None
+    votes: dict[str, str] = field(default_factory=dict)
+
+
+def latest_answers(
+    rows: Iterable[ReviewRow], assigned: Iterable[str]
+) -> tuple[dict[int, dict[str, Answer]], Counter]:
+    """``{task_id: {reviewer: latest answer}}`` of the assigned reviewers, and the number of
+    annotations per reviewer that are stored but not counted (not assigned to the locale)."""
+    allowed = set(assigned)
+    out: dict[int, dict[str, Answer]] = {}
+    uncounted: Counter = Counter()
+    for r in rows:  # oldest first: the latest answer wins
+        if r.annotator not in allowed:
+            uncounted[r.annotator] += 1
+            continue
+        out.setdefault(r.task_id, {})[r.annotator] = Answer(r.decision, r.answer, r.annotated_at)
+    return out, uncounted
+
+
+def _tally(votes: Mapping[str, str]) -> str:
+    c = Counter(v.removeprefix("term:") for v in votes.values())
+    return ", ".join(f"{k} {n}" for k, n in sorted(c.items()))
+
+
+def decide_term(answers: Mapping[str, Answer], proposed: str, required: int) -> TermDecision:
+    """The outcome of one task from its counted answers (see the module docstring)."""
+    flagged = {a: x for a, x in answers.items() if x.decision in FLAGGED}
+    if flagged:
+        who = "; ".join(f"{a}: {x.decision}" + (f" ({x.answer})" if x.answer else "")
+                        for a, x in sorted(flagged.items()))
+        return TermDecision("needs_review", f"review: an answer is not usable ({who})")
+    votes = {a: x.category for a, x in answers.items() if x.category}
+    n = len(votes)
+    if n < required:
+        return TermDecision("pending", f"review: {n}/{required} reviewers ({_tally(votes)})",
+                            votes=dict(votes))
+    (top, count), = Counter(votes.values()).most_common(1)
+    if 2 * count <= n:
+        return TermDecision("pending", f"review: no majority of {n} ({_tally(votes)})",
+                            votes=dict(votes))
+    winners = sorted((answers[a] for a, v in votes.items() if v == top),
+                     key=lambda x: x.annotated_at or "")
+    decided_at = winners[-1].annotated_at
+    reason = f"review: majority of {n} ({_tally(votes)})"
+    base = dict(reviewers=count, decided_at=decided_at, votes=dict(votes))
+    if top == "correct":
+        return TermDecision("accepted", reason, term=proposed, **base)
+    if top == "unclear":
+        return TermDecision("unclear", reason, **base)
+    order = [normalize_term(x.answer or "") for x in winners]  # the most frequent spelling,
+    best = max(order, key=lambda s: (order.count(s), -order.index(s)))  # the earliest on ties
+    return TermDecision("corrected", reason, term=best, **base)
+
+
+def _restore(con: Any, data: Mapping[str, Any], run_id: int | None) -> int:
+    """Put the pushed term back (a decision that was applied no longer stands)."""
+    return con.execute(
+        "UPDATE query_terms SET native_term=?, source=?, reviewers=0, reviewed_at=NULL, note=?,"
+        " run_id=? WHERE concept=? AND country=?",
+        (data["proposed"], data.get("proposed_source") or "generated", data.get("proposed_note"),
+         run_id, data["concept"], data["country"])).rowcount
+
+
+def _write(con: Any, data: Mapping[str, Any], d: TermDecision, run_id: int | None) -> int:
+    note = (f"review: corrected from '{data['proposed']}' by {d.reviewers} native speakers"
+            f" ({data['locale']})" if d.outcome == "corrected" else data.get("proposed_note"))
+    return con.execute(
+        "UPDATE query_terms SET native_term=?, source='reviewed', reviewers=?, reviewed_at=?,"
+        " note=?, run_id=? WHERE concept=? AND country=? AND NOT (native_term IS ? AND"
+        " source='reviewed' AND reviewers IS ? AND reviewed_at IS ? AND note IS ?)",
+        (d.term, d.reviewers, d.decided_at, note, run_id, data["concept"], data["country"],
+         d.term, d.reviewers, d.decided_at, note)).rowcount
+
+
+def apply_term_decisions(
+    cat: Catalog, pid: int, task_rows: Iterable[Mapping[str, Any]],
+    decisions: Mapping[int, TermDecision], run_id: int | None,
+) -> Counter:
+    """Write the decisions to ``query_terms`` and ``term_reviews`` (only what changes)."""
+    counts: Counter = Counter()
+    with cat.tx() as con:
+        for t in task_rows:
+            tid, data = int(t["task_id"]), json.loads(t["data_json"])
+            d = decisions[tid]
+            prev = con.execute("SELECT * FROM term_reviews WHERE project_id=? AND task_id=?",
+                               (pid, tid)).fetchone()
+            row = con.execute("SELECT native_term, source FROM query_terms WHERE concept=? AND"
+                              " country=?", (data["concept"], data["country"])).fetchone()
+            ours = prev is not None and prev["applied"] and row is not None and (
+                row["native_term"] == prev["term"] and row["source"] == "reviewed")
+            applied = 0
+            if d.outcome in APPLIED:
+                if row is not None and (row["native_term"] == data["proposed"] or ours):
+                    counts[f"terms {d.outcome}"] += _write(con, data, d, run_id)
+                    applied = 1
+                else:
+                    now = row["native_term"] if row is not None else None
+                    d = TermDecision("stale", f"review: the term is now {now!r}, not the pushed "
+                                     f"{data['proposed']!r}; push again ({d.reason})",
+                                     votes=d.votes)
+            elif ours:
+                counts["terms restored to the pushed one"] += _restore(con, data, run_id)
+            new = (d.outcome, d.term, d.reviewers, json.dumps(d.votes, sort_keys=True,
+                   ensure_ascii=False), d.reason, applied, d.decided_at)
+            old = None if prev is None else (prev["outcome"], prev["term"], prev["reviewers"],
+                                             prev["votes_json"], prev["reason"], prev["applied"],
+                                             prev["decided_at"])
+            if new != old:
+                con.execute(
+                    "INSERT OR REPLACE INTO term_reviews (project_id, task_id, concept, country,"
+                    " locale, proposed, outcome, term, reviewers, votes_json, reason, applied,"
+                    " decided_at, run_id) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    (pid, tid, data["concept"], data["country"], data["locale"],
+                     data["proposed"], *new, run_id))
+            counts[f"outcome {d.outcome}"] += 1
+    return counts
+
+
+def term_agreement(answers: Mapping[int, Mapping[str, Answer]]) -> dict[str, Any]:
+    """Krippendorff's alpha (nominal) over the tasks with at least two counted votes."""
+    by_coder: dict[str, dict[str, str]] = {}
+    units = 0
+    for tid, per in answers.items():
+        votes = {a: x.category for a, x in per.items() if x.category}
+        if len(votes) < 2:
+            continue
+        units += 1
+        for a, v in votes.items():
+            by_coder.setdefault(a, {})[str(tid)] = v
+    alpha = krippendorff_alpha(by_coder) if by_coder else None
+    return {"n_units": units, "n_raters": len(by_coder), "krippendorff_alpha": alpha}
+
+
+def queries_csv_text(cat: Catalog) -> str:
+    """The catalog's ``query_terms`` as ``data/queries.csv`` (columns :data:`QUERY_COLUMNS`)."""
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=QUERY_COLUMNS, lineterminator="\n")
+    w.writeheader()
+    for r in cat.query("SELECT * FROM query_terms ORDER BY rowid"):
+        w.writerow({
+            "concept": r["concept"], "country": r["country"], "locale": r["locale"],
+            "language": r["locale"].split("-")[0], "native_term": r["native_term"],
+            "english_term": r["english_term"], "source": r["source"],
+            "reviewers": r["reviewers"], "reviewed_at": r["reviewed_at"] or "",
+            "note": r["note"] or "",
+        })
+    return buf.getvalue()
+
+
+def write_queries_csv(cat: Catalog) -> Path:
+    """Write ``exports/queries.csv`` atomically; returns its path."""
+    path = cat.workdir.exports_dir / "queries.csv"
+    atomic_write_text(path, queries_csv_text(cat))
+    return path

@@ -1,0 +1,126 @@
+"""The review UI as an annotator meets it (issue 14 §3): configs and guidelines, no server.
+
+The browser tests (test_browser.py) check the same things rendered by a real Label Studio.
+"""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from annotation.configs import GUIDELINES, guideline_html, markdown_to_html, project_spec
+from annotation.reviews import parse_export, term_decision
+from benchmark.tables import data_file
+
+
+def _bullets(md: str) -> list[str]:
+    """Every list item of a Markdown text with its continuation lines, as plain words."""
+    items, cur = [], None
+    for line in md.splitlines():
+        m = re.match(r"^\s*(?:[-*]|\d+\.)\s+(.*)$", line)
+        if m:
+            cur = [m.group(1)]
+            items.append(cur)
+        elif cur is not None and line.strip() and not line.lstrip().startswith(("#", "|")):
+            cur.append(line.strip())
+        else:
+            cur = None
+    return [" ".join(i) for i in items]
+
+
+def _plain(html: str) -> str:
+    return re.sub(r"<[^>]+>", "", html).replace("&lt;", "<").replace("&gt;", ">").replace(
+        "&amp;", "&")
+
+
+@pytest.mark.parametrize("kind", sorted(GUIDELINES))
+def test_no_guideline_bullet_is_cut(kind):
+    md = data_file(f"annotation/{GUIDELINES[kind]}").text
+    html = guideline_html(kind)
+    items = [_plain(li) for li in re.findall(r"<li>(.*?)</li>", html)]
+    expected = [_plain(markdown_to_html(b)).replace("<p>", "") for b in _bullets(md)]
+    assert len(items) == len(expected) > 3
+    assert items == expected
+    for li in items:  # every item ends where its sentence ends
+        assert li.rstrip().endswith((".", ")", ":")), li
+
+
+def test_markdown_continuations_at_any_indent():
+    html = markdown_to_html("- one\n  two\n- three\nfour\n\nafter\n")
+    assert html == "<ul>\n<li>one two</li>\n<li>three four</li>\n</ul>\n<p>after</p>"
+
+
+def test_duplicates_ui_reads_as_the_guideline_and_shows_the_proposal():
+    spec = project_spec("duplicates")
+    root = ET.fromstring(spec.label_config)
+    guideline = data_file("annotation/duplicates_guideline.md").text
+    none = next(c for c in root.iter("Choice") if c.get("alias") == "none_duplicates")
+    assert none.get("value") == "None of these are duplicates"  # what the annotator reads
+    assert f"**{none.get('value')}**" in guideline
+    # side by side: the Repeater is the flex row (a flex View around it stacks the images)
+    rep = root.find(".//Repeater")
+    assert "display: flex" in rep.get("style") and "flex-wrap: wrap" in rep.get("style")
+    assert "side by side" in guideline
+    headers = " ".join(h.get("value") for h in root.iter("Header"))
+    assert "PROPOSAL" in headers and "confirmed proposal" in headers
+    assert "pre-filled with the automatic" in _plain(spec.instruction_html).replace("\n", " ")
+    assert "confirmed proposal" in spec.instruction_html
+
+
+def test_queries_ui():
+    spec = project_spec("queries", locale="pt-PT")
+    assert (spec.kind, spec.title) == ("queries:pt-PT", "3XCM query terms pt-PT")
+    root = ET.fromstring(spec.label_config)
+    verdict = root.find(".//Choices[@name='verdict']")
+    assert verdict.get("required") == "true"
+    assert [c.get("alias") for c in verdict.iter("Choice")] == ["correct", "better_term", "unclear"]
+    assert root.find(".//TextArea").get("name") == "better_term"
+    assert {t.get("value") for t in root.iter("Text")} >= {
+        "$concept_text", "$definition", "$instance", "$authors", "$proposed"}
+    with pytest.raises(ValueError, match="needs its locale"):
+        project_spec("queries")
+
+
+def test_a_tag_outside_the_concept_list_is_rejected():
+    task_map = {5: {"data_json": '{"sha256": "s"}'}}
+    ann = {"id": 1, "completed_by": 1, "result": [
+        {"from_name": "concepts", "type": "choices", "value": {"choices": ["food", "spaceship"]}}]}
+    ok = {**ann, "id": 2, "result": [
+        {"from_name": "concepts", "type": "choices", "value": {"choices": ["market", "food"]}}]}
+    rows, counts = parse_export("tags", [{"id": 5, "annotations": [ann, ok]}], task_map, {},
+                                choices=["food", "market"])
+    assert [(r.decision, r.answer) for r in rows] == [
+        ("invalid", '["spaceship"]'), ('["food", "market"]', None)]
+    assert counts["tag answers with concepts outside the list (rejected)"] == 1
+
+
+def _term(verdict=None, *typed, cancelled=False):
+    res = []
+    if verdict:
+        res.append({"from_name": "verdict", "type": "choices", "value": {"choices": [verdict]}})
+    if typed:
+        res.append({"from_name": "better_term", "type": "textarea", "value": {"text": list(typed)}})
+    return {"result": res, "was_cancelled": cancelled}
+
+
+@pytest.mark.parametrize("ann, expected", [
+    (_term("correct"), ("correct", None)),
+    (_term("correct", " Trem "), ("correct", None)),  # the proposed term, retyped
+    (_term("better_term", "  comboio\n"), ("better_term", "comboio")),
+    (_term("unclear"), ("unclear", None)),
+    (_term("correct", "comboio"), ("contradiction", "correct chosen and a different term typed: comboio")),
+    (_term("unclear", "comboio"), ("contradiction", "unclear chosen and a different term typed: comboio")),
+    (_term("better_term", "trem"), ("contradiction", "a better term chosen but the proposed term typed: trem")),
+    (_term("better_term"), ("incomplete", "a better term chosen but none typed")),
+    (_term("better_term", "comboio", "o comboio"),
+     ("contradiction", "better_term with several terms typed: comboio / o comboio")),
+    (_term("better_term", "comboio", "Comboio"), ("better_term", "comboio")),
+    (_term(None, "comboio"), ("invalid", "[]")),
+    (_term("maybe"), ("invalid", '["maybe"]')),
+    (_term(), ("unanswered", None)),
+    (_term("correct", cancelled=True), ("skipped", None)),
+])
+def test_term_decision(ann, expected):
+    assert term_decision(ann, "trem") == expected
