@@ -22,8 +22,6 @@ pushed term. Every task's outcome is kept in ``term_reviews``. Agreement: Krippe
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 from collections import Counter
 from collections.abc import Iterable, Mapping
@@ -33,15 +31,13 @@ from typing import Any
 
 from annotation.agreement import krippendorff_alpha
 from annotation.reviews import ReviewRow, normalize_term
-from benchmark.files import atomic_write_text
+from benchmark import tables
 from builder.catalog import Catalog
+from builder.query_terms import catalog_terms
 
 VOTES = ("correct", "better_term", "unclear")
 FLAGGED = ("contradiction", "incomplete", "invalid")
 APPLIED = ("accepted", "corrected")
-#: the columns of data/queries.csv (the contract with builder.queries / benchmark.tables)
-QUERY_COLUMNS = ["concept", "country", "locale", "language", "native_term", "english_term",
-                 "source", "reviewers", "reviewed_at", "note"]
 
 
 @dataclass(frozen=True)
@@ -198,24 +194,9 @@ def term_agreement(answers: Mapping[int, Mapping[str, Answer]]) -> dict[str, Any
     return {"n_units": units, "n_raters": len(by_coder), "krippendorff_alpha": alpha}
 
 
-def queries_csv_text(cat: Catalog) -> str:
-    """The catalog's ``query_terms`` as ``data/queries.csv`` (columns :data:`QUERY_COLUMNS`)."""
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=QUERY_COLUMNS, lineterminator="\n")
-    w.writeheader()
-    for r in cat.query("SELECT * FROM query_terms ORDER BY rowid"):
-        w.writerow({
-            "concept": r["concept"], "country": r["country"], "locale": r["locale"],
-            "language": r["locale"].split("-")[0], "native_term": r["native_term"],
-            "english_term": r["english_term"], "source": r["source"],
-            "reviewers": r["reviewers"], "reviewed_at": r["reviewed_at"] or "",
-            "note": r["note"] or "",
-        })
-    return buf.getvalue()
-
-
 def write_queries_csv(cat: Catalog) -> Path:
-    """Write ``exports/queries.csv`` atomically; returns its path."""
+    """Write the catalog's ``query_terms`` as ``exports/queries.csv`` (the format of
+    ``data/queries.csv``, through its one writer); returns its path."""
     path = cat.workdir.exports_dir / "queries.csv"
-    atomic_write_text(path, queries_csv_text(cat))
+    tables.write_query_table(path, catalog_terms(cat).values())
     return path

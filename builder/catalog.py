@@ -1,6 +1,7 @@
 """The catalog: ``catalog.sqlite`` in the work dir, the single source of truth of a build.
 
-SQLite in WAL mode, schema versioned by ``builder.migrations`` (``PRAGMA user_version``).
+SQLite in WAL mode, schema versioned by ``builder.migrations`` (the applied set in
+``schema_migrations``; ``PRAGMA user_version`` holds the highest).
 Stages record each run in ``stage_runs`` (parameters, fingerprint, counts, summary, usage,
 package version, start/end) through :meth:`Catalog.start_run` / :meth:`Catalog.finish_run`.
 Writes go through short transactions (``with catalog.tx() as con``) so a kill at any moment
@@ -9,7 +10,7 @@ leaves a consistent catalog that the next run resumes from.
 Opening is safe under concurrency and refuses what is not a catalog: a new catalog is built
 (migrated) under a temporary name and linked into place, so no process ever sees a half-made
 one, and a 0-byte ``catalog.sqlite`` is never a new build but an error; migrations of an
-existing catalog run under ``BEGIN IMMEDIATE`` and re-read the version inside the transaction,
+existing catalog run under ``BEGIN IMMEDIATE`` and re-read what is applied inside the transaction,
 so concurrent first runs apply each migration once. A file that is not a SQLite database (or a
 damaged one) is one :class:`CatalogError` line naming the file, not a sqlite traceback.
 """
@@ -29,7 +30,7 @@ from typing import Any
 
 from benchmark.files import sha256_text
 from builder import __version__
-from builder.migrations import all_migrations
+from builder.migrations import all_migrations, apply_missing
 from builder.workdir import WorkDir
 
 log = logging.getLogger(__name__)
@@ -73,26 +74,11 @@ def user_version(con: sqlite3.Connection) -> int:
 
 
 def apply_migrations(con: sqlite3.Connection) -> None:
-    """Apply every migration newer than ``PRAGMA user_version`` in one ``BEGIN IMMEDIATE``
-    transaction; the version is read again under the write lock, so of several processes
-    migrating the same catalog at once each migration is applied by exactly one."""
-    known = all_migrations()
-    if not any(m.version > user_version(con) for m in known):
-        return
-    con.execute("BEGIN IMMEDIATE")
-    try:
-        current = user_version(con)  # another process may have migrated while we waited
-        for mig in known:
-            if mig.version <= current:
-                continue
-            log.debug("catalog migration %s (v%d)", mig.name, mig.version)
-            for stmt in _split_sql(mig.sql):
-                con.execute(stmt)
-            con.execute(f"PRAGMA user_version = {int(mig.version)}")
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
-    con.execute("COMMIT")
+    """Apply every migration the catalog lacks (:func:`builder.migrations.apply_missing`:
+    the set recorded in ``schema_migrations``, under ``BEGIN IMMEDIATE``)."""
+    applied = apply_missing(con)
+    if applied:
+        log.debug("catalog migrations applied: %s", ", ".join(m.name for m in applied))
 
 
 def create_catalog(path: Path) -> None:
@@ -287,20 +273,3 @@ def record_llm_request(
         (stage, item, res.status, res.error, None if res.ok else clip_raw(res.raw), res.key,
          llm, prompt_sha, res.attempts, run_id),
     )
-
-
-def _split_sql(script: str) -> list[str]:
-    """Split a migration script into statements (no semicolons inside our literals)."""
-    stmts, buf = [], []
-    for line in script.splitlines():
-        stripped = line.split("--", 1)[0]
-        buf.append(stripped)
-        if stripped.rstrip().endswith(";"):
-            stmt = "\n".join(buf).strip()
-            if stmt.strip(";").strip():
-                stmts.append(stmt)
-            buf = []
-    tail = "\n".join(buf).strip()
-    if tail:
-        stmts.append(tail)
-    return stmts

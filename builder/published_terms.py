@@ -29,7 +29,7 @@ from typing import Any
 
 from benchmark import tables
 from builder.catalog import Catalog, utcnow
-from builder.query_terms import english_term, ensure_tables, our_terms, upsert_terms
+from builder.query_terms import english_term, our_terms, upsert_terms
 from builder.stagekit import (
     StageInputError,
     format_summary,
@@ -130,7 +130,6 @@ def aggregate(rows: list[dict[str, Any]]) -> tuple[dict[tuple[str, str], Publish
 
 def import_published(catalog: Catalog, dataset: str, revision: str | None = None) -> dict:
     """Store the authors' terms of ``dataset`` (module docstring); returns the run's counts."""
-    ensure_tables(catalog)
     key = dataset_key(dataset)
     published, counts = aggregate(read_published(dataset, revision))
     if not published:
@@ -209,7 +208,6 @@ def _pick_dataset(catalog: Catalog, dataset: str | None) -> str:
 
 def diff_terms(catalog: Catalog, dataset: str | None = None) -> tuple[str, dict[str, CountryDiff]]:
     """(dataset, per country code the comparison of our terms with the authors')."""
-    ensure_tables(catalog)
     key = _pick_dataset(catalog, dataset)
     theirs = {(r["concept"], r["country"]): r for r in catalog.query(
         "SELECT concept, country, term, n_images FROM published_terms WHERE dataset=?", (key,))}

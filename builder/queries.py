@@ -43,7 +43,6 @@ from builder.prompts import load_prompt
 from builder.query_terms import (
     catalog_terms,
     english_term,
-    ensure_tables,
     resolve,
     table_terms,
     upsert_terms,
@@ -251,7 +250,6 @@ def run_queries(
 ) -> dict:
     """Decide the term of every (concept, country) and fill ``queries``; returns the counts of
     the stage-run record."""
-    ensure_tables(catalog)
     from_catalog = concepts is None
     concepts = concepts if concepts is not None else target_concepts(catalog)
     template, prompt_sha = load_prompt(*PROMPT)

@@ -21,24 +21,6 @@ from builder.catalog import Catalog
 
 log = logging.getLogger(__name__)
 
-def ensure_tables(catalog: Catalog) -> None:
-    """Create ``query_terms`` and ``published_terms`` where a catalog lacks them.
-
-    Migrations run by ``PRAGMA user_version``: a catalog created before migration 102 existed
-    was already past it (v400) and never got these tables. The statements are
-    ``CREATE TABLE IF NOT EXISTS``, so running them again changes nothing."""
-    have = {r[0] for r in catalog.query("SELECT name FROM sqlite_master WHERE type='table'")}
-    if {"query_terms", "published_terms"} <= have:
-        return
-    from builder.migrations import m0102_query_terms
-
-    log.info("catalog predates migration 102: creating query_terms and published_terms")
-    with catalog.tx() as con:
-        for stmt in m0102_query_terms.SQL.split(";"):
-            if stmt.strip():
-                con.execute(stmt)
-
-
 def _term(row: sqlite3.Row) -> tables.QueryTerm:
     return tables.QueryTerm(
         concept=row["concept"], country=row["country"], locale=row["locale"],
@@ -50,7 +32,6 @@ def _term(row: sqlite3.Row) -> tables.QueryTerm:
 
 def catalog_terms(catalog: Catalog) -> dict[tuple[str, str], tables.QueryTerm]:
     """(concept, country) -> the catalog's term (countries unknown to countries.csv left out)."""
-    ensure_tables(catalog)
     codes = {c.code for c in tables.countries()}
     return {(r["concept"], r["country"]): _term(r)
             for r in catalog.query("SELECT * FROM query_terms ORDER BY concept, country")

@@ -19,7 +19,8 @@ from annotation.links import ImageLinks
 from annotation.projects import assign_reviewers, assigned_reviewers
 from annotation.pull import pull
 from annotation.queries import term_draft, term_key, term_rows
-from annotation.terms import QUERY_COLUMNS, Answer, decide_term
+from annotation.terms import Answer, decide_term
+from benchmark.tables import QUERY_COLUMNS
 from tests.annotation import synth
 from tests.annotation.fakes import fake_connection, record_pushed
 

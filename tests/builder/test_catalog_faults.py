@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 
 from builder import __main__ as builder_cli
-from builder.catalog import Catalog, _split_sql
-from builder.migrations import all_migrations
+from builder.catalog import Catalog
+from builder.migrations import all_migrations, split_sql
+from builder.workdir import WorkDir
 
 ROOT = Path(__file__).resolve().parents[2]
 NEWEST = max(m.version for m in all_migrations())
@@ -105,6 +106,7 @@ def test_a_folder_at_the_catalog_path_is_one_line(tmp_path):
 OPEN = """
 import sys, time
 from builder.catalog import Catalog
+from builder.workdir import WorkDir
 start = float(sys.argv[2])
 while time.time() < start:
     pass
@@ -152,8 +154,39 @@ def test_concurrent_upgrades_of_an_old_catalog_apply_each_migration_once(tmp_pat
         wd.mkdir()
         con = sqlite3.connect(wd / "catalog.sqlite", isolation_level=None)
         con.execute("PRAGMA journal_mode=WAL")
-        for stmt in _split_sql(base.sql):
+        for stmt in split_sql(base.sql):
             con.execute(stmt)
         con.execute(f"PRAGMA user_version = {base.version}")
         con.close()
         _check(wd, _race(wd))
+
+
+def test_migrations_that_landed_below_the_version_are_applied(tmp_path):
+    """Ranges land out of order (102 and 301 after 400): a catalog made before them, at
+    user_version 400 and with no schema_migrations record, gets them on its next open, once;
+    the migrations it had are back-filled from its schema, not run again."""
+
+    path = tmp_path / "w" / "catalog.sqlite"
+    path.parent.mkdir()
+    con = sqlite3.connect(path, isolation_level=None)
+    old = [m for m in all_migrations() if m.version not in (102, 301)]
+    for mig in old:
+        for stmt in split_sql(mig.sql):
+            con.execute(stmt)
+    con.execute("PRAGMA user_version = 400")
+    con.execute("INSERT INTO concepts (name, source, status) VALUES ('train', 'curated', 'kept')")
+    con.close()
+    cat = Catalog(WorkDir.open(tmp_path / "w"))
+    names = {r[0] for r in cat.query("SELECT name FROM sqlite_master WHERE type='table'")}
+    assert {"query_terms", "published_terms", "term_reviews", "ls_reviewers"} <= names
+    cols = {r[1] for r in cat.query("PRAGMA table_info(reviews)")}
+    assert "answer" in cols
+    done = {r["version"]: r["applied_at"] for r in cat.query("SELECT * FROM schema_migrations")}
+    assert set(done) == {m.version for m in all_migrations()}
+    assert done[400] == "before schema_migrations" and done[102] != "before schema_migrations"
+    assert cat.schema_version == max(done)
+    assert cat.query("SELECT name FROM concepts")[0][0] == "train"  # nothing rebuilt
+    cat.close()
+    again = Catalog(WorkDir.open(tmp_path / "w"))  # a second open applies nothing
+    assert again.query("SELECT COUNT(*) FROM schema_migrations")[0][0] == len(done)
+    again.close()

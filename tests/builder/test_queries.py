@@ -264,16 +264,6 @@ def test_reviewed_terms_win_over_the_table_authors_terms_do_not(tmp_path):
     assert (got[("train", "PRT")].reviewers, got[("train", "PRT")].source) == (2, "reviewed")
 
 
-def test_a_catalog_older_than_the_term_tables_gets_them(tmp_path):
-    """Migrations run by user_version: a v400 catalog made before migration 102 lacks it."""
-    cat = Catalog(WorkDir.open(tmp_path / "w"))
-    with cat.tx() as con:
-        con.execute("DROP TABLE query_terms")
-        con.execute("DROP TABLE published_terms")
-    run_queries(cat, OfflineLLM(), tables.resolve_countries("PRT"), concepts=["train"])
-    assert cat.query("SELECT native_term FROM query_terms")[0][0] == "comboio"
-
-
 def test_offline_fallback_without_table(tmp_path):
     cat = Catalog(WorkDir.open(tmp_path / "w"))
     run_queries(cat, OfflineLLM(), tables.resolve_countries("THA,KEN"),
