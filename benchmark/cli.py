@@ -5,6 +5,7 @@
     python -m benchmark analyze --model MODEL --dataset PATH   (benchmark.analysis)
     python -m benchmark report RESULTS_DIR... --output DIR     (benchmark.report)
     python -m benchmark smoke --model MODEL [--device cuda]    (benchmark.smoke)
+    python -m benchmark reproduce --output-dir DIR [--dry-run]  (benchmark.reproduce)
 
 Every command's flags come from typed configs (:mod:`benchmark.config`): ``run`` fills a
 :class:`~benchmark.tasks.base.RunConfig` and each task's own config. Logging is configured
@@ -26,6 +27,7 @@ from benchmark.config import add_options, from_args
 from benchmark.data import DataError
 from benchmark.logs import configure_logging
 from benchmark.report import cli as report_cli
+from benchmark.reproduce import cli as reproduce_cli
 from benchmark.smoke import SmokeConfig, format_smoke, run_smoke
 from benchmark.tables import TableError
 from benchmark.tasks.base import RunConfig, TaskConfig, open_context, run_task
@@ -122,6 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
     analysis_cli.add_parser(sub)
     report_cli.add_parser(sub)
     add_smoke(sub)
+    reproduce_cli.add_parser(sub)
     return p
 
 

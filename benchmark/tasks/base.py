@@ -52,6 +52,9 @@ class RunConfig:
     dtype: str | None = option("model dtype (default: bf16/fp16 on GPU, float32 on CPU)", None,
                                choices=DTYPES)
     batch_size: int | None = option("batch size for texts and images", None)
+    conventions: str = option("embedding conventions: reference (the model card's intended "
+                              "use; default) or authors (what the paper's code did)",
+                              "reference", choices=["reference", "authors"])
     quiet: bool = option("no table on stdout", False, flags=("-q", "--quiet"))
 
 
