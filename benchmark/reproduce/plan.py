@@ -118,7 +118,7 @@ class Job:
     dataset: DatasetRef
     conventions: str = CONVENTIONS
     ks: tuple[int, ...] = ()
-    bootstrap: int = 1000
+    bootstrap: int | None = None  # SP resamples of the RQ2 jobs (None: the task has none)
     seed: int = 0
     checkpoint: str | None = None  # the zoo's pin when the plan was made
     revision: str | None = None
@@ -127,8 +127,14 @@ class Job:
     def name(self) -> str:
         return f"{self.model}/{self.task}"
 
+    @property
+    def resamples(self) -> int:
+        """The bootstrap resamples a task of this job uses (the tasks' default when unset)."""
+        return 1000 if self.bootstrap is None else self.bootstrap
+
     def key(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """Every field, as JSON gives it back (tuples as lists), to compare with the state."""
+        return json.loads(json.dumps(dataclasses.asdict(self)))
 
     def fingerprint(self) -> str:
         return hashlib.sha256(json.dumps(self.key(), sort_keys=True).encode()).hexdigest()
@@ -141,12 +147,12 @@ class Job:
         rev = ["--revision", self.dataset.revision] if self.dataset.revision else []
         if self.task == "analysis":
             return ["analyze", *common, "--dataset", self.dataset.spec, *rev, "--metric",
-                    "euclidean", "--no-umap", "--bootstrap", str(self.bootstrap)]
+                    "euclidean", "--no-umap", "--bootstrap", str(self.resamples)]
         if self.task == "xm3600-i2t":
             return ["run", *common, "--task", self.task, "--xm3600", self.dataset.spec, *rev,
                     "--k", ",".join(map(str, self.ks)), "--grouping", "authors"]
         return ["run", *common, "--task", self.task, "--dataset", self.dataset.spec, *rev,
-                "--bootstrap", str(self.bootstrap)]
+                "--bootstrap", str(self.resamples)]
 
 
 @dataclass(frozen=True)
@@ -201,7 +207,8 @@ def resolve_tasks(spec: str) -> list[str]:
 
 
 def build_plan(cfg: ReproduceConfig) -> Plan:
-    """Every job of ``cfg``, model by model."""
+    """Every job of ``cfg``, model by model: the paper's models with the authors'
+    conventions, any other model (hash, a user's adapter) with its only, reference, one."""
     models, rqs = resolve_models(cfg.models), resolve_tasks(cfg.tasks)
     entries = registry.models()
     xcm = dataset_ref(cfg.xcm_dataset, cfg.xcm_revision) if "rq2" in rqs else None
@@ -211,12 +218,15 @@ def build_plan(cfg: ReproduceConfig) -> Plan:
         e = entries.get(m)
         pin = {"checkpoint": e.kwargs.get("checkpoint"), "revision": e.kwargs.get("revision")} \
             if e else {}
+        # only the paper's models have an authors profile; any other model runs as it is
+        pin["conventions"] = CONVENTIONS if e is not None and e.paper else "reference"
         for rq in rqs:
             for task in RQ_TASKS[rq]:
                 ds = xcm if rq == "rq2" else xm
                 assert ds is not None
                 ks = PAPER_KS if task == "xm3600-i2t" else ()
-                jobs.append(Job(m, task, ds, ks=ks, bootstrap=cfg.bootstrap, **pin))
+                boot = cfg.bootstrap if rq == "rq2" else None
+                jobs.append(Job(m, task, ds, ks=ks, bootstrap=boot, **pin))
     return Plan(tuple(jobs), Path(cfg.output_dir))
 
 

@@ -41,10 +41,13 @@ class ModelCheck:
 
 def recorded_conventions(settings: dict[str, Any]) -> str | None:
     """The conventions profile a result records: ``settings.conventions`` as a name, or a
-    record with a ``profile`` / ``name`` field; None when the result records none."""
+    record with a ``profile`` / ``name`` field; None when the result records none (or a record
+    whose ``fields`` are null: a model without profiles, run with its adapter's own)."""
     c = settings.get("conventions")
     if isinstance(c, str):
         return c
+    if isinstance(c, dict) and "fields" in c and c["fields"] is None:
+        return None
     if isinstance(c, dict):
         for k in ("profile", "name"):
             if isinstance(c.get(k), str):

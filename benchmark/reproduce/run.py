@@ -77,7 +77,7 @@ def run_job(ctx: RunContext, job: Job, plan: Plan, s: ExecSettings) -> Path:
     ds = job.dataset
     if job.task == "analysis":
         cfg = AnalyzeConfig(dataset=ds.spec, revision=ds.revision, seed=job.seed,
-                            bootstrap=job.bootstrap, metric="euclidean", no_umap=True)
+                            bootstrap=job.resamples, metric="euclidean", no_umap=True)
         return analyze_context(ctx, cfg)
     cls = registry.load_task(job.task)
     if job.task == "xm3600-i2t":
@@ -85,7 +85,7 @@ def run_job(ctx: RunContext, job: Job, plan: Plan, s: ExecSettings) -> Path:
                                 k=",".join(map(str, job.ks)), grouping="authors")
     else:
         tcfg = cls.config_class(dataset=ds.spec, revision=ds.revision, seed=job.seed,
-                                bootstrap=job.bootstrap)
+                                bootstrap=job.resamples)
     _, path = run_task(ctx, cls(tcfg))
     return path
 
@@ -115,6 +115,7 @@ def execute(plan: Plan, settings: ExecSettings | None = None,
     for model in plan.models:
         jobs = [j for j in plan.jobs if j.model == model]
         todo: list[Job] = []
+        why_run: dict[str, str] = {}
         for job in jobs:
             done, why = up_to_date(plan, job, state.get(job.name))
             if done:
@@ -123,6 +124,7 @@ def execute(plan: Plan, settings: ExecSettings | None = None,
             else:
                 log.info("%s: runs (%s)", job.name, why)
                 todo.append(job)
+                why_run[job.name] = why
         if not todo:
             continue
         t0 = time.perf_counter()
@@ -149,7 +151,8 @@ def execute(plan: Plan, settings: ExecSettings | None = None,
                                                    None, reason))
             else:
                 record(state, job, "ok", time.perf_counter() - t1, path)
-                summary.outcomes.append(JobOutcome(job, "ran", time.perf_counter() - t1, path))
+                summary.outcomes.append(JobOutcome(job, "ran", time.perf_counter() - t1, path,
+                                                   why_run[job.name]))
             save_state(plan.state_path, state)
         ctx = None
         free_memory()

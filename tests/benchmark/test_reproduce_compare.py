@@ -205,3 +205,16 @@ def test_why_not_real():
     assert why_not_real(res(hf)) == ""
     fake = spec("gme-qwen2-2b").model_copy(update={"family": "hash"})
     assert "hash model" in why_not_real(res(fake))
+
+
+def test_recorded_conventions():
+    from benchmark.reproduce.provenance import recorded_conventions
+
+    assert recorded_conventions({"conventions": "authors"}) == "authors"
+    assert recorded_conventions({"conventions": {"profile": "authors", "fields": {"dtype": "x"}}}
+                                ) == "authors"
+    # a model without profiles (piece B records its adapter's own conventions so)
+    assert recorded_conventions({"conventions": {"profile": "reference", "fields": None}}) is None
+    # today's per-side record of a task: no profile
+    assert recorded_conventions({"conventions": {"query": {}, "document": {}}}) is None
+    assert recorded_conventions({}) is None
