@@ -55,8 +55,14 @@ def write_comparison(plan: Plan, authors_folder: Path | None = None) -> tuple[Co
     col = collect([plan.results_dir])
     comp = compare(col, authors_folder)
     ctx = render.Context(str(plan.results_dir), len(col.paths), failures_of(plan))
-    ctx.notes.append(f"Conventions asked for: {', '.join(sorted({j.conventions for j in plan.jobs}))}"
-                     "; datasets: " + ", ".join(sorted({j.dataset.spec for j in plan.jobs})) + ".")
+    by_conv: dict[str, list[str]] = {}
+    for j in plan.jobs:
+        models = by_conv.setdefault(j.conventions, [])
+        if j.model not in models:
+            models.append(j.model)
+    ctx.notes.append("Conventions of this plan: " + "; ".join(
+        f"{c} ({', '.join(ms)})" for c, ms in by_conv.items()) + ". Datasets: "
+        + ", ".join(sorted({j.dataset.spec for j in plan.jobs})) + ".")
     return comp, render.write(comp, plan.output_dir, ctx)
 
 

@@ -52,9 +52,10 @@ class RunConfig:
     dtype: str | None = option("model dtype (default: bf16/fp16 on GPU, float32 on CPU)", None,
                                choices=DTYPES)
     batch_size: int | None = option("batch size for texts and images", None)
-    conventions: str = option("embedding conventions: reference (the model card's intended "
-                              "use; default) or authors (what the paper's code did)",
-                              "reference", choices=["reference", "authors"])
+    conventions: str = option(
+        "model conventions: reference (the model card's intended use) or authors (what the "
+        "paper's code did; paper models only). `ls --conventions` shows the differences",
+        "reference", choices=["reference", "authors"])
     quiet: bool = option("no table on stdout", False, flags=("-q", "--quiet"))
 
 
