@@ -139,20 +139,30 @@ class Job:
     def fingerprint(self) -> str:
         return hashlib.sha256(json.dumps(self.key(), sort_keys=True).encode()).hexdigest()
 
-    def argv(self, output_dir: Path, cache_dir: Path | None = None) -> list[str]:
-        """The ``python -m benchmark`` arguments that produce this job's results file."""
+    @property
+    def command(self) -> str:
+        """The ``python -m benchmark`` subcommand of this job."""
+        return "analyze" if self.task == "analysis" else "run"
+
+    def args(self, output_dir: Path, cache_dir: Path | None = None) -> list[str]:
+        """The arguments of :attr:`command` that produce this job's results file (no
+        ``--device``: a launcher adds it)."""
         common = ["--model", self.model, "--conventions", self.conventions, "--output-dir",
                   str(output_dir), "--seed", str(self.seed), "-q"]
         common += ["--cache-dir", str(cache_dir)] if cache_dir else []
         rev = ["--revision", self.dataset.revision] if self.dataset.revision else []
         if self.task == "analysis":
-            return ["analyze", *common, "--dataset", self.dataset.spec, *rev, "--metric",
-                    "euclidean", "--no-umap", "--bootstrap", str(self.resamples)]
+            return [*common, "--dataset", self.dataset.spec, *rev, "--metric", "euclidean",
+                    "--no-umap", "--bootstrap", str(self.resamples)]
         if self.task == "xm3600-i2t":
-            return ["run", *common, "--task", self.task, "--xm3600", self.dataset.spec, *rev,
+            return [*common, "--task", self.task, "--xm3600", self.dataset.spec, *rev,
                     "--k", ",".join(map(str, self.ks)), "--grouping", "authors"]
-        return ["run", *common, "--task", self.task, "--dataset", self.dataset.spec, *rev,
+        return [*common, "--task", self.task, "--dataset", self.dataset.spec, *rev,
                 "--bootstrap", str(self.resamples)]
+
+    def argv(self, output_dir: Path, cache_dir: Path | None = None) -> list[str]:
+        """The whole ``python -m benchmark`` command line: :attr:`command` + :meth:`args`."""
+        return [self.command, *self.args(output_dir, cache_dir)]
 
 
 @dataclass(frozen=True)
