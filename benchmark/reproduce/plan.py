@@ -19,6 +19,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -101,12 +102,29 @@ def folder_stamp(path: Path) -> str:
     return "files:" + h.hexdigest()[:16]
 
 
-def dataset_ref(spec: str, revision: str | None = None) -> DatasetRef:
-    """A local path (resolved, stamped) or a hub id."""
+HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
+
+
+def dataset_ref(spec: str, revision: str | None = None, flag: str = "--dataset") -> DatasetRef:
+    """A local path (resolved, stamped) or a hub id ``ORG/NAME``; anything else is bad input."""
     p = Path(spec).expanduser()
     if p.exists():
         return DatasetRef(str(p.resolve()), revision, folder_stamp(p))
+    if spec.startswith((".", "/", "~")) or not HUB_ID.fullmatch(spec):
+        raise PlanError(f"{flag} {spec!r}: no such file or folder, and not a hub id ORG/NAME")
     return DatasetRef(spec, revision, None)
+
+
+def check_output_dir(path: Path) -> None:
+    """``--output-dir`` must be a folder we can write (created when missing)."""
+    if path.exists() and not path.is_dir():
+        raise PlanError(f"--output-dir {path} is a file, not a folder")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise PlanError(f"--output-dir {path}: cannot create it ({e.strerror or e})") from e
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise PlanError(f"--output-dir {path} is not writable")
 
 
 @dataclass(frozen=True)
@@ -221,8 +239,10 @@ def build_plan(cfg: ReproduceConfig) -> Plan:
     conventions, any other model (hash, a user's adapter) with its only, reference, one."""
     models, rqs = resolve_models(cfg.models), resolve_tasks(cfg.tasks)
     entries = registry.models()
-    xcm = dataset_ref(cfg.xcm_dataset, cfg.xcm_revision) if "rq2" in rqs else None
-    xm = dataset_ref(cfg.xm3600_dataset, cfg.xm3600_revision) if "rq1" in rqs else None
+    xcm = dataset_ref(cfg.xcm_dataset, cfg.xcm_revision, "--xcm-dataset") \
+        if "rq2" in rqs else None
+    xm = dataset_ref(cfg.xm3600_dataset, cfg.xm3600_revision, "--xm3600-dataset") \
+        if "rq1" in rqs else None
     jobs: list[Job] = []
     for m in models:
         e = entries.get(m)

@@ -16,7 +16,13 @@ from pathlib import Path
 from benchmark.report.collect import collect
 from benchmark.reproduce import dryrun, render
 from benchmark.reproduce.compare import Comparison, compare
-from benchmark.reproduce.plan import Plan, ReproduceConfig, build_plan, load_state
+from benchmark.reproduce.plan import (
+    Plan,
+    ReproduceConfig,
+    build_plan,
+    check_output_dir,
+    load_state,
+)
 from benchmark.reproduce.run import ExecSettings, Summary, execute
 
 log = logging.getLogger(__name__)
@@ -38,12 +44,12 @@ class Outcome:
 
 
 def failures_of(plan: Plan) -> list[tuple[str, str]]:
-    """(job, reason) of the plan's jobs whose last run failed (from the state file)."""
+    """(job, reason) of the plan's jobs whose last run, with this plan, failed (state file)."""
     state = load_state(plan.state_path)
     out = []
     for job in plan.jobs:
         entry = state.get(job.name) or {}
-        if entry.get("status") == "failed":
+        if entry.get("status") == "failed" and entry.get("fingerprint") == job.fingerprint():
             out.append((job.name, str(entry.get("error") or "failed")))
     return out
 
@@ -72,6 +78,7 @@ def reproduce(cfg: ReproduceConfig, endpoint: str | None = None) -> Outcome:
     if cfg.dry_run:
         items = dryrun.with_sizes(dryrun.downloads(plan), endpoint, cfg.hub_timeout)
         return Outcome(plan, dry_run=dryrun.format_dry_run(plan, items, dryrun.estimate(plan)))
+    check_output_dir(plan.output_dir)
     summary = None
     if not cfg.compare_only:
         settings = ExecSettings(cfg.cache_dir, cfg.no_cache, cfg.device, cfg.dtype,

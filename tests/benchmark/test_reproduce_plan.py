@@ -155,9 +155,16 @@ def test_failed_model_is_reported_and_the_others_go_on(tmp_path, xm, capsys):
     (["--models", "gme-qwen2-2"], "did you mean gme-qwen2-2b"),
     (["--tasks", "rq3"], "expected rq1, rq2 or rq1,rq2"),
     (["--models", ","], "names no model"),
+    (["--xcm-dataset", "./no/such/folder"], "--xcm-dataset './no/such/folder': no such file"),
+    (["--xm3600-dataset", "not a hub id"], "not a hub id ORG/NAME"),
+    (["--output-dir", "FILE"], "is a file, not a folder"),
 ])
 def test_bad_input_is_one_line_exit_2(tmp_path, capsys, extra, needle):
-    assert main(["reproduce", "--output-dir", str(tmp_path), *extra]) == 2
+    (tmp_path / "FILE").write_text("x")
+    extra = [str(tmp_path / "FILE") if x == "FILE" else x for x in extra]
+    # a later flag overrides the default given first
+    argv = ["reproduce", "--output-dir", str(tmp_path / "out"), "--models", "hash", *extra]
+    assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: ") and needle in err[0]
 
