@@ -320,5 +320,5 @@ def record(state: dict[str, dict[str, Any]], job: Job, status: str, seconds: flo
         "status": status, "fingerprint": job.fingerprint(), "key": job.key(),
         "result": str(path) if path else None,
         "result_sha256": files.sha256_file(path) if path and path.is_file() else None,
-        "seconds": round(seconds, 3), "error": error, "pid": os.getpid(),
+        "seconds": round(seconds, 3), "error": error,
     }
