@@ -8,6 +8,7 @@
     python -m benchmark analyze --model MODEL --dataset PATH   (benchmark.analysis)
     python -m benchmark report RESULTS_DIR... --output DIR     (benchmark.report)
     python -m benchmark smoke --model MODEL [--device cuda]    (benchmark.smoke)
+    python -m benchmark reproduce --output-dir DIR [--dry-run]  (benchmark.reproduce)
 
 Every command's flags come from typed configs (:mod:`benchmark.config`): ``run`` fills a
 :class:`~benchmark.tasks.base.RunConfig` and each task's own config. Logging is configured
@@ -31,6 +32,7 @@ from benchmark.config import add_options, from_args
 from benchmark.data import DataError
 from benchmark.logs import configure_logging
 from benchmark.report import cli as report_cli
+from benchmark.reproduce import cli as reproduce_cli
 from benchmark.results import model_slug
 from benchmark.smoke import SmokeConfig, format_smoke, run_smoke
 from benchmark.tables import TableError
@@ -244,6 +246,7 @@ def build_parser() -> argparse.ArgumentParser:
     report_cli.add_parser(sub)
     add_smoke(sub)
     add_cache(sub)
+    reproduce_cli.add_parser(sub)
     return p
 
 

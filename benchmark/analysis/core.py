@@ -34,7 +34,7 @@ from benchmark.data.xcm import XCMDataset
 from benchmark.embeddings import Embeddings, MultiVector
 from benchmark.metrics.association import association_scores
 from benchmark.results import model_slug, write_results
-from benchmark.tasks.base import RunConfig, TaskOutput, open_context, result_file
+from benchmark.tasks.base import RunConfig, RunContext, TaskOutput, open_context, result_file
 from benchmark.tasks.xcm import AssociationConfig, embed_images, embed_texts, load_xcm
 
 log = logging.getLogger(__name__)
@@ -229,8 +229,13 @@ def correlation_figures(out_dir: Path, model: str, scores: dict[str, Any],
 def analyze(run: RunConfig, cfg: AnalyzeConfig) -> Path:
     """Run the whole analysis of ``run.model`` on the data ``cfg`` names; returns the path of
     ``<output-dir>/<model-slug>/analysis.json``."""
+    return analyze_context(open_context(run), cfg)
+
+
+def analyze_context(ctx: RunContext, cfg: AnalyzeConfig) -> Path:
+    """:func:`analyze` with the model already loaded (``ctx``; results go to its output dir)."""
     t_start = time.perf_counter()
-    ctx = open_context(run)
+    out_dir = ctx.output_dir
     adapter = ctx.adapter
     ds = load_xcm(ctx, cfg)
     tr = ds.triplets
@@ -248,12 +253,12 @@ def analyze(run: RunConfig, cfg: AnalyzeConfig) -> Path:
     scores, sil_t = analyze_arrays(text_x, texts["query_language"].tolist(), image_x,
                                    imgs["country"].tolist(), sp, metrics)
     timings.update(sil_t)
-    scores["figures"] = correlation_figures(run.output_dir, adapter.spec.name, scores, metrics)
+    scores["figures"] = correlation_figures(out_dir, adapter.spec.name, scores, metrics)
     if cfg.no_umap:
         scores["umap"] = {"skipped": "--no-umap"}
     else:
         t0 = time.perf_counter()
-        scores["umap"] = projections(run.output_dir, text_x, texts, image_x, imgs,
+        scores["umap"] = projections(out_dir, text_x, texts, image_x, imgs,
                                      adapter.spec.name, cfg.annotate)
         timings["umap_s"] = time.perf_counter() - t0
     timings["total_s"] = time.perf_counter() - t_start
@@ -274,4 +279,4 @@ def analyze(run: RunConfig, cfg: AnalyzeConfig) -> Path:
         },
         timings=timings,
     )
-    return write_results(run.output_dir, result_file(ctx, out))
+    return write_results(out_dir, result_file(ctx, out))

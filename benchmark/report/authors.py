@@ -61,6 +61,27 @@ def _read(name: str, folder: Path | None) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+SCOPES = {"overall": ("overall_aggregated.csv", None),
+          "country": ("country_aggregated.csv", "country"),
+          "language": ("language_aggregated.csv", "native_language"),
+          "concept": ("concept_aggregated.csv", "concept")}
+
+
+def load_scope(scope: str, folder: Path | None = None) -> pd.DataFrame:
+    """The authors' rows of one scope (overall, country, language, concept): ``group`` (their
+    country / language / concept name as written, '' overall), ``authors_model``,
+    ``experiment``, the A/B/C wins (int) and z-scores (floats parsed exactly as written)."""
+    name, column = SCOPES[scope]
+    df = _read(name, folder)
+    if column is None:
+        df.insert(0, "group", "")
+    else:
+        df = df.rename(columns={column: "group"})
+    df.insert(0, "scope", scope)
+    df = df.rename(columns={"model": "authors_model"})
+    return df.astype({c: "int64" for c in WIN_COLS})
+
+
 def load_authors(folder: Path | None = None) -> pd.DataFrame:
     """Overall and per-country rows: scope, country (ISO code, '' overall), authors_model,
     experiment, A/B/C wins (int) and z-scores (floats parsed exactly as written)."""
@@ -83,7 +104,8 @@ def authors_name(model: str, names: dict[str, str], known: set[str]) -> str | No
     return lower.get(model.lower())
 
 
-def _theirs(row: pd.Series | None) -> dict[str, Any]:
+def their_numbers(row: Any) -> dict[str, Any]:
+    """The authors' counts, win rates, SP and z-means of one of their rows (None: all None)."""
     if row is None:
         return {f"authors_{k}": None for k in ("n", *WIN_COLS, "M_sem", "M_cul", "M_non", "SP",
                                                   *Z_COLS)}
@@ -103,7 +125,7 @@ def _row(model: str, amodel: str, task: str, scope: str, code: str,
                            "experiment": EXPERIMENTS[task], "scope": scope, "country": code,
                            "label": label}
     out.update({f"ours_{k}": (ours or {}).get(k) for k in OURS})
-    out.update(_theirs(theirs))
+    out.update(their_numbers(theirs))
     for mine, their in DIFFS:
         a, b = out[f"ours_{mine}"], out[f"authors_{their}"]
         out[f"diff_{mine}"] = a - b if a is not None and b is not None else None

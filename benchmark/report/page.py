@@ -24,6 +24,9 @@ figure{margin:1.5em 0}
 figcaption{font-size:0.9em;color:#555}
 details{margin:0.5em 0}
 .note{color:#555;font-size:0.9em}
+tr.outside td{background:#fde2e2}
+tr.missing td{color:#888}
+.banner{border:2px solid #c44;background:#fff4f4;padding:0.5em 1em}
 """
 
 

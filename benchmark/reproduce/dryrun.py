@@ -1,0 +1,243 @@
+"""``reproduce --dry-run``: what a plan would download, and how many GPU hours it would take.
+
+Downloads: the hub repos each planned model loads under the authors' conventions
+(``data/reproduce/downloads.csv``; the revision is the zoo's pin where the repo is the zoo's
+checkpoint) and the two hub datasets (local folders download nothing). Sizes come from the
+hub API (``HfApi.model_info`` / ``dataset_info`` with ``files_metadata``): the total of the
+repo's files at that revision, an upper bound of what the loaders fetch. Offline
+(``HF_HUB_OFFLINE=1``) no request is made; a request that fails or takes longer than the
+timeout gives "size unknown: hub unreachable (...)" for that repo, never a hang (each request
+runs in a daemon thread with a deadline, so even a DNS lookup cannot hold the command).
+
+GPU hours: the items each job embeds (``data/reproduce/workload.csv``: the published
+datasets' counts) times the per-item seconds of the model's family
+(``data/reproduce/item_seconds.csv``, each row stating its source and whether it is an
+estimate or a measurement). Items embedded once are cached: the analysis embeds nothing new.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import queue
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from benchmark import registry, tables
+from benchmark.models import hub
+from benchmark.reproduce.plan import Job, Plan
+
+
+@dataclass(frozen=True)
+class Download:
+    repo: str
+    repo_type: str  # model | dataset
+    revision: str | None
+    role: str
+    models: tuple[str, ...]
+    size: int | None = None  # bytes at that revision (None: unknown)
+    note: str = ""
+
+
+LORA_NOTE = "+ the LoRA base named in its adapter_config.json (not listed: size unknown)"
+
+
+def _csv(name: str) -> list[dict[str, str]]:
+    return list(csv.DictReader(io.StringIO(tables.data_file(name).text, newline="")))
+
+
+def downloads(plan: Plan) -> list[Download]:
+    """Every hub repo the plan needs (one row per repo and revision), sizes not yet known."""
+    entries = registry.models()
+    rows = _csv("reproduce/downloads.csv")
+    found: dict[tuple[str, str, str | None], Download] = {}
+
+    def add(repo: str, kind: str, rev: str | None, role: str, model: str, note: str = "") -> None:
+        key = (repo, kind, rev)
+        old = found.get(key)
+        found[key] = replace(old, models=(*old.models, model)) if old else Download(
+            repo, kind, rev, role, (model,), note=note)
+
+    for model in plan.models:
+        e = entries.get(model)
+        mine = [r for r in rows if r["model"] == model]
+        base_listed = any(r["role"].startswith("LoRA base") for r in mine)
+        for r in mine:
+            pinned = e.kwargs.get("revision") if e and r["repo"] == e.kwargs.get("checkpoint") \
+                else None
+            lora = r["role"].startswith("LoRA adapter") and not base_listed
+            add(r["repo"], r["repo_type"], r["revision"] or pinned, r["role"], model,
+                LORA_NOTE if lora else "")
+    for job in plan.jobs:
+        ds = job.dataset
+        if not ds.local:
+            role = "XM3600 (RQ1)" if job.task == "xm3600-i2t" else "3XCM (RQ2)"
+            add(ds.spec, "dataset", ds.revision, role, job.model)
+    return [replace(d, models=tuple(dict.fromkeys(d.models))) for d in found.values()]
+
+
+def nothing_to_download(plan: Plan) -> list[str]:
+    """Planned models with no hub repo listed (hash, user adapters, family:arg names)."""
+    listed = {r["model"] for r in _csv("reproduce/downloads.csv")}
+    return [m for m in plan.models if m not in listed]
+
+
+def with_deadline(fn: Callable[[], Any], seconds: float) -> Any:
+    """``fn()`` in a daemon thread; TimeoutError after ``seconds`` (the thread is abandoned)."""
+    out: queue.Queue[tuple[bool, Any]] = queue.Queue(maxsize=1)
+
+    def target() -> None:
+        try:
+            out.put((True, fn()))
+        except BaseException as e:  # noqa: BLE001 - handed to the caller
+            out.put((False, e))
+
+    threading.Thread(target=target, daemon=True).start()
+    try:
+        ok, value = out.get(timeout=seconds)
+    except queue.Empty:
+        raise TimeoutError(f"no answer in {seconds:g} s") from None
+    if not ok:
+        raise value
+    return value
+
+
+def repo_size(d: Download, endpoint: str | None, timeout: float) -> Download:
+    """``d`` with its size from the hub API, or a note saying why the size is unknown."""
+    if hub.offline():
+        return replace(d, note=_join("size unknown: hub unreachable (offline: HF_HUB_OFFLINE=1)",
+                                     d.note))
+    from huggingface_hub import HfApi
+
+    api = HfApi(endpoint=endpoint)
+    info_fn = api.dataset_info if d.repo_type == "dataset" else api.model_info
+
+    def call() -> Any:
+        return info_fn(d.repo, revision=d.revision, files_metadata=True, timeout=timeout)
+
+    try:
+        info = with_deadline(call, timeout + 1.0)
+    except Exception as e:  # noqa: BLE001 - network, DNS, timeout, 404: one note per repo
+        status = getattr(getattr(e, "response", None), "status_code", None)
+        why = f"HTTP {status}" if status else f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+        what = "hub unreachable" if not status else "hub lookup failed"
+        return replace(d, note=_join(f"size unknown: {what} ({why.rstrip(': ')})", d.note))
+    sizes = [s.size for s in (info.siblings or []) if s.size is not None]
+    if not sizes:
+        return replace(d, note=_join("size unknown: the hub gave no file sizes", d.note))
+    rev = d.revision or getattr(info, "sha", None)
+    return replace(d, size=int(sum(sizes)), revision=rev)
+
+
+def _join(*parts: str) -> str:
+    return "; ".join(p for p in parts if p)
+
+
+def with_sizes(items: list[Download], endpoint: str | None = None,
+               timeout: float = 5.0) -> list[Download]:
+    return [repo_size(d, endpoint, timeout) for d in items]
+
+
+# -- GPU hours --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Rate:
+    family: str
+    text_s: float
+    image_s: float
+    gpu: str
+    kind: str  # estimate | measured | exact
+    source: str
+
+
+@dataclass(frozen=True)
+class JobEstimate:
+    job: Job
+    texts: int
+    images: int
+    seconds: float
+    rate: Rate
+
+
+def rates() -> dict[str, Rate]:
+    return {r["family"]: Rate(r["family"], float(r["text_s"]), float(r["image_s"]), r["gpu"],
+                              r["kind"], r["source"]) for r in _csv("reproduce/item_seconds.csv")}
+
+
+def workload() -> dict[tuple[str, str], int]:
+    return {(r["dataset"], r["what"]): int(r["count"]) for r in _csv("reproduce/workload.csv")}
+
+
+def family_of(model: str) -> str:
+    """The module stem of a model's adapter (``benchmark.models.colqwen:...`` -> colqwen)."""
+    e = registry.models().get(model)
+    target = e.target if e else model
+    return target.split(":")[0].rsplit(".", 1)[-1]
+
+
+def items(job: Job, w: dict[tuple[str, str], int]) -> tuple[int, int]:
+    """(texts, images) a job embeds that no earlier job of the same model embedded."""
+    if job.task == "3xcm":
+        return w[("3xcm", "query_texts")], w[("3xcm", "images")]
+    if job.task == "3xcm-i2i":  # candidates cached by 3xcm; query images in the query role
+        return 0, w[("3xcm", "query_images")]
+    if job.task == "xm3600-i2t":
+        return w[("xm3600", "captions")], w[("xm3600", "images")]
+    return 0, 0  # analysis: every embedding is in the cache
+
+
+def estimate(plan: Plan) -> list[JobEstimate]:
+    r, w = rates(), workload()
+    out = []
+    for job in plan.jobs:
+        rate = r.get(family_of(job.model)) or r["*"]
+        t, i = items(job, w)
+        out.append(JobEstimate(job, t, i, t * rate.text_s + i * rate.image_s, rate))
+    return out
+
+
+def human_bytes(n: int | None) -> str:
+    if n is None:
+        return "size unknown"
+    x = float(n)
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if x < 1000 or unit == "TB":
+            return f"{x:.1f} {unit}" if unit != "B" else f"{int(x)} B"
+        x /= 1000
+    return f"{n} B"
+
+
+def format_dry_run(plan: Plan, items_: list[Download], ests: list[JobEstimate]) -> str:
+    lines = [f"reproduce plan: {len(plan.jobs)} job(s), {len(plan.models)} model(s), "
+             f"results in {plan.results_dir}", "", "downloads:"]
+    for d in items_:
+        rev = d.revision or "unpinned (latest)"
+        size = human_bytes(d.size) if d.size is not None else ""
+        lines.append(f"  {d.repo_type:<7} {d.repo}@{rev}  " + "; ".join(x for x in (size, d.note) if x)
+                     + f"  [{d.role}; {', '.join(d.models[:3])}"
+                     + f"{' ...' if len(d.models) > 3 else ''}]")
+    known = sum(d.size for d in items_ if d.size is not None)
+    unknown = sum(d.size is None for d in items_)
+    lines.append(f"  total known: {human_bytes(known)}" + (f" (+ {unknown} repo(s) of unknown "
+                                                          "size)" if unknown else ""))
+    quiet = nothing_to_download(plan)
+    if quiet:
+        lines.append(f"  nothing to download for: {', '.join(quiet)}")
+    lines += ["", "GPU hours (items x per-item seconds; the published datasets' item counts):"]
+    by_model: dict[str, list[JobEstimate]] = {}
+    for e in ests:
+        by_model.setdefault(e.job.model, []).append(e)
+    for model, es in by_model.items():
+        rate = es[0].rate
+        gpu = f"{rate.gpu}-hours" if rate.gpu != "none" else "GPU-hours (no GPU work)"
+        lines.append(f"  {model:<22} {sum(e.seconds for e in es) / 3600:7.2f} {gpu} "
+                     f"({rate.kind}; {sum(e.texts for e in es):,} texts, "
+                     f"{sum(e.images for e in es):,} images)")
+    total = sum(e.seconds for e in ests) / 3600
+    kinds = sorted({e.rate.kind for e in ests})
+    lines.append(f"  total {total:.1f} GPU-hours ({', '.join(kinds)})")
+    for rate in {e.rate.family: e.rate for e in ests}.values():
+        lines.append(f"  rate {rate.family}: {rate.text_s:g} s/text, {rate.image_s:g} s/image, "
+                     f"{rate.kind}: {rate.source}")
+    return "\n".join(lines)

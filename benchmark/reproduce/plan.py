@@ -1,0 +1,324 @@
+"""The reproduce plan: typed jobs (model x task x dataset x conventions) and their state.
+
+A :class:`Job` is everything that decides one results file: the model (with the checkpoint
+and revision the zoo pins for it), the task, the dataset (a hub id and revision, or a local
+folder with a fingerprint of its files' names, sizes and modification times), the conventions
+profile, the cut-offs, the bootstrap and the seed. Its :meth:`Job.fingerprint` hashes them.
+``DIR/reproduce-state.json`` records, per job, the fingerprint it last ran with, its status
+and the sha256 of the results file it wrote: a job is up to date when it last succeeded with
+the same fingerprint and its results file is still that file (and names the same model, task,
+cut-offs and conventions); anything else runs again. Each job can also be written as a
+``python -m benchmark`` command line (:meth:`Job.argv`), so a launcher can run the same jobs
+one process per device.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from benchmark import files, registry
+from benchmark.config import option
+from benchmark.data import DataError
+from benchmark.reproduce.provenance import recorded_conventions
+from benchmark.results import read_results, results_path
+
+log = logging.getLogger(__name__)
+
+XCM_DATASET = "Chula-AI/association_bias_benchmark"
+XM3600_DATASET = "Tierone2025part2/crossmodal_3600"
+PAPER_KS = (1, 5, 10, 15, 25, 50, 99)
+CONVENTIONS = "authors"
+RQ_TASKS: dict[str, tuple[str, ...]] = {"rq2": ("3xcm", "3xcm-i2i", "analysis"),
+                                        "rq1": ("xm3600-i2t",)}
+STATE_FILE = "reproduce-state.json"
+STATE_VERSION = 1
+
+
+class PlanError(DataError):
+    """Bad ``reproduce`` input (unknown research question, empty model list): one line, exit 2."""
+
+
+@dataclass
+class ReproduceConfig:
+    """``python -m benchmark reproduce``: what to run, on what data, where."""
+
+    output_dir: Path = option("results go to OUTPUT_DIR/results, the comparison to "
+                              "OUTPUT_DIR/paper-comparison.{md,html,csv}")
+    models: str = option("paper (the paper's ten models; the default) or NAME,NAME,... "
+                         "(`paper` may be one of them)", "paper")
+    tasks: str = option("rq1 (xm3600-i2t), rq2 (3xcm, 3xcm-i2i, analysis) or both (default "
+                        "rq1,rq2)", "rq1,rq2")
+    dry_run: bool = option("list what would be downloaded and the estimated GPU hours; run "
+                           "nothing", False)
+    compare_only: bool = option("run nothing; write the comparison from the results in "
+                                "OUTPUT_DIR/results", False)
+    xcm_dataset: str = option(f"3XCM as published: hub id or local snapshot (default "
+                              f"{XCM_DATASET})", XCM_DATASET)
+    xcm_revision: str | None = option("hub revision of --xcm-dataset", None)
+    xm3600_dataset: str = option(f"XM3600: hub id or local folder (default {XM3600_DATASET})",
+                                 XM3600_DATASET)
+    xm3600_revision: str | None = option("hub revision of --xm3600-dataset", None)
+    cache_dir: Path | None = option("embedding cache (default $XCM_CACHE_DIR or ~/.cache/xcm3)",
+                                    None)
+    no_cache: bool = option("do not read or write the embedding cache", False)
+    device: str | None = option("cpu / cuda / cuda:1 (default: cuda when present)", None)
+    dtype: str | None = option("override the conventions' dtype (not for reproducing)", None,
+                               choices=["float32", "float16", "bfloat16"])
+    batch_size: int | None = option("batch size for texts and images", None)
+    bootstrap: int = option("bootstrap resamples for SP intervals (default 1000)", 1000)
+    hub_timeout: float = option("seconds per hub request of --dry-run (default 5)", 5.0)
+
+
+@dataclass(frozen=True)
+class DatasetRef:
+    """A dataset as the plan knows it: hub id (+ revision) or a local path (+ stamp)."""
+
+    spec: str
+    revision: str | None = None
+    stamp: str | None = None  # local folders: fingerprint of file names, sizes, mtimes
+
+    @property
+    def local(self) -> bool:
+        return self.stamp is not None
+
+
+def folder_stamp(path: Path) -> str:
+    """sha256 over the relative names, sizes and modification times of every file below
+    ``path`` (or of ``path`` itself): cheap, and changes whenever a file does."""
+    h = hashlib.sha256()
+    paths = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+    for p in paths:
+        st = p.stat()
+        rel = p.name if p == path else p.relative_to(path).as_posix()
+        h.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    return "files:" + h.hexdigest()[:16]
+
+
+HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
+
+
+def dataset_ref(spec: str, revision: str | None = None, flag: str = "--dataset") -> DatasetRef:
+    """A local path (resolved, stamped) or a hub id ``ORG/NAME``; anything else is bad input."""
+    p = Path(spec).expanduser()
+    if p.exists():
+        return DatasetRef(str(p.resolve()), revision, folder_stamp(p))
+    if spec.startswith((".", "/", "~")) or not HUB_ID.fullmatch(spec):
+        raise PlanError(f"{flag} {spec!r}: no such file or folder, and not a hub id ORG/NAME")
+    return DatasetRef(spec, revision, None)
+
+
+def check_output_dir(path: Path) -> None:
+    """``--output-dir`` must be a folder we can write (created when missing)."""
+    if path.exists() and not path.is_dir():
+        raise PlanError(f"--output-dir {path} is a file, not a folder")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise PlanError(f"--output-dir {path}: cannot create it ({e.strerror or e})") from e
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise PlanError(f"--output-dir {path} is not writable")
+
+
+@dataclass(frozen=True)
+class Job:
+    """One results file to produce: ``results/<model-slug>/<task>.json``."""
+
+    model: str
+    task: str  # 3xcm | 3xcm-i2i | analysis | xm3600-i2t
+    dataset: DatasetRef
+    conventions: str = CONVENTIONS
+    ks: tuple[int, ...] = ()
+    bootstrap: int | None = None  # SP resamples of the RQ2 jobs (None: the task has none)
+    seed: int = 0
+    checkpoint: str | None = None  # the zoo's pin when the plan was made
+    revision: str | None = None
+
+    @property
+    def name(self) -> str:
+        return f"{self.model}/{self.task}"
+
+    @property
+    def resamples(self) -> int:
+        """The bootstrap resamples a task of this job uses (the tasks' default when unset)."""
+        return 1000 if self.bootstrap is None else self.bootstrap
+
+    def key(self) -> dict[str, Any]:
+        """Every field, as JSON gives it back (tuples as lists), to compare with the state."""
+        return json.loads(json.dumps(dataclasses.asdict(self)))
+
+    def fingerprint(self) -> str:
+        return hashlib.sha256(json.dumps(self.key(), sort_keys=True).encode()).hexdigest()
+
+    @property
+    def command(self) -> str:
+        """The ``python -m benchmark`` subcommand of this job."""
+        return "analyze" if self.task == "analysis" else "run"
+
+    def args(self, output_dir: Path, cache_dir: Path | None = None) -> list[str]:
+        """The arguments of :attr:`command` that produce this job's results file (no
+        ``--device``: a launcher adds it)."""
+        common = ["--model", self.model, "--conventions", self.conventions, "--output-dir",
+                  str(output_dir), "--seed", str(self.seed), "-q"]
+        common += ["--cache-dir", str(cache_dir)] if cache_dir else []
+        rev = ["--revision", self.dataset.revision] if self.dataset.revision else []
+        if self.task == "analysis":
+            return [*common, "--dataset", self.dataset.spec, *rev, "--metric", "euclidean",
+                    "--no-umap", "--bootstrap", str(self.resamples)]
+        if self.task == "xm3600-i2t":
+            return [*common, "--task", self.task, "--xm3600", self.dataset.spec, *rev,
+                    "--k", ",".join(map(str, self.ks)), "--grouping", "authors"]
+        return [*common, "--task", self.task, "--dataset", self.dataset.spec, *rev,
+                "--bootstrap", str(self.resamples)]
+
+    def argv(self, output_dir: Path, cache_dir: Path | None = None) -> list[str]:
+        """The whole ``python -m benchmark`` command line: :attr:`command` + :meth:`args`."""
+        return [self.command, *self.args(output_dir, cache_dir)]
+
+
+@dataclass(frozen=True)
+class Plan:
+    jobs: tuple[Job, ...]
+    output_dir: Path
+
+    @property
+    def results_dir(self) -> Path:
+        return self.output_dir / "results"
+
+    @property
+    def state_path(self) -> Path:
+        return self.output_dir / STATE_FILE
+
+    def result_path(self, job: Job) -> Path:
+        return results_path(self.results_dir, job.model, job.task)
+
+    @property
+    def models(self) -> list[str]:
+        return list(dict.fromkeys(j.model for j in self.jobs))
+
+
+def resolve_models(spec: str) -> list[str]:
+    """``paper`` and/or registered names (``family:arg`` and ``module:Class`` pass through)."""
+    entries = registry.models()
+    out: list[str] = []
+    for tok in (t.strip() for t in spec.split(",")):
+        if not tok:
+            continue
+        if tok.lower() == "paper":
+            out += [n for n, e in entries.items() if e.paper]
+        elif tok in entries or ":" in tok:
+            out.append(tok)
+        else:
+            raise registry.RegistryError(
+                f"unknown model {tok!r}{registry.suggest(tok, sorted(entries))} (see `python -m "
+                "benchmark ls`; `paper` names the paper's ten)")
+    out = list(dict.fromkeys(out))
+    if not out:
+        raise PlanError(f"--models {spec!r} names no model")
+    return out
+
+
+def resolve_tasks(spec: str) -> list[str]:
+    """The research questions named, in the plan's order (RQ2 first: it feeds Tables 7/8)."""
+    asked = {t.strip().lower() for t in spec.split(",") if t.strip()}
+    unknown = asked - set(RQ_TASKS)
+    if unknown or not asked:
+        raise PlanError(f"--tasks {spec!r}: expected rq1, rq2 or rq1,rq2")
+    return [rq for rq in RQ_TASKS if rq in asked]
+
+
+def build_plan(cfg: ReproduceConfig) -> Plan:
+    """Every job of ``cfg``, model by model: the paper's models with the authors'
+    conventions, any other model (hash, a user's adapter) with its only, reference, one."""
+    models, rqs = resolve_models(cfg.models), resolve_tasks(cfg.tasks)
+    entries = registry.models()
+    xcm = dataset_ref(cfg.xcm_dataset, cfg.xcm_revision, "--xcm-dataset") \
+        if "rq2" in rqs else None
+    xm = dataset_ref(cfg.xm3600_dataset, cfg.xm3600_revision, "--xm3600-dataset") \
+        if "rq1" in rqs else None
+    jobs: list[Job] = []
+    for m in models:
+        e = entries.get(m)
+        pin = {"checkpoint": e.kwargs.get("checkpoint"), "revision": e.kwargs.get("revision")} \
+            if e else {}
+        # only the paper's models have an authors profile; any other model runs as it is
+        pin["conventions"] = CONVENTIONS if e is not None and e.paper else "reference"
+        for rq in rqs:
+            for task in RQ_TASKS[rq]:
+                ds = xcm if rq == "rq2" else xm
+                assert ds is not None
+                ks = PAPER_KS if task == "xm3600-i2t" else ()
+                boot = cfg.bootstrap if rq == "rq2" else None
+                jobs.append(Job(m, task, ds, ks=ks, bootstrap=boot, **pin))
+    return Plan(tuple(jobs), Path(cfg.output_dir))
+
+
+# -- state -----------------------------------------------------------------------------------
+def load_state(path: Path) -> dict[str, dict[str, Any]]:
+    """Job name -> its last record; an unreadable state file is ignored (everything reruns)."""
+    if not path.is_file():
+        return {}
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+        jobs = raw["jobs"]
+        if raw.get("schema_version") != STATE_VERSION or not isinstance(jobs, dict):
+            raise ValueError("unknown schema")
+        return jobs
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        log.warning("%s unreadable (%s): every job runs again", path, e)
+        return {}
+
+
+def save_state(path: Path, state: dict[str, dict[str, Any]]) -> None:
+    files.atomic_write_json(path, {"schema_version": STATE_VERSION, "jobs": state})
+
+
+def changed_keys(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    return sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
+
+
+def up_to_date(plan: Plan, job: Job, entry: dict[str, Any] | None) -> tuple[bool, str]:
+    """(whether ``job`` need not run, why)."""
+    if not entry:
+        return False, "not run yet"
+    if entry.get("status") != "ok":
+        return False, f"last run {entry.get('status')}"
+    if entry.get("fingerprint") != job.fingerprint():
+        keys = changed_keys(entry.get("key") or {}, job.key())
+        return False, "the plan changed (" + ", ".join(keys or ["?"]) + ")"
+    path = plan.result_path(job)
+    if not path.is_file():
+        return False, "results file missing"
+    if files.sha256_file(path) != entry.get("result_sha256"):
+        return False, "results file changed since it was written"
+    try:
+        res = read_results(path)
+    except (OSError, ValueError) as e:
+        return False, f"results file unreadable ({type(e).__name__})"
+    if (res.model.name, res.task.name) != (job.model, job.task):
+        return False, "results file of another model or task"
+    conv = recorded_conventions(res.settings)
+    if conv is not None and conv != job.conventions:
+        return False, f"results record conventions {conv!r}"
+    ks = (res.task.model_extra or {}).get("ks")
+    if job.ks and ks is not None and [int(k) for k in ks] != list(job.ks):
+        return False, "results of other cut-offs"
+    return True, "up to date"
+
+
+def record(state: dict[str, dict[str, Any]], job: Job, status: str, seconds: float,
+           path: Path | None = None, error: str | None = None) -> None:
+    """Note a job's outcome (the caller saves the state)."""
+    state[job.name] = {
+        "status": status, "fingerprint": job.fingerprint(), "key": job.key(),
+        "result": str(path) if path else None,
+        "result_sha256": files.sha256_file(path) if path and path.is_file() else None,
+        "seconds": round(seconds, 3), "error": error,
+    }

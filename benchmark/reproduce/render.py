@@ -1,0 +1,216 @@
+"""``paper-comparison.md``, ``.html`` and ``.csv``: the comparison, cell by cell.
+
+The Markdown and the self-contained HTML page (:mod:`benchmark.report.page`) show, per table,
+one line per cell: row, column, ours, the published value, ours minus theirs, the tolerance,
+and whether the cell is inside it; cells we did not compute say "missing". A banner at the top
+names every model whose results did not come from the paper's real checkpoint: their numbers
+mean nothing against the paper, and their rows carry a dagger. The CSV holds every cell with
+full-precision values for scripts.
+"""
+
+from __future__ import annotations
+
+import csv
+import html
+import io
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from benchmark import __version__, files
+from benchmark.report import page
+from benchmark.reproduce.cells import TOLERANCES, Cell, Section
+from benchmark.reproduce.compare import Comparison
+from benchmark.results import now_iso
+
+TITLE = "Reproducing the paper: our numbers against the published ones"
+MARK = {"ok": "✓", "outside": "✗ outside", "missing": "missing", "unpublished": "unpublished"}
+FOLD = 120  # sections with more cells are folded in the HTML page
+
+
+@dataclass
+class Context:
+    """What the page says around the cells: where results came from, what failed."""
+
+    results_dir: str = ""
+    n_files: int = 0
+    failures: list[tuple[str, str]] = field(default_factory=list)  # (model/task, reason)
+    notes: list[str] = field(default_factory=list)
+
+
+def grouped(failures: list[tuple[str, str]]) -> list[tuple[list[str], str]]:
+    """Failed jobs grouped by their reason (a model that cannot load fails all its jobs)."""
+    by: dict[str, list[str]] = {}
+    for job, why in failures:
+        by.setdefault(why, []).append(job)
+    return [(jobs, why) for why, jobs in by.items()]
+
+
+def fmt(x: float | None, cell: Cell, sign: bool = False) -> str:
+    if x is None:
+        return "missing" if not sign else "-"
+    if cell.kind == "count":
+        return f"{x:+.0f}" if sign else f"{x:.0f}"
+    nd = (cell.decimals + 2) if cell.decimals is not None else 4
+    return f"{x:+.{nd}f}" if sign else f"{x:.{nd}f}"
+
+
+def paper_text(cell: Cell) -> str:
+    if cell.paper is None:
+        return "-"
+    if cell.kind == "count":
+        return f"{cell.paper:.0f}"
+    return f"{cell.paper:.{cell.decimals}f}" if cell.decimals is not None else f"{cell.paper:.4f}"
+
+
+def fake_models(comp: Comparison) -> dict[str, str]:
+    """Our models with paper numbers whose results are not from the real checkpoint."""
+    return {m: c.reason for m, c in comp.checks.items() if c.alias and not c.real}
+
+
+def _label(cell: Cell, fakes: dict[str, str]) -> str:
+    return cell.row + (" †" if cell.model in fakes else "")
+
+
+def summary_rows(comp: Comparison) -> list[list[str]]:
+    rows = []
+    for s in comp.sections:
+        c = s.counts()
+        rows.append([s.title, str(len(s.cells)), str(c["ok"]), str(c["outside"]),
+                     str(c["missing"])])
+    return rows
+
+
+def model_rows(comp: Comparison) -> list[list[str]]:
+    return [[m, c.alias or "-", c.checkpoint, c.revision or "-", c.conventions or "not recorded",
+             "yes" if c.real else f"no: {c.reason}"] for m, c in comp.checks.items()]
+
+
+def _md_table(head: list[str], rows: list[list[str]]) -> list[str]:
+    esc = [[x.replace("|", "\\|") for x in r] for r in rows]
+    return (["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+            + ["| " + " | ".join(r) + " |" for r in esc])
+
+
+def banner_lines(comp: Comparison) -> list[str]:
+    fakes = fake_models(comp)
+    if not fakes:
+        return []
+    out = ["> **These models are not the paper's real checkpoints: their numbers mean nothing "
+           "against the paper** (their rows are marked †):"]
+    out += [f"> - {m}: {why}" for m, why in fakes.items()]
+    return out + [""]
+
+
+CELL_HEAD = ["row", "column", "ours", "paper", "ours - paper", "tolerance", "within"]
+
+
+def cell_row(cell: Cell, fakes: dict[str, str]) -> list[str]:
+    mark = MARK[cell.status]
+    return [_label(cell, fakes), cell.column, fmt(cell.ours, cell), paper_text(cell),
+            fmt(cell.diff, cell, sign=True), cell.tolerance.label(),
+            f"**{mark}**" if cell.status == "outside" else mark]
+
+
+def to_markdown(comp: Comparison, ctx: Context) -> str:
+    fakes = fake_models(comp)
+    md = [f"# {TITLE}", "", f"Generated {now_iso()} by benchmark {__version__} from "
+          f"{ctx.n_files} results file(s) in `{ctx.results_dir}`.", ""]
+    md += banner_lines(comp)
+    md += ["## Models", ""]
+    md += _md_table(["our model", "paper name", "checkpoint", "revision", "conventions",
+                     "the paper's checkpoint?"], model_rows(comp))
+    if comp.unmatched:
+        md += ["", "Models with no published numbers: " + ", ".join(comp.unmatched) + "."]
+    if ctx.failures:
+        md += ["", "## Failed jobs", ""] + [f"- {', '.join(jobs)}: {why}"
+                                            for jobs, why in grouped(ctx.failures)]
+    md += [""] + [f"{n}\n" for n in ctx.notes] + ["## Summary", ""]
+    md += _md_table(["table", "cells", "within tolerance", "outside", "missing (not computed)"],
+                    summary_rows(comp))
+    md += ["", "## Tolerances", "",
+           "A cell is within its tolerance when our value, rounded to the decimals the paper "
+           "printed, is within the tolerance of the printed value (the paper's own rounding "
+           "is never a difference).", ""]
+    md += _md_table(["kind", "tolerance", "why"],
+                    [[k, t.label(), t.why] for k, t in TOLERANCES.items()])
+    for s in comp.sections:
+        md += ["", f"## {s.title}", "", f"Source: {s.source}.", ""]
+        md += [*s.notes, ""] if s.notes else []
+        md += _md_table(CELL_HEAD, [cell_row(c, fakes) for c in s.cells]) if s.cells else [
+            "(no cells)"]
+    return "\n".join(md) + "\n"
+
+
+def _html_table(head: list[str], rows: list[list[str]], classes: list[str] | None = None) -> str:
+    e = html.escape
+    out = "<table><thead><tr>" + "".join(f"<th>{e(h)}</th>" for h in head) + "</tr></thead><tbody>"
+    for i, r in enumerate(rows):
+        cls = f' class="{classes[i]}"' if classes and classes[i] else ""
+        out += f"<tr{cls}>" + "".join(f'<td class="text">{e(x)}</td>' if j < 2 else
+                                      f"<td>{e(x)}</td>" for j, x in enumerate(r)) + "</tr>"
+    return out + "</tbody></table>"
+
+
+def _cells_html(s: Section, fakes: dict[str, str]) -> str:
+    rows = [[x.strip("*") for x in cell_row(c, fakes)] for c in s.cells]
+    classes = [c.status if c.status in ("outside", "missing") else "" for c in s.cells]
+    body = _html_table(CELL_HEAD, rows, classes)
+    notes = "".join(f'<p class="note">{html.escape(n)}</p>' for n in s.notes)
+    src = f'<p class="note">Source: {html.escape(s.source)}.</p>'
+    if len(s.cells) > FOLD:
+        c = s.counts()
+        body = (f"<details><summary>{len(s.cells)} cells: {c['ok']} within, {c['outside']} "
+                f"outside, {c['missing']} missing</summary>{body}</details>")
+    return src + notes + body
+
+
+def to_html(comp: Comparison, ctx: Context) -> str:
+    fakes = fake_models(comp)
+    e = html.escape
+    top = ""
+    if fakes:
+        top = ('<div class="banner"><p><strong>These models are not the paper\'s real '
+               "checkpoints: their numbers mean nothing against the paper</strong> (rows "
+               "marked †):</p><ul>" + "".join(f"<li>{e(m)}: {e(w)}</li>" for m, w in fakes.items())
+               + "</ul></div>")
+    models = _html_table(["our model", "paper name", "checkpoint", "revision", "conventions",
+                          "the paper's checkpoint?"], model_rows(comp))
+    if comp.unmatched:
+        models += f'<p class="note">Models with no published numbers: {e(", ".join(comp.unmatched))}.</p>'
+    sections = [("Models", top + models)]
+    if ctx.failures:
+        sections.append(("Failed jobs", "<ul>" + "".join(
+            f"<li>{e(', '.join(jobs))}: {e(why)}</li>" for jobs, why in grouped(ctx.failures))
+            + "</ul>"))
+    sections.append(("Summary", "".join(f'<p class="note">{e(n)}</p>' for n in ctx.notes)
+                     + _html_table(["table", "cells", "within tolerance", "outside",
+                                    "missing (not computed)"], summary_rows(comp))))
+    sections.append(("Tolerances", _html_table(["kind", "tolerance", "why"], [
+        [k, t.label(), t.why] for k, t in TOLERANCES.items()])))
+    sections += [(s.title, _cells_html(s, fakes)) for s in comp.sections]
+    return page.render(TITLE, sections, {"date": now_iso(), "package_version": __version__,
+                                         "n_files": ctx.n_files})
+
+
+def to_csv(comp: Comparison) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(["section", "row", "column", "model", "kind", "ours", "paper", "paper_decimals",
+                "diff", "tolerance", "status"])
+    for s in comp.sections:
+        for c in s.cells:
+            w.writerow([s.key, c.row, c.column, c.model or "", c.kind,
+                        "" if c.ours is None else repr(c.ours),
+                        "" if c.paper is None else repr(c.paper),
+                        "" if c.decimals is None else c.decimals,
+                        "" if c.diff is None else repr(c.diff), c.tolerance.label(), c.status])
+    return buf.getvalue()
+
+
+def write(comp: Comparison, out_dir: Path, ctx: Context) -> dict[str, Path]:
+    """Write ``paper-comparison.{md,html,csv}`` into ``out_dir`` (atomically)."""
+    paths = {k: out_dir / f"paper-comparison.{k}" for k in ("md", "html", "csv")}
+    files.atomic_write_text(paths["md"], to_markdown(comp, ctx))
+    files.atomic_write_text(paths["html"], to_html(comp, ctx))
+    files.atomic_write_text(paths["csv"], to_csv(comp))
+    return paths

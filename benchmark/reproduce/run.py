@@ -1,0 +1,170 @@
+"""Run a reproduce plan: every job that is not up to date, model by model, in this process.
+
+:func:`execute` is the one function that runs jobs. It loads each model once for all of its
+pending jobs (the analysis shares the loaded model), writes each results file as
+:func:`benchmark.tasks.base.run_task` does, and records every outcome in the state file right
+away, so a kill loses at most the job in progress. A job that fails (a model that cannot load,
+a dataset that cannot be read, an error inside the model) is recorded with its one-line reason
+and the others go on; the caller reports the failures and exits non-zero.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from benchmark import registry
+from benchmark.analysis.core import AnalyzeConfig, analyze_context
+from benchmark.reproduce.plan import Job, Plan, load_state, record, save_state, up_to_date
+from benchmark.tasks.base import RunConfig, RunContext, open_context, run_task
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ExecSettings:
+    """How jobs run (not what they compute: none of this is in a job's fingerprint)."""
+
+    cache_dir: Path | None = None
+    no_cache: bool = False
+    device: str | None = None
+    dtype: str | None = None
+    batch_size: int | None = None
+
+
+@dataclass(frozen=True)
+class JobOutcome:
+    job: Job
+    status: str  # ran | up-to-date | failed
+    seconds: float = 0.0
+    result: Path | None = None
+    detail: str = ""
+
+
+@dataclass
+class Summary:
+    outcomes: list[JobOutcome] = field(default_factory=list)
+
+    def count(self, status: str) -> int:
+        return sum(o.status == status for o in self.outcomes)
+
+    @property
+    def ran(self) -> int:
+        return self.count("ran")
+
+    @property
+    def up_to_date(self) -> int:
+        return self.count("up-to-date")
+
+    @property
+    def failed(self) -> list[JobOutcome]:
+        return [o for o in self.outcomes if o.status == "failed"]
+
+
+def run_config(job: Job, plan: Plan, s: ExecSettings) -> RunConfig:
+    return RunConfig(model=job.model, output_dir=plan.results_dir, cache_dir=s.cache_dir,
+                     no_cache=s.no_cache, device=s.device, dtype=s.dtype,
+                     batch_size=s.batch_size, quiet=True, conventions=job.conventions)
+
+
+def run_job(ctx: RunContext, job: Job, plan: Plan, s: ExecSettings) -> Path:
+    """Produce one job's results file with the model already loaded in ``ctx``."""
+    ds = job.dataset
+    if job.task == "analysis":
+        cfg = AnalyzeConfig(dataset=ds.spec, revision=ds.revision, seed=job.seed,
+                            bootstrap=job.resamples, metric="euclidean", no_umap=True)
+        return analyze_context(ctx, cfg)
+    cls = registry.load_task(job.task)
+    if job.task == "xm3600-i2t":
+        tcfg = cls.config_class(xm3600=ds.spec, revision=ds.revision, seed=job.seed,
+                                k=",".join(map(str, job.ks)), grouping="authors")
+    else:
+        tcfg = cls.config_class(dataset=ds.spec, revision=ds.revision, seed=job.seed,
+                                bootstrap=job.resamples)
+    _, path = run_task(ctx, cls(tcfg))
+    return path
+
+
+def one_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {text[0] if text else ''}".rstrip(": ")
+
+
+def free_memory() -> None:
+    """Collect a dropped model before the next one is loaded (and the GPU memory it held)."""
+    gc.collect()
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+def execute(plan: Plan, settings: ExecSettings | None = None,
+            opener: Callable[[RunConfig], RunContext] | None = None) -> Summary:
+    """Run every job of ``plan`` that is not up to date; returns what happened to each.
+
+    ``opener`` loads a model (default :func:`benchmark.tasks.base.open_context`)."""
+    s = settings or ExecSettings()
+    open_ctx = opener or open_context
+    state = load_state(plan.state_path)
+    summary = Summary()
+    for model in plan.models:
+        jobs = [j for j in plan.jobs if j.model == model]
+        todo: list[Job] = []
+        why_run: dict[str, str] = {}
+        for job in jobs:
+            done, why = up_to_date(plan, job, state.get(job.name))
+            if done:
+                summary.outcomes.append(JobOutcome(job, "up-to-date", 0.0,
+                                                   plan.result_path(job), why))
+            else:
+                log.info("%s: runs (%s)", job.name, why)
+                todo.append(job)
+                why_run[job.name] = why
+        if not todo:
+            continue
+        t0 = time.perf_counter()
+        try:
+            ctx: RunContext | None = open_ctx(run_config(todo[0], plan, s))
+        except Exception as e:  # noqa: BLE001 - any load failure fails this model's jobs only
+            reason = one_line(e)
+            log.error("%s: cannot load: %s", model, reason)
+            for job in todo:
+                record(state, job, "failed", time.perf_counter() - t0, error=reason)
+                summary.outcomes.append(JobOutcome(job, "failed", 0.0, None, reason))
+            save_state(plan.state_path, state)
+            continue
+        for job in todo:
+            t1 = time.perf_counter()
+            try:
+                path = run_job(ctx, job, plan, s)
+            except Exception as e:  # noqa: BLE001 - a failed job is reported, the others go on
+                reason = one_line(e)
+                log.error("%s failed: %s", job.name, reason)
+                log.debug("%s traceback", job.name, exc_info=True)
+                record(state, job, "failed", time.perf_counter() - t1, error=reason)
+                summary.outcomes.append(JobOutcome(job, "failed", time.perf_counter() - t1,
+                                                   None, reason))
+            else:
+                record(state, job, "ok", time.perf_counter() - t1, path)
+                summary.outcomes.append(JobOutcome(job, "ran", time.perf_counter() - t1, path,
+                                                   why_run[job.name]))
+            save_state(plan.state_path, state)
+        ctx = None
+        free_memory()
+    return summary
+
+
+def format_summary(summary: Summary) -> str:
+    """One line per job, then the counts."""
+    lines = [f"{'job':<40}{'status':<12}{'seconds':>9}  detail"]
+    for o in summary.outcomes:
+        detail = o.detail if len(o.detail) <= 90 else o.detail[:89] + "…"
+        lines.append(f"{o.job.name:<40}{o.status:<12}{o.seconds:>9.1f}  {detail}")
+    lines.append(f"ran {summary.ran}, up to date {summary.up_to_date}, failed "
+                 f"{len(summary.failed)}")
+    return "\n".join(lines)

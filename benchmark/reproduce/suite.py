@@ -1,0 +1,88 @@
+"""The whole ``reproduce`` command as a library call: plan, (dry-run | run), compare, report.
+
+    outcome = reproduce(ReproduceConfig(output_dir=Path("repro")))
+
+writes ``repro/results/<model-slug>/<task>.json`` for every job that was not up to date,
+``repro/reproduce-state.json``, and ``repro/paper-comparison.{md,html,csv}`` from every
+results file under ``repro/results`` (also when some jobs failed: their cells are missing).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from benchmark.report.collect import collect
+from benchmark.reproduce import dryrun, render
+from benchmark.reproduce.compare import Comparison, compare
+from benchmark.reproduce.plan import (
+    Plan,
+    ReproduceConfig,
+    build_plan,
+    check_output_dir,
+    load_state,
+)
+from benchmark.reproduce.run import ExecSettings, Summary, execute
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Outcome:
+    """What one ``reproduce`` call did."""
+
+    plan: Plan
+    summary: Summary | None = None  # None: nothing ran (dry run, compare only)
+    comparison: Comparison | None = None
+    written: dict[str, Path] = field(default_factory=dict)
+    dry_run: str = ""  # the dry-run listing
+
+    @property
+    def ok(self) -> bool:
+        return self.summary is None or not self.summary.failed
+
+
+def failures_of(plan: Plan) -> list[tuple[str, str]]:
+    """(job, reason) of the plan's jobs whose last run, with this plan, failed (state file)."""
+    state = load_state(plan.state_path)
+    out = []
+    for job in plan.jobs:
+        entry = state.get(job.name) or {}
+        if entry.get("status") == "failed" and entry.get("fingerprint") == job.fingerprint():
+            out.append((job.name, str(entry.get("error") or "failed")))
+    return out
+
+
+def write_comparison(plan: Plan, authors_folder: Path | None = None) -> tuple[Comparison,
+                                                                              dict[str, Path]]:
+    """Compare every results file under the plan's results folder; write the three files."""
+    plan.results_dir.mkdir(parents=True, exist_ok=True)
+    col = collect([plan.results_dir])
+    comp = compare(col, authors_folder)
+    ctx = render.Context(str(plan.results_dir), len(col.paths), failures_of(plan))
+    by_conv: dict[str, list[str]] = {}
+    for j in plan.jobs:
+        models = by_conv.setdefault(j.conventions, [])
+        if j.model not in models:
+            models.append(j.model)
+    ctx.notes.append("Conventions of this plan: " + "; ".join(
+        f"{c} ({', '.join(ms)})" for c, ms in by_conv.items()) + ". Datasets: "
+        + ", ".join(sorted({j.dataset.spec for j in plan.jobs})) + ".")
+    return comp, render.write(comp, plan.output_dir, ctx)
+
+
+def reproduce(cfg: ReproduceConfig, endpoint: str | None = None) -> Outcome:
+    """Run (or dry-run) the plan ``cfg`` describes and write the comparison."""
+    plan = build_plan(cfg)
+    if cfg.dry_run:
+        items = dryrun.with_sizes(dryrun.downloads(plan), endpoint, cfg.hub_timeout)
+        return Outcome(plan, dry_run=dryrun.format_dry_run(plan, items, dryrun.estimate(plan)))
+    check_output_dir(plan.output_dir)
+    summary = None
+    if not cfg.compare_only:
+        settings = ExecSettings(cfg.cache_dir, cfg.no_cache, cfg.device, cfg.dtype,
+                                cfg.batch_size)
+        summary = execute(plan, settings)
+    comp, written = write_comparison(plan)
+    return Outcome(plan, summary, comp, written)

@@ -1,0 +1,171 @@
+"""``reproduce --dry-run``: sizes from a fake hub on 127.0.0.1, offline, a hub that never
+answers, and the GPU-hour estimate from the data tables."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import socket
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from benchmark import tables
+from benchmark.cli import main
+from benchmark.reproduce import dryrun
+from benchmark.reproduce.plan import ReproduceConfig, build_plan
+from benchmark.reproduce.suite import reproduce
+
+GME = "Alibaba-NLP/gme-Qwen2-VL-2B-Instruct"
+GME_REV = "ce765ae71b8cdb208203cd8fb64a170b1b84293a"
+FILES = {GME: [("model-00001-of-00002.safetensors", 4_000_000_000),
+               ("model-00002-of-00002.safetensors", 418_000_000), ("config.json", 2_000)],
+         "Chula-AI/association_bias_benchmark": [("data/train-0.parquet", 1_500_000_000)]}
+
+
+class FakeHub(BaseHTTPRequestHandler):
+    """``GET /api/{models,datasets}/<org>/<name>[/revision/<rev>]?blobs=true``."""
+
+    seen: list[str] = []
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        FakeHub.seen.append(self.path)
+        parts = self.path.split("?")[0].split("/")  # '', api, models, org, name, [revision, rev]
+        repo = "/".join(parts[3:5])
+        if repo not in FILES:
+            body, code = b'{"error": "Repository not found"}', 404
+        else:
+            sha = parts[6] if len(parts) > 6 else "c" * 40
+            body = json.dumps({"id": repo, "sha": sha, "siblings": [
+                {"rfilename": f, "size": s} for f, s in FILES[repo]]}).encode()
+            code = 200
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args) -> None:
+        return
+
+
+@pytest.fixture
+def hub(monkeypatch):
+    """A fake hub API on 127.0.0.1 with online mode switched on for this test only."""
+    import huggingface_hub.constants as hc
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    monkeypatch.setenv("TRANSFORMERS_OFFLINE", "0")
+    monkeypatch.setattr(hc, "HF_HUB_OFFLINE", False)
+    FakeHub.seen = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), FakeHub)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def dry(tmp_path: Path, **kw) -> ReproduceConfig:
+    return ReproduceConfig(output_dir=tmp_path, dry_run=True, **kw)
+
+
+def test_sizes_from_the_hub_api(tmp_path, hub):
+    out = reproduce(dry(tmp_path, models="gme-qwen2-2b,hash", tasks="rq2"), endpoint=hub)
+    text = out.dry_run
+    assert f"{GME}@{GME_REV}  4.4 GB" in text
+    assert "Chula-AI/association_bias_benchmark@" + "c" * 40 + "  1.5 GB" in text
+    assert "total known: 5.9 GB" in text
+    assert "nothing to download for: hash" in text
+    assert f"/api/models/{GME}/revision/{GME_REV}?blobs=true" in FakeHub.seen
+    assert not (tmp_path / "results").exists()  # a dry run runs nothing
+
+
+def test_a_repo_the_hub_does_not_know(tmp_path, hub):
+    text = reproduce(dry(tmp_path, models="jina-v4", tasks="rq1"), endpoint=hub).dry_run
+    assert "jinaai/jina-embeddings-v4@853c867b65b749f3c3c72a06868140d842e04f06  size unknown: " \
+           "hub lookup failed (HTTP 404)" in text
+
+
+def test_offline_says_so_per_repo_and_asks_nothing(tmp_path, hub, monkeypatch):
+    import huggingface_hub.constants as hc
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(hc, "HF_HUB_OFFLINE", True)
+    text = reproduce(dry(tmp_path, models="gme-qwen2-2b", tasks="rq1,rq2"), endpoint=hub).dry_run
+    lines = [ln for ln in text.splitlines() if ln.startswith(("  model", "  dataset"))]
+    assert len(lines) == 3
+    assert all("size unknown: hub unreachable (offline: HF_HUB_OFFLINE=1)" in ln for ln in lines)
+    assert FakeHub.seen == []
+
+
+def test_a_hub_that_never_answers_does_not_hang(tmp_path, monkeypatch):
+    import huggingface_hub.constants as hc
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    monkeypatch.setattr(hc, "HF_HUB_OFFLINE", False)
+    sink = socket.socket()
+    sink.bind(("127.0.0.1", 0))
+    sink.listen(8)  # accepts connections, never answers
+    try:
+        t0 = time.perf_counter()
+        text = reproduce(dry(tmp_path, models="gme-qwen2-2b", tasks="rq2", hub_timeout=0.3),
+                         endpoint=f"http://127.0.0.1:{sink.getsockname()[1]}").dry_run
+        took = time.perf_counter() - t0
+    finally:
+        sink.close()
+    assert took < 10
+    assert text.count("size unknown: hub unreachable (") == 2
+
+
+def test_the_cli_dry_run_offline(tmp_path, capsys):
+    assert main(["reproduce", "--output-dir", str(tmp_path), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "reproduce plan: 40 job(s), 10 model(s)" in out
+    assert out.count("size unknown: hub unreachable (offline") == 15
+    assert "+ the LoRA base named in its adapter_config.json" in out
+    assert "total 29.0 GPU-hours (estimate)" in out
+
+
+def _rows(name: str) -> list[dict[str, str]]:
+    return list(csv.DictReader(io.StringIO(tables.data_file(name).text)))
+
+
+def test_workload_counts_are_the_authors_files():
+    w = dryrun.workload()
+    bench = _rows("authors/xcm-bench.csv")
+    cols = ("query_image_id", "semantically_relevant_candidate_image_id",
+            "culturally_relevant_candidate_image_id", "non_relevant_candidate_image_id")
+    assert w[("3xcm", "triplets")] == len(bench)
+    assert w[("3xcm", "images")] == len({r[c] for r in bench for c in cols})
+    assert w[("3xcm", "query_images")] == len({r["query_image_id"] for r in bench})
+    assert w[("3xcm", "query_texts")] == len({(r["query_concept"], r["query_country"])
+                                              for r in bench})
+    assert w[("xm3600", "images")] == len(_rows("authors/xm3600-image-locales.csv"))
+
+
+def test_estimate_arithmetic(tmp_path):
+    plan = build_plan(ReproduceConfig(output_dir=tmp_path, models="gme-qwen2-2b,hash"))
+    est = {(e.job.model, e.job.task): e for e in dryrun.estimate(plan)}
+    w, rate = dryrun.workload(), dryrun.rates()["gme"]
+    x = est[("gme-qwen2-2b", "xm3600-i2t")]
+    assert (x.texts, x.images) == (w[("xm3600", "captions")], w[("xm3600", "images")])
+    assert x.seconds == pytest.approx(x.texts * rate.text_s + x.images * rate.image_s)
+    assert est[("gme-qwen2-2b", "analysis")].seconds == 0  # every embedding cached
+    assert est[("hash", "3xcm")].seconds == 0 and est[("hash", "3xcm")].rate.kind == "exact"
+    assert rate.kind == "estimate" and "3 A100-hours" in rate.source
+    per_model = sum(e.seconds for (m, _), e in est.items() if m == "gme-qwen2-2b") / 3600
+    assert per_model == pytest.approx(2.9, abs=0.05)  # the paper's ~3 A100-hours per model
+
+
+def test_every_paper_model_has_its_downloads_listed(tmp_path):
+    plan = build_plan(ReproduceConfig(output_dir=tmp_path))
+    assert dryrun.nothing_to_download(plan) == []
+    repos = {d.repo: d for d in dryrun.downloads(plan)}
+    assert repos["vidore/colqwen2.5-v0.2"].revision == "6f6fcdfd1a114dfe365f529701b33d66b9349014"
+    assert repos["timm/vit_base_patch16_plus_clip_240.laion400m_e32"].models == (
+        "mclip-xlmr-l14", "mclip-xlmr-b16plus")
+    assert repos["Tierone2025part2/crossmodal_3600"].repo_type == "dataset"
