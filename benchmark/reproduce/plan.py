@@ -15,11 +15,13 @@ one process per device.
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import hashlib
 import json
 import logging
 import os
 import re
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -75,6 +77,11 @@ class ReproduceConfig:
     batch_size: int | None = option("batch size for texts and images", None)
     bootstrap: int = option("bootstrap resamples for SP intervals (default 1000)", 1000)
     hub_timeout: float = option("seconds per hub request of --dry-run (default 5)", 5.0)
+    devices: str | None = option("D1,D2,...: one model per device, each in its own process "
+                                 "(`reproduce` of that model), concurrently; a failed model "
+                                 "does not stop the others (e.g. cuda:0,cuda:1)", None)
+    no_compare: bool = option("run the jobs and write no comparison (what each --devices "
+                              "process does; the launcher writes it once at the end)", False)
 
 
 @dataclass(frozen=True)
@@ -276,8 +283,17 @@ def load_state(path: Path) -> dict[str, dict[str, Any]]:
         return {}
 
 
-def save_state(path: Path, state: dict[str, dict[str, Any]]) -> None:
-    files.atomic_write_json(path, {"schema_version": STATE_VERSION, "jobs": state})
+def save_state(path: Path, state: dict[str, dict[str, Any]],
+               names: Collection[str] | None = None) -> None:
+    """Write the state file; with ``names``, only those jobs' entries are written over what is
+    on disk now (read again under an exclusive lock), so processes that run other models'
+    jobs of the same plan (``--devices``) never undo each other's records."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_name(path.name + ".lock"), "a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        merged = state if names is None else {
+            **load_state(path), **{n: state[n] for n in names if n in state}}
+        files.atomic_write_json(path, {"schema_version": STATE_VERSION, "jobs": merged})
 
 
 def changed_keys(old: dict[str, Any], new: dict[str, Any]) -> list[str]:

@@ -136,7 +136,7 @@ def execute(plan: Plan, settings: ExecSettings | None = None,
             for job in todo:
                 record(state, job, "failed", time.perf_counter() - t0, error=reason)
                 summary.outcomes.append(JobOutcome(job, "failed", 0.0, None, reason))
-            save_state(plan.state_path, state)
+            save_state(plan.state_path, state, [j.name for j in todo])
             continue
         for job in todo:
             t1 = time.perf_counter()
@@ -153,7 +153,7 @@ def execute(plan: Plan, settings: ExecSettings | None = None,
                 record(state, job, "ok", time.perf_counter() - t1, path)
                 summary.outcomes.append(JobOutcome(job, "ran", time.perf_counter() - t1, path,
                                                    why_run[job.name]))
-            save_state(plan.state_path, state)
+            save_state(plan.state_path, state, [job.name])
         ctx = None
         free_memory()
     return summary

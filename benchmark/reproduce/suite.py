@@ -3,7 +3,8 @@
     outcome = reproduce(ReproduceConfig(output_dir=Path("repro")))
 
 writes ``repro/results/<model-slug>/<task>.json`` for every job that was not up to date,
-``repro/reproduce-state.json``, and ``repro/paper-comparison.{md,html,csv}`` from every
+``repro/reproduce-state.json``, and ``repro/paper-comparison.{md,html,csv}``
+(``--devices``: one process per model and device, :mod:`benchmark.reproduce.parallel`) from every
 results file under ``repro/results`` (also when some jobs failed: their cells are missing).
 """
 
@@ -16,8 +17,10 @@ from pathlib import Path
 from benchmark.report.collect import collect
 from benchmark.reproduce import dryrun, render
 from benchmark.reproduce.compare import Comparison, compare
+from benchmark.reproduce.parallel import execute_on_devices, parse_devices
 from benchmark.reproduce.plan import (
     Plan,
+    PlanError,
     ReproduceConfig,
     build_plan,
     check_output_dir,
@@ -80,9 +83,20 @@ def reproduce(cfg: ReproduceConfig, endpoint: str | None = None) -> Outcome:
         return Outcome(plan, dry_run=dryrun.format_dry_run(plan, items, dryrun.estimate(plan)))
     check_output_dir(plan.output_dir)
     summary = None
-    if not cfg.compare_only:
+    devices = parse_devices(cfg.devices) if cfg.devices else []
+    if cfg.devices and not devices:
+        raise PlanError("--devices: empty list")
+    if devices and cfg.device:
+        raise PlanError("--devices and --device: give one of them")
+    if cfg.compare_only:
+        pass
+    elif devices:
+        summary = execute_on_devices(plan, cfg, devices)
+    else:
         settings = ExecSettings(cfg.cache_dir, cfg.no_cache, cfg.device, cfg.dtype,
                                 cfg.batch_size)
         summary = execute(plan, settings)
+    if cfg.no_compare:
+        return Outcome(plan, summary)
     comp, written = write_comparison(plan)
     return Outcome(plan, summary, comp, written)

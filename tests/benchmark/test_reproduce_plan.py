@@ -185,3 +185,36 @@ def test_dataset_refs(tmp_path):
     (d / "a.parquet").write_bytes(b"12")
     assert dataset_ref(str(d)).stamp != one and dataset_ref(str(d)).spec == str(d.resolve())
     assert resolve_models("hash,hash") == ["hash"]
+
+
+def test_devices_run_one_process_per_model_and_share_the_state(tmp_path, xm, capsys):
+    """``--devices cpu,cpu``: hash and gme-qwen2-2b in two processes at once; gme fails
+    (no weights offline) without stopping hash, each process records only its own jobs in the
+    shared state file, the launcher writes the comparison once; a second call runs nothing."""
+    argv = ["reproduce", "--output-dir", str(tmp_path / "repro"), "--models",
+            "gme-qwen2-2b,hash", "--xcm-dataset", XCM, "--xm3600-dataset", str(xm),
+            "--cache-dir", str(tmp_path / "cache"), "--bootstrap", "20", "--devices", "cpu,cpu"]
+    assert main(argv) == 1
+    captured = capsys.readouterr()
+    assert "gme-qwen2-2b/3xcm, gme-qwen2-2b/3xcm-i2i, gme-qwen2-2b/analysis, " \
+           "gme-qwen2-2b/xm3600-i2t failed: CheckpointNotFound" in captured.err
+    assert "hash/3xcm                               ran" in captured.out
+    state = json.loads((tmp_path / "repro" / "reproduce-state.json").read_text())["jobs"]
+    assert {k: v["status"] for k, v in state.items()} == {
+        **{f"hash/{t}": "ok" for t in ("3xcm", "3xcm-i2i", "analysis", "xm3600-i2t")},
+        **{f"gme-qwen2-2b/{t}": "failed" for t in ("3xcm", "3xcm-i2i", "analysis",
+                                                     "xm3600-i2t")}}
+    logs = sorted(p.name for p in (tmp_path / "repro" / "logs").iterdir())
+    assert logs == ["gme-qwen2-2b.cpu.log", "hash.cpu.log"]
+    assert (tmp_path / "repro" / "paper-comparison.md").is_file()
+    assert main(argv) == 1  # the failed model is tried again, the finished one is not
+    out = capsys.readouterr().out
+    assert "hash/3xcm                               up-to-date" in out
+
+
+def test_devices_with_device_is_one_line(tmp_path, capsys):
+    argv = ["reproduce", "--output-dir", str(tmp_path / "out"), "--models", "hash",
+            "--devices", "cpu,cpu", "--device", "cpu"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--devices and --device" in err[0]

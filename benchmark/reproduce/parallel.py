@@ -1,0 +1,69 @@
+"""``reproduce --devices``: the plan's models over several devices, one process per model.
+
+Each model's jobs go to one ``python -m benchmark reproduce --models MODEL --no-compare``
+process (:func:`benchmark.launch.run_jobs` appends ``--device``), so a model is loaded once
+for all its jobs, exactly as :func:`benchmark.reproduce.run.execute` does in one process. The
+processes share the output dir, the embedding cache and the state file (each writes only its
+own jobs' entries, under a lock: :func:`benchmark.reproduce.plan.save_state`). A process that
+fails or dies fails only its model's jobs that it did not record. The launcher then writes the
+comparison once.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from benchmark import launch
+from benchmark.reproduce.plan import Plan, ReproduceConfig, load_state
+from benchmark.reproduce.run import JobOutcome, Summary
+
+log = logging.getLogger(__name__)
+
+
+def parse_devices(spec: str) -> list[str]:
+    return [d.strip() for d in spec.split(",") if d.strip()]
+
+
+def child_args(cfg: ReproduceConfig, model: str) -> list[str]:
+    """The ``reproduce`` flags of one model's process (its ``--device`` is added by the
+    launcher)."""
+    args = ["--output-dir", str(cfg.output_dir), "--models", model, "--tasks", cfg.tasks,
+            "--xcm-dataset", cfg.xcm_dataset, "--xm3600-dataset", cfg.xm3600_dataset,
+            "--bootstrap", str(cfg.bootstrap), "--no-compare"]
+    for flag, value in (("--xcm-revision", cfg.xcm_revision),
+                        ("--xm3600-revision", cfg.xm3600_revision),
+                        ("--cache-dir", cfg.cache_dir), ("--dtype", cfg.dtype),
+                        ("--batch-size", cfg.batch_size)):
+        if value is not None:
+            args += [flag, str(value)]
+    return args + (["--no-cache"] if cfg.no_cache else [])
+
+
+def execute_on_devices(plan: Plan, cfg: ReproduceConfig, devices: list[str]) -> Summary:
+    """Run the plan's models concurrently over ``devices``; the outcome of every job, from
+    the state file the processes wrote (a job whose record did not change is up to date)."""
+    before = load_state(plan.state_path)
+    jobs = [launch.Job(m, child_args(cfg, m), name=m, command="reproduce")
+            for m in plan.models]
+    outcomes = {o.job.model: o for o in launch.run_jobs(
+        jobs, devices, log_dir=Path(plan.output_dir) / "logs")}
+    after = load_state(plan.state_path)
+    summary = Summary()
+    for job in plan.jobs:
+        entry, old = after.get(job.name), before.get(job.name)
+        proc = outcomes[job.model]
+        if entry and entry.get("fingerprint") == job.fingerprint() and entry != old:
+            status = "ran" if entry.get("status") == "ok" else "failed"
+            summary.outcomes.append(JobOutcome(
+                job, status, float(entry.get("seconds") or 0.0),
+                Path(entry["result"]) if entry.get("result") else None,
+                entry.get("error") or f"on {proc.device}"))
+        elif proc.ok and entry and entry.get("status") == "ok":
+            summary.outcomes.append(JobOutcome(job, "up-to-date", 0.0,
+                                               plan.result_path(job), "up to date"))
+        else:
+            why = proc.reason or "the model's process recorded no outcome"
+            summary.outcomes.append(JobOutcome(job, "failed", proc.seconds, None,
+                                               f"{why} (log: {proc.log})"))
+    return summary
