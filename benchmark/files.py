@@ -97,3 +97,16 @@ def sha256_file(path: str | os.PathLike[str]) -> str:
         for block in iter(lambda: f.read(_CHUNK), b""):
             h.update(block)
     return h.hexdigest()
+
+
+def folder_stamp(path: str | os.PathLike[str]) -> str:
+    """sha256 over the relative names, sizes and modification times of every file below
+    ``path`` (or of ``path`` itself): cheap, and changes whenever a file does."""
+    path = Path(path)
+    h = hashlib.sha256()
+    paths = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+    for p in paths:
+        st = p.stat()
+        rel = p.name if p == path else p.relative_to(path).as_posix()
+        h.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    return "files:" + h.hexdigest()[:16]

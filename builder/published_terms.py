@@ -67,22 +67,21 @@ def dataset_key(dataset: str) -> str:
 def read_published(dataset: str, revision: str | None = None) -> list[dict[str, Any]]:
     """The ``concept, concept_in_native, country`` rows of every split of ``image_metadata``.
 
-    The ``datasets`` cache is a fresh temporary folder: with the shared cache, datasets 5.2
-    answers a local folder with the cached table of another folder of the same name."""
-    import tempfile
-
+    A local folder gets a ``datasets`` cache of its own (:func:`benchmark.data.hf.cache_kwargs`:
+    datasets 5.2 would answer it with the cached table of another folder of the same name)."""
     import datasets
+
+    from benchmark.data.hf import cache_kwargs
 
     bars = datasets.is_progress_bar_enabled()
     datasets.disable_progress_bars()
     try:
-        with tempfile.TemporaryDirectory(prefix="xcm-published-") as cache:
-            dd = datasets.load_dataset(dataset, CONFIG, columns=COLUMNS, revision=revision,
-                                       cache_dir=cache)
-            rows: list[dict[str, Any]] = []
-            for split in dd.values():
-                rows += split.to_list()
-            return rows
+        dd = datasets.load_dataset(dataset, CONFIG, columns=COLUMNS, revision=revision,
+                                   **cache_kwargs(dataset))
+        rows: list[dict[str, Any]] = []
+        for split in dd.values():
+            rows += split.to_list()
+        return rows
     except Exception as exc:  # noqa: BLE001 - any loading failure is a fault of the input
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         if "BuilderConfig" in first or CONFIG in first:

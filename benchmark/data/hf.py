@@ -7,11 +7,13 @@ undecoded (``Image(decode=False)``) from the memory-mapped table, one on demand.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from benchmark.data import DataError
+from benchmark.files import folder_stamp
 
 
 class EmptySplit(DataError):
@@ -27,6 +29,23 @@ def check_spec(path_or_id: str, flag: str = "--dataset") -> None:
 def _one_line(e: Exception) -> str:
     text = str(e).strip()
     return f"{type(e).__name__}: {text.splitlines()[0] if text else ''}".rstrip(": ")
+
+
+def cache_kwargs(path_or_id: str) -> dict[str, str]:
+    """``cache_dir`` for ``datasets.load_dataset`` of a LOCAL folder: one of its own, keyed by
+    its absolute path and its files' names, sizes and modification times.
+
+    datasets 5.2 keys the cache of a local folder by its base name and config only: two
+    folders named alike (two snapshots ``a/rel`` and ``b/rel``), or a folder whose files
+    changed, would be answered with the first one's cached table. Hub ids keep the default
+    cache (keyed by repo and revision)."""
+    p = Path(path_or_id)
+    if not p.exists():
+        return {}
+    import datasets
+
+    key = hashlib.sha256(f"{p.resolve()}\0{folder_stamp(p)}".encode()).hexdigest()[:20]
+    return {"cache_dir": str(Path(datasets.config.HF_DATASETS_CACHE) / "xcm3-local" / key)}
 
 
 def config_names(path_or_id: str, revision: str | None = None) -> list[str]:
@@ -47,7 +66,8 @@ def load_split(path_or_id: str, config: str | None, split: str | None,
 
     what = f"{path_or_id}" + (f" config {config!r}" if config else "")
     try:
-        ds = datasets.load_dataset(path_or_id, config, split=split, revision=revision)
+        ds = datasets.load_dataset(path_or_id, config, split=split, revision=revision,
+                                   **cache_kwargs(path_or_id))
     except Exception as e:  # noqa: BLE001 - any loader failure is one clear line
         if isinstance(e, ValueError) and "corresponds to no data" in str(e):
             raise EmptySplit(f"--dataset {what}: no rows") from e

@@ -36,6 +36,7 @@ import numpy as np
 
 from benchmark import tables
 from benchmark.data import DataError
+from benchmark.data.hf import cache_kwargs
 from benchmark.data.images import FileHashMemo, ImageStore
 from benchmark.files import sha256_bytes
 
@@ -256,14 +257,15 @@ def _hub_data(path_or_id: str, revision: str | None) -> tuple[str, Any]:
     images)), by the columns of the data."""
     import datasets
 
-    builder = datasets.load_dataset_builder(path_or_id, revision=revision)
+    cache = cache_kwargs(path_or_id)
+    builder = datasets.load_dataset_builder(path_or_id, revision=revision, **cache)
     files = getattr(builder.config, "data_files", None)
     columns = list(builder.info.features) if builder.info.features else None
     if columns is None and builder.name == "parquet" and files:
         columns = _parquet_columns(files[sorted(files)[0]])
     one_split = len(files or {}) <= 1  # the mteb layout has one split per language
     if (set(AUTHORS_COLUMNS) <= set(columns)) if columns is not None else one_split:
-        dd = datasets.load_dataset(path_or_id, revision=revision)  # one split: loaded once
+        dd = datasets.load_dataset(path_or_id, revision=revision, **cache)  # one split: loaded once
         first = next(iter(dd.values()))
         if set(AUTHORS_COLUMNS) <= set(first.column_names):
             if len(dd) != 1:
@@ -283,7 +285,8 @@ def _hub_splits(path_or_id: str, revision: str | None) -> tuple[Any, Any]:
     import datasets
 
     meta_cols = [c for c in HUB_COLUMNS if c != "image"]
-    builder = datasets.load_dataset_builder(path_or_id, revision=revision)
+    cache = cache_kwargs(path_or_id)
+    builder = datasets.load_dataset_builder(path_or_id, revision=revision, **cache)
     files = getattr(builder.config, "data_files", None)
     if builder.name == "parquet" and files:
         first = sorted(files)[0]
@@ -291,11 +294,12 @@ def _hub_splits(path_or_id: str, revision: str | None) -> tuple[Any, Any]:
         missing = [c for c in HUB_COLUMNS if schema is not None and c not in schema]
         if missing:
             raise DataError(f"XM3600: split {first!r} lacks columns {missing} (has {schema})")
-        meta = datasets.load_dataset("parquet", data_files=dict(files), columns=meta_cols)
+        meta = datasets.load_dataset("parquet", data_files=dict(files), columns=meta_cols,
+                                     **cache)
         imgs = datasets.load_dataset("parquet", data_files={first: files[first]}, split=first,
-                                     columns=["image_id", "image"])
+                                     columns=["image_id", "image"], **cache)
         return meta, imgs
-    dd = datasets.load_dataset(path_or_id, revision=revision)
+    dd = datasets.load_dataset(path_or_id, revision=revision, **cache)
     if not isinstance(dd, datasets.DatasetDict) or not len(dd):
         raise DataError(f"XM3600: {path_or_id!r}: expected one split per language")
     for split in dd:

@@ -97,18 +97,6 @@ class DatasetRef:
         return self.stamp is not None
 
 
-def folder_stamp(path: Path) -> str:
-    """sha256 over the relative names, sizes and modification times of every file below
-    ``path`` (or of ``path`` itself): cheap, and changes whenever a file does."""
-    h = hashlib.sha256()
-    paths = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
-    for p in paths:
-        st = p.stat()
-        rel = p.name if p == path else p.relative_to(path).as_posix()
-        h.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
-    return "files:" + h.hexdigest()[:16]
-
-
 HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
 
 
@@ -116,7 +104,7 @@ def dataset_ref(spec: str, revision: str | None = None, flag: str = "--dataset")
     """A local path (resolved, stamped) or a hub id ``ORG/NAME``; anything else is bad input."""
     p = Path(spec).expanduser()
     if p.exists():
-        return DatasetRef(str(p.resolve()), revision, folder_stamp(p))
+        return DatasetRef(str(p.resolve()), revision, files.folder_stamp(p))
     if spec.startswith((".", "/", "~")) or not HUB_ID.fullmatch(spec):
         raise PlanError(f"{flag} {spec!r}: no such file or folder, and not a hub id ORG/NAME")
     return DatasetRef(spec, revision, None)

@@ -161,3 +161,29 @@ def test_one_warning_per_run_for_unreviewed_terms(mini, tmp_path, capsys):
     # image queries score no term: no warning
     assert main([*base, "--task", "3xcm-i2i"]) == 0
     assert "not reviewed" not in capsys.readouterr().err
+
+
+def _configs_only(folder: Path) -> Path:
+    """Keep only the card's ``configs`` (a card with no ``dataset_info``, as many have)."""
+    import yaml
+
+    card = (folder / "README.md").read_text(encoding="utf-8")
+    meta = yaml.safe_load(card.split("---")[1])
+    (folder / "README.md").write_text("---\n" + yaml.safe_dump({"configs": meta["configs"]})
+                                      + "---\n", encoding="utf-8")
+    return folder
+
+
+def test_two_snapshots_of_the_same_name_are_not_confused(tmp_path):
+    """datasets 5.2 keys its cache of a local folder by base name, config and card only: a
+    second snapshot named like the first (another parent folder, other triplets) must be read
+    as itself, and so must a snapshot whose files changed in place."""
+    a = _configs_only(write_published_3xcm(tmp_path / "a" / "snapshot", n_triplets=12, seed=1))
+    b = _configs_only(write_published_3xcm(tmp_path / "b" / "snapshot", n_triplets=20, seed=2))
+    ra = run(tmp_path, "a", "--dataset", str(a))
+    rb = run(tmp_path, "b", "--dataset", str(b))
+    assert (ra["task"]["n"], rb["task"]["n"]) == (12, 20)
+    assert ra["task"]["data_fingerprint"] != rb["task"]["data_fingerprint"]
+    shutil.rmtree(a)
+    _configs_only(write_published_3xcm(a, n_triplets=16, seed=4))  # the same path, new files
+    assert run(tmp_path, "a2", "--dataset", str(a))["task"]["n"] == 16
