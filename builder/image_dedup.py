@@ -31,6 +31,7 @@ import json
 import logging
 from collections import Counter
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -334,8 +335,13 @@ def dedup_concept(catalog: Catalog, concept: str, cfg: DedupConfig, adapter: Any
 
 def image_dedup(catalog: Catalog, cfg: DedupConfig, adapter: Any = None) -> dict[str, Any]:
     """Run the stage; ``adapter`` overrides ``cfg.model`` (tests, benchmarks)."""
-    from benchmark.cache import EmbeddingCache
+    from benchmark.cache import CacheError, EmbeddingCache, check_cache_dir, default_cache_dir
 
+    if adapter is not None or cfg.model:  # before the model loads: a bad --cache-dir is one line
+        try:
+            check_cache_dir(Path(cfg.cache_dir) if cfg.cache_dir else default_cache_dir())
+        except CacheError as exc:
+            raise StageInputError(str(exc)) from exc
     if adapter is None and cfg.model:
         adapter = _load_model(cfg.model)
     if adapter is not None and cfg.batch_size:
@@ -352,7 +358,10 @@ def image_dedup(catalog: Catalog, cfg: DedupConfig, adapter: Any = None) -> dict
     total: Counter[str] = Counter()
     with stage_run(catalog, STAGE, asdict(cfg)) as rec:
         rec.counts = {"items": total}  # filled per concept: an interrupted run records it
-        cache = EmbeddingCache(cfg.cache_dir) if adapter is not None else None
+        try:
+            cache = EmbeddingCache(cfg.cache_dir) if adapter is not None else None
+        except CacheError as exc:  # a bad --cache-dir is the user's to fix: one line, exit 2
+            raise StageInputError(str(exc)) from exc
         try:
             for concept in tqdm(concepts, desc="image_dedup", unit="concept",
                                 disable=not concepts):

@@ -168,10 +168,28 @@ class FileHashMemo:
 
     def __init__(self, path: Path):
         path.parent.mkdir(parents=True, exist_ok=True)
-        self.con = sqlite3.connect(path, timeout=60, isolation_level=None)
-        self.con.execute("PRAGMA journal_mode=WAL")
-        self.con.execute("CREATE TABLE IF NOT EXISTS files (path TEXT PRIMARY KEY, size INTEGER,"
-                         " mtime_ns INTEGER, sha256 TEXT NOT NULL)")
+        try:
+            self.con = self._open(path)
+        except sqlite3.DatabaseError as e:  # only a memo: start it anew, say so once
+            log.warning("%s is not a usable file-hash memo (%s): starting it anew (files are "
+                        "hashed again once)", path, e)
+            for p in (path, path.with_name(path.name + "-wal"),
+                      path.with_name(path.name + "-shm")):
+                p.unlink(missing_ok=True)
+            self.con = self._open(path)
+
+    @staticmethod
+    def _open(path: Path) -> sqlite3.Connection:
+        con = sqlite3.connect(path, timeout=60, isolation_level=None)
+        try:
+            con.execute("PRAGMA journal_mode=WAL")
+            con.execute("CREATE TABLE IF NOT EXISTS files (path TEXT PRIMARY KEY, size INTEGER,"
+                        " mtime_ns INTEGER, sha256 TEXT NOT NULL)")
+            con.execute("SELECT COUNT(*) FROM files").fetchone()
+        except sqlite3.DatabaseError:
+            con.close()
+            raise
+        return con
 
     def sha256_many(self, files: dict[str, tuple[str, os.stat_result]]) -> dict[str, str]:
         """sha256 per key of ``{key: (absolute path, its stat)}``."""

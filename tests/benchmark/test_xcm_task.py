@@ -190,3 +190,19 @@ def test_file_hash_memo_rereads_only_changed_files(tmp_path):
     plain = im.ImageStore.from_folder(folder).sha256
     assert a["x0.png".split(".")[0]] == b["x0"] and a["x1"] != b["x1"]
     assert b == plain  # the memo never changes a hash, it only avoids re-reading
+
+
+def test_a_corrupt_file_hash_memo_is_started_anew(tmp_path, caplog):
+    """The memo is only a memo: a damaged filehash.sqlite is replaced (one warning), the
+    hashes are the same as without it, never a sqlite traceback."""
+    from benchmark.data import images as im
+
+    folder = tmp_path / "imgs"
+    folder.mkdir()
+    (folder / "x0.png").write_bytes(b"0" * 10)
+    path = tmp_path / "memo.sqlite"
+    path.write_bytes(b"this is not a database" * 200)
+    memo = im.FileHashMemo(path)
+    assert im.ImageStore.from_folder(folder, hash_memo=memo).sha256 == \
+        im.ImageStore.from_folder(folder).sha256
+    assert "not a usable file-hash memo" in caplog.text

@@ -273,3 +273,18 @@ def test_interrupted_run_resumes_to_the_same_statuses(tmp_path: Path, monkeypatc
         again = [tuple(r) for r in cat.query("SELECT concept, rank, status, reason FROM items "
                                              "ORDER BY item_id")]
     assert again == clean
+
+
+def test_a_bad_cache_dir_is_one_line(catalog: Catalog, capsys) -> None:
+    """A --cache-dir that is a file, or holds a corrupt embeddings.sqlite: one line, exit 2,
+    before any model loads (the embedding model here would be the test's)."""
+    wd = str(catalog.workdir.root)
+    (Path(wd) / "afile").write_text("x")
+    bad = Path(wd) / "badcache"
+    bad.mkdir()
+    (bad / "embeddings.sqlite").write_bytes(b"not a database" * 100)
+    for cache, words in ((Path(wd) / "afile", "is a file"), (bad, "not a readable embedding")):
+        capsys.readouterr()
+        assert main(["--model", "hash", "--workdir", wd, "--cache-dir", str(cache)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and words in err[0], err
