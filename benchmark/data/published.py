@@ -34,7 +34,6 @@ from benchmark.data.rules import (
     check_columns,
     check_not_empty,
     check_unique_images,
-    first_items,
     raise_on_violations,
     triplet_violations,
 )
@@ -42,6 +41,7 @@ from benchmark.data.xcm import (
     AUTHORS_COLUMNS,
     XCMDataset,
     authors_rows,
+    country_codes,
     load_release,
     read_authors_frame,
     referenced_ids,
@@ -92,19 +92,6 @@ def _strings(df: pd.DataFrame) -> pd.DataFrame:
     return df.astype(object).where(df.notna(), "").astype(str)
 
 
-def _iso_countries(names: pd.Series, what: str) -> pd.Series:
-    iso: dict[str, str] = {}
-    bad = []
-    for n in sorted(set(names)):
-        try:
-            iso[n] = tables.country(n).code
-        except tables.TableError:
-            bad.append(n)
-    if bad:
-        raise DataError(f"{what}: unknown country name(s) {first_items(bad)}")
-    return names.map(iso)
-
-
 def _triplet_rows(what: str, bench: Any, triplets_csv: Path | None) -> tuple[pd.DataFrame, str]:
     """(triplets in release shape, where they came from)."""
     if triplets_csv is not None:
@@ -135,7 +122,8 @@ def load_published(what: str, images: Any, bench: Any, triplets_csv: Path | None
     meta["image_id"] = meta["image_id"].astype(str)
     check_unique_images(meta["image_id"].tolist(), src_images)
     meta["authors_country"] = meta["country"]
-    meta["country"] = _iso_countries(meta["country"].astype(str), src_images)
+    countries = meta["country"].astype(str)
+    meta["country"] = countries.map(country_codes(countries, src_images))
     tr, src_triplets = _triplet_rows(what, bench, triplets_csv)
     ids, read = hf.image_bytes_reader(images, "image_id", src_images)
     unknown_ids_error(tr, set(ids), src_triplets, src_images)

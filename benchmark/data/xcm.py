@@ -234,20 +234,27 @@ def load_authors_csv(
     return with_query_table(ds, queries.load_table("file" if path else "table", path))
 
 
-def authors_to_triplets(raw: pd.DataFrame) -> pd.DataFrame:
-    """Map the authors' columns to the release's (countries to ISO alpha-3)."""
-    names = sorted(set(raw["query_country"]) | set(raw["semantically_relevant_candidate_country"])
-                   | set(raw["culturally_relevant_candidate_country"])
-                   | set(raw["non_relevant_candidate_country"]))
+def country_codes(names: set[str] | pd.Series, what: str) -> dict[str, str]:
+    """Country name (as the authors write it, or code/label/English name) -> ISO alpha-3;
+    every name not in data/countries.csv is one :class:`DataError` naming them."""
     iso: dict[str, str] = {}
     bad = []
-    for n in names:
+    for n in sorted(set(names)):
         try:
             iso[n] = tables.country(n).code
         except tables.TableError:
             bad.append(n)
     if bad:
-        raise DataError(f"unknown country name(s) in the authors' file: {first_items(bad)}")
+        raise DataError(f"{what}: unknown country name(s) {first_items(bad)}")
+    return iso
+
+
+def authors_to_triplets(raw: pd.DataFrame) -> pd.DataFrame:
+    """Map the authors' columns to the release's (countries to ISO alpha-3)."""
+    iso = country_codes(set(raw["query_country"])
+                        | set(raw["semantically_relevant_candidate_country"])
+                        | set(raw["culturally_relevant_candidate_country"])
+                        | set(raw["non_relevant_candidate_country"]), "the authors' file")
     lang = {c.code: c.language for c in tables.countries()}
     qk = raw["query_country"].map(iso)
     return pd.DataFrame({

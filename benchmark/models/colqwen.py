@@ -141,12 +141,9 @@ class ColQwenModel(Adapter):
     ):
         what = f"model {name}"
         hub.require(("torch", "transformers", "safetensors"), "qwen", what)
-        if scorer not in SCORERS:
-            raise hub.ModelLoadError(f"{what}: scorer must be one of {', '.join(SCORERS)}")
-        self.scorer = scorer
-        if normalize_dtype not in ("float32", "model"):
-            raise hub.ModelLoadError(f"{what}: normalize_dtype must be 'float32' or 'model'")
-        self.normalize_dtype = normalize_dtype
+        self.scorer = hub.check_choice(what, "scorer", scorer, SCORERS)
+        self.normalize_dtype = hub.check_choice(what, "normalize_dtype", normalize_dtype,
+                                                hub.NORMALIZE_DTYPES)
         folder, spec = hub.hub_spec(name, "colqwen", checkpoint, revision, allow_patterns=_ALLOW,
                                     multi_vector=True,
                                     extra={"base": base, "base_revision": base_revision})

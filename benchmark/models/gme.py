@@ -110,9 +110,8 @@ class GMEModel(Adapter):
             max_pixels=max_image_tokens * 28 * 28, image_backend=image_backend,
         )
         self.processor.tokenizer.padding_side = "right"
-        if normalize_dtype not in ("float32", "model"):
-            raise hub.ModelLoadError(f"{what}: normalize_dtype must be 'float32' or 'model'")
-        self.normalize_dtype = normalize_dtype
+        self.normalize_dtype = hub.check_choice(what, "normalize_dtype", normalize_dtype,
+                                                hub.NORMALIZE_DTYPES)
         self.query_instruction = query_instruction or DEFAULT_INSTRUCTION
         self.max_length = int(max_length)
         self._image_token_id = int(qwenvl.read_config(self._folder)["image_token_id"])

@@ -25,7 +25,7 @@ import hashlib
 import logging
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,17 @@ _TRUE = {"1", "true", "yes", "on"}
 class ModelLoadError(RegistryError, ValueError):
     """A model cannot be loaded (missing library, checkpoint of another layout): one line that
     the CLIs print before exiting with status 2 (a :class:`RegistryError`)."""
+
+
+def check_choice(what: str, option: str, value: str, choices: Collection[str]) -> str:
+    """``value`` when it is one of ``choices``, else one :class:`ModelLoadError` line."""
+    if value not in choices:
+        raise ModelLoadError(f"{what}: {option} must be one of {', '.join(sorted(choices))}, "
+                             f"not {value!r}")
+    return value
+
+
+NORMALIZE_DTYPES = ("float32", "model")  # L2 normalisation in float32, or in the model's dtype
 
 
 class CheckpointNotFound(ModelLoadError):

@@ -80,11 +80,9 @@ class JinaV4Model(Adapter):
     ):
         what = f"model {name}"
         hub.require(("torch", "transformers", "safetensors"), "qwen", what)
-        if document_prompt not in PREFIX:
-            raise hub.ModelLoadError(f"{what}: document_prompt must be one of {sorted(PREFIX)}")
-        if normalize_dtype not in ("float32", "model"):
-            raise hub.ModelLoadError(f"{what}: normalize_dtype must be 'float32' or 'model'")
-        self.normalize_dtype = normalize_dtype
+        hub.check_choice(what, "document_prompt", document_prompt, PREFIX)
+        self.normalize_dtype = hub.check_choice(what, "normalize_dtype", normalize_dtype,
+                                                hub.NORMALIZE_DTYPES)
 
         folder, spec = hub.hub_spec(name, "jina-v4", checkpoint, revision, allow_patterns=_ALLOW,
                                     multi_vector=multi_vector,
