@@ -26,8 +26,10 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from tests.fakes.loopback import LoopbackServer
 
 
 @dataclass
@@ -170,7 +172,7 @@ def trickle(reply: Reply, seconds_per_byte: float) -> Reply:
     return reply
 
 
-class FakeGemini:
+class FakeGemini(LoopbackServer):
     """The server; use as a context manager or call :meth:`start` / :meth:`stop`."""
 
     def __init__(self) -> None:
@@ -179,7 +181,6 @@ class FakeGemini:
         self.responder: Callable[[Request], Reply] | None = None
         self.routes: list[tuple[str, re.Pattern[str], Handler, str]] = []
         self._lock = threading.Lock()
-        self._server: ThreadingHTTPServer | None = None
         self.add_route(
             "POST",
             r"^/(?P<version>v1[^/]*)/models/(?P<model>[^/:]+):generateContent$",
@@ -218,8 +219,8 @@ class FakeGemini:
     # -- server -----------------------------------------------------------------------------
     @property
     def url(self) -> str:
-        assert self._server is not None, "not started"
-        host, port = self._server.server_address[:2]
+        assert self._httpd is not None, "not started"
+        host, port = self._httpd.server_address[:2]
         return f"http://{host}:{port}"
 
     def start(self) -> FakeGemini:
@@ -285,21 +286,5 @@ class FakeGemini:
 
             do_POST = do_GET = do_DELETE = _serve  # noqa: N815
 
-        server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-        server.daemon_threads = True
-        server.block_on_close = False
-        self._server = server
-        threading.Thread(target=server.serve_forever, name="fake-gemini", daemon=True).start()
+        self.serve(_Handler, "fake-gemini")
         return self
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-
-    def __enter__(self) -> FakeGemini:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()

@@ -21,11 +21,13 @@ import json
 import re
 import threading
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import yaml
+
+from tests.fakes.loopback import LoopbackServer
 
 REPO_PATH = re.compile(r"^/api/datasets/([^/]+/[^/]+)/(tree|preupload|commit)/([^/]+)(/.*)?$")
 
@@ -37,7 +39,7 @@ class Repo:
     commits: list[dict[str, Any]] = field(default_factory=list)
 
 
-class FakeHub:
+class FakeHub(LoopbackServer):
     """``with FakeHub(token) as hub: ...``; ``hub.url`` is the endpoint."""
 
     def __init__(self, token: str = "hf_fake_write_token"):
@@ -45,7 +47,6 @@ class FakeHub:
         self.repos: dict[str, Repo] = {}
         self.requests: list[tuple[str, str]] = []  # (method, path) in order
         self.lock = threading.Lock()
-        self._httpd: ThreadingHTTPServer | None = None
         self.url = ""
 
     def files(self, repo_id: str) -> dict[str, bytes]:
@@ -57,24 +58,9 @@ class FakeHub:
             return list(self.repos[repo_id].commits)
 
     def start(self) -> FakeHub:
-        handler = type("Handler", (_Handler,), {"hub": self})
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self._httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}"
-        threading.Thread(target=self._httpd.serve_forever, daemon=True).start()
+        port = self.serve(type("Handler", (_Handler,), {"hub": self}), "fake-hub")
+        self.url = f"http://127.0.0.1:{port}"
         return self
-
-    def stop(self) -> None:
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-            self._httpd = None
-
-    def __enter__(self) -> FakeHub:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
 
 def _git_oid(data: bytes) -> str:

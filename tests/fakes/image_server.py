@@ -16,10 +16,12 @@ import time
 import zlib
 from collections import Counter
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import numpy as np
 from PIL import Image
+
+from tests.fakes.loopback import LoopbackServer
 
 BIG = 50 * 1024 * 1024
 
@@ -73,7 +75,7 @@ class Route:
     headers: dict[str, str] = field(default_factory=dict)
 
 
-class ImageServer:
+class ImageServer(LoopbackServer):
     """``with ImageServer() as srv: srv.url('/img/a.jpg')``; ``srv.hits[path]`` counts GETs,
     ``srv.hit_times[path]`` has the ``time.monotonic()`` of each."""
 
@@ -85,8 +87,6 @@ class ImageServer:
         self.delay = delay
         self.fail_times = fail_times
         self._lock = threading.Lock()
-        self._httpd: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
         self.port = 0
         self._add_cases()
 
@@ -128,25 +128,8 @@ class ImageServer:
 
     # -- lifecycle ------------------------------------------------------------------------
     def start(self) -> ImageServer:
-        handler = type("Handler", (_Handler,), {"srv": self})
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self._httpd.daemon_threads = True
-        self.port = int(self._httpd.server_address[1])
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
-        self._thread.start()
+        self.port = self.serve(type("Handler", (_Handler,), {"srv": self}), "image-server")
         return self
-
-    def stop(self) -> None:
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-            self._httpd = None
-
-    def __enter__(self) -> ImageServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     def hit(self, path: str) -> int:
         with self._lock:
