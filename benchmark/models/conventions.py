@@ -179,6 +179,42 @@ def _mclip(image_ref: str, image_model: str, image_auth: str, auth_dtype: str,
     return {"reference": ref, "authors": auth}
 
 
+def _chinese_clip() -> dict[str, Conventions]:
+    ref = Conventions(
+        implementation="transformers AutoModel + AutoProcessor (ChineseCLIPModel)",
+        text="padding=True, truncation at text_config.max_position_embeddings (512)",
+        image=f"ChineseCLIPImageProcessor, {_PIL}",
+        pooling="get_text_features / get_image_features", normalization="L2",
+        sources="OFA-Sys model card (processor(text=..., padding=True))",
+    )
+    auth = dataclasses.replace(
+        ref, dtype="float32", sources="R2E cells 8-10 (the same code as CLIP-L/14, float32)")
+    return {"reference": ref, "authors": auth}
+
+
+def _jina() -> dict[str, Conventions]:
+    ref = Conventions(
+        implementation="modeling_jina_embeddings_v4.py, re-implemented on transformers' "
+                       "Qwen2_5_VLModel (retrieval LoRA merged)",
+        text="padding longest, truncation at 32768 tokens",
+        image=_JINA_IMAGE,
+        query_prompt="Query: {text}", document_prompt="Passage: {text}",
+        pooling="mean over the attention mask (texts), over <|vision_start|>..<|vision_end|> "
+                "(images); single vector",
+        normalization="L2 (float32)",
+        sources="model card: encode_text(task='retrieval', prompt_name='query'|'passage')",
+    )
+    auth = dataclasses.replace(
+        ref, dtype="float16", document_prompt="Query: {text}",
+        normalization="L2 in float16 (the remote code's F.normalize), then float32",
+        options={"document_prompt": "query", "normalize_dtype": "model"},
+        sources="R1E cell 16, embed_jina_rq1_single_vector.py l.98-102: AutoModel float16, "
+                "encode_text(task='retrieval', prompt_name='query') for every caption; RQ2 "
+                "(embed_jina_rq2_single_vector.py) the same; encode_image(task='retrieval')",
+    )
+    return {"reference": ref, "authors": auth}
+
+
 _HF_CLIP = "benchmark.models.hf_clip:HFDualEncoder"
 PAPER_CONVENTIONS: dict[str, dict[str, Conventions]] = {
     "clip-l14": {
@@ -202,23 +238,7 @@ PAPER_CONVENTIONS: dict[str, dict[str, Conventions]] = {
                     "per call; transformers 4.53.3 pinned (slow image processor by default)",
         ),
     },
-    "chinese-clip-l14": {
-        "reference": Conventions(
-            implementation="transformers AutoModel + AutoProcessor (ChineseCLIPModel)",
-            text="padding=True, truncation at text_config.max_position_embeddings (512)",
-            image=f"ChineseCLIPImageProcessor, {_PIL}",
-            pooling="get_text_features / get_image_features", normalization="L2",
-            sources="OFA-Sys model card (processor(text=..., padding=True))",
-        ),
-        "authors": Conventions(
-            implementation="transformers AutoModel + AutoProcessor (ChineseCLIPModel)",
-            dtype="float32",
-            text="padding=True, truncation at text_config.max_position_embeddings (512)",
-            image=f"ChineseCLIPImageProcessor, {_PIL}",
-            pooling="get_text_features / get_image_features", normalization="L2",
-            sources="R2E cells 8-10 (the same code as CLIP-L/14, float32)",
-        ),
-    },
+    "chinese-clip-l14": _chinese_clip(),
     "mclip-xlmr-l14": _mclip(
         "open_clip ViT-L-14/openai (the run's dtype)", "ViT-L-14/openai",
         f"OpenAI CLIP ViT-L/14 as clip.load gives it ({CLIP_LOAD_DTYPE}; "
@@ -244,28 +264,8 @@ PAPER_CONVENTIONS: dict[str, dict[str, Conventions]] = {
     "colqwen2.5-7b-m": _colqwen("bfloat16 (colqwen25_embed.py; R1E cell 12 used float16)"),
     "gme-qwen2-2b": _gme(),
     "gme-qwen2-7b": _gme(),
-    "jina-v4": {
-        "reference": Conventions(
-            implementation="modeling_jina_embeddings_v4.py, re-implemented on transformers' "
-                           "Qwen2_5_VLModel (retrieval LoRA merged)",
-            text="padding longest, truncation at 32768 tokens",
-            image=_JINA_IMAGE,
-            query_prompt="Query: {text}", document_prompt="Passage: {text}",
-            pooling="mean over the attention mask (texts), over <|vision_start|>..<|vision_end|> "
-                    "(images); single vector",
-            normalization="L2 (float32)",
-            sources="model card: encode_text(task='retrieval', prompt_name='query'|'passage')",
-        ),
-    },
+    "jina-v4": _jina(),
 }
-PAPER_CONVENTIONS["jina-v4"]["authors"] = dataclasses.replace(
-    PAPER_CONVENTIONS["jina-v4"]["reference"], dtype="float16", document_prompt="Query: {text}",
-    normalization="L2 in float16 (the remote code's F.normalize), then float32",
-    options={"document_prompt": "query", "normalize_dtype": "model"},
-    sources="R1E cell 16, embed_jina_rq1_single_vector.py l.98-102: AutoModel float16, "
-            "encode_text(task='retrieval', prompt_name='query') for every caption; RQ2 "
-            "(embed_jina_rq2_single_vector.py) the same; encode_image(task='retrieval')",
-)
 
 
 def check_profile(profile: str) -> str:
