@@ -20,7 +20,7 @@ import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from annotation.client import AnnotationError, Connection, api_errors
 from annotation.configs import KINDS
@@ -125,15 +125,21 @@ def _session(args: argparse.Namespace) -> Iterator[tuple[Catalog, Connection]]:
         yield cat, conn
 
 
-def _country_codes(spec: str | None) -> list[str] | None:
+def _countries(spec: str | None) -> list[Any] | None:
+    """The ``--countries`` (data/countries.csv rows), None when not given."""
     from benchmark import tables
 
     if not spec:
         return None
     try:
-        return [c.code for c in tables.resolve_countries(spec)]
+        return tables.resolve_countries(spec)
     except tables.TableError as exc:
         raise AnnotationError(f"--countries: {exc}") from None
+
+
+def _country_codes(spec: str | None) -> list[str] | None:
+    countries = _countries(spec)
+    return None if countries is None else [c.code for c in countries]
 
 
 def _push(args: argparse.Namespace) -> int:
@@ -164,18 +170,15 @@ def _push(args: argparse.Namespace) -> int:
 def _pull(args: argparse.Namespace) -> int:
     from annotation.pull import format_report, pull, read_export_file
 
-    countries = _country_codes(args.countries)
-    if args.export_file:  # a broken file is one line before any server or catalog is touched
-        read_export_file(args.export_file)
+    countries = _countries(args.countries)
+    if args.kind != "queries" and countries is not None:
+        raise AnnotationError("--countries applies to --kind queries only")
+    locales = None if countries is None else sorted({c.locale for c in countries})
+    # a broken file is one line before any server or catalog is touched; read once
+    exported = read_export_file(args.export_file) if args.export_file else None
     with _session(args) as (cat, conn):
-        locales = None
-        if countries:
-            marks = ",".join("?" * len(countries))
-            locales = [r[0] for r in cat.query(
-                f"SELECT DISTINCT locale FROM query_terms WHERE country IN ({marks})",
-                tuple(countries))]
         report = pull(cat, conn, args.kind, args.min_annotators, export_file=args.export_file,
-                      locales=locales)
+                      exported=exported, locales=locales)
     print(json.dumps(report, indent=2, sort_keys=True) if args.json else format_report(report))
     return 0
 

@@ -46,10 +46,13 @@ def latest_decisions(rows: Iterable[ReviewRow]) -> dict[tuple[int, str], dict[st
     return out
 
 
-def duplicate_votes(rows: Iterable[ReviewRow]) -> dict[tuple[int, str], dict[str, str]]:
-    """``{(task_id, sha256): {annotator: keep|remove}}`` of the latest answers that are votes."""
+def duplicate_votes(rows: Iterable[ReviewRow],
+                    latest: Mapping[tuple[int, str], Mapping[str, str]] | None = None,
+                    ) -> dict[tuple[int, str], dict[str, str]]:
+    """``{(task_id, sha256): {annotator: keep|remove}}`` of the latest answers that are votes
+    (``latest``: :func:`latest_decisions` of ``rows`` when the caller has it)."""
     out: dict[tuple[int, str], dict[str, str]] = {}
-    for key, per in latest_decisions(rows).items():
+    for key, per in (latest if latest is not None else latest_decisions(rows)).items():
         votes = {a: VOTE[d] for a, d in per.items() if d in VOTE}
         if votes:
             out[key] = votes
@@ -92,12 +95,13 @@ def annotator_counts(rows: Iterable[ReviewRow]) -> dict[str, dict[str, int]]:
 
 def duplicate_summary(rows: list[ReviewRow], required: int) -> dict[str, Any]:
     """Decision tallies, agreement and per-annotator counts of the current rows."""
-    tally = Counter(image_decision(per, required).outcome
-                    for per in latest_decisions(rows).values() if answered(per))
+    latest = latest_decisions(rows)
+    voted = [per for per in latest.values() if answered(per)]
+    tally = Counter(image_decision(per, required).outcome for per in voted)
     return {
-        "images_with_votes": sum(1 for per in latest_decisions(rows).values() if answered(per)),
+        "images_with_votes": len(voted),
         "decisions": dict(sorted(tally.items())),
-        "agreement": agreement(duplicate_votes(rows), required, [KEEP, REMOVE]),
+        "agreement": agreement(duplicate_votes(rows, latest), required, [KEEP, REMOVE]),
         "annotators": annotator_counts(rows),
     }
 

@@ -46,8 +46,7 @@ def decode_export(blob: bytes, source: str) -> list[dict[str, Any]]:
     except UnicodeDecodeError as exc:
         raise AnnotationError(f"{source} is not UTF-8 text ({exc.reason} at byte {exc.start})"
                               ) from None
-    head = text.lstrip()[:200].lower()
-    if head.startswith(("<!doctype", "<html", "<")):
+    if text.lstrip().startswith("<"):
         title = _html_title(text)
         raise AnnotationError(
             f"{source} is an HTML page, not a JSON export"

@@ -123,6 +123,23 @@ def recorded_choices(cat: Catalog, kind: str, server: str) -> list[str] | None:
     return list(json.loads(row["choices_json"]))
 
 
+def tag_concepts(cat: Catalog) -> list[str]:
+    """The concepts offered in the tag check: the catalog's kept concepts, else the table."""
+    rows = cat.query("SELECT name FROM concepts WHERE status = 'kept' ORDER BY name")
+    if rows:
+        return [r["name"] for r in rows]
+    from benchmark import tables
+
+    return tables.concepts()
+
+
+def tag_choices(cat: Catalog, kind: str, server: str) -> list[str]:
+    """The concepts a tag answer may name: those the project was pushed with, else (pushed
+    before choices were recorded) the catalog's (:func:`tag_concepts`). pull and status alike."""
+    recorded = recorded_choices(cat, kind, server)
+    return recorded if recorded is not None else tag_concepts(cat)
+
+
 def recorded_keys(cat: Catalog, kind: str, server: str) -> list[str]:
     """The project keys of ``kind`` recorded for ``server`` (``queries`` has one per locale)."""
     rows = cat.query("SELECT kind FROM ls_projects WHERE server = ? AND (kind = ? OR kind LIKE ?)"

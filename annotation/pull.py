@@ -33,15 +33,15 @@ from annotation.exports import decode_export, export_tasks
 from annotation.projects import (
     assigned_reviewers,
     known_tasks,
-    recorded_choices,
     recorded_keys,
     recorded_project,
     require_project,
+    tag_choices,
 )
 from annotation.reviews import current_rows, parse_export, store_reviews
 from annotation.terms import (
     apply_term_decisions,
-    decide_term,
+    decide_terms,
     latest_answers,
     term_agreement,
     write_queries_csv,
@@ -63,7 +63,7 @@ def _project_keys(cat: Catalog, server: str, kind: str, locales: list[str] | Non
     if kind != "queries":
         return [(kind, require_project(cat, kind, server))]
     keys = recorded_keys(cat, "queries", server)
-    if locales:
+    if locales is not None:
         keys = [k for k in keys if k.split(":", 1)[1] in locales]
     if not keys:
         raise AnnotationError(
@@ -85,16 +85,19 @@ def read_export_file(path: str | Path) -> list[dict[str, Any]]:
 
 def load_exports(
     cat: Catalog, conn: Connection, projects: list[tuple[str, int]],
-    export_file: str | Path | None = None,
+    export_file: str | Path | None = None, exported: list[dict[str, Any]] | None = None,
 ) -> dict[str, tuple[int, list[dict[str, Any]]]]:
     """``{project key: (project id, export tasks)}`` of the projects the export speaks for.
 
     From the server, every project's full export (with the tasks nobody annotated); a
     project whose export matches none of its pushed tasks is refused. From a file, the
     projects whose pushed tasks it contains; a file that matches none of them is refused.
-    Nothing is stored before this check passes.
+    Nothing is stored before this check passes. ``exported``: the file's tasks when the
+    caller has already read it (:func:`read_export_file`).
     """
-    from_file = read_export_file(export_file) if export_file is not None else None
+    from_file = exported
+    if from_file is None and export_file is not None:
+        from_file = read_export_file(export_file)
     out: dict[str, tuple[int, list[dict[str, Any]]]] = {}
     pushed_total = 0
     for key, pid in projects:
@@ -120,12 +123,13 @@ def _refusal(source: str, tasks: list[dict[str, Any]], n_pushed: int, what: str)
 
 def pull(
     cat: Catalog, conn: Connection, kind: str, min_annotators: int | None = None, *,
-    export_file: str | Path | None = None, locales: list[str] | None = None,
+    export_file: str | Path | None = None, exported: list[dict[str, Any]] | None = None,
+    locales: list[str] | None = None,
 ) -> dict[str, Any]:
     """Check the export, store every annotation, decide, apply; return a report."""
     required = min_annotators or DEFAULT_MIN[kind]
     projects = _project_keys(cat, conn.server, kind, locales)
-    exports = load_exports(cat, conn, projects, export_file)
+    exports = load_exports(cat, conn, projects, export_file, exported)
     users = user_names(conn.client)
     params = {"action": "pull", "kind": kind, "server": conn.server, "min_annotators": required,
               "projects": {k: pid for k, pid in projects},
@@ -136,7 +140,7 @@ def pull(
         if kind == "queries":
             report = _pull_queries(cat, conn, exports, users, required, rec.run_id)
         else:
-            pid, tasks = exports.get(kind, (projects[0][1], []))
+            pid, tasks = exports[kind]
             report, current = _store(cat, conn, kind, pid, tasks, users, rec.run_id)
             report["min_annotators"] = required
             if kind == "duplicates":
@@ -160,13 +164,7 @@ def _store(
 ) -> tuple[dict[str, Any], list]:
     """Store the export's annotations of one project; the report's head and the current rows."""
     task_map = {int(t["task_id"]): t for t in known_tasks(cat, key, conn.server, pid).values()}
-    choices = None
-    if key == "tags":
-        choices = recorded_choices(cat, key, conn.server)
-        if choices is None:  # pushed before choices were recorded: the catalog's concepts
-            from annotation.push import tag_concepts
-
-            choices = tag_concepts(cat)
+    choices = tag_choices(cat, key, conn.server) if key == "tags" else None
     rows, parse_counts = parse_export(base_kind(key), tasks, task_map, users, choices)
     for note in ("annotations last saved by another account",
                  "tag answers with concepts outside the list (rejected)"):
@@ -194,9 +192,7 @@ def _pull_queries(
         assigned = assigned_reviewers(cat, locale).get(locale, [])
         answers, uncounted = latest_answers(current, assigned)
         task_rows = list(known_tasks(cat, key, conn.server, pid).values())
-        decisions = {int(t["task_id"]): decide_term(
-            answers.get(int(t["task_id"]), {}), json.loads(t["data_json"])["proposed"], required)
-            for t in task_rows}
+        decisions = decide_terms(task_rows, answers, required)
         applied = apply_term_decisions(cat, pid, task_rows, decisions, run_id)
         del part["kind"], part["server"]
         locales[locale] = {

@@ -34,6 +34,7 @@ from annotation.projects import (
     record_tasks,
     recorded_annotators,
     recorded_title,
+    tag_concepts,
 )
 from benchmark.files import sha256_text
 from builder.catalog import Catalog
@@ -151,16 +152,6 @@ def duplicate_drafts(
         key = group_key(g["concept"], list(members))
         drafts.append(TaskDraft(key, data, prediction, group_id=int(g["group_id"])))
     return drafts, skipped
-
-
-def tag_concepts(cat: Catalog) -> list[str]:
-    """The concepts offered in the tag check: the catalog's kept concepts, else the table."""
-    rows = cat.query("SELECT name FROM concepts WHERE status = 'kept' ORDER BY name")
-    if rows:
-        return [r["name"] for r in rows]
-    from benchmark import tables
-
-    return tables.concepts()
 
 
 def tag_drafts(

@@ -2,8 +2,8 @@
 
 One Label Studio project per locale (``3XCM query terms pt-PT``), one task per (concept,
 country) of the catalog's ``query_terms``. A task shows the English concept and its English
-search term, what the concept means (the ``concepts.definition`` column where a catalog has
-one, else the concept's instances in other countries), the country's own instance from
+search term, what the concept means (its instances in other countries: the catalog holds no
+definitions), the country's own instance from
 concept generation (``concept_instances``), the paper authors' term where one was imported
 (``published_terms``), the proposed term, and up to four images already crawled for it
 (``items``/``images``). The reviewer answers correct / a better term (typed) / the concept is
@@ -64,11 +64,6 @@ def _country_name(code: str) -> str:
 
 
 def _definition(cat: Catalog, concept: str, country: str) -> str:
-    cols = {r["name"] for r in cat.query("PRAGMA table_info(concepts)")}
-    if "definition" in cols:
-        row = cat.query("SELECT definition FROM concepts WHERE name = ?", (concept,))
-        if row and row[0]["definition"]:
-            return f"What it means: {row[0]['definition']}"
     others = cat.query(
         "SELECT country, instance FROM concept_instances WHERE concept = ? AND country != ?"
         " ORDER BY round DESC, country", (concept, country))

@@ -8,7 +8,6 @@ locale project, counting the assigned reviewers only).
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from typing import Any
 
@@ -19,13 +18,13 @@ from annotation.exports import export_tasks
 from annotation.projects import (
     assigned_reviewers,
     known_tasks,
-    recorded_choices,
     recorded_keys,
     recorded_project,
+    tag_choices,
 )
 from annotation.pull import DEFAULT_MIN, fmt_num
 from annotation.reviews import parse_export
-from annotation.terms import decide_term, latest_answers, term_agreement
+from annotation.terms import decide_terms, latest_answers, term_agreement
 from builder.catalog import Catalog
 
 
@@ -50,7 +49,10 @@ def project_status(
                for a in t.get("annotations") or [] if not a.get("was_cancelled")}
         n = len(who)
         by_n[str(n) if n < 3 else "3+"] += 1
-    rows, _ = parse_export(kind, tasks, task_map, users, recorded_choices(cat, key, conn.server))
+    choices = tag_choices(cat, key, conn.server) if kind == "tags" else None
+    rows, _ = parse_export(kind, tasks, task_map, users, choices)
+    # the order pull decides in (current_rows: oldest annotation first, undated first)
+    rows.sort(key=lambda r: (r.annotated_at or "", r.annotation_id))
     out: dict[str, Any] = {
         "kind": key, "project_id": pid, "tasks": len(tasks),
         "tasks_recorded": len(task_map),
@@ -63,8 +65,8 @@ def project_status(
     else:
         locale = key.split(":", 1)[1]
         answers, uncounted = latest_answers(rows, assigned_reviewers(cat, locale).get(locale, []))
-        outcomes = Counter(decide_term(answers.get(tid, {}), json.loads(t["data_json"])["proposed"],
-                                       required).outcome for tid, t in task_map.items())
+        outcomes = Counter(d.outcome for d in decide_terms(task_map.values(), answers,
+                                                           required).values())
         out.update({"outcomes": dict(sorted(outcomes.items())),
                     "term_agreement": term_agreement(answers),
                     "not_counted": dict(sorted(uncounted.items()))})

@@ -85,6 +85,16 @@ def _tally(votes: Mapping[str, str]) -> str:
     return ", ".join(f"{k} {n}" for k, n in sorted(c.items()))
 
 
+def decide_terms(task_rows: Iterable[Mapping[str, Any]],
+                 answers: Mapping[int, Mapping[str, Answer]], required: int
+                 ) -> dict[int, TermDecision]:
+    """``{task id: decision}`` of pushed query-term tasks (``ls_tasks`` rows) from the counted
+    answers per task (pull and status alike)."""
+    return {int(t["task_id"]): decide_term(answers.get(int(t["task_id"]), {}),
+                                           json.loads(t["data_json"])["proposed"], required)
+            for t in task_rows}
+
+
 def decide_term(answers: Mapping[str, Answer], proposed: str, required: int) -> TermDecision:
     """The outcome of one task from its counted answers (see the module docstring)."""
     flagged = {a: x for a, x in answers.items() if x.decision in FLAGGED}
