@@ -30,7 +30,7 @@ from typing import Any
 
 from benchmark.files import sha256_text
 from builder import __version__
-from builder.migrations import all_migrations, apply_missing
+from builder.migrations import all_migrations, applied_versions, apply_missing
 from builder.workdir import WorkDir
 
 log = logging.getLogger(__name__)
@@ -67,10 +67,6 @@ def connect(path: Path) -> sqlite3.Connection:
     con = sqlite3.connect(path, timeout=60, isolation_level=None)
     con.row_factory = sqlite3.Row
     return con
-
-
-def user_version(con: sqlite3.Connection) -> int:
-    return int(con.execute("PRAGMA user_version").fetchone()[0])
 
 
 def apply_migrations(con: sqlite3.Connection) -> None:
@@ -166,13 +162,16 @@ class Catalog:
         return int(self.con.execute("PRAGMA user_version").fetchone()[0])
 
     def migrate(self) -> None:
-        """Apply every migration newer than ``PRAGMA user_version`` (:func:`apply_migrations`);
-        a catalog newer than this package is refused."""
-        newest = max(m.version for m in all_migrations())
-        if self.schema_version > newest:
+        """Apply every migration the catalog lacks (:func:`apply_migrations`); a catalog with a
+        migration this package does not know (a newer version, or one of a range that landed
+        later) is refused."""
+        known = {m.version for m in all_migrations()}
+        unknown = sorted((applied_versions(self.con) or set()) - known)
+        if self.schema_version > max(known) or unknown:
+            newer = unknown[-1] if unknown else self.schema_version
             raise CatalogError(
-                f"{self.path} has catalog schema v{self.schema_version}, newer than this "
-                f"package knows (v{newest}): upgrade the package (pip install -e .)")
+                f"{self.path} has catalog schema v{newer}, newer than this package knows "
+                f"(v{max(known)}): upgrade the package (pip install -e .)")
         apply_migrations(self.con)
 
     # -- transactions ---------------------------------------------------------------------

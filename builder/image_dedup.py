@@ -31,7 +31,6 @@ import json
 import logging
 from collections import Counter
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -335,15 +334,19 @@ def dedup_concept(catalog: Catalog, concept: str, cfg: DedupConfig, adapter: Any
 
 def image_dedup(catalog: Catalog, cfg: DedupConfig, adapter: Any = None) -> dict[str, Any]:
     """Run the stage; ``adapter`` overrides ``cfg.model`` (tests, benchmarks)."""
-    from benchmark.cache import CacheError, EmbeddingCache, check_cache_dir, default_cache_dir
+    from benchmark.cache import CacheError, EmbeddingCache
 
-    if adapter is not None or cfg.model:  # before the model loads: a bad --cache-dir is one line
-        try:
-            check_cache_dir(Path(cfg.cache_dir) if cfg.cache_dir else default_cache_dir())
-        except CacheError as exc:
-            raise StageInputError(str(exc)) from exc
-    if adapter is None and cfg.model:
-        adapter = _load_model(cfg.model)
+    try:  # before the model loads: a bad --cache-dir is the user's to fix, one line, exit 2
+        cache = EmbeddingCache(cfg.cache_dir) if adapter is not None or cfg.model else None
+    except CacheError as exc:
+        raise StageInputError(str(exc)) from exc
+    try:
+        if adapter is None and cfg.model:
+            adapter = _load_model(cfg.model)
+    except BaseException:
+        if cache is not None:
+            cache.close()
+        raise
     if adapter is not None and cfg.batch_size:
         adapter.image_batch_size = cfg.batch_size
     device = str(getattr(adapter, "device", "") or "")
@@ -358,10 +361,6 @@ def image_dedup(catalog: Catalog, cfg: DedupConfig, adapter: Any = None) -> dict
     total: Counter[str] = Counter()
     with stage_run(catalog, STAGE, asdict(cfg)) as rec:
         rec.counts = {"items": total}  # filled per concept: an interrupted run records it
-        try:
-            cache = EmbeddingCache(cfg.cache_dir) if adapter is not None else None
-        except CacheError as exc:  # a bad --cache-dir is the user's to fix: one line, exit 2
-            raise StageInputError(str(exc)) from exc
         try:
             for concept in tqdm(concepts, desc="image_dedup", unit="concept",
                                 disable=not concepts):

@@ -182,7 +182,7 @@ def _ingest(catalog: Catalog, root: Path, fetch: FetchConfig, tars: dict[Path, t
         counts[res.status] += 1
 
     with ThreadPoolExecutor(workers, thread_name_prefix="xcm-ingest") as pool:
-        for stem, rec in tqdm(list(_shard_records(root, counts)), desc="ingest", unit="sample"):
+        for stem, rec in tqdm(_shard_records(root, counts), desc="ingest", unit="sample"):
             url = rec.get("url")
             if not isinstance(url, str) or url not in known:
                 with catalog.tx() as con:

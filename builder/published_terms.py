@@ -134,7 +134,8 @@ def import_published(catalog: Catalog, dataset: str, revision: str | None = None
     if not published:
         raise StageInputError(f"{dataset}: no usable (concept, country, concept_in_native) rows "
                               f"in '{CONFIG}' ({dict(counts) or 'empty'})")
-    ours = {k: t for k, (t, _) in our_terms(catalog).items()}
+    # terms an earlier import filled are the authors', not ours: a new import refreshes them
+    ours = {k: t for k, (t, _) in our_terms(catalog).items() if t.source != "authors"}
     params = {"dataset": key, "revision": revision}
     with stage_run(catalog, STAGE, params, inputs=sorted(published)) as rec:
         now = utcnow()

@@ -43,15 +43,11 @@ def table_terms(use_table: bool = True) -> dict[tuple[str, str], tables.QueryTer
     or malformed table is the user's to fix (:class:`tables.TableError`), never skipped."""
     if not use_table:
         return {}
-    try:
-        return tables.query_terms()
-    except tables.OldQueryTableError:
-        raise
-    except tables.TableError as exc:
-        if "missing query table" not in str(exc):
-            raise
-        log.warning("no query table: %s", exc)
+    path = tables.data_dir() / "queries.csv"
+    if not path.is_file():
+        log.warning("no query table: %s is missing", path)
         return {}
+    return tables.query_terms()
 
 
 def resolve(

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 
 from benchmark import tables
 from builder.catalog import Catalog
+from builder.query_terms import catalog_terms, table_terms
 
 log = logging.getLogger(__name__)
 
@@ -193,25 +194,13 @@ def load_native_terms(cat: Catalog) -> dict[tuple[str, str], str]:
     ``queries`` rows (work dirs built before ``query_terms``), then the row of that country in
     ``data/queries.csv``. Never another country's term: Portugal's query is pt-PT, not pt-BR.
     """
-    out: dict[tuple[str, str], str] = {}
-    have = {r[0] for r in cat.query("SELECT name FROM sqlite_master WHERE type='table'")}
-    if "query_terms" in have:
-        for r in cat.query("SELECT concept, country, native_term FROM query_terms"
-                           " WHERE native_term != ''"):
-            out[(r["concept"], r["country"])] = r["native_term"]
+    out = {k: t.native_term for k, t in catalog_terms(cat).items() if t.native_term}
     for r in cat.query(
         "SELECT concept, country, native_term FROM queries WHERE kind='native' AND status='ok'"
         " AND native_term IS NOT NULL AND native_term != ''"
     ):
         out.setdefault((r["concept"], r["country"]), r["native_term"])
-    try:
-        table = tables.query_terms()
-    except tables.OldQueryTableError:
-        raise
-    except tables.TableError as exc:
-        log.warning("no query table: %s", exc)
-        table = {}
-    for key, term in table.items():
+    for key, term in table_terms().items():
         out.setdefault(key, term.native_term)
     return out
 

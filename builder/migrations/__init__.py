@@ -16,6 +16,7 @@ there (so 102 and 301, which landed below 400, are applied to such catalogs, not
 
 from __future__ import annotations
 
+import functools
 import importlib
 import logging
 import pkgutil
@@ -34,6 +35,7 @@ class Migration:
     sql: str
 
 
+@functools.cache
 def all_migrations() -> list[Migration]:
     """Every migration module in this package, sorted by version; duplicates are an error."""
     found: dict[int, Migration] = {}

@@ -190,3 +190,16 @@ def test_migrations_that_landed_below_the_version_are_applied(tmp_path):
     again = Catalog(WorkDir.open(tmp_path / "w"))  # a second open applies nothing
     assert again.query("SELECT COUNT(*) FROM schema_migrations")[0][0] == len(done)
     again.close()
+
+
+def test_a_catalog_with_a_migration_this_package_lacks_is_refused(tmp_path):
+    """A newer package may add a migration inside a range (103) below the highest (400): an
+    older package opening that catalog must refuse it, not take it for its own."""
+    from builder.catalog import CatalogError
+
+    cat = Catalog(WorkDir.open(tmp_path / "w"))
+    with cat.tx() as con:
+        con.execute("INSERT INTO schema_migrations VALUES (103, 'm0103_future', 'x')")
+    cat.close()
+    with pytest.raises(CatalogError, match="schema v103, newer than this package"):
+        Catalog(WorkDir.open(tmp_path / "w"))

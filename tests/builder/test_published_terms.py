@@ -135,3 +135,17 @@ def test_bad_published_input_is_one_line(tmp_path, capsys):
     assert "not imported" in capsys.readouterr().err
     assert queries.main(["diff", "--workdir", str(wd), "--dataset", str(b)]) == 0
     assert f"concept_in_native of {b.resolve()}" in capsys.readouterr().out
+
+
+def test_a_new_import_refreshes_the_terms_an_earlier_import_filled(tmp_path):
+    """A term that only an earlier import gave us (source=authors) is the authors', not ours:
+    importing a revised release replaces it."""
+    wd = tmp_path / "w"
+    first = write_published(tmp_path / "v1", rows=[("Argentina", "bicycle", "bicicleta")])
+    second = write_published(tmp_path / "v2", rows=[("Argentina", "bicycle", "bici")])
+    for pub in (first, second):
+        assert queries.main(["import", "--published", str(pub), "--workdir", str(wd)]) == 0
+    with Catalog(WorkDir.open(wd)) as cat:
+        rows = cat.query("SELECT native_term, source FROM query_terms WHERE concept='bicycle'"
+                         " AND country='ARG'")
+        assert [(r["native_term"], r["source"]) for r in rows] == [("bici", "authors")]
