@@ -201,7 +201,10 @@ class EmbeddingCache:
     def __init__(self, root: str | os.PathLike[str] | None = None, *,
                  shard: Shard | None = None, shard_file: bool = False):
         self.root = Path(root) if root else default_cache_dir()
-        check_cache_dir(self.root)
+        problem = dir_problem(self.root)  # the files themselves are checked as they are opened
+        if problem:  # (a shard that writes its own file never opens the main one for writing)
+            raise CacheError(f"cache dir {self.root} {problem}: pass another --cache-dir, or "
+                             "--no-cache")
         self.shard = shard
         self.main_path = self.root / DB_NAME
         self.readers: list[sqlite3.Connection] = []
@@ -236,19 +239,32 @@ class EmbeddingCache:
             raise CacheError(f"{self.path} is corrupt ({e}); move it away or pass another "
                              f"--cache-dir") from None
 
+    def has_many(self, ns: str, shas: Sequence[str]) -> set[str]:
+        """The ``shas`` the cache holds under ``ns`` (keys only: no vector is read)."""
+        try:
+            return set(self._select(ns, shas, "sha"))
+        except sqlite3.OperationalError:
+            raise
+        except sqlite3.DatabaseError as e:
+            raise CacheError(f"{self.path} is corrupt ({e}); move it away or pass another "
+                             f"--cache-dir") from None
+
     def _get_many(self, ns: str, shas: Sequence[str]) -> dict[str, np.ndarray]:
-        out: dict[str, np.ndarray] = {}
+        return {sha: np.frombuffer(data, np.float32).reshape(json.loads(shape))
+                for sha, (shape, data) in self._select(ns, shas, "sha, shape, data").items()}
+
+    def _select(self, ns: str, shas: Sequence[str], cols: str) -> dict[str, tuple[Any, ...]]:
+        """``{sha: the other selected columns}`` over the written file, then the readers."""
+        out: dict[str, tuple[Any, ...]] = {}
         uniq = list(dict.fromkeys(shas))
         for con in [self.con, *self.readers]:
             want = [s for s in uniq if s not in out]
             for s in range(0, len(want), 900):
                 chunk = want[s : s + 900]
                 marks = ",".join("?" * len(chunk))
-                rows = con.execute(
-                    f"SELECT sha, shape, data FROM emb WHERE ns=? AND sha IN ({marks})",
-                    (ns, *chunk)).fetchall()
-                for sha, shape, data in rows:
-                    out[sha] = np.frombuffer(data, np.float32).reshape(json.loads(shape))
+                for row in con.execute(
+                        f"SELECT {cols} FROM emb WHERE ns=? AND sha IN ({marks})", (ns, *chunk)):
+                    out[row[0]] = tuple(row[1:])
         return out
 
     def put_many(self, ns: str, items: dict[str, np.ndarray]) -> None:
@@ -293,19 +309,21 @@ def merge_shards(root: str | os.PathLike[str] | None = None,
         for f in files:
             if not f.is_file():
                 raise CacheError(f"shard file {f} does not exist")
-            if not _main_reader(f):  # (a clear error for a file that is no database)
+            readers = _main_reader(f)  # a clear CacheError for a file that is no database
+            for con in readers:
+                con.close()
+            if not readers:
                 raise CacheError(f"{f} is not an embedding cache (no table emb)")
-            before = cache.count()
             cache.con.execute("ATTACH DATABASE ? AS shard", (str(f),))
             try:
                 n = cache.con.execute("SELECT COUNT(*) FROM shard.emb").fetchone()[0]
                 cache.con.execute("BEGIN IMMEDIATE")
-                cache.con.execute("INSERT OR IGNORE INTO emb SELECT ns, sha, shape, data "
-                                  "FROM shard.emb")
+                added = cache.con.execute("INSERT OR IGNORE INTO emb SELECT ns, sha, shape, "
+                                          "data FROM shard.emb").rowcount
                 cache.con.execute("COMMIT")
             finally:
                 cache.con.execute("DETACH DATABASE shard")
-            out.append(MergeResult(f, int(n), cache.count() - before))
+            out.append(MergeResult(f, int(n), int(added)))
             log.debug("merged %s: %d rows, %d new", f, n, out[-1].added)
     finally:
         cache.close()
@@ -358,10 +376,15 @@ def embed_cached(
         first.setdefault(k, i)
     stats.unique = len(first)
     ns = namespace(adapter, modality, role)
-    found = cache.get_many(ns, list(first)) if cache is not None else {}
-    stats.cached = len(found)
-    missing = [k for k in first if k not in found]
     shard = cache.shard if cache is not None else None
+    if shard is not None:  # a shard run needs only which keys exist, not the vectors
+        have = cache.has_many(ns, list(first))
+        found: dict[str, np.ndarray] = {}
+    else:
+        found = cache.get_many(ns, list(first)) if cache is not None else {}
+        have = set(found)
+    stats.cached = len(have)
+    missing = [k for k in first if k not in have]
     if shard is not None:
         mine = [k for k in missing if shard.owns(k)]
         stats.other_shards = len(missing) - len(mine)

@@ -94,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
         raise DataError("--cache-shard-file needs --shard I/N (or one model over --devices)")
     classes = [registry.load_task(t) for t in args.task]  # unknown task: error before loading
     if len(models) > 1 or devices:
-        return launch_run(args, cfg, scale, models, devices)
+        return launch_run(args, cfg, scale, models, devices, sharded_over_devices)
     ctx = open_context(cfg, shard, scale.cache_shard_file)
     for cls in classes:
         task = cls(from_args(cls.config_class, args))
@@ -111,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def launch_run(args: argparse.Namespace, cfg: RunConfig, scale: ScaleConfig,
-               models: list[str], devices: list[str]) -> int:
+               models: list[str], devices: list[str], sharded_over_devices: bool) -> int:
     """Several models over ``devices`` (one process each; default: the one default device),
     or one model sharded over them and then scored; a line per job, exit 1 when any failed."""
     if cfg.device and devices:
@@ -122,7 +122,7 @@ def launch_run(args: argparse.Namespace, cfg: RunConfig, scale: ScaleConfig,
         check_cache_dir(cfg.cache_dir or default_cache_dir())
     base = launch.argv_of(args.parser, args, skip={"model", "device", "devices"})
     log_dir = cfg.output_dir / "logs"
-    if len(models) == 1 and len(devices) > 1 and not scale.shard:
+    if sharded_over_devices:
         outcomes = shard_over_devices(models[0], base, devices, log_dir, scale, cfg)
     else:
         jobs = [launch.Job(m, [*base, "--model", m], name=model_slug(m)) for m in models]

@@ -100,11 +100,14 @@ def sha256_file(path: str | os.PathLike[str]) -> str:
 
 
 def folder_stamp(path: str | os.PathLike[str]) -> str:
-    """sha256 over the relative names, sizes and modification times of every file below
-    ``path`` (or of ``path`` itself): cheap, and changes whenever a file does."""
+    """sha256 over the relative names, sizes and modification times of every (not hidden)
+    file below ``path`` (or of ``path`` itself): cheap, and changes whenever a file does."""
     path = Path(path)
     h = hashlib.sha256()
-    paths = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+    # hidden files (.git, .cache/huggingface of `hf download`) are not data: datasets skips them
+    paths = [path] if path.is_file() else sorted(
+        p for p in path.rglob("*")
+        if p.is_file() and not any(x.startswith(".") for x in p.relative_to(path).parts))
     for p in paths:
         st = p.stat()
         rel = p.name if p == path else p.relative_to(path).as_posix()

@@ -166,7 +166,11 @@ def _run_one(pool: _Pool, i: int, job: Job, device: str) -> JobOutcome:
     path = pool.log_dir / f"{_safe(name)}.{_safe(device)}.log"
     log.info("start %s on %s (log: %s)", job.label, device, path)
     t0 = time.perf_counter()
-    with open(path, "wb") as out:
+    try:
+        out = open(path, "wb")  # closed by the with below
+    except OSError as e:  # the job's outcome, not a dead slot thread
+        return JobOutcome(job, device, 127, 0.0, path, f"could not open its log: {e}")
+    with out:
         out.write((" ".join(cmd) + "\n").encode())
         out.flush()
         try:

@@ -142,9 +142,9 @@ def load_model(name: str, conventions: str = "reference", **overrides: Any) -> A
 
     _ensure_registered()  # before the lookups below
     try:
-        rec = conv.resolve(name if name in MODELS else "", conventions)
+        rec = conv.resolve(name, conventions)
     except conv.ConventionsError as e:
-        raise RegistryError(str(e).replace("model ''", f"model {name!r}")) from e
+        raise RegistryError(str(e)) from e
     if name in MODELS:
         entry = MODELS[name]
         if rec is not None:

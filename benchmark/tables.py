@@ -78,6 +78,11 @@ def data_file(name: str) -> DataFile:
     return DataFile(name, path, text, hashlib.sha256(raw).hexdigest())
 
 
+def data_csv(name: str) -> list[dict[str, str]]:
+    """The rows of a CSV file of ``data/`` (read through :func:`data_file`)."""
+    return list(csv.DictReader(io.StringIO(data_file(name).text, newline="")))
+
+
 @dataclass(frozen=True)
 class Country:
     """One of the benchmark's countries."""
@@ -363,11 +368,6 @@ def query_terms() -> dict[tuple[str, str], QueryTerm]:
     return {t.key: t for t in read_query_table()}
 
 
-def queries() -> list[dict[str, str]]:
-    """Rows of ``data/queries.csv`` as dicts of ``QUERY_COLUMNS`` (validated)."""
-    return [t.row() for t in read_query_table()]
-
-
 def migrate_old_query_table(path: str | Path) -> tuple[list[QueryTerm], Counter]:
     """The terms of an old-format table (``concept, country, language, english_query,
     native_query, native_term, source, reviewed``), per (concept, country), not reviewed.
@@ -406,12 +406,6 @@ def migrate_old_query_table(path: str | Path) -> tuple[list[QueryTerm], Counter]
                                                 "; ".join(notes))
             counts["migrated"] += 1
     return list(out.values()), counts
-
-
-def reference_country(language: str) -> Country | None:
-    """The first country of ``language`` in countries.csv (USA for en, ESP for es, PRT for
-    pt): whose term a query in that language uses for another language's images."""
-    return next((c for c in countries() if c.language == language), None)
 
 
 def term_country(keys: Container[tuple[str, str]], concept: str, language: str,

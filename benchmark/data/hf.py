@@ -26,7 +26,8 @@ def check_spec(path_or_id: str, flag: str = "--dataset") -> None:
         raise DataError(f"{flag}: {path_or_id!r} is neither a folder nor a hub id ORG/NAME")
 
 
-def _one_line(e: Exception) -> str:
+def one_line(e: Exception) -> str:
+    """``Type: first line of the message`` (every loader failure is one line)."""
     text = str(e).strip()
     return f"{type(e).__name__}: {text.splitlines()[0] if text else ''}".rstrip(": ")
 
@@ -56,7 +57,7 @@ def config_names(path_or_id: str, revision: str | None = None) -> list[str]:
     try:
         return list(datasets.get_dataset_config_names(path_or_id, revision=revision))
     except Exception as e:  # noqa: BLE001 - any loader failure is one clear line
-        raise DataError(f"--dataset {path_or_id}: cannot read its configs: {_one_line(e)}") from e
+        raise DataError(f"--dataset {path_or_id}: cannot read its configs: {one_line(e)}") from e
 
 
 def load_split(path_or_id: str, config: str | None, split: str | None,
@@ -71,7 +72,7 @@ def load_split(path_or_id: str, config: str | None, split: str | None,
     except Exception as e:  # noqa: BLE001 - any loader failure is one clear line
         if isinstance(e, ValueError) and "corresponds to no data" in str(e):
             raise EmptySplit(f"--dataset {what}: no rows") from e
-        raise DataError(f"--dataset {what}: cannot load: {_one_line(e)}") from e
+        raise DataError(f"--dataset {what}: cannot load: {one_line(e)}") from e
     if split is None:
         if len(ds) != 1:
             raise DataError(f"--dataset {what}: expected one split, found {sorted(ds)}")

@@ -67,10 +67,6 @@ class QueryTable:
     terms: dict[tuple[str, str], Term]
     notes: dict[str, Any] = field(default_factory=dict)
 
-    def text(self, concept: str, country: str) -> str | None:
-        t = self.terms.get((concept, country))
-        return t.text if t else None
-
 
 def resolve_source(query_source: str | None, queries: Path | None, layout: str) -> tuple[str, Path | None]:
     """(kind, file) from ``--query-source`` and ``--queries`` for a dataset ``layout``
@@ -105,20 +101,15 @@ def _decode(raw: bytes, what: str) -> str:
 
 def default_table() -> QueryTable:
     """``native_term`` of ``data/queries.csv`` by (concept, country), with each row's source."""
-    try:
-        f = tables.data_file("queries.csv")
+    try:  # the one reader of the table (validated: locales, sources, reviewers)
+        path = tables.data_path("queries.csv")
+        rows = tables.query_terms()
     except tables.TableError as e:
         raise DataError(f"no query texts: {e}; pass --queries FILE") from e
-    rows = list(csv.DictReader(io.StringIO(f.text)))
-    need = ["concept", "country", "native_term", "source"]
-    missing = [c for c in need if rows and c not in rows[0]]
-    if missing or not rows:
-        raise DataError(f"{f.path}: missing column(s) {', '.join(missing) or need} or no rows")
-    terms: dict[tuple[str, str], Term] = {}
-    for r in rows:
-        if (r["native_term"] or "").strip():
-            terms.setdefault((r["concept"], r["country"]), Term(r["native_term"], r["source"]))
-    return QueryTable("table", f"data/{f.name}", f.sha256, terms)
+    if not rows:
+        raise DataError(f"{path}: no rows")
+    terms = {k: Term(t.native_term, t.source) for k, t in rows.items() if t.native_term.strip()}
+    return QueryTable("table", "data/queries.csv", tables.file_sha256(path), terms)
 
 
 def read_file(path: Path) -> QueryTable:

@@ -36,7 +36,7 @@ import numpy as np
 
 from benchmark import tables
 from benchmark.data import DataError
-from benchmark.data.hf import cache_kwargs
+from benchmark.data.hf import cache_kwargs, check_spec, image_bytes_reader, one_line
 from benchmark.data.images import FileHashMemo, ImageStore
 from benchmark.files import sha256_bytes
 
@@ -190,15 +190,13 @@ def load_hub(path_or_id: str, revision: str | None = None) -> XM3600:
     or the authors' copy (one split, ``captions`` a {language: [captions]} mapping)."""
     if revision is None and path_or_id == HUB_ID:
         revision = HUB_REVISION
-    if not Path(path_or_id).is_dir() and path_or_id.count("/") != 1:
-        raise DataError(f"XM3600: {path_or_id!r} is neither a folder nor a hub id ORG/NAME")
+    check_spec(path_or_id, "XM3600")
     try:
         layout, data = _hub_data(path_or_id, revision)
     except DataError:
         raise
     except Exception as e:  # noqa: BLE001 - any loader failure is one clear line
-        msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
-        raise DataError(f"XM3600: cannot load {path_or_id!r}: {type(e).__name__}: {msg}") from e
+        raise DataError(f"XM3600: cannot load {path_or_id!r}: {one_line(e)}") from e
     col = _Collector(str(path_or_id))
     did = f"{path_or_id}@{revision}" if revision else str(path_or_id)
     if layout == "authors":
@@ -272,21 +270,21 @@ def _hub_data(path_or_id: str, revision: str | None) -> tuple[str, Any]:
                 raise DataError(f"XM3600: {path_or_id}: the authors' layout has one split, "
                                 f"found {sorted(dd)}")
             return "authors", first
-    return "hub", _hub_splits(path_or_id, revision)
+    return "hub", _hub_splits(path_or_id, revision, builder, cache)
 
 
-def _hub_splits(path_or_id: str, revision: str | None) -> tuple[Any, Any]:
+def _hub_splits(path_or_id: str, revision: str | None, builder: Any,
+                cache: dict[str, str]) -> tuple[Any, Any]:
     """(per-language splits with ``image_id, captions, image_locale``, one split with images).
 
     The layout repeats every image in each language split; for parquet repositories only the
     caption columns of every split and the images of one split are converted (``columns=``),
-    not 36 copies of the images. Other repositories are loaded whole.
+    not 36 copies of the images. Other repositories are loaded whole. ``builder`` and
+    ``cache``: those :func:`_hub_data` already made for the same dataset.
     """
     import datasets
 
     meta_cols = [c for c in HUB_COLUMNS if c != "image"]
-    cache = cache_kwargs(path_or_id)
-    builder = datasets.load_dataset_builder(path_or_id, revision=revision, **cache)
     files = getattr(builder.config, "data_files", None)
     if builder.name == "parquet" and files:
         first = sorted(files)[0]
@@ -322,29 +320,13 @@ def _parquet_columns(files: Any) -> list[str] | None:
 
 def _hub_image_store(ds: Any, wanted: set[str], what: str) -> ImageStore:
     """Image bytes of one split (every split carries the same images), read lazily."""
-    import datasets
-
-    ds = ds.select_columns(["image_id", "image"]).cast_column("image", datasets.Image(decode=False))
-    rows: dict[str, int] = {}
-    shas: dict[str, str] = {}
-
-    def read(iid: str) -> bytes:
-        img = ds[rows[iid]]["image"]
-        if img.get("bytes"):
-            return img["bytes"]
-        if img.get("path") and Path(img["path"]).is_file():
-            return Path(img["path"]).read_bytes()
-        raise DataError(f"XM3600: {what}: image {iid} has neither bytes nor a readable path")
-
-    for r, iid in enumerate(ds["image_id"]):
-        rows.setdefault(iid, r)
-    missing = sorted(wanted - set(rows))
+    ids, read = image_bytes_reader(ds, "image_id", f"XM3600: {what}")
+    missing = sorted(wanted - set(ids))
     if missing:
         raise DataError(f"XM3600: {what}: {len(missing)} images have captions but no image; "
                         f"first: {', '.join(missing[:5])}")
-    for iid in sorted(wanted):
-        shas[iid] = sha256_bytes(read(iid))
-    return ImageStore(sorted(wanted), shas, read)
+    order = sorted(wanted)
+    return ImageStore(order, {iid: sha256_bytes(read(iid)) for iid in order}, read)
 
 
 def load_xm3600(

@@ -274,10 +274,6 @@ def check_profile(profile: str) -> str:
     return profile
 
 
-def has_profiles(name: str) -> bool:
-    return name in PAPER_CONVENTIONS
-
-
 def resolve(name: str, profile: str) -> Conventions | None:
     """The record of ``name`` under ``profile``; None for a model without profiles under
     ``reference`` (its adapter's own defaults). ``authors`` for such a model is an error."""

@@ -39,9 +39,8 @@ def csv_rows(name: str, folder: Path | None = None) -> list[dict[str, str]]:
     """Rows of one of the authors' CSVs: ``data/authors_rq2/<name>`` through the tables loader,
     or ``folder/<name>`` of a folder the user named (``--authors-dir``)."""
     if folder is None:
-        text = tables.data_file(f"authors_rq2/{name}").text
-    else:
-        text = (folder / name).read_text(encoding="utf-8")
+        return tables.data_csv(f"authors_rq2/{name}")
+    text = (folder / name).read_text(encoding="utf-8")
     return list(csv.DictReader(io.StringIO(text, newline="")))
 
 
@@ -85,15 +84,10 @@ def load_scope(scope: str, folder: Path | None = None) -> pd.DataFrame:
 def load_authors(folder: Path | None = None) -> pd.DataFrame:
     """Overall and per-country rows: scope, country (ISO code, '' overall), authors_model,
     experiment, A/B/C wins (int) and z-scores (floats parsed exactly as written)."""
-    overall = _read("overall_aggregated.csv", folder)
-    overall.insert(0, "country", "")
-    overall.insert(0, "scope", "overall")
-    country = _read("country_aggregated.csv", folder)
-    country["country"] = [tables.country(n).code for n in country["country"]]
-    country.insert(0, "scope", "country")
-    df = pd.concat([overall, country], ignore_index=True)
-    df = df.rename(columns={"model": "authors_model"})
-    return df.astype({c: "int64" for c in WIN_COLS})
+    country = load_scope("country", folder)
+    country["group"] = [tables.country(n).code for n in country["group"]]
+    df = pd.concat([load_scope("overall", folder), country], ignore_index=True)
+    return df.rename(columns={"group": "country"})
 
 
 def authors_name(model: str, names: dict[str, str], known: set[str]) -> str | None:

@@ -91,7 +91,7 @@ def t11_getter(column: str) -> tuple[str, Getter]:
 
 def t8_getter(column: str) -> tuple[str, Getter]:
     """Table 8: per-country SP, text (TS) and image (IS) silhouette; the kind follows the
-    row's metric, so the getter returns it through :func:`t8_kind`."""
+    row's metric (``table_section`` gives SP rows the SP tolerance)."""
     code = _country(column)
 
     def get(res: dict[str, ResultFile], metric: str | None) -> float | None:

@@ -17,8 +17,6 @@ estimate or a measurement). Items embedded once are cached: the analysis embeds 
 
 from __future__ import annotations
 
-import csv
-import io
 import queue
 import threading
 from collections.abc import Callable
@@ -44,14 +42,10 @@ class Download:
 LORA_NOTE = "+ the LoRA base named in its adapter_config.json (not listed: size unknown)"
 
 
-def _csv(name: str) -> list[dict[str, str]]:
-    return list(csv.DictReader(io.StringIO(tables.data_file(name).text, newline="")))
-
-
 def downloads(plan: Plan) -> list[Download]:
     """Every hub repo the plan needs (one row per repo and revision), sizes not yet known."""
     entries = registry.models()
-    rows = _csv("reproduce/downloads.csv")
+    rows = tables.data_csv("reproduce/downloads.csv")
     found: dict[tuple[str, str, str | None], Download] = {}
 
     def add(repo: str, kind: str, rev: str | None, role: str, model: str, note: str = "") -> None:
@@ -80,7 +74,7 @@ def downloads(plan: Plan) -> list[Download]:
 
 def nothing_to_download(plan: Plan) -> list[str]:
     """Planned models with no hub repo listed (hash, user adapters, family:arg names)."""
-    listed = {r["model"] for r in _csv("reproduce/downloads.csv")}
+    listed = {r["model"] for r in tables.data_csv("reproduce/downloads.csv")}
     return [m for m in plan.models if m not in listed]
 
 
@@ -162,11 +156,11 @@ class JobEstimate:
 
 def rates() -> dict[str, Rate]:
     return {r["family"]: Rate(r["family"], float(r["text_s"]), float(r["image_s"]), r["gpu"],
-                              r["kind"], r["source"]) for r in _csv("reproduce/item_seconds.csv")}
+                              r["kind"], r["source"]) for r in tables.data_csv("reproduce/item_seconds.csv")}
 
 
 def workload() -> dict[tuple[str, str], int]:
-    return {(r["dataset"], r["what"]): int(r["count"]) for r in _csv("reproduce/workload.csv")}
+    return {(r["dataset"], r["what"]): int(r["count"]) for r in tables.data_csv("reproduce/workload.csv")}
 
 
 def family_of(model: str) -> str:
@@ -205,7 +199,7 @@ def human_bytes(n: int | None) -> str:
         if x < 1000 or unit == "TB":
             return f"{x:.1f} {unit}" if unit != "B" else f"{int(x)} B"
         x /= 1000
-    return f"{n} B"
+    raise AssertionError("unreachable: the loop returns at TB")
 
 
 def format_dry_run(plan: Plan, items_: list[Download], ests: list[JobEstimate]) -> str:

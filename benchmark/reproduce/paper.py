@@ -9,8 +9,6 @@ our registered model names map to those aliases through ``data/authors_rq2/model
 
 from __future__ import annotations
 
-import csv
-import io
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -73,14 +71,9 @@ def decimals(text: str) -> int:
     return len(text.split(".", 1)[1]) if "." in text else 0
 
 
-def _rows(name: str) -> list[dict[str, str]]:
-    text = tables.data_file(name).text
-    return list(csv.DictReader(io.StringIO(text, newline="")))
-
-
 @lru_cache(maxsize=4)
 def _aliases(root: str) -> dict[str, str]:
-    return {r["printed"].strip(): r["alias"].strip() for r in _rows("paper/aliases.csv")}
+    return {r["printed"].strip(): r["alias"].strip() for r in tables.data_csv("paper/aliases.csv")}
 
 
 def aliases() -> dict[str, str]:
@@ -90,7 +83,7 @@ def aliases() -> dict[str, str]:
 
 @lru_cache(maxsize=4)
 def _models(root: str) -> dict[str, str]:
-    return {r["alias"]: r["full_name"] for r in _rows("paper/table6_models.csv")}
+    return {r["alias"]: r["full_name"] for r in tables.data_csv("paper/table6_models.csv")}
 
 
 def paper_models() -> dict[str, str]:
@@ -123,7 +116,7 @@ def _value(text: str) -> PaperValue | None:
 def read_table(key: str) -> PaperTable:
     """One paper table (``key`` of :data:`TABLES`)."""
     file, title = TABLES[key]
-    rows = _rows(f"paper/{file}")
+    rows = tables.data_csv(f"paper/{file}")
     if not rows:
         return PaperTable(key, title, file, (), ())
     head = list(rows[0])

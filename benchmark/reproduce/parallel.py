@@ -15,7 +15,7 @@ import logging
 from pathlib import Path
 
 from benchmark import launch
-from benchmark.reproduce.plan import Plan, ReproduceConfig, load_state
+from benchmark.reproduce.plan import Plan, ReproduceConfig, load_state, up_to_date
 from benchmark.reproduce.run import JobOutcome, Summary
 
 log = logging.getLogger(__name__)
@@ -59,7 +59,7 @@ def execute_on_devices(plan: Plan, cfg: ReproduceConfig, devices: list[str]) -> 
                 job, status, float(entry.get("seconds") or 0.0),
                 Path(entry["result"]) if entry.get("result") else None,
                 entry.get("error") or f"on {proc.device}"))
-        elif proc.ok and entry and entry.get("status") == "ok":
+        elif entry == old and up_to_date(plan, job, entry)[0]:  # the process skipped it
             summary.outcomes.append(JobOutcome(job, "up-to-date", 0.0,
                                                plan.result_path(job), "up to date"))
         else:

@@ -8,8 +8,8 @@ profile, the cut-offs, the bootstrap and the seed. Its :meth:`Job.fingerprint` h
 and the sha256 of the results file it wrote: a job is up to date when it last succeeded with
 the same fingerprint and its results file is still that file (and names the same model, task,
 cut-offs and conventions); anything else runs again. Each job can also be written as a
-``python -m benchmark`` command line (:meth:`Job.argv`), so a launcher can run the same jobs
-one process per device.
+``python -m benchmark`` command line (:meth:`Job.argv`: the same results file by hand);
+``--devices`` hands whole models to one process each (:mod:`benchmark.reproduce.parallel`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ import fcntl
 import hashlib
 import json
 import logging
-import os
 import re
 from collections.abc import Collection
 from dataclasses import dataclass
@@ -27,8 +26,10 @@ from pathlib import Path
 from typing import Any
 
 from benchmark import files, registry
+from benchmark.cache import dir_problem
 from benchmark.config import option
 from benchmark.data import DataError
+from benchmark.models import conventions as model_conventions
 from benchmark.reproduce.provenance import recorded_conventions
 from benchmark.results import read_results, results_path
 
@@ -112,14 +113,9 @@ def dataset_ref(spec: str, revision: str | None = None, flag: str = "--dataset")
 
 def check_output_dir(path: Path) -> None:
     """``--output-dir`` must be a folder we can write (created when missing)."""
-    if path.exists() and not path.is_dir():
-        raise PlanError(f"--output-dir {path} is a file, not a folder")
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise PlanError(f"--output-dir {path}: cannot create it ({e.strerror or e})") from e
-    if not os.access(path, os.W_OK | os.X_OK):
-        raise PlanError(f"--output-dir {path} is not writable")
+    problem = dir_problem(path)
+    if problem:
+        raise PlanError(f"--output-dir {path} {problem}")
 
 
 @dataclass(frozen=True)
@@ -135,6 +131,8 @@ class Job:
     seed: int = 0
     checkpoint: str | None = None  # the zoo's pin when the plan was made
     revision: str | None = None
+    dtype: str | None = None  # --dtype over the conventions' (None: the profile's own)
+    profile: str | None = None  # sha256 of the resolved conventions record (None: no profile)
 
     @property
     def name(self) -> str:
@@ -163,6 +161,7 @@ class Job:
         common = ["--model", self.model, "--conventions", self.conventions, "--output-dir",
                   str(output_dir), "--seed", str(self.seed), "-q"]
         common += ["--cache-dir", str(cache_dir)] if cache_dir else []
+        common += ["--dtype", self.dtype] if self.dtype else []
         rev = ["--revision", self.dataset.revision] if self.dataset.revision else []
         if self.task == "analysis":
             return [*common, "--dataset", self.dataset.spec, *rev, "--metric", "euclidean",
@@ -229,6 +228,15 @@ def resolve_tasks(spec: str) -> list[str]:
     return [rq for rq in RQ_TASKS if rq in asked]
 
 
+def profile_sha(model: str, profile: str) -> str | None:
+    """sha256 of what the conventions record of ``model`` under ``profile`` makes the adapter
+    do (its cache key): an edited record reruns the model's jobs."""
+    rec = model_conventions.resolve(model, profile)
+    if rec is None:
+        return None
+    return hashlib.sha256(json.dumps(rec.cache_key(), sort_keys=True).encode()).hexdigest()
+
+
 def build_plan(cfg: ReproduceConfig) -> Plan:
     """Every job of ``cfg``, model by model: the paper's models with the authors'
     conventions, any other model (hash, a user's adapter) with its only, reference, one."""
@@ -245,13 +253,14 @@ def build_plan(cfg: ReproduceConfig) -> Plan:
             if e else {}
         # only the paper's models have an authors profile; any other model runs as it is
         pin["conventions"] = CONVENTIONS if e is not None and e.paper else "reference"
+        pin["profile"] = profile_sha(m, pin["conventions"])
         for rq in rqs:
             for task in RQ_TASKS[rq]:
                 ds = xcm if rq == "rq2" else xm
                 assert ds is not None
                 ks = PAPER_KS if task == "xm3600-i2t" else ()
                 boot = cfg.bootstrap if rq == "rq2" else None
-                jobs.append(Job(m, task, ds, ks=ks, bootstrap=boot, **pin))
+                jobs.append(Job(m, task, ds, ks=ks, bootstrap=boot, dtype=cfg.dtype, **pin))
     return Plan(tuple(jobs), Path(cfg.output_dir))
 
 

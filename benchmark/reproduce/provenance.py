@@ -13,10 +13,9 @@ they cannot be told apart from the real snapshot here.
 
 from __future__ import annotations
 
-import csv
-import io
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from benchmark import registry, tables
@@ -62,11 +61,16 @@ def paper_checkpoints(model: str) -> dict[str, str | None]:
     out: dict[str, str | None] = {}
     if entry is not None and entry.kwargs.get("checkpoint"):
         out[entry.kwargs["checkpoint"]] = entry.kwargs.get("revision")
-    text = tables.data_file("reproduce/downloads.csv").text
-    for r in csv.DictReader(io.StringIO(text, newline="")):
+    for r in _downloads(str(tables.data_dir())):
         if r["model"] == model and r["repo_type"] == "model":
             out.setdefault(r["repo"], r["revision"] or None)
     return out
+
+
+@lru_cache(maxsize=4)
+def _downloads(root: str) -> tuple[dict[str, str], ...]:
+    """``data/reproduce/downloads.csv`` once per data folder (read for every results file)."""
+    return tuple(tables.data_csv("reproduce/downloads.csv"))
 
 
 def why_not_real(res: ResultFile) -> str:

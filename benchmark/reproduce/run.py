@@ -33,7 +33,6 @@ class ExecSettings:
     cache_dir: Path | None = None
     no_cache: bool = False
     device: str | None = None
-    dtype: str | None = None
     batch_size: int | None = None
 
 
@@ -68,11 +67,11 @@ class Summary:
 
 def run_config(job: Job, plan: Plan, s: ExecSettings) -> RunConfig:
     return RunConfig(model=job.model, output_dir=plan.results_dir, cache_dir=s.cache_dir,
-                     no_cache=s.no_cache, device=s.device, dtype=s.dtype,
+                     no_cache=s.no_cache, device=s.device, dtype=job.dtype,
                      batch_size=s.batch_size, quiet=True, conventions=job.conventions)
 
 
-def run_job(ctx: RunContext, job: Job, plan: Plan, s: ExecSettings) -> Path:
+def run_job(ctx: RunContext, job: Job) -> Path:
     """Produce one job's results file with the model already loaded in ``ctx``."""
     ds = job.dataset
     if job.task == "analysis":
@@ -141,7 +140,7 @@ def execute(plan: Plan, settings: ExecSettings | None = None,
         for job in todo:
             t1 = time.perf_counter()
             try:
-                path = run_job(ctx, job, plan, s)
+                path = run_job(ctx, job)
             except Exception as e:  # noqa: BLE001 - a failed job is reported, the others go on
                 reason = one_line(e)
                 log.error("%s failed: %s", job.name, reason)

@@ -81,20 +81,20 @@ def reproduce(cfg: ReproduceConfig, endpoint: str | None = None) -> Outcome:
     if cfg.dry_run:
         items = dryrun.with_sizes(dryrun.downloads(plan), endpoint, cfg.hub_timeout)
         return Outcome(plan, dry_run=dryrun.format_dry_run(plan, items, dryrun.estimate(plan)))
-    check_output_dir(plan.output_dir)
-    summary = None
     devices = parse_devices(cfg.devices) if cfg.devices else []
     if cfg.devices and not devices:
         raise PlanError("--devices: empty list")
     if devices and cfg.device:
         raise PlanError("--devices and --device: give one of them")
+    check_output_dir(plan.output_dir)
+    summary = None
     if cfg.compare_only:
         pass
     elif devices:
         summary = execute_on_devices(plan, cfg, devices)
     else:
-        settings = ExecSettings(cfg.cache_dir, cfg.no_cache, cfg.device, cfg.dtype,
-                                cfg.batch_size)
+        settings = ExecSettings(cache_dir=cfg.cache_dir, no_cache=cfg.no_cache,
+                                device=cfg.device, batch_size=cfg.batch_size)
         summary = execute(plan, settings)
     if cfg.no_compare:
         return Outcome(plan, summary)

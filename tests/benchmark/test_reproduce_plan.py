@@ -218,3 +218,37 @@ def test_devices_with_device_is_one_line(tmp_path, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--devices and --device" in err[0]
+
+
+def test_dtype_and_conventions_record_are_part_of_a_job(tmp_path, xm):
+    """A results file made with --dtype, or under an edited conventions record, is not the
+    plan's: both enter the job's fingerprint."""
+    from benchmark.reproduce.plan import profile_sha
+
+    base = build_plan(cfg(tmp_path, xm, models="clip-l14"))
+    other = build_plan(cfg(tmp_path, xm, models="clip-l14", dtype="float32"))
+    assert {j.fingerprint() for j in base.jobs}.isdisjoint(j.fingerprint() for j in other.jobs)
+    job = base.jobs[0]
+    assert job.profile == profile_sha("clip-l14", "authors") and job.profile is not None
+    assert profile_sha("hash", "reference") is None
+    assert "--dtype" in other.jobs[0].args(tmp_path)
+
+
+def test_devices_reports_up_to_date_jobs_of_a_failing_model_as_up_to_date(tmp_path, xm,
+                                                                            monkeypatch):
+    """A model's process that fails (one job) leaves its other jobs' records as they were:
+    those are up to date, not failed."""
+    from benchmark import launch
+    from benchmark.reproduce.parallel import execute_on_devices
+
+    c = cfg(tmp_path, xm)
+    assert reproduce(c).ok
+    plan = build_plan(c)
+
+    def failing(jobs, devices, log_dir):
+        return [launch.JobOutcome(j, devices[0], 1, 0.1, log_dir / "x.log", "boom")
+                for j in jobs]
+
+    monkeypatch.setattr(launch, "run_jobs", failing)
+    summary = execute_on_devices(plan, c, ["cpu"])
+    assert {o.status for o in summary.outcomes} == {"up-to-date"}
