@@ -7,6 +7,7 @@
     python -m benchmark ls
     python -m benchmark analyze --model MODEL --dataset PATH   (benchmark.analysis)
     python -m benchmark report RESULTS_DIR... --output DIR     (benchmark.report)
+    python -m benchmark compare RESULT_A RESULT_B   (paired bootstrap; benchmark.report.compare)
     python -m benchmark smoke --model MODEL [--device cuda]    (benchmark.smoke)
     python -m benchmark reproduce --output-dir DIR [--dry-run]  (benchmark.reproduce)
 
@@ -244,6 +245,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_ls(sub)
     analysis_cli.add_parser(sub)
     report_cli.add_parser(sub)
+    report_cli.add_compare(sub)
     add_smoke(sub)
     add_cache(sub)
     reproduce_cli.add_parser(sub)

@@ -1,4 +1,5 @@
-"""``python -m benchmark report``: leaderboard, figures and comparison with the authors.
+"""``python -m benchmark report``: leaderboard, figures and comparison with the authors;
+``python -m benchmark compare A B``: a paired bootstrap of two results (report.compare).
 
     python -m benchmark report RESULTS_DIR_OR_FILE... --output DIR
 
@@ -15,6 +16,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from benchmark import files
+from benchmark.report import compare
 from benchmark.report.build import build_report
 
 
@@ -39,4 +42,29 @@ def run(args: argparse.Namespace) -> int:
     print((args.output / "leaderboard.md").read_text(encoding="utf-8").split("## Figures")[0])
     for key, path in written.items():
         print(f"{key}: {path}", file=sys.stderr)
+    return 0
+
+
+def add_compare(sub: Any) -> None:
+    p = sub.add_parser("compare", help="paired bootstrap of two models' results on the same data",
+                       description=compare.__doc__.split("\n")[0].replace("``", ""))
+    p.add_argument("result_a", type=Path, help="results file of model A (<model>/<task>.json)")
+    p.add_argument("result_b", type=Path, help="results file of model B, same task and data")
+    p.add_argument("--bootstrap", type=int, default=1000, help="resamples (default 1000)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the resampling (default 0)")
+    p.add_argument("--json", type=Path, default=None, help="also write the comparison here")
+    p.set_defaults(handler=run_compare)
+
+
+def run_compare(args: argparse.Namespace) -> int:
+    if args.bootstrap < 1:
+        raise compare.CompareError(f"--bootstrap must be >= 1, got {args.bootstrap}")
+    if args.seed < 0:
+        raise compare.CompareError(f"--seed must be >= 0, got {args.seed}")
+    c = compare.compare_results(args.result_a, args.result_b, args.bootstrap, args.seed)
+    print(compare.format_comparison(c))
+    if args.json:
+        from benchmark.results import sanitize
+
+        files.atomic_write_json(args.json, sanitize(c))
     return 0

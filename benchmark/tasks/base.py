@@ -150,6 +150,16 @@ class Task:
             df.to_parquet(tmp, index=False)
         return path
 
+    def save_outcomes(self, ctx: RunContext, df: pd.DataFrame, unit: str, id_column: str,
+                      group_column: str) -> dict[str, Any]:
+        """Write the per-item outcomes (``<task>.outcomes.parquet``, what ``compare`` and the
+        leaderboard's significance marks resample) and return the results file's
+        ``outcomes`` record: file name, sha256, rows, unit and columns."""
+        path = self.save_parquet(ctx, "outcomes", df)
+        return {"file": path.name, "sha256": files.sha256_file(path), "rows": int(len(df)),
+                "unit": unit, "id_column": id_column, "group_column": group_column,
+                "columns": [str(c) for c in df.columns]}
+
 
 def open_context(run: RunConfig, shard: Shard | None = None,
                  shard_file: bool = False) -> RunContext:

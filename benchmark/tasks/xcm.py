@@ -187,6 +187,12 @@ class XCMTextToImage(Task):
         timings["scoring_s"] = time.perf_counter() - t0
         if cfg.save_per_triplet:
             self.save_per_triplet(ctx, tr, sims)
+        outcomes = self.save_outcomes(ctx, pd.DataFrame({
+            "triplet_id": tr["triplet_id"].astype(str).to_numpy(),
+            "query_country": tr["query_country"].astype(str).to_numpy(),
+            "winner": winners(sims)[0].astype(np.int8)}), "triplet", "triplet_id",
+            "query_country")
+        outcomes["winner_codes"] = {"0": "semantic", "1": "cultural", "2": "non_relevant"}
         return TaskOutput(
             task={"name": self.name, "dataset": ds.dataset_id, "data_fingerprint": ds.fingerprint,
                   "n": len(tr), "source_format": ds.source_format,
@@ -201,6 +207,7 @@ class XCMTextToImage(Task):
                 **similarity_settings(ctx.adapter, self.query_modality),
             },
             timings=timings,
+            extra={"outcomes": outcomes},
         )
 
     def prefill(self, ctx: RunContext) -> None:

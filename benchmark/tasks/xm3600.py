@@ -205,12 +205,16 @@ class XM3600ImageToText(Task):
                                                       depth)
         timings["retrieval_s"] = time.perf_counter() - t0
         t0 = time.perf_counter()
-        scores, _ = score_topk(ds, query_images, topk.indices, ks, grouping)
+        scores, per_q = score_topk(ds, query_images, topk.indices, ks, grouping)
         if agreement is not None:
             scores["two_stage_agreement"] = agreement
         timings["scoring_s"] = time.perf_counter() - t0
         if cfg.save_topk:
             self.save_topk(ctx, ds, query_images, topk)
+        outcomes = self.save_outcomes(ctx, pd.DataFrame({
+            "query_image_id": np.array(ds.image_ids, dtype=object)[query_images].astype(str),
+            "query_locale": np.array(ds.locales, dtype=object)[query_images].astype(str),
+            **per_q}), "query_image", "query_image_id", "query_locale")
         g = pm.make_grouping(grouping, [(x.code, x.tier) for x in tables.languages()])
         notes = dict(ds.notes, images_without_captions=int((~has_caps).sum()))
         ad = ctx.adapter
@@ -227,6 +231,7 @@ class XM3600ImageToText(Task):
                       "conventions": {"query": ad.conventions("image", "query"),
                                       "document": ad.conventions("text", "document")}},
             timings=timings,
+            extra={"outcomes": outcomes},
         )
 
     def retrieve(

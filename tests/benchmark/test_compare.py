@@ -1,0 +1,154 @@
+"""``benchmark compare``: per-item outcomes beside each result, the paired bootstrap through
+the CLI, and a refusal (one line, exit 2) for every pair that is not comparable."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from benchmark.cli import main
+from tests.benchmark.synth import write_planted_release
+from tests.benchmark.test_xm3600_task import make_official
+
+PLANTED = "tests.benchmark.synth:PlantedModel"
+XM_MODEL = "tests.benchmark.test_xm3600_task:Planted"
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """3xcm results of the planted model at culture weight 0 and 2, and 2 again on a
+    second release (other fingerprint) and with another query table."""
+    root = tmp_path_factory.mktemp("compare")
+    write_planted_release(root / "data")
+    write_planted_release(root / "data2", seed=1)
+    mp = pytest.MonkeyPatch()
+    out = {}
+    for key, w, data, extra in (("w0", 0.0, "data", []), ("w2", 2.0, "data", []),
+                                ("w2b", 2.0, "data", []), ("other", 2.0, "data2", [])):
+        mp.setenv("XCM_TEST_W", str(w))
+        assert main(["run", "--model", PLANTED, "--task", "3xcm", "--dataset",
+                     str(root / data), "--output-dir", str(root / key), "--cache-dir",
+                     str(root / "cache"), "-q", *extra]) == 0
+        out[key] = root / key / "planted" / "3xcm.json"
+    mp.undo()
+    return root, out
+
+
+def test_outcomes_file_matches_scores(runs):
+    _, out = runs
+    res = json.loads(out["w2"].read_text())
+    rec = res["outcomes"]
+    side = out["w2"].parent / rec["file"]
+    assert rec["file"] == "3xcm.outcomes.parquet" and rec["rows"] == res["task"]["n"]
+    df = pd.read_parquet(side)
+    assert list(df.columns) == ["triplet_id", "query_country", "winner"]
+    o = res["scores"]["overall"]
+    assert np.bincount(df["winner"], minlength=3).tolist() == [o["wins_sem"], o["wins_cul"],
+                                                               o["wins_non"]]
+    tha = df[df["query_country"] == "THA"]
+    assert int((tha["winner"] == 1).sum()) == res["scores"]["by_country"]["THA"]["wins_cul"]
+
+
+def test_compare_finds_the_planted_difference(runs, capsys, tmp_path):
+    _, out = runs
+    assert main(["compare", str(out["w2"]), str(out["w0"]), "--bootstrap", "500",
+                 "--json", str(tmp_path / "c.json")]) == 0
+    text = capsys.readouterr().out
+    c = json.loads((tmp_path / "c.json").read_text())
+    a, b = (json.loads(out[k].read_text())["scores"]["overall"] for k in ("w2", "w0"))
+    sp = c["overall"]["SP"]
+    assert (sp["a"], sp["b"]) == (a["SP"], b["SP"])
+    assert sp["diff"] == pytest.approx(a["SP"] - b["SP"])
+    assert sp["p"] < 0.01 and sp["ci95"][0] > 0
+    assert c["overall"]["M_cul"]["diff"] == pytest.approx(a["M_cul"] - b["M_cul"])
+    assert set(c["by_country"]) >= {"THA", "DEU", "GBR"}
+    assert c["by_country"]["THA"]["n"] == a["n"] // 16
+    assert "overall" in text and "THA" in text and "M_cul" in text and "*" in text
+
+
+def test_compare_same_model_twice_is_no_difference(runs, capsys):
+    _, out = runs
+    assert main(["compare", str(out["w2"]), str(out["w2b"]), "--bootstrap", "100"]) == 0
+    text = capsys.readouterr().out
+    assert "1.0000" in text and "*" not in text.split("\n", 3)[3]
+
+
+def _refused(capsys, *args: str) -> str:
+    assert main(["compare", *args]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and err.startswith("error: ")
+    return err
+
+
+def test_compare_refuses_incomparable(runs, capsys, tmp_path):
+    root, out = runs
+    assert "different datasets" in _refused(capsys, str(out["w2"]), str(out["other"]))
+    # another query table on the same data
+    res = json.loads(out["w0"].read_text())
+    res["task"]["query_texts"]["sha256"] = "f" * 64
+    q = tmp_path / "q" / "planted"
+    q.mkdir(parents=True)
+    shutil.copy(out["w0"].parent / "3xcm.outcomes.parquet", q)
+    (q / "3xcm.json").write_text(json.dumps(res))
+    assert "different query tables" in _refused(capsys, str(out["w2"]), str(q / "3xcm.json"))
+    # the outcomes file changed after the result was written
+    df = pd.read_parquet(q / "3xcm.outcomes.parquet")
+    res["task"]["query_texts"]["sha256"] = json.loads(out["w2"].read_text())["task"][
+        "query_texts"]["sha256"]
+    (q / "3xcm.json").write_text(json.dumps(res))
+    df.assign(winner=np.int8(0)).to_parquet(q / "3xcm.outcomes.parquet")
+    assert "does not match the sha256" in _refused(capsys, str(out["w2"]), str(q / "3xcm.json"))
+    (q / "3xcm.outcomes.parquet").unlink()
+    assert "outcomes file" in _refused(capsys, str(out["w2"]), str(q / "3xcm.json"))
+    del res["outcomes"]
+    (q / "3xcm.json").write_text(json.dumps(res))
+    assert "records no per-item outcomes" in _refused(capsys, str(out["w2"]),
+                                                      str(q / "3xcm.json"))
+    (tmp_path / "list.json").write_text("[]")
+    assert "not a results file" in _refused(capsys, str(out["w2"]), str(tmp_path / "list.json"))
+    assert "no such results file" in _refused(capsys, str(out["w2"]), str(tmp_path / "nope"))
+    assert "--bootstrap" in _refused(capsys, str(out["w2"]), str(out["w0"]), "--bootstrap", "0")
+
+
+def test_compare_refuses_other_items(runs, capsys, tmp_path):
+    _, out = runs
+    d = tmp_path / "x" / "planted"
+    d.mkdir(parents=True)
+    res = json.loads(out["w0"].read_text())
+    df = pd.read_parquet(out["w0"].parent / "3xcm.outcomes.parquet").iloc[1:]
+    df.to_parquet(d / "3xcm.outcomes.parquet", index=False)
+    from benchmark.files import sha256_file
+
+    res["outcomes"]["sha256"] = sha256_file(d / "3xcm.outcomes.parquet")
+    (d / "3xcm.json").write_text(json.dumps(res))
+    assert "different items (1 only in A, 0 only in B)" in _refused(
+        capsys, str(out["w2"]), str(d / "3xcm.json"))
+
+
+def test_compare_xm3600(tmp_path, capsys):
+    xm = make_official(tmp_path / "xm")
+    paths = {}
+    for name in ("Unbiased", "Extreme"):
+        assert main(["run", "--model", f"{XM_MODEL}{name}", "--task", "xm3600-i2t", "--xm3600",
+                     str(xm), "--output-dir", str(tmp_path / "r"), "--cache-dir",
+                     str(tmp_path / "c"), "--k", "1,10", "-q"]) == 0
+        paths[name] = next((tmp_path / "r").glob(f"planted-{'0.0' if name == 'Unbiased' else '2.0'}"
+                                                 "/xm3600-i2t.json"))
+    res = json.loads(paths["Extreme"].read_text())
+    per = pd.read_parquet(paths["Extreme"].parent / res["outcomes"]["file"])
+    assert per["lbkl@10"].mean() == pytest.approx(res["scores"]["overall"]["lbkl@10"])
+    assert main(["compare", str(paths["Extreme"]), str(paths["Unbiased"]), "--bootstrap", "300",
+                 "--json", str(tmp_path / "c.json")]) == 0
+    c = json.loads((tmp_path / "c.json").read_text())["overall"]
+    assert set(c) == {"n"} | {f"{m}@{k}" for k in (1, 10)
+                              for m in ("accuracy", "ndcg", "lbkl", "dlbkl")}
+    other = json.loads(paths["Unbiased"].read_text())["scores"]["overall"]
+    assert c["lbkl@10"]["diff"] == pytest.approx(res["scores"]["overall"]["lbkl@10"]
+                                                 - other["lbkl@10"])
+    assert c["lbkl@10"]["p"] < 0.05 and c["lbkl@10"]["ci95"][0] > 0
+    assert "lbkl@10" in capsys.readouterr().out
+
