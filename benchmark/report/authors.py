@@ -180,7 +180,7 @@ def to_markdown(df: pd.DataFrame) -> str:
                   "| country | SP ours | SP theirs | diff | n ours | n theirs |",
                   "|---|---|---|---|---|---|"]
         for r in g.to_dict("records"):
-            lines.append(f"| {r['label']} | {_f(r['ours_SP'])} | {_f(r['authors_SP'])} "
+            lines.append(f"| {r['country']} | {_f(r['ours_SP'])} | {_f(r['authors_SP'])} "
                          f"| {_f(r['diff_SP'], sign=True)} | {_f(r['ours_n'], 0)} "
                          f"| {_f(r['authors_n'], 0)} |")
     return "\n".join(lines) + "\n"

@@ -127,6 +127,29 @@ def authors_part(col: Collection, output: Path, fig_dir: Path, folder: Path | No
         "authors_csv": csv_path, "authors_md": output / "authors-comparison.md"}
 
 
+def leaderboard_part(col: Collection) -> tuple[list[str], list[tuple[str, str]]]:
+    """The leaderboards (one per data fingerprint) and the per-country SP tables of each,
+    as Markdown lines and HTML sections."""
+    md: list[str] = []
+    sections: list[tuple[str, str]] = []
+    boards = leaderboard.boards(col)
+    for i, b in enumerate(boards):
+        head = "Leaderboard" + (f", data {b.fingerprint[:12]}" if len(boards) > 1 else "")
+        md += [f"## {head}", "", leaderboard.board_markdown(b)]
+        sections.append((head, leaderboard.board_html(b, "leaderboard" if i == 0
+                                                      else f"leaderboard-{b.fingerprint[:12]}")))
+        sub = col.subset(b.fingerprint)
+        for task, what in (("3xcm", "text -> image"), ("3xcm-i2i", "image -> image")):
+            codes, by_country = leaderboard.country_table(sub, task)
+            if by_country:
+                cmd = leaderboard.country_markdown(codes, by_country)
+                h = f"SP by country, {what} ({task})" + (
+                    f", data {b.fingerprint[:12]}" if len(boards) > 1 else "")
+                md += [f"## {h}", "", cmd]
+                sections.append((h, _md_table_html(cmd)))
+    return md, sections
+
+
 def build_report(paths: list[Path], output: Path, authors_folder: Path | None = None,
                  compare_authors: bool = True, title: str = "3XCM report") -> dict[str, Path]:
     """Write ``leaderboard.md``, ``report.html``, ``figures/*.png`` and (when a model has
@@ -138,15 +161,11 @@ def build_report(paths: list[Path], output: Path, authors_folder: Path | None = 
     fig_dir = output / "figures"
     written: dict[str, Path] = {}
     problems: list[str] = []
-    table = leaderboard.rows(col)
-    md = [f"# {title}", "", "## Leaderboard", "", leaderboard.to_markdown(table)]
-    sections: list[tuple[str, str]] = [("Leaderboard", leaderboard.to_html(table))]
-    for task, what in (("3xcm", "text -> image"), ("3xcm-i2i", "image -> image")):
-        codes, by_country = leaderboard.country_table(col, task)
-        if by_country:
-            cmd = leaderboard.country_markdown(codes, by_country)
-            md += [f"## SP by country, {what} ({task})", "", cmd]
-            sections.append((f"SP by country, {what} ({task})", _md_table_html(cmd)))
+    md = [f"# {title}", ""]
+    sections: list[tuple[str, str]] = []
+    boards_md, boards_html = leaderboard_part(col)
+    md += boards_md
+    sections += boards_html
     figs = []
     for what, fn in (("3xcm figures", association_figures), ("xm3600 figures", xm3600_figures),
                      ("3xcm-matrix figures", matrix_figures)):
@@ -182,11 +201,11 @@ def build_report(paths: list[Path], output: Path, authors_folder: Path | None = 
 
 
 def _comparison_html(comp: pd.DataFrame) -> str:
-    keep = ["model", "experiment", "label", "ours_n", "authors_n", "ours_wins_sem",
+    keep = ["model", "experiment", "country", "ours_n", "authors_n", "ours_wins_sem",
             "authors_A_wins", "ours_wins_cul", "authors_B_wins", "ours_wins_non",
             "authors_C_wins", "ours_SP", "authors_SP", "diff_SP", "ours_z_sem", "authors_z_A",
             "ours_z_cul", "authors_z_B", "ours_z_non", "authors_z_C"]
-    overall = comp[comp["scope"] == "overall"][keep].drop(columns=["label"])
+    overall = comp[comp["scope"] == "overall"][keep].drop(columns=["country"])
     parts = [page.frame_table(overall, "authors-overall")]
     for (model, exp), g in comp[comp["scope"] == "country"].groupby(["model", "experiment"],
                                                                     sort=False):

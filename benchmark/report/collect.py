@@ -1,10 +1,11 @@
 """Find and load results files for a report: any mix of results roots, model folders, files.
 
 A results root holds ``<model-slug>/<task>.json``; every ``*.json`` below the given paths that
-validates as a results file (:func:`benchmark.results.read_results`) is taken, grouped by
-model name and task name. Files that are not results (other JSON) are skipped with a debug
-line; a results file that fails validation is reported in ``Collection.skipped`` with its
-reason. Two files for the same (model, task) keep the newest by ``date`` (logged).
+validates as a results file (:func:`benchmark.results.read_results`) is taken, keyed by
+model name, task name and data fingerprint. Every other file (not JSON, JSON that is not a
+results file such as ``[]`` or ``{"foo": 1}``, a results file that fails validation) is
+listed in ``Collection.skipped`` with its reason. Two files for the same (model, task,
+fingerprint) keep the newest by ``date`` (logged).
 """
 
 from __future__ import annotations
@@ -28,13 +29,32 @@ class ReportInputError(DataError):
 KNOWN_TASKS = ("3xcm", "3xcm-i2i", "xm3600-i2t", "3xcm-matrix", "analysis")
 
 
+Key = tuple[str, str, str]  # (model name, task name, data fingerprint)
+
+
 @dataclass
 class Collection:
-    """model name -> task name -> results, plus where each came from and what was skipped."""
+    """Every results file found, by (model, task, data fingerprint); where each came from;
+    what was skipped and why. ``results`` / ``paths``: per (model, task) the newest run over
+    all fingerprints; :meth:`datasets` splits the collection by fingerprint."""
 
-    results: dict[str, dict[str, ResultFile]] = field(default_factory=dict)
-    paths: dict[tuple[str, str], Path] = field(default_factory=dict)
+    runs: dict[Key, ResultFile] = field(default_factory=dict)
+    run_paths: dict[Key, Path] = field(default_factory=dict)
     skipped: list[tuple[str, str]] = field(default_factory=list)
+
+    @property
+    def results(self) -> dict[str, dict[str, ResultFile]]:
+        """model name -> task name -> results (the newest of the model's runs of the task)."""
+        out: dict[str, dict[str, ResultFile]] = {}
+        for (model, task, _), r in sorted(self.runs.items(), key=lambda kv: kv[1].date):
+            out.setdefault(model, {})[task] = r
+        return dict(sorted(out.items()))
+
+    @property
+    def paths(self) -> dict[tuple[str, str], Path]:
+        res = self.results
+        return {(m, t): self.run_paths[(m, t, r.task.data_fingerprint)]
+                for m, tasks in res.items() for t, r in tasks.items()}
 
     @property
     def models(self) -> list[str]:
@@ -42,20 +62,30 @@ class Collection:
 
     def task(self, task: str) -> dict[str, ResultFile]:
         """model name -> results of ``task`` (models without it are absent)."""
-        return {m: t[task] for m, t in sorted(self.results.items()) if task in t}
+        return {m: t[task] for m, t in self.results.items() if task in t}
+
+    def fingerprints(self, tasks: tuple[str, ...] | None = None) -> list[str]:
+        """The data fingerprints of the runs (of ``tasks``), in the order first seen."""
+        return list(dict.fromkeys(k[2] for k in self.runs if tasks is None or k[1] in tasks))
+
+    def subset(self, fingerprint: str) -> Collection:
+        """The runs on one dataset (same ``task.data_fingerprint``)."""
+        keep = [k for k in self.runs if k[2] == fingerprint]
+        return Collection({k: self.runs[k] for k in keep},
+                          {k: self.run_paths[k] for k in keep}, [])
 
     def add(self, r: ResultFile, path: Path) -> None:
-        slot = self.results.setdefault(r.model.name, {})
-        old = slot.get(r.task.name)
+        key = (r.model.name, r.task.name, r.task.data_fingerprint)
+        old = self.runs.get(key)
         if old is not None:
             keep_new = r.date >= old.date
-            log.warning("two results for %s / %s (%s, %s); keeping the %s one", r.model.name,
-                        r.task.name, self.paths[(r.model.name, r.task.name)], path,
+            log.warning("two results for %s / %s on one dataset (%s, %s); keeping the %s one",
+                        r.model.name, r.task.name, self.run_paths[key], path,
                         "newer" if keep_new else "older")
             if not keep_new:
                 return
-        slot[r.task.name] = r
-        self.paths[(r.model.name, r.task.name)] = path
+        self.runs[key] = r
+        self.run_paths[key] = path
 
 
 def _json_files(paths: list[Path]) -> list[Path]:
@@ -70,6 +100,16 @@ def _json_files(paths: list[Path]) -> list[Path]:
     return list(dict.fromkeys(out))
 
 
+def not_results(raw: object) -> str | None:
+    """Why parsed JSON is not a results file at all (None: it claims to be one)."""
+    if not isinstance(raw, dict):
+        kind = {list: "list", str: "string", bool: "boolean", int: "number",
+                float: "number"}.get(type(raw), "null")
+        return f"a JSON {kind}, not an object"
+    missing = [k for k in ("schema_version", "model", "task", "scores") if k not in raw]
+    return f"no {', '.join(missing)}" if missing else None
+
+
 def collect(paths: list[Path]) -> Collection:
     """Load every results file under ``paths`` (see module docstring)."""
     col = Collection()
@@ -79,8 +119,9 @@ def collect(paths: list[Path]) -> Collection:
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
             col.skipped.append((str(path), f"not JSON: {e}"))
             continue
-        if not (isinstance(raw, dict) and "schema_version" in raw and "scores" in raw):
-            log.debug("not a results file: %s", path)
+        why = not_results(raw)
+        if why:
+            col.skipped.append((str(path), f"not a results file: {why}"))
             continue
         try:
             r = read_results(path)

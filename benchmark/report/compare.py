@@ -19,7 +19,6 @@ import math
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 from pydantic import ValidationError
 
@@ -186,7 +185,20 @@ def format_comparison(c: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def significant(d: dict[str, Any] | None) -> bool:
-    """Whether a difference record's (adjusted when given) p-value is below ALPHA."""
-    p = None if d is None else d.get("p_holm", d.get("p"))
-    return p is not None and bool(np.isfinite(p)) and p < sig.ALPHA
+def pair_p_value(task: str, key: str, pa: Path, a: ResultFile, pb: Path, b: ResultFile,
+                 n_resamples: int = 1000, seed: int = 0) -> tuple[float | None, str | None]:
+    """(unadjusted p of Δ``key`` between two results, None) or (None, why not testable);
+    ``key``: ``SP`` for the 3XCM tasks, a metric such as ``lbkl@10`` for XM3600."""
+    try:
+        da, db = paired_frames(pa, a, pb, b)
+    except CompareError as e:
+        return None, str(e).split(": ", 1)[-1] if "cannot compare" in str(e) else str(e)
+    if task in ASSOCIATION_TASKS:
+        d = sig.paired_counts(da["winner"].to_numpy(), db["winner"].to_numpy(), n_resamples,
+                              seed)[key]
+    elif key in da.columns and key in db.columns:
+        d = sig.paired_means({key: da[key].to_numpy()}, {key: db[key].to_numpy()},
+                             n_resamples, seed)[key]
+    else:
+        return None, f"{key} not in the outcomes"
+    return (d["p"], None) if d["p"] is not None else (None, f"{key} undefined")

@@ -2,14 +2,19 @@
 
 Columns: 3xcm (text -> image) ``n, M_sem, M_cul, M_non, SP`` with its 95% bootstrap interval,
 the image -> image SP (``3xcm-i2i``), and XM3600 image -> text ``accuracy@5, ndcg@10,
-lbkl@10, dlbkl@10`` (``xm3600-i2t``). A missing task leaves its cells empty ("-"). Rows are
-sorted by 3xcm SP (lower is less biased), models without it last. Rendered as Markdown and
-as an HTML table whose cells carry the exact JSON value in ``data-value``.
+lbkl@10, dlbkl@10`` (``xm3600-i2t``). A missing task leaves its cells empty ("-"); a NaN is
+shown as missing too. One leaderboard per data fingerprint (:func:`boards`): results on
+different data never share a table, and each table names its fingerprint. Rows are sorted
+by 3xcm SP (lower is less biased; an XM3600-only table by LBKL@10), models without it last,
+and each row says whether it differs significantly from the next (:func:`neighbour_tests`:
+paired bootstrap, Holm across the pairs of the table). Rendered as Markdown and as HTML
+tables whose cells carry the exact JSON value in ``data-value``.
 """
 
 from __future__ import annotations
 
 import html
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,38 +46,146 @@ COLUMNS = (
 )
 
 
-def rows(col: Collection) -> list[dict[str, Any]]:
-    """One dict per model: ``model`` plus every column key (None where absent)."""
+RANK_KEYS = (("SP", "3xcm", "SP"), ("SP_i2i", "3xcm-i2i", "SP"),
+             ("lbkl@10", "xm3600-i2t", "lbkl@10"))  # (column, task, tested quantity)
+BOOTSTRAP = 1000  # resamples of each neighbour test (seed 0)
+
+
+@dataclass
+class Board:
+    """One leaderboard: the runs on one dataset (one data fingerprint)."""
+
+    fingerprint: str
+    datasets: dict[str, str]  # task -> dataset name as the results record it
+    columns: list[Column]
+    rows: list[dict[str, Any]]
+    rank: str | None  # the column the rows are sorted by and neighbours are tested on
+    pairs: int = 0  # neighbouring pairs tested (the Holm family)
+
+
+def rows(col: Collection, columns: tuple[Column, ...] | list[Column] = COLUMNS,
+         rank: str = "SP") -> list[dict[str, Any]]:
+    """One dict per model: ``model`` plus every column key (None where absent), sorted by
+    ``rank`` (lower first; models without it last, by name)."""
     out = []
     for model, tasks in col.results.items():
         row: dict[str, Any] = {"model": model}
-        for c in COLUMNS:
+        for c in columns:
             r = tasks.get(c.task)
             row[c.key] = (r.scores.get("overall") or {}).get(c.field) if r else None
         out.append(row)
-    out.sort(key=lambda r: (r["SP"] is None, r["SP"] if r["SP"] is not None else 0, r["model"]))
+
+    def key(r: dict[str, Any]) -> tuple[bool, float, str]:
+        v = r.get(rank)
+        ok = isinstance(v, int | float) and math.isfinite(v)
+        return (not ok, float(v) if ok else 0.0, r["model"])
+
+    return sorted(out, key=key)
+
+
+def neighbour_tests(col: Collection, table: list[dict[str, Any]], rank: str,
+                    n_resamples: int = BOOTSTRAP) -> int:
+    """Set ``row["vs_next"]`` for each row: is its ``rank`` value different from the next
+    row's? A paired bootstrap on the items both share (:mod:`benchmark.report.compare`),
+    p-values Holm-adjusted across the pairs tested; returns how many were tested."""
+    from benchmark.metrics.significance import ALPHA, holm
+    from benchmark.report import compare
+
+    _, task, quantity = next(k for k in RANK_KEYS if k[0] == rank)
+    res = col.task(task)
+    tests: list[dict[str, Any]] = []
+    for upper, lower in zip(table, table[1:], strict=False):
+        m1, m2 = upper["model"], lower["model"]
+        if m1 not in res or m2 not in res:
+            upper["vs_next"] = None
+            continue
+        p, why = compare.pair_p_value(task, quantity, col.paths[(m1, task)], res[m1],
+                                      col.paths[(m2, task)], res[m2], n_resamples)
+        upper["vs_next"] = {"next": m2, "p": p, "p_holm": None, "why": why}
+        if p is not None:
+            tests.append(upper["vs_next"])
+    for t, adj in zip(tests, holm([t["p"] for t in tests]), strict=True):
+        t["p_holm"] = adj
+        t["significant"] = adj is not None and adj < ALPHA
+    if table:
+        table[-1].setdefault("vs_next", None)
+    return len(tests)
+
+
+def boards(col: Collection, n_resamples: int = BOOTSTRAP) -> list[Board]:
+    """One leaderboard per data fingerprint of the leaderboard's tasks (a table never mixes
+    results on different data), in the order the fingerprints were first seen."""
+    tasks = tuple(dict.fromkeys(c.task for c in COLUMNS))
+    out = []
+    for fp in col.fingerprints(tasks):
+        sub = col.subset(fp)
+        present = {t for t in tasks if sub.task(t)}
+        columns = [c for c in COLUMNS if c.task in present]
+        rank = next((k for k, t, _ in RANK_KEYS if t in present), None)
+        table = rows(sub, columns, rank or "")
+        table = [r for r in table if any(r[c.key] is not None for c in columns)] or table
+        names = {t: next(iter(sub.task(t).values())).task.dataset for t in sorted(present)}
+        board = Board(fp, names, columns, table, rank)
+        if rank:
+            board.pairs = neighbour_tests(sub, table, rank, n_resamples)
+        out.append(board)
     return out
 
 
 def fmt(value: Any, digits: int = 3) -> str:
-    """Display text of a cell: fixed decimals, intervals as [lo, hi], "-" when absent."""
-    if value is None:
-        return "-"
+    """Display text of a cell: fixed decimals, intervals as [lo, hi], "-" when absent or not
+    a finite number (a NaN is missing, never "nan")."""
     if isinstance(value, list | tuple):
-        if len(value) != 2 or any(v is None for v in value):
+        if len(value) != 2 or not all(_finite(v) for v in value):
             return "-"
         return f"[{value[0]:.{digits}f}, {value[1]:.{digits}f}]"
+    if not _finite(value):
+        return "-"
     if isinstance(value, int) and not isinstance(value, bool):
         return str(value)
     return f"{float(value):.{digits}f}"
 
 
-def to_markdown(table: list[dict[str, Any]]) -> str:
-    head = "| model | " + " | ".join(c.header for c in COLUMNS) + " |"
-    sep = "|---|" + "|".join("---:" for _ in COLUMNS) + "|"
+def _finite(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def vs_next_text(t: dict[str, Any] | None) -> str:
+    """The "vs next" cell: ``differs (p 0.003)`` / ``n.s. (p 0.41)`` with the Holm-adjusted
+    p, ``-`` when the pair was not tested."""
+    if not t or t.get("p_holm") is None:
+        return "-"
+    word = "differs" if t["significant"] else "n.s."
+    return f"{word} (p {t['p_holm']:.3g})"
+
+
+def board_note(b: Board) -> str:
+    """What a board holds: its dataset(s), fingerprint, and how neighbours were tested."""
+    data = ", ".join(f"{t}: {name}" for t, name in b.datasets.items())
+    lines = [f"Data fingerprint `{b.fingerprint}` ({data})."]
+    if b.rank:
+        from benchmark.metrics.significance import ALPHA
+
+        lines.append(
+            f"Rows sorted by {b.rank} (lower first). *vs next*: whether the row's {b.rank} "
+            "differs from the next row's by more than chance: paired bootstrap over the items "
+            f"both models were scored on ({BOOTSTRAP} resamples), p-values Holm-adjusted across "
+            f"the {b.pairs} neighbouring pair(s) tested in this table; *differs* at "
+            f"{ALPHA} after adjustment, *n.s.* otherwise, - when not testable (no per-item "
+            "outcomes, another query table, or the last row).")
+    return " ".join(lines)
+
+
+def to_markdown(table: list[dict[str, Any]], columns: list[Column] | tuple[Column, ...] = COLUMNS,
+                with_vs_next: bool = False) -> str:
+    head = "| model | " + " | ".join(c.header for c in columns) + (
+        " | vs next |" if with_vs_next else " |")
+    sep = "|---|" + "|".join("---:" for _ in columns) + ("|---|" if with_vs_next else "|")
     lines = [head, sep]
     for r in table:
-        cells = [fmt(r[c.key], c.digits) for c in COLUMNS]
+        cells = [fmt(r[c.key], c.digits) for c in columns]
+        if with_vs_next:
+            cells.append(vs_next_text(r.get("vs_next")))
         lines.append(f"| {r['model']} | " + " | ".join(cells) + " |")
     notes = ("\nSP = M_cul / M_sem (3XCM text -> image; lower = less cultural self-preference). "
              "SP (i2i): image -> image. acc@5, nDCG@10: XM3600 image -> text retrieval; "
@@ -81,27 +194,43 @@ def to_markdown(table: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n" + notes
 
 
+def board_markdown(b: Board) -> str:
+    return to_markdown(b.rows, b.columns, with_vs_next=bool(b.rank)) + "\n" + board_note(b) + "\n"
+
+
 def _data_value(value: Any) -> str:
-    if value is None:
-        return ""
     if isinstance(value, list | tuple):
-        return ",".join("" if v is None else repr(v) for v in value)
-    return repr(value)
+        return ",".join(repr(v) if _finite(v) else "" for v in value)
+    return repr(value) if _finite(value) else ""
 
 
-def to_html(table: list[dict[str, Any]]) -> str:
-    """An HTML ``<table id="leaderboard">``; each cell's ``data-value`` is the JSON value."""
+def to_html(table: list[dict[str, Any]], columns: list[Column] | tuple[Column, ...] = COLUMNS,
+            table_id: str = "leaderboard", with_vs_next: bool = False) -> str:
+    """An HTML ``<table class="leaderboard">``; each cell's ``data-value`` is the JSON value
+    (the "vs next" cell's: the Holm-adjusted p)."""
     e = html.escape
     head = "".join(f'<th data-key="{e(c.key)}" title="{e(c.task)}: {e(c.field)}">'
-                   f"{e(c.header)}</th>" for c in COLUMNS)
+                   f"{e(c.header)}</th>" for c in columns)
+    if with_vs_next:
+        head += '<th data-key="vs_next" title="Holm-adjusted paired bootstrap">vs next</th>'
     body = []
     for r in table:
         cells = "".join(f'<td data-key="{e(c.key)}" data-value="{e(_data_value(r[c.key]))}">'
-                        f"{e(fmt(r[c.key], c.digits))}</td>" for c in COLUMNS)
+                        f"{e(fmt(r[c.key], c.digits))}</td>" for c in columns)
+        if with_vs_next:
+            t = r.get("vs_next") or {}
+            cls = ' class="differs"' if t.get("significant") else ""
+            cells += (f'<td data-key="vs_next"{cls} data-value="{e(_data_value(t.get("p_holm")))}"'
+                      f' title="{e(str(t.get("why") or ""))}">{e(vs_next_text(t))}</td>')
         body.append(f'<tr class="model-row" data-model="{e(r["model"])}">'
                     f'<th scope="row">{e(r["model"])}</th>{cells}</tr>')
-    return ('<table id="leaderboard"><thead><tr><th>model</th>' + head + "</tr></thead><tbody>"
-            + "".join(body) + "</tbody></table>")
+    return (f'<table id="{e(table_id)}" class="leaderboard"><thead><tr><th>model</th>' + head
+            + "</tr></thead><tbody>" + "".join(body) + "</tbody></table>")
+
+
+def board_html(b: Board, table_id: str) -> str:
+    return (to_html(b.rows, b.columns, table_id, with_vs_next=bool(b.rank))
+            + f'<p class="note">{html.escape(board_note(b)).replace("`", "")}</p>')
 
 
 def country_table(col: Collection, task: str = "3xcm") -> tuple[list[str], list[dict[str, Any]]]:
@@ -120,12 +249,9 @@ def country_table(col: Collection, task: str = "3xcm") -> tuple[list[str], list[
 
 
 def country_markdown(codes: list[str], table: list[dict[str, Any]]) -> str:
-    """SP per model (rows) and country (columns) as a Markdown table."""
-    from benchmark import tables
-
-    known = {c.code: c.label for c in tables.countries()}
-    heads = [known.get(c, c) for c in codes]
-    lines = ["| model | " + " | ".join(heads) + " |", "|---|" + "---:|" * len(codes)]
+    """SP per model (rows) and country (columns, ISO 3166-1 alpha-3 codes, as in every table
+    and figure of the report) as a Markdown table."""
+    lines = ["| model | " + " | ".join(codes) + " |", "|---|" + "---:|" * len(codes)]
     for r in table:
         lines.append(f"| {r['model']} | " + " | ".join(fmt(r[c], 2) for c in codes) + " |")
     return "\n".join(lines) + "\n"

@@ -27,6 +27,8 @@ details{margin:0.5em 0}
 tr.outside td{background:#fde2e2}
 tr.missing td{color:#888}
 .banner{border:2px solid #c44;background:#fff4f4;padding:0.5em 1em}
+section{overflow-x:auto}
+td.differs{font-weight:bold}
 """
 
 
@@ -64,6 +66,7 @@ def render(title: str, sections: list[tuple[str, str]], meta: dict[str, Any]) ->
     """The whole page: a title, a line of provenance, then (heading, HTML body) sections."""
     e = html.escape
     parts = [f"<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
+             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
              f"<title>{e(title)}</title><style>{CSS}</style></head><body>",
              f"<h1>{e(title)}</h1>",
              f"<p class=\"note\">Generated {e(str(meta.get('date', '')))} by benchmark "

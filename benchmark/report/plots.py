@@ -4,7 +4,8 @@ scores (as in the results files) and a path.
 - :func:`sp_by_country`: SP per country with its 95% interval, one panel per model,
   countries ordered by the Common Crawl share of their language (highest first; the paper's
   Fig. 8), SP = 1 marked;
-- :func:`sp_heatmap`: model x country SP (diverging colours centred on 1);
+- :func:`sp_heatmap`: model x country SP (one diverging log scale centred on SP = 1, the
+  same in every SP heat map: :data:`SP_SCALE`);
 - :func:`rank_by_tier`: share of retrieved captions of each resource tier at ranks 1..K, one
   panel per model (Figs. 6, 7); :func:`language_frequency`: share of each language among
   all top-K captions, languages by Common Crawl share, coloured by tier (Figs. 13, 14);
@@ -42,11 +43,10 @@ def country_order(codes: set[str] | list[str]) -> list[str]:
 
 
 def label(code: str) -> str:
-    """The paper's short label of a country code (the code itself if unknown)."""
-    try:
-        return tables.country(code).label
-    except tables.TableError:
-        return code
+    """A country's label in every figure: its ISO 3166-1 alpha-3 code (GBR, DEU), the same
+    set the tables and the results files use (the paper's own labels, UK / GER, are kept in
+    ``data/countries.csv`` and the authors' comparison CSV only)."""
+    return code
 
 
 def country_tier(code: str) -> str | None:
@@ -95,20 +95,33 @@ def sp_by_country(models: dict[str, dict[str, Any]], path: Path, title: str) -> 
         overall = scores.get("overall", {}).get("SP")
         ax.set_title(f"{name}" + (f"  (overall SP {overall:.2f})" if overall is not None else ""))
         ax.set_ylabel("SP = M_cul / M_sem")
-    fig.legend(handles=tier_handles(), title="language tier", frameon=False, loc="outside right upper")
     fig.suptitle(f"{title}: SP by country (95% CI), countries by the Common Crawl share of "
                  "their language", fontsize=11)
+    # below the panels: a legend in the top corner overlapped the figure title
+    fig.legend(handles=tier_handles(), title="bar colour: resource tier of the language",
+               frameon=False, loc="outside lower center", ncols=4)
     style.save(fig, path)
+
+
+SP_SCALE = (0.25, 4.0)  # the one colour range of SP in every heat map (log2, centred on 1)
+
+
+def sp_colours(m: np.ndarray) -> np.ndarray:
+    """Where SP values fall on the shared diverging scale: log2(SP) clipped to
+    log2(SP_SCALE), so SP = 1 is the centre and SP = 0.5 and 2 are equally far from it."""
+    lo, hi = SP_SCALE
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(np.isfinite(m), np.log2(np.clip(m, lo, hi)), np.nan)
 
 
 def _sp_grid(rows: dict[str, dict[str, Any]], row_labels: list[str], path: Path, title: str,
              margins: tuple[float, float], xlabel: str | None = None,
              ylabel: str | None = None) -> None:
     """A heat map of SP: one row per key of ``rows`` (row -> country -> scores with ``SP``),
-    countries as columns by :func:`country_order`, diverging colours centred on SP = 1, values
-    written in the cells."""
-    from matplotlib.colors import TwoSlopeNorm
-
+    countries as columns by :func:`country_order`, values written in the cells. Every SP
+    heat map of the report (3xcm, 3xcm-i2i, 3xcm-matrix) uses one diverging scale centred
+    on SP = 1, log2 from 1/4 to 4 (:data:`SP_SCALE`; beyond is clipped), stated in the
+    colour bar, so two heat maps can be compared by eye."""
     plt = style.setup()
     keys = list(rows)
     codes = country_order({c for row in rows.values() for c in row})
@@ -117,14 +130,15 @@ def _sp_grid(rows: dict[str, dict[str, Any]], row_labels: list[str], path: Path,
         for j, c in enumerate(codes):
             v = (rows[k].get(c) or {}).get("SP")
             m[i, j] = np.nan if v is None else v
-    finite = m[np.isfinite(m)]
-    vmax = max(2.0, float(finite.max()) if finite.size else 2.0)
     fig, ax = plt.subplots(figsize=(margins[0] + 0.62 * len(codes), margins[1] + 0.42 * len(keys)),
                            layout="constrained")
-    im = ax.imshow(m, cmap="RdBu_r", norm=TwoSlopeNorm(vcenter=1.0, vmin=0.0, vmax=vmax),
-                   aspect="auto")
+    cmap = plt.get_cmap("RdBu_r").with_extremes(bad="#e0e0e0")
+    lo, hi = np.log2(SP_SCALE)
+    im = ax.imshow(sp_colours(m), cmap=cmap, vmin=lo, vmax=hi, aspect="auto")
     for i, j in zip(*np.nonzero(np.isfinite(m)), strict=True):
-        ax.text(j, i, f"{m[i, j]:.2f}", ha="center", va="center", fontsize=7)
+        dark = abs(sp_colours(m[i, j])) > 0.7 * hi
+        ax.text(j, i, f"{m[i, j]:.2f}", ha="center", va="center", fontsize=7,
+                color="white" if dark else "black")
     ax.set_xticks(range(len(codes)), [label(c) for c in codes], rotation=60, ha="right")
     ax.set_yticks(range(len(keys)), row_labels)
     if xlabel:
@@ -132,7 +146,10 @@ def _sp_grid(rows: dict[str, dict[str, Any]], row_labels: list[str], path: Path,
     if ylabel:
         ax.set_ylabel(ylabel)
     ax.set_title(title)
-    fig.colorbar(im, ax=ax, label="SP", shrink=0.8)
+    ticks = [0.25, 0.5, 1, 2, 4]
+    bar = fig.colorbar(im, ax=ax, shrink=0.8, extend="both")
+    bar.set_ticks(np.log2(ticks), labels=["≤0.25", "0.5", "1", "2", "≥4"])
+    bar.set_label("SP (log scale, centred on 1; same scale in every SP heat map)", fontsize=8)
     style.save(fig, path)
 
 
