@@ -87,3 +87,34 @@ def write_fake_results(out: Path, models: dict[str, int], xm: bool = True,
         if with_matrix:
             paths.append(write_results(out, _result(model, "3xcm-matrix", 480, matrix(seed))))
     return paths
+
+
+def write_outcome_run(out: Path, model: str, rates: tuple[float, float, float], seed: int,
+                      per_country: int = 60, fingerprint: str = "0" * 64,
+                      task: str = "3xcm") -> Path:
+    """A 3xcm results file with its per-triplet outcomes sidecar (as the task writes them):
+    winners drawn with ``rates`` (sem, cul, non), similarities one-hot on the winner."""
+    from benchmark import files
+
+    rng = np.random.default_rng(seed)
+    codes = [c.code for c in tables.countries()]
+    country = np.repeat(codes, per_country)
+    win = rng.choice(3, size=len(country), p=list(rates))
+    sims = np.eye(3)[win]
+    scores = association_scores(sims, {"country": country}, n_resamples=100, seed=seed)
+    folder = out / model
+    folder.mkdir(parents=True, exist_ok=True)
+    side = folder / f"{task}.outcomes.parquet"
+    import pandas as pd
+
+    pd.DataFrame({"triplet_id": [f"t{i}" for i in range(len(win))], "query_country": country,
+                  "winner": win.astype(np.int8)}).to_parquet(side, index=False)
+    rec = {"file": side.name, "sha256": files.sha256_file(side), "rows": len(win),
+           "unit": "triplet", "id_column": "triplet_id", "group_column": "query_country"}
+    r = ResultFile(date=now_iso(), model=ModelSpec(name=model, family="fake",
+                                                   checkpoint=f"fake-{model}"),
+                   task=TaskInfo(name=task, dataset=f"fake-{fingerprint[:4]}",
+                                 data_fingerprint=fingerprint, n=len(win),
+                                 query_texts={"sha256": "q" * 64}),
+                   scores=scores, outcomes=rec)
+    return write_results(out, r)
