@@ -9,6 +9,9 @@ Schema (``SCHEMA_VERSION``)::
     settings  {batch sizes, device, dtype, seed, bootstrap resamples, tie order, ...}
     timings   {embed_texts_s, embed_images_s, scoring_s, total_s, embedding stats}
     scores    task-specific, e.g. 3xcm: {overall, by_country, by_language, by_concept}
+    outcomes  (3xcm, 3xcm-i2i, xm3600-i2t) the per-item outcomes file beside this one,
+              ``<task>.outcomes.parquet``: {file, sha256, rows, unit, id_column, group_column,
+              columns}; what ``benchmark compare`` and the leaderboard's marks resample
 
 NaN and infinities are not JSON: they are written as null (``sanitize``), and ``allow_nan`` is
 off so a stray one is an error, never a silent ``NaN`` token. Written atomically with
