@@ -159,20 +159,23 @@ def vs_next_text(t: dict[str, Any] | None) -> str:
     return f"{word} (p {t['p_holm']:.3g})"
 
 
-def board_note(b: Board) -> str:
-    """What a board holds: its dataset(s), fingerprint, and how neighbours were tested."""
+def board_note(b: Board, markdown: bool = True) -> str:
+    """What a board holds: its dataset(s), fingerprint, and how neighbours were tested
+    (Markdown emphasis, or plain text for the HTML page)."""
+    em, code = ("*", "`") if markdown else ("", "")
     data = ", ".join(f"{t}: {name}" for t, name in b.datasets.items())
-    lines = [f"Data fingerprint `{b.fingerprint}` ({data})."]
+    lines = [f"Data fingerprint {code}{b.fingerprint}{code} ({data})."]
     if b.rank:
         from benchmark.metrics.significance import ALPHA
 
+        tested = (f"p-values Holm-adjusted across the {b.pairs} neighbouring pair(s) tested in "
+                  "this table" if b.pairs else "no pair could be tested here")
         lines.append(
-            f"Rows sorted by {b.rank} (lower first). *vs next*: whether the row's {b.rank} "
+            f"Rows sorted by {b.rank} (lower first). {em}vs next{em}: whether the row's {b.rank} "
             "differs from the next row's by more than chance: paired bootstrap over the items "
-            f"both models were scored on ({BOOTSTRAP} resamples), p-values Holm-adjusted across "
-            f"the {b.pairs} neighbouring pair(s) tested in this table; *differs* at "
-            f"{ALPHA} after adjustment, *n.s.* otherwise, - when not testable (no per-item "
-            "outcomes, another query table, or the last row).")
+            f"both models were scored on ({BOOTSTRAP} resamples), {tested}; {em}differs{em} at "
+            f"{ALPHA} after adjustment, {em}n.s.{em} otherwise, - when not testable (no "
+            "per-item outcomes, another query table, or the last row).")
     return " ".join(lines)
 
 
@@ -230,7 +233,7 @@ def to_html(table: list[dict[str, Any]], columns: list[Column] | tuple[Column, .
 
 def board_html(b: Board, table_id: str) -> str:
     return (to_html(b.rows, b.columns, table_id, with_vs_next=bool(b.rank))
-            + f'<p class="note">{html.escape(board_note(b)).replace("`", "")}</p>')
+            + f'<p class="note">{html.escape(board_note(b, markdown=False))}</p>')
 
 
 def country_table(col: Collection, task: str = "3xcm") -> tuple[list[str], list[dict[str, Any]]]:
