@@ -16,12 +16,17 @@ each chunk scored by :func:`benchmark.embeddings.maxsim_block` (the one MaxSim k
 :func:`two_stage_topk` is the cheaper shortlist-then-MaxSim variant, whose agreement with the
 exact lists :func:`topk_agreement` measures.
 
-Backends: ``torch`` (on ``device``) or ``numpy``; ``auto`` picks torch on a GPU and numpy on
-the CPU (:func:`get_backend`). Both give the same lists up to floating-point summation order.
-On the numpy backend, single vectors go through :func:`benchmark.topk.dense_topk` (worker
-threads, one per core, each a single-threaded sgemm of the query block against a small pool
-tile into its own buffer, then the same threshold-and-merge selection): measured at or below
-faiss ``IndexFlatIP`` on the RQ1 shapes (``tests/perf/bench_retrieval.py``).
+Backends: ``torch`` (on ``device``), ``faiss`` (CPU) or ``numpy``; ``auto`` picks torch on a
+GPU and faiss on the CPU, numpy where faiss does not import (:func:`get_backend`). All give the
+same lists up to floating-point summation order. On the faiss backend single vectors go
+through ``faiss.knn`` (the brute-force search of ``IndexFlatIP`` without copying the pool into
+an index) for the top k+1, re-sorted by score then index; a row whose k-th and (k+1)-th scores
+tie is recomputed by the numpy path, so ties at the cut are broken by index as everywhere
+(:func:`faiss_topk`). The numpy path (:func:`benchmark.topk.dense_topk`: worker threads, each
+a single-threaded sgemm of the query block against a small pool tile, then the same
+threshold-and-merge selection) measured 1.2-1.9x faiss ``IndexFlatIP`` at 65k-261k pool rows
+(``tests/perf/bench_retrieval.py``), hence faiss on the CPU. MaxSim and adapter-defined
+similarities run the numpy selection on every CPU backend.
 """
 
 from __future__ import annotations
@@ -145,29 +150,101 @@ class TorchBackend(NumpyBackend):
         return nz[:, 0], nz[:, 1], vals
 
 
-def get_backend(name: str = "auto", device: str | None = None) -> NumpyBackend:
-    """``torch`` on ``device``, ``numpy``, or ``auto``: torch when the device is a GPU
-    (``device`` cuda*, or none given and torch sees one), else numpy.
+class FaissBackend(NumpyBackend):
+    """Single-vector top-k with ``faiss.knn`` (:func:`faiss_topk`); everything else (MaxSim,
+    adapter similarities) is the numpy backend's."""
 
-    On the CPU numpy is the default: on the shared 2-core machine this was built on, torch's
-    CPU product was up to 1.5x slower than numpy's under load (and ~1.3x faster when idle);
-    the numpy path is also what the benchmark compares against.
+    name = "faiss"
+
+    def __init__(self) -> None:
+        import faiss
+
+        self.faiss = faiss
+        self.version = faiss.__version__
+
+
+BACKENDS = ("auto", "torch", "faiss", "numpy")
+
+
+def _cpu_default() -> NumpyBackend:
+    """faiss when it imports (a core dependency), else numpy."""
+    try:
+        return FaissBackend()
+    except ImportError:
+        log.info("faiss does not import: exact top-k on the CPU runs the numpy path")
+        return NumpyBackend()
+
+
+def get_backend(name: str = "auto", device: str | None = None) -> NumpyBackend:
+    """``torch`` on ``device``, ``faiss``, ``numpy``, or ``auto``: torch when the device is a
+    GPU (``device`` cuda*, or none given and torch sees one), else faiss (numpy where faiss
+    does not import).
+
+    On the CPU faiss is the default: the numpy path measured 1.2-1.9x faiss ``IndexFlatIP``
+    (``tests/perf/bench_retrieval.py``), and torch's CPU product was up to 1.5x slower than
+    numpy's under load on the shared 2-core machine this was built on.
     """
-    if name not in ("auto", "torch", "numpy"):
-        raise ValueError(f"unknown retrieval backend {name!r} (auto, torch, numpy)")
-    if name == "numpy" or (name == "auto" and device is not None and device.startswith("cpu")):
-        return NumpyBackend()  # (torch not imported: it alone adds ~0.5 GB of resident memory)
+    if name not in BACKENDS:
+        raise ValueError(f"unknown retrieval backend {name!r} ({', '.join(BACKENDS)})")
+    if name == "numpy":
+        return NumpyBackend()
+    if name == "faiss":
+        return FaissBackend()
+    if name == "auto" and device is not None and device.startswith("cpu"):
+        return _cpu_default()  # (torch not imported: it alone adds ~0.5 GB of resident memory)
     try:
         import torch
     except ImportError:
         if name == "torch":
             raise
-        return NumpyBackend()
+        return _cpu_default()
     if device is None:
         device = "cuda" if torch.cuda.is_available() else "cpu"
     if name == "auto" and torch.device(device).type == "cpu":
-        return NumpyBackend()
+        return _cpu_default()
     return TorchBackend(device)
+
+
+def faiss_topk(
+    bk: FaissBackend, q: np.ndarray, d: np.ndarray, k: int, *, normalize: bool,
+    threads: int | None = None, query_block: int = DEFAULT_QUERY_BLOCK,
+    on_block: Callable[[int], Any] | None = None,
+) -> TopK:
+    """Exact top-k of unit (``q`` already normalised) queries by inner product with faiss.
+
+    ``faiss.knn`` gives each row's k+1 best; those are re-sorted by (score desc, index asc).
+    A row whose k-th score is above its (k+1)-th holds every item scoring at least its k-th,
+    so its first k equal a stable full sort's. A row where they tie (faiss keeps an arbitrary
+    subset of a tie at its cut) is recomputed by :func:`benchmark.topk.dense_topk`.
+    """
+    faiss = bk.faiss
+    if threads:
+        faiss.omp_set_num_threads(threads)
+    dn = l2_normalize(d) if normalize else np.ascontiguousarray(d, np.float32)
+    kk = min(k + 1, len(dn))
+    scores = np.empty((len(q), k), np.float32)
+    idx = np.empty((len(q), k), np.int64)
+    for qs in range(0, len(q), query_block):
+        qb = np.ascontiguousarray(q[qs : qs + query_block], np.float32)
+        s, i = faiss.knn(qb, dn, kk, metric=faiss.METRIC_INNER_PRODUCT)
+        order = _row_lexsort(s, i)
+        s, i = np.take_along_axis(s, order, 1), np.take_along_axis(i, order, 1)
+        scores[qs : qs + len(qb)], idx[qs : qs + len(qb)] = s[:, :k], i[:, :k]
+        if kk > k:
+            tied = np.flatnonzero(s[:, k - 1] == s[:, k])
+            if tied.size:
+                fix = dense_topk(qb[tied], dn, k, normalize=False, threads=threads)
+                scores[qs + tied], idx[qs + tied] = fix.scores, fix.indices
+        if on_block is not None:
+            on_block(len(qb) * len(dn))
+    return TopK(scores, idx)
+
+
+def _row_lexsort(s: np.ndarray, i: np.ndarray) -> np.ndarray:
+    """Per row: order by score descending, then index ascending."""
+    o = np.argsort(i, axis=1, kind="stable")
+    o2 = np.argsort(-np.take_along_axis(s, o, 1), axis=1, kind="stable")
+    return np.take_along_axis(o, o2, 1)
 
 
 # -- the running top-k (keys, merging: benchmark.topk) ------------------------------------------
@@ -255,6 +332,9 @@ def exact_topk(
         q = l2_normalize(q)
     with tqdm(total=n_q * n_d, desc="retrieval", unit="score", unit_scale=True, leave=False,
               **_quiet(progress)) as bar:
+        if isinstance(bk, FaissBackend):
+            return faiss_topk(bk, q, d, k, normalize=normalize, threads=threads,
+                              query_block=query_block, on_block=bar.update)
         if type(bk) is NumpyBackend:
             return dense_topk(q, d, k, normalize=normalize, tile=min(chunk_size, DENSE_TILE),
                               query_block=query_block, threads=threads, on_tile=bar.update)

@@ -72,8 +72,9 @@ class XM3600Config(TaskConfig):
         "tier, language (targets: the image's caption shares)", "authors", choices=pm.GROUPINGS)
     chunk_size: int = option(f"captions per score block (default {retrieval.DEFAULT_CHUNK})",
                              retrieval.DEFAULT_CHUNK)
-    retrieval_backend: str = option("auto (default): torch on a GPU, numpy on the CPU", "auto",
-                                    choices=["auto", "torch", "numpy"])
+    retrieval_backend: str = option(
+        "auto (default): torch on a GPU, faiss on the CPU (numpy where faiss is missing)",
+        "auto", choices=list(retrieval.BACKENDS))
     two_stage: int | None = option(
         "multi-vector models: shortlist N captions by mean-pooled cosine, rerank by MaxSim "
         "(approximate; agreement reported). With --conventions authors ColQwen always runs "

@@ -8,7 +8,7 @@ import pytest
 from benchmark import retrieval as rt
 from benchmark.embeddings import MultiVector, l2_normalize, maxsim
 
-BACKENDS = ["numpy", "torch", "torch-tensors"]
+BACKENDS = ["numpy", "faiss", "torch", "torch-tensors"]
 
 
 def backend(name: str):
@@ -181,3 +181,16 @@ def test_matches_faiss_flat_inner_product():
     got = rt.exact_topk(q, d, 60, chunk_size=500, backend="numpy", progress=False, threads=3)
     assert all(set(a) == set(b) for a, b in zip(got.indices, idx, strict=True))
     np.testing.assert_allclose(got.scores, scores, atol=2e-6)
+
+
+def test_cpu_default_is_faiss_and_ties_at_the_cut_are_by_index():
+    """faiss keeps an arbitrary part of a tie at its cut; the faiss backend must still give
+    the stable order (score desc, index asc). Here 500 pool rows tie with the 10th place."""
+    assert rt.get_backend("auto", "cpu").name == "faiss"
+    assert rt.get_backend("numpy").name == "numpy"
+    q = np.array([[1.0, 0.0]], np.float32)
+    d = np.concatenate([np.array([[3.0, 0.0]] * 9, np.float32),
+                        np.array([[2.0, 0.0]] * 500, np.float32)])[::-1].copy()
+    got = rt.exact_topk(q, d, 10, backend="faiss", normalize=False, progress=False)
+    assert got.indices.tolist() == [list(range(500, 509)) + [0]]
+    assert got.scores.tolist() == [[3.0] * 9 + [2.0]]
