@@ -194,3 +194,19 @@ def test_cpu_default_is_faiss_and_ties_at_the_cut_are_by_index():
     got = rt.exact_topk(q, d, 10, backend="faiss", normalize=False, progress=False)
     assert got.indices.tolist() == [list(range(500, 509)) + [0]]
     assert got.scores.tolist() == [[3.0] * 9 + [2.0]]
+
+
+def test_unit_rows_reuses_unit_input_and_finite_check_is_exact():
+    rng = np.random.default_rng(4)
+    d = l2_normalize(rng.standard_normal((50, 8)).astype(np.float32))
+    assert rt._unit_rows(d, 2) is d  # already unit: no copy
+    raw = d * np.arange(1, 51, dtype=np.float32)[:, None]
+    raw[7] = 0
+    got = rt._unit_rows(raw, 3)
+    np.testing.assert_allclose(got, l2_normalize(raw), atol=1e-7)
+    assert not got[7].any()
+    big = np.full((3, 4), 3e30, np.float32)  # squares overflow, values finite: accepted
+    rt._check_finite(big, "pool")
+    big[2, 1] = np.nan
+    with pytest.raises(ValueError, match="1 pool vector.*first row 2"):
+        rt._check_finite(big, "pool")
