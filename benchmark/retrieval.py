@@ -241,7 +241,8 @@ def faiss_topk(
 
 
 def _unit_rows(d: np.ndarray, threads: int | None) -> np.ndarray:
-    """Unit-norm rows of ``d`` (zero rows stay zero): ``d`` itself when every row is unit
+    """Unit-norm rows of ``d`` (zero rows stay zero; NaN/inf rows raise, as
+    :func:`_check_finite`): ``d`` itself when every row is unit
     already (cached embeddings are), else a copy divided in row blocks on ``threads`` threads
     (numpy releases the GIL) without the (rows, dim) temporary of ``np.linalg.norm``."""
     from concurrent.futures import ThreadPoolExecutor
@@ -249,7 +250,9 @@ def _unit_rows(d: np.ndarray, threads: int | None) -> np.ndarray:
     from benchmark.topk import cpu_threads
 
     d = np.ascontiguousarray(d, np.float32)
-    norms = np.sqrt(np.einsum("ij,ij->i", d, d))
+    sq = np.einsum("ij,ij->i", d, d)
+    _check_finite(d, "pool", sq)
+    norms = np.sqrt(sq)
     if np.all(np.abs(norms - 1) <= 1e-6):
         return d
     inv = (1 / np.maximum(norms, np.float32(1e-12))).astype(np.float32)
@@ -352,7 +355,8 @@ def exact_topk(
     n_q, n_d = q.shape[0], d.shape[0]
     _check(n_d, k)
     _check_finite(q, "query")
-    _check_finite(d, "pool")
+    if not (isinstance(bk, FaissBackend) and normalize):  # (there: checked from the norms)
+        _check_finite(d, "pool")
     if normalize:
         q = l2_normalize(q)
     with tqdm(total=n_q * n_d, desc="retrieval", unit="score", unit_scale=True, leave=False,
@@ -527,11 +531,12 @@ def _concat(parts: list[TopK], k: int) -> TopK:
     return TopK(np.concatenate([p.scores for p in parts]), np.concatenate([p.indices for p in parts]))
 
 
-def _check_finite(x: np.ndarray, what: str) -> None:
-    """Raise on a row holding NaN/inf. One read pass (squared norms: NaN/inf in, NaN/inf out),
-    no (rows, dim) temporary; only rows flagged there (or whose square overflowed) are
-    checked element by element."""
-    sq = np.einsum("ij,ij->i", x, x) if x.ndim == 2 and x.size else np.zeros(len(x))
+def _check_finite(x: np.ndarray, what: str, sq: np.ndarray | None = None) -> None:
+    """Raise on a row holding NaN/inf. One read pass (squared norms ``sq``, given or computed:
+    NaN/inf in, NaN/inf out), no (rows, dim) temporary; only rows flagged there (or whose
+    square overflowed) are checked element by element."""
+    if sq is None:
+        sq = np.einsum("ij,ij->i", x, x) if x.ndim == 2 and x.size else np.zeros(len(x))
     bad = ~np.isfinite(sq)
     if bad.any():
         bad[bad] = ~np.isfinite(x[bad]).all(axis=1)
