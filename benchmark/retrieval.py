@@ -20,7 +20,7 @@ Backends: ``torch`` (on ``device``), ``faiss`` (CPU) or ``numpy``; ``auto`` pick
 GPU and faiss on the CPU, numpy where faiss does not import (:func:`get_backend`). All give the
 same lists up to floating-point summation order. On the faiss backend single vectors go
 through ``faiss.knn`` (the brute-force search of ``IndexFlatIP`` without copying the pool into
-an index) for the top k+1, re-sorted by score then index; a row whose k-th and (k+1)-th scores
+an index), pool block by pool block, for the top k+1, merged by score then index; a row whose k-th and (k+1)-th scores
 tie is recomputed by the numpy path, so ties at the cut are broken by index as everywhere
 (:func:`faiss_topk`). The numpy path (:func:`benchmark.topk.dense_topk`: worker threads, each
 a single-threaded sgemm of the query block against a small pool tile, then the same
@@ -55,6 +55,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_CHUNK = 16384
 DEFAULT_QUERY_BLOCK = 4096
+FAISS_POOL_BLOCK = 16384  # pool rows per faiss.knn call (one reused normalised buffer)
 MAXSIM_BUDGET = 1 << 26  # floats in one MaxSim token-score block (256 MB in float32)
 TIE_BREAK = "score descending, then pool index ascending (a stable full sort)"
 
@@ -208,71 +209,58 @@ def get_backend(name: str = "auto", device: str | None = None) -> NumpyBackend:
 def faiss_topk(
     bk: FaissBackend, q: np.ndarray, d: np.ndarray, k: int, *, normalize: bool,
     threads: int | None = None, query_block: int = DEFAULT_QUERY_BLOCK,
-    on_block: Callable[[int], Any] | None = None,
+    on_block: Callable[[int], Any] | None = None, pool_block: int = FAISS_POOL_BLOCK,
 ) -> TopK:
     """Exact top-k of unit (``q`` already normalised) queries by inner product with faiss.
 
-    ``faiss.knn`` gives each row's k+1 best; those are re-sorted by (score desc, index asc).
-    A row whose k-th score is above its (k+1)-th holds every item scoring at least its k-th,
-    so its first k equal a stable full sort's. A row where they tie (faiss keeps an arbitrary
+    The pool goes ``pool_block`` rows at a time through ``faiss.knn`` (normalised into one
+    reused buffer: a fresh full-size copy costs more in page faults than the search saves),
+    each block's k+1 best merged into a running k+1 by packed (score, index) keys. A row
+    whose k-th score is above its (k+1)-th holds every item scoring at least its k-th, so
+    its first k equal a stable full sort's. A row where they tie (faiss keeps an arbitrary
     subset of a tie at its cut) is recomputed by :func:`benchmark.topk.dense_topk`.
     """
     faiss = bk.faiss
     if threads:
         faiss.omp_set_num_threads(threads)
-    dn = _unit_rows(d, threads) if normalize else np.ascontiguousarray(d, np.float32)
-    kk = min(k + 1, len(dn))
-    scores = np.empty((len(q), k), np.float32)
-    idx = np.empty((len(q), k), np.int64)
-    for qs in range(0, len(q), query_block):
-        qb = np.ascontiguousarray(q[qs : qs + query_block], np.float32)
-        s, i = faiss.knn(qb, dn, kk, metric=faiss.METRIC_INNER_PRODUCT)
-        order = _row_lexsort(s, i)
-        s, i = np.take_along_axis(s, order, 1), np.take_along_axis(i, order, 1)
-        scores[qs : qs + len(qb)], idx[qs : qs + len(qb)] = s[:, :k], i[:, :k]
-        if kk > k:
-            tied = np.flatnonzero(s[:, k - 1] == s[:, k])
-            if tied.size:
-                fix = dense_topk(qb[tied], dn, k, normalize=False, threads=threads)
-                scores[qs + tied], idx[qs + tied] = fix.scores, fix.indices
-        if on_block is not None:
-            on_block(len(qb) * len(dn))
-    return TopK(scores, idx)
-
-
-def _unit_rows(d: np.ndarray, threads: int | None) -> np.ndarray:
-    """Unit-norm rows of ``d`` (zero rows stay zero; NaN/inf rows raise, as
-    :func:`_check_finite`): ``d`` itself when every row is unit
-    already (cached embeddings are), else a copy divided in row blocks on ``threads`` threads
-    (numpy releases the GIL) without the (rows, dim) temporary of ``np.linalg.norm``."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from benchmark.topk import cpu_threads
-
     d = np.ascontiguousarray(d, np.float32)
-    sq = np.einsum("ij,ij->i", d, d)
-    _check_finite(d, "pool", sq)
-    norms = np.sqrt(sq)
-    if np.all(np.abs(norms - 1) <= 1e-6):
-        return d
-    inv = (1 / np.maximum(norms, np.float32(1e-12))).astype(np.float32)
-    out = np.empty_like(d)
-    n_t = max(1, threads or cpu_threads())
-    step = -(-len(d) // n_t) if len(d) else 1
-
-    def part(s: int) -> None:
-        np.multiply(d[s : s + step], inv[s : s + step, None], out=out[s : s + step])
-
-    with ThreadPoolExecutor(n_t) as ex:
-        list(ex.map(part, range(0, len(d), step)))
+    inv = _inverse_norms(d) if normalize else None
+    if inv is not None and np.all(np.abs(inv - 1) <= 1e-6):
+        inv = None  # unit rows already (cached embeddings are): searched in place
+    kk = min(k + 1, len(d))
+    step = max(kk, pool_block)
+    buf = np.empty((min(step, len(d)), d.shape[1]), np.float32) if inv is not None else None
+    run = np.full((len(q), kk), EMPTY_KEY, np.int64)
+    for ds in range(0, len(d), step):
+        de = min(len(d), ds + step)
+        blk = d[ds:de]
+        if buf is not None:
+            blk = np.multiply(blk, inv[ds:de, None], out=buf[: de - ds])
+        kb = min(kk, de - ds)
+        for qs in range(0, len(q), query_block):
+            qb = np.ascontiguousarray(q[qs : qs + query_block], np.float32)
+            s, i = faiss.knn(qb, blk, kb, metric=faiss.METRIC_INNER_PRODUCT)
+            both = np.concatenate([run[qs : qs + len(qb)], pack_keys(s, i + ds)], axis=1)
+            run[qs : qs + len(qb)] = np.sort(both, axis=1)[:, ::-1][:, :kk]
+            if on_block is not None:
+                on_block(len(qb) * (de - ds))
+    scores, idx = unpack_keys(run)
+    out = TopK(scores[:, :k].copy(), idx[:, :k].copy())
+    if kk > k:
+        tied = np.flatnonzero(scores[:, k - 1] == scores[:, k])
+        if tied.size:
+            dn = d * inv[:, None] if inv is not None else d
+            fix = dense_topk(q[tied], dn, k, normalize=False, threads=threads)
+            out.scores[tied], out.indices[tied] = fix.scores, fix.indices
     return out
 
 
-def _row_lexsort(s: np.ndarray, i: np.ndarray) -> np.ndarray:
-    """Per row: order by score descending, then index ascending."""
-    o = np.argsort(i, axis=1, kind="stable")
-    o2 = np.argsort(-np.take_along_axis(s, o, 1), axis=1, kind="stable")
-    return np.take_along_axis(o, o2, 1)
+def _inverse_norms(d: np.ndarray) -> np.ndarray:
+    """1 / row norm (zero rows: 1e12, so they stay zero); NaN/inf rows raise, as
+    :func:`_check_finite` (from the same one read pass)."""
+    sq = np.einsum("ij,ij->i", d, d)
+    _check_finite(d, "pool", sq)
+    return (1 / np.maximum(np.sqrt(sq), np.float32(1e-12))).astype(np.float32)
 
 
 # -- the running top-k (keys, merging: benchmark.topk) ------------------------------------------

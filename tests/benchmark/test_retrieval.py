@@ -196,15 +196,23 @@ def test_cpu_default_is_faiss_and_ties_at_the_cut_are_by_index():
     assert got.scores.tolist() == [[3.0] * 9 + [2.0]]
 
 
-def test_unit_rows_reuses_unit_input_and_finite_check_is_exact():
+def test_faiss_pool_blocks_and_finite_check_is_exact():
+    """Pool blocks smaller than the pool (and than k+1 at the tail) merge to the full sort;
+    zero rows stay zero; squares that overflow are not mistaken for NaN/inf."""
+    q, d = int_data(5, 9, 203)
+    d[7] = 0
+    bk = rt.get_backend("faiss")
+    for block in (1, 16, 50, 1000):
+        got = rt.faiss_topk(bk, q, d, 20, normalize=False, pool_block=block)
+        s, i = full_topk(q @ d.T, 20)
+        assert np.array_equal(got.indices, i) and np.array_equal(got.scores, s)
     rng = np.random.default_rng(4)
-    d = l2_normalize(rng.standard_normal((50, 8)).astype(np.float32))
-    assert rt._unit_rows(d, 2) is d  # already unit: no copy
-    raw = d * np.arange(1, 51, dtype=np.float32)[:, None]
-    raw[7] = 0
-    got = rt._unit_rows(raw, 3)
-    np.testing.assert_allclose(got, l2_normalize(raw), atol=1e-7)
-    assert not got[7].any()
+    raw = rng.standard_normal((300, 8)).astype(np.float32) * 3
+    qn = l2_normalize(rng.standard_normal((4, 8)).astype(np.float32))
+    got = rt.faiss_topk(bk, qn, raw, 30, normalize=True, pool_block=64)
+    s, i = full_topk(qn @ l2_normalize(raw).T, 30)
+    assert np.array_equal(got.indices, i)
+    np.testing.assert_allclose(got.scores, s, atol=1e-6)
     big = np.full((3, 4), 3e30, np.float32)  # squares overflow, values finite: accepted
     rt._check_finite(big, "pool")
     big[2, 1] = np.nan
