@@ -20,10 +20,11 @@ import csv
 import hashlib
 import io
 import os
+import re
 import unicodedata
 from collections import Counter
 from collections.abc import Container, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import lru_cache
 from pathlib import Path
@@ -377,6 +378,24 @@ def write_query_table(path: str | Path, terms: Iterable[QueryTerm]) -> int:
     w.writerows(t.row() for t in rows)
     atomic_write_text(Path(path), buf.getvalue())
     return len(rows)
+
+
+def note_parts(note: str) -> list[str]:
+    """The parts of a query row's note: ``was OLD: why``, ``kept: why``, ``generic TERM: why``."""
+    return [x for x in re.split(r"; (?=was |kept: |generic )", note) if x] if note else []
+
+
+def with_shipped_generic(t: QueryTerm, shipped: Mapping[tuple[str, str], QueryTerm]) -> QueryTerm:
+    """``t`` with the ``generic_term`` (and its note part) of the shipped row for its key when
+    both have the same native term (a catalog keeps no generic term); else ``t`` unchanged."""
+    s = shipped.get(t.key)
+    if s is None or s.native_term != t.native_term or t.generic_term or not s.generic_term:
+        return t
+    note = t.note
+    if s.generic_term != t.native_term and f"generic {s.generic_term}: " not in note:
+        part = [x for x in note_parts(s.note) if x.startswith(f"generic {s.generic_term}: ")]
+        note = "; ".join([*([note] if note else []), *part])
+    return replace(t, generic_term=s.generic_term, note=note)
 
 
 def query_terms() -> dict[tuple[str, str], QueryTerm]:
