@@ -199,6 +199,7 @@ def test_loader_rejects_bad_rows_and_old_tables(tmp_path):
         "needs reviewers >= 1": {**good, "source": "reviewed"},
         "has reviewers 0": {**good, "reviewers": "2"},
         "source 'table'": {**good, "source": "table"},
+        "generic_term 'trem' differs from native_term": {**good, "generic_term": "trem"},
     }
     path = tmp_path / "q.csv"
     for why, row in [*cases.items(), ("line 3: second row for (train, PRT)", good)]:
@@ -214,6 +215,18 @@ def test_loader_rejects_bad_rows_and_old_tables(tmp_path):
                                    "reviewed_at": "2026-12-03T10:00:00+00:00"})
     assert tables.write_query_table(tmp_path / "r.csv", [reviewed]) == 1
     assert tables.read_query_table(tmp_path / "r.csv") == [reviewed]
+    # a generic term with its reason reads; an export without the column reads as native
+    gen = {**good, "generic_term": "trem", "note": "generic trem: test"}
+    with path.open("w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, fieldnames=tables.QUERY_COLUMNS, lineterminator="\n")
+        w.writeheader()
+        w.writerow(gen)
+    assert [t.generic for t in tables.read_query_table(path)] == ["trem"]
+    path.write_text("\n".join(",".join(r[c] for c in tables.QUERY_COLUMNS[:-1])
+                               for r in ({c: c for c in tables.QUERY_COLUMNS}, good)) + "\n",
+                    encoding="utf-8")
+    assert [(t.generic_term, t.generic) for t in tables.read_query_table(path)] == [
+        ("", "comboio")]
     old = tmp_path / "old.csv"
     old.write_text("concept,country,language,english_query,native_query,native_term,source,"
                    "reviewed\ntrain,PRT,pt,train Portugal,trem Portugal,trem,generated,false\n",
@@ -369,6 +382,10 @@ def test_generated_through_fake_gemini(tmp_path, monkeypatch):
         assert len(fake.calls()) == 2 * n  # one per (concept, language): es for ESP and ARG
         es = next(c for c in fake.calls() if "(BCP-47: es)" in c.prompt and '"food"' in c.prompt)
         assert "Countries (locale): Spain (es-ES); Argentina (es-AR)" in es.prompt
+        # the concept's definition (data/concept_definitions.csv); none for a generated concept
+        assert f'"food"\nWhat it means: {tables.concept_definitions()["food"]}.\n' in es.prompt
+        bike = next(c for c in fake.calls() if '"bicycle"' in c.prompt)
+        assert "What it means:" not in bike.prompt
         cat = Catalog(WorkDir.open(wd))
         row = {(r["concept"], r["country"]): r
                for r in cat.query("SELECT * FROM queries WHERE kind='native'")}
