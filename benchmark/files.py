@@ -15,7 +15,7 @@ import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -200,3 +200,17 @@ def install_folder(tmp: str | os.PathLike[str], out: str | os.PathLike[str], kin
 
     shutil.rmtree(tmp, ignore_errors=True)
     return fingerprint
+
+
+def mark_folder(path: str | os.PathLike[str], kind: str,
+                written: Iterable[str | os.PathLike[str]]) -> str:
+    """Record in ``path``'s marker (kept with those of earlier runs) the files a command of
+    ``kind`` wrote there, so that a later run of it may replace them; returns the fingerprint."""
+    path = Path(path)
+    old = read_marker(path)
+    files = dict(old["files"]) if old is not None and old["kind"] == kind else {}
+    for p in written:
+        p = Path(p)
+        if p.is_file():
+            files[p.resolve().relative_to(path.resolve()).as_posix()] = sha256_file(p)
+    return _write_marker(path, kind, files)
