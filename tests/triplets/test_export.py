@@ -340,3 +340,30 @@ def test_reexport_into_a_clone_keeps_files_it_did_not_write(release, tmp_path):
     assert set(release_files(out)) == set(now["files"]) | {"notes.txt"}
     assert len([p for p in now["files"] if p.startswith("images/")]) == 1
     assert not list(out.parent.glob(".clone.*")) and (out / OWNER_MARKER).is_file()
+
+
+@pytest.mark.parametrize("text, where", [
+    ("[]", "must be a JSON object, not list"), ("null", "not NoneType"),
+    ('"a string"', "not str"), ('{"sampling": {"seed": "7"}}', "field sampling.seed"),
+    ('{"sampling": {"distinct_language": "yes"}}', "field sampling.distinct_language"),
+    ('{"sampling": []}', "field sampling"), ('{"stage_runs": 3}', "field stage_runs"),
+])
+def test_a_build_record_that_breaks_its_schema_is_one_line_exit_2(release, tmp_path, capsys,
+                                                                   text, where):
+    """Both `triplets validate --release` and `benchmark run` say so in one line, exit 2."""
+    import shutil
+
+    from benchmark import cli as bench
+
+    _, res = release
+    copy = tmp_path / "rel"
+    shutil.copytree(res.out, copy)
+    (copy / "build.json").write_text(text)
+    assert cli.main(["validate", "--release", str(copy)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error:") and where in err[0], err
+    rc = bench.main(["run", "--model", "hash", "--task", "3xcm", "--dataset", str(copy),
+                     "--output-dir", str(tmp_path / "results"), "--cache-dir",
+                     str(tmp_path / "emb")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and where in err[-1] and "Traceback" not in "\n".join(err), err
