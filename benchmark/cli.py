@@ -182,7 +182,8 @@ def cache_merge(args: argparse.Namespace) -> int:
     if not res:
         print("no shard files to merge", file=sys.stderr)
     for r in res:
-        print(f"{r.source}: {r.rows} rows, {r.added} new", file=sys.stderr)
+        print(f"{r.source}: {r.rows} rows, {r.added} new"
+              + (f", {r.bad} bad (left out)" if r.bad else ""), file=sys.stderr)
     return 0
 
 

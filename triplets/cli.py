@@ -41,7 +41,7 @@ def _validate_args(p: argparse.ArgumentParser) -> None:
 
 def _export_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workdir", default=None)
-    p.add_argument("--out", required=True, help="release folder to write (replaced atomically)")
+    p.add_argument("--out", required=True, help="release folder to write: new, empty, or one export wrote (updated in place)")
     p.add_argument("--shard-mb", type=int, default=256, help="image shard size (MB)")
 
 

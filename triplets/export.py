@@ -27,7 +27,14 @@ from pathlib import Path
 from typing import Any
 
 from benchmark.data.xcm import IMAGE_COLUMNS
-from benchmark.files import atomic_path, atomic_write_text, sha256_bytes
+from benchmark.files import (
+    FolderNotOursError,
+    atomic_path,
+    atomic_write_text,
+    claim_folder,
+    install_folder,
+    sha256_bytes,
+)
 from builder.catalog import Catalog, utcnow
 from builder.workdir import WorkDir
 from triplets.card import LICENSE_FILE, SPLITS, card_text, front_matter, licence_text
@@ -164,6 +171,7 @@ def export_release(
 ) -> ExportResult:
     """Write the release folder ``out`` from the work dir's catalog (see the module docstring)."""
     out = Path(out)
+    _claim(out)  # refuse a folder we did not write before any work
     with Catalog.open(workdir) as cat:
         pool = load_pool(cat)
         rows, seed, distinct = read_workdir_triplets(cat, pool)
@@ -236,14 +244,24 @@ def _check_written(folder: Path, distinct: bool, seed: int | None) -> None:
         raise ExportError(f"the written release breaks {len(bad)} rule(s); not installed", bad)
 
 
+#: the kind in the marker that tells a release folder we wrote (see benchmark.files)
+RELEASE_KIND = "3xcm-release"
+
+
+def _claim(out: Path) -> None:
+    try:
+        claim_folder(out, RELEASE_KIND)
+    except FolderNotOursError as e:
+        raise ExportError(f"--out {e}") from e
+
+
 def _swap_in(tmp: Path, out: Path) -> None:
-    old = out.parent / f".{out.name}.old-{os.getpid()}"
-    if out.exists():
-        if not (out / "README.md").is_file() and any(out.iterdir()):
-            raise ExportError(f"--out {out} exists and is not a release folder; refusing to replace it")
-        out.rename(old)
-    tmp.rename(out)
-    shutil.rmtree(old, ignore_errors=True)
+    """Install the release: a new or empty ``out`` whole; one holding our marker updated in
+    place (our old files replaced, anything else, such as ``.git/``, left untouched)."""
+    try:
+        install_folder(tmp, out, RELEASE_KIND)
+    except FolderNotOursError as e:
+        raise ExportError(f"--out {e}") from e
 
 
 def _version() -> str:
