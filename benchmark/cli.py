@@ -93,6 +93,8 @@ def run(args: argparse.Namespace) -> int:
     if scale.cache_shard_file and shard is None and not sharded_over_devices:
         raise DataError("--cache-shard-file needs --shard I/N (or one model over --devices)")
     classes = [registry.load_task(t) for t in args.task]  # unknown task: error before loading
+    for cls in classes:  # a bad task option: error before loading
+        from_args(cls.config_class, args)
     if len(models) > 1 or devices:
         return launch_run(args, cfg, scale, models, devices, sharded_over_devices)
     ctx = open_context(cfg, shard, scale.cache_shard_file)

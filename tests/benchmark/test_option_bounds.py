@@ -54,3 +54,21 @@ def test_bound_accepts_the_minimum_and_keeps_int_parsing() -> None:
     assert p.parse_args([]).n == 3
     with pytest.raises(argparse.ArgumentError, match="invalid int value: 'x'"):
         p.parse_args(["--n", "x"])
+
+
+@pytest.mark.parametrize("spec,message", [
+    ("xx", "error: --query-languages: unknown language 'xx'; known: "
+           "en,de,zh,ja,fr,es,pt,ar,th,hi,sw,yo"),
+    ("EN", "error: --query-languages: unknown language 'EN' (codes are lower case: en)"),
+    ("all,en", "error: --query-languages: 'all' cannot be combined with other languages"),
+    (",", "error: --query-languages: empty list"),
+])
+def test_matrix_rejects_bad_query_languages_before_loading(
+        spec: str, message: str, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_loading(*a: object, **k: object) -> None:
+        raise AssertionError("opened a run context for a bad option")
+    monkeypatch.setattr(cli, "open_context", no_loading)
+    code = cli.main([*RUN, "--query-languages", spec])
+    assert code == 2
+    assert capsys.readouterr().err.strip().splitlines() == [message]
