@@ -260,3 +260,15 @@ def main(argv: list[str] | None = None) -> int:
     except USER_ERRORS as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(interrupted_line(args), file=sys.stderr)
+        return 130
+
+
+def interrupted_line(args: argparse.Namespace) -> str:
+    """The one line a Ctrl-C prints: what is kept and how to go on."""
+    if getattr(args, "handler", None) is run:
+        cache = getattr(args, "cache_dir", None) or default_cache_dir()
+        return (f"interrupted: the embeddings computed so far are kept in {cache}; run the same "
+                "command again to resume from them")
+    return "interrupted"
