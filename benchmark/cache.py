@@ -36,7 +36,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from benchmark.embeddings import Embeddings, MultiVector, concat
-from benchmark.files import sha256_text
+from benchmark.files import create_shared, sha256_text
 from benchmark.models.base import Adapter
 
 log = logging.getLogger(__name__)
@@ -159,6 +159,7 @@ def _open_db(path: Path, *, wal: bool, immutable: bool = False) -> sqlite3.Conne
             uri = f"{path.resolve().as_uri()}?immutable=1"  # no locks, no -wal/-shm files
             con = sqlite3.connect(uri, uri=True, isolation_level=None)
         else:
+            create_shared(path)  # SQLite alone would make it 0644 whatever the umask
             con = sqlite3.connect(path, timeout=60, isolation_level=None)
             con.execute(f"PRAGMA journal_mode={'WAL' if wal else 'DELETE'}")
             # NORMAL: a commit survives a killed process (not a power cut) without an fsync.

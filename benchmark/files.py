@@ -35,6 +35,18 @@ def shared_mode() -> int:
     return 0o666 & ~_umask()
 
 
+def create_shared(path: str | os.PathLike[str]) -> None:
+    """Create ``path`` empty (if absent) with the mode of a plain ``open``, ``0666 & ~umask``.
+
+    Called before ``sqlite3.connect``: SQLite creates a new database 0644 whatever the umask,
+    and gives its -wal/-shm/-journal files the database's mode, so a cache a group shares
+    (umask 002) is group-writable only when the database file was created here."""
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+    except FileExistsError:
+        pass  # an existing file keeps its mode (and may be read-only)
+
+
 @contextmanager
 def atomic_path(path: str | os.PathLike[str], *, private: bool = False,
                 suffix: str = "") -> Iterator[Path]:

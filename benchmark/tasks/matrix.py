@@ -56,11 +56,21 @@ def default_query_languages() -> list[str]:
 
 
 def parse_languages(spec: str | None) -> list[str]:
-    if not spec or spec.strip().lower() == "all":
-        return default_query_languages()
+    """``--query-languages``: ``all`` (or unset) is every country's language; otherwise a
+    comma list of those lower-case codes. Anything else is a DataError naming the fix."""
+    known = default_query_languages()
+    if not spec or spec.strip() == "all":
+        return known
     langs = [x.strip() for x in spec.split(",") if x.strip()]
     if not langs:
         raise DataError("--query-languages: empty list")
+    if "all" in langs:
+        raise DataError("--query-languages: 'all' cannot be combined with other languages")
+    for lang in langs:
+        if lang not in known:
+            hint = (f" (codes are lower case: {lang.lower()})" if lang.lower() in known
+                    else f"; known: {','.join(known)}")
+            raise DataError(f"--query-languages: unknown language {lang!r}{hint}")
     return list(dict.fromkeys(langs))
 
 
@@ -96,6 +106,9 @@ class MatrixConfig(AssociationConfig):
 
     query_languages: str = option("'all' (the countries' languages) or a list like en,th,yo",
                                   "all")
+
+    def __post_init__(self) -> None:
+        parse_languages(self.query_languages)  # a bad list fails here, before any loading
 
 
 class XCMMatrix(XCMTextToImage):
