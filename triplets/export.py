@@ -8,6 +8,7 @@ Layout::
     build.json                    seed, sampling settings, stage records, numbers
     provenance.jsonl              one record per image
     LICENSE.md                    the licence terms (the card's ``license_link``)
+    croissant.json                Croissant 1.1 + RAI metadata (:mod:`triplets.croissant`)
 
 The export refuses (exit 1) when any triplet rule is violated or an image's bytes are missing
 or do not match their sha256. It writes into a temporary sibling folder (every file through
@@ -38,6 +39,7 @@ from benchmark.files import (
 from builder.catalog import Catalog, utcnow
 from builder.workdir import WorkDir
 from triplets.card import LICENSE_FILE, SPLITS, card_text, front_matter, licence_text
+from triplets.croissant import write_croissant
 from triplets.numbers import release_numbers, stage_records
 from triplets.pool import Pool, PoolImage, load_pool
 from triplets.rules import Violation, check_triplets
@@ -230,6 +232,7 @@ def _write_files(wd: WorkDir, tmp: Path, pool: Pool, rows: list[dict], numbers: 
         build, indent=1, ensure_ascii=False, sort_keys=True, allow_nan=False) + "\n")
     atomic_write_text(tmp / "provenance.jsonl", "".join(
         json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in provenance))
+    write_croissant(tmp, yaml_feats, build)  # last: it records the other files' sha256
     return len(shards)
 
 
