@@ -61,6 +61,8 @@ def run_compare(args: argparse.Namespace) -> int:
         raise compare.CompareError(f"--bootstrap must be >= 1, got {args.bootstrap}")
     if args.seed < 0:
         raise compare.CompareError(f"--seed must be >= 0, got {args.seed}")
+    if args.json:
+        compare.check_json_target(args.json)
     c = compare.compare_results(args.result_a, args.result_b, args.bootstrap, args.seed)
     print(compare.format_comparison(c))
     if args.json:

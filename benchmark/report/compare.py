@@ -32,6 +32,9 @@ PREVALENCE_TASKS = ("xm3600-i2t",)
 PREVALENCE_METRICS = ("accuracy", "ndcg", "lbkl", "dlbkl")
 
 
+COMPARISON_KIND = "3xcm-comparison"  # marks a --json file as ours (it may be rewritten)
+
+
 class CompareError(DataError):
     """Two results that cannot be compared (one line, exit code 2)."""
 
@@ -135,12 +138,26 @@ def compare_results(pa: Path, pb: Path, n_resamples: int = 1000, seed: int = 0) 
     da, db = paired_frames(pa, a, pb, b)
     ks = [int(k) for k in getattr(a.task, "ks", None) or []]
     out = compare_frames(a.task.name, da, db, n_resamples, seed, ks)
-    return {"task": a.task.name, "data_fingerprint": a.task.data_fingerprint,
+    return {"kind": COMPARISON_KIND, "task": a.task.name, "data_fingerprint": a.task.data_fingerprint,
             "query_table_sha256": query_table_sha(a), "model_a": a.model.name,
             "model_b": b.model.name, "file_a": str(pa), "file_b": str(pb),
             "bootstrap_resamples": n_resamples, "seed": seed, "alpha": sig.ALPHA,
             "method": "paired bootstrap over items (same resample for both models); "
                       "percentile 95% interval; p from the centred resamples", **out}
+
+
+def check_json_target(path: Path) -> None:
+    """``--json PATH`` may be new or a comparison this command wrote; anything else is
+    refused before any work (never overwrite what we did not write)."""
+    if not path.exists():
+        return
+    try:
+        ours = json.loads(path.read_text(encoding="utf-8")).get("kind") == COMPARISON_KIND
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError):
+        ours = False
+    if not ours:
+        raise CompareError(f"--json {path} exists and is not a comparison written by "
+                           "`benchmark compare`: refusing to overwrite it; name another file")
 
 
 def _f(x: float | None, nd: int = 3, sign: bool = False) -> str:

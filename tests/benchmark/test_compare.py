@@ -112,6 +112,16 @@ def test_compare_refuses_incomparable(runs, capsys, tmp_path):
     assert "not a results file" in _refused(capsys, str(out["w2"]), str(tmp_path / "list.json"))
     assert "no such results file" in _refused(capsys, str(out["w2"]), str(tmp_path / "nope"))
     assert "--bootstrap" in _refused(capsys, str(out["w2"]), str(out["w0"]), "--bootstrap", "0")
+    mine = tmp_path / "mine.json"
+    mine.write_text('{"my": "notes"}')
+    assert "refusing to overwrite" in _refused(capsys, str(out["w2"]), str(out["w0"]), "--json",
+                                               str(mine))
+    assert mine.read_text() == '{"my": "notes"}'
+    assert main(["compare", str(out["w2"]), str(out["w0"]), "--json", str(tmp_path / "c.json"),
+                 "--bootstrap", "50"]) == 0
+    assert main(["compare", str(out["w2"]), str(out["w0"]), "--json", str(tmp_path / "c.json"),
+                 "--bootstrap", "60"]) == 0  # our own comparison is rewritten
+    assert json.loads((tmp_path / "c.json").read_text())["bootstrap_resamples"] == 60
 
 
 def test_compare_refuses_other_items(runs, capsys, tmp_path):
