@@ -274,6 +274,7 @@ def authors_scatter(rows: list[dict[str, Any]], path: Path) -> None:
         ax.set_yscale("log")
         for axis in (ax.xaxis, ax.yaxis):  # plain numbers, not mathtext powers of ten
             axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+            axis.set_minor_formatter(FuncFormatter(_minor_label))
         ax.set_xlim(lo, hi)
         ax.set_ylim(lo, hi)
         ax.set_xlabel("authors' SP")
@@ -281,6 +282,16 @@ def authors_scatter(rows: list[dict[str, Any]], path: Path) -> None:
         ax.set_title(f"per country, {exp}")
         ax.legend(frameon=False, fontsize=7)
     style.save(fig, path)
+
+
+def _minor_label(v: float, _: Any = None) -> str:
+    """Minor ticks of a log axis: 2 and 5 times a power of ten as plain numbers, others
+    unlabelled (matplotlib's default writes mathtext powers, with a minus sign the plot
+    fonts lack)."""
+    if v <= 0:
+        return ""
+    lead = round(v / 10 ** math.floor(math.log10(v)), 6)
+    return f"{v:g}" if lead in (2.0, 5.0) else ""
 
 
 def sp_vs_silhouette(by_country: dict[str, Any], correlations: dict[str, Any], metric: str,

@@ -110,3 +110,10 @@ def test_one_sp_colour_scale():
     got = sp_colours(np.array([1.0, 2.0, 0.5, 8.0, 0.0, np.nan]))
     assert got[:5].tolist() == [0.0, 1.0, -1.0, 2.0, -2.0] and np.isnan(got[5])
     assert SP_SCALE == (0.25, 4.0)
+
+
+def test_log_axis_minor_labels_are_plain_numbers():
+    from benchmark.report.plots import _minor_label
+
+    assert [_minor_label(v) for v in (0.02, 0.03, 0.5, 2.0, 3.0, 50.0, 0.0)] == [
+        "0.02", "", "0.5", "2", "", "50", ""]
