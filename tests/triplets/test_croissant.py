@@ -189,5 +189,6 @@ def test_validate_release_checks_croissant(release, tmp_path, capsys, monkeypatc
     assert any("mlcroissant" in ln for ln in lines[3:-1])  # its own finding of the bad column
     assert lines[-1].startswith(f"croissant.json: {len(lines) - 1} problem(s) (checked: mlcroissant")
     (copy / CROISSANT_FILE).unlink()
-    assert cli.main(["validate", "--release", str(copy)]) == 1
-    assert "croissant.json\tcroissant.json missing" in capsys.readouterr().out
+    # absent (an older release, or one another tool wrote): said, not a failure of the rows
+    assert cli.main(["validate", "--release", str(copy)]) == 0
+    assert "croissant.json: absent, not checked" in capsys.readouterr().out
