@@ -36,7 +36,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from benchmark.embeddings import Embeddings, MultiVector, concat
-from benchmark.files import sha256_text
+from benchmark.files import create_shared, sha256_text
 from benchmark.models.base import Adapter
 
 log = logging.getLogger(__name__)
@@ -159,6 +159,7 @@ def _open_db(path: Path, *, wal: bool, immutable: bool = False) -> sqlite3.Conne
             uri = f"{path.resolve().as_uri()}?immutable=1"  # no locks, no -wal/-shm files
             con = sqlite3.connect(uri, uri=True, isolation_level=None)
         else:
+            create_shared(path)  # SQLite alone would make it 0644 whatever the umask
             con = sqlite3.connect(path, timeout=60, isolation_level=None)
             con.execute(f"PRAGMA journal_mode={'WAL' if wal else 'DELETE'}")
             # NORMAL: a commit survives a killed process (not a power cut) without an fsync.
@@ -242,7 +243,8 @@ class EmbeddingCache:
     def has_many(self, ns: str, shas: Sequence[str]) -> set[str]:
         """The ``shas`` the cache holds under ``ns`` (keys only: no vector is read)."""
         try:
-            return set(self._select(ns, shas, "sha"))
+            rows = self._select(ns, shas, "sha, shape, length(data)")
+            return {sha for sha, (shape, n) in rows.items() if row_size_fits(shape, n)}
         except sqlite3.OperationalError:
             raise
         except sqlite3.DatabaseError as e:
@@ -250,8 +252,18 @@ class EmbeddingCache:
                              f"--cache-dir") from None
 
     def _get_many(self, ns: str, shas: Sequence[str]) -> dict[str, np.ndarray]:
-        return {sha: np.frombuffer(data, np.float32).reshape(json.loads(shape))
-                for sha, (shape, data) in self._select(ns, shas, "sha, shape, data").items()}
+        out: dict[str, np.ndarray] = {}
+        bad = 0
+        for sha, (shape, data) in self._select(ns, shas, "sha, shape, data").items():
+            a = row_vector(shape, data)
+            if a is None:
+                bad += 1
+            else:
+                out[sha] = a
+        if bad:
+            log.warning("%s: %d cached row(s) of %s whose bytes do not fit their shape; "
+                        "embedding them again", self.path, bad, ns)
+        return out
 
     def _select(self, ns: str, shas: Sequence[str], cols: str) -> dict[str, tuple[Any, ...]]:
         """``{sha: the other selected columns}`` over the written file, then the readers."""
@@ -292,6 +304,38 @@ class MergeResult:
     source: Path
     rows: int
     added: int
+    bad: int = 0  # rows left out: their bytes do not fit their shape
+
+
+def row_size_fits(shape: Any, n_bytes: Any) -> bool:
+    """Does a row's ``shape`` (JSON list of non-negative ints) describe ``n_bytes`` of float32?"""
+    try:
+        dims = json.loads(shape)
+    except (TypeError, ValueError):
+        return False
+    if (not isinstance(dims, list) or not 1 <= len(dims) <= 2
+            or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in dims)):
+        return False
+    return isinstance(n_bytes, int) and int(np.prod(dims)) * 4 == n_bytes
+
+
+def row_vector(shape: Any, data: Any) -> np.ndarray | None:
+    """A row's float32 array, or None when its bytes do not fit its shape."""
+    if not isinstance(data, bytes) or not row_size_fits(shape, len(data)):
+        return None
+    return np.frombuffer(data, np.float32).reshape(json.loads(shape))
+
+
+def _merge_rows(con: sqlite3.Connection) -> tuple[int, int]:
+    """Insert the attached shard's rows that fit their shape (new keys only): (added, bad)."""
+    added = bad = 0
+    cur = con.execute("SELECT ns, sha, shape, data FROM shard.emb")
+    while rows := cur.fetchmany(1000):
+        good = [r for r in rows if row_vector(r[2], r[3]) is not None]
+        bad += len(rows) - len(good)
+        added += con.executemany("INSERT OR IGNORE INTO main.emb VALUES (?, ?, ?, ?)",
+                                 good).rowcount
+    return added, bad
 
 
 def merge_shards(root: str | os.PathLike[str] | None = None,
@@ -318,12 +362,18 @@ def merge_shards(root: str | os.PathLike[str] | None = None,
             try:
                 n = cache.con.execute("SELECT COUNT(*) FROM shard.emb").fetchone()[0]
                 cache.con.execute("BEGIN IMMEDIATE")
-                added = cache.con.execute("INSERT OR IGNORE INTO emb SELECT ns, sha, shape, "
-                                          "data FROM shard.emb").rowcount
+                try:
+                    added, bad = _merge_rows(cache.con)
+                except BaseException:
+                    cache.con.execute("ROLLBACK")
+                    raise
                 cache.con.execute("COMMIT")
+                if bad:
+                    log.warning("%s: %d row(s) whose bytes do not fit their shape left out; "
+                                "a run embeds those items again", f, bad)
             finally:
                 cache.con.execute("DETACH DATABASE shard")
-            out.append(MergeResult(f, int(n), int(added)))
+            out.append(MergeResult(f, int(n), int(added), bad))
             log.debug("merged %s: %d rows, %d new", f, n, out[-1].added)
     finally:
         cache.close()

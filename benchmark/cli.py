@@ -93,6 +93,8 @@ def run(args: argparse.Namespace) -> int:
     if scale.cache_shard_file and shard is None and not sharded_over_devices:
         raise DataError("--cache-shard-file needs --shard I/N (or one model over --devices)")
     classes = [registry.load_task(t) for t in args.task]  # unknown task: error before loading
+    for cls in classes:  # a bad task option: error before loading
+        from_args(cls.config_class, args)
     if len(models) > 1 or devices:
         return launch_run(args, cfg, scale, models, devices, sharded_over_devices)
     ctx = open_context(cfg, shard, scale.cache_shard_file)
@@ -182,7 +184,8 @@ def cache_merge(args: argparse.Namespace) -> int:
     if not res:
         print("no shard files to merge", file=sys.stderr)
     for r in res:
-        print(f"{r.source}: {r.rows} rows, {r.added} new", file=sys.stderr)
+        print(f"{r.source}: {r.rows} rows, {r.added} new"
+              + (f", {r.bad} bad (left out)" if r.bad else ""), file=sys.stderr)
     return 0
 
 
@@ -258,3 +261,15 @@ def main(argv: list[str] | None = None) -> int:
     except USER_ERRORS as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(interrupted_line(args), file=sys.stderr)
+        return 130
+
+
+def interrupted_line(args: argparse.Namespace) -> str:
+    """The one line a Ctrl-C prints: what is kept and how to go on."""
+    if getattr(args, "handler", None) is run:
+        cache = getattr(args, "cache_dir", None) or default_cache_dir()
+        return (f"interrupted: the embeddings computed so far are kept in {cache}; run the same "
+                "command again to resume from them")
+    return "interrupted"

@@ -19,11 +19,27 @@ T = TypeVar("T")
 
 
 def option(help: str, default: Any = dataclasses.MISSING, *, flags: tuple[str, ...] = (),
-           **argparse_kw: Any) -> Any:
+           minimum: int | None = None, **argparse_kw: Any) -> Any:
     """A dataclass field with its flag's help text (and extra argparse keywords: choices,
-    metavar; ``flags`` replaces the default ``--field-name``)."""
-    meta = {"help": help, "flags": flags, "argparse": argparse_kw}
+    metavar; ``flags`` replaces the default ``--field-name``; ``minimum`` is the smallest
+    value an ``int`` flag accepts, checked when the flag is parsed)."""
+    meta = {"help": help, "flags": flags, "argparse": argparse_kw, "minimum": minimum}
     return dataclasses.field(default=default, metadata=meta)
+
+
+def _bounded_int(minimum: int) -> Any:
+    """An argparse ``type`` that accepts integers ``>= minimum`` (otherwise a usage error,
+    exit 2, naming the value and the bound)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
+        return value
+    parse.__name__ = "int"
+    return parse
 
 
 def _flag_type(hint: Any) -> Any:
@@ -53,6 +69,8 @@ def add_options(parser: argparse.ArgumentParser | Any, cls: type, *,
         typ = _flag_type(hints[f.name])
         if typ is bool:
             kw["action"] = "store_true"
+        elif typ is int and meta.get("minimum") is not None:
+            kw["type"] = _bounded_int(meta["minimum"])
         else:
             kw["type"] = typ
         if f.default is dataclasses.MISSING:

@@ -15,7 +15,7 @@ import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -33,6 +33,18 @@ def _umask() -> int:
 def shared_mode() -> int:
     """The mode a plain ``open(path, "w")`` would give: ``0666 & ~umask``."""
     return 0o666 & ~_umask()
+
+
+def create_shared(path: str | os.PathLike[str]) -> None:
+    """Create ``path`` empty (if absent) with the mode of a plain ``open``, ``0666 & ~umask``.
+
+    Called before ``sqlite3.connect``: SQLite creates a new database 0644 whatever the umask,
+    and gives its -wal/-shm/-journal files the database's mode, so a cache a group shares
+    (umask 002) is group-writable only when the database file was created here."""
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+    except FileExistsError:
+        pass  # an existing file keeps its mode (and may be read-only)
 
 
 @contextmanager
@@ -113,3 +125,104 @@ def folder_stamp(path: str | os.PathLike[str]) -> str:
         rel = p.name if p == path else p.relative_to(path).as_posix()
         h.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
     return "files:" + h.hexdigest()[:16]
+
+
+# --- folders a user names -------------------------------------------------------------------
+#: the marker a command leaves in a folder it wrote: its kind, a fingerprint and every file
+OWNER_MARKER = ".3xcm-written.json"
+
+
+class FolderNotOursError(ValueError):
+    """A folder a user named holds files we did not write (and no marker of ours)."""
+
+
+def read_marker(path: str | os.PathLike[str]) -> dict | None:
+    """The marker of ``path`` as a dict, or None when there is none (or it is not ours)."""
+    p = Path(path) / OWNER_MARKER
+    try:
+        obj = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if (not isinstance(obj, dict) or not isinstance(obj.get("files"), dict)
+            or not isinstance(obj.get("kind"), str)):
+        return None
+    return obj
+
+
+def claim_folder(path: str | os.PathLike[str], kind: str) -> dict | None:
+    """May we write into ``path``? Yes when it is absent or empty (returns None) or holds our
+    marker of ``kind`` (returns it); otherwise :class:`FolderNotOursError`."""
+    path = Path(path)
+    if not path.exists():
+        return None
+    if not path.is_dir():
+        raise FolderNotOursError(f"{path} exists and is not a folder; refusing to write there")
+    marker = read_marker(path)
+    if marker is not None and marker["kind"] == kind:
+        return marker
+    if any(path.iterdir()):
+        raise FolderNotOursError(
+            f"{path} is not empty and holds no {OWNER_MARKER} of a {kind} we wrote; "
+            "refusing to write there (name an empty or new folder)")
+    return None
+
+
+def _manifest(folder: Path) -> dict[str, str]:
+    return {p.relative_to(folder).as_posix(): sha256_file(p)
+            for p in sorted(folder.rglob("*")) if p.is_file() and p.name != OWNER_MARKER}
+
+
+def _write_marker(folder: Path, kind: str, files: dict[str, str]) -> str:
+    fingerprint = "sha256:" + sha256_text(json.dumps(files, sort_keys=True))
+    atomic_write_json(folder / OWNER_MARKER, {"kind": kind, "fingerprint": fingerprint,
+                                              "files": files})
+    return fingerprint
+
+
+def install_folder(tmp: str | os.PathLike[str], out: str | os.PathLike[str], kind: str) -> str:
+    """Put the files written in ``tmp`` at ``out`` and return their fingerprint. A new or empty
+    ``out`` is swapped in whole; one with our marker of ``kind`` is updated in place: our
+    previous files are replaced or removed, every file we did not write is left untouched."""
+    tmp, out = Path(tmp), Path(out)
+    old = claim_folder(out, kind)
+    files = _manifest(tmp)
+    if old is None:
+        fingerprint = _write_marker(tmp, kind, files)
+        if out.exists():
+            out.rmdir()  # claim_folder saw it empty
+        tmp.rename(out)
+        return fingerprint
+    # first claim the union, so that an interrupted update leaves nothing orphaned
+    _write_marker(out, kind, {**old["files"], **files})
+    for rel in files:
+        dest = out / rel
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(tmp / rel, dest)
+    for rel in sorted(set(old["files"]) - set(files)):
+        gone = out / rel
+        if ".." in Path(rel).parts or Path(rel).is_absolute() or not gone.is_file():
+            continue
+        gone.unlink()
+        for parent in gone.parents:
+            if parent == out or any(parent.iterdir()):
+                break
+            parent.rmdir()
+    fingerprint = _write_marker(out, kind, files)
+    import shutil
+
+    shutil.rmtree(tmp, ignore_errors=True)
+    return fingerprint
+
+
+def mark_folder(path: str | os.PathLike[str], kind: str,
+                written: Iterable[str | os.PathLike[str]]) -> str:
+    """Record in ``path``'s marker (kept with those of earlier runs) the files a command of
+    ``kind`` wrote there, so that a later run of it may replace them; returns the fingerprint."""
+    path = Path(path)
+    old = read_marker(path)
+    files = dict(old["files"]) if old is not None and old["kind"] == kind else {}
+    for p in written:
+        p = Path(p)
+        if p.is_file():
+            files[p.resolve().relative_to(path.resolve()).as_posix()] = sha256_file(p)
+    return _write_marker(path, kind, files)

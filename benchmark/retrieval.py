@@ -16,12 +16,17 @@ each chunk scored by :func:`benchmark.embeddings.maxsim_block` (the one MaxSim k
 :func:`two_stage_topk` is the cheaper shortlist-then-MaxSim variant, whose agreement with the
 exact lists :func:`topk_agreement` measures.
 
-Backends: ``torch`` (on ``device``) or ``numpy``; ``auto`` picks torch on a GPU and numpy on
-the CPU (:func:`get_backend`). Both give the same lists up to floating-point summation order.
-On the numpy backend, single vectors go through :func:`benchmark.topk.dense_topk` (worker
-threads, one per core, each a single-threaded sgemm of the query block against a small pool
-tile into its own buffer, then the same threshold-and-merge selection): measured at or below
-faiss ``IndexFlatIP`` on the RQ1 shapes (``tests/perf/bench_retrieval.py``).
+Backends: ``torch`` (on ``device``), ``faiss`` (CPU) or ``numpy``; ``auto`` picks torch on a
+GPU and faiss on the CPU, numpy where faiss does not import (:func:`get_backend`). All give the
+same lists up to floating-point summation order. On the faiss backend single vectors go
+through ``faiss.knn`` (the brute-force search of ``IndexFlatIP`` without copying the pool into
+an index), pool block by pool block, for the top k+1, merged by score then index; a row whose k-th and (k+1)-th scores
+tie is recomputed by the numpy path, so ties at the cut are broken by index as everywhere
+(:func:`faiss_topk`). The numpy path (:func:`benchmark.topk.dense_topk`: worker threads, each
+a single-threaded sgemm of the query block against a small pool tile, then the same
+threshold-and-merge selection) measured 1.2-1.9x faiss ``IndexFlatIP`` at 65k-261k pool rows
+(``tests/perf/bench_retrieval.py``), hence faiss on the CPU. MaxSim and adapter-defined
+similarities run the numpy selection on every CPU backend.
 """
 
 from __future__ import annotations
@@ -50,6 +55,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_CHUNK = 16384
 DEFAULT_QUERY_BLOCK = 4096
+FAISS_POOL_BLOCK = 16384  # pool rows per faiss.knn call (one reused normalised buffer)
 MAXSIM_BUDGET = 1 << 26  # floats in one MaxSim token-score block (256 MB in float32)
 TIE_BREAK = "score descending, then pool index ascending (a stable full sort)"
 
@@ -145,29 +151,116 @@ class TorchBackend(NumpyBackend):
         return nz[:, 0], nz[:, 1], vals
 
 
-def get_backend(name: str = "auto", device: str | None = None) -> NumpyBackend:
-    """``torch`` on ``device``, ``numpy``, or ``auto``: torch when the device is a GPU
-    (``device`` cuda*, or none given and torch sees one), else numpy.
+class FaissBackend(NumpyBackend):
+    """Single-vector top-k with ``faiss.knn`` (:func:`faiss_topk`); everything else (MaxSim,
+    adapter similarities) is the numpy backend's."""
 
-    On the CPU numpy is the default: on the shared 2-core machine this was built on, torch's
-    CPU product was up to 1.5x slower than numpy's under load (and ~1.3x faster when idle);
-    the numpy path is also what the benchmark compares against.
+    name = "faiss"
+
+    def __init__(self) -> None:
+        import faiss
+
+        self.faiss = faiss
+        self.version = faiss.__version__
+
+
+BACKENDS = ("auto", "torch", "faiss", "numpy")
+
+
+def _cpu_default() -> NumpyBackend:
+    """faiss when it imports (a core dependency), else numpy."""
+    try:
+        return FaissBackend()
+    except ImportError:
+        log.info("faiss does not import: exact top-k on the CPU runs the numpy path")
+        return NumpyBackend()
+
+
+def get_backend(name: str = "auto", device: str | None = None) -> NumpyBackend:
+    """``torch`` on ``device``, ``faiss``, ``numpy``, or ``auto``: torch when the device is a
+    GPU (``device`` cuda*, or none given and torch sees one), else faiss (numpy where faiss
+    does not import).
+
+    On the CPU faiss is the default: the numpy path measured 1.2-1.9x faiss ``IndexFlatIP``
+    (``tests/perf/bench_retrieval.py``), and torch's CPU product was up to 1.5x slower than
+    numpy's under load on the shared 2-core machine this was built on.
     """
-    if name not in ("auto", "torch", "numpy"):
-        raise ValueError(f"unknown retrieval backend {name!r} (auto, torch, numpy)")
-    if name == "numpy" or (name == "auto" and device is not None and device.startswith("cpu")):
-        return NumpyBackend()  # (torch not imported: it alone adds ~0.5 GB of resident memory)
+    if name not in BACKENDS:
+        raise ValueError(f"unknown retrieval backend {name!r} ({', '.join(BACKENDS)})")
+    if name == "numpy":
+        return NumpyBackend()
+    if name == "faiss":
+        return FaissBackend()
+    if name == "auto" and device is not None and device.startswith("cpu"):
+        return _cpu_default()  # (torch not imported: it alone adds ~0.5 GB of resident memory)
     try:
         import torch
     except ImportError:
         if name == "torch":
             raise
-        return NumpyBackend()
+        return _cpu_default()
     if device is None:
         device = "cuda" if torch.cuda.is_available() else "cpu"
     if name == "auto" and torch.device(device).type == "cpu":
-        return NumpyBackend()
+        return _cpu_default()
     return TorchBackend(device)
+
+
+def faiss_topk(
+    bk: FaissBackend, q: np.ndarray, d: np.ndarray, k: int, *, normalize: bool,
+    threads: int | None = None, query_block: int = DEFAULT_QUERY_BLOCK,
+    on_block: Callable[[int], Any] | None = None, pool_block: int = FAISS_POOL_BLOCK,
+) -> TopK:
+    """Exact top-k of unit (``q`` already normalised) queries by inner product with faiss.
+
+    The pool goes ``pool_block`` rows at a time through ``faiss.knn`` (normalised into one
+    reused buffer: a fresh full-size copy costs more in page faults than the search saves),
+    each block's k+1 best merged into a running k+1 by packed (score, index) keys. A row
+    whose k-th score is above its (k+1)-th holds every item scoring at least its k-th, so
+    its first k equal a stable full sort's. A row where they tie (faiss keeps an arbitrary
+    subset of a tie at its cut) is recomputed by :func:`benchmark.topk.dense_topk`.
+    """
+    faiss = bk.faiss
+    if threads:
+        faiss.omp_set_num_threads(threads)
+    d = np.ascontiguousarray(d, np.float32)
+    inv = _inverse_norms(d) if normalize else None
+    if inv is not None and np.all(np.abs(inv - 1) <= 1e-6):
+        inv = None  # unit rows already (cached embeddings are): searched in place
+    kk = min(k + 1, len(d))
+    step = max(kk, pool_block)
+    buf = np.empty((min(step, len(d)), d.shape[1]), np.float32) if inv is not None else None
+    run = np.full((len(q), kk), EMPTY_KEY, np.int64)
+    for ds in range(0, len(d), step):
+        de = min(len(d), ds + step)
+        blk = d[ds:de]
+        if buf is not None:
+            blk = np.multiply(blk, inv[ds:de, None], out=buf[: de - ds])
+        kb = min(kk, de - ds)
+        for qs in range(0, len(q), query_block):
+            qb = np.ascontiguousarray(q[qs : qs + query_block], np.float32)
+            s, i = faiss.knn(qb, blk, kb, metric=faiss.METRIC_INNER_PRODUCT)
+            both = np.concatenate([run[qs : qs + len(qb)], pack_keys(s, i + ds)], axis=1)
+            run[qs : qs + len(qb)] = np.sort(both, axis=1)[:, ::-1][:, :kk]
+            if on_block is not None:
+                on_block(len(qb) * (de - ds))
+    scores, idx = unpack_keys(run)
+    out = TopK(scores[:, :k].copy(), idx[:, :k].copy())
+    if kk > k:
+        tied = np.flatnonzero(scores[:, k - 1] == scores[:, k])
+        if tied.size:
+            dn = d * inv[:, None] if inv is not None else d
+            fix = dense_topk(q[tied], dn, k, normalize=False, threads=threads)
+            out.scores[tied], out.indices[tied] = fix.scores, fix.indices
+    return out
+
+
+def _inverse_norms(d: np.ndarray) -> np.ndarray:
+    """1 / row norm (zero rows: 1e12, so they stay zero); NaN/inf rows raise, as
+    :func:`_check_finite` (from the same one read pass)."""
+    sq = np.einsum("ij,ij->i", d, d)
+    _check_finite(d, "pool", sq)
+    return (1 / np.maximum(np.sqrt(sq), np.float32(1e-12))).astype(np.float32)
 
 
 # -- the running top-k (keys, merging: benchmark.topk) ------------------------------------------
@@ -250,11 +343,15 @@ def exact_topk(
     n_q, n_d = q.shape[0], d.shape[0]
     _check(n_d, k)
     _check_finite(q, "query")
-    _check_finite(d, "pool")
+    if not (isinstance(bk, FaissBackend) and normalize):  # (there: checked from the norms)
+        _check_finite(d, "pool")
     if normalize:
         q = l2_normalize(q)
     with tqdm(total=n_q * n_d, desc="retrieval", unit="score", unit_scale=True, leave=False,
               **_quiet(progress)) as bar:
+        if isinstance(bk, FaissBackend):
+            return faiss_topk(bk, q, d, k, normalize=normalize, threads=threads,
+                              query_block=query_block, on_block=bar.update)
         if type(bk) is NumpyBackend:
             return dense_topk(q, d, k, normalize=normalize, tile=min(chunk_size, DENSE_TILE),
                               query_block=query_block, threads=threads, on_tile=bar.update)
@@ -422,8 +519,15 @@ def _concat(parts: list[TopK], k: int) -> TopK:
     return TopK(np.concatenate([p.scores for p in parts]), np.concatenate([p.indices for p in parts]))
 
 
-def _check_finite(x: np.ndarray, what: str) -> None:
-    bad = ~np.isfinite(x).all(axis=1)
+def _check_finite(x: np.ndarray, what: str, sq: np.ndarray | None = None) -> None:
+    """Raise on a row holding NaN/inf. One read pass (squared norms ``sq``, given or computed:
+    NaN/inf in, NaN/inf out), no (rows, dim) temporary; only rows flagged there (or whose
+    square overflowed) are checked element by element."""
+    if sq is None:
+        sq = np.einsum("ij,ij->i", x, x) if x.ndim == 2 and x.size else np.zeros(len(x))
+    bad = ~np.isfinite(sq)
+    if bad.any():
+        bad[bad] = ~np.isfinite(x[bad]).all(axis=1)
     if bad.any():
         raise ValueError(f"{int(bad.sum())} {what} vector(s) contain NaN/inf, first row "
                          f"{int(np.flatnonzero(bad)[0])}")

@@ -44,7 +44,7 @@ class SmokeConfig:
     triplets: int = option("triplets to embed (default 10)", 10)
     device: str | None = option("cuda / cpu (default: cuda when available)", None)
     dtype: str | None = option("model dtype", None, choices=DTYPES)
-    batch_size: int | None = option("override the adapter's batch size", None)
+    batch_size: int | None = option("override the adapter's batch size", None, minimum=1)
     image_size: str = option("WIDTHxHEIGHT of the generated images", "640x480")
     json: Path | None = option("also write the numbers to this JSON file", None)
 

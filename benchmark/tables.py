@@ -9,7 +9,9 @@ Query terms (``queries.csv``, docs/queries.md) are one per (concept, country), i
 locale: :data:`QUERY_COLUMNS`, :class:`QueryTerm`, the one reader :func:`read_query_table` (an
 old per-language table is refused with the command that converts it) and the one writer
 :func:`write_query_table` (also for exports of reviewed terms); :func:`term_country` is the
-rule for asking one country's images in another country's language.
+rule for asking one country's images in another country's language, where another country's
+images get the term's ``generic_term`` (no country's proper name such as PRT's parliament).
+:func:`concept_definitions` reads ``concept_definitions.csv`` (what each concept counts).
 """
 
 from __future__ import annotations
@@ -18,10 +20,11 @@ import csv
 import hashlib
 import io
 import os
+import re
 import unicodedata
 from collections import Counter
 from collections.abc import Container, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import lru_cache
 from pathlib import Path
@@ -221,8 +224,11 @@ QUERY_COLUMNS = [
     "source",  # generated / authors / reviewed
     "reviewers",  # native speakers behind a reviewed term (0 otherwise)
     "reviewed_at",  # ISO time of the review decision (empty otherwise)
-    "note",  # why the term is what it is (corrections)
+    "note",  # why the term is what it is (corrections, or why a questioned term was kept)
+    "generic_term",  # the concept in this language for other countries' images (empty: native)
 ]
+# an older export may lack these; they read as empty
+OPTIONAL_QUERY_COLUMNS = ("generic_term",)
 QUERY_SOURCES = ("generated", "authors", "reviewed")
 MIGRATE_COMMAND = "python -m builder.queries migrate-table {path} --out NEW.csv"
 
@@ -245,10 +251,16 @@ class QueryTerm:
     reviewers: int = 0
     reviewed_at: str = ""
     note: str = ""
+    generic_term: str = ""
 
     @property
     def key(self) -> tuple[str, str]:
         return (self.concept, self.country)
+
+    @property
+    def generic(self) -> str:
+        """The term for other countries' images: ``generic_term``, else ``native_term``."""
+        return self.generic_term or self.native_term
 
     @property
     def reviewed(self) -> bool:
@@ -295,6 +307,10 @@ def _query_row_problem(r: dict[str, str], by_code: dict[str, Country]) -> str | 
             return f"reviewed_at {r['reviewed_at']!r} is not an ISO time"
     elif r["reviewers"] != "0" or r["reviewed_at"]:
         return f"a {r['source']} term has reviewers 0 and no reviewed_at"
+    if r["generic_term"] and r["generic_term"] != r["native_term"] and \
+            f"generic {r['generic_term']}: " not in r["note"]:
+        return (f"generic_term {r['generic_term']!r} differs from native_term: the note must "
+                f"say why ('generic {r['generic_term']}: <reason>')")
     return None
 
 
@@ -335,7 +351,8 @@ def read_query_table(path: str | Path | None = None) -> list[QueryTerm]:
                     f"{path} is an old-format query table (one term per language, column "
                     "'reviewed'); terms are now per (concept, country) with a locale: convert "
                     f"it with `{MIGRATE_COMMAND.format(path=path)}`")
-            missing = [c for c in QUERY_COLUMNS if c not in header]
+            missing = [c for c in QUERY_COLUMNS
+                       if c not in header and c not in OPTIONAL_QUERY_COLUMNS]
             if missing:
                 raise TableError(f"{path}: not a query table (missing columns {missing})")
             return parse_query_rows(reader, str(path))
@@ -363,9 +380,62 @@ def write_query_table(path: str | Path, terms: Iterable[QueryTerm]) -> int:
     return len(rows)
 
 
+def note_parts(note: str) -> list[str]:
+    """The parts of a query row's note: ``was OLD: why``, ``kept: why``, ``generic TERM: why``."""
+    return [x for x in re.split(r"; (?=was |kept: |generic )", note) if x] if note else []
+
+
+def with_shipped_generic(t: QueryTerm, shipped: Mapping[tuple[str, str], QueryTerm]) -> QueryTerm:
+    """``t`` with the ``generic_term`` (and its note part) of the shipped row for its key when
+    both have the same native term (a catalog keeps no generic term); else ``t`` unchanged."""
+    s = shipped.get(t.key)
+    if s is None or s.native_term != t.native_term or t.generic_term or not s.generic_term:
+        return t
+    note = t.note
+    if s.generic_term != t.native_term and f"generic {s.generic_term}: " not in note:
+        part = [x for x in note_parts(s.note) if x.startswith(f"generic {s.generic_term}: ")]
+        note = "; ".join([*([note] if note else []), *part])
+    return replace(t, generic_term=s.generic_term, note=note)
+
+
 def query_terms() -> dict[tuple[str, str], QueryTerm]:
     """(concept, country) -> its term in ``data/queries.csv``."""
     return {t.key: t for t in read_query_table()}
+
+
+def generic_terms() -> dict[tuple[str, str], str]:
+    """(concept, language) -> the term of ``data/queries.csv`` for other countries' images:
+    the ``generic_term`` of the language's first country (countries.csv order) with a row."""
+    out: dict[tuple[str, str], str] = {}
+    pos = {c.code: i for i, c in enumerate(countries())}
+    for t in sorted(read_query_table(), key=lambda t: pos.get(t.country, len(pos))):
+        out.setdefault((t.concept, t.language), t.generic)
+    return out
+
+
+DEFINITION_COLUMNS = ["concept", "definition", "source"]
+
+
+def concept_definitions() -> dict[str, str]:
+    """concept -> its one-line definition (what counts, what does not), from
+    ``data/concept_definitions.csv``: exactly one non-empty line per concept of concepts.txt."""
+    rows = _read_csv("concept_definitions.csv", DEFINITION_COLUMNS)
+    known, out, problems = set(concepts()), {}, []
+    for line, r in enumerate(rows, start=2):
+        concept, text = _nfc(r.get("concept")), _nfc(r.get("definition"))
+        if concept not in known:
+            problems.append(f"line {line}: {concept!r} is not a concept of concepts.txt")
+        elif concept in out:
+            problems.append(f"line {line}: second definition of {concept!r}")
+        elif not text or not _nfc(r.get("source")):
+            problems.append(f"line {line}: {concept!r} has an empty definition or source")
+        else:
+            out[concept] = text
+    problems += [f"no definition of {c!r}" for c in concepts() if c not in out]
+    if problems:
+        raise TableError(f"{data_dir() / 'concept_definitions.csv'}: {len(problems)} "
+                         f"problem(s); first: {problems[0]}")
+    return out
 
 
 def migrate_old_query_table(path: str | Path) -> tuple[list[QueryTerm], Counter]:
@@ -416,6 +486,8 @@ def term_country(keys: Container[tuple[str, str]], concept: str, language: str,
     query is the es-AR term); any other country gets the term of the first country of that
     language in countries.csv order that has one (USA for English, ESP for Spanish, PRT for
     Portuguese). ``keys``: the (concept, country) pairs that have a term; None when none fits.
+    The text a query uses for another country's images is that row's generic term
+    (:func:`term_in_language`, :func:`generic_terms`).
     """
     own = next((c for c in countries() if c.code == country_code), None)
     if own is not None and own.language == language and (concept, own.code) in keys:
@@ -425,8 +497,16 @@ def term_country(keys: Container[tuple[str, str]], concept: str, language: str,
 
 
 def term_in_language(terms: Mapping[tuple[str, str], str], concept: str, language: str,
-                     country_code: str) -> str | None:
+                     country_code: str,
+                     generic: Mapping[tuple[str, str], str] | None = None) -> str | None:
     """The text query of ``concept`` in ``language`` for the images of ``country_code``
-    (:func:`term_country`'s rule), None when no country of the language has a term."""
+    (:func:`term_country`'s rule), None when no country of the language has a term. When the
+    term is another country's, ``generic`` (concept, language) -> text replaces it
+    (:func:`generic_terms`: Portuguese for the US Congress is *parlamento*, not PRT's
+    *Assembleia da República*)."""
     code = term_country(terms, concept, language, country_code)
-    return None if code is None else terms[(concept, code)]
+    if code is None:
+        return None
+    if code != country_code and generic and (concept, language) in generic:
+        return generic[(concept, language)]
+    return terms[(concept, code)]

@@ -28,7 +28,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from string import Template
 
@@ -62,7 +62,8 @@ from builder.stagekit import (
 log = logging.getLogger(__name__)
 
 STAGE = "queries"
-PROMPT = ("queries.txt", ("concept", "language", "language_name", "countries", "known_terms"))
+PROMPT = ("queries.txt", ("concept", "definition", "language", "language_name", "countries",
+                          "known_terms"))
 SUBCOMMANDS = ("import", "diff", "migrate-table")
 NO_TERM = "offline: no native term"
 
@@ -128,6 +129,7 @@ class _Ctx:
     template: Template
     prompt_sha: str
     run_id: int
+    definitions: dict[str, str] = field(default_factory=dict)  # data/concept_definitions.csv
 
 
 def _same_language(concept: str, lang: str, ctx: _Ctx) -> list[tuple[tables.Country, str]]:
@@ -146,8 +148,10 @@ def _ask(concept: str, lang: str, group: list[tables.Country], ctx: _Ctx) -> LLM
 
     hint = ("Terms already chosen for other countries of this language (keep them where usage "
             "is the same): " + "; ".join(f'{c.name}: "{t}"' for c, t in others)) if others else ""
+    meaning = ctx.definitions.get(concept)
     prompt = ctx.template.substitute(
-        concept=concept, language=lang, language_name=group[0].language_name,
+        concept=concept, definition=f"What it means: {meaning}." if meaning else "",
+        language=lang, language_name=group[0].language_name,
         countries="; ".join(f"{c.name} ({c.locale})" for c in group), known_terms=hint)
     return ctx.llm.generate_structured(prompt, TermAnswer, template_sha=ctx.prompt_sha,
                                        validate=_validator(group), offline=offline)
@@ -205,7 +209,8 @@ def _known(concept: str, countries: list[tables.Country], cat: dict, table: dict
         else:
             reason = NO_TERM if term.note == NO_TERM else None  # an earlier offline fallback
             decided.append((term, _query_source(term, origin), reason))
-    store = [t for t, _, _ in decided if cat.get(t.key) != t]
+    # the catalog keeps no generic_term (write_table takes it from the shipped table)
+    store = [t for t, _, _ in decided if cat.get(t.key) != replace(t, generic_term="")]
     return store, _rows(decided, ctx.run_id), missing
 
 
@@ -241,6 +246,15 @@ def _write(catalog: Catalog, store: list[tables.QueryTerm], rows: list[tuple],
             record_llm_request(con, STAGE, *request, ctx.llm.spec, ctx.prompt_sha, ctx.run_id)
 
 
+def _definitions() -> dict[str, str]:
+    """The concept definitions the prompt shows; none (a warning) when the data folder has none."""
+    try:
+        return tables.concept_definitions()
+    except tables.TableError as exc:
+        log.warning("queries: prompts without concept definitions: %s", exc)
+        return {}
+
+
 def run_queries(
     catalog: Catalog,
     llm: BaseLLM,
@@ -262,7 +276,7 @@ def run_queries(
         cat = catalog_terms(catalog)
         known = {k: t for k in set(cat) | set(table)
                  if (t := resolve(cat.get(k), table.get(k))[0]) is not None}
-        ctx = _Ctx(known, llm, template, prompt_sha, rec.run_id)
+        ctx = _Ctx(known, llm, template, prompt_sha, rec.run_id, _definitions())
         asked = 0
         for concept in tqdm(concepts, desc="queries", unit="concept"):
             store, rows, missing = _known(concept, countries, cat, table, ctx)
@@ -322,7 +336,12 @@ def write_table(catalog: Catalog, out: str | Path) -> int:
     ``data/queries.csv`` format; returns rows."""
     current = {(r[0], r[1]) for r in catalog.query(
         "SELECT concept, country FROM queries WHERE kind='native' AND status='ok'")}
-    terms = [t for k, t in catalog_terms(catalog).items() if k in current]
+    try:  # the catalog keeps no generic_term: the shipped row's where the term is the same
+        shipped = tables.query_terms()
+    except tables.TableError:
+        shipped = {}
+    terms = [tables.with_shipped_generic(t, shipped) for k, t in catalog_terms(catalog).items()
+             if k in current]
     return tables.write_query_table(out, terms)
 
 

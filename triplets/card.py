@@ -60,6 +60,8 @@ SIZE_CATEGORIES = ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"
 #: ``license: other`` needs ``license_name`` and ``license_link``: the link names this file of
 #: the release (export writes it: :func:`licence_text`).
 LICENSE_FILE = "LICENSE.md"
+#: The release's Croissant metadata (written by :mod:`triplets.croissant`, linked from the card).
+CROISSANT_FILE = "croissant.json"
 #: The Hub's task categories (huggingface.js ``PIPELINE_DATA``) that fit: the Hub has no
 #: text-to-image *retrieval* category; ``text-to-image`` and ``image-feature-extraction`` are
 #: where image-text retrieval datasets are listed, and the tags say retrieval.
@@ -225,6 +227,10 @@ def card_text(meta: dict, numbers: dict[str, Any], build: dict[str, Any]) -> str
         "stage run of the build (parameters, counts, times) and the numbers above.",
         "- `provenance.jsonl`: one record per released image.",
         f"- `{LICENSE_FILE}`: the licence terms above.",
+        f"- [`{CROISSANT_FILE}`]({CROISSANT_FILE}): Croissant 1.1 metadata (JSON-LD) of both "
+        "configs with the responsible-AI fields (collection, annotation, biases, limitations, "
+        "personal information); `mlcroissant.Dataset(jsonld=PATH + "
+        f"\"/{CROISSANT_FILE}\").records(\"triplets\")` reads the release through it.",
     ]
     text = "---\n" + yaml.safe_dump(meta, sort_keys=False, allow_unicode=True) + "---\n\n"
     text += "\n".join(body) + "\n"

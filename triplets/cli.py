@@ -41,7 +41,7 @@ def _validate_args(p: argparse.ArgumentParser) -> None:
 
 def _export_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workdir", default=None)
-    p.add_argument("--out", required=True, help="release folder to write (replaced atomically)")
+    p.add_argument("--out", required=True, help="release folder to write: new, empty, or one export wrote (updated in place)")
     p.add_argument("--shard-mb", type=int, default=256, help="image shard size (MB)")
 
 
@@ -76,6 +76,20 @@ def cmd_sample(args: argparse.Namespace) -> int:
     return 0 if res.triplets else 1
 
 
+def _croissant_ok(folder: Path, max_lines: int) -> bool:
+    """Print the release's croissant.json problems (or that it is valid); True when none."""
+    from triplets.croissant import CROISSANT_FILE, croissant_problems
+
+    problems, how = croissant_problems(folder)
+    for p in problems[:max_lines]:
+        print(f"{CROISSANT_FILE}\t{p}")
+    if len(problems) > max_lines:
+        print(f"... {len(problems) - max_lines} more")
+    print(f"{CROISSANT_FILE}: " + (f"{len(problems)} problem(s)" if problems else "valid")
+          + f" (checked: {how})")
+    return not problems
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
     from triplets.rules import check_triplets
     from triplets.sources import (
@@ -104,6 +118,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
         bad += image_byte_violations(Path(args.release))
         n = len(rows)
         print(counts_table(rows))
+        if not _croissant_ok(Path(args.release), args.max_lines) and not bad:
+            return 1
     else:
         bad, rows = validate_workdir(args.workdir)
         n = len(rows)

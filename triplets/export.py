@@ -8,6 +8,7 @@ Layout::
     build.json                    seed, sampling settings, stage records, numbers
     provenance.jsonl              one record per image
     LICENSE.md                    the licence terms (the card's ``license_link``)
+    croissant.json                Croissant 1.1 + RAI metadata (:mod:`triplets.croissant`)
 
 The export refuses (exit 1) when any triplet rule is violated or an image's bytes are missing
 or do not match their sha256. It writes into a temporary sibling folder (every file through
@@ -27,10 +28,18 @@ from pathlib import Path
 from typing import Any
 
 from benchmark.data.xcm import IMAGE_COLUMNS
-from benchmark.files import atomic_path, atomic_write_text, sha256_bytes
+from benchmark.files import (
+    FolderNotOursError,
+    atomic_path,
+    atomic_write_text,
+    claim_folder,
+    install_folder,
+    sha256_bytes,
+)
 from builder.catalog import Catalog, utcnow
 from builder.workdir import WorkDir
 from triplets.card import LICENSE_FILE, SPLITS, card_text, front_matter, licence_text
+from triplets.croissant import write_croissant
 from triplets.numbers import release_numbers, stage_records
 from triplets.pool import Pool, PoolImage, load_pool
 from triplets.rules import Violation, check_triplets
@@ -164,6 +173,7 @@ def export_release(
 ) -> ExportResult:
     """Write the release folder ``out`` from the work dir's catalog (see the module docstring)."""
     out = Path(out)
+    _claim(out)  # refuse a folder we did not write before any work
     with Catalog.open(workdir) as cat:
         pool = load_pool(cat)
         rows, seed, distinct = read_workdir_triplets(cat, pool)
@@ -222,6 +232,7 @@ def _write_files(wd: WorkDir, tmp: Path, pool: Pool, rows: list[dict], numbers: 
         build, indent=1, ensure_ascii=False, sort_keys=True, allow_nan=False) + "\n")
     atomic_write_text(tmp / "provenance.jsonl", "".join(
         json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in provenance))
+    write_croissant(tmp, yaml_feats, build)  # last: it records the other files' sha256
     return len(shards)
 
 
@@ -236,14 +247,24 @@ def _check_written(folder: Path, distinct: bool, seed: int | None) -> None:
         raise ExportError(f"the written release breaks {len(bad)} rule(s); not installed", bad)
 
 
+#: the kind in the marker that tells a release folder we wrote (see benchmark.files)
+RELEASE_KIND = "3xcm-release"
+
+
+def _claim(out: Path) -> None:
+    try:
+        claim_folder(out, RELEASE_KIND)
+    except FolderNotOursError as e:
+        raise ExportError(f"--out {e}") from e
+
+
 def _swap_in(tmp: Path, out: Path) -> None:
-    old = out.parent / f".{out.name}.old-{os.getpid()}"
-    if out.exists():
-        if not (out / "README.md").is_file() and any(out.iterdir()):
-            raise ExportError(f"--out {out} exists and is not a release folder; refusing to replace it")
-        out.rename(old)
-    tmp.rename(out)
-    shutil.rmtree(old, ignore_errors=True)
+    """Install the release: a new or empty ``out`` whole; one holding our marker updated in
+    place (our old files replaced, anything else, such as ``.git/``, left untouched)."""
+    try:
+        install_folder(tmp, out, RELEASE_KIND)
+    except FolderNotOursError as e:
+        raise ExportError(f"--out {e}") from e
 
 
 def _version() -> str:

@@ -7,12 +7,12 @@ faults give the same words here and in ``python -m benchmark run``.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from benchmark import tables
+from benchmark.data.build_record import read_build_record
 from benchmark.data.rules import (
     authors_violations,
     check_columns,
@@ -115,8 +115,7 @@ def read_release(release: Path) -> tuple[list[dict], dict[str, ImageInfo], dict]
                                  r.get("sha256"))
         for r in imgs.to_dict("records")
     }
-    build_path = release / "build.json"
-    build = json.loads(build_path.read_text(encoding="utf-8")) if build_path.is_file() else {}
+    build = read_build_record(release)
     rows = trip[TRIPLET_COLUMNS].astype(object).where(trip[TRIPLET_COLUMNS].notna(), None)
     return rows.to_dict("records"), images, build
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmark.data import DataError
-from benchmark.files import sha256_bytes
+from benchmark.files import create_shared, sha256_bytes
 
 log = logging.getLogger(__name__)
 
@@ -180,6 +180,7 @@ class FileHashMemo:
 
     @staticmethod
     def _open(path: Path) -> sqlite3.Connection:
+        create_shared(path)  # SQLite alone would make it 0644 whatever the umask
         con = sqlite3.connect(path, timeout=60, isolation_level=None)
         try:
             con.execute("PRAGMA journal_mode=WAL")

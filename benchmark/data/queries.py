@@ -276,3 +276,17 @@ def key_in_language(table: QueryTable, concept: str, country: str,
     None when no country of the language has a term."""
     code = tables.term_country(table.terms, concept, language, country)
     return None if code is None else (concept, code)
+
+
+def generic_texts(table: QueryTable) -> dict[tuple[str, str], str]:
+    """(concept, country) key -> the text ``3xcm-matrix`` asks for *other* countries' images
+    with that key's term: the row's ``generic_term`` in ``data/queries.csv`` (a country's own
+    proper name such as PRT's *Assembleia da República* becomes *parlamento*), only where
+    ``table`` holds data/queries.csv's own term for the key (another source's term is kept)."""
+    try:
+        rows = tables.query_terms()
+    except tables.TableError as e:
+        log.warning("no generic terms for other countries' queries: %s", e)
+        return {}
+    return {k: rows[k].generic for k, t in table.terms.items()
+            if k in rows and rows[k].generic != t.text and rows[k].native_term == t.text}

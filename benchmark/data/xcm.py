@@ -16,7 +16,6 @@ offending rows and counts all of them.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -118,14 +117,10 @@ def with_query_table(ds: XCMDataset, table: queries.QueryTable) -> XCMDataset:
 
 # -- the release -------------------------------------------------------------------------------
 def _build_record(path_or_id: str) -> dict[str, Any]:
-    """A local release's ``build.json`` (sampling settings), else ``{}``."""
-    path = Path(path_or_id) / "build.json"
-    if not path.is_file():
-        return {}
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise DataError(f"{path}: unreadable build record ({e})") from e
+    """A local release's ``build.json`` (sampling settings, schema checked), else ``{}``."""
+    from benchmark.data.build_record import read_build_record
+
+    return read_build_record(path_or_id)
 
 
 def _release_image_shas(ids: list[str], read: Any, meta: pd.DataFrame, what: str) -> dict[str, str]:

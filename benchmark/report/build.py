@@ -127,6 +127,10 @@ def authors_part(col: Collection, output: Path, fig_dir: Path, folder: Path | No
         "authors_csv": csv_path, "authors_md": output / "authors-comparison.md"}
 
 
+#: the kind in the marker of a report folder (see benchmark.files.claim_folder)
+REPORT_KIND = "3xcm-report"
+
+
 def build_report(paths: list[Path], output: Path, authors_folder: Path | None = None,
                  compare_authors: bool = True, title: str = "3XCM report") -> dict[str, Path]:
     """Write ``leaderboard.md``, ``report.html``, ``figures/*.png`` and (when a model has
@@ -134,6 +138,10 @@ def build_report(paths: list[Path], output: Path, authors_folder: Path | None = 
     col = collect(paths)
     if not col.results:
         raise ReportInputError(f"no results files found under {', '.join(map(str, paths))}")
+    try:  # a folder a user names: new, empty, or one a report was written to
+        files.claim_folder(output, REPORT_KIND)
+    except files.FolderNotOursError as e:
+        raise ReportInputError(f"--output {e}") from e
     output.mkdir(parents=True, exist_ok=True)
     fig_dir = output / "figures"
     written: dict[str, Path] = {}
@@ -178,6 +186,7 @@ def build_report(paths: list[Path], output: Path, authors_folder: Path | None = 
     written.update({"leaderboard_md": output / "leaderboard.md",
                     "html": output / "report.html"})
     written.update({p.stem: p for p, _ in figs})
+    files.mark_folder(output, REPORT_KIND, written.values())
     return written
 
 

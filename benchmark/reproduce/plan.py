@@ -75,8 +75,9 @@ class ReproduceConfig:
     device: str | None = option("cpu / cuda / cuda:1 (default: cuda when present)", None)
     dtype: str | None = option("override the conventions' dtype (not for reproducing)", None,
                                choices=["float32", "float16", "bfloat16"])
-    batch_size: int | None = option("batch size for texts and images", None)
-    bootstrap: int = option("bootstrap resamples for SP intervals (default 1000)", 1000)
+    batch_size: int | None = option("batch size for texts and images", None, minimum=1)
+    bootstrap: int = option("bootstrap resamples for SP intervals (default 1000)", 1000,
+                            minimum=0)
     hub_timeout: float = option("seconds per hub request of --dry-run (default 5)", 5.0)
     devices: str | None = option("D1,D2,...: one model per device, each in its own process "
                                  "(`reproduce` of that model), concurrently; a failed model "

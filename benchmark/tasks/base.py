@@ -52,7 +52,7 @@ class RunConfig:
     device: str | None = option("cpu / cuda / cuda:1 (default: cuda when present)", None)
     dtype: str | None = option("model dtype (default: bf16/fp16 on GPU, float32 on CPU)", None,
                                choices=DTYPES)
-    batch_size: int | None = option("batch size for texts and images", None)
+    batch_size: int | None = option("batch size for texts and images", None, minimum=1)
     conventions: str = option(
         "model conventions: reference (the model card's intended use) or authors (what the "
         "paper's code did; paper models only). `ls --conventions` shows the differences",
@@ -95,7 +95,7 @@ class TaskConfig:
         "dataset folder or hub id ORG/NAME: a 3XCM release, the authors' published 3XCM "
         "(configs image_metadata + benchmark), or XM3600 for xm3600-i2t", None)
     revision: str | None = option("hub revision of --dataset", None)
-    seed: int = option("seed of bootstraps and sampling", 0)
+    seed: int = option("seed of bootstraps and sampling", 0, minimum=0)
 
 
 @dataclass

@@ -5,7 +5,8 @@ In 3XCM as the paper runs it the query language and the query culture coincide (
 Thai triplets). Here each triplet keeps its three images and is asked once per query language
 L with its concept written in L: the term of the triplet's own country when it speaks L,
 else that of the first country of L in ``data/countries.csv`` order (USA for en, ESP for es,
-PRT for pt), from the query texts ``--query-source`` / ``--queries`` choose
+PRT for pt) in its generic form (``generic_term`` of ``data/queries.csv``: no country's proper
+name, e.g. *parlamento*, not PRT's *Assembleia da República*), from the query texts ``--query-source`` / ``--queries`` choose
 (:mod:`benchmark.data.queries`; the same default as ``3xcm``).
 ``scores.matrix[L][COUNTRY]`` holds the 3xcm scores of query language L on the triplets whose
 query culture is COUNTRY; ``scores.summary[COUNTRY]`` compares the country's own language
@@ -43,7 +44,8 @@ log = logging.getLogger(__name__)
 
 QUERY_TEXT_RULE = ("a triplet of country K asked in language L: K's own term when L is K's "
                    "language, else the term of L's first country in countries.csv (en: USA, "
-                   "es: ESP, pt: PRT)")
+                   "es: ESP, pt: PRT), as its generic_term in data/queries.csv where the "
+                   "texts are that table's")
 CELL_KEYS = ("n", "wins_sem", "wins_cul", "wins_non", "ties", "M_sem", "M_cul", "M_non", "SP",
              "SP_ci95")
 
@@ -54,11 +56,21 @@ def default_query_languages() -> list[str]:
 
 
 def parse_languages(spec: str | None) -> list[str]:
-    if not spec or spec.strip().lower() == "all":
-        return default_query_languages()
+    """``--query-languages``: ``all`` (or unset) is every country's language; otherwise a
+    comma list of those lower-case codes. Anything else is a DataError naming the fix."""
+    known = default_query_languages()
+    if not spec or spec.strip() == "all":
+        return known
     langs = [x.strip() for x in spec.split(",") if x.strip()]
     if not langs:
         raise DataError("--query-languages: empty list")
+    if "all" in langs:
+        raise DataError("--query-languages: 'all' cannot be combined with other languages")
+    for lang in langs:
+        if lang not in known:
+            hint = (f" (codes are lower case: {lang.lower()})" if lang.lower() in known
+                    else f"; known: {','.join(known)}")
+            raise DataError(f"--query-languages: unknown language {lang!r}{hint}")
     return list(dict.fromkeys(langs))
 
 
@@ -73,12 +85,15 @@ def language_plan(
     text_for: dict[str, list[str]] = {}
     skipped: dict[str, dict[str, Any]] = {}
     used: set[tuple[str, str]] = set()
+    generic = queries.generic_texts(table)
     for lang in langs:
         key_of = {p: queries.key_in_language(table, p[0], p[1], lang) for p in set(pairs)}
         keys = [key_of[p] for p in pairs]
         have = np.array([k is not None for k in keys], bool)
         rows_for[lang] = np.nonzero(have)[0]
-        text_for[lang] = [table.terms[k].text for k in keys if k is not None]
+        text_for[lang] = [generic.get(k, table.terms[k].text) if k[1] != p[1] else
+                          table.terms[k].text for p, k in zip(pairs, keys, strict=True)
+                          if k is not None]
         used.update(k for k in keys if k is not None)
         missing = sorted({c for c, h in zip(concepts, have, strict=True) if not h})
         skipped[lang] = {"triplets": int((~have).sum()), "concepts": missing}
@@ -91,6 +106,9 @@ class MatrixConfig(AssociationConfig):
 
     query_languages: str = option("'all' (the countries' languages) or a list like en,th,yo",
                                   "all")
+
+    def __post_init__(self) -> None:
+        parse_languages(self.query_languages)  # a bad list fails here, before any loading
 
 
 class XCMMatrix(XCMTextToImage):

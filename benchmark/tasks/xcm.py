@@ -51,7 +51,8 @@ class AssociationConfig(TaskConfig):
     queries: Path | None = option(
         "CSV concept,country,text of query texts (or concept,language,text: every country of "
         "that language); the same as --query-source FILE", None)
-    bootstrap: int = option("bootstrap resamples for SP intervals (default 1000)", 1000)
+    bootstrap: int = option("bootstrap resamples for SP intervals (default 1000)", 1000,
+                            minimum=0)
 
 
 @dataclass

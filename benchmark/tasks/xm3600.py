@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from benchmark import retrieval, tables
+from benchmark import chroma, retrieval, tables
 from benchmark.cache import EmbedStats, embed_cached
 from benchmark.config import option
 from benchmark.data import DataError
@@ -72,8 +72,13 @@ class XM3600Config(TaskConfig):
         "tier, language (targets: the image's caption shares)", "authors", choices=pm.GROUPINGS)
     chunk_size: int = option(f"captions per score block (default {retrieval.DEFAULT_CHUNK})",
                              retrieval.DEFAULT_CHUNK)
-    retrieval_backend: str = option("auto (default): torch on a GPU, numpy on the CPU", "auto",
-                                    choices=["auto", "torch", "numpy"])
+    retrieval_backend: str = option(
+        "auto (default): torch on a GPU, faiss on the CPU (numpy where faiss is missing)",
+        "auto", choices=list(retrieval.BACKENDS))
+    engine: str | None = option(
+        "single-vector models: exact (default) or chromadb (the authors' HNSW index, "
+        "hnsw:space cosine, chromadb defaults; approximate; needs the chromadb extra). "
+        "Default under --conventions authors: chromadb", None, choices=list(chroma.ENGINES))
     two_stage: int | None = option(
         "multi-vector models: shortlist N captions by mean-pooled cosine, rerank by MaxSim "
         "(approximate; agreement reported). With --conventions authors ColQwen always runs "
@@ -241,6 +246,18 @@ class XM3600ImageToText(Task):
         st: dict[str, Any] = {"method": "exact", "backend": bk.name, "device": bk.device,
                               "chunk_size": chunk, "tie_break": retrieval.TIE_BREAK,
                               "similarity": "maxsim" if multi else "cosine"}
+        engine = cfg.engine or (
+            "chromadb" if getattr(ad.profile, "profile", None) == "authors" and not multi
+            and not custom_similarity(ad) else "exact")
+        st["engine"] = engine
+        if engine == "chromadb":
+            if multi or custom_similarity(ad):
+                raise DataError("--engine chromadb: single-vector cosine models only")
+            top = chroma.chromadb_topk(np.asarray(q), np.asarray(d), kmax)
+            st.update(method="chromadb-hnsw", backend="chromadb", device="cpu",
+                      chromadb=chroma.chromadb_version(), hnsw=dict(chroma.CHROMADB_SETTINGS),
+                      tie_break="chromadb's order")
+            return top, st, None
         if custom_similarity(ad):
             st.update(similarity="adapter.similarity", backend="numpy", device="cpu")
             return retrieval.topk_by_function(

@@ -176,7 +176,8 @@ def test_pull_writes_reviewed_terms_and_the_csv(reviewed):
     assert prt == {"concept": "train", "country": "PRT", "locale": "pt-PT", "language": "pt",
                    "native_term": "comboio", "english_term": "train", "source": "reviewed",
                    "reviewers": "2", "reviewed_at": "2026-02-02T10:00:00Z",
-                   "note": "review: corrected from 'trem' by 2 native speakers (pt-PT)"}
+                   "note": "review: corrected from 'trem' by 2 native speakers (pt-PT)",
+                   "generic_term": ""}  # the review keeps none: reads as native_term
     unrev = next(r for r in rows if (r["concept"], r["country"]) == ("food", "THA"))
     assert (unrev["source"], unrev["reviewers"], unrev["reviewed_at"]) == ("generated", "0", "")
     saved = json.loads((cat.workdir.exports_dir / "annotation" / "queries_pull.json").read_text())

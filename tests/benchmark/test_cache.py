@@ -173,6 +173,51 @@ def test_merge_rejects_a_bad_shard_file(tmp_path):
         merge_shards(tmp_path / "cache", [tmp_path / "missing.sqlite"])
 
 
+def _damage(path: Path, shape: str, data: bytes, where: str = "rowid IN "
+            "(SELECT rowid FROM emb ORDER BY rowid LIMIT 2)") -> None:
+    con = sqlite3.connect(path)
+    con.execute(f"UPDATE emb SET shape=?, data=? WHERE {where}", (shape, data))
+    con.commit()
+    con.close()
+
+
+@pytest.mark.parametrize("shape, data", [("[8]", b"\x00" * 7), ("[8]", b"\x00" * 36),
+                                         ('"x"', b"\x00" * 32), ("[-8]", b""), ("[2, 2, 2]", b"\x00" * 32)])
+def test_rows_that_do_not_fit_their_shape_are_left_out_of_a_merge(tmp_path, caplog, shape, data):
+    """Merge keeps only rows whose bytes fit their shape (one warning); the run embeds the
+    left-out items again and scores them exactly."""
+    adapter, calls = counting(batch=4)
+    texts, keys = items(10)
+    c = EmbeddingCache(tmp_path, shard=Shard(0, 1), shard_file=True)
+    embed(adapter, texts, keys, c)
+    c.close()
+    _damage(c.path, shape, data)
+    with caplog.at_level("WARNING", logger="benchmark.cache"):
+        res = merge_shards(tmp_path)
+    assert [(r.rows, r.added, r.bad) for r in res] == [(10, 8, 2)]
+    assert len([r for r in caplog.records if "do not fit their shape" in r.message]) == 1
+    calls.clear()
+    emb, st = embed(adapter, texts, keys, EmbeddingCache(tmp_path))
+    assert sum(calls) == 2 and st.cached == 8 and st.embedded == 2
+    assert np.allclose(emb, np.stack([vector(t.encode()) for t in texts]))
+
+
+def test_a_bad_row_read_from_the_cache_is_embedded_again_with_one_warning(tmp_path, caplog):
+    adapter, calls = counting(batch=4)
+    texts, keys = items(6)
+    embed(adapter, texts, keys, EmbeddingCache(tmp_path))
+    _damage(tmp_path / "embeddings.sqlite", "[8]", b"\x00" * 5)
+    calls.clear()
+    with caplog.at_level("WARNING", logger="benchmark.cache"):
+        emb, st = embed(adapter, texts, keys, EmbeddingCache(tmp_path))
+    assert sum(calls) == 2 and st.embedded == 2
+    assert np.allclose(emb, np.stack([vector(t.encode()) for t in texts]))
+    assert len([r for r in caplog.records if "do not fit their shape" in r.message]) == 1
+    calls.clear()
+    embed(adapter, texts, keys, EmbeddingCache(tmp_path))
+    assert calls == []  # the re-embedded rows replaced the bad ones
+
+
 # -- many writer processes ---------------------------------------------------------------------
 @pytest.mark.slow
 @pytest.mark.parametrize("sharded", [True, False])

@@ -168,3 +168,27 @@ def test_malformed_scores_cost_a_figure_not_the_report(tmp_path):
     md = written["leaderboard_md"].read_text()
     assert "## Skipped" in md and "3xcm figures: skipped, malformed scores" in md
     assert written["html"].read_text().count('class="model-row"') == 2
+
+
+def test_report_writes_only_into_a_folder_it_wrote(tmp_path, capsys):
+    """--output naming a folder of someone else's files is refused (one line, exit 2) and the
+    files stay; a report folder is rewritten in place, a user's note in it kept."""
+    from benchmark.files import read_marker
+
+    write_fake_results(tmp_path / "r", {"solo": 5}, xm=False, with_matrix=False)
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    (theirs / "report.html").write_text("my page\n")
+    assert main(["report", str(tmp_path / "r"), "--output", str(theirs), "--no-authors"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: --output") and "refusing" in err[0]
+    assert (theirs / "report.html").read_text() == "my page\n"
+    out = tmp_path / "out"
+    build_report([tmp_path / "r"], out, compare_authors=False)
+    (out / "notes.txt").write_text("keep\n")
+    written = build_report([tmp_path / "r"], out, compare_authors=False)
+    assert (out / "notes.txt").read_text() == "keep\n"
+    marker = read_marker(out)
+    assert marker["kind"] == "3xcm-report" and "notes.txt" not in marker["files"]
+    assert {"leaderboard.md", "report.html"} <= set(marker["files"])
+    assert set(marker["files"]) == {p.relative_to(out).as_posix() for p in written.values()}

@@ -8,7 +8,7 @@ import pytest
 from benchmark import retrieval as rt
 from benchmark.embeddings import MultiVector, l2_normalize, maxsim
 
-BACKENDS = ["numpy", "torch", "torch-tensors"]
+BACKENDS = ["numpy", "faiss", "torch", "torch-tensors"]
 
 
 def backend(name: str):
@@ -181,3 +181,40 @@ def test_matches_faiss_flat_inner_product():
     got = rt.exact_topk(q, d, 60, chunk_size=500, backend="numpy", progress=False, threads=3)
     assert all(set(a) == set(b) for a, b in zip(got.indices, idx, strict=True))
     np.testing.assert_allclose(got.scores, scores, atol=2e-6)
+
+
+def test_cpu_default_is_faiss_and_ties_at_the_cut_are_by_index():
+    """faiss keeps an arbitrary part of a tie at its cut; the faiss backend must still give
+    the stable order (score desc, index asc). Here 500 pool rows tie with the 10th place."""
+    assert rt.get_backend("auto", "cpu").name == "faiss"
+    assert rt.get_backend("numpy").name == "numpy"
+    q = np.array([[1.0, 0.0]], np.float32)
+    d = np.concatenate([np.array([[3.0, 0.0]] * 9, np.float32),
+                        np.array([[2.0, 0.0]] * 500, np.float32)])[::-1].copy()
+    got = rt.exact_topk(q, d, 10, backend="faiss", normalize=False, progress=False)
+    assert got.indices.tolist() == [list(range(500, 509)) + [0]]
+    assert got.scores.tolist() == [[3.0] * 9 + [2.0]]
+
+
+def test_faiss_pool_blocks_and_finite_check_is_exact():
+    """Pool blocks smaller than the pool (and than k+1 at the tail) merge to the full sort;
+    zero rows stay zero; squares that overflow are not mistaken for NaN/inf."""
+    q, d = int_data(5, 9, 203)
+    d[7] = 0
+    bk = rt.get_backend("faiss")
+    for block in (1, 16, 50, 1000):
+        got = rt.faiss_topk(bk, q, d, 20, normalize=False, pool_block=block)
+        s, i = full_topk(q @ d.T, 20)
+        assert np.array_equal(got.indices, i) and np.array_equal(got.scores, s)
+    rng = np.random.default_rng(4)
+    raw = rng.standard_normal((300, 8)).astype(np.float32) * 3
+    qn = l2_normalize(rng.standard_normal((4, 8)).astype(np.float32))
+    got = rt.faiss_topk(bk, qn, raw, 30, normalize=True, pool_block=64)
+    s, i = full_topk(qn @ l2_normalize(raw).T, 30)
+    assert np.array_equal(got.indices, i)
+    np.testing.assert_allclose(got.scores, s, atol=1e-6)
+    big = np.full((3, 4), 3e30, np.float32)  # squares overflow, values finite: accepted
+    rt._check_finite(big, "pool")
+    big[2, 1] = np.nan
+    with pytest.raises(ValueError, match="1 pool vector.*first row 2"):
+        rt._check_finite(big, "pool")

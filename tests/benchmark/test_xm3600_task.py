@@ -469,3 +469,23 @@ def test_cli_hash_model_and_bad_input(xm, tmp_path, capsys):
     rc = main(["run", "--model", "hash", "--task", TASK, "--xm3600", str(xm), "--k", "5000",
                "--output-dir", str(tmp_path), "--no-cache"])
     assert rc == 2 and "exceeds the pool size" in capsys.readouterr().err
+
+
+def test_task_engine_recorded_and_authors_default(xm, tmp_path):
+    pytest.importorskip("chromadb", reason="chromadb not installed: pip install -e '.[chromadb]'")
+    from benchmark.models.conventions import Conventions
+
+    _, exact = run_task(PlantedStrong(), xm, tmp_path, k="1,10")
+    _, hnsw = run_task(PlantedStrong(), xm, tmp_path, k="1,10", engine="chromadb")
+    assert exact.settings["retrieval"]["engine"] == "exact"
+    r = hnsw.settings["retrieval"]
+    assert r["engine"] == "chromadb" and r["hnsw"] == {"hnsw:space": "cosine"}
+    assert r["chromadb"] == "1.1.1"
+    # the same cached embeddings: the second run embedded nothing
+    assert hnsw.timings["text_embedding"]["embedded"] == 0
+    assert hnsw.scores["overall"]["accuracy@1"] == pytest.approx(
+        exact.scores["overall"]["accuracy@1"])
+    ad = PlantedStrong()
+    ad.profile = Conventions(implementation="planted", profile="authors")
+    _, auth = run_task(ad, xm, tmp_path, k="1,10")
+    assert auth.settings["retrieval"]["engine"] == "chromadb"

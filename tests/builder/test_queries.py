@@ -40,7 +40,7 @@ COGNATES = {
 CORRECTED = {
     ("diningroom", "CHN"): "饭厅", ("bag", "CHN"): "包包", ("priest", "CHN"): "神职人员",
     ("major river", "JPN"): "大きな川", ("game", "JPN"): "ゲーム",
-    ("hot pot concept", "ESP"): "fondue china", ("hot pot concept", "DEU"): "Feuertopf",
+    ("hot pot concept", "ESP"): "hot pot", ("hot pot concept", "DEU"): "Hot Pot",
     ("hot pot concept", "IND"): "हॉट पॉट", ("snack", "ESP"): "tentempié", ("snack", "DEU"): "Snack",
     ("architecture", "SAU"): "فن العمارة", ("soldier", "KEN"): "mwanajeshi",
     ("devil", "NGA"): "Sàtánì", ("statue", "NGA"): "ère ìrántí",
@@ -56,7 +56,29 @@ WRONG = {  # terms that must be gone
     ("snack", "ESP"): "aperitivo", ("snack", "DEU"): "Imbiss", ("architecture", "SAU"): "عمارة",
     ("soldier", "KEN"): "askari", ("devil", "NGA"): "èṣù", ("gathering place", "THA"): "สถานที่ชุมนุม",
     ("hot pot concept", "IND"): "एक बर्तन का भोजन",
+    # issue 23
+    ("hot pot concept", "DEU"): "Feuertopf", ("hot pot concept", "SAU"): "قدر الطبخ الجماعي",
+    ("dance", "KEN"): "ngoma", ("warrior", "KEN"): "shujaa", ("snack", "IND"): "नाश्ता",
+    ("snack", "BRA"): "lanche", ("bathroom", "SAU"): "حمام", ("coin", "THA"): "เหรียญ",
+    ("music band", "ESP"): "banda de música", ("music band", "PRT"): "banda de música",
+    ("dry heat food", "DEU"): "gebackenes Essen", ("symbolic bird", "DEU"): "Wappenvogel",
+    ("night view", "DEU"): "Nachtansicht", ("graduated uniform", "DEU"): "Abschlusskleidung",
+    ("gathering place", "IND"): "सभा स्थल", ("art", "NGA"): "ọnà",
+    ("festival", "DEU"): "Volksfest", ("natural landmark", "DEU"): "Naturdenkmal",
+    ("natural landmark", "ARG"): "paraje natural", ("headwear", "JPN"): "被り物",
+    ("folklore character", "PRT"): "personagem folclórico", ("restaurant", "IND"): "भोजनालय",
+    ("diningroom", "IND"): "भोजन कक्ष", ("formal uniform", "IND"): "औपचारिक वर्दी",
+    ("formal uniform", "SAU"): "زي رسمي", ("sacred object", "SAU"): "قطعة مقدسة",
+    ("street view", "THA"): "ทิวทัศน์ถนน",
 }
+# issue 23: the English search terms that were raw labels (US; GBR/AUS where they differ)
+ENGLISH = {"formal uniform": "dress uniform", "unique art form": "traditional art",
+           "unique natural phenomenon": "natural phenomenon", "major river": "river",
+           "major religious site": "holy site", "music band": "band",
+           "social custom": "local customs", "gathering place": "meeting place",
+           "night view": "night scenery", "poaching food": "poached dish",
+           "combination food": "combination plate", "unique transportation":
+           "traditional transportation"}
 PT_PAIRS = {"train": ("comboio", "trem"), "bus": ("autocarro", "ônibus"),
             "bathroom": ("casa de banho", "banheiro"), "sport": ("desporto", "esporte"),
             "police station": ("esquadra de polícia", "delegacia de polícia"),
@@ -130,6 +152,21 @@ def test_listed_corrections_and_country_variants():
         "petrol station", "gas station")
     assert (terms[("pants", "GBR")], terms[("football player", "USA")]) == (
         "trousers", "soccer player")
+    # issue 23: no hot-pot query names a country; game and sport differ; capital is the city
+    assert not {t for (c, _), t in terms.items() if c == "hot pot concept"} & {
+        "fondue chinoise", "fondue china", "fondue chinês"}
+    for code in ("IND", "KEN"):
+        assert terms[("game", code)] != terms[("sport", code)]
+    for code in ("ESP", "ARG", "PRT", "BRA"):
+        assert terms[("capital", code)] != "capital"
+    full = tables.query_terms()
+    for concept, term in ENGLISH.items():
+        assert {t.english_term for (c, _), t in full.items() if c == concept} == (
+            {term, "set meal"} if concept == "combination food" else
+            {term, "traditional transport"} if concept == "unique transportation" else {term})
+    assert (terms[("combination food", "GBR")], terms[("combination food", "AUS")]) == (
+        "set meal", "set meal")
+    assert full[("hot pot concept", "GBR")].note.split("; kept: ")[1].startswith("one-word")
     differ = {c for c in tables.concepts() if terms[(c, "PRT")] != terms[(c, "BRA")]}
     assert len(differ) >= 20  # the issue measured about 11% of Portugal's terms
 
@@ -142,9 +179,16 @@ def test_every_changed_term_has_a_note_listed_in_the_docs():
     docs = (Path(__file__).resolve().parents[2] / "docs" / "queries.md").read_text("utf-8")
     noted = [t for t in terms.values() if t.note]
     assert len(noted) > 150
-    for t in noted:
-        assert f"| {t.concept} | {t.country} | {t.note.split(':')[0][4:]} | {t.native_term} |" \
-            in docs, t
+    for t in noted:  # parts: "was OLD: why", "kept: why", "generic TERM: why"
+        parts = re.split(r"; (?=was |kept: |generic )", t.note)
+        assert all(re.match(r"(was .+?|kept|generic .+?): ", x) for x in parts), t
+        if t.note.startswith("was "):
+            old = t.note[4:t.note.index(": ")]
+            assert f"| {t.concept} | {t.country} | {old} | {t.native_term} |" in docs, t
+        if "kept: " in t.note:
+            assert f"| {t.concept} | {t.country} | {t.native_term} | kept |" in docs, t
+        if t.generic_term != t.native_term:
+            assert f"generic {t.generic_term}: " in t.note, t
 
 
 def test_loader_rejects_bad_rows_and_old_tables(tmp_path):
@@ -155,6 +199,7 @@ def test_loader_rejects_bad_rows_and_old_tables(tmp_path):
         "needs reviewers >= 1": {**good, "source": "reviewed"},
         "has reviewers 0": {**good, "reviewers": "2"},
         "source 'table'": {**good, "source": "table"},
+        "generic_term 'trem' differs from native_term": {**good, "generic_term": "trem"},
     }
     path = tmp_path / "q.csv"
     for why, row in [*cases.items(), ("line 3: second row for (train, PRT)", good)]:
@@ -170,6 +215,18 @@ def test_loader_rejects_bad_rows_and_old_tables(tmp_path):
                                    "reviewed_at": "2026-12-03T10:00:00+00:00"})
     assert tables.write_query_table(tmp_path / "r.csv", [reviewed]) == 1
     assert tables.read_query_table(tmp_path / "r.csv") == [reviewed]
+    # a generic term with its reason reads; an export without the column reads as native
+    gen = {**good, "generic_term": "trem", "note": "generic trem: test"}
+    with path.open("w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, fieldnames=tables.QUERY_COLUMNS, lineterminator="\n")
+        w.writeheader()
+        w.writerow(gen)
+    assert [t.generic for t in tables.read_query_table(path)] == ["trem"]
+    path.write_text("\n".join(",".join(r[c] for c in tables.QUERY_COLUMNS[:-1])
+                               for r in ({c: c for c in tables.QUERY_COLUMNS}, good)) + "\n",
+                    encoding="utf-8")
+    assert [(t.generic_term, t.generic) for t in tables.read_query_table(path)] == [
+        ("", "comboio")]
     old = tmp_path / "old.csv"
     old.write_text("concept,country,language,english_query,native_query,native_term,source,"
                    "reviewed\ntrain,PRT,pt,train Portugal,trem Portugal,trem,generated,false\n",
@@ -325,6 +382,10 @@ def test_generated_through_fake_gemini(tmp_path, monkeypatch):
         assert len(fake.calls()) == 2 * n  # one per (concept, language): es for ESP and ARG
         es = next(c for c in fake.calls() if "(BCP-47: es)" in c.prompt and '"food"' in c.prompt)
         assert "Countries (locale): Spain (es-ES); Argentina (es-AR)" in es.prompt
+        # the concept's definition (data/concept_definitions.csv); none for a generated concept
+        assert f'"food"\nWhat it means: {tables.concept_definitions()["food"]}.\n' in es.prompt
+        bike = next(c for c in fake.calls() if '"bicycle"' in c.prompt)
+        assert "What it means:" not in bike.prompt
         cat = Catalog(WorkDir.open(wd))
         row = {(r["concept"], r["country"]): r
                for r in cat.query("SELECT * FROM queries WHERE kind='native'")}

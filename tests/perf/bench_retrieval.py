@@ -1,15 +1,18 @@
 """Benchmark: exact top-k retrieval (ours) vs faiss ``IndexFlatIP`` vs a plain numpy product.
 
-    .venv/bin/python tests/perf/bench_retrieval.py [--repeats 3] [--threads N] [--out FILE]
+    .venv/bin/python tests/perf/bench_retrieval.py [--repeats 3] [--threads N] [--with-1m] [--out FILE]
 
-Not collected by pytest (no ``test_`` prefix). Shapes default to the full XM3600 task (RQ1):
-3,600 image vectors against 261,375 caption vectors of dimension 768, float32, random normal
-(seeded), top-99 by cosine. Each measurement runs in a fresh subprocess so its peak resident
+Not collected by pytest (no ``test_`` prefix). Shapes: 3,600 image vectors of dimension 768
+against pools of 16,384, 65,536 and 261,375 (the full XM3600 task, RQ1) caption vectors
+(``--pools``; ``--with-1m`` adds 1,048,576 rows: ~6 GB of memory per run and minutes on two
+cores, hence optional), float32, random normal (seeded), top-99 by cosine. Each pool size is
+one interleaved sweep and prints its own ratio line. Each measurement runs in a fresh subprocess so its peak resident
 memory (``ru_maxrss``, which includes the 0.8 GB of input vectors) and CPU time are its own;
 the modes alternate (ours, faiss, matmul, ours, ...) and the best of ``--repeats`` counts:
 
 - ``ours``: :func:`benchmark.retrieval.exact_topk` on the raw vectors (it normalises), with
-  ``--threads`` workers; then :func:`benchmark.tasks.xm3600.score_topk` (accuracy, NDCG x2,
+  ``--threads`` workers, on ``--backend`` (auto: faiss on the CPU); ``numpy``: the same on
+  the numpy backend (the fallback where faiss does not import), search only; then :func:`benchmark.tasks.xm3600.score_topk` (accuracy, NDCG x2,
   LBKL, DLBKL at every k) on a synthetic caption table, timed apart.
 - ``faiss`` (when ``faiss`` imports; ``pip install -e '.[bench]'``): ``faiss.normalize_L2``
   in place, ``IndexFlatIP.add`` (a copy of the pool), ``search``; ``omp_set_num_threads`` =
@@ -69,6 +72,8 @@ def run_ours(a: argparse.Namespace, q, d, out: dict) -> tuple:
     out["search_s"] = time.perf_counter() - t0
     out["peak_rss_search_gb"] = rss_gb()
     out["backend"] = retrieval.get_backend(a.backend, a.device).name
+    if not getattr(a, "score", True):
+        return top.scores, top.indices
     from benchmark import tables  # the scoring's imports come after the search's peak
     from benchmark.data.images import ImageStore
     from benchmark.data.xm3600 import XM3600
@@ -123,12 +128,15 @@ def child(a: argparse.Namespace) -> dict:
 
     from benchmark import retrieval  # noqa: F401  (imported before the clock starts)
 
-    if a.child == "faiss":
-        import faiss  # noqa: F401
+    if a.child in ("faiss", "ours"):
+        import faiss  # noqa: F401  (its import, ~0.2 s, outside the clock for both)
+    if a.child == "numpy":
+        a.backend, a.score = "numpy", False
     q, d = make_data(a)
     out: dict = {"mode": a.child, "threads": a.threads, "rss_after_data_gb": rss_gb()}
     t0, c0 = time.perf_counter(), cpu_s()
-    run = {"ours": run_ours, "faiss": run_faiss, "matmul": run_matmul}[a.child]
+    run = {"ours": run_ours, "numpy": run_ours, "faiss": run_faiss,
+           "matmul": run_matmul}[a.child]
     res = run(a, q, d, out)
     out["wall_s"] = time.perf_counter() - t0
     out["cpu_s"] = cpu_s() - c0
@@ -186,11 +194,13 @@ def summarize(runs: list[dict], a: argparse.Namespace) -> dict:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--n-queries", type=int, default=3600)
-    p.add_argument("--n-docs", type=int, default=261375)
+    p.add_argument("--n-docs", type=int, default=261375, help=argparse.SUPPRESS)
+    p.add_argument("--pools", default="16384,65536,261375", help="pool sizes, comma-separated")
+    p.add_argument("--with-1m", action="store_true", help="also a pool of 1,048,576 rows")
     p.add_argument("--dim", type=int, default=768)
     p.add_argument("--k", default="1,5,10,25,50,99")
     p.add_argument("--chunk-size", type=int, default=16384)
-    p.add_argument("--backend", default="auto", choices=["auto", "torch", "numpy"])
+    p.add_argument("--backend", default="auto", choices=["auto", "torch", "faiss", "numpy"])
     p.add_argument("--device", default="cpu", help="retrieval device (cpu, cuda)")
     p.add_argument("--threads", type=int, default=None, help="default: the usable cores")
     p.add_argument("--seed", type=int, default=0)
@@ -207,7 +217,19 @@ def main(argv: list[str] | None = None) -> int:
     if a.child:
         print(json.dumps(child(a)))
         return 0
-    modes = ["ours", "matmul"]
+    pools = [int(x) for x in a.pools.split(",")] + ([1048576] if a.with_1m else [])
+    summaries = []
+    for n in pools:
+        a.n_docs = n
+        summaries.append(sweep(a))
+    if a.out:
+        a.out.write_text(json.dumps(summaries, indent=2))
+    return 0
+
+
+def sweep(a: argparse.Namespace) -> dict:
+    """One pool size: the modes interleaved, ``--repeats`` times; prints the ratio line."""
+    modes = ["ours", "numpy", "matmul"]
     if not a.no_faiss:
         try:
             import faiss  # noqa: F401
@@ -217,19 +239,22 @@ def main(argv: list[str] | None = None) -> int:
             print("faiss not installed (pip install -e '.[bench]'): ours vs matmul only")
     load0, runs = os.getloadavg(), []
     with tempfile.TemporaryDirectory() as tmp:
-        saved = {m: Path(tmp) / f"{m}.npz" for m in ("ours", "faiss")}
+        saved = {m: Path(tmp) / f"{m}.npz" for m in ("ours", "numpy", "faiss")}
         for _ in range(a.repeats):
             for mode in modes:
                 r = run_child(mode, a, saved.get(mode))
                 runs.append(r)
                 print(json.dumps(r), flush=True)
         summary = summarize(runs, a)
+        summary["agreement_numpy"] = compare(saved["ours"], saved["numpy"])
         if "faiss" in modes:
             summary["agreement"] = compare(saved["ours"], saved["faiss"])
     summary.update(loadavg_before=load0, loadavg_after=os.getloadavg(), cpus=os.cpu_count(),
                    runs=runs)
     b, pk = summary["best_search_s"], summary["peak_rss_search_gb"]
-    line = (f"ours {b['ours']:.2f} s (peak {pk['ours']:.2f} GB), numpy matmul {b['matmul']:.2f} s"
+    line = (f"pool {a.n_docs}: ours {b['ours']:.2f} s ({summary['runs'][0].get('backend')}, "
+            f"peak {pk['ours']:.2f} GB), numpy path {b['numpy']:.2f} s, numpy matmul "
+            f"{b['matmul']:.2f} s"
             f"; {a.threads} threads")
     if "faiss" in b:
         line += (f"; faiss IndexFlatIP search {b['faiss']:.2f} s (peak {pk['faiss']:.2f} GB): "
@@ -237,10 +262,8 @@ def main(argv: list[str] | None = None) -> int:
                  f"{summary['ratio_ours_to_faiss_end_to_end']:.3f} (end to end), memory "
                  f"{summary['peak_ratio_ours_to_faiss']:.2f}; same top-k sets "
                  f"{summary['agreement']['same_set_share']:.4f}")
-    print(line + f"; load {load0[0]:.1f} -> {summary['loadavg_after'][0]:.1f}")
-    if a.out:
-        a.out.write_text(json.dumps(summary, indent=2))
-    return 0
+    print(line + f"; load {load0[0]:.1f} -> {summary['loadavg_after'][0]:.1f}", flush=True)
+    return summary
 
 
 if __name__ == "__main__":

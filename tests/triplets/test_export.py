@@ -299,3 +299,71 @@ def test_card_metadata_the_hub_expects(release):
     assert [label for _, label in SIZE_CATEGORIES][-1] == "100B<n<1T"
     assert set(meta) >= {"pretty_name", "language", "multilinguality", "tags", "configs",
                          "dataset_info"}
+
+
+def test_export_refuses_a_folder_it_did_not_write(release, tmp_path, capsys):
+    """A project folder with README.md and src/ is not a release: refused (exit 2), src/ kept."""
+    wd, _ = release
+    out = tmp_path / "project"
+    (out / "src").mkdir(parents=True)
+    (out / "README.md").write_text("my project\n")
+    (out / "src" / "main.py").write_text("print(1)\n")
+    assert cli.main(["export", "--workdir", str(wd.root), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "refusing" in err
+    assert (out / "src" / "main.py").read_text() == "print(1)\n"
+    assert (out / "README.md").read_text() == "my project\n"
+
+
+def test_reexport_into_a_clone_keeps_files_it_did_not_write(release, tmp_path):
+    """A git clone of a release (.git/, .gitattributes, notes) is updated in place: only the
+    files export wrote change; its marker holds the fingerprint of what it wrote."""
+    from benchmark.files import OWNER_MARKER, read_marker
+    from triplets.publish import release_files
+
+    wd, _ = release
+    out = tmp_path / "clone"
+    total = sum(p.stat().st_size for p in wd.images_dir.rglob("*.png"))
+    export_release(wd, out, shard_bytes=total // 3 + 1)
+    first = read_marker(out)
+    assert first["kind"] == "3xcm-release" and first["fingerprint"].startswith("sha256:")
+    assert set(first["files"]) == set(release_files(out))
+    (out / ".git").mkdir()
+    (out / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    (out / ".gitattributes").write_text("*.parquet filter=lfs\n")
+    (out / "notes.txt").write_text("mine\n")
+    export_release(wd, out, shard_bytes=1 << 40)  # one image shard now: the old ones go
+    assert (out / ".git" / "HEAD").read_text() == "ref: refs/heads/main\n"
+    assert (out / ".gitattributes").read_text() == "*.parquet filter=lfs\n"
+    assert (out / "notes.txt").read_text() == "mine\n"
+    now = read_marker(out)
+    assert set(release_files(out)) == set(now["files"]) | {"notes.txt"}
+    assert len([p for p in now["files"] if p.startswith("images/")]) == 1
+    assert not list(out.parent.glob(".clone.*")) and (out / OWNER_MARKER).is_file()
+
+
+@pytest.mark.parametrize("text, where", [
+    ("[]", "must be a JSON object, not list"), ("null", "not NoneType"),
+    ('"a string"', "not str"), ('{"sampling": {"seed": "7"}}', "field sampling.seed"),
+    ('{"sampling": {"distinct_language": "yes"}}', "field sampling.distinct_language"),
+    ('{"sampling": []}', "field sampling"), ('{"stage_runs": 3}', "field stage_runs"),
+])
+def test_a_build_record_that_breaks_its_schema_is_one_line_exit_2(release, tmp_path, capsys,
+                                                                   text, where):
+    """Both `triplets validate --release` and `benchmark run` say so in one line, exit 2."""
+    import shutil
+
+    from benchmark import cli as bench
+
+    _, res = release
+    copy = tmp_path / "rel"
+    shutil.copytree(res.out, copy)
+    (copy / "build.json").write_text(text)
+    assert cli.main(["validate", "--release", str(copy)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error:") and where in err[0], err
+    rc = bench.main(["run", "--model", "hash", "--task", "3xcm", "--dataset", str(copy),
+                     "--output-dir", str(tmp_path / "results"), "--cache-dir",
+                     str(tmp_path / "emb")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and where in err[-1] and "Traceback" not in "\n".join(err), err

@@ -1,0 +1,66 @@
+"""The authors' RQ1 search: a chromadb HNSW collection (``hnsw:space = cosine``, every other
+setting at chromadb's default), top-k read back in chromadb's rank order.
+
+Approximate, unlike :func:`benchmark.retrieval.exact_topk`; ``xm3600-i2t --engine chromadb``
+runs it on the same cached embeddings. Needs the ``chromadb`` extra (1.1.1, the authors'
+release): ``pip install -e '.[chromadb]'``.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+
+import numpy as np
+
+from benchmark.topk import TopK
+
+log = logging.getLogger(__name__)
+
+ENGINES = ("exact", "chromadb")
+CHROMADB_SETTINGS = {"hnsw:space": "cosine"}
+QUERY_BLOCK = 1000
+
+
+def chromadb_topk(queries: np.ndarray, docs: np.ndarray, k: int) -> TopK:
+    """Top-``k`` pool rows per query from an in-memory chromadb collection of ``docs``.
+
+    Scores are cosine similarities, ``1 - distance`` (chromadb's cosine distance); rows keep
+    chromadb's order. Pool row ``i`` is stored under the id ``str(i)``."""
+    try:
+        import chromadb
+        from chromadb.config import Settings
+    except ImportError as e:
+        raise ImportError("--engine chromadb needs chromadb: pip install -e '.[chromadb]'") from e
+    q = np.ascontiguousarray(queries, np.float32)
+    d = np.ascontiguousarray(docs, np.float32)
+    if not 1 <= k <= len(d):
+        raise ValueError(f"k={k} must be in 1..{len(d)} (the pool size)")
+    client = chromadb.EphemeralClient(settings=Settings(anonymized_telemetry=False))
+    name = f"xcm3-{uuid.uuid4().hex}"
+    col = client.create_collection(name, metadata=dict(CHROMADB_SETTINGS))
+    try:
+        step = max(1, int(client.get_max_batch_size()))
+        for s in range(0, len(d), step):
+            col.add(ids=[str(i) for i in range(s, min(len(d), s + step))],
+                    embeddings=d[s : s + step])
+        scores = np.empty((len(q), k), np.float32)
+        idx = np.empty((len(q), k), np.int64)
+        for s in range(0, len(q), QUERY_BLOCK):
+            res = col.query(query_embeddings=q[s : s + QUERY_BLOCK], n_results=k,
+                            include=["distances"])
+            for j, (ids, dist) in enumerate(zip(res["ids"], res["distances"], strict=True)):
+                if len(ids) != k:
+                    raise RuntimeError(f"chromadb returned {len(ids)} of {k} results")
+                idx[s + j] = [int(x) for x in ids]
+                scores[s + j] = 1.0 - np.asarray(dist, np.float32)
+    finally:
+        client.delete_collection(name)
+    log.info("chromadb HNSW top-%d of %d queries over %d rows", k, len(q), len(d))
+    return TopK(scores, idx)
+
+
+def chromadb_version() -> str:
+    import chromadb
+
+    return str(chromadb.__version__)
