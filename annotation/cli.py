@@ -186,7 +186,8 @@ def _pull(args: argparse.Namespace) -> int:
 def _assign(args: argparse.Namespace) -> int:
     import re
 
-    from annotation.projects import assign_reviewers, assigned_reviewers
+    from annotation.client import connect, user_names
+    from annotation.projects import assign_reviewers, assigned_reviewers, known_reviewers
     from builder.catalog import Catalog
 
     if args.locale and not re.fullmatch(r"[a-z]{2,3}-[A-Z]{2}", args.locale):
@@ -197,9 +198,13 @@ def _assign(args: argparse.Namespace) -> int:
     bad = [r for r in args.reviewer if not r.strip() or any(ch.isspace() for ch in r.strip())]
     if bad:
         raise AnnotationError(f"--reviewer must be a Label Studio e-mail, got {bad[0]!r}")
+    emails = [r.strip() for r in args.reviewer]
+    if emails and not args.remove:  # only people with an account on the server can answer
+        conn = connect()
+        emails = known_reviewers(emails, user_names(conn.client), conn.server)
     with Catalog.open(args.workdir) as cat:
-        if args.reviewer:
-            n = assign_reviewers(cat, args.locale, [r.strip() for r in args.reviewer], args.remove)
+        if emails:
+            n = assign_reviewers(cat, args.locale, emails, args.remove)
             print(f"{'unassigned' if args.remove else 'assigned'} {n} reviewer(s) "
                   f"{'from' if args.remove else 'to'} {args.locale}")
         for locale, emails in assigned_reviewers(cat, args.locale).items():
@@ -257,7 +262,8 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Handle
     "pull": ("store every annotation, decide by majority, apply, agreement", _pull_args, _pull),
     "status": ("tasks, annotated by 0/1/2/3+, agreement so far", _status_args, _status),
     "assign": ("assign reviewers to a locale of the query-term review (only their answers "
-               "count); without --reviewer, list the assignments", _assign_args, _assign),
+               "count; each must have an account on the server, matched without case); without "
+               "--reviewer, list the assignments", _assign_args, _assign),
     "sync": ("the builder's review stage: push duplicates, then pull (a no-op notice without "
              "LABEL_STUDIO_URL)", _sync_args, _sync),
     "serve-images": ("read-only server of the work dir's images", _serve_args, _serve),

@@ -122,54 +122,81 @@ def _set_group(con: Any, gid: int, outcomes: list[str | None]) -> tuple[str, int
     return "groups set reviewed", cur.rowcount
 
 
+def image_votes(rows: Iterable[ReviewRow]) -> dict[str, dict[str, str]]:
+    """``{sha256: {annotator: decision}}``: each annotator's answer about an image over every
+    task that showed it, whatever the order of the rows or the tasks: the latest (by answer
+    time, then annotation id) of the answers that decide or block (a vote or a
+    contradiction), else the latest of the others (unanswered, skipped)."""
+    best: dict[tuple[str, str], tuple[tuple[bool, str, int], str]] = {}
+    for r in rows:
+        if not r.sha256:
+            continue
+        rank = (r.decision in VOTE or r.decision == CONTRADICTION, r.annotated_at or "",
+                r.annotation_id)
+        key = (r.sha256, r.annotator)
+        if key not in best or rank > best[key][0]:
+            best[key] = (rank, r.decision)
+    out: dict[str, dict[str, str]] = {}
+    for (sha, annotator), (_, decision) in sorted(best.items()):
+        out.setdefault(sha, {})[annotator] = decision
+    return out
+
+
 def apply_duplicate_decisions(
     cat: Catalog, task_rows: Iterable[dict[str, Any]],
-    decisions: Mapping[tuple[int, str], Mapping[str, str]], required: int,
+    votes: Mapping[str, Mapping[str, str]], required: int,
 ) -> Counter:
     """Write the decisions of the voted images to ``items`` and ``dedup_groups``.
 
-    The items are those the task showed (by item id, so a later re-run of ``image_dedup`` that
-    renumbered the group does not matter); the group is the one those items belong to now.
+    ``votes``: :func:`image_votes` of the counted answers. An image is decided once from the
+    answers that concern it, whichever tasks showed it and in whatever order they come (a
+    newer, unanswered task for the same images changes nothing). The items are those the
+    tasks showed (by item id, so a later re-run of ``image_dedup`` that renumbered the group
+    does not matter); a group is judged on the shown images whose items belong to it now.
     An image whose annotations were all withdrawn goes back to ``needs_review``.
     """
+    shown: dict[str, set[int]] = {}
+    for t in task_rows:
+        for img in json.loads(t["data_json"])["images"]:
+            shown.setdefault(img["sha256"], set()).update(int(i) for i in img["item_ids"])
     counts: Counter = Counter()
     now = utcnow()
+    by_group: dict[int, list[str | None]] = {}
     with cat.tx() as con:
-        for t in task_rows:
-            images = json.loads(t["data_json"])["images"]
-            outcomes: list[str | None] = []
-            for img in images:
-                per = decisions.get((t["task_id"], img["sha256"])) or {}
-                v = answered(per)
-                d = image_decision(per, required)
-                status, reason = ITEM_STATUS[d.outcome], f"review: {d.reason}"
-                ids = json.dumps([int(i) for i in img["item_ids"]])
-                # no vote now: only an earlier review decision (all annotations withdrawn) is
-                # taken back; images nobody ever voted on are not touched
-                only_reviewed = "" if v else " AND reason LIKE 'review:%'"
-                cur = con.execute(
-                    "UPDATE items SET status=?, reason=?, updated_at=? WHERE item_id IN"
-                    " (SELECT value FROM json_each(?)) AND (status IS NOT ? OR reason IS NOT ?)"
-                    + only_reviewed, (status, reason, now, ids, status, reason))
-                counts[f"items set {status}"] += cur.rowcount
-                outcomes.append(d.outcome if v or cur.rowcount else None)
+        for sha in sorted(shown):
+            per = votes.get(sha) or {}
+            v = answered(per)
+            d = image_decision(per, required)
+            status, reason = ITEM_STATUS[d.outcome], f"review: {d.reason}"
+            ids = json.dumps(sorted(shown[sha]))
+            # no vote now: only an earlier review decision (all annotations withdrawn) is
+            # taken back; images nobody ever voted on are not touched
+            only_reviewed = "" if v else " AND reason LIKE 'review:%'"
+            cur = con.execute(
+                "UPDATE items SET status=?, reason=?, updated_at=? WHERE item_id IN"
+                " (SELECT value FROM json_each(?)) AND (status IS NOT ? OR reason IS NOT ?)"
+                + only_reviewed, (status, reason, now, ids, status, reason))
+            counts[f"items set {status}"] += cur.rowcount
+            outcome = d.outcome if v or cur.rowcount else None
+            gids = [r[0] for r in con.execute(
+                "SELECT DISTINCT group_id FROM items WHERE item_id IN (SELECT value FROM"
+                " json_each(?)) AND group_id IS NOT NULL", (ids,))]
+            for gid in gids:
+                by_group.setdefault(int(gid), []).append(outcome)
+        for gid, outcomes in sorted(by_group.items()):
             if all(o is None for o in outcomes):
                 continue
             counts["groups with votes"] += 1
-            all_ids = json.dumps([int(i) for img in images for i in img["item_ids"]])
-            gids = [r[0] for r in con.execute(
-                "SELECT DISTINCT group_id FROM items WHERE item_id IN (SELECT value FROM"
-                " json_each(?)) AND group_id IS NOT NULL", (all_ids,))]
-            for gid in gids:
-                key, n = _set_group(con, gid, outcomes)
-                counts[key] += n
+            key, n = _set_group(con, gid, outcomes)
+            counts[key] += n
     return counts
 
 
 def tag_votes(rows: Iterable[ReviewRow]) -> dict[str, dict[str, list[str]]]:
     """``{sha256: {annotator: [concepts]}}`` of the answered (not skipped) tag checks."""
     out: dict[str, dict[str, list[str]]] = {}
-    for r in rows:
+    # each annotator's latest answer by time, then annotation id, whatever the rows' order
+    for r in sorted(rows, key=lambda r: (r.annotated_at or "", r.annotation_id)):
         if r.decision.startswith("[") and r.sha256:
             out.setdefault(r.sha256, {})[r.annotator] = json.loads(r.decision)
     return out

@@ -147,14 +147,33 @@ def recorded_keys(cat: Catalog, kind: str, server: str) -> list[str]:
     return [r["kind"] for r in rows]
 
 
+def known_reviewers(emails: list[str], users: dict[int, str], server: str) -> list[str]:
+    """The server's spelling of each reviewer's e-mail (matched without case), or one line
+    naming the first one with no account on ``server``."""
+    by_fold = {u.casefold(): u for u in users.values()}
+    out = []
+    for email in emails:
+        if email.casefold() not in by_fold:
+            raise AnnotationError(
+                f"no Label Studio account {email!r} on {server}: invite the reviewer first "
+                "(Organization > Add People), then assign the e-mail they signed up with")
+        out.append(by_fold[email.casefold()])
+    return out
+
+
 def assign_reviewers(cat: Catalog, locale: str, emails: list[str], remove: bool = False) -> int:
-    """Assign (or with ``remove`` unassign) reviewers to a locale; returns the rows changed."""
+    """Assign (or with ``remove`` unassign) reviewers to a locale; returns the rows changed.
+    E-mails are compared without case: assigning ``Rui@x`` when ``rui@x`` is assigned changes
+    nothing."""
     changed = 0
     with cat.tx() as con:
         for email in emails:
             if remove:
-                cur = con.execute("DELETE FROM ls_reviewers WHERE locale=? AND annotator=?",
-                                  (locale, email))
+                cur = con.execute("DELETE FROM ls_reviewers WHERE locale=? AND"
+                                  " lower(annotator)=lower(?)", (locale, email))
+            elif con.execute("SELECT 1 FROM ls_reviewers WHERE locale=? AND"
+                             " lower(annotator)=lower(?)", (locale, email)).fetchone():
+                continue
             else:
                 cur = con.execute("INSERT OR IGNORE INTO ls_reviewers (locale, annotator,"
                                   " assigned_at) VALUES (?,?,?)", (locale, email, utcnow()))

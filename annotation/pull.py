@@ -26,7 +26,7 @@ from annotation.decide import (
     annotator_counts,
     apply_duplicate_decisions,
     duplicate_summary,
-    latest_decisions,
+    image_votes,
     tag_summary,
 )
 from annotation.exports import decode_export, export_tasks
@@ -146,7 +146,7 @@ def pull(
             if kind == "duplicates":
                 applied = apply_duplicate_decisions(
                     cat, known_tasks(cat, kind, conn.server, pid).values(),
-                    latest_decisions(current), required)
+                    image_votes(current), required)
                 report["applied"] = dict(sorted(applied.items()))
                 report.update(duplicate_summary(current, required))
             else:

@@ -69,11 +69,12 @@ def latest_answers(
 ) -> tuple[dict[int, dict[str, Answer]], Counter]:
     """``{task_id: {reviewer: latest answer}}`` of the assigned reviewers, and the number of
     annotations per reviewer that are stored but not counted (not assigned to the locale)."""
-    allowed = set(assigned)
+    allowed = {a.casefold() for a in assigned}  # e-mail addresses: case does not matter
     out: dict[int, dict[str, Answer]] = {}
     uncounted: Counter = Counter()
-    for r in rows:  # oldest first: the latest answer wins
-        if r.annotator not in allowed:
+    # the latest answer wins (by time, then annotation id, whatever the rows' order)
+    for r in sorted(rows, key=lambda r: (r.annotated_at or "", r.annotation_id)):
+        if r.annotator.casefold() not in allowed:
             uncounted[r.annotator] += 1
             continue
         out.setdefault(r.task_id, {})[r.annotator] = Answer(r.decision, r.answer, r.annotated_at)

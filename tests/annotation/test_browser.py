@@ -77,9 +77,6 @@ def test_query_terms_push_answer_in_the_browser_pull(ls_env, ls_conn, people, tm
     wd = ["--workdir", str(root)]
     assert main(["push", *wd, "--kind", "queries", "--countries", "PRT"]) == 0
     assert "1 tasks created" in capsys.readouterr().out
-    assert main(["assign", *wd, "--locale", "pt-PT", "--reviewer", "rev1@example.com",
-                 "--reviewer", "rev2@example.com"]) == 0
-    assert "pt-PT: rev1@example.com, rev2@example.com" in capsys.readouterr().out
     with Catalog.open(root) as c:
         pid = c.query("SELECT project_id FROM ls_projects WHERE kind='queries:pt-PT'")[0][0]
         tid = {json_concept(r["data_json"]): r["task_id"] for r in c.query(
@@ -88,6 +85,11 @@ def test_query_terms_push_answer_in_the_browser_pull(ls_env, ls_conn, people, tm
     answers = {"rev1@example.com": "comboio", "rev2@example.com": "comboio",
                "rev3@example.com": None}  # rev3 is not assigned to pt-PT
     with chromium(tmp_path) as (driver, proxy):
+        for email in answers:  # the accounts first: assign checks them on the server
+            people.enter(driver, email)
+        assert main(["assign", *wd, "--locale", "pt-PT", "--reviewer", "REV1@example.com",
+                     "--reviewer", "rev2@example.com"]) == 0
+        assert "pt-PT: rev1@example.com, rev2@example.com" in capsys.readouterr().out
         for n, (email, term) in enumerate(answers.items()):
             people.enter(driver, email)
             guide = label_next(driver, ls_env.url, pid)

@@ -238,11 +238,26 @@ def test_only_assigned_reviewers_count(reviewed):
 def test_cli_assign_and_bad_input(tmp_path, capsys, monkeypatch):
     monkeypatch.delenv("LABEL_STUDIO_URL", raising=False)
     wd = ["--workdir", str(tmp_path / "wd")]
-    assert main(["assign", *wd, "--locale", "pt-PT", "--reviewer", "a@x.org",
+    # without a server, assigning cannot check the accounts: one line, exit 2
+    assert main(["assign", *wd, "--locale", "pt-PT", "--reviewer", "a@x.org"]) == 2
+    assert "set LABEL_STUDIO_URL" in capsys.readouterr().err
+    conn, _ = fake_connection({1: "a@x.org", 2: "B@x.org", 3: "Rui@Example.com"})
+    monkeypatch.setattr("annotation.client.connect", lambda: conn)
+    # matched without case; the server's spelling is stored
+    assert main(["assign", *wd, "--locale", "pt-PT", "--reviewer", "A@X.org",
                  "--reviewer", "b@x.org"]) == 0
-    assert capsys.readouterr().out == "assigned 2 reviewer(s) to pt-PT\npt-PT: a@x.org, b@x.org\n"
-    assert main(["assign", *wd, "--locale", "pt-PT", "--reviewer", "a@x.org", "--remove"]) == 0
-    assert capsys.readouterr().out.endswith("pt-PT: b@x.org\n")
+    assert capsys.readouterr().out == "assigned 2 reviewer(s) to pt-PT\npt-PT: B@x.org, a@x.org\n"
+    assert main(["assign", *wd, "--locale", "pt-PT", "--reviewer", "a@x.org"]) == 0
+    assert capsys.readouterr().out.startswith("assigned 0 reviewer(s)")
+    # an address with no account: one clear line, nothing assigned
+    assert main(["assign", *wd, "--locale", "pt-PT", "--reviewer", "rui@example.com",
+                 "--reviewer", "nobody@x.org"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no Label Studio account 'nobody@x.org' on" in err, err
+    assert main(["assign", *wd, "--locale", "pt-PT"]) == 0
+    assert capsys.readouterr().out == "pt-PT: B@x.org, a@x.org\n"
+    assert main(["assign", *wd, "--locale", "pt-PT", "--reviewer", "A@x.org", "--remove"]) == 0
+    assert capsys.readouterr().out.endswith("pt-PT: B@x.org\n")
     for argv, words in (
         (["assign", *wd, "--locale", "portuguese", "--reviewer", "a@x.org"],
          "--locale must be a BCP-47 locale with region like pt-PT"),
