@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from benchmark import chroma, retrieval, tables
+from benchmark import chroma, retrieval, shortlist, tables
 from benchmark.cache import EmbedStats, embed_cached
 from benchmark.config import option
 from benchmark.data import DataError
@@ -280,14 +280,14 @@ class XM3600ImageToText(Task):
                 "exact L2 of unnormalised mean-pooled token vectors (faiss IndexFlatL2)"
                 if authors_l2 else "cosine of mean-pooled token vectors"),
                 rerank_ties="shortlist order" if authors_l2 else retrieval.TIE_BREAK)
-            top = retrieval.two_stage_topk(q, d, kmax, two, chunk_size=chunk, backend=bk,
+            top = shortlist.two_stage_topk(q, d, kmax, two, chunk_size=chunk, backend=bk,
                                            shortlist_metric=metric, ties=ties)
             rng = np.random.default_rng(cfg.seed)
             m = min(len(q), max(1, cfg.two_stage_check))
             check = np.sort(rng.choice(len(q), m, replace=False))
             exact = retrieval.exact_maxsim_topk(take(q, check), d, kmax, chunk_size=chunk,
                                                 backend=bk)
-            agree = retrieval.topk_agreement(top.indices[check], exact.indices, ks)
+            agree = shortlist.topk_agreement(top.indices[check], exact.indices, ks)
             agree["method"] = st["shortlist_similarity"]
             agree["checked_query_positions"] = check.tolist()
             return top, st, agree

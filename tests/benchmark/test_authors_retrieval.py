@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from benchmark import retrieval
+from benchmark import shortlist as sl
 from benchmark.embeddings import MultiVector
 from benchmark.models import conventions as conv
 from benchmark.tasks.xm3600 import AUTHORS_DEPTH, list_depth
@@ -44,7 +44,7 @@ def test_two_stage_l2_equals_the_authors_loop(seed):
     ds += [ds[3].copy(), ds[10].copy()]  # duplicates: equal MaxSim, equal L2 -> tie order
     q, d = MultiVector.from_list(qs), MultiVector.from_list(ds)
     for shortlist, k in ((20, 10), (62, 62), (30, 30)):
-        got = retrieval.two_stage_topk(q, d, k, shortlist, chunk_size=7, backend="numpy",
+        got = sl.two_stage_topk(q, d, k, shortlist, chunk_size=7, backend="numpy",
                                        progress=False, shortlist_metric="l2", ties="shortlist")
         want_i, want_s = naive_authors(qs, ds, shortlist, k)
         np.testing.assert_allclose(got.scores, want_s, rtol=1e-5, atol=1e-5)
@@ -57,11 +57,11 @@ def test_l2_shortlist_is_not_cosine():
     near = np.array([[0.9, 0.1]], np.float32)  # mean (0.9, 0.1): L2 0.14, cosine 0.994
     far = np.array([[1.0, 0.0], [-1.0, 0.0], [1.0, 0.0]], np.float32)  # mean (1/3, 0): cos 1
     d = MultiVector.from_list([far, near])
-    l2 = retrieval.two_stage_topk(q, d, 1, 1, backend="numpy", progress=False,
+    l2 = sl.two_stage_topk(q, d, 1, 1, backend="numpy", progress=False,
                                   shortlist_metric="l2")
-    cos = retrieval.two_stage_topk(q, d, 1, 1, backend="numpy", progress=False)
+    cos = sl.two_stage_topk(q, d, 1, 1, backend="numpy", progress=False)
     assert l2.indices.tolist() == [[1]] and cos.indices.tolist() == [[0]]
-    qa, da = retrieval.l2_shortlist_vectors(np.array([[1.0, 0.0]]), np.array([[0.9, 0.1]]))
+    qa, da = sl.l2_shortlist_vectors(np.array([[1.0, 0.0]]), np.array([[0.9, 0.1]]))
     assert float((qa @ da.T)[0, 0]) == pytest.approx(1.0 - 0.02)  # |q|^2 - |q - d|^2
 
 

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from benchmark import retrieval as rt
+from benchmark import shortlist as sl
 from benchmark.embeddings import MultiVector, l2_normalize, maxsim
 
 BACKENDS = ["numpy", "faiss", "torch", "torch-tensors"]
@@ -114,7 +115,7 @@ def multi(seed: int, n: int, max_len: int, dim: int) -> MultiVector:
 def test_exact_maxsim_equals_full(backend_name):
     q, d = multi(4, 9, 5, 6), multi(5, 301, 4, 6)
     got = rt.exact_topk(q, d, 30, chunk_size=64, backend=backend(backend_name), progress=False)
-    two = rt.two_stage_topk(q, d, 30, shortlist=len(d), chunk_size=64,
+    two = sl.two_stage_topk(q, d, 30, shortlist=len(d), chunk_size=64,
                             backend=backend(backend_name), progress=False)
     assert np.array_equal(two.indices, got.indices)
     s, i = full_topk(maxsim(q, d), 30)
@@ -135,19 +136,19 @@ def test_maxsim_empty_document_scores_zero(backend_name):
 def test_two_stage_full_shortlist_is_exact_and_agreement():
     q, d = multi(6, 8, 5, 6), multi(7, 120, 4, 6)
     exact = rt.exact_maxsim_topk(q, d, 10, backend="numpy", progress=False)
-    two = rt.two_stage_topk(q, d, 10, shortlist=120, backend="numpy", progress=False)
+    two = sl.two_stage_topk(q, d, 10, shortlist=120, backend="numpy", progress=False)
     assert np.array_equal(two.indices, exact.indices)
-    short = rt.two_stage_topk(q, d, 10, shortlist=12, backend="numpy", progress=False)
-    agree = rt.topk_agreement(short.indices, exact.indices, [1, 10])
+    short = sl.two_stage_topk(q, d, 10, shortlist=12, backend="numpy", progress=False)
+    agree = sl.topk_agreement(short.indices, exact.indices, [1, 10])
     assert agree["n_queries"] == 8 and 0.0 <= agree["overlap@10"] <= 1.0
     with pytest.raises(ValueError, match="shortlist"):
-        rt.two_stage_topk(q, d, 10, shortlist=5)
+        sl.two_stage_topk(q, d, 10, shortlist=5)
 
 
 def test_topk_agreement_hand():
     exact = np.array([[1, 2, 3], [4, 5, 6]])
     approx = np.array([[1, 3, 2], [4, 5, 9]])
-    a = rt.topk_agreement(approx, exact, [1, 3])
+    a = sl.topk_agreement(approx, exact, [1, 3])
     # k=1: both rows agree; k=3: row 0 same set (3/3), row 1 2/3 -> overlap (1 + 2/3)/2
     assert a["overlap@1"] == 1.0 and a["same_list@1"] == 1.0
     assert a["overlap@3"] == pytest.approx(5 / 6)
