@@ -1,7 +1,7 @@
 """A small synthetic 3XCM release: the evaluator's bundled default and the tests' fixture.
 
 ``python -m benchmark.synthetic --out data/synthetic-3xcm`` writes a release folder in the format of
-DESIGN.md (``images`` and ``triplets`` configs as parquet with embedded PNG bytes, a dataset
+docs/release.md (``images`` and ``triplets`` configs as parquet with embedded PNG bytes, a dataset
 card with YAML ``configs``) from generated images: each concept is a shape/texture, each
 country a colour palette, so that image models see both a concept and a culture signal. It is
 NOT real data; it exists so that a fresh checkout can run the evaluator offline end to end.
@@ -67,7 +67,7 @@ def write_release(out: Path, triplets: pd.DataFrame, images: pd.DataFrame, card:
                   title: str = "3XCM release") -> Path:
     """Write a release folder: ``triplets/test-*.parquet``, ``images/train-*.parquet``, card.
 
-    ``images`` needs ``image_id``, ``image_bytes`` and the other image columns of DESIGN.md;
+    ``images`` needs ``image_id``, ``image_bytes`` and the other image columns of docs/release.md;
     the image column is written in the ``datasets`` Image feature layout (bytes + path).
     """
     import datasets

@@ -1,6 +1,6 @@
 """The build's work dir: catalog, content-addressed images, LLM cache, exports.
 
-Layout (DESIGN.md)::
+Layout (docs/builder.md)::
 
     catalog.sqlite               single source of truth (WAL)
     images/ab/<sha256>.<ext>     original bytes, content-addressed, written atomically

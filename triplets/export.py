@@ -1,4 +1,4 @@
-"""Export a work dir's triplets as the 3XCM release folder (DESIGN.md, "The release").
+"""Export a work dir's triplets as the 3XCM release folder (docs/release.md, "export").
 
 Layout::
 
@@ -74,7 +74,7 @@ class ExportResult:
 
 
 def features() -> dict[str, Any]:
-    """The ``datasets.Features`` of both configs, columns exactly as DESIGN.md."""
+    """The ``datasets.Features`` of both configs, columns exactly as docs/release.md lists them."""
     import datasets
 
     s, i32 = datasets.Value("string"), datasets.Value("int32")

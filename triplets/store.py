@@ -27,7 +27,7 @@ from triplets.sampling import SampleConfig, SampleResult, release_order, sample_
 log = logging.getLogger(__name__)
 
 STAGE = "triplets"
-# The release's triplet columns: DESIGN.md's, then the query country's locale (BCP-47 with
+# The release's triplet columns: the paper's, then the query country's locale (BCP-47 with
 # region: the query text of a PRT triplet is pt-PT, of a BRA triplet pt-BR).
 RELEASE_TRIPLET_COLUMNS = [*TRIPLET_COLUMNS, "query_locale"]
 

@@ -3,7 +3,7 @@
 Three layouts give the same :class:`XCMDataset` (the third, the authors' published hub
 layout, is read by :mod:`benchmark.data.published`):
 
-1. the release (DESIGN.md): configs ``triplets`` (split ``test``) and ``images`` loaded with
+1. the release (docs/release.md): configs ``triplets`` (split ``test``) and ``images`` loaded with
    ``datasets.load_dataset`` from a local folder or a hub id; query texts: its ``query_text``;
 2. the authors' ``xcm-bench.csv`` with ``--images DIR`` of ``<image_id>.<ext>`` files; query
    texts: ``data/queries.csv`` or a CSV (:mod:`benchmark.data.queries`).

@@ -1,6 +1,6 @@
 """Association-bias metrics of 3XCM: win rates, SP, bootstrap intervals, the authors' z-scores.
 
-Definitions (DESIGN.md, implemented exactly):
+Definitions (README.md, "What 3XCM is"; implemented exactly):
 
 - ``sims`` is an (N, 3) array: the similarity of each triplet's query to its semantic,
   cultural and non-relevant candidate, in that column order.

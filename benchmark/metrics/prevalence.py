@@ -7,7 +7,7 @@ Pure functions on the top-k lists of a retrieval run. Inputs, for ``n`` queries 
 - ``n_relevant``: (n,) int, how many captions the query image has in the pool;
 - ``groups``: (n, K) int, the language group of the caption at rank i (0..G-1).
 
-Definitions (DESIGN.md, "Metrics"):
+Definitions (docs/xm3600.md, "Metrics"):
 
 - ``accuracy@k`` = 1 if any of the first k is relevant.
 - ``ndcg@k`` = DCG@k / IDCG@k with ``DCG@k = sum_{i<=k} rel_i / log2(i+1)`` and the ideal DCG
