@@ -12,10 +12,8 @@ import pytest
 from benchmark import tables
 from benchmark.cli import main
 from benchmark.data import queries
-from benchmark.synthetic import write_release
 from benchmark.tasks.matrix import language_plan
-from tests.benchmark.synth import planted_world
-from tests.benchmark.test_matrix import RecordingModel
+from tests.benchmark.test_matrix import RecordingModel, named_release
 
 
 def test_shipped_generic_terms_and_the_rule():
@@ -42,14 +40,8 @@ def test_shipped_generic_terms_and_the_rule():
 
 
 def test_matrix_asks_other_countries_with_the_generic_term(tmp_path):
-    names = {"concept0": "congress", "concept1": "bus", "concept2": "prime minister"}
-    tr, im = planted_world(n_concepts=3, per_cell=1)
-    for col in ("query_concept", "cultural_concept", "non_relevant_concept"):
-        tr[col] = tr[col].map(names)
-    im["concept"] = im["concept"].map(names)
-    im["tags"] = [[names[t] for t in tags] for tags in planted_world(3, 1)[1]["tags"]]
-    tr["query_text"] = "unused"
-    write_release(tmp_path / "rel", tr, im, "planted")
+    tr, im = named_release(tmp_path / "rel",
+                  {"concept0": "congress", "concept1": "bus", "concept2": "prime minister"})
     RecordingModel.texts = []
     assert main(["run", "--model", "tests.benchmark.test_matrix:RecordingModel", "--task",
                  "3xcm-matrix", "--dataset", str(tmp_path / "rel"), "--query-languages", "pt,es",

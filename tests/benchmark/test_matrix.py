@@ -119,6 +119,20 @@ def test_paired_bootstrap_known_difference():
     assert (hi - lo) < (ihi - ilo)
 
 
+def named_release(path, names: dict[str, str]):
+    """A planted 3-concept world (one triplet per cell) whose concepts carry real names from
+    data/queries.csv, written to ``path`` as a release with query texts the table must
+    replace; its triplet and image tables."""
+    tr, im = planted_world(n_concepts=3, per_cell=1)
+    for col in ("query_concept", "cultural_concept", "non_relevant_concept"):
+        tr[col] = tr[col].map(names)
+    im["concept"] = im["concept"].map(names)
+    im["tags"] = [[names[t] for t in tags] for tags in im["tags"]]
+    tr["query_text"] = "unused"
+    write_release(path, tr, im, "planted")
+    return tr, im
+
+
 class RecordingModel(LanguagePullModel):
     """Records every text it is asked to encode (the matrix's query texts)."""
 
@@ -138,14 +152,8 @@ def test_matrix_uses_per_country_terms_by_the_stated_rule(tmp_path):
     """Texts of data/queries.csv (--query-source table, per country): a PRT triplet asked in Portuguese gets
     the pt-PT term, a BRA one the pt-BR term, any other country the term of Portuguese's first
     country in countries.csv (PRT); likewise ESP/ARG for Spanish and USA/GBR/AUS for English."""
-    names = {"concept0": "train", "concept1": "bus", "concept2": "gas station"}
-    tr, im = planted_world(n_concepts=3, per_cell=1)
-    for col in ("query_concept", "cultural_concept", "non_relevant_concept"):
-        tr[col] = tr[col].map(names)
-    im["concept"] = im["concept"].map(names)
-    im["tags"] = [[names[t] for t in tags] for tags in planted_world(3, 1)[1]["tags"]]
-    tr["query_text"] = "unused"
-    write_release(tmp_path / "rel-per-country", tr, im, "planted")
+    tr, im = named_release(tmp_path / "rel-per-country",
+                  {"concept0": "train", "concept1": "bus", "concept2": "gas station"})
     RecordingModel.texts = []
     assert main(["run", "--model", "tests.benchmark.test_matrix:RecordingModel", "--task",
                  "3xcm-matrix", "--dataset", str(tmp_path / "rel-per-country"), "--query-languages",
