@@ -151,6 +151,26 @@ def check_cache_dir(root: Path) -> None:
         _open_db(db, wal=True).close()
 
 
+def _open_writable(path: Path, wal: bool, wait_s: float = 60.0) -> sqlite3.Connection:
+    """Connect, set the journal mode and create the schema. Two processes opening a new cache
+    at once (``--devices`` jobs share one) can get "database is locked" from the journal-mode
+    switch, which SQLite answers without its busy handler: retried for up to ``wait_s``."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        con = sqlite3.connect(path, timeout=wait_s, isolation_level=None)
+        try:
+            con.execute(f"PRAGMA journal_mode={'WAL' if wal else 'DELETE'}")
+            # NORMAL: a commit survives a killed process (not a power cut) without an fsync.
+            con.execute("PRAGMA synchronous=NORMAL")
+            con.execute(SCHEMA)
+            return con
+        except sqlite3.OperationalError as e:
+            con.close()
+            if "locked" not in str(e) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
 def _open_db(path: Path, *, wal: bool, immutable: bool = False) -> sqlite3.Connection:
     """An embedding-cache connection (schema created when writable); CacheError when the
     file is not one."""
@@ -160,11 +180,7 @@ def _open_db(path: Path, *, wal: bool, immutable: bool = False) -> sqlite3.Conne
             con = sqlite3.connect(uri, uri=True, isolation_level=None)
         else:
             create_shared(path)  # SQLite alone would make it 0644 whatever the umask
-            con = sqlite3.connect(path, timeout=60, isolation_level=None)
-            con.execute(f"PRAGMA journal_mode={'WAL' if wal else 'DELETE'}")
-            # NORMAL: a commit survives a killed process (not a power cut) without an fsync.
-            con.execute("PRAGMA synchronous=NORMAL")
-            con.execute(SCHEMA)
+            con = _open_writable(path, wal)
         cols = [r[1] for r in con.execute("PRAGMA table_info(emb)")]
     except sqlite3.DatabaseError as e:
         raise CacheError(f"{path} is not a readable embedding cache ({e}); move it away or "
