@@ -167,6 +167,18 @@ def claim_folder(path: str | os.PathLike[str], kind: str) -> dict | None:
     return None
 
 
+def own_folder(path: str | os.PathLike[str], kind: str) -> Path:
+    """Claim ``path`` for a command of ``kind`` that writes files into it one by one (results,
+    reproduce): :func:`claim_folder`, then create it and leave our (empty) marker at once, so
+    that the next run, or a process started beside this one, finds the folder ours."""
+    path = Path(path)
+    if claim_folder(path, kind) is None:
+        path.mkdir(parents=True, exist_ok=True)
+        if read_marker(path) is None:
+            _write_marker(path, kind, {})
+    return path
+
+
 def _manifest(folder: Path) -> dict[str, str]:
     return {p.relative_to(folder).as_posix(): sha256_file(p)
             for p in sorted(folder.rglob("*")) if p.is_file() and p.name != OWNER_MARKER}

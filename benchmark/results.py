@@ -121,6 +121,11 @@ def sanitize(obj: Any) -> Any:
     return obj
 
 
+#: the kind in the marker of a results folder (see benchmark.files.own_folder): ``run``,
+#: ``analyze`` and ``reproduce`` write only into a new or empty folder or one marked so
+RESULTS_KIND = "3xcm-results"
+
+
 def results_path(output_dir: str | Path, model_name: str, task_name: str) -> Path:
     return Path(output_dir) / model_slug(model_name) / f"{task_name}.json"
 
@@ -129,6 +134,7 @@ def write_results(output_dir: str | Path, result: ResultFile) -> Path:
     """Validate and write a results file; returns its path."""
     path = results_path(output_dir, result.model.name, result.task.name)
     files.atomic_write_json(path, sanitize(result.model_dump(mode="python")))
+    files.mark_folder(output_dir, RESULTS_KIND, [path])
     return path
 
 

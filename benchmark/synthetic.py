@@ -149,6 +149,13 @@ def build_synthetic(seed: int = 0, per_cell: int = 2,
     return pd.DataFrame(trip), images, stats
 
 
+#: what :func:`write_release` writes, relative to its folder
+RELEASE_FILES = ("triplets/test-00000-of-00001.parquet", "images/train-00000-of-00001.parquet",
+                 "README.md")
+#: the kind in the marker of a folder ``--out`` wrote (see benchmark.files.claim_folder)
+SYNTHETIC_KIND = "3xcm-synthetic"
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmark.synthetic", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -156,11 +163,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0, help="triplet sampling seed (default 0)")
     args = p.parse_args(argv)
     configure_logging()
+    try:  # a folder a user names: new, empty, or one this command wrote (its marker)
+        files.claim_folder(args.out, SYNTHETIC_KIND)
+    except files.FolderNotOursError as e:
+        log.error("--out %s", e)
+        return 2
     tr, im, stats = build_synthetic(args.seed)
     body = ("Synthetic 3XCM-format sample (generated images, not real data) bundled with the "
             "toolkit so the evaluator runs offline.\n\n```json\n"
             + json.dumps(stats, indent=2, ensure_ascii=False) + "\n```\n")
     write_release(args.out, tr, im, body, title="3XCM synthetic sample")
+    files.mark_folder(args.out, SYNTHETIC_KIND, [args.out / f for f in RELEASE_FILES])
     log.info("wrote %s: %d triplets, %d images", args.out, stats["triplets"], stats["images"])
     return 0
 

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -195,9 +195,9 @@ def export_release(
                  "stage_runs": stage_records(cat), "numbers": numbers}
         provenance = provenance_records(cat, pool)
         wd = cat.workdir
-    tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    # a fresh folder of our own beside ``out`` (never one of a name a user may have made)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
     try:
         n_shards = _write_files(wd, tmp, pool, rows, numbers, build, provenance, shard_bytes)
         _check_written(tmp, distinct, seed)

@@ -112,11 +112,20 @@ def dataset_ref(spec: str, revision: str | None = None, flag: str = "--dataset")
     return DatasetRef(spec, revision, None)
 
 
+#: the kind in the marker of a reproduce folder (see benchmark.files.own_folder)
+REPRODUCE_KIND = "3xcm-reproduce"
+
+
 def check_output_dir(path: Path) -> None:
-    """``--output-dir`` must be a folder we can write (created when missing)."""
+    """``--output-dir`` must be a folder we can write (created when missing): new, empty, or
+    one a reproduce run wrote (its marker); a folder holding anything else is refused."""
     problem = dir_problem(path)
     if problem:
         raise PlanError(f"--output-dir {path} {problem}")
+    try:
+        files.own_folder(path, REPRODUCE_KIND)
+    except files.FolderNotOursError as e:
+        raise PlanError(f"--output-dir {e}") from e
 
 
 @dataclass(frozen=True)

@@ -213,4 +213,5 @@ def write(comp: Comparison, out_dir: Path, ctx: Context) -> dict[str, Path]:
     files.atomic_write_text(paths["md"], to_markdown(comp, ctx))
     files.atomic_write_text(paths["html"], to_html(comp, ctx))
     files.atomic_write_text(paths["csv"], to_csv(comp))
+    files.mark_folder(out_dir, "3xcm-reproduce", paths.values())
     return paths

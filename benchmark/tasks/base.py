@@ -26,6 +26,7 @@ from benchmark.data import DataError
 from benchmark.data.images import FileHashMemo
 from benchmark.models.base import Adapter
 from benchmark.results import (
+    RESULTS_KIND,
     ResultFile,
     TaskInfo,
     environment,
@@ -80,11 +81,18 @@ class OutputError(Exception):
     """The output dir cannot take results files (one clear line; the CLI exits with 2)."""
 
 
-def check_output_dir(path: Path) -> None:
-    """Fail before any compute when results could not be written to ``path``."""
+def check_output_dir(path: Path, claim: bool = True) -> None:
+    """Fail before any compute when results could not be written to ``path``: a file, not
+    writable, or (``claim``) a folder holding files that no run of ours wrote (the folder
+    rule of :func:`benchmark.files.own_folder`; a new or empty one is claimed)."""
     problem = dir_problem(path)
     if problem:
         raise OutputError(f"output dir {path} {problem}: pass another --output-dir")
+    if claim:
+        try:
+            files.own_folder(path, RESULTS_KIND)
+        except files.FolderNotOursError as e:
+            raise OutputError(f"--output-dir {e}") from e
 
 
 @dataclass
@@ -148,6 +156,7 @@ class Task:
         path = ctx.output_dir / model_slug(ctx.adapter.spec.name) / f"{self.name}.{kind}.parquet"
         with files.atomic_path(path, suffix=".parquet") as tmp:
             df.to_parquet(tmp, index=False)
+        files.mark_folder(ctx.output_dir, RESULTS_KIND, [path])
         return path
 
     def save_outcomes(self, ctx: RunContext, df: pd.DataFrame, unit: str, id_column: str,
@@ -175,7 +184,7 @@ def open_context(run: RunConfig, shard: Shard | None = None,
              else EmbeddingCache(run.cache_dir, shard=shard, shard_file=shard_file))
     overrides = {k: v for k, v in (("device", run.device), ("dtype", run.dtype)) if v}
     adapter = registry.load_model(run.model, conventions=run.conventions, **overrides)
-    check_output_dir(run.output_dir / model_slug(adapter.spec.name))
+    check_output_dir(run.output_dir / model_slug(adapter.spec.name), claim=False)
     if run.batch_size:
         adapter.text_batch_size = adapter.image_batch_size = run.batch_size
     memo = None

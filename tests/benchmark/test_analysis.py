@@ -107,7 +107,7 @@ def test_analyze_multivector_model_pools_and_matches_3xcm(synthetic_run):
     args = [str(root / "mv") if a == str(root / "results") else a for a in args]
     assert main(["run", "--task", "3xcm", "-q", "--bootstrap", "50", *args]) == 0
     assert main(["analyze", "--no-umap", "-q", "--bootstrap", "50", *args]) == 0
-    slug = next((root / "mv").iterdir())
+    slug = next(p for p in (root / "mv").iterdir() if p.is_dir())
     res = json.loads((slug / "analysis.json").read_text())
     xcm = json.loads((slug / "3xcm.json").read_text())
     assert "mean-pooled" in res["settings"]["embeddings"]

@@ -367,3 +367,18 @@ def test_a_build_record_that_breaks_its_schema_is_one_line_exit_2(release, tmp_p
                      str(tmp_path / "emb")])
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and where in err[-1] and "Traceback" not in "\n".join(err), err
+
+
+def test_export_never_deletes_a_folder_named_like_its_temp_folder(release, tmp_path):
+    """The work folder beside --out is a fresh one of ours (mkdtemp): a user's folder whose
+    name export once used for it (``.NAME.tmp-PID``) is left alone."""
+    import os
+
+    wd, _ = release
+    out = tmp_path / "rel"
+    theirs = tmp_path / f".rel.tmp-{os.getpid()}"
+    theirs.mkdir()
+    (theirs / "keep.txt").write_text("mine\n")
+    export_release(wd, out)
+    assert (theirs / "keep.txt").read_text() == "mine\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [theirs.name, "rel"]
