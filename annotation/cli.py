@@ -129,12 +129,13 @@ def _countries(spec: str | None) -> list[Any] | None:
     """The ``--countries`` (data/countries.csv rows), None when not given."""
     from benchmark import tables
 
-    if not spec:
+    if spec is None:
         return None
     try:
         return tables.resolve_countries(spec)
-    except tables.TableError as exc:
-        raise AnnotationError(f"--countries: {exc}") from None
+    except tables.TableError as exc:  # its own words name the flag when the list is empty
+        raise AnnotationError(str(exc) if str(exc).startswith("--countries")
+                              else f"--countries: {exc}") from None
 
 
 def _country_codes(spec: str | None) -> list[str] | None:

@@ -171,10 +171,15 @@ def country(key: str) -> Country:
 
 
 def resolve_countries(spec: str) -> list[Country]:
-    """``all`` or a comma-separated list of codes/labels/names."""
+    """``all`` or a comma-separated list of codes/labels/names; a list that names no country
+    (``""``, ``","``) is an error, never "none" or "all"."""
     if spec.strip().lower() == "all":
         return list(countries())
-    return [country(p) for p in spec.split(",") if p.strip()]
+    out = [country(p) for p in spec.split(",") if p.strip()]
+    if not out:
+        raise TableError(f"--countries {spec!r} names no country: give codes such as THA,KEN "
+                         "(data/countries.csv), or all")
+    return out
 
 
 @lru_cache(maxsize=4)

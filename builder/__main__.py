@@ -136,6 +136,17 @@ def run_stages(
             raise StageInputError(f"unknown stage {bound!r} (stages: {', '.join(names)})")
     i0 = names.index(start) if start else 0
     i1 = names.index(stop) if stop else len(names) - 1
+    if i0 > i1:
+        raise StageInputError(f"--from {names[i0]} comes after --to {names[i1]}: no stage to "
+                              f"run (stages in order: {', '.join(names)})")
+    chosen = names[i0 : i1 + 1]
+    for name in stage_args:
+        if name not in names:
+            raise StageInputError(f"--stage-args names no stage: {name!r} (stages: "
+                                  f"{', '.join(names)})")
+        if name not in chosen:
+            raise StageInputError(f"--stage-args {name}=...: stage {name} is not run "
+                                  f"(--from/--to run {', '.join(chosen)})")
     for name, module in STAGES[i0 : i1 + 1]:
         argv = ["--workdir", workdir] if workdir else []
         for flag, value in forward.items():

@@ -351,12 +351,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _cli(args: argparse.Namespace) -> int:
+    countries = tables.resolve_countries(args.countries)  # bad input before the catalog opens
     with Catalog.open(args.workdir) as catalog:
         if args.export_candidates:
             n = export_candidates(catalog, args.export_candidates)
             report(f"wrote {n} candidate concepts to {args.export_candidates}")
             return 0
-        countries = tables.resolve_countries(args.countries)
         curated = None if args.no_curated else load_curated(args.curated)
         llm = llm_from_args(args, catalog.workdir.llm_cache_path)
         counts = run_concepts(catalog, llm, countries, args.rounds, curated, args.batch_size,

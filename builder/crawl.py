@@ -52,7 +52,14 @@ from builder.search import (
     Search,
     parse_source,
 )
-from builder.stagekit import StageInputError, report, stage_main, stage_parser, stage_run
+from builder.stagekit import (
+    StageInputError,
+    concept_filter,
+    report,
+    stage_main,
+    stage_parser,
+    stage_run,
+)
 
 log = logging.getLogger(__name__)
 
@@ -88,9 +95,7 @@ class CrawlResult:
 
 # -- plan ------------------------------------------------------------------------------------
 def _concept_filter(spec: str) -> set[str] | None:
-    if spec.strip().lower() == "all":
-        return None
-    return {c.strip() for c in spec.split(",") if c.strip()}
+    return concept_filter(spec)
 
 
 def _check_concepts(wanted: set[str] | None, known: set[str]) -> None:
@@ -415,6 +420,7 @@ def config_from_args(a: argparse.Namespace) -> CrawlConfig:
     if a.timeout <= 0 or a.retries < 0 or a.max_redirects < 0 or a.search_retries < 0:
         raise StageInputError("--timeout must be > 0; retries and redirects >= 0")
     tables.resolve_countries(a.countries)
+    concept_filter(a.concepts)
     parse_source(a.search)
     fetch = FetchConfig(concurrency=a.concurrency, per_host=a.per_host, timeout=a.timeout,
                         connect_timeout=min(10.0, a.timeout), retries=a.retries,

@@ -37,7 +37,14 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from builder.catalog import Catalog, utcnow
-from builder.stagekit import StageInputError, report, stage_main, stage_parser, stage_run
+from builder.stagekit import (
+    StageInputError,
+    concept_filter,
+    report,
+    stage_main,
+    stage_parser,
+    stage_run,
+)
 from builder.unionfind import UnionFind
 
 log = logging.getLogger(__name__)
@@ -354,8 +361,8 @@ def image_dedup(catalog: Catalog, cfg: DedupConfig, adapter: Any = None) -> dict
         cfg = DedupConfig(**{**asdict(cfg), "pair_device": device})
     concepts = [r[0] for r in catalog.query(
         "SELECT DISTINCT concept FROM items WHERE sha256 IS NOT NULL ORDER BY concept")]
-    if cfg.concepts.strip().lower() != "all":
-        wanted = {c.strip() for c in cfg.concepts.split(",")}
+    wanted = concept_filter(cfg.concepts)
+    if wanted is not None:
         concepts = [c for c in concepts if c in wanted]
     by_concept: dict[str, dict[str, int]] = {}
     total: Counter[str] = Counter()
@@ -411,6 +418,7 @@ def config_from_args(a: argparse.Namespace) -> DedupConfig:
     if not (-1.0 <= a.review_cosine <= a.cosine <= 1.0):
         raise StageInputError("need -1 <= --review-cosine <= --cosine <= 1")
     model = None if a.model.lower() == "none" else a.model
+    concept_filter(a.concepts)
     return DedupConfig(phash_distance=a.phash_distance, cosine=a.cosine,
                        review_cosine=a.review_cosine, model=model, concepts=a.concepts,
                        batch_size=a.batch_size, cache_dir=a.cache_dir)

@@ -358,12 +358,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _cli(args: argparse.Namespace) -> int:
+    countries = tables.resolve_countries(args.countries)  # bad input before the catalog opens
     with Catalog.open(args.workdir) as catalog:
         if args.write_table:
             n = write_table(catalog, args.write_table)
             report(f"wrote {n} query terms to {args.write_table}")
             return 0
-        countries = tables.resolve_countries(args.countries)
         llm = llm_from_args(args, catalog.workdir.llm_cache_path)
         run_queries(catalog, llm, countries, use_table=not args.no_table)
         report_run(catalog, STAGE)

@@ -61,6 +61,18 @@ def user_errors() -> tuple[type[BaseException], ...]:
     return (StageInputError, LLMSetupError, TableError, CatalogError)
 
 
+def concept_filter(spec: str, flag: str = "--concepts") -> set[str] | None:
+    """``all`` (None: every concept) or the comma-separated names; a list naming none
+    (``""``, ``","``) is bad input, never "no concept" or "every concept"."""
+    if spec.strip().lower() == "all":
+        return None
+    names = {c.strip() for c in spec.split(",") if c.strip()}
+    if not names:
+        raise StageInputError(f"{flag} {spec!r} names no concept: give names such as "
+                              "food,taxi, or all")
+    return names
+
+
 def report(text: str, *, error: bool = False) -> None:
     """The command's own output: its report on stdout, or its one error line on stderr."""
     print(text, file=sys.stderr if error else sys.stdout, flush=True)  # noqa: T201 - the one place
