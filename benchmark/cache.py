@@ -304,7 +304,8 @@ class EmbeddingCache:
         try:
             self.con.executemany("INSERT OR REPLACE INTO emb VALUES (?, ?, ?, ?)", rows)
         except BaseException:
-            self.con.execute("ROLLBACK")
+            if self.con.in_transaction:  # SQLite already rolled back on a full disk
+                self.con.execute("ROLLBACK")
             raise
         self.con.execute("COMMIT")
 
@@ -381,7 +382,8 @@ def merge_shards(root: str | os.PathLike[str] | None = None,
                 try:
                     added, bad = _merge_rows(cache.con)
                 except BaseException:
-                    cache.con.execute("ROLLBACK")
+                    if cache.con.in_transaction:  # SQLite already rolled back on a full disk
+                        cache.con.execute("ROLLBACK")
                     raise
                 cache.con.execute("COMMIT")
                 if bad:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import logging
 import math
+import sqlite3
 import sys
 from pathlib import Path
 from typing import Any
@@ -266,6 +267,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(interrupted_line(args), file=sys.stderr)
         return 130
+    except (OSError, sqlite3.OperationalError) as e:  # a full disk: ours, one line
+        line = files.disk_failure(e)
+        if line is None:
+            raise
+        print(f"error: {line}", file=sys.stderr)
+        return 2
 
 
 def interrupted_line(args: argparse.Namespace) -> str:

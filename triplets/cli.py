@@ -13,6 +13,7 @@ are one line on stderr; any other exception is a bug and propagates.
 from __future__ import annotations
 
 import argparse
+import sqlite3
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -213,6 +214,14 @@ def _run(args: argparse.Namespace) -> int:
         return args.handler(args)
     except _user_errors() as e:  # evaluated only when something was raised
         print(f"error: {e}", file=sys.stderr)
+        return 2
+    except (OSError, sqlite3.OperationalError) as e:  # a full disk: ours, one line
+        from benchmark.files import disk_failure
+
+        line = disk_failure(e)
+        if line is None:
+            raise
+        print(f"error: {line}", file=sys.stderr)
         return 2
 
 

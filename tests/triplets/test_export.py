@@ -382,3 +382,31 @@ def test_export_never_deletes_a_folder_named_like_its_temp_folder(release, tmp_p
     export_release(wd, out)
     assert (theirs / "keep.txt").read_text() == "mine\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == [theirs.name, "rel"]
+
+
+def test_export_on_a_full_disk_is_one_line_and_keeps_the_release(release, tmp_path,
+                                                                   monkeypatch, capsys):
+    """ENOSPC while the new release is written: exit 2, one line; the release already in --out
+    is whole and no work folder is left beside it."""
+    import errno
+    import os
+
+    from benchmark import files
+    from triplets.publish import release_files
+
+    wd, _ = release
+    out = tmp_path / "rel"
+    export_release(wd, out)
+    before = {p: (out / p).read_bytes() for p in release_files(out)}
+
+    def enospc(fd):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(files.os, "fsync", enospc)
+    capsys.readouterr()
+    assert cli.main(["export", "--workdir", str(wd.root), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "Traceback" not in err
+    assert err.splitlines()[-1].startswith("error: cannot write") and "No space left" in err
+    assert {p: (out / p).read_bytes() for p in release_files(out)} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rel"]
