@@ -198,15 +198,20 @@ def table(results: dict[int, dict[str, Any]], stages: list[str]) -> str:
             + [f"sql/img@{sizes[-1]}", f"img/s@{sizes[-1]}", "b wall", "b cpu (steps)", "b cpu"])
     out = [" | ".join(head), " | ".join("---" for _ in head)]
     for s in stages:
-        rows = [results[n]["stages"][s] for n in sizes]
+        have = [n for n in sizes if s in results[n]["stages"]]  # a run stopped part-way
+        rows = [results[n]["stages"][s] for n in have]
         wall, cpu = [r["wall"] for r in rows], [r["cpu"] for r in rows]
-        _, fit_w = exponents(sizes, wall)
-        steps, fit_c = exponents(sizes, cpu)
+        _, fit_w = exponents(have, wall)
+        steps, fit_c = exponents(have, cpu)
+
+        def col(key: str, fmt: str, s: str = s, have: list[int] = have) -> list[str]:
+            got = {n: results[n]["stages"][s][key] for n in have}
+            return [format(got[n], fmt) if n in got else "-" for n in sizes]
+
         out.append(" | ".join([
-            s, *(f"{v:.2f}" for v in wall), *(f"{v:.2f}" for v in cpu),
-            *(f"{r['rss_peak_mb']:.0f}" for r in rows), f"{rows[-1]['sql'] / sizes[-1]:.2f}",
-            f"{sizes[-1] / max(wall[-1], 1e-6):.0f}", f"{fit_w:.2f}",
-            "/".join(f"{b:.2f}" for b in steps), f"{fit_c:.2f}"]))
+            s, *col("wall", ".2f"), *col("cpu", ".2f"), *col("rss_peak_mb", ".0f"),
+            f"{rows[-1]['sql'] / have[-1]:.2f}", f"{have[-1] / max(wall[-1], 1e-6):.0f}",
+            f"{fit_w:.2f}", "/".join(f"{b:.2f}" for b in steps), f"{fit_c:.2f}"]))
     return "\n".join(out)
 
 
@@ -242,11 +247,12 @@ def main(argv: list[str] | None = None) -> int:
             info["stages"][s] = r = run_stage(s, root)
             if r["rc"]:
                 print(f"  warning: {s} exited with code {r['rc']}", flush=True)
+            results[n] = info
+            if a.json:  # after every stage: a run stopped part-way keeps what it measured
+                Path(a.json).write_text(json.dumps({str(k): v for k, v in results.items()},
+                                                   indent=1))
             print(f"  {s:15s} {r['wall']:8.2f} s  cpu {r['cpu']:8.2f} s  rss {r['rss_base_mb']:6.0f}"
                   f" -> {r['rss_peak_mb']:6.0f} MB  sql {r['sql']}", flush=True)
-        results[n] = info
-        if a.json:
-            Path(a.json).write_text(json.dumps({str(k): v for k, v in results.items()}, indent=1))
     print(table(results, stages))
     return 0
 

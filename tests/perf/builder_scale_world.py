@@ -16,6 +16,7 @@ import io
 import json
 import os
 import shutil
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -124,16 +125,32 @@ def tiny_clip(root: Path) -> Path:
 
 # -- stage drivers without a CLI of their own (no server, no API) ------------------------
 def batch_prep(work: str) -> int:
-    """Every tagging group's Batch API request, as ``tagging_batch.submit`` builds them."""
+    """The Batch API path of the tagging stage (``tagging_batch.run_batch_phase``) over every
+    image, with the job's creation replaced by building its body (the ``InlinedRequest``
+    payload ``submit`` sends) and nothing polled: the request building and its memory."""
     from google.genai import types
 
+    from builder import tagging_batch
     from builder.catalog import Catalog
     from builder.llm import LLMConfig, make_llm
     from builder.prompts import load_prompt
     from builder.tagging import PROMPT, chunk, concept_list
-    from builder.tagging_rules import Img, TagContext
+    from builder.tagging_rules import Img, TagContext, send_estimate
 
     os.environ.setdefault("GEMINI_API_KEY", "bench-not-a-key")
+    sent = {"jobs": 0, "bytes": 0}
+
+    def submit(cat, ctx, groups, reqs, phase, run_id, counts) -> str:  # noqa: ANN001
+        llm = ctx.llm
+        body = [types.InlinedRequest(contents=llm.contents(r.prompt, r.images),
+                                     config=llm.request_config(r), metadata={"key": str(i)})
+                for i, r in enumerate(reqs)]
+        sent["bytes"] += sum(len(b.model_dump_json()) for b in body)
+        sent["jobs"] += 1
+        return f"batches/bench-{sent['jobs']}"
+
+    tagging_batch.submit = submit
+    tagging_batch.poll_and_collect = lambda *a, **k: True
     with Catalog.open(work) as cat:
         llm = make_llm("gemini:gemini-2.5-flash", cat.workdir.llm_cache_path, LLMConfig(rpm=0))
         template, sha = load_prompt(*PROMPT)
@@ -142,14 +159,9 @@ def batch_prep(work: str) -> int:
             "SELECT t.sha256, im.ext, im.format, MIN(i.concept) FROM tags t JOIN images im ON "
             "im.sha256 = t.sha256 JOIN items i ON i.sha256 = t.sha256 GROUP BY t.sha256 "
             "ORDER BY t.sha256")]
-        n = 0
-        for g in chunk(imgs, 8):
-            args = ctx.request_args(g)
-            req = llm.prepare(args.pop("prompt"), args.pop("schema"), **args)
-            llm.lookup(req)
-            types.InlinedRequest(contents=llm.contents(req.prompt, req.images),
-                                 config=llm.request_config(req), metadata={"key": str(n)})
-            n += 1
+        tagging_batch.run_batch_phase(
+            cat, ctx, lambda: chunk(imgs, 8, lambda im: send_estimate(cat.workdir, im)),
+            "first", 0, Counter(), 0.0, 0.0, 2_000_000)
     return 0
 
 
