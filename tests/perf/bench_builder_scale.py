@@ -245,8 +245,8 @@ def main(argv: list[str] | None = None) -> int:
         info["stages"] = {}
         for s in stages:
             info["stages"][s] = r = run_stage(s, root)
-            if r["rc"]:
-                print(f"  warning: {s} exited with code {r['rc']}", flush=True)
+            if r["rc"]:  # a stage that did not do its work measures nothing
+                raise SystemExit(f"stage {s} exited with code {r['rc']} at n={n}")
             results[n] = info
             if a.json:  # after every stage: a run stopped part-way keeps what it measured
                 Path(a.json).write_text(json.dumps({str(k): v for k, v in results.items()},

@@ -18,6 +18,7 @@ import os
 import shutil
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -138,15 +139,20 @@ def batch_prep(work: str) -> int:
     from builder.tagging_rules import Img, TagContext, send_estimate
 
     os.environ.setdefault("GEMINI_API_KEY", "bench-not-a-key")
-    sent = {"jobs": 0, "bytes": 0}
+    sent: dict[str, Any] = {"jobs": 0, "bytes": 0, "error": None}
 
     def submit(cat, ctx, groups, reqs, phase, run_id, counts) -> str:  # noqa: ANN001
-        llm = ctx.llm
-        body = [types.InlinedRequest(contents=llm.contents(r.prompt, r.images),
+        # never raises: run_batch_phase would record a failed creation as every image's
+        # transient failure, and the later stages would find the pool untagged
+        try:
+            llm = ctx.llm
+            for i, r in enumerate(reqs):
+                types.InlinedRequest(contents=llm.contents(r.prompt, r.images),
                                      config=llm.request_config(r), metadata={"key": str(i)})
-                for i, r in enumerate(reqs)]
-        sent["bytes"] += sum(len(b.model_dump_json()) for b in body)
-        sent["jobs"] += 1
+            sent["bytes"] += sum(tagging_batch.request_bytes(r) for r in reqs)
+            sent["jobs"] += 1
+        except Exception as exc:  # noqa: BLE001 - reported by the stage's exit code
+            sent["error"] = repr(exc)
         return f"batches/bench-{sent['jobs']}"
 
     tagging_batch.submit = submit
@@ -162,6 +168,8 @@ def batch_prep(work: str) -> int:
         tagging_batch.run_batch_phase(
             cat, ctx, lambda: chunk(imgs, 8, lambda im: send_estimate(cat.workdir, im)),
             "first", 0, Counter(), 0.0, 0.0, 2_000_000)
+    if sent["error"] or not sent["jobs"]:
+        raise RuntimeError(f"batch request building failed: {sent['error']}")
     return 0
 
 
