@@ -19,7 +19,10 @@ release, second run: scoring from the embedding cache).
 Per stage and size: wall seconds of the stage itself (the child imports its heavy libraries
 first), peak RSS of the child and its RSS before the stage, SQL statements per image (every
 catalog connection traced), items/s; then the growth exponent ``b`` of time ∝ n^b between
-consecutive sizes and fitted over all sizes. Not collected by pytest.
+consecutive sizes and fitted over all sizes. A second run with the same ``--root`` and
+``--json`` reuses the worlds (``world.json``) and replaces the numbers of the stages it runs
+again (``--stages triplets,validate`` after a fix). ``--table F.json`` prints a saved table.
+Not collected by pytest.
 """
 
 from __future__ import annotations
@@ -154,6 +157,8 @@ def child(stage: str, root: Path) -> None:
 def prepare(root: Path, n: int, per_cell: int) -> dict[str, Any]:
     n_countries, n_concepts = world.shape(n, per_cell)
     concepts = [f"concept {i:04d}" for i in range(n_concepts)]
+    if (root / "world.json").is_file():  # built by an earlier run: measure its stages again
+        return {**json.loads((root / "world.json").read_text()), "reused": True}
     data = world.data_dir(root / "data", n_countries, concepts)
     t0 = time.perf_counter()
     import csv
@@ -162,8 +167,10 @@ def prepare(root: Path, n: int, per_cell: int) -> dict[str, Any]:
         codes = [r["code"] for r in csv.DictReader(f)]
     planted = world.make_world(root / "world", concepts, codes, n, per_cell)
     world.tiny_clip(root / "clip")
-    return {"countries": n_countries, "concepts": n_concepts, "planted": planted,
+    info = {"countries": n_countries, "concepts": n_concepts, "planted": planted,
             "world_s": time.perf_counter() - t0}
+    (root / "world.json").write_text(json.dumps(info))
+    return info
 
 
 def run_stage(stage: str, root: Path) -> dict[str, Any]:
@@ -237,12 +244,14 @@ def main(argv: list[str] | None = None) -> int:
     stages = STAGES if a.stages == "all" else a.stages.split(",")
     base = Path(a.root or tempfile.mkdtemp(prefix="xcm-scale-"))
     results: dict[int, dict[str, Any]] = {}
+    if a.json and Path(a.json).is_file():  # stages measured again replace their old numbers
+        results = {int(k): v for k, v in json.loads(Path(a.json).read_text()).items()}
     for n in (int(s) for s in a.sizes.split(",")):
         root = base / f"n{n}"
         info = prepare(root, n, a.per_cell)
         print(f"n={n}: {info['countries']} countries x {info['concepts']} concepts, world "
               f"{info['world_s']:.0f} s, planted {info['planted']}", flush=True)
-        info["stages"] = {}
+        info["stages"] = results.get(n, {}).get("stages", {})
         for s in stages:
             info["stages"][s] = r = run_stage(s, root)
             if r["rc"]:  # a stage that did not do its work measures nothing
@@ -253,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
                                                    indent=1))
             print(f"  {s:15s} {r['wall']:8.2f} s  cpu {r['cpu']:8.2f} s  rss {r['rss_base_mb']:6.0f}"
                   f" -> {r['rss_peak_mb']:6.0f} MB  sql {r['sql']}", flush=True)
-    print(table(results, stages))
+    print(table(results, [s for s in STAGES if any(s in r["stages"] for r in results.values())]))
     return 0
 
 
