@@ -223,3 +223,16 @@ def test_bytes_above_the_limit_are_refused_undecoded(monkeypatch):
     monkeypatch.setattr(dec, "MAX_FILE_BYTES", 100)
     with pytest.raises(dec.ImageRefused, match=r"1000 bytes exceeds the limit of 100 bytes"):
         dec.decode_image(b"\0" * 1000, "x")
+
+
+def test_two_files_for_one_image_id_is_an_error_naming_both(tmp_path):
+    folder = tmp_path / "images"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "ken-0-0.png").write_bytes(encode(Image.new("RGB", (4, 4))))
+    (folder / "sub" / "ken-0-0.jpg").write_bytes(encode(Image.new("RGB", (4, 4)), "JPEG"))
+    (folder / "ok-1-0.png").write_bytes(encode(Image.new("RGB", (4, 4))))
+    with pytest.raises(DataError) as e:
+        ImageStore.from_folder(folder)
+    assert str(e.value) == (f"--images {folder}: 1 image id(s) with more than one file; first: "
+                            "ken-0-0: ken-0-0.png and sub/ken-0-0.jpg (keep one file per id)")
+    assert ImageStore.from_folder(folder, wanted={"ok-1-0"}).ids == ["ok-1-0"]
