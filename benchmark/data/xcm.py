@@ -167,7 +167,7 @@ def load_release(path_or_id: str, revision: str | None = None) -> XCMDataset:
     meta["image_id"] = meta["image_id"].astype(str)
     check_unique_images(meta["image_id"].tolist(), f"{what} images")
     if "tags" in meta:
-        check_tags(meta["image_id"], meta["tags"], f"{what} images")
+        check_tags(meta["image_id"], meta["tags"], f"{what} images", meta["concept"])
     ids, read = hf.image_bytes_reader(imgs, "image_id", f"{what} images", embedded_only=True)
     shas = _release_image_shas(ids, read, meta, f"{what} images")
     sampling = _build_record(what).get("sampling") or {}
