@@ -22,7 +22,6 @@ which the crawl records in ``crawl_input_errors``.
 
 from __future__ import annotations
 
-import csv
 import json
 import logging
 import random
@@ -33,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmark import tables
+from benchmark.text import StrictDictReader
 from builder.stagekit import StageInputError
 
 log = logging.getLogger(__name__)
@@ -262,7 +262,7 @@ def urls_searches(path: Path) -> tuple[list[Search], list[InputError]]:
     errors: list[InputError] = []
     groups: dict[tuple[str, str, str], dict[int, Hit]] = {}
     with path.open(newline="", encoding="utf-8") as f:
-        reader = csv.DictReader(f)
+        reader = StrictDictReader(f, str(path), StageInputError)
         missing = [c for c in URL_COLUMNS if c not in (reader.fieldnames or [])]
         if missing:
             raise StageInputError(f"{path}: missing columns {missing} (need {','.join(URL_COLUMNS)})")

@@ -24,7 +24,6 @@ records (the table's sha256, its source mix, the share of reviewed terms per cou
 
 from __future__ import annotations
 
-import csv
 import io
 import logging
 from collections import Counter
@@ -38,6 +37,7 @@ from benchmark import tables
 from benchmark.data import DataError
 from benchmark.data.rules import first_items
 from benchmark.files import sha256_bytes, sha256_text
+from benchmark.text import StrictDictReader
 
 log = logging.getLogger(__name__)
 
@@ -120,7 +120,7 @@ def read_file(path: Path) -> QueryTable:
     if not path.is_file():
         raise DataError(f"{what}: no such file")
     raw = path.read_bytes()
-    reader = csv.DictReader(io.StringIO(_decode(raw, what)))
+    reader = StrictDictReader(io.StringIO(_decode(raw, what), newline=""), what, DataError)
     cols = list(reader.fieldnames or [])
     key = "country" if "country" in cols else "language" if "language" in cols else None
     if key is None or "concept" not in cols or "text" not in cols:

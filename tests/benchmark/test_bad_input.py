@@ -246,3 +246,25 @@ def test_tags_outside_the_vocabulary_are_refused_by_both(tags, hint, world, tmp_
                                      f"{hint}")
     vrc, _, verr = validate(["--release", str(d)], capsys)
     assert vrc == 2 and verr == line
+
+
+@pytest.mark.parametrize("row,fields", [("train,Argentina,tr,en", 4), ("train,Argentina", 2)])
+def test_a_queries_row_with_more_or_fewer_fields_is_refused(row, fields, tmp_path, capsys):
+    """`food,DEU,Es,sen` used to score the text "Es" (issue 22)."""
+    csv, imgs, raw = _authors_subset(tmp_path)
+    q = tmp_path / "q.csv"
+    q.write_text(f"concept,country,text\ntrain,ARG,tren\n{row}\n", encoding="utf-8")
+    rc, line = evaluate(["--triplets-csv", str(csv), "--images", str(imgs), "--queries", str(q)],
+                        tmp_path, capsys)
+    assert rc == 2 and line.endswith(f"--queries {q}: line 3 has {fields} field(s), the header "
+                                     "has 3 (concept,country,text)")
+
+
+def test_an_authors_csv_row_with_an_extra_field_is_refused(tmp_path, capsys):
+    csv, imgs, raw = _authors_subset(tmp_path)
+    lines = csv.read_text(encoding="utf-8").splitlines()
+    lines[4] += ",extra"
+    csv.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    rc, line = evaluate(["--triplets-csv", str(csv), "--images", str(imgs)], tmp_path, capsys)
+    n = len(raw.columns)
+    assert rc == 2 and f"{csv}: line 5 has {n + 1} field(s), the header has {n}" in line

@@ -74,3 +74,20 @@ def test_phash_of_16_bit_pictures_sees_their_content(tmp_path):
     (tmp_path / "up.jpg").write_bytes(encode(upright, "JPEG", quality=95))
     assert bin(int(phash_hex(tmp_path / "six.jpg"), 16)
                ^ int(phash_hex(tmp_path / "up.jpg"), 16)).count("1") <= 4
+
+
+def test_a_urls_csv_row_with_an_extra_field_is_one_error(tmp_path):
+    """Every CSV the project reads goes through the strict reader (issue 22)."""
+    import pytest
+
+    from builder.search import URL_COLUMNS, urls_searches
+    from builder.stagekit import StageInputError
+
+    f = tmp_path / "u.csv"
+    good = {"concept": "food", "country": "THA", "language": "th", "rank": "1",
+            "image_url": "https://img.example/a.jpg", "page_url": "", "title": ""}
+    row = ",".join(good.get(c, "") for c in URL_COLUMNS)
+    f.write_text(",".join(URL_COLUMNS) + f"\n{row}\n{row},extra\n", encoding="utf-8")
+    with pytest.raises(StageInputError, match=rf"^{f}: line 3 has {len(URL_COLUMNS) + 1} "
+                                              rf"field\(s\), the header has {len(URL_COLUMNS)}"):
+        urls_searches(f)
