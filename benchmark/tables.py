@@ -211,7 +211,7 @@ def concepts() -> list[str]:
     if not path.is_file():
         raise TableError(f"missing table {path}")
     lines = path.read_text(encoding="utf-8").splitlines()
-    return [ln.strip() for ln in lines if ln.strip() and not ln.lstrip().startswith("#")]
+    return [normalize_term(ln) for ln in lines if ln.strip() and not ln.lstrip().startswith("#")]
 
 
 # -- query terms: data/queries.csv, one term per (concept, country) ---------------------------

@@ -8,8 +8,9 @@ import these too; no other module normalises a name or reads a CSV its own way.
   keyboard is NFC ("caf" + U+00E9). Every name and term is normalised where it enters
   (folder names, CSV cells, the catalog, the release, the query table, annotation exports),
   so the two spellings are one concept, one term.
-- :func:`majority_terms`: the one rule that picks a term among several proposals (reviews,
-  published tables): the most frequent normalised spelling, ties broken by first seen.
+- :func:`majority_terms`: the one rule that picks a term among several (the images of one
+  concept and country in a published dataset or a release): the most frequent normalised
+  spelling, a tie to the smallest.
 - :class:`StrictDictReader`: ``csv.DictReader`` that refuses a row with more or fewer fields
   than the header (``DictReader`` puts extra fields under the key ``None`` and fills missing
   ones with ``None``: a row ``food,DEU,Es,sen`` scored the text "Es"), naming the file and
@@ -21,7 +22,7 @@ from __future__ import annotations
 import csv
 import unicodedata
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 
@@ -30,14 +31,22 @@ def normalize_term(text: Any) -> str:
     return " ".join(unicodedata.normalize("NFC", str(text if text is not None else "")).split())
 
 
-def majority_terms(terms: Iterable[Any]) -> str | None:
-    """The most frequent normalised non-empty term (first seen wins a tie), or None."""
+def term_counts(terms: Iterable[Any] | Mapping[Any, int]) -> Counter[str]:
+    """Normalised non-empty terms counted (a mapping gives each term's count)."""
+    items = terms.items() if isinstance(terms, Mapping) else ((t, 1) for t in terms)
     counts: Counter[str] = Counter()
-    for t in terms:
+    for t, k in items:
         n = normalize_term(t)
         if n:
-            counts[n] += 1
-    return max(counts, key=lambda k: counts[k], default=None) if counts else None
+            counts[n] += k
+    return counts
+
+
+def majority_terms(terms: Iterable[Any] | Mapping[Any, int]) -> str | None:
+    """The most frequent normalised non-empty term, or None; a tie goes to the smallest term
+    (code point order), so the choice never depends on the order of the rows."""
+    counts = term_counts(terms)
+    return min(counts.items(), key=lambda kv: (-kv[1], kv[0]))[0] if counts else None
 
 
 class CSVShapeError(ValueError):

@@ -37,6 +37,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from benchmark.data import DataError
+from benchmark.text import normalize_term
 from builder.catalog import Catalog, utcnow
 from builder.stagekit import StageInputError, report, stage_main, stage_parser, stage_run
 from builder.unionfind import UnionFind
@@ -354,7 +355,7 @@ def image_dedup(catalog: Catalog, cfg: DedupConfig, adapter: Any = None) -> dict
     concepts = [r[0] for r in catalog.query(
         "SELECT DISTINCT concept FROM items WHERE sha256 IS NOT NULL ORDER BY concept")]
     if cfg.concepts.strip().lower() != "all":
-        wanted = {c.strip() for c in cfg.concepts.split(",")}
+        wanted = {normalize_term(c) for c in cfg.concepts.split(",")}
         concepts = [c for c in concepts if c in wanted]
     by_concept: dict[str, dict[str, int]] = {}
     total: Counter[str] = Counter()

@@ -1,0 +1,39 @@
+"""One identity per text (issue 22): a concept folder named in NFD, as macOS writes "café",
+is the same concept as the NFC "café" of the tables and of ``--concepts``."""
+
+from __future__ import annotations
+
+import unicodedata
+from pathlib import Path
+
+import pytest
+
+from builder.catalog import Catalog
+from builder.crawl import CrawlConfig, crawl
+from tests.builder.test_crawl import fetch_cfg
+from tests.fakes.image_server import image_bytes
+
+NFD, NFC = "cafe\u0301", "caf\u00e9"
+
+
+def nfd_world(root: Path) -> Path:
+    for i, k in enumerate(("THA", "JPN")):
+        (root / NFD / k).mkdir(parents=True)
+        (root / NFD / k / "a.png").write_bytes(image_bytes("PNG", seed=i + 1))
+    (root / "tea" / "THA").mkdir(parents=True)
+    (root / "tea" / "THA" / "a.png").write_bytes(image_bytes("PNG", seed=7))
+    # the file system keeps the NFD name (as macOS writes it)
+    assert sorted(p.name for p in root.iterdir()) == sorted([NFD, "tea"])
+    return root
+
+
+@pytest.mark.parametrize("concepts", ["all", NFC, NFD])
+def test_an_nfd_concept_folder_is_one_nfc_concept(concepts, tmp_path):
+    root = nfd_world(tmp_path / "photos")
+    with Catalog.open(tmp_path / "w") as cat:
+        crawl(cat, CrawlConfig(search=f"folder:{root}", concepts=concepts, fetch=fetch_cfg()))
+        names = sorted({r["concept"] for r in cat.query("SELECT concept FROM searches")})
+        ok = cat.query("SELECT COUNT(*) AS n FROM downloads WHERE status='ok'")[0]["n"]
+    want = [NFC, "tea"] if concepts == "all" else [NFC]
+    assert names == want and all(unicodedata.is_normalized("NFC", n) for n in names)
+    assert ok == (3 if concepts == "all" else 2)
