@@ -37,3 +37,23 @@ def test_an_nfd_concept_folder_is_one_nfc_concept(concepts, tmp_path):
     want = [NFC, "tea"] if concepts == "all" else [NFC]
     assert names == want and all(unicodedata.is_normalized("NFC", n) for n in names)
     assert ok == (3 if concepts == "all" else 2)
+
+
+def test_a_catalog_with_nfd_concepts_samples_every_anchor(tmp_path):
+    """A work dir crawled from an NFD folder before names were normalised: its items say
+    "café" in NFD, its query terms in NFC. `triplets sample` dropped 39 of 48 anchors as
+    `no_native_term`; the pool reads every name as NFC, so each anchor finds its term."""
+    from tests.triplets.world import build_world
+    from triplets.sampling import SampleConfig
+    from triplets.store import run_sample
+
+    wd = build_world(tmp_path / "w", [NFC, "tea", "rice"], per_cell=2)
+    with Catalog.open(wd) as cat, cat.tx() as con:
+        con.execute("UPDATE items SET concept=? WHERE concept=?", (NFD, NFC))
+        con.execute("UPDATE tags SET tags_json=? WHERE tags_json=?",
+                    (f'["{NFD}"]', f'["{NFC}"]'))
+    res = run_sample(wd, SampleConfig(seed=1))
+    assert res.counts["skipped_no_native_term"] == 0
+    concepts = {t.query_concept for t in res.triplets}
+    assert concepts == {NFC, "tea", "rice"}
+    assert len({t.query_image_id for t in res.triplets}) == 3 * 16 * 2
