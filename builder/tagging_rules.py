@@ -25,6 +25,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from benchmark.text import normalize_term
 from builder.catalog import Catalog, clip_raw, utcnow
 from builder.llm import BaseLLM, ImagePart
 from builder.workdir import WorkDir
@@ -158,7 +159,7 @@ def judge(answer: GroupAnswer, n: int, allowed: set[str], final: bool) -> list[V
         if seen[i] > 1:
             out.append(Verdict(bad_status, None, f"index {i} answered {seen[i]} times"))
             continue
-        labels = [c.strip() for c in by_index[i]]
+        labels = [normalize_term(c) for c in by_index[i]]  # NFC, as every name
         outside = sorted({c for c in labels if c not in allowed})
         if outside:
             out.append(Verdict(bad_status, None, f"labels outside the concept list: {outside[:5]}"))

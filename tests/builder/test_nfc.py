@@ -57,3 +57,11 @@ def test_a_catalog_with_nfd_concepts_samples_every_anchor(tmp_path):
     concepts = {t.query_concept for t in res.triplets}
     assert concepts == {NFC, "tea", "rice"}
     assert len({t.query_image_id for t in res.triplets}) == 3 * 16 * 2
+
+
+def test_a_tagger_answer_in_nfd_is_a_valid_nfc_tag():
+    from builder.tagging_rules import GroupAnswer, ImageTags, TagAnswer, judge
+
+    ans = GroupAnswer(TagAnswer(images=[ImageTags(index=0, concepts=[NFD, " tea"])]), "{}")
+    (v,) = judge(ans, 1, {NFC, "tea"}, final=True)
+    assert (v.status, v.tags) == ("ok", [NFC, "tea"])
