@@ -268,3 +268,17 @@ def test_an_authors_csv_row_with_an_extra_field_is_refused(tmp_path, capsys):
     rc, line = evaluate(["--triplets-csv", str(csv), "--images", str(imgs)], tmp_path, capsys)
     n = len(raw.columns)
     assert rc == 2 and f"{csv}: line 5 has {n + 1} field(s), the header has {n}" in line
+
+
+def test_a_2_gb_image_file_and_two_files_for_one_id_are_one_line(tmp_path, capsys):
+    csv, imgs, raw = _authors_subset(tmp_path)
+    iid = raw.loc[0, "query_image_id"]
+    (imgs / f"{iid}.jpg").write_bytes((imgs / f"{iid}.png").read_bytes())
+    rc, line = evaluate(["--triplets-csv", str(csv), "--images", str(imgs)], tmp_path, capsys)
+    assert rc == 2 and line.endswith(f"first: {iid}: {iid}.jpg and {iid}.png (keep one file "
+                                     "per id)")
+    (imgs / f"{iid}.jpg").unlink()
+    with open(imgs / f"{iid}.png", "wb") as f:
+        f.truncate(2 * 1024**3)
+    rc, line = evaluate(["--triplets-csv", str(csv), "--images", str(imgs)], tmp_path, capsys)
+    assert rc == 2 and line.endswith(f"(not read), first: {iid} (file of {2 * 1024**3} bytes)")
