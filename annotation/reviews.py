@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import json
 import logging
-import unicodedata
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from benchmark.files import sha256_text
+from benchmark.text import normalize_term
 from builder.catalog import Catalog, utcnow
 
 log = logging.getLogger(__name__)
@@ -106,11 +106,6 @@ def duplicate_decisions(ann: Mapping[str, Any], n_images: int) -> list[str]:
     if none and any(d.endswith("remove") for d in out):
         return ["contradiction"] * n_images
     return out
-
-
-def normalize_term(text: str) -> str:
-    """A typed term as stored: Unicode NFC, inner whitespace collapsed, trimmed."""
-    return " ".join(unicodedata.normalize("NFC", text).split())
 
 
 def same_term(a: str, b: str) -> bool:

@@ -33,6 +33,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from benchmark import tables
+from benchmark.text import normalize_term
 from builder.catalog import Catalog, utcnow
 from builder.download import Downloader, FetchConfig, FetchResult
 from builder.items import (
@@ -90,7 +91,7 @@ class CrawlResult:
 def _concept_filter(spec: str) -> set[str] | None:
     if spec.strip().lower() == "all":
         return None
-    return {c.strip() for c in spec.split(",") if c.strip()}
+    return {normalize_term(c) for c in spec.split(",") if c.strip()}  # NFC, as every name
 
 
 def _check_concepts(wanted: set[str] | None, known: set[str]) -> None:

@@ -27,6 +27,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from benchmark import tables
+from benchmark.text import normalize_term
 from builder.catalog import Catalog
 from builder.query_terms import catalog_terms, table_terms
 
@@ -110,7 +111,7 @@ def parse_tags(status: str | None, tags_json: str | None) -> tuple[tuple[str, ..
         return None, "bad_json"
     if not isinstance(value, list) or not value or not all(isinstance(x, str) for x in value):
         return None, "bad_json"
-    return tuple(value), "ok"
+    return tuple(normalize_term(x) for x in value), "ok"
 
 
 def load_pool(cat: Catalog) -> Pool:
@@ -128,7 +129,7 @@ def load_pool(cat: Catalog) -> Pool:
                 counts["skipped_unknown_country"] += 1
                 log.warning("item %s: unknown country %r, left out", r["item_id"], r["country"])
                 continue
-        key = (r["concept"], country, r["sha256"])
+        key = (normalize_term(r["concept"]), country, r["sha256"])  # NFC: one identity
         rank_key = (int(r["rank"]), r["language"], r["query_text"], int(r["item_id"]))
         if key in best:
             counts["merged_occurrences"] += 1
@@ -149,7 +150,7 @@ def load_pool(cat: Catalog) -> Pool:
                 concept=concept,
                 country=country,
                 query_language=r["language"],
-                query_text=r["query_text"],
+                query_text=normalize_term(r["query_text"]),
                 search_rank=int(r["rank"]),
                 source_url=r["url"],
                 page_url=r["page_url"],
@@ -194,12 +195,13 @@ def load_native_terms(cat: Catalog) -> dict[tuple[str, str], str]:
     ``queries`` rows (work dirs built before ``query_terms``), then the row of that country in
     ``data/queries.csv``. Never another country's term: Portugal's query is pt-PT, not pt-BR.
     """
-    out = {k: t.native_term for k, t in catalog_terms(cat).items() if t.native_term}
+    out = {(normalize_term(k[0]), k[1]): normalize_term(t.native_term)
+           for k, t in catalog_terms(cat).items() if t.native_term}
     for r in cat.query(
         "SELECT concept, country, native_term FROM queries WHERE kind='native' AND status='ok'"
         " AND native_term IS NOT NULL AND native_term != ''"
     ):
-        out.setdefault((r["concept"], r["country"]), r["native_term"])
+        out.setdefault((normalize_term(r["concept"]), r["country"]), normalize_term(r["native_term"]))
     for key, term in table_terms().items():
         out.setdefault(key, term.native_term)
     return out

@@ -24,7 +24,6 @@ records (the table's sha256, its source mix, the share of reviewed terms per cou
 
 from __future__ import annotations
 
-import csv
 import io
 import logging
 from collections import Counter
@@ -38,6 +37,7 @@ from benchmark import tables
 from benchmark.data import DataError
 from benchmark.data.rules import first_items
 from benchmark.files import sha256_bytes, sha256_file, sha256_text
+from benchmark.text import StrictDictReader, majority_terms, normalize_term, term_counts
 
 log = logging.getLogger(__name__)
 
@@ -120,7 +120,7 @@ def read_file(path: Path) -> QueryTable:
     if not path.is_file():
         raise DataError(f"{what}: no such file")
     raw = path.read_bytes()
-    reader = csv.DictReader(io.StringIO(_decode(raw, what)))
+    reader = StrictDictReader(io.StringIO(_decode(raw, what), newline=""), what, DataError)
     cols = list(reader.fieldnames or [])
     key = "country" if "country" in cols else "language" if "language" in cols else None
     if key is None or "concept" not in cols or "text" not in cols:
@@ -135,7 +135,8 @@ def read_file(path: Path) -> QueryTable:
     terms: dict[tuple[str, str], Term] = {}
     empty, conflicts, unknown = [], [], set()
     for n, r in enumerate(rows, 2):
-        concept, text, k = (r.get("concept") or ""), (r.get("text") or "").strip(), r.get(key) or ""
+        concept, text = normalize_term(r.get("concept")), normalize_term(r.get("text"))
+        k = normalize_term(r.get(key))
         if not text:
             empty.append(f"line {n}")
             continue
@@ -168,13 +169,19 @@ def read_file(path: Path) -> QueryTable:
 
 
 def _most_common(pairs: pd.DataFrame, key: list[str], col: str) -> tuple[dict, int]:
-    """(key -> most frequent non-empty text, ties by text; number of keys with several texts)."""
-    df = pairs[pairs[col].notna() & (pairs[col].astype(str).str.strip() != "")]
-    counts = df.groupby(key + [col]).size().reset_index(name="n")
-    counts = counts.sort_values(key + ["n", col], ascending=[True] * len(key) + [False, True])
-    best = counts.drop_duplicates(key)
-    several = int((counts.groupby(key).size() > 1).sum())
-    return {tuple(r[:-2]): r[-2] for r in best.itertuples(index=False)}, several
+    """(key -> the majority text, :func:`benchmark.text.majority_terms`; number of keys with
+    several texts)."""
+    texts: dict[tuple, list[Any]] = {}
+    for *k, t in pairs[key + [col]].itertuples(index=False):
+        texts.setdefault(tuple(k), []).append(
+            None if t is None or (isinstance(t, float) and t != t) else t)
+    best, several = {}, 0
+    for k, ts in texts.items():
+        counts = term_counts(ts)
+        if counts:
+            best[k] = majority_terms(counts)
+            several += len(counts) > 1
+    return best, several
 
 
 def _reviewed_source(pair: tuple[str, str], text: str, fallback: str,

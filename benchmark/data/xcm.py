@@ -15,6 +15,7 @@ offending rows and counts all of them.
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import logging
 from dataclasses import dataclass, field, replace
@@ -39,6 +40,7 @@ from benchmark.data.rules import (
     triplet_violations,
 )
 from benchmark.files import sha256_bytes
+from benchmark.text import StrictDictReader
 
 log = logging.getLogger(__name__)
 
@@ -167,7 +169,7 @@ def load_release(path_or_id: str, revision: str | None = None) -> XCMDataset:
     meta["image_id"] = meta["image_id"].astype(str)
     check_unique_images(meta["image_id"].tolist(), f"{what} images")
     if "tags" in meta:
-        check_tags(meta["image_id"], meta["tags"], f"{what} images")
+        check_tags(meta["image_id"], meta["tags"], f"{what} images", meta["concept"])
     ids, read = hf.image_bytes_reader(imgs, "image_id", f"{what} images", embedded_only=True)
     shas = _release_image_shas(ids, read, meta, f"{what} images")
     sampling = _build_record(what).get("sampling") or {}
@@ -187,8 +189,10 @@ def read_authors_frame(path: Path) -> pd.DataFrame:
     if not path.is_file():
         raise DataError(f"authors' triplet file {path}: no such file")
     try:
-        raw = pd.read_csv(path, dtype=str, keep_default_na=False)
-    except Exception as e:  # noqa: BLE001 - any parser failure is bad input
+        with path.open(newline="", encoding="utf-8-sig") as f:
+            reader = StrictDictReader(f, f"authors' triplet file {path}", DataError)
+            raw = pd.DataFrame(list(reader), columns=reader.fieldnames or [], dtype=str)
+    except (UnicodeDecodeError, csv.Error) as e:
         msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise DataError(f"authors' triplet file {path}: unreadable CSV ({msg})") from e
     missing = [c for c in AUTHORS_COLUMNS if c not in raw.columns]
