@@ -106,13 +106,18 @@ def unknown_ids_error(tr: pd.DataFrame, known: set[str], triplets: str, images: 
         )
 
 
-def with_query_table(ds: XCMDataset, table: queries.QueryTable) -> XCMDataset:
+def with_query_table(ds: XCMDataset, table: queries.QueryTable,
+                     query_term: str = "own") -> XCMDataset:
     """``ds`` with the query texts of ``table`` (``table`` / ``file`` sources) and their
-    provenance; the texts of a published or release source are the dataset's own."""
+    provenance; the texts of a published or release source are the dataset's own, each
+    triplet's (``query_term`` own) or its pair's most frequent (majority)."""
     tr = ds.triplets
+    notes: dict[str, Any] = {}
     if table.kind in ("table", "file"):
         tr = queries.apply_table(tr, table)
-    return replace(ds, triplets=tr, query_texts=queries.provenance(table, tr))
+    else:
+        tr, notes = queries.choose_term(tr, table, query_term)
+    return replace(ds, triplets=tr, query_texts={**queries.provenance(table, tr), **notes})
 
 
 # -- the release -------------------------------------------------------------------------------
