@@ -158,6 +158,39 @@ def table_section(table: PaperTable, ours: dict[str, tuple[str, dict[str, Result
     return sec
 
 
+def engine_section(table: PaperTable, ours: dict[str, tuple[str, dict[str, ResultFile]]]
+                   ) -> Section | None:
+    """Tables 1 and 5 by engine (``xm3600-i2t --compare-engines``): per model the other
+    engine's value against the paper, and the run's engine minus the other on the same
+    embeddings (no published value: the difference the engine alone makes)."""
+    sec = Section(f"{table.key}-engines", f"{table.title.split(':')[0]} by engine: the other "
+                  "engine on the same embeddings, and the difference",
+                  f"data/paper/{table.file} vs xm3600-i2t scores.engine_comparison")
+    engines: set[str] = set()
+    for row in table.rows:
+        model, res = ours.get(row.model, (None, {}))
+        ec = dig(_scores(res, "xm3600-i2t"), "engine_comparison") if res else None
+        if not isinstance(ec, dict) or not ec.get("other_engine"):
+            continue
+        engines.add(f"{ec['engine']} vs {ec['other_engine']}")
+        for col in table.columns:
+            kind, _ = xm_getter(col)
+            key = col.replace("ndcg@", "ndcg_authors@")
+            pv = row.values.get(col)
+            sec.cells.append(Cell(f"{row.model} · {ec['other_engine']}", col, kind,
+                                  number(dig(ec, "other_overall", key)),
+                                  pv.value if pv else None, pv.decimals if pv else None, model))
+            sec.cells.append(Cell(f"{row.model} · {ec['engine']} − {ec['other_engine']}", col,
+                                  kind, number(dig(ec, "difference", key)), None, None, model))
+    if not sec.cells:
+        return None
+    sec.notes.append("Rows '· ENGINE': that engine's top-100 lists on the same cached "
+                     "embeddings, against the paper; rows 'A − B': the run's engine minus the "
+                     "other (no published value: what the search engine alone changes). "
+                     f"Engines: {', '.join(sorted(engines))}.")
+    return sec
+
+
 # -- the authors' RQ2 CSVs -----------------------------------------------------------------------
 def merge(groups: list[dict[str, Any]]) -> dict[str, Any] | None:
     """Several of our group summaries pooled into one (wins summed, z-means weighted by n)."""
@@ -260,7 +293,11 @@ def ours_by_alias(col: Collection) -> tuple[dict[str, tuple[str, dict[str, Resul
 def compare(col: Collection, authors_folder: Path | None = None) -> Comparison:
     """Every cell of every compared table, and the check of each of our models."""
     ours, unmatched = ours_by_alias(col)
-    sections = [table_section(t, ours) for t in read_tables().values()]
+    sections = []
+    for t in read_tables().values():
+        sections.append(table_section(t, ours))
+        if t.key in ("table1", "table5") and (eng := engine_section(t, ours)) is not None:
+            sections.append(eng)
     sections += authors_sections(col, authors_folder)
     checks = {m: check_model(m, alias_of(m), list(col.results[m].values())) for m in col.models}
     return Comparison(sections, checks, unmatched)

@@ -134,6 +134,7 @@ class Job:
     revision: str | None = None
     dtype: str | None = None  # --dtype over the conventions' (None: the profile's own)
     profile: str | None = None  # sha256 of the resolved conventions record (None: no profile)
+    compare_engines: bool = False  # xm3600-i2t: also rank with the other engine (Tables 1, 5)
 
     @property
     def name(self) -> str:
@@ -169,7 +170,8 @@ class Job:
                     "--no-umap", "--bootstrap", str(self.resamples)]
         if self.task == "xm3600-i2t":
             return [*common, "--task", self.task, "--xm3600", self.dataset.spec, *rev,
-                    "--k", ",".join(map(str, self.ks)), "--grouping", "authors"]
+                    "--k", ",".join(map(str, self.ks)), "--grouping", "authors",
+                    *(["--compare-engines"] if self.compare_engines else [])]
         return [*common, "--task", self.task, "--dataset", self.dataset.spec, *rev,
                 "--bootstrap", str(self.resamples)]
 
@@ -261,7 +263,8 @@ def build_plan(cfg: ReproduceConfig) -> Plan:
                 assert ds is not None
                 ks = PAPER_KS if task == "xm3600-i2t" else ()
                 boot = cfg.bootstrap if rq == "rq2" else None
-                jobs.append(Job(m, task, ds, ks=ks, bootstrap=boot, dtype=cfg.dtype, **pin))
+                jobs.append(Job(m, task, ds, ks=ks, bootstrap=boot, dtype=cfg.dtype,
+                                compare_engines=task == "xm3600-i2t", **pin))
     return Plan(tuple(jobs), Path(cfg.output_dir))
 
 

@@ -81,7 +81,8 @@ def run_job(ctx: RunContext, job: Job) -> Path:
     cls = registry.load_task(job.task)
     if job.task == "xm3600-i2t":
         tcfg = cls.config_class(xm3600=ds.spec, revision=ds.revision, seed=job.seed,
-                                k=",".join(map(str, job.ks)), grouping="authors")
+                                k=",".join(map(str, job.ks)), grouping="authors",
+                                compare_engines=job.compare_engines)
     else:
         tcfg = cls.config_class(dataset=ds.spec, revision=ds.revision, seed=job.seed,
                                 bootstrap=job.resamples)
