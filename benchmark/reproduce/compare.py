@@ -26,7 +26,9 @@ from typing import Any
 from benchmark import tables
 from benchmark.report import authors
 from benchmark.report.collect import Collection
+from benchmark.reproduce import spread
 from benchmark.reproduce.cells import Cell, Section, dig, number
+from benchmark.reproduce.consistency import flags_by_cell
 from benchmark.reproduce.paper import PaperTable, alias_of, read_tables
 from benchmark.reproduce.provenance import ModelCheck, check_model
 from benchmark.results import ResultFile
@@ -121,10 +123,39 @@ SOURCES = {"table1": "xm3600-i2t", "table5": "xm3600-i2t", "table2": "3xcm", "ta
            "table8": "3xcm + analysis", "table7": "analysis"}
 
 
-def table_section(table: PaperTable, ours: dict[str, tuple[str, dict[str, ResultFile]]]
-                  ) -> Section:
-    """Every cell of one paper table (``ours``: paper alias -> (our model, results by task))."""
+Paths = dict[tuple[str, str], Path]
+
+
+def cell_se(key: str, column: str, metric: str | None, model: str | None,
+            res: dict[str, ResultFile], paths: Paths) -> float | None:
+    """The bootstrap standard error of our value of one cell (None where there is none)."""
+    if key in ("table1", "table5"):
+        r, path = res.get("xm3600-i2t"), paths.get((model or "", "xm3600-i2t"))
+        if r is None or path is None:
+            return None
+        cols = [c.replace("ndcg@", "ndcg_authors@") for c in read_tables()[key].columns]
+        return spread.query_mean_se(path, r, cols).get(column.replace("ndcg@", "ndcg_authors@"))
+    if key == "table2":
+        group, what, scale = dig(_scores(res, "3xcm"), "overall"), column, 100.0
+    elif key in ("table11", "table8"):
+        group = dig(_scores(res, "3xcm"), "by_country", _country(column))
+        what, scale = metric or "", 100.0 if key == "table11" else 1.0
+    else:
+        return None
+    what = what.removesuffix("_pct")
+    if what not in (*spread.WIN_KEYS, "SP"):
+        return None
+    se = spread.group_se(group if isinstance(group, dict) else None, f"{model}:{key}:{column}")
+    v = se.get(what)
+    return None if v is None else v * (1.0 if what == "SP" else scale)
+
+
+def table_section(table: PaperTable, ours: dict[str, tuple[str, dict[str, ResultFile]]],
+                  paths: Paths | None = None) -> Section:
+    """Every cell of one paper table (``ours``: paper alias -> (our model, results by task);
+    ``paths``: (model, task) -> results file, for the standard errors of Tables 1 and 5)."""
     getters = {c: GETTERS[table.key](c) for c in table.columns}
+    flags = flags_by_cell()
     sec = Section(table.key, table.title, f"data/paper/{table.file} vs our {SOURCES[table.key]}")
     averages: list[str] = []
     for row in table.rows:
@@ -138,8 +169,11 @@ def table_section(table: PaperTable, ours: dict[str, tuple[str, dict[str, Result
             if table.key == "table8" and row.metric == "SP":
                 kind = "sp"
             pv = row.values.get(col)
+            se = cell_se(table.key, col, row.metric, model, res, paths or {}) if res else None
+            flag = "; ".join(f.describe() for f in flags.get((table.key, label, col), []))
             sec.cells.append(Cell(label, col, kind, get(res, row.metric) if res else None,
-                                  pv.value if pv else None, pv.decimals if pv else None, model))
+                                  pv.value if pv else None, pv.decimals if pv else None, model,
+                                  se, flag))
     for metric in averages:  # Table 7's Average: the mean of our r, only over all its models
         row = table.row("Average", metric or None)
         for col in table.columns:
@@ -261,10 +295,11 @@ def authors_sections(col: Collection, folder: Path | None = None) -> list[Sectio
                     theirs = authors.their_numbers(row)
                     mine = our_group(res.scores, scope, str(row["group"])) or {}
                     label = " · ".join(x for x in (model, experiment, str(row["group"])) if x)
+                    se = spread.group_se(mine or None, label)
                     for ours_key, their_key, kind in AUTHORS_METRICS:
                         sec.cells.append(Cell(label, ours_key, kind, number(mine.get(ours_key)),
                                               number(theirs[f"authors_{their_key}"]), None,
-                                              model))
+                                              model, se.get(ours_key)))
         absent = sorted(known - ran)
         if absent:
             sec.notes.append("Not run here (no cells listed): " + ", ".join(absent) + ".")
@@ -295,7 +330,7 @@ def compare(col: Collection, authors_folder: Path | None = None) -> Comparison:
     ours, unmatched = ours_by_alias(col)
     sections = []
     for t in read_tables().values():
-        sections.append(table_section(t, ours))
+        sections.append(table_section(t, ours, col.paths))
         if t.key in ("table1", "table5") and (eng := engine_section(t, ours)) is not None:
             sections.append(eng)
     sections += authors_sections(col, authors_folder)
