@@ -25,6 +25,7 @@ from typing import Any
 
 from benchmark import registry, tables
 from benchmark.models import hub
+from benchmark.reproduce import pins
 from benchmark.reproduce.plan import Job, Plan
 
 
@@ -69,7 +70,35 @@ def downloads(plan: Plan) -> list[Download]:
         if not ds.local:
             role = "XM3600 (RQ1)" if job.task == "xm3600-i2t" else "3XCM (RQ2)"
             add(ds.spec, "dataset", ds.revision, role, job.model)
-    return [replace(d, models=tuple(dict.fromkeys(d.models))) for d in found.values()]
+    out = [replace(d, models=tuple(dict.fromkeys(d.models))) for d in found.values()]
+    return [with_recorded(d, plan) for d in out]
+
+
+def _recorded_part(d: Download, parts: dict[str, str]) -> str | None:
+    """The ``repo@commit`` a model's first run recorded for the repo of row ``d``."""
+    if parts.get("checkpoint", "").startswith(f"{d.repo}@"):
+        return parts["checkpoint"]
+    key = "image_revision" if "image tower" in d.role else (
+        "base_revision" if d.role.startswith("LoRA base") else None)
+    return parts.get(key) if key else None
+
+
+def with_recorded(d: Download, plan: Plan) -> Download:
+    """An unpinned row with what the output dir's first run recorded for it
+    (``reproduce-pins.json``), else as it is."""
+    if d.revision:
+        return d
+    recorded = pins.load(plan.output_dir / pins.PINS_FILE)
+    if d.repo_type == "dataset":
+        fp = recorded["datasets"].get(f"{d.repo} (unpinned)")
+        note = f"recorded by the first run: data fingerprint {fp[:12]}" if fp else ""
+        return replace(d, note=_join(d.note, note)) if fp else d
+    for model in d.models:
+        part = _recorded_part(d, recorded["models"].get(model) or {})
+        if part:
+            return replace(d, revision=part.rsplit("@", 1)[1],
+                           note=_join(d.note, "recorded by the first run (unpinned upstream)"))
+    return d
 
 
 def nothing_to_download(plan: Plan) -> list[str]:
@@ -206,7 +235,7 @@ def format_dry_run(plan: Plan, items_: list[Download], ests: list[JobEstimate]) 
     lines = [f"reproduce plan: {len(plan.jobs)} job(s), {len(plan.models)} model(s), "
              f"results in {plan.results_dir}", "", "downloads:"]
     for d in items_:
-        rev = d.revision or "unpinned (latest)"
+        rev = d.revision or "unpinned (latest; the first run records it)"
         size = human_bytes(d.size) if d.size is not None else ""
         lines.append(f"  {d.repo_type:<7} {d.repo}@{rev}  " + "; ".join(x for x in (size, d.note) if x)
                      + f"  [{d.role}; {', '.join(d.models[:3])}"

@@ -82,6 +82,10 @@ class ReproduceConfig:
     devices: str | None = option("D1,D2,...: one model per device, each in its own process "
                                  "(`reproduce` of that model), concurrently; a failed model "
                                  "does not stop the others (e.g. cuda:0,cuda:1)", None)
+    allow_revision_change: bool = option(
+        "accept an unpinned model or dataset that resolves to another revision than the one "
+        "this output dir recorded at its first run (reproduce-pins.json); refused otherwise",
+        False)
     no_compare: bool = option("run the jobs and write no comparison (what each --devices "
                               "process does; the launcher writes it once at the end)", False)
 

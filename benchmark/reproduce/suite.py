@@ -94,7 +94,8 @@ def reproduce(cfg: ReproduceConfig, endpoint: str | None = None) -> Outcome:
         summary = execute_on_devices(plan, cfg, devices)
     else:
         settings = ExecSettings(cache_dir=cfg.cache_dir, no_cache=cfg.no_cache,
-                                device=cfg.device, batch_size=cfg.batch_size)
+                                device=cfg.device, batch_size=cfg.batch_size,
+                                allow_revision_change=cfg.allow_revision_change)
         summary = execute(plan, settings)
     if cfg.no_compare:
         return Outcome(plan, summary)

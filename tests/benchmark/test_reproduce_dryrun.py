@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from benchmark import tables
+from benchmark import registry, tables
 from benchmark.cli import main
+from benchmark.models import conventions
 from benchmark.reproduce import dryrun
 from benchmark.reproduce.plan import ReproduceConfig, build_plan
 from benchmark.reproduce.suite import reproduce
@@ -166,6 +167,11 @@ def test_every_paper_model_has_its_downloads_listed(tmp_path):
     assert dryrun.nothing_to_download(plan) == []
     repos = {d.repo: d for d in dryrun.downloads(plan)}
     assert repos["vidore/colqwen2.5-v0.2"].revision == "6f6fcdfd1a114dfe365f529701b33d66b9349014"
+    # mclip-xlmr-l14 loads ViT-L-14/openai under both profiles, never the B-16-plus tower
     assert repos["timm/vit_base_patch16_plus_clip_240.laion400m_e32"].models == (
-        "mclip-xlmr-l14", "mclip-xlmr-b16plus")
+        "mclip-xlmr-b16plus",)
+    for profile in ("reference", "authors"):
+        rec = conventions.resolve("mclip-xlmr-l14", profile)
+        assert rec.options.get("image_model", "ViT-L-14/openai") == "ViT-L-14/openai"
+    assert registry.models()["mclip-xlmr-l14"].kwargs["image_model"] == "ViT-L-14/openai"
     assert repos["Tierone2025part2/crossmodal_3600"].repo_type == "dataset"
