@@ -210,11 +210,35 @@ def items(job: Job, w: dict[tuple[str, str], int]) -> tuple[int, int]:
     return 0, 0  # analysis: every embedding is in the cache
 
 
+def parameters() -> dict[str, float]:
+    """Table 6: paper alias -> parameters in millions."""
+    return {row["alias"]: float(row["parameters"].rstrip("M"))
+            for row in tables.data_csv("paper/table6_models.csv")}
+
+
+def sized_rate(model: str, base: Rate) -> Rate:
+    """A paper model's per-item seconds in proportion to its Table 6 parameter count: the
+    paper's ~3 A100-hours per model (``base``, the same for all) redistributed so the ten
+    models' total is unchanged: ``base x P / mean(P)``. A ``measured`` family row wins."""
+    from benchmark.reproduce.paper import alias_of
+
+    alias = alias_of(model)
+    params = parameters()
+    if base.kind != "estimate" or alias not in params:
+        return base
+    mean = sum(params.values()) / len(params)
+    f = params[alias] / mean
+    return Rate(f"{base.family} ({alias})", base.text_s * f, base.image_s * f, base.gpu,
+                "estimate", f"Table 6: {params[alias]:g}M parameters / the ten models' mean "
+                f"{mean:.1f}M x {base.text_s:g} s (the paper's ~3 A100-hours per model, "
+                "redistributed by size; the ten models' total unchanged)")
+
+
 def estimate(plan: Plan) -> list[JobEstimate]:
     r, w = rates(), workload()
     out = []
     for job in plan.jobs:
-        rate = r.get(family_of(job.model)) or r["*"]
+        rate = sized_rate(job.model, r.get(family_of(job.model)) or r["*"])
         t, i = items(job, w)
         out.append(JobEstimate(job, t, i, t * rate.text_s + i * rate.image_s, rate))
     return out

@@ -151,15 +151,33 @@ def test_workload_counts_are_the_authors_files():
 def test_estimate_arithmetic(tmp_path):
     plan = build_plan(ReproduceConfig(output_dir=tmp_path, models="gme-qwen2-2b,hash"))
     est = {(e.job.model, e.job.task): e for e in dryrun.estimate(plan)}
-    w, rate = dryrun.workload(), dryrun.rates()["gme"]
+    w, rate = dryrun.workload(), dryrun.sized_rate("gme-qwen2-2b", dryrun.rates()["gme"])
     x = est[("gme-qwen2-2b", "xm3600-i2t")]
     assert (x.texts, x.images) == (w[("xm3600", "captions")], w[("xm3600", "images")])
     assert x.seconds == pytest.approx(x.texts * rate.text_s + x.images * rate.image_s)
     assert est[("gme-qwen2-2b", "analysis")].seconds == 0  # every embedding cached
     assert est[("hash", "3xcm")].seconds == 0 and est[("hash", "3xcm")].rate.kind == "exact"
     assert rate.kind == "estimate" and "3 A100-hours" in rate.source
+    assert "2209M parameters" in rate.source
+    # Table 6: 2209.0M of a 3169.58M mean -> 0.036 s x 0.6970 per item
+    assert rate.text_s == pytest.approx(0.036 * 2209.0 / 3169.58, rel=1e-6)
     per_model = sum(e.seconds for (m, _), e in est.items() if m == "gme-qwen2-2b") / 3600
-    assert per_model == pytest.approx(2.9, abs=0.05)  # the paper's ~3 A100-hours per model
+    assert per_model == pytest.approx(2.90 * 2209.0 / 3169.58, abs=0.01)
+
+
+def test_costs_follow_table_6_sizes_and_keep_the_papers_total(tmp_path):
+    """CLIP-L/14 (427.6M) costs 19x less than GME-7B (7070.6M); the ten together still cost
+    the paper's ~29 A100-hours; a measured family row is used as it is."""
+    plan = build_plan(ReproduceConfig(output_dir=tmp_path))
+    est = dryrun.estimate(plan)
+    hours: dict[str, float] = {}
+    for e in est:
+        hours[e.job.model] = hours.get(e.job.model, 0.0) + e.seconds / 3600
+    assert hours["gme-qwen2-7b"] / hours["clip-l14"] == pytest.approx(7070.6 / 427.6, rel=1e-6)
+    assert sum(hours.values()) == pytest.approx(29.0, abs=0.1)
+    measured = dryrun.Rate("gme", 0.01, 0.02, "H200", "measured", "gpu_suite")
+    assert dryrun.sized_rate("gme-qwen2-7b", measured) is measured
+    assert dryrun.sized_rate("hash", dryrun.rates()["hash"]).kind == "exact"
 
 
 def test_every_paper_model_has_its_downloads_listed(tmp_path):
