@@ -76,6 +76,9 @@ class QueryTable:
     # (concept, country, text) -> source of every text the dataset gives a pair (published and
     # release sources, whose pairs may have several texts; ``terms`` holds the majority one)
     text_sources: dict[tuple[str, str, str], str] = field(default_factory=dict)
+    # (concept, country, text) -> native speakers who reviewed it, where the source says
+    text_reviewers: dict[tuple[str, str, str], int] = field(default_factory=dict)
+    status_from: str = "the table"  # where review statuses come from (recorded)
 
     def source_of(self, concept: str, country: str, text: str | None = None) -> str:
         """The review status of ``text`` for (concept, country) (``None``: the pair's term)."""
@@ -128,7 +131,10 @@ def default_table() -> QueryTable:
     if not rows:
         raise DataError(f"{path}: no rows")
     terms = {k: Term(t.native_term, t.source) for k, t in rows.items() if t.native_term.strip()}
-    return QueryTable("table", "data/queries.csv", tables.file_sha256(path), terms)
+    reviewers = {(*k, t.native_term): int(t.reviewers) for k, t in rows.items()
+                 if t.native_term.strip()}
+    return QueryTable("table", "data/queries.csv", tables.file_sha256(path), terms,
+                      text_reviewers=reviewers)
 
 
 def read_file(path: Path) -> QueryTable:
@@ -245,7 +251,9 @@ def from_published(meta: pd.DataFrame, origin: str) -> QueryTable:
                                                 strict=True))
     notes = {"pairs_with_several_terms": several} if several else {}
     texts = _text_sources(meta, ["concept", "country"], "concept_in_native", "authors", default)
-    return QueryTable("published", origin, sha256_text("\n".join(lines)), terms, notes, texts)
+    return QueryTable("published", origin, sha256_text("\n".join(lines)), terms, notes, texts,
+                      status_from="the text matched against data/queries.csv (the authors' "
+                                  "layout records none)")
 
 
 def from_release(tr: pd.DataFrame, origin: str) -> QueryTable:
@@ -253,12 +261,24 @@ def from_release(tr: pd.DataFrame, origin: str) -> QueryTable:
     ``data/queries.csv`` where the table holds the same term, else ``unmatched``."""
     best, several = _most_common(tr, ["query_concept", "query_country"], "query_text")
     default = _default_or_none()
-    terms = {k: Term(v, _reviewed_source(k, v, "unmatched", default)) for k, v in best.items()}
     lines = sorted(f"{i}\t{t}" for i, t in zip(tr["triplet_id"], tr["query_text"], strict=True))
     notes = {"pairs_with_several_terms": several} if several else {}
+    if {"query_term_source", "query_term_reviewers"} <= set(tr.columns):
+        rows = tr[["query_concept", "query_country", "query_text", "query_term_source",
+                   "query_term_reviewers"]].drop_duplicates(
+            ["query_concept", "query_country", "query_text"])
+        texts = {(c, k, t): str(s) for c, k, t, s, _ in rows.itertuples(index=False)}
+        reviewers = {(c, k, t): int(n) for c, k, t, _, n in rows.itertuples(index=False)}
+        terms = {k: Term(v, texts.get((*k, v), "unmatched")) for k, v in best.items()}
+        return QueryTable("release", origin, sha256_text("\n".join(lines)), terms, notes, texts,
+                          reviewers, "release columns query_term_source, query_term_reviewers")
+    default = _default_or_none()
+    terms = {k: Term(v, _reviewed_source(k, v, "unmatched", default)) for k, v in best.items()}
     texts = _text_sources(tr, ["query_concept", "query_country"], "query_text", "unmatched",
                           default)
-    return QueryTable("release", origin, sha256_text("\n".join(lines)), terms, notes, texts)
+    return QueryTable("release", origin, sha256_text("\n".join(lines)), terms, notes, texts,
+                      status_from="the text matched against data/queries.csv (the release "
+                                  "has no query_term_source column)")
 
 
 def load_table(kind: str, path: Path | None) -> QueryTable:
@@ -305,8 +325,25 @@ def provenance(table: QueryTable, used: Any) -> dict[str, Any]:
         "reviewed_share_by_country": {k: sum(per_country[k]) / len(per_country[k])
                                       for k in countries},
         "unreviewed_terms": sum(s != REVIEWED for s in src.values()),
+        "review_status_from": table.status_from,
+        **_reviewer_counts(table, terms),
         **table.notes,
     }
+
+
+def _reviewer_counts(table: QueryTable, terms: list[tuple[str, str, str | None]]
+                     ) -> dict[str, Any]:
+    """``used_reviewer_counts``: reviewers -> number of used terms (where the source records
+    reviewers: a release with its provenance columns, data/queries.csv)."""
+    if not table.text_reviewers:
+        return {}
+    counts: Counter = Counter()
+    for c, k, t in terms:
+        text = t if t is not None else (table.terms[(c, k)].text if (c, k) in table.terms
+                                        else None)
+        n = table.text_reviewers.get((c, k, text)) if text is not None else None
+        counts["unknown" if n is None else str(n)] += 1
+    return {"used_reviewer_counts": dict(sorted(counts.items()))}
 
 
 def warn_unreviewed(prov: dict[str, Any], memo: dict[Any, Any]) -> None:
