@@ -125,3 +125,16 @@ def test_dry_run_shows_what_the_first_run_recorded(tmp_path):
     assert after["timm/vit_large_patch14_clip_224.openai"].revision == "beef"
     assert "recorded by the first run" in after["timm/vit_large_patch14_clip_224.openai"].note
     assert set(after) == set(before)
+
+
+def test_allow_revision_change_is_a_flag_and_reaches_each_devices_process(tmp_path):
+    from benchmark.cli import build_parser
+    from benchmark.reproduce.parallel import child_args
+
+    args = build_parser().parse_args(["reproduce", "--output-dir", str(tmp_path),
+                                      "--allow-revision-change"])
+    assert args.allow_revision_change is True
+    cfg = ReproduceConfig(output_dir=tmp_path, allow_revision_change=True)
+    assert "--allow-revision-change" in child_args(cfg, "clip-l14")
+    assert "--allow-revision-change" not in child_args(ReproduceConfig(output_dir=tmp_path),
+                                                       "clip-l14")
