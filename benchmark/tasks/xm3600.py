@@ -12,6 +12,7 @@ structure: ``docs/xm3600.md``.
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import time
 from dataclasses import dataclass
@@ -259,6 +260,11 @@ class XM3600ImageToText(Task):
             return {"engine": engine, "other_engine": None,
                     "note": "not compared: chromadb ranks single-vector cosine models only"}
         other = "exact" if engine == "chromadb" else "chromadb"
+        if other == "chromadb" and importlib.util.find_spec("chromadb") is None:
+            log.warning("--compare-engines: chromadb is not installed, so only the %s engine "
+                        "ran (pip install -e '.[chromadb]')", engine)
+            return {"engine": engine, "other_engine": None,
+                    "note": "not compared: chromadb is not installed"}
         top, st, _ = self.retrieve(ctx, q, d, ks, depth, engine=other)
         theirs = score(top.indices)[0]["overall"]
         k = ks[-1]

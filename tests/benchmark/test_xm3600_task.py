@@ -516,3 +516,17 @@ def test_compare_engines_scores_both_on_the_same_embeddings(xm, tmp_path):
         exact.scores["overall"]["accuracy@1"] - ec2["other_overall"]["accuracy@1"])
     _, multi = run_task(PlantedMulti(), xm, tmp_path, k="1,5", compare_engines=True)
     assert multi.scores["engine_comparison"]["other_engine"] is None
+
+
+def test_compare_engines_without_chromadb_says_so(xm, tmp_path, monkeypatch):
+    """Our missing library is no failure of the run: the exact scores stand, the comparison
+    says why it is absent."""
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "chromadb" else real(name, *a))
+    _, out = run_task(PlantedStrong(), xm, tmp_path, k="1,5", compare_engines=True)
+    ec = out.scores["engine_comparison"]
+    assert ec == {"engine": "exact", "other_engine": None,
+                  "note": "not compared: chromadb is not installed"}
