@@ -17,10 +17,12 @@ estimate or a measurement). Items embedded once are cached: the analysis embeds 
 
 from __future__ import annotations
 
+import json
 import queue
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from benchmark import registry, tables
@@ -234,11 +236,55 @@ def sized_rate(model: str, base: Rate) -> Rate:
                 "redistributed by size; the ten models' total unchanged)")
 
 
-def estimate(plan: Plan) -> list[JobEstimate]:
+# our paper model -> (text family, image family) of tests/perf/gpu_suite.py's measurements
+SUITE_FAMILIES = {
+    "clip-l14": ("openclip-L14", "openclip-L14"),
+    "chinese-clip-l14": ("bert-base-zh", "openclip-L14"),
+    "mclip-xlmr-l14": ("xlmr-large", "openclip-L14"),
+    "mclip-xlmr-b16plus": ("xlmr-base", "openclip-B16plus"),
+    "colqwen2.5-v0.2": ("qwen2.5-vl-3b", "qwen2.5-vl-3b"),
+    "colqwen2.5-3b-m": ("qwen2.5-vl-3b", "qwen2.5-vl-3b"),
+    "colqwen2.5-7b-m": ("qwen2.5-vl-7b", "qwen2.5-vl-7b"),
+    "gme-qwen2-2b": ("qwen2-vl-2b", "qwen2-vl-2b"),
+    "gme-qwen2-7b": ("qwen2-vl-7b", "qwen2-vl-7b"),
+    "jina-v4": ("qwen2.5-vl-3b", "qwen2.5-vl-3b"),
+}
+
+
+def suite_rates(path: Path) -> dict[str, Rate]:
+    """Per paper model, the seconds per text and image that a GPU run of
+    ``tests/perf/gpu_suite.py --out FILE`` measured (random weights, the published sizes; the
+    RQ1 search is not included). A file that is not such a run is one line (exit 2)."""
+    from benchmark.reproduce.plan import PlanError
+
+    try:
+        raw = json.loads(Path(path).read_text(encoding="utf-8"))
+        fams, gpu = raw["families"], raw.get("gpu") or raw.get("device") or "?"
+        if raw.get("tiny") or not str(raw.get("device", "")).startswith("cuda"):
+            raise PlanError(f"--gpu-suite {path}: not a GPU run (device {raw.get('device')!r}"
+                            f"{', tiny shapes' if raw.get('tiny') else ''})")
+        out = {}
+        for model, (tf, imf) in SUITE_FAMILIES.items():
+            out[model] = Rate(f"gpu-suite {tf}/{imf}", 1.0 / float(fams[tf]["texts_per_s"]),
+                              1.0 / float(fams[imf]["images_per_s"]), str(gpu), "measured",
+                              f"tests/perf/gpu_suite.py on {gpu}, {raw.get('dtype')}: "
+                              f"{tf} texts, {imf} images (random weights; search excluded)")
+        return out
+    except PlanError:
+        raise
+    except (OSError, ValueError, KeyError, TypeError, ZeroDivisionError) as e:
+        raise PlanError(f"--gpu-suite {path}: not a gpu_suite.py --out file ({type(e).__name__}:"
+                        f" {e})") from None
+
+
+def estimate(plan: Plan, measured: dict[str, Rate] | None = None) -> list[JobEstimate]:
+    """Seconds per job: ``measured`` rates (:func:`suite_rates`) where given, else the family's
+    row of item_seconds.csv scaled by Table 6 size (:func:`sized_rate`)."""
     r, w = rates(), workload()
     out = []
     for job in plan.jobs:
-        rate = sized_rate(job.model, r.get(family_of(job.model)) or r["*"])
+        rate = (measured or {}).get(job.model) or sized_rate(
+            job.model, r.get(family_of(job.model)) or r["*"])
         t, i = items(job, w)
         out.append(JobEstimate(job, t, i, t * rate.text_s + i * rate.image_s, rate))
     return out

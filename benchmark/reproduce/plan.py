@@ -77,6 +77,9 @@ class ReproduceConfig:
     batch_size: int | None = option("batch size for texts and images", None, minimum=1)
     bootstrap: int = option("bootstrap resamples for SP intervals (default 1000)", 1000,
                             minimum=0)
+    gpu_suite: Path | None = option(
+        "--dry-run: GPU hours from the throughputs a `tests/perf/gpu_suite.py --out FILE` run "
+        "measured (instead of the Table 6 size estimate)", None, metavar="FILE")
     hub_timeout: float = option("seconds per hub request of --dry-run (default 5)", 5.0)
     devices: str | None = option("D1,D2,...: one model per device, each in its own process "
                                  "(`reproduce` of that model), concurrently; a failed model "

@@ -193,3 +193,35 @@ def test_every_paper_model_has_its_downloads_listed(tmp_path):
         assert rec.options.get("image_model", "ViT-L-14/openai") == "ViT-L-14/openai"
     assert registry.models()["mclip-xlmr-l14"].kwargs["image_model"] == "ViT-L-14/openai"
     assert repos["Tierone2025part2/crossmodal_3600"].repo_type == "dataset"
+
+
+def test_gpu_suite_throughputs_replace_the_size_estimate(tmp_path, capsys):
+    """--gpu-suite FILE: per paper model 1 / the measured items per second of its text and
+    image families; the families are exactly gpu_suite.py's; a tiny (CPU) run is refused."""
+    from tests.perf import gpu_suite
+
+    assert {f for pair in dryrun.SUITE_FAMILIES.values() for f in pair} == {
+        f for t, i, _ in gpu_suite.PAPER.values() for f in (t, i)}
+    fams = {f: {"texts_per_s": 100.0 * (n + 1), "images_per_s": 10.0 * (n + 1)}
+            for n, f in enumerate(sorted({f for p in dryrun.SUITE_FAMILIES.values() for f in p}))}
+    suite = tmp_path / "suite.json"
+    suite.write_text(json.dumps({"device": "cuda", "gpu": "NVIDIA H200", "dtype": "bfloat16",
+                                 "tiny": False, "families": fams}))
+    rates = dryrun.suite_rates(suite)
+    gme = rates["gme-qwen2-7b"]
+    assert gme.kind == "measured" and gme.gpu == "NVIDIA H200"
+    assert gme.text_s == pytest.approx(1 / fams["qwen2-vl-7b"]["texts_per_s"])
+    assert rates["chinese-clip-l14"].image_s == pytest.approx(
+        1 / fams["openclip-L14"]["images_per_s"])
+    plan = build_plan(ReproduceConfig(output_dir=tmp_path, models="gme-qwen2-7b,hash"))
+    est = {(e.job.model, e.job.task): e for e in dryrun.estimate(plan, rates)}
+    x = est[("gme-qwen2-7b", "xm3600-i2t")]
+    assert x.seconds == pytest.approx(x.texts * gme.text_s + x.images * gme.image_s)
+    assert est[("hash", "3xcm")].rate.kind == "exact"
+    assert main(["reproduce", "--output-dir", str(tmp_path / "r"), "--dry-run", "--models",
+                 "gme-qwen2-7b", "--gpu-suite", str(suite)]) == 0
+    assert "measured: tests/perf/gpu_suite.py on NVIDIA H200" in capsys.readouterr().out
+    suite.write_text(json.dumps({"device": "cpu", "tiny": True, "families": fams}))
+    assert main(["reproduce", "--output-dir", str(tmp_path / "r"), "--dry-run", "--gpu-suite",
+                 str(suite)]) == 2
+    assert "not a GPU run" in capsys.readouterr().err
