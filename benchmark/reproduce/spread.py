@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmark.metrics.association import group_seed
+from benchmark.report.compare import CompareError, load_outcomes
 from benchmark.results import ResultFile
 
 log = logging.getLogger(__name__)
@@ -62,23 +63,20 @@ def _group_se(wins: tuple[int, int, int], label: str) -> tuple[tuple[str, float 
 def query_mean_se(path: Path, res: ResultFile, columns: list[str]) -> dict[str, float | None]:
     """Bootstrap standard errors of the means of ``columns`` of the per-query outcomes
     recorded beside the results file at ``path`` (None where the file or column is absent)."""
-    from benchmark.report.compare import CompareError, load_outcomes
-
     rec = getattr(res, "outcomes", None)
     key = (str(path), str(rec.get("sha256")) if isinstance(rec, dict) else "", tuple(columns))
     if key not in _MEMO:
-        _MEMO[key] = _query_mean_se(path, res, columns, load_outcomes, CompareError)
+        _MEMO[key] = _query_mean_se(path, res, columns)
     return dict(_MEMO[key])
 
 
 _MEMO: dict[tuple[str, str, tuple[str, ...]], dict[str, float | None]] = {}
 
 
-def _query_mean_se(path: Path, res: ResultFile, columns: list[str], load_outcomes: object,
-                   error: type[Exception]) -> dict[str, float | None]:
+def _query_mean_se(path: Path, res: ResultFile, columns: list[str]) -> dict[str, float | None]:
     try:
-        df = load_outcomes(path, res)  # type: ignore[operator]
-    except error as e:
+        df = load_outcomes(path, res)
+    except CompareError as e:
         log.info("no standard errors for %s: %s", path, e)
         return dict.fromkeys(columns)
     n = len(df)
