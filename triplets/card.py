@@ -48,6 +48,10 @@ TRIPLET_COLUMN_DOCS = {
     "non_relevant_concept": "its concept",
     "non_relevant_country": "its country",
     "query_locale": "BCP-47 with region of the query text (pt-PT for Portugal, pt-BR for Brazil)",
+    "query_term_source": "where the query text came from: reviewed (by native speakers), "
+                         "authors, generated, ... (data/queries.csv); unmatched: the term "
+                         "changed after sampling; concept label: an English country's label",
+    "query_term_reviewers": "how many native speakers reviewed the query text (0: none)",
 }
 
 

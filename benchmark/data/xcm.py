@@ -62,6 +62,8 @@ AUTHORS_COLUMNS = [
     "non_relevant_candidate_country",
 ]
 CANDIDATES = ("semantic", "cultural", "non_relevant")
+# a release's provenance of each triplet's query text (triplets/store.py writes them)
+PROVENANCE_COLUMNS = ["query_term_source", "query_term_reviewers"]
 
 
 @dataclass
@@ -108,13 +110,18 @@ def unknown_ids_error(tr: pd.DataFrame, known: set[str], triplets: str, images: 
         )
 
 
-def with_query_table(ds: XCMDataset, table: queries.QueryTable) -> XCMDataset:
+def with_query_table(ds: XCMDataset, table: queries.QueryTable,
+                     query_term: str = "own") -> XCMDataset:
     """``ds`` with the query texts of ``table`` (``table`` / ``file`` sources) and their
-    provenance; the texts of a published or release source are the dataset's own."""
+    provenance; the texts of a published or release source are the dataset's own, each
+    triplet's (``query_term`` own) or its pair's most frequent (majority)."""
     tr = ds.triplets
+    notes: dict[str, Any] = {}
     if table.kind in ("table", "file"):
         tr = queries.apply_table(tr, table)
-    return replace(ds, triplets=tr, query_texts=queries.provenance(table, tr))
+    else:
+        tr, notes = queries.choose_term(tr, table, query_term)
+    return replace(ds, triplets=tr, query_texts={**queries.provenance(table, tr), **notes})
 
 
 # -- the release -------------------------------------------------------------------------------
@@ -147,6 +154,21 @@ def _release_image_shas(ids: list[str], read: Any, meta: pd.DataFrame, what: str
     return shas
 
 
+def _clean_provenance(tr: pd.DataFrame) -> pd.DataFrame:
+    """Sources as text and reviewer counts as non-negative integers; a cell that is neither
+    makes its term ``unmatched`` with 0 reviewers (untrusted input, never a crash)."""
+    n = pd.to_numeric(tr["query_term_reviewers"], errors="coerce")
+    src = tr["query_term_source"].where(tr["query_term_source"].notna(), "").astype(str)
+    bad = n.isna() | (n < 0) | (n != n.round()) | (src.str.strip() == "")
+    if bad.any():
+        log.warning("%d triplet(s) with an unreadable query_term_source / query_term_reviewers: "
+                    "counted as unmatched", int(bad.sum()))
+    out = tr.copy()
+    out["query_term_source"] = src.where(~bad, "unmatched")
+    out["query_term_reviewers"] = n.where(~bad, 0).astype(int)
+    return out
+
+
 def load_release(path_or_id: str, revision: str | None = None) -> XCMDataset:
     """Load the ``triplets`` and ``images`` configs with ``datasets.load_dataset`` and check
     them with the release validator's rules (a local ``build.json`` gives its sampling
@@ -160,7 +182,11 @@ def load_release(path_or_id: str, revision: str | None = None) -> XCMDataset:
     imgs = hf.load_split(what, "images", None, revision)
     check_columns(tr, TRIPLET_COLUMNS, f"{what} triplets")
     check_not_empty(len(tr), f"{what} triplets")
-    tr = tr[TRIPLET_COLUMNS].astype({"triplet_id": str})
+    prov = [c for c in PROVENANCE_COLUMNS if c in tr.columns]
+    tr = tr[TRIPLET_COLUMNS + (PROVENANCE_COLUMNS if len(prov) == 2 else [])].astype(
+        {"triplet_id": str})
+    if len(prov) == 2:
+        tr = _clean_provenance(tr)
     require_columns(imgs.column_names, ["image_id", "image"], f"{what} images")
     meta_cols = [c for c in ("image_id", "concept", "country", "tags", "sha256")
                  if c in imgs.column_names]

@@ -77,10 +77,17 @@ class ReproduceConfig:
     batch_size: int | None = option("batch size for texts and images", None, minimum=1)
     bootstrap: int = option("bootstrap resamples for SP intervals (default 1000)", 1000,
                             minimum=0)
+    gpu_suite: Path | None = option(
+        "--dry-run: GPU hours from the throughputs a `tests/perf/gpu_suite.py --out FILE` run "
+        "measured (instead of the Table 6 size estimate)", None, metavar="FILE")
     hub_timeout: float = option("seconds per hub request of --dry-run (default 5)", 5.0)
     devices: str | None = option("D1,D2,...: one model per device, each in its own process "
                                  "(`reproduce` of that model), concurrently; a failed model "
                                  "does not stop the others (e.g. cuda:0,cuda:1)", None)
+    allow_revision_change: bool = option(
+        "accept an unpinned model or dataset that resolves to another revision than the one "
+        "this output dir recorded at its first run (reproduce-pins.json); refused otherwise",
+        False)
     no_compare: bool = option("run the jobs and write no comparison (what each --devices "
                               "process does; the launcher writes it once at the end)", False)
 
@@ -133,6 +140,7 @@ class Job:
     revision: str | None = None
     dtype: str | None = None  # --dtype over the conventions' (None: the profile's own)
     profile: str | None = None  # sha256 of the resolved conventions record (None: no profile)
+    compare_engines: bool = False  # xm3600-i2t: also rank with the other engine (Tables 1, 5)
 
     @property
     def name(self) -> str:
@@ -168,7 +176,8 @@ class Job:
                     "--no-umap", "--bootstrap", str(self.resamples)]
         if self.task == "xm3600-i2t":
             return [*common, "--task", self.task, "--xm3600", self.dataset.spec, *rev,
-                    "--k", ",".join(map(str, self.ks)), "--grouping", "authors"]
+                    "--k", ",".join(map(str, self.ks)), "--grouping", "authors",
+                    *(["--compare-engines"] if self.compare_engines else [])]
         return [*common, "--task", self.task, "--dataset", self.dataset.spec, *rev,
                 "--bootstrap", str(self.resamples)]
 
@@ -260,7 +269,8 @@ def build_plan(cfg: ReproduceConfig) -> Plan:
                 assert ds is not None
                 ks = PAPER_KS if task == "xm3600-i2t" else ()
                 boot = cfg.bootstrap if rq == "rq2" else None
-                jobs.append(Job(m, task, ds, ks=ks, bootstrap=boot, dtype=cfg.dtype, **pin))
+                jobs.append(Job(m, task, ds, ks=ks, bootstrap=boot, dtype=cfg.dtype,
+                                compare_engines=task == "xm3600-i2t", **pin))
     return Plan(tuple(jobs), Path(cfg.output_dir))
 
 
