@@ -143,10 +143,11 @@ def pull(
             pid, tasks = exports[kind]
             report, current = _store(cat, conn, kind, pid, tasks, users, rec.run_id)
             report["min_annotators"] = required
+            live = live_rows(cat, kind, conn.server, pid)
+            current = [r for r in current if r.task_id in live]
             if kind == "duplicates":
-                applied = apply_duplicate_decisions(
-                    cat, known_tasks(cat, kind, conn.server, pid).values(),
-                    image_votes(current), required)
+                applied = apply_duplicate_decisions(cat, live.values(), image_votes(current),
+                                                    required)
                 report["applied"] = dict(sorted(applied.items()))
                 report.update(duplicate_summary(current, required))
             else:
@@ -175,6 +176,7 @@ def _store(
     report: dict[str, Any] = {
         "kind": base_kind(key), "project_id": pid, "server": conn.server,
         "tasks_pushed": len(task_map), "tasks_in_export": len(exported),
+        "tasks_retired": sum(1 for t in task_map.values() if t.get("retired_at")),
         "export": dict(parse_counts), "stored": dict(stored),
     }
     return report, current_rows(cat, key, pid)
@@ -189,9 +191,11 @@ def _pull_queries(
     for key, (pid, tasks) in exports.items():
         locale = key.split(":", 1)[1]
         part, current = _store(cat, conn, key, pid, tasks, users, run_id)
+        live = live_rows(cat, key, conn.server, pid)
+        current = [r for r in current if r.task_id in live]
         assigned = assigned_reviewers(cat, locale).get(locale, [])
         answers, uncounted = latest_answers(current, assigned)
-        task_rows = list(known_tasks(cat, key, conn.server, pid).values())
+        task_rows = list(live.values())
         decisions = decide_terms(task_rows, answers, required)
         applied = apply_term_decisions(cat, pid, task_rows, decisions, run_id)
         del part["kind"], part["server"]
@@ -211,6 +215,13 @@ def _pull_queries(
             "locales": locales, "queries_csv": str(path), "reviewed_terms": reviewed}
 
 
+def live_rows(cat: Catalog, key: str, server: str, pid: int) -> dict[int, dict[str, Any]]:
+    """``{task id: ls_tasks row}`` of the project's tasks that are not retired: the only
+    ones whose answers count (a retired task's answers stay in the history)."""
+    return {int(r["task_id"]): r for r in known_tasks(cat, key, server, pid).values()
+            if not r.get("retired_at")}
+
+
 def fmt_num(x: Any) -> str:
     """A statistic for people: three decimals, or n/a when undefined."""
     return "n/a" if x is None else f"{x:.3f}"
@@ -221,7 +232,9 @@ def format_report(report: dict[str, Any]) -> str:
     if report["kind"] == "queries":
         return _format_queries(report)
     lines = [f"{report['kind']} project {report['project_id']} ({report['server']}): "
-             f"{report['tasks_pushed']} tasks pushed"]
+             f"{report['tasks_pushed']} tasks pushed"
+             + (f", {report['tasks_retired']} retired (answers kept, not counted)"
+                if report.get("tasks_retired") else "")]
     if "stored" in report:
         lines.append("annotations: " + ", ".join(f"{k} {v}" for k, v in sorted(
             report["stored"].items())) if report["stored"] else "annotations: none")

@@ -41,9 +41,12 @@ def project_status(
     tasks = export_tasks(conn.client, pid, all_tasks=True)
     known = known_tasks(cat, key, conn.server, pid)
     task_map = {int(t["task_id"]): t for t in known.values()}
+    retired = {tid for tid, t in task_map.items() if t.get("retired_at")}
     users = user_names(conn.client)
     by_n: Counter = Counter()
     for t in tasks:
+        if t["id"] in retired:
+            continue
         who = {a.get("completed_by") if not isinstance(a.get("completed_by"), dict)
                else a["completed_by"].get("id")
                for a in t.get("annotations") or [] if not a.get("was_cancelled")}
@@ -51,11 +54,12 @@ def project_status(
         by_n[str(n) if n < 3 else "3+"] += 1
     choices = tag_choices(cat, key, conn.server) if kind == "tags" else None
     rows, _ = parse_export(kind, tasks, task_map, users, choices)
+    rows = [r for r in rows if r.task_id not in retired]
     # the order pull decides in (current_rows: oldest annotation first, undated first)
     rows.sort(key=lambda r: (r.annotated_at or "", r.annotation_id))
     out: dict[str, Any] = {
-        "kind": key, "project_id": pid, "tasks": len(tasks),
-        "tasks_recorded": len(task_map),
+        "kind": key, "project_id": pid, "tasks": len(tasks) - len(retired & {t["id"] for t in tasks}),
+        "tasks_recorded": len(task_map), "tasks_retired": len(retired),
         "annotated_by": {k: by_n.get(k, 0) for k in ("0", "1", "2", "3+")},
     }
     if kind == "duplicates":
@@ -65,8 +69,8 @@ def project_status(
     else:
         locale = key.split(":", 1)[1]
         answers, uncounted = latest_answers(rows, assigned_reviewers(cat, locale).get(locale, []))
-        outcomes = Counter(d.outcome for d in decide_terms(task_map.values(), answers,
-                                                           required).values())
+        live = [t for tid, t in task_map.items() if tid not in retired]
+        outcomes = Counter(d.outcome for d in decide_terms(live, answers, required).values())
         out.update({"outcomes": dict(sorted(outcomes.items())),
                     "term_agreement": term_agreement(answers),
                     "not_counted": dict(sorted(uncounted.items()))})
@@ -90,6 +94,8 @@ def format_status(items: list[dict[str, Any]]) -> str:
         lines.append(
             f"{s['kind']}: project {s['project_id']}, {s['tasks']} tasks; annotated by "
             f"0: {ab['0']}, 1: {ab['1']}, 2: {ab['2']}, 3+: {ab['3+']}"
+            + (f"; {s['tasks_retired']} retired (not handed out, answers not counted)"
+               if s.get("tasks_retired") else "")
         )
         if "agreement" in s:
             ag = s["agreement"]

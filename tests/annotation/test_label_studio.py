@@ -70,10 +70,10 @@ def test_duplicates_push_pull_agreement(label_studio, ls_conn, annotators):
     kw = dict(title="dup review test", document_root=str(label_studio.document_root))
 
     rep = push(cat, ls_conn, "duplicates", **kw)
-    assert (rep.created, rep.already) == (4, 0)
+    assert (rep.created, rep.unchanged) == (4, 0)
     assert rep.counts == {"fewer than 2 distinct images": 1}
     rep2 = push(cat, ls_conn, "duplicates", **kw)  # pushing twice duplicates nothing
-    assert (rep2.created, rep2.already) == (0, 4)
+    assert (rep2.created, rep2.unchanged, rep2.retired) == (0, 4, 0)
     tasks = export_tasks(client, rep.project_id, all_tasks=True)
     assert len(tasks) == 4
     project = client.projects.get(rep.project_id)
@@ -213,7 +213,7 @@ def test_push_recovers_tasks_imported_but_not_recorded(label_studio, ls_conn):
         con.execute("DELETE FROM ls_tasks")
     again = push(cat, ls_conn, "duplicates", **kw)
     assert again.project_id == first.project_id
-    assert (again.created, again.already) == (0, 4)
+    assert (again.created, again.unchanged) == (0, 4)
     assert len(export_tasks(ls_conn.client, first.project_id, all_tasks=True)) == 4
     assert len(cat.query("SELECT * FROM ls_tasks")) == 4
     with cat.tx() as con:  # image_dedup ran again and renumbered group 2 as group 7
@@ -223,7 +223,8 @@ def test_push_recovers_tasks_imported_but_not_recorded(label_studio, ls_conn):
         con.execute("UPDATE items SET group_id=7 WHERE group_id=2")
         con.execute("DELETE FROM dedup_groups WHERE group_id=2")
     third = push(cat, ls_conn, "duplicates", **kw)
-    assert (third.created, third.already) == (0, 4)  # the same images: the same task
+    assert (third.created, third.unchanged, third.changed) == (0, 3, 1)  # the same images: the
+    # same task, its data (group 7) replaced in place
 
 
 def test_tags_push_pull_precision_recall(label_studio, ls_conn, annotators):
@@ -293,9 +294,9 @@ def test_cli_push_with_serve_images_urls(label_studio, ls_conn, monkeypatch, cap
     argv = ["push", "--workdir", str(root), "--kind", "duplicates", "--project-title",
             "cli test", "--images", "http://127.0.0.1:8081", "--annotators", "2"]
     assert main(argv) == 0
-    assert "4 tasks created, 0 already there" in capsys.readouterr().out
+    assert "4 created, 0 unchanged, 0 changed, 0 retired" in capsys.readouterr().out
     assert main(argv) == 0
-    assert "0 tasks created, 4 already there" in capsys.readouterr().out
+    assert "0 created, 4 unchanged, 0 changed, 0 retired" in capsys.readouterr().out
     with Catalog.open(root) as cat2:
         data = json.loads(cat2.query("SELECT data_json FROM ls_tasks WHERE group_id=2")[0][0])
         pid = cat2.query("SELECT project_id FROM ls_projects")[0][0]
@@ -303,7 +304,7 @@ def test_cli_push_with_serve_images_urls(label_studio, ls_conn, monkeypatch, cap
     # the builder's stage runner: annotation.main(["--workdir", W]) is `sync` (push, then pull)
     assert annotation.main(["--workdir", str(root), "--images", "http://127.0.0.1:8081"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert "0 tasks created, 4 already there" in out[0]
+    assert "0 created, 4 unchanged, 0 changed, 0 retired" in out[0]
     assert out[2] == "annotations: none"
     project = ls_conn.client.projects.get(pid)
     # a push without --project-title / --annotators keeps the project's
