@@ -52,8 +52,8 @@ def retire(cat: Catalog, client: Any, row: Mapping[str, Any], reason: str) -> No
     client.tasks.update(str(row["task_id"]), overlap=0, is_labeled=True,
                         meta={"task_key": row["task_key"], "retired": reason})
     with cat.tx() as con:
-        con.execute("UPDATE ls_tasks SET retired_at=?, retired_reason=? WHERE kind=? AND"
-                    " server=? AND project_id=? AND task_key=?",
+        con.execute("UPDATE ls_tasks SET retired_at=COALESCE(retired_at, ?), retired_reason=?,"
+                    " overlap=0 WHERE kind=? AND server=? AND project_id=? AND task_key=?",
                     (utcnow(), reason, row["kind"], row["server"], row["project_id"],
                      row["task_key"]))
 
@@ -62,7 +62,8 @@ def reopen(cat: Catalog, client: Any, row: Mapping[str, Any], overlap: int) -> N
     """Give a retired task back to the labeling stream (its subject exists again)."""
     client.tasks.update(str(row["task_id"]), overlap=overlap, meta={"task_key": row["task_key"]})
     with cat.tx() as con:
-        con.execute("UPDATE ls_tasks SET retired_at=NULL, retired_reason=NULL WHERE kind=? AND"
+        con.execute("UPDATE ls_tasks SET retired_at=NULL, retired_reason=NULL, overlap=NULL"
+                    " WHERE kind=? AND"
                     " server=? AND project_id=? AND task_key=?",
                     (row["kind"], row["server"], row["project_id"], row["task_key"]))
 
@@ -105,6 +106,8 @@ def reconcile(cat: Catalog, client: Any, spec: ProjectSpec, known: Mapping[str, 
         draft = subjects.get(key)
         if draft is None:
             if row.get("retired_at"):
+                if row.get("overlap") != 0:  # project settings changed: Label Studio reset it
+                    retire(cat, client, row, row.get("retired_reason") or why_gone)
                 counts["retired"] += 1  # retired before: stays so
             elif key in kept:
                 counts["unchanged"] += 1
