@@ -16,9 +16,11 @@ now, whether or not this push would create them):
   serves only tasks that are not, never hands it out again (deleting it is not an option: it
   would delete the answers). A retired task whose subject comes back is **reopened**.
 
-Label Studio 1.23 recomputes ``is_labeled`` from ``overlap`` whenever an annotation is saved,
-and resets ``overlap`` of the tasks whose overlap is above 1 when ``maximum_annotations``
-changes; every push and pull sets the overlaps again (:mod:`annotation.quorum`).
+Label Studio 1.23 recomputes ``is_labeled`` from ``overlap`` whenever an annotation is saved
+(with overlap 0 it stays labeled), and may reset task overlaps when the project's
+``maximum_annotations`` changes: a push that updates the settings forgets the recorded
+overlaps, sets retired tasks to 0 again, and the next pull sets the live ones
+(:mod:`annotation.quorum`).
 """
 
 from __future__ import annotations
