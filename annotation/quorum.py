@@ -120,21 +120,34 @@ def target_overlaps(live: Collection[int], states: Iterable[AnswerState], quorum
         tid, (set(), set()))[1]) for tid in live}
 
 
+def server_overlaps(client: Any, pid: int) -> dict[int, tuple[int | None, bool | None]]:
+    """``{task id: (overlap, is_labeled)}`` as the server holds them now (the export leaves
+    both out; someone may have changed the project's settings since the last pull)."""
+    out: dict[int, tuple[int | None, bool | None]] = {}
+    for t in client.tasks.list(project=pid, fields="task_only", page_size=500):
+        out[int(t.id)] = (getattr(t, "overlap", None), getattr(t, "is_labeled", None))
+    return out
+
+
 def sync_overlaps(cat: Catalog, client: Any, key: str, server: str, pid: int,
                   targets: Mapping[int, int], quorum: int,
                   states: Iterable[AnswerState] = ()) -> int:
-    """Set the overlap of each task whose target differs from what it has (as recorded;
-    unrecorded: the quorum), with ``is_labeled`` as Label Studio would compute it from the
-    answering accounts (it does not recompute it when only the overlap changes); returns the
-    number of tasks changed."""
+    """Set the overlap of each task whose target differs from what it has (on the server;
+    where it does not say, as recorded, else the quorum), with ``is_labeled`` as Label
+    Studio would compute it from the answering accounts (it does not recompute it when only
+    the overlap changes); returns the number of tasks changed."""
     answered = {t: len(ls) for t, (ls, _) in task_counts(states).items()}
     recorded = {int(r["task_id"]): r["overlap"] for r in cat.query(
         "SELECT task_id, overlap FROM ls_tasks WHERE kind=? AND server=? AND project_id=?",
         (key, server, pid))}
+    live = server_overlaps(client, pid)
     changed = 0
     for tid, want in sorted(targets.items()):
-        have = recorded.get(tid)
-        if (have if have is not None else quorum) == want:
+        have, labeled = live.get(tid, (None, None))
+        if have is None:
+            have = recorded.get(tid)
+            have = have if have is not None else quorum
+        if have == want and labeled in (None, answered.get(tid, 0) >= want):
             continue
         client.tasks.update(str(tid), overlap=want, is_labeled=answered.get(tid, 0) >= want)
         with cat.tx() as con:

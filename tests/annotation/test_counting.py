@@ -75,4 +75,14 @@ def test_blind_stream_and_answers_that_do_not_use_up_a_task(label_studio, ls_con
     assert st["annotated_by"]["1"] == 1 and st["stuck"] == []
     assert st["per_annotator"]["count4@example.com"] == {"done": 0, "remaining": 1}
     assert st["per_annotator"]["count3@example.com"] == {"done": 1, "remaining": 0}
+    # the manager raises the answers per task in Label Studio's settings: Label Studio resets
+    # the task's overlap to 3; the next pull sets it from the live quorum again: 3 + 2
+    ls_conn.client.projects.update(pid, maximum_annotations=3)
+    assert ls_conn.client.tasks.get(str(tid)).overlap == 3
+    third = pull(cat, ls_conn, "duplicates", min_annotators=2)
+    assert third["quorum"] == 3 and third["tasks_with_overlap_changed"] == 1
+    assert ls_conn.client.tasks.get(str(tid)).overlap == 5
+    ls_conn.client.tasks.update(str(tid), overlap=3)  # reset behind the catalog's back: the
+    pull(cat, ls_conn, "duplicates", min_annotators=2)  # pull reads the server's overlap
+    assert ls_conn.client.tasks.get(str(tid)).overlap == 5
     cat.close()
