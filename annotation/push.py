@@ -38,6 +38,7 @@ from annotation.projects import (
     recorded_title,
     tag_concepts,
 )
+from annotation.quorum import server_overlaps
 from annotation.reconcile import image_order, reconcile
 from benchmark.files import sha256_text
 from builder.catalog import Catalog
@@ -314,7 +315,7 @@ def push_drafts(
         have = known_tasks(cat, spec.kind, conn.server, pid)
         found = reconcile(cat, conn.client, spec, have, {int(t["id"]) for t in on_server},
                           subjects if subjects is not None else {d.key: d for d in drafts},
-                          kept or set(), why_gone)
+                          kept or set(), why_gone, server_overlaps(conn.client, pid))
         todo = [d for d in drafts if d.key not in have]
         report = PushReport(spec.kind, pid, unchanged=found["unchanged"],
                             changed=found["changed"], retired=found["retired"],

@@ -91,14 +91,18 @@ def replace_data(cat: Catalog, client: Any, spec: ProjectSpec, row: Mapping[str,
 
 def reconcile(cat: Catalog, client: Any, spec: ProjectSpec, known: Mapping[str, Mapping[str, Any]],
               on_server: set[int], subjects: Mapping[str, TaskDraft], kept: set[str],
-              why_gone: str) -> dict[str, int]:
+              why_gone: str, overlaps: Mapping[int, tuple[int | None, bool | None]] | None = None,
+              ) -> dict[str, int]:
     """Compare every recorded task with the subjects; retire, reopen, replace; return counts.
 
     ``kept``: keys to leave as they are although they are not subjects (duplicates: tasks of
     groups already ``reviewed``, which ``image_dedup`` never touches). ``on_server``: the
     task ids in the project's export (a recorded task deleted on the server is only
-    counted). ``why_gone``: the reason recorded for a retired task.
+    counted). ``why_gone``: the reason recorded for a retired task. ``overlaps``: the
+    server's ``{task id: (overlap, is_labeled)}``; a retired task found handed out again
+    (someone changed the project's settings) is retired again.
     """
+    overlaps = overlaps or {}
     counts = {"unchanged": 0, "changed": 0, "retired": 0, "reopened": 0,
               "gone from the server": 0}
     for key, row in sorted(known.items()):
@@ -108,7 +112,8 @@ def reconcile(cat: Catalog, client: Any, spec: ProjectSpec, known: Mapping[str, 
         draft = subjects.get(key)
         if draft is None:
             if row.get("retired_at"):
-                if row.get("overlap") != 0:  # project settings changed: Label Studio reset it
+                live = overlaps.get(int(row["task_id"]), (None, None))
+                if row.get("overlap") != 0 or live[0] not in (None, 0) or live[1] is False:
                     retire(cat, client, row, row.get("retired_reason") or why_gone)
                 counts["retired"] += 1  # retired before: stays so
             elif key in kept:

@@ -96,8 +96,11 @@ def test_repush_retires_stale_tasks_and_the_stream_never_hands_them_out(label_st
     st_report = status(cat, ls_conn)[0]
     assert st_report["tasks"] == 2 and st_report["tasks_retired"] == 3
 
-    again = push(cat, ls_conn, "duplicates", **kw)  # a second re-push changes nothing
+    # someone sets a retired task's overlap back by hand: the next push retires it again
+    ls_conn.client.tasks.update(str(tid[3]), overlap=3, is_labeled=False)
+    again = push(cat, ls_conn, "duplicates", **kw)  # a second re-push changes nothing else
     assert (again.created, again.unchanged, again.changed, again.retired) == (0, 2, 0, 3)
+    assert ls_conn.client.tasks.get(str(tid[3])).overlap == 0
     with cat.tx() as con:  # group 4 comes back: its task is reopened, not created again
         con.execute("INSERT INTO dedup_groups (group_id, concept, status, evidence_json,"
                     " kept_item_id) VALUES (14, 'food', 'needs_review', '{}', ?)",
