@@ -269,7 +269,9 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Handle
     "push": ("create/reuse the project, reconcile its tasks with the catalog (created / "
              "unchanged / changed / retired) and import the missing ones", _push_args, _push),
     "pull": ("store every annotation, decide by majority, apply, agreement", _pull_args, _pull),
-    "status": ("tasks, annotated by 0/1/2/3+, agreement so far", _status_args, _status),
+    "status": ("live and retired tasks, counted answers per task (0/1/2/3+), agreement so "
+               "far, per annotator done/remaining, stuck tasks, answers not counted",
+               _status_args, _status),
     "assign": ("assign reviewers to a locale of the query-term review (only their answers "
                "count; each must have an account on the server, matched without case); without "
                "--reviewer, list the assignments", _assign_args, _assign),
