@@ -128,3 +128,34 @@ def test_tag_push_adds_tasks_only_when_asked(label_studio, ls_conn):
     gone = push(cat, ls_conn, "tags", sample=3, seed=1, **kw)
     assert (gone.created, gone.unchanged, gone.retired) == (0, 2, 1)
     cat.close()
+
+
+def test_query_term_push_retires_the_task_of_a_changed_term(label_studio, ls_conn):
+    from annotation.queries import push_queries
+
+    cat, _, _ = synth.build(label_studio.document_root / "repush-terms")
+    synth.build_terms(cat)
+    kw = dict(countries=["PRT"], document_root=str(label_studio.document_root))
+    (first,) = push_queries(cat, ls_conn, **kw)  # train and bus (market is reviewed already)
+    assert (first.created, first.retired) == (2, 0)
+    with cat.tx() as con:  # the queries stage proposes another term for bus
+        con.execute("UPDATE query_terms SET native_term='autocarro' WHERE concept='bus' AND"
+                    " country='PRT'")
+    (second,) = push_queries(cat, ls_conn, **kw)
+    assert (second.created, second.unchanged, second.changed, second.retired) == (1, 1, 0, 1)
+    rows = {json.loads(r["data_json"])["proposed"]: r for r in cat.query(
+        "SELECT * FROM ls_tasks WHERE kind='queries:pt-PT'")}
+    assert rows["ônibus"]["retired_at"] and not rows["autocarro"]["retired_at"]
+    # a pull corrected train to 'comboio' (its decision is what query_terms carries): the
+    # task keeps its place although its key names the old term
+    train = rows["trem"]
+    with cat.tx() as con:
+        con.execute("UPDATE query_terms SET native_term='comboio', source='reviewed' WHERE"
+                    " concept='train' AND country='PRT'")
+        con.execute("INSERT INTO term_reviews (project_id, task_id, concept, country, locale,"
+                    " proposed, outcome, term, reviewers, votes_json, reason, applied) VALUES"
+                    " (?, ?, 'train', 'PRT', 'pt-PT', 'trem', 'corrected', 'comboio', 2, '{}',"
+                    " 'review: majority of 2', 1)", (train["project_id"], train["task_id"]))
+    (third,) = push_queries(cat, ls_conn, **kw)
+    assert (third.created, third.unchanged, third.changed, third.retired) == (0, 2, 0, 1)
+    cat.close()
