@@ -8,7 +8,10 @@
 * ``tags``: a seeded sample of images with Gemini tags; the tags are the prediction.
 * ``queries``: :mod:`annotation.queries` (one project per locale), through :func:`push_drafts`.
 
-Idempotent: each task carries a key (``group:<hash of concept and images>`` /
+A push reconciles the project with the catalog first (:mod:`annotation.reconcile`: tasks
+unchanged, changed in place, retired when their subject is gone, reopened when it returns),
+then imports what is missing (a tag project with tasks adds a sample only with
+``add_tasks``). Idempotent: each task carries a key (``group:<hash of concept and images>`` /
 ``image:<sha256>`` / ``term:...``) in its ``meta``; before and after importing, the project's
 tasks are read back and every key is recorded in ``ls_tasks``, so a push interrupted between
 import and record, or run twice, never creates a second task for the same key. Images reach
