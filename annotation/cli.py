@@ -70,6 +70,10 @@ def _push_args(p: argparse.ArgumentParser) -> None:
                         "project's, 3 for a new one)")
     p.add_argument("--sample", type=int, default=200, help="tags: images to sample (default 200)")
     p.add_argument("--seed", type=int, default=0, help="tags: sampling seed (default 0)")
+    p.add_argument("--add-tasks", action="store_true",
+                   help="tags: add the sampled images the project does not hold yet (a project "
+                        "with tasks keeps its sample otherwise: another --seed or --sample adds "
+                        "nothing)")
     _countries_arg(p)
     p.add_argument("--include-reviewed", action="store_true",
                    help="queries: push terms already reviewed again")
@@ -152,6 +156,9 @@ def _push(args: argparse.Namespace) -> int:
                               "per locale, '3XCM query terms <locale>')")
     if args.kind != "queries" and (countries or args.include_reviewed):
         raise AnnotationError("--countries and --include-reviewed apply to --kind queries only")
+    if args.kind != "tags" and args.add_tasks:
+        raise AnnotationError("--add-tasks applies to --kind tags only (duplicates and queries "
+                              "add what the catalog asks for)")
     with _session(args) as (cat, conn):
         if args.kind == "queries":
             reports = push_queries(cat, conn, countries=countries, images=args.images,
@@ -161,7 +168,8 @@ def _push(args: argparse.Namespace) -> int:
             reports = [push(cat, conn, args.kind, title=args.project_title, images=args.images,
                             document_root=args.document_root,
                             statuses=tuple(args.statuses or ["needs_review"]),
-                            sample=args.sample, seed=args.seed, annotators=args.annotators)]
+                            sample=args.sample, seed=args.seed, annotators=args.annotators,
+                            add_tasks=args.add_tasks)]
     for rep in reports:
         print(rep.summary())
     return 0
@@ -258,9 +266,12 @@ def _serve(args: argparse.Namespace) -> int:
 
 # name -> (help, arguments, handler)
 COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Handler]] = {
-    "push": ("create/reuse the project and import the missing tasks", _push_args, _push),
+    "push": ("create/reuse the project, reconcile its tasks with the catalog (created / "
+             "unchanged / changed / retired) and import the missing ones", _push_args, _push),
     "pull": ("store every annotation, decide by majority, apply, agreement", _pull_args, _pull),
-    "status": ("tasks, annotated by 0/1/2/3+, agreement so far", _status_args, _status),
+    "status": ("live and retired tasks, counted answers per task (0/1/2/3+), agreement so "
+               "far, per annotator done/remaining, stuck tasks, answers not counted",
+               _status_args, _status),
     "assign": ("assign reviewers to a locale of the query-term review (only their answers "
                "count; each must have an account on the server, matched without case); without "
                "--reviewer, list the assignments", _assign_args, _assign),

@@ -153,6 +153,22 @@ def push_queries(
         notes = +Counter({"tasks without images": sum(1 for d in drafts if not d.data["images"])})
         params = {"images": images, "countries": sorted({r["country"] for r in loc_rows}),
                   "include_reviewed": include_reviewed}
+        subjects, kept = _term_subjects(cat, links, locale, conn.server)
         reports.append(push_drafts(cat, conn, spec, links, drafts, Counter(), params, batch_size,
-                                   notes))
+                                   notes, subjects={**subjects, **{d.key: d for d in drafts}},
+                                   kept=kept, why_gone="the term it asks about changed"))
     return reports
+
+
+def _term_subjects(cat: Catalog, links: ImageLinks, locale: str, server: str
+                   ) -> tuple[dict[str, TaskDraft], set[str]]:
+    """The tasks a locale's project may hold now: one per (concept, country) term of the
+    locale, reviewed or not, and (kept as they are) the tasks whose review decision is the
+    term ``query_terms`` carries (a corrected term has another key than its task)."""
+    rows = cat.query("SELECT * FROM query_terms WHERE locale = ? ORDER BY rowid", (locale,))
+    subjects = {d.key: d for d in (term_draft(cat, links, r) for r in rows)}
+    kept = {r["task_key"] for r in cat.query(
+        "SELECT t.task_key FROM ls_tasks t JOIN term_reviews r ON r.project_id = t.project_id"
+        " AND r.task_id = t.task_id WHERE t.kind = ? AND t.server = ? AND r.applied = 1",
+        (project_key("queries", locale), server))}
+    return subjects, kept

@@ -76,7 +76,7 @@ def test_query_terms_push_answer_in_the_browser_pull(ls_env, ls_conn, people, tm
     cat.close()
     wd = ["--workdir", str(root)]
     assert main(["push", *wd, "--kind", "queries", "--countries", "PRT"]) == 0
-    assert "1 tasks created" in capsys.readouterr().out
+    assert "1 created, 0 unchanged" in capsys.readouterr().out
     with Catalog.open(root) as c:
         pid = c.query("SELECT project_id FROM ls_projects WHERE kind='queries:pt-PT'")[0][0]
         tid = {json_concept(r["data_json"]): r["task_id"] for r in c.query(

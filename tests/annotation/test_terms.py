@@ -222,10 +222,17 @@ def test_pull_again_changes_nothing_and_a_changed_answer_is_never_silent(reviewe
 
 def test_only_assigned_reviewers_count(reviewed):
     cat, conn, client, pt, _ = reviewed
+    # the pt-BR reviewer's answer to train/PRT does not use up the task: 3 + 1 answers
+    assert client.updates == [(201, {"overlap": 4, "is_labeled": True})]
     assign_reviewers(cat, "pt-PT", [R[2]], remove=True)  # r2 is no longer a pt-PT reviewer
     assert assigned_reviewers(cat) == {"pt-BR": [R[4], R[5]], "pt-PT": [R[1], R[3]]}
     rep = pull(cat, conn, "queries", locales=["pt-PT"])
     assert rep["locales"]["pt-PT"]["not_counted"] == {R[2]: 2, R[4]: 1}
+    # two unassigned answers on train/PRT, one on bus/PRT: both tasks go back to the queue
+    assert client.updates[1:] == [(201, {"overlap": 5, "is_labeled": False}),
+                                  (202, {"overlap": 4, "is_labeled": False})]
+    assert [x for x in rep["locales"]["pt-PT"]["answers_not_counted"] if x["task"] == 202] == [
+        {"task": 202, "author": R[2], "why": "not assigned"}]
     # train/PRT: comboio 1, correct 1 -> a tie; the correction is taken back
     assert rep["locales"]["pt-PT"]["outcomes"] == {"pending": 2}
     assert _terms(cat)[("train", "PRT")]["native_term"] == "trem"
