@@ -106,6 +106,14 @@ def _shown(driver, css: str) -> list:
     return [e for e in driver.find_elements(By.CSS_SELECTOR, css) if e.is_displayed()]
 
 
+def _checked(driver) -> list[bool]:
+    """Whether each radio button of the page is checked (antd marks its wrapper)."""
+    return driver.execute_script(
+        "return [...document.querySelectorAll('.ant-radio-wrapper')].filter("
+        "(e) => e.offsetParent !== null).map("
+        "(e) => e.classList.contains('ant-radio-wrapper-checked'))")
+
+
 def _keep_layout(driver, into: list[dict], picture: str):
     """An ``on_instructions`` for label_next: record the window's layout, take its picture."""
     def keep(modal) -> None:
@@ -255,13 +263,12 @@ def test_duplicate_review_in_the_browser(ls_env, ls_conn, people, tmp_path):
         assert len({y for _, y in boxes}) == 1 and boxes == sorted(boxes)  # side by side
         shot(driver, "duplicates-task")
         # a pre-filled mark clicked again stays: keep / remove are radio buttons
-        def checked() -> list[bool]:
-            return [e.is_selected() for e in driver.find_elements(By.CSS_SELECTOR, radios)]
-
-        assert checked() == [True, False, False, True, False, True], checked()  # keep, remove x2
+        proposed = [True, False, False, True, False, True]  # keep, remove, remove
+        wait_for(driver, lambda d: _checked(d) == proposed, "the proposal's marks")
         click_text(driver, "remove", index=1)  # image 2's pre-filled remove, clicked again
         click_text(driver, "remove", index=1)
-        assert checked() == [True, False, False, True, False, True]
+        time.sleep(0.5)
+        assert _checked(driver) == proposed
         click_text(driver, "None of these are duplicates")
         wait_for(driver, lambda d: not _shown(d, radios), "the marks hidden")
         submit(driver, client, tid, 0)
