@@ -17,7 +17,6 @@ images get the term's ``generic_term`` (no country's proper name such as PRT's p
 from __future__ import annotations
 
 import csv
-import hashlib
 import io
 import os
 import re
@@ -28,6 +27,8 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import lru_cache
 from pathlib import Path
+
+from benchmark import files
 
 
 class TableError(ValueError):
@@ -41,11 +42,6 @@ def data_dir() -> Path:
     if not path.is_dir():
         raise TableError(f"data folder not found: {path} (set XCM_DATA_DIR)")
     return path
-
-
-def file_sha256(path: Path) -> str:
-    """Hex sha256 of a file's bytes (recorded for prompts and tables used by a run)."""
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -78,7 +74,7 @@ def data_file(name: str) -> DataFile:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise TableError(f"{path}: not UTF-8 ({exc})") from exc
-    return DataFile(name, path, text, hashlib.sha256(raw).hexdigest())
+    return DataFile(name, path, text, files.sha256_bytes(raw))
 
 
 def data_csv(name: str) -> list[dict[str, str]]:

@@ -37,7 +37,7 @@ import pandas as pd
 from benchmark import tables
 from benchmark.data import DataError
 from benchmark.data.rules import first_items
-from benchmark.files import sha256_bytes, sha256_text
+from benchmark.files import sha256_bytes, sha256_file, sha256_text
 
 log = logging.getLogger(__name__)
 
@@ -109,7 +109,7 @@ def default_table() -> QueryTable:
     if not rows:
         raise DataError(f"{path}: no rows")
     terms = {k: Term(t.native_term, t.source) for k, t in rows.items() if t.native_term.strip()}
-    return QueryTable("table", "data/queries.csv", tables.file_sha256(path), terms)
+    return QueryTable("table", "data/queries.csv", sha256_file(path), terms)
 
 
 def read_file(path: Path) -> QueryTable:

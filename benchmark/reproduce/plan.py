@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import fcntl
-import hashlib
 import json
 import logging
 import re
@@ -149,7 +148,7 @@ class Job:
         return json.loads(json.dumps(dataclasses.asdict(self)))
 
     def fingerprint(self) -> str:
-        return hashlib.sha256(json.dumps(self.key(), sort_keys=True).encode()).hexdigest()
+        return files.sha256_text(json.dumps(self.key(), sort_keys=True))
 
     @property
     def command(self) -> str:
@@ -235,7 +234,7 @@ def profile_sha(model: str, profile: str) -> str | None:
     rec = model_conventions.resolve(model, profile)
     if rec is None:
         return None
-    return hashlib.sha256(json.dumps(rec.cache_key(), sort_keys=True).encode()).hexdigest()
+    return files.sha256_text(json.dumps(rec.cache_key(), sort_keys=True))
 
 
 def build_plan(cfg: ReproduceConfig) -> Plan:
