@@ -1,7 +1,7 @@
 """The ``python -m annotation`` command line: human review in Label Studio.
 
 Commands: ``push`` (tasks to Label Studio), ``pull`` (annotations back, decisions, agreement),
-``status`` (progress), ``assign`` (reviewers of a locale for the query-term review; catalog
+``status`` (progress), ``serve`` (Label Studio for a work dir), ``assign`` (reviewers of a locale for the query-term review; catalog
 only), ``serve-images`` (read-only image server on 127.0.0.1), and ``sync``
 (push the duplicate groups, then pull; without ``LABEL_STUDIO_URL`` it only says that the human
 review is not configured). ``python -m builder run`` runs ``sync`` as its ``review`` stage
@@ -108,6 +108,20 @@ def _sync_args(p: argparse.ArgumentParser) -> None:
 def _serve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8081, help="port (default 8081)")
+
+
+def _ls_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--port", type=int, default=8080, help="port on 127.0.0.1 (default 8080)")
+    p.add_argument("--label-studio", help="the label-studio executable (default: "
+                   ".venv-ls/bin/label-studio, else PATH)")
+
+
+def _serve_ls(args: argparse.Namespace) -> int:
+    from annotation.server import serve
+    from builder.workdir import WorkDir
+
+    return serve(WorkDir.open(args.workdir).root, args.port, args.label_studio,
+                 lambda line: print(line, flush=True))
 
 
 def _check_counts(args: argparse.Namespace) -> None:
@@ -277,6 +291,10 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Handle
                "--reviewer, list the assignments", _assign_args, _assign),
     "sync": ("the builder's review stage: push duplicates, then pull (a no-op notice without "
              "LABEL_STUDIO_URL)", _sync_args, _sync),
+    "serve": ("start Label Studio for the work dir on 127.0.0.1 (data under W/label-studio, "
+              "images through local-files storage, no telemetry, admin from "
+              "LABEL_STUDIO_USERNAME/PASSWORD); prints the URL and the invitation link",
+              _ls_args, _serve_ls),
     "serve-images": ("read-only server of the work dir's images", _serve_args, _serve),
 }
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from annotation.client import Connection
-from annotation.configs import ProjectSpec, project_spec
+from annotation.configs import ProjectSpec, image_label, project_spec
 from annotation.exports import export_tasks
 from annotation.links import ImageLinks, TaskDraft
 from annotation.projects import (
@@ -163,16 +163,14 @@ def duplicate_drafts(
                 keep = any(r["item_id"] == g["kept_item_id"] for r in rows)
             else:
                 keep = any(r["status"] not in REMOVED_STATUSES for r in rows)
-            countries = sorted({r["country"] for r in rows})
             proposal = "keep" if keep else "remove"
             images.append({
                 "url": links.url(sha, first["ext"]),
                 "sha256": sha,
                 "item_ids": [r["item_id"] for r in rows],
                 "proposal": proposal,
-                "label": f"#{idx + 1} {'/'.join(countries)} rank {first['rank']} "
-                         f"{first['width']}x{first['height']} {sha[:10]} | "
-                         f"automatic proposal: {proposal}",
+                "label": image_label(idx + 1, len(members), first["width"], first["height"],
+                                     proposal),
             })
             prediction.append({
                 "from_name": f"decision_{idx}", "to_name": f"image_{idx}", "type": "choices",

@@ -51,15 +51,22 @@ def test_term_tasks_show_what_a_reviewer_needs(terms_cat):
     d = train.data
     assert d["title"] == "train | Portugal (pt-PT)" and d["proposed"] == "trem"
     assert d["concept_text"] == "English concept: train; English search term: train"
-    assert d["definition"] == ("Examples of this concept in other countries: ICE high-speed "
-                               "train (Germany); Shinkansen bullet train (Japan)")
+    assert d["definition"] == ("What it means: a railway train or its carriages, seen from "
+                               "outside or inside; not a tram, a toy train or the station alone")
+    assert d["examples"] == ("Examples in other countries: ICE high-speed train (Germany); "
+                             "Shinkansen bullet train (Japan)")
     assert d["instance"] == "In Portugal, concept generation gave: Alfa Pendular"
     assert d["authors"] == "The paper authors' term (authors/3xcm): comboio"
     assert d["images"] == [] and d["proposed_source"] == "generated"
-    bus = term_draft(cat, links, by[("bus", "PRT")]).data
+    with cat.tx() as con:  # the offline concept generation's stand-ins are no instances
+        con.executemany("INSERT INTO concept_instances (concept, country, round, instance)"
+                        " VALUES (?,?,?,?)", [("bus", "PRT", 1, "bus in Portugal"),
+                                              ("bus", "ARG", 1, "bus in Argentina")])
+    bus = term_draft(cat, links, by[("bus", "PRT")], definitions={}).data
     assert bus["instance"] == "Concept generation gave no instance for Portugal."
     assert bus["authors"] == "No term of the paper's authors was imported."
-    assert bus["definition"].startswith("No definition recorded")
+    assert bus["definition"] == "No definition of this concept is recorded."
+    assert bus["examples"] == "No examples of it from other countries."
     # up to four images of (concept, country): the kept one first, then by rank; no removed copy
     usa = term_draft(cat, links, by[("food", "USA")]).data["images"]
     assert [i["sha256"] for i in usa] == [sha["J"], sha["A"], sha["B"], sha["C"]]
