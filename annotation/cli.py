@@ -1,7 +1,7 @@
 """The ``python -m annotation`` command line: human review in Label Studio.
 
 Commands: ``push`` (tasks to Label Studio), ``pull`` (annotations back, decisions, agreement),
-``status`` (progress), ``assign`` (reviewers of a locale for the query-term review; catalog
+``status`` (progress), ``serve`` (Label Studio for a work dir), ``assign`` (reviewers of a locale for the query-term review; catalog
 only), ``serve-images`` (read-only image server on 127.0.0.1), and ``sync``
 (push the duplicate groups, then pull; without ``LABEL_STUDIO_URL`` it only says that the human
 review is not configured). ``python -m builder run`` runs ``sync`` as its ``review`` stage
@@ -70,6 +70,10 @@ def _push_args(p: argparse.ArgumentParser) -> None:
                         "project's, 3 for a new one)")
     p.add_argument("--sample", type=int, default=200, help="tags: images to sample (default 200)")
     p.add_argument("--seed", type=int, default=0, help="tags: sampling seed (default 0)")
+    p.add_argument("--add-tasks", action="store_true",
+                   help="tags: add the sampled images the project does not hold yet (a project "
+                        "with tasks keeps its sample otherwise: another --seed or --sample adds "
+                        "nothing)")
     _countries_arg(p)
     p.add_argument("--include-reviewed", action="store_true",
                    help="queries: push terms already reviewed again")
@@ -104,6 +108,20 @@ def _sync_args(p: argparse.ArgumentParser) -> None:
 def _serve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8081, help="port (default 8081)")
+
+
+def _ls_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--port", type=int, default=8080, help="port on 127.0.0.1 (default 8080)")
+    p.add_argument("--label-studio", help="the label-studio executable (default: "
+                   ".venv-ls/bin/label-studio, else PATH)")
+
+
+def _serve_ls(args: argparse.Namespace) -> int:
+    from annotation.server import serve
+    from builder.workdir import WorkDir
+
+    return serve(WorkDir.open(args.workdir).root, args.port, args.label_studio,
+                 lambda line: print(line, flush=True))
 
 
 def _check_counts(args: argparse.Namespace) -> None:
@@ -153,6 +171,9 @@ def _push(args: argparse.Namespace) -> int:
                               "per locale, '3XCM query terms <locale>')")
     if args.kind != "queries" and (countries or args.include_reviewed):
         raise AnnotationError("--countries and --include-reviewed apply to --kind queries only")
+    if args.kind != "tags" and args.add_tasks:
+        raise AnnotationError("--add-tasks applies to --kind tags only (duplicates and queries "
+                              "add what the catalog asks for)")
     with _session(args) as (cat, conn):
         if args.kind == "queries":
             reports = push_queries(cat, conn, countries=countries, images=args.images,
@@ -162,7 +183,8 @@ def _push(args: argparse.Namespace) -> int:
             reports = [push(cat, conn, args.kind, title=args.project_title, images=args.images,
                             document_root=args.document_root,
                             statuses=tuple(args.statuses or ["needs_review"]),
-                            sample=args.sample, seed=args.seed, annotators=args.annotators)]
+                            sample=args.sample, seed=args.seed, annotators=args.annotators,
+                            add_tasks=args.add_tasks)]
     for rep in reports:
         print(rep.summary())
     return 0
@@ -259,14 +281,21 @@ def _serve(args: argparse.Namespace) -> int:
 
 # name -> (help, arguments, handler)
 COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Handler]] = {
-    "push": ("create/reuse the project and import the missing tasks", _push_args, _push),
+    "push": ("create/reuse the project, reconcile its tasks with the catalog (created / "
+             "unchanged / changed / retired) and import the missing ones", _push_args, _push),
     "pull": ("store every annotation, decide by majority, apply, agreement", _pull_args, _pull),
-    "status": ("tasks, annotated by 0/1/2/3+, agreement so far", _status_args, _status),
+    "status": ("live and retired tasks, counted answers per task (0/1/2/3+), agreement so "
+               "far, per annotator done/remaining, stuck tasks, answers not counted",
+               _status_args, _status),
     "assign": ("assign reviewers to a locale of the query-term review (only their answers "
                "count; each must have an account on the server, matched without case); without "
                "--reviewer, list the assignments", _assign_args, _assign),
     "sync": ("the builder's review stage: push duplicates, then pull (a no-op notice without "
              "LABEL_STUDIO_URL)", _sync_args, _sync),
+    "serve": ("start Label Studio for the work dir on 127.0.0.1 (data under W/label-studio, "
+              "images through local-files storage, no telemetry, admin from "
+              "LABEL_STUDIO_USERNAME/PASSWORD); prints the URL and the invitation link",
+              _ls_args, _serve_ls),
     "serve-images": ("read-only server of the work dir's images", _serve_args, _serve),
 }
 

@@ -1,9 +1,14 @@
 """Label configs and annotator instructions of the three review kinds.
 
 The XML configs and the guidelines live in ``data/annotation/`` (one source of truth; the
-guideline is what annotators read), read through :func:`benchmark.tables.data_file`. Label Studio shows the project's ``expert_instruction``
-as HTML, so the Markdown guideline is converted here with a small converter that handles what
-the guidelines use (headings, lists, tables, paragraphs, bold/italic).
+guideline is what annotators read), read through :func:`benchmark.tables.data_file`. Label
+Studio shows the project's ``expert_instruction`` as HTML, so the Markdown guideline is
+converted here with a small converter that handles what the guidelines use (headings, lists,
+tables, paragraphs, bold/italic). Label Studio's page style resets lists (no markers, no
+indent) and headings, and its server strips ``style`` attributes from the instructions but
+keeps ``<style>`` and ``class``: the guideline is wrapped in ``<div class="xcm3-guide">``
+after a ``<style>`` block that gives that class's lists their markers back and its headings
+a line height that fits two lines.
 """
 
 from __future__ import annotations
@@ -91,9 +96,35 @@ def tags_config(concepts: Sequence[str]) -> str:
     return template.replace(CHOICES_MARKER, lines)
 
 
+GUIDE_CLASS = "xcm3-guide"
+#: CSS of the guideline (no angle brackets or ampersands: the server's sanitizer would escape them)
+GUIDE_CSS = " ".join(f".{GUIDE_CLASS} {rule}" for rule in (
+    "ol {list-style: decimal outside; padding-left: 1.6em; margin: 0.4em 0}",
+    "ul {list-style: disc outside; padding-left: 1.6em; margin: 0.4em 0}",
+    "li {display: list-item; margin: 0.2em 0}",
+    "h1 {font-size: 1.3em; line-height: 1.35; font-weight: 600; margin: 0 0 0.5em}",
+    "h2 {font-size: 1.12em; line-height: 1.35; font-weight: 600; margin: 0.9em 0 0.3em}",
+    "h3 {font-size: 1em; line-height: 1.35; font-weight: 600; margin: 0.7em 0 0.3em}",
+    "p {margin: 0.4em 0; line-height: 1.45}",
+    "table {border-collapse: collapse; margin: 0.4em 0}",
+    "th, td {border: 1px solid #ccc; padding: 3px 6px; text-align: left; vertical-align: top}",
+))
+
+
 def guideline_html(kind: str) -> str:
-    """The guideline of ``kind`` as HTML for Label Studio's instructions panel."""
-    return markdown_to_html(_annotation_file(GUIDELINES[kind]))
+    """The guideline of ``kind`` as HTML for Label Studio's instructions panel: a ``<style>``
+    block for its class, then the converted Markdown in a ``<div>`` of that class."""
+    body = markdown_to_html(_annotation_file(GUIDELINES[kind]))
+    return f'<style>{GUIDE_CSS}</style>\n<div class="{GUIDE_CLASS}">\n{body}\n</div>'
+
+
+def image_label(position: int, count: int, width: int | None, height: int | None,
+                proposal: str) -> str:
+    """The words under an image of a duplicate-review task: its place in the group, its size
+    (it helps to pick the best copy) and the automatic proposal, e.g.
+    ``copy 1 of 3 · 64×48 px · proposal: keep``."""
+    size = f"{width}×{height} px" if width and height else "size unknown"
+    return f"copy {position} of {count} · {size} · proposal: {proposal}"
 
 
 def project_spec(

@@ -83,8 +83,22 @@ def _settings(spec: ProjectSpec) -> dict[str, Any]:
         "maximum_annotations": spec.annotators,
         "overlap_cohort_percentage": 100,
         "show_skip_button": True,
-        "show_annotation_history": True,
+        # blind review: the labeling stream shows a person their own answer only (Label
+        # Studio 1.23 serves the next task with the requester's annotations alone); the
+        # annotation history panel would show how others answered, so it is off. The
+        # predictions are the automatic stage's proposals, not other people's answers.
+        "show_annotation_history": False,
+        "reveal_preannotations_interactively": False,
+        "show_overlap_first": False,
     }
+
+
+def settings_sha(spec: ProjectSpec) -> str:
+    """sha256 of every setting a push gives the project (``ls_projects.config_sha``): a
+    change of the config or of these settings (say, the blind-review ones) updates it."""
+    from benchmark.files import sha256_text
+
+    return sha256_text(spec.config_sha + json.dumps(_settings(spec), sort_keys=True))
 
 
 def ensure_project(cat: Catalog, conn: Connection, spec: ProjectSpec) -> int:
@@ -98,9 +112,12 @@ def ensure_project(cat: Catalog, conn: Connection, spec: ProjectSpec) -> int:
         pid = int(client.projects.create(**_settings(spec)).id)
         log.info("created project %d %r", pid, spec.title)
     else:
-        if _project_row(cat, spec.kind, conn.server)["config_sha"] != spec.config_sha:
+        if _project_row(cat, spec.kind, conn.server)["config_sha"] != settings_sha(spec):
             log.info("updating the settings of project %d", pid)
             client.projects.update(pid, **_settings(spec))
+            with cat.tx() as con:  # Label Studio may reset task overlaps: set them again
+                con.execute("UPDATE ls_tasks SET overlap=NULL WHERE kind=? AND server=? AND"
+                            " project_id=?", (spec.kind, conn.server, pid))
     choices = json.dumps(list(spec.choices), ensure_ascii=False) if spec.choices else None
     with cat.tx() as con:
         con.execute(
@@ -109,7 +126,7 @@ def ensure_project(cat: Catalog, conn: Connection, spec: ProjectSpec) -> int:
             " UPDATE SET project_id=excluded.project_id, title=excluded.title,"
             " model_version=excluded.model_version, config_sha=excluded.config_sha,"
             " choices_json=excluded.choices_json",
-            (spec.kind, conn.server, pid, spec.title, spec.model_version, spec.config_sha,
+            (spec.kind, conn.server, pid, spec.title, spec.model_version, settings_sha(spec),
              utcnow(), choices),
         )
     return pid

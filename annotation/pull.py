@@ -33,12 +33,20 @@ from annotation.exports import decode_export, export_tasks
 from annotation.projects import (
     assigned_reviewers,
     known_tasks,
+    recorded_annotators,
     recorded_keys,
     recorded_project,
     require_project,
     tag_choices,
 )
-from annotation.reviews import current_rows, parse_export, store_reviews
+from annotation.quorum import (
+    answer_states,
+    deciding_rows,
+    not_counted,
+    sync_overlaps,
+    target_overlaps,
+)
+from annotation.reviews import ReviewRow, current_rows, parse_export, store_reviews
 from annotation.terms import (
     apply_term_decisions,
     decide_terms,
@@ -54,6 +62,10 @@ log = logging.getLogger(__name__)
 
 #: answers each unit needs before the majority decides, per kind (``--min-annotators``)
 DEFAULT_MIN = {"duplicates": 3, "tags": 3, "queries": 2}
+#: answers a task collects when the project does not say (push's default ``--annotators``)
+DEFAULT_QUORUM = 3
+#: answers that do not count named in the text report (all are in the JSON report)
+MAX_NAMED = 20
 
 
 def _project_keys(cat: Catalog, server: str, kind: str, locales: list[str] | None
@@ -143,10 +155,12 @@ def pull(
             pid, tasks = exports[kind]
             report, current = _store(cat, conn, kind, pid, tasks, users, rec.run_id)
             report["min_annotators"] = required
+            live = live_rows(cat, kind, conn.server, pid)
+            current, info = count_answers(cat, conn, kind, pid, live, current)
+            report.update(info)
             if kind == "duplicates":
-                applied = apply_duplicate_decisions(
-                    cat, known_tasks(cat, kind, conn.server, pid).values(),
-                    image_votes(current), required)
+                applied = apply_duplicate_decisions(cat, live.values(), image_votes(current),
+                                                    required)
                 report["applied"] = dict(sorted(applied.items()))
                 report.update(duplicate_summary(current, required))
             else:
@@ -175,6 +189,7 @@ def _store(
     report: dict[str, Any] = {
         "kind": base_kind(key), "project_id": pid, "server": conn.server,
         "tasks_pushed": len(task_map), "tasks_in_export": len(exported),
+        "tasks_retired": sum(1 for t in task_map.values() if t.get("retired_at")),
         "export": dict(parse_counts), "stored": dict(stored),
     }
     return report, current_rows(cat, key, pid)
@@ -189,9 +204,12 @@ def _pull_queries(
     for key, (pid, tasks) in exports.items():
         locale = key.split(":", 1)[1]
         part, current = _store(cat, conn, key, pid, tasks, users, run_id)
+        live = live_rows(cat, key, conn.server, pid)
         assigned = assigned_reviewers(cat, locale).get(locale, [])
+        current, info = count_answers(cat, conn, key, pid, live, current, assigned)
+        part.update(info)
         answers, uncounted = latest_answers(current, assigned)
-        task_rows = list(known_tasks(cat, key, conn.server, pid).values())
+        task_rows = list(live.values())
         decisions = decide_terms(task_rows, answers, required)
         applied = apply_term_decisions(cat, pid, task_rows, decisions, run_id)
         del part["kind"], part["server"]
@@ -211,6 +229,31 @@ def _pull_queries(
             "locales": locales, "queries_csv": str(path), "reviewed_terms": reviewed}
 
 
+def live_rows(cat: Catalog, key: str, server: str, pid: int) -> dict[int, dict[str, Any]]:
+    """``{task id: ls_tasks row}`` of the project's tasks that are not retired: the only
+    ones whose answers count (a retired task's answers stay in the history)."""
+    return {int(r["task_id"]): r for r in known_tasks(cat, key, server, pid).values()
+            if not r.get("retired_at")}
+
+
+def count_answers(
+    cat: Catalog, conn: Connection, key: str, pid: int, live: dict[int, dict[str, Any]],
+    current: list[ReviewRow], assigned: list[str] | None = None,
+) -> tuple[list[ReviewRow], dict[str, Any]]:
+    """The rows of the live tasks that the decisions see (:func:`annotation.quorum.deciding_rows`),
+    and the answers that do not count, named; sets the overlap of every live task so that
+    only counted answers use it up (:mod:`annotation.quorum`)."""
+    kind = base_kind(key)
+    current = [r for r in current if r.task_id in live]
+    states = answer_states(kind, current, assigned)
+    quorum = recorded_annotators(cat, conn, key) or DEFAULT_QUORUM
+    reopened = sync_overlaps(cat, conn.client, key, conn.server, pid,
+                             target_overlaps(live, states, quorum), quorum, states)
+    return deciding_rows(kind, current), {
+        "answers_not_counted": not_counted(states), "quorum": quorum,
+        "tasks_with_overlap_changed": reopened}
+
+
 def fmt_num(x: Any) -> str:
     """A statistic for people: three decimals, or n/a when undefined."""
     return "n/a" if x is None else f"{x:.3f}"
@@ -221,7 +264,9 @@ def format_report(report: dict[str, Any]) -> str:
     if report["kind"] == "queries":
         return _format_queries(report)
     lines = [f"{report['kind']} project {report['project_id']} ({report['server']}): "
-             f"{report['tasks_pushed']} tasks pushed"]
+             f"{report['tasks_pushed']} tasks pushed"
+             + (f", {report['tasks_retired']} retired (answers kept, not counted)"
+                if report.get("tasks_retired") else "")]
     if "stored" in report:
         lines.append("annotations: " + ", ".join(f"{k} {v}" for k, v in sorted(
             report["stored"].items())) if report["stored"] else "annotations: none")
@@ -238,7 +283,21 @@ def format_report(report: dict[str, Any]) -> str:
                      f"{fmt_num(s['precision'])}, recall {fmt_num(s['recall'])}, F1 {fmt_num(s['f1'])}")
     for a, c in report.get("annotators", {}).items():
         lines.append(f"  {a}: " + ", ".join(f"{k} {v}" for k, v in c.items()))
+    lines += format_not_counted(report.get("answers_not_counted") or [])
     return "\n".join(lines)
+
+
+def format_not_counted(items: list[dict[str, Any]], indent: str = "") -> list[str]:
+    """Lines naming the answers that do not count (task, author, why, editor)."""
+    if not items:
+        return []
+    lines = [f"{indent}answers not counted ({len(items)}; they do not use up their task):"]
+    for x in items[:MAX_NAMED]:
+        lines.append(f"{indent}  task {x['task']}: {x['author']}: {x['why']}"
+                     + (f" (last saved by {x['editor']})" if x.get("editor") else ""))
+    if len(items) > MAX_NAMED:
+        lines.append(f"{indent}  ... and {len(items) - MAX_NAMED} more (--json lists all)")
+    return lines
 
 
 
@@ -255,6 +314,8 @@ def _format_queries(report: dict[str, Any]) -> str:
             lines.append("  not counted (not assigned to " + locale + "): " + ", ".join(
                 f"{a} {n}" for a, n in r["not_counted"].items()))
         lines.append("  outcomes: " + ", ".join(f"{k} {v}" for k, v in r["outcomes"].items()))
+        lines += format_not_counted([x for x in r.get("answers_not_counted") or []
+                                     if x["why"] != "not assigned"], "  ")
         ag = r["agreement"]
         lines.append(f"  agreement over {ag['n_units']} tasks with 2+ answers: Krippendorff "
                      f"alpha {fmt_num(ag['krippendorff_alpha'])}")

@@ -8,7 +8,10 @@
 * ``tags``: a seeded sample of images with Gemini tags; the tags are the prediction.
 * ``queries``: :mod:`annotation.queries` (one project per locale), through :func:`push_drafts`.
 
-Idempotent: each task carries a key (``group:<hash of concept and images>`` /
+A push reconciles the project with the catalog first (:mod:`annotation.reconcile`: tasks
+unchanged, changed in place, retired when their subject is gone, reopened when it returns),
+then imports what is missing (a tag project with tasks adds a sample only with
+``add_tasks``). Idempotent: each task carries a key (``group:<hash of concept and images>`` /
 ``image:<sha256>`` / ``term:...``) in its ``meta``; before and after importing, the project's
 tasks are read back and every key is recorded in ``ls_tasks``, so a push interrupted between
 import and record, or run twice, never creates a second task for the same key. Images reach
@@ -21,11 +24,12 @@ import json
 import logging
 import random
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from annotation.client import Connection
-from annotation.configs import ProjectSpec, project_spec
+from annotation.configs import ProjectSpec, image_label, project_spec
 from annotation.exports import export_tasks
 from annotation.links import ImageLinks, TaskDraft
 from annotation.projects import (
@@ -33,9 +37,12 @@ from annotation.projects import (
     known_tasks,
     record_tasks,
     recorded_annotators,
+    recorded_project,
     recorded_title,
     tag_concepts,
 )
+from annotation.quorum import server_overlaps
+from annotation.reconcile import image_order, reconcile
 from benchmark.files import sha256_text
 from builder.catalog import Catalog
 from builder.stagekit import stage_run
@@ -47,26 +54,42 @@ REMOVED_STATUSES = ("near_duplicate", "duplicate", "removed")
 
 @dataclass
 class PushReport:
+    """What a push did: tasks created, and what it found of the tasks already there
+    (:mod:`annotation.reconcile`)."""
+
     kind: str
     project_id: int
     created: int = 0
-    already: int = 0
+    unchanged: int = 0
+    changed: int = 0
+    retired: int = 0
+    reopened: int = 0
+    not_added: int = 0  # tags: sampled images not added (no --add-tasks)
+    gone: int = 0  # recorded tasks deleted on the server
     counts: Counter = field(default_factory=Counter)  # drafts not pushed, by reason
     notes: Counter = field(default_factory=Counter)  # pushed drafts worth a word
 
     def summary(self) -> str:
         extra = ", ".join(f"{k} {v}" for k, v in sorted(self.counts.items()))
         notes = ", ".join(f"{k} {v}" for k, v in sorted(self.notes.items()))
+        more = [f"{self.reopened} reopened"] if self.reopened else []
+        if self.gone:
+            more.append(f"{self.gone} recorded tasks gone from the server")
+        if self.not_added:
+            more.append(f"{self.not_added} sampled images not added (the project holds its "
+                        "sample; --add-tasks adds them)")
         return (
-            f"push {self.kind}: project {self.project_id}: {self.created} tasks created, "
-            f"{self.already} already there" + (f"; skipped: {extra}" if extra else "")
-            + (f"; {notes}" if notes else "")
+            f"push {self.kind}: project {self.project_id}: {self.created} created, "
+            f"{self.unchanged} unchanged, {self.changed} changed, {self.retired} retired"
+            + "".join(f", {m}" for m in more)
+            + (f"; skipped: {extra}" if extra else "") + (f"; {notes}" if notes else "")
         )
 
 
 def _image_rows(cat: Catalog, where: str, params: tuple) -> list[Any]:
     return cat.query(
-        "SELECT i.item_id, i.sha256, i.status, i.country, i.rank, i.language, im.ext, im.width,"
+        "SELECT i.item_id, i.sha256, i.status, i.reason, i.country, i.rank, i.language, im.ext,"
+        " im.width,"
         f" im.height FROM items i JOIN images im ON im.sha256 = i.sha256 WHERE {where}"
         " ORDER BY i.item_id",
         params,
@@ -87,29 +110,43 @@ def _shown_images(cat: Catalog, group_id: int) -> dict[str, list[Any]]:
     """``{sha256: item rows}`` of the images a group's task shows.
 
     The images waiting for review (``image_dedup`` marks a group's representatives
-    ``needs_review``; the copies it linked automatically already carry their decision); when
-    fewer than two wait (a group pushed for an audit), every image of the group.
+    ``needs_review``; the copies it linked automatically already carry their decision) and
+    those a pull has decided since (reason ``review: ...``), so a pull does not change what a
+    group's task is about; when fewer than two, (a group pushed for an audit) every image of
+    the group.
     """
     members: dict[str, list[Any]] = {}
     for row in _image_rows(cat, "i.group_id = ? AND i.sha256 IS NOT NULL", (group_id,)):
         members.setdefault(row["sha256"], []).append(row)
     waiting = {s: rows for s, rows in members.items()
-               if any(r["status"] == "needs_review" for r in rows)}
+               if any(r["status"] == "needs_review" or (r["reason"] or "").startswith("review:")
+                      for r in rows)}
     return waiting if len(waiting) >= 2 else members
 
 
 def duplicate_drafts(
-    cat: Catalog, links: ImageLinks, statuses: tuple[str, ...]
+    cat: Catalog, links: ImageLinks, statuses: tuple[str, ...] | None,
+    order: Mapping[str, list[str]] | None = None,
 ) -> tuple[list[TaskDraft], Counter]:
-    """One draft per dedup group with the given statuses and at least two images to compare."""
+    """One draft per dedup group with the given statuses (None: every group not yet
+    ``reviewed``) and at least two images to compare. ``order``: ``{task key: [sha256]}``,
+    the order in which an existing task shows its images (kept, so its answers keep their
+    meaning)."""
     skipped: Counter = Counter()
-    marks = ",".join("?" * len(statuses))
-    groups = cat.query(
-        f"SELECT * FROM dedup_groups WHERE status IN ({marks}) ORDER BY group_id", statuses
-    )
+    if statuses is None:
+        groups = cat.query("SELECT * FROM dedup_groups WHERE status IS NOT 'reviewed'"
+                           " ORDER BY group_id")
+    else:
+        marks = ",".join("?" * len(statuses))
+        groups = cat.query(
+            f"SELECT * FROM dedup_groups WHERE status IN ({marks}) ORDER BY group_id", statuses
+        )
     drafts = []
     for g in groups:
         members = _shown_images(cat, g["group_id"])
+        key = group_key(g["concept"], list(members))
+        if order and order.get(key) and set(order[key]) == set(members):
+            members = {s: members[s] for s in order[key]}
         missing = [s for s, rows in members.items()
                    if not cat.workdir.image_path(s, rows[0]["ext"]).is_file()]
         if missing:
@@ -126,16 +163,14 @@ def duplicate_drafts(
                 keep = any(r["item_id"] == g["kept_item_id"] for r in rows)
             else:
                 keep = any(r["status"] not in REMOVED_STATUSES for r in rows)
-            countries = sorted({r["country"] for r in rows})
             proposal = "keep" if keep else "remove"
             images.append({
                 "url": links.url(sha, first["ext"]),
                 "sha256": sha,
                 "item_ids": [r["item_id"] for r in rows],
                 "proposal": proposal,
-                "label": f"#{idx + 1} {'/'.join(countries)} rank {first['rank']} "
-                         f"{first['width']}x{first['height']} {sha[:10]} | "
-                         f"automatic proposal: {proposal}",
+                "label": image_label(idx + 1, len(members), first["width"], first["height"],
+                                     proposal),
             })
             prediction.append({
                 "from_name": f"decision_{idx}", "to_name": f"image_{idx}", "type": "choices",
@@ -149,21 +184,22 @@ def duplicate_drafts(
             "concept": g["concept"],
             "images": images,
         }
-        key = group_key(g["concept"], list(members))
         drafts.append(TaskDraft(key, data, prediction, group_id=int(g["group_id"])))
     return drafts, skipped
 
 
 def tag_drafts(
-    cat: Catalog, links: ImageLinks, concepts: list[str], sample: int, seed: int
+    cat: Catalog, links: ImageLinks, concepts: list[str], sample: int | None, seed: int
 ) -> tuple[list[TaskDraft], Counter]:
-    """A seeded sample of ``sample`` images with ``ok`` Gemini tags (same seed, same sample)."""
+    """A seeded sample of ``sample`` images with ``ok`` Gemini tags (same seed, same sample;
+    None: every such image)."""
     skipped: Counter = Counter()
     rows = cat.query(
         "SELECT t.sha256, t.tags_json, t.model, im.ext FROM tags t JOIN images im"
         " ON im.sha256 = t.sha256 WHERE t.status = 'ok' ORDER BY t.sha256"
     )
-    chosen = random.Random(seed).sample(list(rows), min(sample, len(rows)))
+    chosen = (list(rows) if sample is None
+              else random.Random(seed).sample(list(rows), min(sample, len(rows))))
     known = set(concepts)
     drafts = []
     for r in sorted(chosen, key=lambda x: x["sha256"]):
@@ -202,32 +238,70 @@ def push(
     seed: int = 0,
     annotators: int | None = None,
     batch_size: int = 100,
+    add_tasks: bool = False,
 ) -> PushReport:
     """Create or reuse the project of ``kind`` (``duplicates`` or ``tags``; the query-term
-    review is :func:`annotation.queries.push_queries`) and import the tasks it does not hold yet.
+    review is :func:`annotation.queries.push_queries`), reconcile its tasks with the catalog
+    and import the tasks it does not hold yet.
 
-    ``title`` and ``annotators`` (annotations per task) default to the existing project's,
-    else to the kind's default title and 3.
+    Duplicates: the subjects are the groups not yet ``reviewed`` (tasks of reviewed groups
+    stay as they are); new groups with ``statuses`` are created. Tags: the subjects are the
+    images with ``ok`` tags; the seeded sample is created in a project without tasks, and
+    added to one that has tasks only with ``add_tasks`` (another ``--seed`` or a larger
+    ``--sample`` never adds tasks silently). ``title`` and ``annotators`` (annotations per
+    task) default to the existing project's, else to the kind's default title and 3.
     """
     links = ImageLinks(cat.workdir.images_dir, images, document_root)
     concepts = tag_concepts(cat) if kind == "tags" else []
     title = title or recorded_title(cat, kind, conn.server)
     annotators = annotators or recorded_annotators(cat, conn, kind) or 3
     spec = project_spec(kind, title, concepts, annotators)
+    pid = recorded_project(cat, kind, conn.server)
+    known = known_tasks(cat, kind, conn.server, pid) if pid is not None else {}
     if kind == "duplicates":
-        drafts, skipped = duplicate_drafts(cat, links, statuses)
+        order = {k: image_order(r) for k, r in known.items()}
+        drafts, skipped = duplicate_drafts(cat, links, statuses, order)
+        subjects, _ = duplicate_drafts(cat, links, None, order)
+        kept = reviewed_group_keys(cat, known)
+        why = "its dedup group no longer exists with these images (image_dedup ran again)"
     else:
         drafts, skipped = tag_drafts(cat, links, concepts, sample, seed)
-    params = {"images": images, "statuses": list(statuses), "sample": sample, "seed": seed}
-    return push_drafts(cat, conn, spec, links, drafts, skipped, params, batch_size)
+        subjects, _ = tag_drafts(cat, links, concepts, None, seed)
+        kept, why = set(), "the image has no ok Gemini tags any more"
+    params = {"images": images, "statuses": list(statuses), "sample": sample, "seed": seed,
+              "add_tasks": add_tasks}
+    return push_drafts(cat, conn, spec, links, drafts, skipped, params, batch_size,
+                       subjects={d.key: d for d in [*subjects, *drafts]}, kept=kept,
+                       why_gone=why, add_tasks=add_tasks or kind != "tags")
+
+
+def reviewed_group_keys(cat: Catalog, known: Mapping[str, Mapping[str, Any]]) -> set[str]:
+    """Keys of recorded duplicates tasks whose images all lie in one group that is
+    ``reviewed`` now (decided; ``image_dedup`` leaves such groups alone)."""
+    out = set()
+    for key, row in known.items():
+        shas = image_order(row)
+        if not shas:
+            continue
+        gids = cat.query(
+            "SELECT DISTINCT i.group_id, g.status FROM items i LEFT JOIN dedup_groups g ON"
+            " g.group_id = i.group_id WHERE i.sha256 IN (SELECT value FROM json_each(?))",
+            (json.dumps(shas),))
+        if len(gids) == 1 and gids[0]["status"] == "reviewed":
+            out.add(key)
+    return out
 
 
 def push_drafts(
     cat: Catalog, conn: Connection, spec: ProjectSpec, links: ImageLinks,
     drafts: list[TaskDraft], skipped: Counter, params: dict[str, Any], batch_size: int = 100,
-    notes: Counter | None = None,
+    notes: Counter | None = None, *, subjects: Mapping[str, TaskDraft] | None = None,
+    kept: set[str] | None = None, why_gone: str = "the catalog no longer asks for it",
+    add_tasks: bool = True,
 ) -> PushReport:
-    """Ensure the project of ``spec``, then import the drafts whose key it does not hold yet.
+    """Ensure the project of ``spec``, reconcile its recorded tasks with ``subjects``
+    (default: the drafts; :func:`annotation.reconcile.reconcile`), then import the drafts
+    whose key it does not hold yet (with ``add_tasks``, or into a project without tasks).
 
     The project's tasks are read back before and after the import and every key is recorded
     (``ls_tasks``), so an interrupted or repeated push never creates a second task per key.
@@ -237,17 +311,28 @@ def push_drafts(
               "annotators": spec.annotators, **params}
     with stage_run(cat, "review", params) as rec:
         links.ensure_storage(conn.client, pid)
-        record_tasks(cat, spec.kind, conn.server, pid,
-                     export_tasks(conn.client, pid, all_tasks=True))
+        on_server = export_tasks(conn.client, pid, all_tasks=True)
+        record_tasks(cat, spec.kind, conn.server, pid, on_server)
         have = known_tasks(cat, spec.kind, conn.server, pid)
+        found = reconcile(cat, conn.client, spec, have, {int(t["id"]) for t in on_server},
+                          subjects if subjects is not None else {d.key: d for d in drafts},
+                          kept or set(), why_gone, server_overlaps(conn.client, pid))
         todo = [d for d in drafts if d.key not in have]
-        report = PushReport(spec.kind, pid, already=len(drafts) - len(todo), counts=skipped,
-                            notes=notes or Counter())
+        report = PushReport(spec.kind, pid, unchanged=found["unchanged"],
+                            changed=found["changed"], retired=found["retired"],
+                            reopened=found["reopened"], gone=found["gone from the server"],
+                            counts=skipped, notes=notes or Counter())
+        if todo and have and not add_tasks:
+            report.not_added = len(todo)
+            todo = []
         _import(conn, spec, pid, todo, batch_size, report)
         record_tasks(cat, spec.kind, conn.server, pid,
                      export_tasks(conn.client, pid, all_tasks=True))
-        rec.counts = {"created": report.created, "already": report.already,
-                      "skipped": dict(report.counts), "notes": dict(report.notes)}
+        rec.counts = {"created": report.created, "unchanged": report.unchanged,
+                      "changed": report.changed, "retired": report.retired,
+                      "reopened": report.reopened, "not_added": report.not_added,
+                      "gone": report.gone, "skipped": dict(report.counts),
+                      "notes": dict(report.notes)}
         rec.summary = report.summary()
     return report
 

@@ -2,9 +2,10 @@
 
 One Label Studio project per locale (``3XCM query terms pt-PT``), one task per (concept,
 country) of the catalog's ``query_terms``. A task shows the English concept and its English
-search term, what the concept means (its instances in other countries: the catalog holds no
-definitions), the country's own instance from
-concept generation (``concept_instances``), the paper authors' term where one was imported
+search term, what the concept means (its definition from ``data/concept_definitions.csv``, or
+"no definition" for a concept the table does not hold) and its instances in up to three other
+countries, the country's own instance from concept generation (``concept_instances``; the
+offline stand-in ``<concept> in <country>`` is not shown as one), the paper authors' term where one was imported
 (``published_terms``), the proposed term, and up to four images already crawled for it
 (``items``/``images``). The reviewer answers correct / a better term (typed) / the concept is
 unclear in this language; nothing is pre-filled.
@@ -63,17 +64,40 @@ def _country_name(code: str) -> str:
         return code
 
 
-def _definition(cat: Catalog, concept: str, country: str) -> str:
+def _definitions() -> dict[str, str]:
+    """concept -> definition (``data/concept_definitions.csv``); a broken table is our fault,
+    said in one line."""
+    try:
+        return tables.concept_definitions()
+    except tables.TableError as exc:
+        raise AnnotationError(f"cannot show the concept definitions: {exc}") from None
+
+
+def definition_text(definitions: dict[str, str], concept: str) -> str:
+    """What a task says the concept means: its definition, or that there is none."""
+    text = definitions.get(concept)
+    return f"What it means: {text}" if text else "No definition of this concept is recorded."
+
+
+def is_placeholder(concept: str, country_name: str, instance: str) -> bool:
+    """Whether an instance is the offline concept generation's stand-in ``<concept> in
+    <country>`` (builder.concepts.offline_answer), which says nothing about the concept."""
+    return instance.strip().casefold() == f"{concept} in {country_name}".casefold()
+
+
+def _examples(cat: Catalog, concept: str, country: str) -> str:
+    """The concept's instances in up to three other countries (stand-ins left out)."""
     others = cat.query(
         "SELECT country, instance FROM concept_instances WHERE concept = ? AND country != ?"
         " ORDER BY round DESC, country", (concept, country))
     seen: dict[str, str] = {}
     for r in others:
-        seen.setdefault(r["country"], r["instance"])
+        name = _country_name(r["country"])
+        if r["country"] not in seen and not is_placeholder(concept, name, r["instance"]):
+            seen[r["country"]] = f"{r['instance']} ({name})"
     if not seen:
-        return "No definition recorded: judge by the English concept and the pictures."
-    examples = "; ".join(f"{inst} ({_country_name(c)})" for c, inst in list(seen.items())[:3])
-    return f"Examples of this concept in other countries: {examples}"
+        return "No examples of it from other countries."
+    return f"Examples in other countries: {'; '.join(list(seen.values())[:3])}"
 
 
 def _images(cat: Catalog, links: ImageLinks, concept: str, country: str) -> list[dict[str, str]]:
@@ -94,12 +118,16 @@ def _images(cat: Catalog, links: ImageLinks, concept: str, country: str) -> list
     return list(out.values())
 
 
-def term_draft(cat: Catalog, links: ImageLinks, row: Any) -> TaskDraft:
-    """The task of one ``query_terms`` row."""
+def term_draft(cat: Catalog, links: ImageLinks, row: Any,
+               definitions: dict[str, str] | None = None) -> TaskDraft:
+    """The task of one ``query_terms`` row (``definitions``: :func:`_definitions`)."""
+    definitions = _definitions() if definitions is None else definitions
     concept, country, term = row["concept"], row["country"], row["native_term"]
     name = _country_name(country)
-    inst = cat.query("SELECT instance FROM concept_instances WHERE concept = ? AND country = ?"
-                     " ORDER BY round DESC LIMIT 1", (concept, country))
+    inst = [r for r in cat.query(
+        "SELECT instance FROM concept_instances WHERE concept = ? AND country = ?"
+        " ORDER BY round DESC LIMIT 1", (concept, country))
+        if not is_placeholder(concept, name, r["instance"])]
     authors = cat.query("SELECT dataset, term FROM published_terms WHERE concept = ? AND"
                         " country = ? ORDER BY imported_at DESC LIMIT 1", (concept, country))
     data = {
@@ -107,7 +135,8 @@ def term_draft(cat: Catalog, links: ImageLinks, row: Any) -> TaskDraft:
         "concept": concept, "country": country, "locale": row["locale"],
         "concept_text": f"English concept: {concept}; English search term: "
                         f"{row['english_term'] or concept}",
-        "definition": _definition(cat, concept, country),
+        "definition": definition_text(definitions, concept),
+        "examples": _examples(cat, concept, country),
         "instance": (f"In {name}, concept generation gave: {inst[0]['instance']}" if inst
                      else f"Concept generation gave no instance for {name}."),
         "authors": (f"The paper authors' term ({authors[0]['dataset']}): {authors[0]['term']}"
@@ -140,6 +169,7 @@ def push_queries(
                 " (all chosen ones are reviewed already; --include-reviewed pushes them again)"
                 if have else ": run `python -m builder.queries` first"))
     links = ImageLinks(cat.workdir.images_dir, images, document_root)
+    definitions = _definitions()
     by_locale: dict[str, list[Any]] = {}
     for r in rows:
         by_locale.setdefault(r["locale"], []).append(r)
@@ -149,10 +179,26 @@ def push_queries(
         n = annotators or recorded_annotators(cat, conn, key) or 3
         spec = project_spec("queries", recorded_title(cat, key, conn.server), annotators=n,
                             locale=locale)
-        drafts = [term_draft(cat, links, r) for r in loc_rows]
+        drafts = [term_draft(cat, links, r, definitions) for r in loc_rows]
         notes = +Counter({"tasks without images": sum(1 for d in drafts if not d.data["images"])})
         params = {"images": images, "countries": sorted({r["country"] for r in loc_rows}),
                   "include_reviewed": include_reviewed}
+        subjects, kept = _term_subjects(cat, links, locale, conn.server)
         reports.append(push_drafts(cat, conn, spec, links, drafts, Counter(), params, batch_size,
-                                   notes))
+                                   notes, subjects={**subjects, **{d.key: d for d in drafts}},
+                                   kept=kept, why_gone="the term it asks about changed"))
     return reports
+
+
+def _term_subjects(cat: Catalog, links: ImageLinks, locale: str, server: str
+                   ) -> tuple[dict[str, TaskDraft], set[str]]:
+    """The tasks a locale's project may hold now: one per (concept, country) term of the
+    locale, reviewed or not, and (kept as they are) the tasks whose review decision is the
+    term ``query_terms`` carries (a corrected term has another key than its task)."""
+    rows = cat.query("SELECT * FROM query_terms WHERE locale = ? ORDER BY rowid", (locale,))
+    subjects = {d.key: d for d in (term_draft(cat, links, r) for r in rows)}
+    kept = {r["task_key"] for r in cat.query(
+        "SELECT t.task_key FROM ls_tasks t JOIN term_reviews r ON r.project_id = t.project_id"
+        " AND r.task_id = t.task_id WHERE t.kind = ? AND t.server = ? AND r.applied = 1",
+        (project_key("queries", locale), server))}
+    return subjects, kept

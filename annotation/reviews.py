@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import json
 import logging
-import unicodedata
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from benchmark.files import sha256_text
+from benchmark.text import normalize_term
 from builder.catalog import Catalog, utcnow
 
 log = logging.getLogger(__name__)
@@ -42,6 +42,7 @@ class ReviewRow:
     annotated_at: str | None
     result_sha: str
     answer: str | None = None
+    editor: str | None = None  # the last editor, when not the author (the answer is not counted)
 
 
 def _annotator(ann: Mapping[str, Any], users: Mapping[int, str]) -> str:
@@ -56,8 +57,11 @@ def _annotator(ann: Mapping[str, Any], users: Mapping[int, str]) -> str:
         return f"user:{who}"
 
 
-def _result_sha(ann: Mapping[str, Any]) -> str:
-    blob = {"result": ann.get("result") or [], "was_cancelled": bool(ann.get("was_cancelled"))}
+def _result_sha(ann: Mapping[str, Any], editor: str | None = None) -> str:
+    blob: dict[str, Any] = {"result": ann.get("result") or [],
+                            "was_cancelled": bool(ann.get("was_cancelled"))}
+    if editor is not None:  # saved by another account: a change even if the result is not
+        blob["editor"] = editor
     return sha256_text(json.dumps(blob, sort_keys=True))
 
 
@@ -106,11 +110,6 @@ def duplicate_decisions(ann: Mapping[str, Any], n_images: int) -> list[str]:
     if none and any(d.endswith("remove") for d in out):
         return ["contradiction"] * n_images
     return out
-
-
-def normalize_term(text: str) -> str:
-    """A typed term as stored: Unicode NFC, inner whitespace collapsed, trimmed."""
-    return " ".join(unicodedata.normalize("NFC", text).split())
 
 
 def same_term(a: str, b: str) -> bool:
@@ -177,16 +176,20 @@ def parse_export(
         for ann in t.get("annotations") or []:
             counts["annotations"] += 1
             annotator = _annotator(ann, users)
-            editor = ann.get("updated_by")
-            if editor is not None and _annotator({"completed_by": editor}, users) != annotator:
-                # Label Studio lets any member of the organization change any annotation; the
-                # answer stays its author's, the report says how many were saved by another
+            editor = None
+            if ann.get("updated_by") is not None:
+                editor = _annotator({"completed_by": ann["updated_by"]}, users)
+                if editor == annotator:
+                    editor = None
+            if editor is not None:
+                # Label Studio lets any member of the organization change any annotation: the
+                # answer is stored with its last editor and not counted (annotation.quorum)
                 counts["annotations last saved by another account"] += 1
             base = dict(
                 task_id=int(t["id"]), annotation_id=int(ann["id"]),
                 annotator=annotator,
                 annotated_at=ann.get("updated_at") or ann.get("created_at"),
-                result_sha=_result_sha(ann),
+                result_sha=_result_sha(ann, editor), editor=editor,
             )
             if kind == "duplicates":
                 images = data["images"]
@@ -256,10 +259,10 @@ def store_reviews(
                 counts["new"] += 1
             con.executemany(
                 "INSERT INTO reviews (kind, project_id, task_id, annotation_id, annotator, item_id,"
-                " sha256, decision, annotated_at, pulled_at, current, result_sha, run_id, answer)"
-                " VALUES (?,?,?,?,?,?,?,?,?,?,1,?,?,?)",
+                " sha256, decision, annotated_at, pulled_at, current, result_sha, run_id, answer,"
+                " editor) VALUES (?,?,?,?,?,?,?,?,?,?,1,?,?,?,?)",
                 [(kind, project_id, r.task_id, r.annotation_id, r.annotator, r.item_id, r.sha256,
-                  r.decision, r.annotated_at, now, r.result_sha, run_id, r.answer)
+                  r.decision, r.annotated_at, now, r.result_sha, run_id, r.answer, r.editor)
                  for r in ann_rows],
             )
         for ann_id, (_, task_id) in current.items():
@@ -282,6 +285,7 @@ def current_rows(cat: Catalog, kind: str, project_id: int) -> list[ReviewRow]:
     return [
         ReviewRow(task_id=r["task_id"], annotation_id=r["annotation_id"], annotator=r["annotator"],
                   item_id=r["item_id"], sha256=r["sha256"], decision=r["decision"],
-                  annotated_at=r["annotated_at"], result_sha=r["result_sha"], answer=r["answer"])
+                  annotated_at=r["annotated_at"], result_sha=r["result_sha"], answer=r["answer"],
+                  editor=r["editor"])
         for r in rows
     ]

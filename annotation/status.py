@@ -1,9 +1,12 @@
 """Progress of the review projects (``python -m annotation status``).
 
-Reads the live projects (nothing is written): tasks, how many distinct annotators answered
-each task (0, 1, 2, 3+; skipped tasks do not count), and the decisions and agreement so far,
-computed from the live annotations exactly as ``pull`` would (the query-term review per
-locale project, counting the assigned reviewers only).
+Reads the live projects (nothing is written): the live tasks (retired ones apart), how many
+answers that count each has (0, 1, 2, 3+: :mod:`annotation.quorum`, as ``pull`` counts), the
+decisions and agreement so far computed from the live annotations exactly as ``pull`` would
+(the query-term review per locale project, counting the assigned reviewers only), and for the
+manager: per annotator the tasks done and remaining, the stuck tasks (full in Label Studio
+while too few answers count, until a pull hands them out again) and why, and every answer
+that does not count (task, author, why, the editor when another account saved it).
 """
 
 from __future__ import annotations
@@ -18,11 +21,13 @@ from annotation.exports import export_tasks
 from annotation.projects import (
     assigned_reviewers,
     known_tasks,
+    recorded_annotators,
     recorded_keys,
     recorded_project,
     tag_choices,
 )
-from annotation.pull import DEFAULT_MIN, fmt_num
+from annotation.pull import DEFAULT_MIN, DEFAULT_QUORUM, fmt_num, format_not_counted
+from annotation.quorum import answer_states, deciding_rows, not_counted, progress, task_counts
 from annotation.reviews import parse_export
 from annotation.terms import decide_terms, latest_answers, term_agreement
 from builder.catalog import Catalog
@@ -41,32 +46,40 @@ def project_status(
     tasks = export_tasks(conn.client, pid, all_tasks=True)
     known = known_tasks(cat, key, conn.server, pid)
     task_map = {int(t["task_id"]): t for t in known.values()}
+    retired = {tid for tid, t in task_map.items() if t.get("retired_at")}
+    live = {int(t["id"]) for t in tasks if t["id"] in task_map and t["id"] not in retired}
     users = user_names(conn.client)
-    by_n: Counter = Counter()
-    for t in tasks:
-        who = {a.get("completed_by") if not isinstance(a.get("completed_by"), dict)
-               else a["completed_by"].get("id")
-               for a in t.get("annotations") or [] if not a.get("was_cancelled")}
-        n = len(who)
-        by_n[str(n) if n < 3 else "3+"] += 1
     choices = tag_choices(cat, key, conn.server) if kind == "tags" else None
     rows, _ = parse_export(kind, tasks, task_map, users, choices)
+    rows = [r for r in rows if r.task_id in live]
     # the order pull decides in (current_rows: oldest annotation first, undated first)
     rows.sort(key=lambda r: (r.annotated_at or "", r.annotation_id))
-    out: dict[str, Any] = {
-        "kind": key, "project_id": pid, "tasks": len(tasks),
-        "tasks_recorded": len(task_map),
-        "annotated_by": {k: by_n.get(k, 0) for k in ("0", "1", "2", "3+")},
-    }
-    if kind == "duplicates":
-        out.update(duplicate_summary(rows, required))
-    elif kind == "tags":
-        out.update(tag_summary(cat, rows, required))
-    else:
+    assigned = None
+    if kind == "queries":
         locale = key.split(":", 1)[1]
-        answers, uncounted = latest_answers(rows, assigned_reviewers(cat, locale).get(locale, []))
-        outcomes = Counter(d.outcome for d in decide_terms(task_map.values(), answers,
-                                                           required).values())
+        assigned = assigned_reviewers(cat, locale).get(locale, [])
+    states = answer_states(kind, rows, assigned)
+    counts = task_counts(states)
+    by_n = Counter(min(len(counts.get(t, (set(), set()))[1]), 3) for t in live)
+    quorum = recorded_annotators(cat, conn, key) or DEFAULT_QUORUM
+    overlaps = {tid: t.get("overlap") for tid, t in task_map.items()}
+    people = assigned if assigned is not None else list(users.values())
+    out: dict[str, Any] = {
+        "kind": key, "project_id": pid, "tasks": len(live),
+        "tasks_recorded": len(task_map), "tasks_retired": len(retired),
+        "annotated_by": {k: by_n.get(int(k[0]), 0) for k in ("0", "1", "2", "3+")},
+        "quorum": quorum, "answers_not_counted": not_counted(states),
+        **progress(live, states, quorum, overlaps, people),
+    }
+    decide_on = deciding_rows(kind, rows)
+    if kind == "duplicates":
+        out.update(duplicate_summary(decide_on, required))
+    elif kind == "tags":
+        out.update(tag_summary(cat, decide_on, required))
+    else:
+        answers, uncounted = latest_answers(decide_on, assigned or [])
+        outcomes = Counter(d.outcome for d in decide_terms(
+            [task_map[t] for t in sorted(live)], answers, required).values())
         out.update({"outcomes": dict(sorted(outcomes.items())),
                     "term_agreement": term_agreement(answers),
                     "not_counted": dict(sorted(uncounted.items()))})
@@ -90,6 +103,8 @@ def format_status(items: list[dict[str, Any]]) -> str:
         lines.append(
             f"{s['kind']}: project {s['project_id']}, {s['tasks']} tasks; annotated by "
             f"0: {ab['0']}, 1: {ab['1']}, 2: {ab['2']}, 3+: {ab['3+']}"
+            + (f"; {s['tasks_retired']} retired (not handed out, answers not counted)"
+               if s.get("tasks_retired") else "")
         )
         if "agreement" in s:
             ag = s["agreement"]
@@ -108,4 +123,18 @@ def format_status(items: list[dict[str, Any]]) -> str:
                          f"{fmt_num(g['precision'])}, recall {fmt_num(g['recall'])}")
         for a, c in s.get("annotators", {}).items():
             lines.append(f"  {a}: {c['annotations']} annotations")
+        lines += _format_progress(s)
     return "\n".join(lines)
+
+
+def _format_progress(s: dict[str, Any]) -> list[str]:
+    """The manager's lines: who has done / has left what, stuck tasks, answers not counted."""
+    lines = [f"  open tasks (fewer than {s['quorum']} counted answers): {s['open_tasks']}"]
+    for who, p in s["per_annotator"].items():
+        lines.append(f"  {who}: done {p['done']}, remaining {p['remaining']}")
+    for x in s["stuck"]:
+        lines.append(f"  stuck: task {x['task']}: {x['answered']} answered, {x['counted']} "
+                     f"counted ({'; '.join(x['why'])}); `pull` hands it out again")
+    lines += format_not_counted([x for x in s["answers_not_counted"]
+                                 if x["why"] != "not assigned"], "  ")
+    return lines

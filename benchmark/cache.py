@@ -77,6 +77,10 @@ def namespace(adapter: Adapter, modality: str, role: str) -> str:
         "role": role_key,
         "conventions": conv,
     }
+    if modality == "image":  # a decoder change (EXIF, 16-bit, alpha) changes the pictures
+        from benchmark.data.decode import DECODER_VERSION
+
+        key["image_decoder"] = DECODER_VERSION
     profile = getattr(adapter, "profile", None)
     if profile is not None:  # a profile change never reuses the other profile's vectors
         key["profile"] = profile.cache_key()

@@ -32,6 +32,7 @@ from benchmark.analysis import cli as analysis_cli
 from benchmark.cache import CacheError, Shard, check_cache_dir, default_cache_dir, merge_shards
 from benchmark.config import add_options, from_args
 from benchmark.data import DataError
+from benchmark.devices import default_device
 from benchmark.logs import configure_logging
 from benchmark.report import cli as report_cli
 from benchmark.reproduce import cli as reproduce_cli
@@ -120,7 +121,7 @@ def launch_run(args: argparse.Namespace, cfg: RunConfig, scale: ScaleConfig,
     or one model sharded over them and then scored; a line per job, exit 1 when any failed."""
     if cfg.device and devices:
         raise DataError("--device and --devices: give one of them")
-    devices = devices or [cfg.device or ("cuda" if _has_gpu() else "cpu")]
+    devices = devices or [cfg.device or default_device()]
     check_output_dir(cfg.output_dir)  # before any process starts (each job checks again)
     if not cfg.no_cache:
         check_cache_dir(cfg.cache_dir or default_cache_dir())
@@ -157,14 +158,6 @@ def shard_over_devices(model: str, base: list[str], devices: list[str], log_dir:
     return outcomes + launch.run_jobs([launch.Job(model, [*final, "--model", model],
                                                   name=f"{slug}.score")], devices[:1],
                                       log_dir=log_dir)
-
-
-def _has_gpu() -> bool:
-    try:
-        import torch
-    except ImportError:
-        return False
-    return bool(torch.cuda.is_available())
 
 
 def add_cache(sub: Any) -> None:

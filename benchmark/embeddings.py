@@ -12,7 +12,7 @@
   (:mod:`benchmark.retrieval`) scores its chunks with :func:`maxsim_block`.
 
 Backends: ``"torch"`` (on ``device``, default the GPU when there is one), ``"numpy"``, or
-``"auto"`` (torch when importable). Both give the same numbers up to float32 summation order.
+``"auto"`` (torch on a GPU, numpy on the CPU: :func:`benchmark.devices.torch_device`). Both give the same numbers up to float32 summation order.
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+from benchmark.devices import torch_device
 
 # Elements of one (queries x query tokens x documents x document tokens) score block: 2^25
 # float32 = 128 MiB, small enough for any GPU and for the CPU.
@@ -156,15 +158,12 @@ class _Device:
         if backend not in ("auto", "torch", "numpy"):
             raise ValueError(f"unknown MaxSim backend {backend!r} (auto, torch, numpy)")
         self.torch: Any = None
-        if backend != "numpy":
-            try:
-                import torch
-            except ImportError:
-                if backend == "torch":
-                    raise
-            else:
-                self.torch = torch
-                self.dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        dev = torch_device(backend, device)  # auto: torch on a GPU, numpy on the CPU
+        if dev is not None:
+            import torch
+
+            self.torch = torch
+            self.dev = torch.device(dev)
 
     def put(self, x: np.ndarray) -> Any:
         x = np.ascontiguousarray(x, np.float32 if x.dtype.kind == "f" else x.dtype)

@@ -6,8 +6,9 @@ checkpoint and revision. ``FAMILIES`` handle ``family:argument`` names
 (``open_clip:ViT-L-14/openai``, ``open_clip:local-dir:/path``); any other ``module:Class``
 whose module imports (``my_pkg.my_module:MyModel``, or a top-level ``my_adapter:MyModel`` on
 ``sys.path``) loads a user's adapter, with ``device``/``dtype`` passed when its class accepts
-them. The registrations of :mod:`benchmark.zoo` are all or nothing: an import that fails
-half-way leaves no entry behind, and the next lookup tries again.
+them. The built-in entries are the plain tables of :mod:`benchmark.zoo` (which imports
+nothing of the package), read once when this module is imported; ``register_*`` add a
+user's own.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ import inspect
 import logging
 from dataclasses import dataclass, field
 from typing import Any
+
+from benchmark import zoo
 
 log = logging.getLogger(__name__)
 
@@ -48,21 +51,18 @@ def register_model(
     name: str, target: str, *, description: str = "", extra: str = "", paper: bool = False,
     **kwargs: Any,
 ) -> None:
-    _ensure_registered()
     if name in MODELS:
         raise RegistryError(f"model {name!r} registered twice ({MODELS[name].target}, {target})")
     MODELS[name] = ModelEntry(name, target, kwargs, description, extra, paper)
 
 
 def register_family(prefix: str, target: str, extra: str = "") -> None:
-    _ensure_registered()
     if prefix in FAMILIES:
         raise RegistryError(f"model family {prefix!r} registered twice")
     FAMILIES[prefix] = (target, extra)
 
 
 def register_task(name: str, target: str) -> None:
-    _ensure_registered()
     if name in TASKS:
         raise RegistryError(f"task {name!r} registered twice ({TASKS[name]}, {target})")
     TASKS[name] = target
@@ -140,7 +140,6 @@ def load_model(name: str, conventions: str = "reference", **overrides: Any) -> A
     """
     from benchmark.models import conventions as conv
 
-    _ensure_registered()  # before the lookups below
     try:
         rec = conv.resolve(name, conventions)
     except conv.ConventionsError as e:
@@ -188,40 +187,30 @@ def _load_profiled(entry: ModelEntry, rec: Any, overrides: dict[str, Any]) -> An
 
 
 def load_task(name: str) -> Any:
-    _ensure_registered()
     if name not in TASKS:
         raise RegistryError(f"unknown task {name!r}{suggest(name, sorted(TASKS))}")
     return import_target(TASKS[name])
 
 
-_STATE = "empty"  # -> "loading" (benchmark.zoo is registering) -> "done"
-
-
-def _ensure_registered() -> None:
-    """Import :mod:`benchmark.zoo` once. Its own ``register_*`` calls arrive while loading; if
-    the import fails, what it registered is removed and the error raised, so the registry is
-    never half filled and the next call retries."""
-    global _STATE
-    if _STATE != "empty":
-        return
-    before = (set(MODELS), set(FAMILIES), set(TASKS))
-    _STATE = "loading"
-    try:
-        importlib.import_module("benchmark.zoo")
-    except BaseException:
-        for table, keep in zip((MODELS, FAMILIES, TASKS), before, strict=True):
-            for key in set(table) - keep:
-                del table[key]
-        _STATE = "empty"
-        raise
-    _STATE = "done"
+def register_zoo(tasks: dict[str, str], families: list[zoo.Family]) -> None:
+    """Register the tables of :mod:`benchmark.zoo` (a name twice is a :class:`RegistryError`)."""
+    for name, target in tasks.items():
+        register_task(name, target)
+    for fam in families:
+        if fam.prefix:
+            register_family(fam.prefix, fam.target, extra=fam.extra)
+        for m in fam.models:
+            pin = {"checkpoint": m.checkpoint, "revision": m.revision} if m.checkpoint else {}
+            register_model(m.name, fam.target, extra=fam.extra, paper=m.paper,
+                           description=m.description, **pin, **m.kwargs)
 
 
 def models() -> dict[str, ModelEntry]:
-    _ensure_registered()
     return dict(MODELS)
 
 
 def tasks() -> dict[str, str]:
-    _ensure_registered()
     return dict(TASKS)
+
+
+register_zoo(zoo.TASKS, zoo.FAMILIES)

@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
+from benchmark.devices import torch_device
 from benchmark.embeddings import Embeddings, MultiVector, l2_normalize, maxsim_block
 from benchmark.embeddings import as_multi as _multi  # exact_topk's name for it
 from benchmark.topk import (  # noqa: F401  (TopK, pack_keys, unpack_keys: this module's API)
@@ -191,19 +192,9 @@ def get_backend(name: str = "auto", device: str | None = None) -> NumpyBackend:
         return NumpyBackend()
     if name == "faiss":
         return FaissBackend()
-    if name == "auto" and device is not None and device.startswith("cpu"):
-        return _cpu_default()  # (torch not imported: it alone adds ~0.5 GB of resident memory)
-    try:
-        import torch
-    except ImportError:
-        if name == "torch":
-            raise
-        return _cpu_default()
-    if device is None:
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    if name == "auto" and torch.device(device).type == "cpu":
-        return _cpu_default()
-    return TorchBackend(device)
+    # (auto on a CPU device never imports torch: it alone adds ~0.5 GB of resident memory)
+    dev = torch_device(name, device)
+    return _cpu_default() if dev is None else TorchBackend(dev)
 
 
 def faiss_topk(

@@ -17,17 +17,18 @@ images get the term's ``generic_term`` (no country's proper name such as PRT's p
 from __future__ import annotations
 
 import csv
-import hashlib
 import io
 import os
 import re
-import unicodedata
 from collections import Counter
 from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import lru_cache
 from pathlib import Path
+
+from benchmark import files
+from benchmark.text import StrictDictReader, normalize_term
 
 
 class TableError(ValueError):
@@ -41,11 +42,6 @@ def data_dir() -> Path:
     if not path.is_dir():
         raise TableError(f"data folder not found: {path} (set XCM_DATA_DIR)")
     return path
-
-
-def file_sha256(path: Path) -> str:
-    """Hex sha256 of a file's bytes (recorded for prompts and tables used by a run)."""
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -78,12 +74,13 @@ def data_file(name: str) -> DataFile:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise TableError(f"{path}: not UTF-8 ({exc})") from exc
-    return DataFile(name, path, text, hashlib.sha256(raw).hexdigest())
+    return DataFile(name, path, text, files.sha256_bytes(raw))
 
 
 def data_csv(name: str) -> list[dict[str, str]]:
     """The rows of a CSV file of ``data/`` (read through :func:`data_file`)."""
-    return list(csv.DictReader(io.StringIO(data_file(name).text, newline="")))
+    f = data_file(name)
+    return list(StrictDictReader(io.StringIO(f.text, newline=""), str(f.path), TableError))
 
 
 @dataclass(frozen=True)
@@ -121,7 +118,7 @@ def _read_csv(name: str, required: list[str]) -> list[dict[str, str]]:
     if not path.is_file():
         raise TableError(f"missing table {path}")
     with path.open(newline="", encoding="utf-8") as f:
-        reader = csv.DictReader(f)
+        reader = StrictDictReader(f, str(path), TableError)
         missing = [c for c in required if c not in (reader.fieldnames or [])]
         if missing:
             raise TableError(f"{path}: missing columns {missing}")
@@ -214,7 +211,7 @@ def concepts() -> list[str]:
     if not path.is_file():
         raise TableError(f"missing table {path}")
     lines = path.read_text(encoding="utf-8").splitlines()
-    return [ln.strip() for ln in lines if ln.strip() and not ln.lstrip().startswith("#")]
+    return [normalize_term(ln) for ln in lines if ln.strip() and not ln.lstrip().startswith("#")]
 
 
 # -- query terms: data/queries.csv, one term per (concept, country) ---------------------------
@@ -283,10 +280,6 @@ def query_term(concept: str, c: Country, native_term: str, english_term: str,
                      0, "", note)
 
 
-def _nfc(text: str | None) -> str:
-    return unicodedata.normalize("NFC", (text or "").strip())
-
-
 def _query_row_problem(r: dict[str, str], by_code: dict[str, Country]) -> str | None:
     """Why a normalised row is not a valid query term, or None."""
     c = by_code.get(r["country"])
@@ -327,7 +320,7 @@ def parse_query_rows(rows: Iterable[Mapping[str, str | None]], where: str) -> li
     seen: set[tuple[str, str]] = set()
     problems: list[str] = []
     for line, raw in enumerate(rows, start=2):
-        r = {k: _nfc(raw.get(k)) for k in QUERY_COLUMNS}
+        r = {k: normalize_term(raw.get(k)) for k in QUERY_COLUMNS}
         why = _query_row_problem(r, by_code)
         if why is None and (r["concept"], r["country"]) in seen:
             why = f"second row for ({r['concept']}, {r['country']})"
@@ -349,7 +342,7 @@ def read_query_table(path: str | Path | None = None) -> list[QueryTerm]:
         raise TableError(f"missing query table {path}")
     try:
         with path.open(newline="", encoding="utf-8") as f:
-            reader = csv.DictReader(f)
+            reader = StrictDictReader(f, str(path), TableError)
             header = list(reader.fieldnames or [])
             if "locale" not in header and {"reviewed", "native_query"} & set(header):
                 raise OldQueryTableError(
@@ -427,12 +420,12 @@ def concept_definitions() -> dict[str, str]:
     rows = _read_csv("concept_definitions.csv", DEFINITION_COLUMNS)
     known, out, problems = set(concepts()), {}, []
     for line, r in enumerate(rows, start=2):
-        concept, text = _nfc(r.get("concept")), _nfc(r.get("definition"))
+        concept, text = normalize_term(r.get("concept")), normalize_term(r.get("definition"))
         if concept not in known:
             problems.append(f"line {line}: {concept!r} is not a concept of concepts.txt")
         elif concept in out:
             problems.append(f"line {line}: second definition of {concept!r}")
-        elif not text or not _nfc(r.get("source")):
+        elif not text or not normalize_term(r.get("source")):
             problems.append(f"line {line}: {concept!r} has an empty definition or source")
         else:
             out[concept] = text
@@ -454,13 +447,13 @@ def migrate_old_query_table(path: str | Path) -> tuple[list[QueryTerm], Counter]
     counts: Counter = Counter()
     out: dict[tuple[str, str], QueryTerm] = {}
     with path.open(newline="", encoding="utf-8") as f:
-        reader = csv.DictReader(f)
+        reader = StrictDictReader(f, str(path), TableError)
         missing = [c for c in ("concept", "country", "native_term") if c not in
                    (reader.fieldnames or [])]
         if missing:
             raise TableError(f"{path}: not a query table (missing columns {missing})")
         for r in reader:
-            concept, term = _nfc(r.get("concept")), _nfc(r.get("native_term"))
+            concept, term = normalize_term(r.get("concept")), normalize_term(r.get("native_term"))
             try:
                 c = country(r.get("country") or "")
             except TableError:
@@ -469,12 +462,12 @@ def migrate_old_query_table(path: str | Path) -> tuple[list[QueryTerm], Counter]
             if not concept or not term or (concept, c.code) in out:
                 counts["skipped_empty" if not concept or not term else "skipped_duplicate"] += 1
                 continue
-            english = _nfc(r.get("english_query")).removesuffix(f" {c.name}").strip() or concept
-            old_source = _nfc(r.get("source"))
+            english = normalize_term(r.get("english_query")).removesuffix(f" {c.name}").strip() or concept
+            old_source = normalize_term(r.get("source"))
             notes = ["migrated from the per-language table"]
             if old_source and old_source not in ("generated", "authors"):
                 notes.append(f"old source {old_source}")
-            if _nfc(r.get("reviewed")).lower() in ("true", "1", "yes"):
+            if normalize_term(r.get("reviewed")).lower() in ("true", "1", "yes"):
                 notes.append("old table said reviewed=true with no reviewer record: review again")
             source = old_source if old_source in ("generated", "authors") else "generated"
             out[(concept, c.code)] = query_term(concept, c, term, english, source,

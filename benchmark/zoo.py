@@ -1,4 +1,5 @@
-"""Every registered model and task, in one place (names -> lazily imported classes).
+"""Every registered model and task, in one place (names -> lazily imported classes): plain
+data that imports nothing of the package; :mod:`benchmark.registry` reads it when imported.
 
 Model entries pin their checkpoint and revision; an entry with its adapter's defaults is the
 model's ``reference`` conventions, and the paper's ten models also have ``authors`` conventions
@@ -12,8 +13,6 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from benchmark.registry import register_family, register_model, register_task
-
 
 class M(NamedTuple):
     """One model of a family table: name, checkpoint, pinned revision, description."""
@@ -26,26 +25,37 @@ class M(NamedTuple):
     kwargs: dict[str, Any] = {}  # further constructor arguments of the adapter
 
 
+class Family(NamedTuple):
+    """One adapter class: its ``module:Class``, the pip extra of its libraries, its
+    ``prefix:ARG`` family prefix (None: no family), and its registered models."""
+
+    target: str
+    extra: str
+    models: list[M]
+    prefix: str | None = None
+
+
+FAMILIES: list[Family] = []
+
+
 def family(target: str, extra: str, models: list[M], prefix: str | None = None) -> None:
-    """Register the models of one adapter class (and its ``prefix:ARG`` family, if any)."""
-    if prefix:
-        register_family(prefix, target, extra=extra)
-    for m in models:
-        register_model(m.name, target, extra=extra, paper=m.paper, description=m.description,
-                       checkpoint=m.checkpoint, revision=m.revision, **m.kwargs)
+    """Add the table of one adapter class (read by the registry, in this order)."""
+    FAMILIES.append(Family(target, extra, models, prefix))
 
 
 # -- tasks -------------------------------------------------------------------------------------
-register_task("3xcm", "benchmark.tasks.xcm:XCMTextToImage")
-register_task("3xcm-i2i", "benchmark.tasks.xcm:XCMImageToImage")
-register_task("xm3600-i2t", "benchmark.tasks.xm3600:XM3600ImageToText")
-register_task("3xcm-matrix", "benchmark.tasks.matrix:XCMMatrix")
+TASKS: dict[str, str] = {
+    "3xcm": "benchmark.tasks.xcm:XCMTextToImage",
+    "3xcm-i2i": "benchmark.tasks.xcm:XCMImageToImage",
+    "xm3600-i2t": "benchmark.tasks.xm3600:XM3600ImageToText",
+    "3xcm-matrix": "benchmark.tasks.matrix:XCMMatrix",
+}
 
 # -- test / demo models ------------------------------------------------------------------------
-register_model(
-    "hash", "benchmark.models.hash:HashModel",
-    description="deterministic fake: vectors seeded by the sha256 of each input (tests, demos)",
-)
+family("benchmark.models.hash:HashModel", "", models=[
+    M("hash", "", None,
+      "deterministic fake: vectors seeded by the sha256 of each input (tests, demos)"),
+])
 
 # -- open_clip family --------------------------------------------------------------------------
 # open_clip's 'openai' tag resolves to timm/vit_large_patch14_clip_224.openai on the hub.

@@ -35,6 +35,7 @@ from tqdm import tqdm
 
 from benchmark import tables
 from benchmark.files import atomic_write_text
+from benchmark.text import normalize_term
 from builder.catalog import Catalog, record_llm_request
 from builder.curated import load_curated, normalize_concept
 from builder.llm import BaseLLM, LLMResult, add_llm_args, llm_from_args
@@ -215,7 +216,8 @@ def _store(
     """One transaction: the answer's concepts and instances, and the request's record."""
     mapping = answer_mapping(res.value, batch) if res.ok else {}
     with catalog.tx() as con:
-        for name, per in mapping.items():
+        for raw_name, per in mapping.items():
+            name = normalize_term(raw_name)  # one identity per text: NFC in the catalog
             con.execute(
                 "INSERT OR IGNORE INTO concepts (name, source, status, run_id)"
                 " VALUES (?, 'generated', 'candidate', ?)",
@@ -237,7 +239,7 @@ def _apply_curated(catalog: Catalog, curated: list[str], run_id: int) -> None:
             "DELETE FROM concepts WHERE source='generated'"
             " AND name NOT IN (SELECT DISTINCT concept FROM concept_instances)"
         )
-        for name in curated:
+        for name in map(normalize_term, curated):
             con.execute(
                 "INSERT INTO concepts (name, source, status, run_id) VALUES (?, 'curated',"
                 " 'candidate', ?) ON CONFLICT(name) DO UPDATE SET source='curated'",

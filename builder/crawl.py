@@ -95,7 +95,7 @@ class CrawlResult:
 
 # -- plan ------------------------------------------------------------------------------------
 def _concept_filter(spec: str) -> set[str] | None:
-    return concept_filter(spec)
+    return concept_filter(spec)  # NFC, as every name (stagekit)
 
 
 def _check_concepts(wanted: set[str] | None, known: set[str]) -> None:

@@ -156,17 +156,20 @@ def robots_opt_out(value: str | None) -> str | None:
 # -- validation ------------------------------------------------------------------------------
 def inspect_image(data: bytes, max_pixels: int) -> tuple[str, str, dict[str, Any]]:
     """(status, reason, info) for bytes that claim to be an image. The pixel count is checked
-    from the header (``benchmark.data.images.open_image``, the evaluator's gate too) before
-    anything is decoded; only then is the image decoded in full."""
+    from the header (``benchmark.data.decode.open_image``, the evaluator's gate too) before
+    anything is decoded; only then is the image decoded in full, by the evaluator's decoder
+    (EXIF orientation applied: ``width`` x ``height`` are the upright picture's, as a
+    browser shows it)."""
     from PIL import Image, UnidentifiedImageError
 
     from benchmark.data import DataError
-    from benchmark.data.images import ImageRefused, open_image
+    from benchmark.data.decode import ImageRefused, open_image, to_rgb, upright
 
     try:
         im = open_image(data, "", max_pixels)
     except ImageRefused as e:
-        return "decompression_bomb", e.detail, {}
+        status = "decompression_bomb" if e.kind == "decompression_bomb" else "corrupt_image"
+        return status, e.detail, {}
     except DataError as e:
         head = data[:32].decode("latin-1", "replace").strip()
         cause = e.__cause__
@@ -181,10 +184,12 @@ def inspect_image(data: bytes, max_pixels: int) -> tuple[str, str, dict[str, Any
             return "unsupported_format", f"format {im.format} is not stored", info
         try:
             im.load()
+            width, height = to_rgb(upright(im)).size
         except Image.DecompressionBombError as e:
             return "decompression_bomb", str(e), info
         except Exception as e:  # noqa: BLE001 - any decoder failure means a broken image
             return "corrupt_image", f"{im.format} does not decode: {type(e).__name__}: {e}", info
+    info.update(width=width, height=height)
     return "ok", f"{im.format} {width}x{height}", info
 
 

@@ -17,6 +17,8 @@ from typing import Protocol
 
 import numpy as np
 
+from benchmark.embeddings import l2_normalize
+
 log = logging.getLogger(__name__)
 
 BGE_M3 = "BAAI/bge-m3"
@@ -28,13 +30,6 @@ class TextEncoder(Protocol):
     name: str
 
     def encode(self, texts: Sequence[str]) -> np.ndarray: ...
-
-
-def l2_normalize(x: np.ndarray) -> np.ndarray:
-    """Row-wise L2 normalisation in float32 (zero rows stay zero)."""
-    x = np.asarray(x, dtype=np.float32)
-    norms = np.linalg.norm(x, axis=1, keepdims=True).astype(np.float32)
-    return (x / np.where(norms == 0, np.float32(1), norms)).astype(np.float32)
 
 
 class BGEM3Encoder:
@@ -58,7 +53,7 @@ class BGEM3Encoder:
         if self._model is None:
             from FlagEmbedding import BGEM3FlagModel
 
-            from benchmark.models.base import default_device
+            from benchmark.devices import default_device
 
             device = self.device or default_device()
             log.info("loading BGE-M3 from %s on %s", self.path, device)

@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
+from benchmark.data import DataError
 from builder.catalog import Catalog, utcnow
 from builder.stagekit import (
     StageInputError,
@@ -69,12 +70,14 @@ class DedupConfig:
 
 # -- features --------------------------------------------------------------------------------
 def phash_hex(path: Any) -> str:
-    """64-bit perceptual hash (imagehash.phash) of an image file, as 16 hex digits."""
+    """64-bit perceptual hash (imagehash.phash) of an image file, as 16 hex digits, of the
+    picture the evaluator's decoder gives (EXIF orientation applied, every mode as a viewer
+    shows it)."""
     import imagehash
-    from PIL import Image
 
-    with Image.open(path) as im:
-        return str(imagehash.phash(im.convert("RGB")))
+    from benchmark.data.decode import decode_image, read_image_file
+
+    return str(imagehash.phash(decode_image(read_image_file(path), str(path))))
 
 
 def ensure_phashes(catalog: Catalog, shas: list[str]) -> dict[str, str | None]:
@@ -89,7 +92,7 @@ def ensure_phashes(catalog: Catalog, shas: list[str]) -> dict[str, str | None]:
         try:
             out[sha] = phash_hex(catalog.workdir.image_path(sha, rows[sha]["ext"]))
             new.append((out[sha], sha))
-        except OSError as e:
+        except (OSError, DataError) as e:
             log.warning("cannot hash stored image %s: %s", sha, e)
     if new:
         with catalog.tx() as con:
@@ -100,9 +103,8 @@ def ensure_phashes(catalog: Catalog, shas: list[str]) -> dict[str, str | None]:
 def embeddings_for(adapter: Any, cache: Any, catalog: Catalog, shas: list[str],
                    chunk: int) -> np.ndarray:
     """Unit-norm image embeddings (n, d) for ``shas``, via the embedding cache, in chunks."""
-    from PIL import Image
-
     from benchmark.cache import embed_cached
+    from benchmark.data.decode import decode_image, read_image_file
     from benchmark.embeddings import l2_normalize
 
     ext = {r["sha256"]: r["ext"] for r in catalog.query(
@@ -114,11 +116,8 @@ def embeddings_for(adapter: Any, cache: Any, catalog: Catalog, shas: list[str],
         keys = shas[s:s + chunk]
 
         def load(idx: list[int], keys: list[str] = keys) -> list[Any]:
-            out = []
-            for i in idx:
-                with Image.open(catalog.workdir.image_path(keys[i], ext[keys[i]])) as im:
-                    out.append(im.convert("RGB"))
-            return out
+            return [decode_image(read_image_file(
+                catalog.workdir.image_path(keys[i], ext[keys[i]])), keys[i]) for i in idx]
 
         emb, _ = embed_cached(adapter, "image", "document", keys, load, cache)
         parts.append(np.asarray(emb, np.float32))
@@ -361,7 +360,7 @@ def image_dedup(catalog: Catalog, cfg: DedupConfig, adapter: Any = None) -> dict
         cfg = DedupConfig(**{**asdict(cfg), "pair_device": device})
     concepts = [r[0] for r in catalog.query(
         "SELECT DISTINCT concept FROM items WHERE sha256 IS NOT NULL ORDER BY concept")]
-    wanted = concept_filter(cfg.concepts)
+    wanted = concept_filter(cfg.concepts)  # NFC, as every name
     if wanted is not None:
         concepts = [c for c in concepts if c in wanted]
     by_concept: dict[str, dict[str, int]] = {}

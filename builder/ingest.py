@@ -121,7 +121,17 @@ def _shard_records(root: Path, counts: Counter[str]) -> Iterator[tuple[Path, dic
         yield sidecar.parent, json.loads(sidecar.read_text(encoding="utf-8"))
 
 
-def _bytes_for(stem: Path, rec: dict[str, Any], tars: dict[Path, tarfile.TarFile]) -> bytes | None:
+class _TooLarge(Exception):
+    """A sample file above the byte cap, refused from its size (never read)."""
+
+    def __init__(self, size: int):
+        self.size = size
+
+
+def _bytes_for(stem: Path, rec: dict[str, Any], tars: dict[Path, tarfile.TarFile],
+               max_bytes: int) -> bytes | None:
+    """The sample's bytes; :class:`_TooLarge` when a file or tar member is above
+    ``max_bytes`` (its size is checked before it is read)."""
     for col in IMAGE_EXTS:
         if isinstance(rec.get(col), bytes | bytearray):
             return bytes(rec[col])
@@ -131,15 +141,20 @@ def _bytes_for(stem: Path, rec: dict[str, Any], tars: dict[Path, tarfile.TarFile
     for ext in IMAGE_EXTS:
         f = stem / f"{key}.{ext}"
         if f.is_file():
+            if (size := f.stat().st_size) > max_bytes:
+                raise _TooLarge(size)
             return f.read_bytes()
     tar_path = stem.with_suffix(".tar")
     if tar_path.is_file():
         tar = tars.setdefault(tar_path, tarfile.open(tar_path))
         for ext in IMAGE_EXTS:
             try:
-                member = tar.extractfile(f"{key}.{ext}")
+                info = tar.getmember(f"{key}.{ext}")
             except KeyError:
                 continue
+            if info.size > max_bytes:
+                raise _TooLarge(info.size)
+            member = tar.extractfile(info)
             if member is not None:
                 return member.read()
     return None
@@ -228,7 +243,11 @@ def _prepare(url: str, stem: Path, rec: dict[str, Any], tars: dict[Path, tarfile
         status, http = failure_status(rec.get("error_message"), rec.get("status"))
         return FetchResult(url, status, f"img2dataset: {rec.get('error_message') or rec.get('status')}",
                            http_status=http, attempts=1, fetched_at=now)
-    data = _bytes_for(stem, rec, tars)
+    try:
+        data = _bytes_for(stem, rec, tars, fetch.max_bytes)
+    except _TooLarge as e:
+        return FetchResult(url, "too_large", f"{e.size} bytes exceeds {fetch.max_bytes}",
+                           attempts=1, fetched_at=now)
     if data is None:
         return FetchResult(url, "missing_file", f"img2dataset sample {rec.get('key')} has no bytes",
                            attempts=1, fetched_at=now)

@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import argparse
 import logging
-import unicodedata
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from benchmark import tables
+from benchmark.text import majority_terms, normalize_term
 from builder.catalog import Catalog, utcnow
 from builder.query_terms import english_term, our_terms, upsert_terms
 from builder.stagekit import (
@@ -95,7 +95,7 @@ def read_published(dataset: str, revision: str | None = None) -> list[dict[str, 
 
 
 def _norm(text: Any) -> str:
-    return unicodedata.normalize("NFC", str(text or "")).strip()
+    return normalize_term(text or "")
 
 
 def aggregate(rows: list[dict[str, Any]]) -> tuple[dict[tuple[str, str], PublishedTerm], Counter]:
@@ -121,7 +121,8 @@ def aggregate(rows: list[dict[str, Any]]) -> tuple[dict[tuple[str, str], Publish
             counts["images"] += 1
     out = {}
     for (concept, code), seen in terms.items():
-        term, n = min(seen.items(), key=lambda kv: (-kv[1], kv[0]))
+        term = majority_terms(seen) or ""
+        n = seen[term]
         out[(concept, code)] = PublishedTerm(concept, code, term, n,
                                              Counter({t: k for t, k in seen.items() if t != term}))
     return out, counts
@@ -183,10 +184,7 @@ class CountryDiff:
 
 
 def _same(a: str, b: str) -> bool:
-    def norm(t: str) -> str:
-        return " ".join(unicodedata.normalize("NFC", t).casefold().split())
-
-    return norm(a) == norm(b)
+    return normalize_term(a).casefold() == normalize_term(b).casefold()
 
 
 def _pick_dataset(catalog: Catalog, dataset: str | None) -> str:

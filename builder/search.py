@@ -22,7 +22,6 @@ which the crawl records in ``crawl_input_errors``.
 
 from __future__ import annotations
 
-import csv
 import json
 import logging
 import random
@@ -33,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmark import tables
+from benchmark.text import StrictDictReader, normalize_term
 from builder.stagekit import StageInputError
 
 log = logging.getLogger(__name__)
@@ -251,7 +251,9 @@ def folder_searches(root: Path) -> tuple[list[Search], list[InputError]]:
             files = sorted(p for p in kdir.iterdir() if p.is_file() and not p.name.startswith("."))
             hits = [Hit(rank=i, image_url=f.resolve().as_uri(), title=f.name,
                         raw={"path": f"{rel}/{f.name}"}) for i, f in enumerate(files, start=1)]
-            searches.append(Search(cdir.name, country.code, country.language, "folder", rel,
+            # NFC: macOS writes folder names in NFD ("cafe" + U+0301), a keyboard types NFC
+            searches.append(Search(normalize_term(cdir.name), country.code, country.language,
+                                   "folder", normalize_term(rel),
                                    source, None, hits))
     return searches, errors
 
@@ -262,13 +264,13 @@ def urls_searches(path: Path) -> tuple[list[Search], list[InputError]]:
     errors: list[InputError] = []
     groups: dict[tuple[str, str, str], dict[int, Hit]] = {}
     with path.open(newline="", encoding="utf-8") as f:
-        reader = csv.DictReader(f)
+        reader = StrictDictReader(f, str(path), StageInputError)
         missing = [c for c in URL_COLUMNS if c not in (reader.fieldnames or [])]
         if missing:
             raise StageInputError(f"{path}: missing columns {missing} (need {','.join(URL_COLUMNS)})")
         for line, row in enumerate(reader, start=2):
             raw = json.dumps(row, ensure_ascii=False, sort_keys=True)
-            concept, lang = (row["concept"] or "").strip(), (row["language"] or "").strip()
+            concept, lang = normalize_term(row["concept"]), normalize_term(row["language"])
             url, rank = (row["image_url"] or "").strip(), _int_or_none(row["rank"])
             problem = None
             try:

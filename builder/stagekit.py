@@ -66,7 +66,9 @@ def concept_filter(spec: str, flag: str = "--concepts") -> set[str] | None:
     (``""``, ``","``) is bad input, never "no concept" or "every concept"."""
     if spec.strip().lower() == "all":
         return None
-    names = {c.strip() for c in spec.split(",") if c.strip()}
+    from benchmark.text import normalize_term
+
+    names = {normalize_term(c) for c in spec.split(",") if c.strip()}  # NFC, as every name
     if not names:
         raise StageInputError(f"{flag} {spec!r} names no concept: give names such as "
                               "food,taxi, or all")

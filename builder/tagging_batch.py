@@ -67,22 +67,6 @@ def request_bytes(req: LLMRequest) -> int:
     return images + len(req.prompt.encode("utf-8")) + REQUEST_OVERHEAD
 
 
-def split_jobs(groups: list[Group], reqs: list[LLMRequest], max_bytes: int
-               ) -> list[tuple[list[Group], list[LLMRequest]]]:
-    """Consecutive jobs of at most ``max_bytes`` (a request over it is a job of its own)."""
-    jobs: list[tuple[list[Group], list[LLMRequest]]] = []
-    used = max_bytes + 1
-    for g, r in zip(groups, reqs, strict=True):
-        size = request_bytes(r)
-        if used + size > max_bytes:
-            jobs.append(([], []))
-            used = 0
-        jobs[-1][0].append(g)
-        jobs[-1][1].append(r)
-        used += size
-    return jobs
-
-
 def groups_of_job(cat: Catalog, requests: list[list[str]], alone: bool) -> list[Group]:
     """Rebuild a stored job's requests (image hashes) as groups."""
     out = []
@@ -109,12 +93,35 @@ def run_batch_phase(
     if rows:
         log.info("resuming %d batch job(s) of the %s phase", len(rows), phase)
         counts["batch_jobs_resumed"] += len(rows)
-        jobs = [(r["job_name"], groups_of_job(cat, json.loads(r["requests_json"]), final))
-                for r in rows]
-        if not poll_and_collect(cat, ctx, jobs, final, run_id, counts, poll_interval, timeout):
+        resumed = [(r["job_name"], groups_of_job(cat, json.loads(r["requests_json"]), final))
+                   for r in rows]
+        if not poll_and_collect(cat, ctx, resumed, final, run_id, counts, poll_interval,
+                                timeout):
             return False
-    to_send, reqs = [], []
     hits_g, hits_a = [], []
+    jobs: list[tuple[str, list[Group]]] = []
+    part_g: list[Group] = []
+    part_r: list[LLMRequest] = []
+    used = 0
+
+    def send() -> None:
+        """Submit the job being filled; only its groups are kept (the bytes are let go)."""
+        try:
+            jobs.append((submit(cat, ctx, part_g, part_r, phase, run_id, counts), list(part_g)))
+        except (ModuleNotFoundError, LLMSetupError):
+            raise
+        except Exception as exc:  # noqa: BLE001 - after the retries: judged per image
+            log.warning("batch job of %d request(s) not created: %s", len(part_r), exc)
+            why = f"error: batch job not created: {type(exc).__name__}: {exc}"[:500]
+            apply_answers(cat, ctx, list(part_g), [GroupAnswer(
+                None, None, why, transient=llm.transient(exc)) for _ in part_g], final, run_id,
+                counts)
+        part_g.clear()
+        part_r.clear()
+
+    # Streamed: a job is submitted as soon as the next request would not fit in it, so the
+    # phase holds one job's image bytes at a time, not the whole pool's; consecutive requests
+    # fill a job up to max_job_bytes (a request over it is a job of its own).
     for g in groups_fn():
         args = ctx.request_args(g)
         req = llm.prepare(args.pop("prompt"), args.pop("schema"), **args)
@@ -123,24 +130,21 @@ def run_batch_phase(
             llm.usage.cache_hits += 1
             hits_g.append(g)
             hits_a.append(GroupAnswer(hit.value, hit.raw))
-        else:
-            to_send.append(g)
-            reqs.append(req)
+            continue
+        size = request_bytes(req)
+        if part_r and used + size > max_job_bytes:
+            send()
+        if not part_r:
+            used = 0
+        part_g.append(g)
+        part_r.append(req)
+        used += size
+    if part_r:
+        send()
     if hits_g:
         apply_answers(cat, ctx, hits_g, hits_a, final, run_id, counts)
-    if not to_send:
+    if not jobs:
         return True
-    jobs = []
-    for groups, part in split_jobs(to_send, reqs, max_job_bytes):
-        try:
-            jobs.append((submit(cat, ctx, groups, part, phase, run_id, counts), groups))
-        except (ModuleNotFoundError, LLMSetupError):
-            raise
-        except Exception as exc:  # noqa: BLE001 - after the retries: judged per image
-            log.warning("batch job of %d request(s) not created: %s", len(part), exc)
-            why = f"error: batch job not created: {type(exc).__name__}: {exc}"[:500]
-            apply_answers(cat, ctx, groups, [GroupAnswer(None, None, why, transient=llm.transient(
-                exc)) for _ in groups], final, run_id, counts)
     return poll_and_collect(cat, ctx, jobs, final, run_id, counts, poll_interval, timeout)
 
 

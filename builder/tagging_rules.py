@@ -25,6 +25,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from benchmark.text import normalize_term
 from builder.catalog import Catalog, clip_raw, utcnow
 from builder.llm import BaseLLM, ImagePart
 from builder.workdir import WorkDir
@@ -104,18 +105,23 @@ def send_estimate(wd: WorkDir, img: Img) -> int:
 
 
 def image_part(wd: WorkDir, img: Img) -> ImagePart:
-    """The bytes to send: as stored when Gemini reads the format and it is not huge."""
+    """The bytes to send: as stored when Gemini reads the format, the file is not huge and
+    its picture is the stored pixels as they are (RGB or grey, no EXIF turn); otherwise the
+    evaluator's decoder's picture (upright, every mode as a viewer shows it), downscaled to
+    ``MAX_SIDE``, as PNG."""
+    from benchmark.data.decode import decode_image, open_image, orientation
+
     data = wd.image_path(img.sha256, img.ext).read_bytes()
     mime = SENDABLE.get((img.format or "").upper())
     if mime is not None and len(data) < SEND_AS_IS:
-        return ImagePart(data, mime)
-    from PIL import Image
-
-    with Image.open(io.BytesIO(data)) as im:
-        im = im.convert("RGB")
-        im.thumbnail((MAX_SIDE, MAX_SIDE))
-        buf = io.BytesIO()
-        im.save(buf, "PNG")
+        with open_image(data, img.sha256) as im:
+            plain = im.mode in ("RGB", "L") and orientation(im) == 1
+        if plain:
+            return ImagePart(data, mime)
+    im = decode_image(data, img.sha256)
+    im.thumbnail((MAX_SIDE, MAX_SIDE))
+    buf = io.BytesIO()
+    im.save(buf, "PNG")
     return ImagePart(buf.getvalue(), "image/png")
 
 
@@ -153,7 +159,7 @@ def judge(answer: GroupAnswer, n: int, allowed: set[str], final: bool) -> list[V
         if seen[i] > 1:
             out.append(Verdict(bad_status, None, f"index {i} answered {seen[i]} times"))
             continue
-        labels = [c.strip() for c in by_index[i]]
+        labels = [normalize_term(c) for c in by_index[i]]  # NFC, as every name
         outside = sorted({c for c in labels if c not in allowed})
         if outside:
             out.append(Verdict(bad_status, None, f"labels outside the concept list: {outside[:5]}"))

@@ -37,8 +37,17 @@ def test_demo_builds_loads_and_scores_the_release(tmp_path, capsys):
         "concepts", "concept_dedup", "queries", "crawl", "image_dedup", "tagging", "triplets"]
     result = json.loads((w / "results" / "hash" / "3xcm.json").read_text())
     assert result["task"]["n"] == n_images
+    # the overall scores are those of the per-triplet outcomes written beside the result
+    import pandas as pd
+
+    out_file = result["outcomes"]
+    outcomes = pd.read_parquet(w / "results" / "hash" / out_file["file"])
+    assert len(outcomes) == n_images == out_file["rows"]
+    counts = outcomes["winner"].value_counts().reindex([0, 1, 2], fill_value=0).to_numpy()
     overall = result["scores"]["overall"]
-    assert overall["M_sem"] + overall["M_cul"] + overall["M_non"] == pytest.approx(1.0)
+    assert [overall[k] for k in ("M_sem", "M_cul", "M_non")] == pytest.approx(
+        (counts / n_images).tolist())
+    assert overall["SP"] == pytest.approx(counts[1] / counts[0])
     assert triplets_cli.main(["validate", "--release", str(w / "release")]) == 0
     # a second run resumes: the stages find their work done and the release is the same
     before = (w / "release" / "triplets").glob("*.parquet")

@@ -30,8 +30,8 @@ IMAGE_COLUMN_DOCS = {
     "title": "the search result's title (may be empty)",
     "tags": "every concept the image shows, priority order (empty: untagged)",
     "sha256": "sha256 of the embedded bytes",
-    "width": "pixels",
-    "height": "pixels",
+    "width": "pixels, of the upright picture (EXIF orientation applied)",
+    "height": "pixels, of the upright picture (EXIF orientation applied)",
 }
 TRIPLET_COLUMN_DOCS = {
     "triplet_id": "`<query_image_id>-t<round>`",
@@ -48,6 +48,10 @@ TRIPLET_COLUMN_DOCS = {
     "non_relevant_concept": "its concept",
     "non_relevant_country": "its country",
     "query_locale": "BCP-47 with region of the query text (pt-PT for Portugal, pt-BR for Brazil)",
+    "query_term_source": "where the query text came from: reviewed (by native speakers), "
+                         "authors, generated, ... (data/queries.csv); unmatched: the term "
+                         "changed after sampling; concept label: an English country's label",
+    "query_term_reviewers": "how many native speakers reviewed the query text (0: none)",
 }
 
 
@@ -210,6 +214,17 @@ def card_text(meta: dict, numbers: dict[str, Any], build: dict[str, Any]) -> str
         "candidates. Candidates are drawn without reuse where the pool allows, spread over "
         "countries and concepts; sampling is seeded. `python -m triplets validate --release "
         "PATH` checks every rule.",
+        "",
+        "## Images and texts",
+        "",
+        "Image bytes are the crawled originals, unchanged. The evaluator, image dedup and the "
+        "tagger decode them with one decoder (`benchmark/data/decode.py`): the EXIF "
+        "orientation is applied (`width` and `height` are the upright picture's, as a browser "
+        "shows it), 16-bit grey is scaled by 1/257, transparency is composited over white, "
+        "every other mode is converted to RGB; files over 64 MiB, 0x0 images and images over "
+        "178,956,970 pixels are refused. `datasets` decodes the `image` column without "
+        "applying the EXIF orientation: `PIL.ImageOps.exif_transpose(img)` gives the picture "
+        "that was scored. Every concept name, query text and tag is Unicode NFC.",
         "",
         "## Numbers of this build",
         "",

@@ -84,7 +84,8 @@ def features() -> dict[str, Any]:
         "page_url": s, "title": s, "tags": datasets.List(s), "sha256": s,
         "width": i32, "height": i32,
     })
-    trip = datasets.Features({c: s for c in RELEASE_TRIPLET_COLUMNS})
+    trip = datasets.Features({c: i32 if c == "query_term_reviewers" else s
+                              for c in RELEASE_TRIPLET_COLUMNS})
     assert list(img) == IMAGE_COLUMNS
     return {"images": img, "triplets": trip}
 
@@ -215,7 +216,7 @@ def _write_files(wd: WorkDir, tmp: Path, pool: Pool, rows: list[dict], numbers: 
 
     feats = features()
     shards = plan_shards(wd, pool.images, shard_bytes)
-    split_info = {"triplets": _write_shard(with_locale(rows), feats["triplets"],
+    split_info = {"triplets": _write_shard(with_locale(rows, pool), feats["triplets"],
                                            tmp / "triplets" / f"{SPLITS['triplets']}-00000-of-00001.parquet")}
     total = {"num_bytes": 0, "num_examples": 0}
     for i, shard in enumerate(tqdm(shards, desc="image shards", unit="shard")):

@@ -27,6 +27,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from benchmark import tables
+from benchmark.text import normalize_term
 from builder.catalog import Catalog
 from builder.query_terms import catalog_terms, table_terms
 
@@ -67,6 +68,18 @@ class Pool:
     images: list[PoolImage]
     counts: Counter = field(default_factory=Counter)
     native_terms: dict[tuple[str, str], str] = field(default_factory=dict)
+    # (concept, country) -> (source, reviewers) of the term in native_terms
+    term_provenance: dict[tuple[str, str], tuple[str, int]] = field(default_factory=dict)
+
+    def term_source(self, concept: str, country: str, text: str) -> tuple[str, int]:
+        """(source, reviewers) of ``text`` as the query of (concept, country): the term's own
+        where ``text`` is the pool's term, ``concept label`` for an English country's label
+        (:func:`native_term`), else ``unmatched`` (the term changed since sampling)."""
+        if self.native_terms.get((concept, country)) == text:
+            return self.term_provenance.get((concept, country), ("unmatched", 0))
+        if not self.native_terms.get((concept, country)) and text == concept:
+            return (CONCEPT_LABEL, 0)
+        return ("unmatched", 0)
 
     def by_id(self) -> dict[str, PoolImage]:
         return {im.image_id: im for im in self.images}
@@ -110,7 +123,7 @@ def parse_tags(status: str | None, tags_json: str | None) -> tuple[tuple[str, ..
         return None, "bad_json"
     if not isinstance(value, list) or not value or not all(isinstance(x, str) for x in value):
         return None, "bad_json"
-    return tuple(value), "ok"
+    return tuple(normalize_term(x) for x in value), "ok"
 
 
 def load_pool(cat: Catalog) -> Pool:
@@ -128,7 +141,7 @@ def load_pool(cat: Catalog) -> Pool:
                 counts["skipped_unknown_country"] += 1
                 log.warning("item %s: unknown country %r, left out", r["item_id"], r["country"])
                 continue
-        key = (r["concept"], country, r["sha256"])
+        key = (normalize_term(r["concept"]), country, r["sha256"])  # NFC: one identity
         rank_key = (int(r["rank"]), r["language"], r["query_text"], int(r["item_id"]))
         if key in best:
             counts["merged_occurrences"] += 1
@@ -149,7 +162,7 @@ def load_pool(cat: Catalog) -> Pool:
                 concept=concept,
                 country=country,
                 query_language=r["language"],
-                query_text=r["query_text"],
+                query_text=normalize_term(r["query_text"]),
                 search_rank=int(r["rank"]),
                 source_url=r["url"],
                 page_url=r["page_url"],
@@ -163,7 +176,10 @@ def load_pool(cat: Catalog) -> Pool:
     images = _unique_ids(images)
     images.sort(key=lambda im: im.image_id)
     counts["images"] = len(images)
-    return Pool(images=images, counts=counts, native_terms=load_native_terms(cat))
+    terms = load_terms(cat)
+    return Pool(images=images, counts=counts,
+                native_terms={k: text for k, (text, _, _) in terms.items()},
+                term_provenance={k: (src, n) for k, (_, src, n) in terms.items()})
 
 
 def _count_missing_image_rows(cat: Catalog) -> int:
@@ -186,23 +202,36 @@ def _unique_ids(images: list[PoolImage]) -> list[PoolImage]:
     return out
 
 
-def load_native_terms(cat: Catalog) -> dict[tuple[str, str], str]:
-    """(concept, country) -> the text query of that concept in that country.
+CONCEPT_LABEL = "concept label"  # an English-speaking country's query without a term
+
+
+def load_terms(cat: Catalog) -> dict[tuple[str, str], tuple[str, str, int]]:
+    """(concept, country) -> (the text query of that concept in that country, its source,
+    its number of reviewers).
 
     In order: the catalog's ``query_terms`` (what the queries stage decided, the term the crawl
     searched with, or a term native speakers reviewed since), the ``native_term`` of its
-    ``queries`` rows (work dirs built before ``query_terms``), then the row of that country in
-    ``data/queries.csv``. Never another country's term: Portugal's query is pt-PT, not pt-BR.
+    ``queries`` rows (work dirs built before ``query_terms``; source ``generated``), then the
+    row of that country in ``data/queries.csv``. Never another country's term: Portugal's
+    query is pt-PT, not pt-BR.
     """
-    out = {k: t.native_term for k, t in catalog_terms(cat).items() if t.native_term}
+    out = {(normalize_term(k[0]), k[1]): (normalize_term(t.native_term), t.source,
+                                          int(t.reviewers))
+           for k, t in catalog_terms(cat).items() if t.native_term}
     for r in cat.query(
         "SELECT concept, country, native_term FROM queries WHERE kind='native' AND status='ok'"
         " AND native_term IS NOT NULL AND native_term != ''"
     ):
-        out.setdefault((r["concept"], r["country"]), r["native_term"])
+        out.setdefault((normalize_term(r["concept"]), r["country"]),
+                       (normalize_term(r["native_term"]), "generated", 0))
     for key, term in table_terms().items():
-        out.setdefault(key, term.native_term)
+        out.setdefault(key, (term.native_term, term.source, int(term.reviewers)))
     return out
+
+
+def load_native_terms(cat: Catalog) -> dict[tuple[str, str], str]:
+    """(concept, country) -> the text query (:func:`load_terms`)."""
+    return {k: text for k, (text, _, _) in load_terms(cat).items()}
 
 
 def native_term(pool: Pool, concept: str, country: str) -> str | None:

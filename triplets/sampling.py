@@ -22,6 +22,7 @@ by sha256 of (seed, purpose), so the same catalog and seed give the same triplet
 
 from __future__ import annotations
 
+import bisect
 import json
 import random
 from collections import Counter, defaultdict, deque
@@ -204,10 +205,42 @@ def eligible(role: str, im: PoolImage, a: PoolImage, taken: set[str], cfg: Sampl
     return im.country == k if role == "cultural" else im.country != k
 
 
+class UseBuckets:
+    """The images of one candidate group (in group order) bucketed by how often they serve a
+    role, so the least-used eligible image is found without walking the whole group (a walk
+    per triplet made :func:`rebalance` O(n^2): 18 of 19 s of sampling at 30,000 images)."""
+
+    def __init__(self, images: list[PoolImage], uses: Counter):
+        self.images = images
+        self.pos = {im.image_id: i for i, im in enumerate(images)}
+        self.by_use: dict[int, list[int]] = defaultdict(list)
+        for i, im in enumerate(images):  # positions ascending: each bucket in group order
+            self.by_use[uses[im.image_id]].append(i)
+
+    def move(self, image_id: str, old: int, new: int) -> None:
+        """``image_id`` now serves ``new`` times instead of ``old``."""
+        i = self.pos.get(image_id)
+        if i is None:
+            return
+        bucket = self.by_use[old]
+        del bucket[bisect.bisect_left(bucket, i)]
+        bisect.insort(self.by_use[new], i)
+
+    def least_used(self, at_most: int, ok: Callable[[PoolImage], bool]) -> PoolImage | None:
+        """The first image in group order, of the fewest uses (at most ``at_most``), that
+        ``ok`` accepts; None if there is none."""
+        for u in sorted(k for k, v in self.by_use.items() if v and k <= at_most):
+            for i in self.by_use[u]:
+                if ok(self.images[i]):
+                    return self.images[i]
+        return None
+
+
 def rebalance(triplets: list[Triplet], pool: Pool, cfg: SampleConfig,
               lang: dict[str, str]) -> tuple[list[Triplet], int]:
     """Repair the greedy draws: where an image serves a role at least twice more often than an
-    eligible alternative, give the triplet the least-used alternative (deterministic order).
+    eligible alternative, give the triplet the least-used alternative (deterministic order:
+    of the alternatives with the fewest uses, the first by image id).
 
     Returns the triplets and the number of candidates moved.
     """
@@ -225,22 +258,21 @@ def rebalance(triplets: list[Triplet], pool: Pool, cfg: SampleConfig,
     out, moved = list(triplets), 0
     for role in CANDIDATE_ROLES:
         uses = Counter(getattr(t, f"{role}_image_id") for t in out)
+        buckets = {key: UseBuckets(images, uses) for key, images in groups[role].items()}
+        home = {im.image_id: key for key, images in groups[role].items() for im in images}
         for idx, t in enumerate(out):
             cur = getattr(t, f"{role}_image_id")
             if uses[cur] < 2:
                 continue
             a = by_id[t.query_image_id]
             key = {"semantic": a.concept, "cultural": a.country, "non_relevant": ""}[role]
+            if key not in buckets:
+                continue
             taken = {by_id[getattr(t, f"{r}_image_id")].sha256 for r in CANDIDATE_ROLES if r != role}
-            best = None
-            for im in groups[role][key]:
-                u = uses[im.image_id]
-                if (u + 2 <= uses[cur] and (best is None or u < uses[best.image_id])
-                        and im.image_id not in per_anchor[a.image_id]
-                        and eligible(role, im, a, taken, cfg, lang)):
-                    best = im
-                    if u == 0:
-                        break
+            best = buckets[key].least_used(
+                uses[cur] - 2, lambda im, a=a, taken=taken, role=role: (
+                    im.image_id not in per_anchor[a.image_id]
+                    and eligible(role, im, a, taken, cfg, lang)))
             if best is None:
                 continue
             fields = {f"{role}_image_id": best.image_id, f"{role}_item_id": best.item_id}
@@ -249,6 +281,9 @@ def rebalance(triplets: list[Triplet], pool: Pool, cfg: SampleConfig,
             if role != "semantic":
                 fields[f"{role}_concept"] = best.concept
             out[idx] = replace(t, **fields)
+            for iid, step in ((cur, -1), (best.image_id, 1)):  # the buckets follow the uses
+                if iid in home:
+                    buckets[home[iid]].move(iid, uses[iid], uses[iid] + step)
             uses[cur] -= 1
             uses[best.image_id] += 1
             per_anchor[a.image_id].add(best.image_id)

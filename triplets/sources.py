@@ -75,7 +75,8 @@ def read_config_table(release: Path, config: str, columns: list[str] | None = No
 
 
 def image_byte_violations(release: Path) -> list[Violation]:
-    """Per image row: embedded bytes present and matching its ``sha256`` (rule ``image_bytes``).
+    """Per image row: embedded bytes present, matching its ``sha256`` and decoding with the
+    evaluator's decoder (rule ``image_bytes``).
 
     Reads the ``images`` shards one at a time; the row id is the ``image_id``.
     """
@@ -87,7 +88,7 @@ def image_byte_violations(release: Path) -> list[Violation]:
         t = pq.read_table(path, columns=["image_id", "image", "sha256"])
         for iid, cell, sha in zip(*(t.column(c).to_pylist() for c in ("image_id", "image", "sha256")),
                                   strict=True):
-            v = image_bytes_violation(str(iid), (cell or {}).get("bytes"), sha)
+            v = image_bytes_violation(str(iid), (cell or {}).get("bytes"), sha, decode=True)
             if v is not None:
                 out.append(v)
     return out
@@ -108,7 +109,7 @@ def read_release(release: Path) -> tuple[list[dict], dict[str, ImageInfo], dict]
     imgs["image_id"] = imgs["image_id"].astype(str)
     check_unique_images(imgs["image_id"].tolist(), f"{what} images")
     if "tags" in imgs:
-        check_tags(imgs["image_id"], imgs["tags"], f"{what} images")
+        check_tags(imgs["image_id"], imgs["tags"], f"{what} images", imgs["concept"])
     images = {
         r["image_id"]: ImageInfo(r["concept"], r["country"],
                                  tuple(r["tags"]) if _has_tags(r.get("tags")) else None,

@@ -28,22 +28,33 @@ log = logging.getLogger(__name__)
 
 STAGE = "triplets"
 # The release's triplet columns: the paper's, then the query country's locale (BCP-47 with
-# region: the query text of a PRT triplet is pt-PT, of a BRA triplet pt-BR).
-RELEASE_TRIPLET_COLUMNS = [*TRIPLET_COLUMNS, "query_locale"]
+# region: the query text of a PRT triplet is pt-PT, of a BRA triplet pt-BR), then where the
+# query text came from: its source (generated / authors / reviewed / ..., see data/queries.csv)
+# and how many native speakers reviewed it, so the evaluator reads a term's review status
+# from the release instead of matching its text against a table.
+PROVENANCE_COLUMNS = ["query_term_source", "query_term_reviewers"]
+RELEASE_TRIPLET_COLUMNS = [*TRIPLET_COLUMNS, "query_locale", *PROVENANCE_COLUMNS]
 
 
-def with_locale(rows: list[dict]) -> list[dict]:
-    """Triplet rows with ``query_locale``: the locale of the query country (countries.csv)."""
+def with_locale(rows: list[dict], pool: Pool | None = None) -> list[dict]:
+    """Triplet rows with ``query_locale`` (the query country's locale, countries.csv) and, with
+    ``pool``, the query term's source and reviewer count (:meth:`Pool.term_source`)."""
     locale = {c.code: c.locale for c in tables.countries()}
-    return [{**r, "query_locale": locale.get(str(r["query_country"]), "")} for r in rows]
+    out = []
+    for r in rows:
+        src, n = pool.term_source(str(r["query_concept"]), str(r["query_country"]),
+                                  str(r["query_text"])) if pool is not None else ("", 0)
+        out.append({**r, "query_locale": locale.get(str(r["query_country"]), ""),
+                    "query_term_source": src, "query_term_reviewers": int(n)})
+    return out
 
 
-def triplets_csv(rows: list[dict[str, str]]) -> str:
+def triplets_csv(rows: list[dict[str, str]], pool: Pool | None = None) -> str:
     """The release columns as CSV text (``\\n`` line ends, so the bytes are platform-free)."""
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=RELEASE_TRIPLET_COLUMNS, lineterminator="\n")
     w.writeheader()
-    w.writerows(with_locale(rows))
+    w.writerows(with_locale(rows, pool))
     return buf.getvalue()
 
 
@@ -68,7 +79,7 @@ def run_sample(workdir: str | Path | WorkDir | None, cfg: SampleConfig) -> Sampl
             if bad:  # a sampler bug, never bad input: refuse to store
                 raise RuntimeError(f"sampler produced {len(bad)} rule violations: {bad[:3]}")
             _store(cat, result, cfg, rec.run_id)
-            atomic_write_text(cat.workdir.exports_dir / "triplets.csv", triplets_csv(rows))
+            atomic_write_text(cat.workdir.exports_dir / "triplets.csv", triplets_csv(rows, pool))
             counts = {**pool.counts, **result.counts}
             rec.counts = {"counts": dict(sorted(counts.items())), "balance": result.balance}
             rec.summary = summary_text(result, pool, cfg)

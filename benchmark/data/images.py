@@ -4,79 +4,39 @@ Folder datasets hash every file to find its cached embeddings; a :class:`FileHas
 per embedding cache, opened by the run and passed to the loaders) remembers those hashes by
 path, size and mtime, so a second run reads only the files that changed.
 
-:func:`open_image` is the one gate every image passes before it is decoded, here and in the
-builder's download validation: it reads the header only and refuses an image whose declared
-pixel count exceeds the cap (:class:`ImageRefused`) before a single pixel is decoded. Pillow's
-``Image.MAX_IMAGE_PIXELS`` is not the cap: it sets Pillow's *warning* level, and Pillow raises
-only at twice that, so a 16000x16000 PNG (256 Mpx, 31 KB on disk, 4 GB decoded) would pass it.
+Every image is decoded by :mod:`benchmark.data.decode` (the builder's decoder too): file
+size, pixel count and 0x0 checked before decoding, EXIF orientation applied, every mode
+converted to the RGB a viewer shows. A folder holding two files for one image id
+(``ken-0-0.png`` and ``ken-0-0.jpg``) is an error naming both, and a file above
+:data:`~benchmark.data.decode.MAX_FILE_BYTES` is refused without being read.
 """
 
 from __future__ import annotations
 
-import io
 import logging
 import os
 import sqlite3
 import stat
-import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from benchmark.data import DataError
+from benchmark.data.decode import (
+    MAX_FILE_BYTES,
+    MAX_PIXELS,
+    ImageRefused,
+    decode_image,
+    open_image,
+    read_image_file,
+)
 from benchmark.files import create_shared, sha256_bytes
 
 log = logging.getLogger(__name__)
 
 IMAGE_EXTS = (".jpg", ".jpeg", ".png", ".webp", ".gif", ".bmp", ".tif", ".tiff")
-MAX_PIXELS = 178_956_970  # the evaluator's cap (Pillow's own error level, stated explicitly)
-
-
-class ImageRefused(DataError):
-    """An image refused unopened: its header declares more pixels than the cap."""
-
-    def __init__(self, label: str, detail: str):
-        super().__init__(f"refused image {label}: {detail} (decompression-bomb cap)")
-        self.label, self.detail = label, detail
-
-
-def open_image(data: bytes, label: str = "image", max_pixels: int = MAX_PIXELS) -> Any:
-    """The PIL image of ``data`` opened from its header only (nothing decoded yet), after
-    checking width x height against ``max_pixels``.
-
-    Raises :class:`ImageRefused` over the cap (Pillow's own bomb error, raised at open above
-    its limit, becomes the same refusal) and :class:`DataError` for bytes Pillow cannot
-    identify (``__cause__`` holds Pillow's exception).
-    """
-    from PIL import Image
-
-    with warnings.catch_warnings():  # our cap decides, not Pillow's warning level
-        warnings.simplefilter("ignore", Image.DecompressionBombWarning)
-        try:
-            im = Image.open(io.BytesIO(data))
-        except Image.DecompressionBombError as e:
-            raise ImageRefused(label, str(e).split(",", 1)[0]) from None
-        except Exception as e:  # noqa: BLE001 - whatever the parser says, it is not an image
-            raise DataError(f"undecodable image {label}: {type(e).__name__}: {e}") from e
-    width, height = im.size
-    if width * height > max_pixels:
-        im.close()
-        raise ImageRefused(
-            label, f"{width}x{height} = {width * height} pixels exceeds the cap {max_pixels}")
-    return im
-
-
-def decode_image(data: bytes, label: str, max_pixels: int = MAX_PIXELS) -> Any:
-    """Decode bytes to an RGB PIL image, or raise :class:`ImageRefused` (over the pixel cap,
-    never decoded) or :class:`DataError` naming ``label``."""
-    im = open_image(data, label, max_pixels)
-    try:
-        with im:
-            im.load()
-            return im.convert("RGB")
-    except Exception as e:  # noqa: BLE001 - any decoder failure is bad data
-        raise DataError(f"undecodable image {label}: {type(e).__name__}: {e}") from e
+__all__ = ["IMAGE_EXTS", "MAX_FILE_BYTES", "MAX_PIXELS", "FileHashMemo", "ImageRefused",
+           "ImageStore", "LazyImages", "decode_image", "open_image"]
 
 
 @dataclass
@@ -99,24 +59,18 @@ class ImageStore:
 
     def check_decodable(self, image_ids: Sequence[str]) -> None:
         """Decode every image in ``image_ids``; raise one DataError counting the images refused
-        (over the pixel cap, never decoded) and the undecodable ones."""
-        refused: list[str] = []
+        (over the pixel cap, 0x0 or over the file size limit, never decoded) and the
+        undecodable ones."""
+        refused: dict[str, list[str]] = {}
         bad: list[str] = []
         for iid in image_ids:
             try:
                 decode_image(self.read(iid), iid)
             except ImageRefused as e:
-                refused.append(f"{iid} ({e.detail})")
+                refused.setdefault(e.kind, []).append(f"{iid} ({e.detail})")
             except DataError:
                 bad.append(iid)
-        parts = []
-        if refused:
-            parts.append(f"{len(refused)} image(s) refused over the decompression-bomb cap of "
-                         f"{MAX_PIXELS} pixels, first: {', '.join(refused[:3])}")
-        if bad:
-            parts.append(f"{len(bad)} undecodable image(s), first: {', '.join(bad[:5])}")
-        if parts:
-            raise DataError("; ".join(parts))
+        raise_refusals(refused, bad)
 
     @classmethod
     def from_bytes(cls, items: dict[str, bytes]) -> ImageStore:
@@ -127,11 +81,12 @@ class ImageStore:
     @classmethod
     def from_folder(cls, folder: Path, wanted: set[str] | None = None,
                     hash_memo: FileHashMemo | None = None) -> ImageStore:
-        """Images named ``<image_id>.<ext>`` in ``folder`` (recursively, first path wins);
-        ``hash_memo`` spares re-reading files hashed before."""
+        """Images named ``<image_id>.<ext>`` in ``folder`` (recursively); ``hash_memo`` spares
+        re-reading files hashed before. Two files for one id, or a file above
+        :data:`MAX_FILE_BYTES` (never read), is one :class:`DataError`."""
         if not folder.is_dir():
             raise DataError(f"--images: not a folder: {folder}")
-        found: dict[str, tuple[str, os.stat_result]] = {}
+        found: dict[str, list[tuple[str, os.stat_result]]] = {}
         for dirpath, dirnames, filenames in os.walk(str(folder.absolute())):
             dirnames.sort()
             for name in sorted(filenames):
@@ -144,18 +99,42 @@ class ImageStore:
                 except OSError:
                     continue
                 if stat.S_ISREG(st.st_mode):
-                    found.setdefault(stem, (path, st))
-        paths = {k: v[0] for k, v in found.items()}
+                    found.setdefault(stem, []).append((path, st))
+        _check_folder_files(found, folder)
+        files = {k: v[0] for k, v in found.items()}
+        paths = {k: v[0] for k, v in files.items()}
         if hash_memo is not None:
-            shas = hash_memo.sha256_many(found)
+            shas = hash_memo.sha256_many(files)
         else:
-            shas = {k: sha256_bytes(_read(p)) for k, p in paths.items()}
-        return cls(list(paths), shas, lambda k: _read(paths[k]))
+            shas = {k: sha256_bytes(read_image_file(p, k)) for k, p in paths.items()}
+        return cls(list(paths), shas, lambda k: read_image_file(paths[k], k))
 
 
-def _read(path: str) -> bytes:
-    with open(path, "rb") as f:
-        return f.read()
+def _check_folder_files(found: dict[str, list[tuple[str, os.stat_result]]], folder: Path) -> None:
+    """One id, one file; no file above the size limit (refused from its ``stat``, unread)."""
+    twice = {k: v for k, v in found.items() if len(v) > 1}
+    if twice:
+        k, v = next(iter(sorted(twice.items())))
+        names = " and ".join(os.path.relpath(p, folder.absolute()) for p, _ in v)
+        raise DataError(f"--images {folder}: {len(twice)} image id(s) with more than one file; "
+                        f"first: {k}: {names} (keep one file per id)")
+    big = sorted((k, v[0][1].st_size) for k, v in found.items()
+                 if v[0][1].st_size > MAX_FILE_BYTES)
+    if big:
+        raise_refusals({"too_large": [f"{k} (file of {n} bytes)" for k, n in big]}, [])
+
+
+def raise_refusals(refused: dict[str, list[str]], bad: list[str]) -> None:
+    """One :class:`DataError` line for images refused (by kind) and undecodable ones."""
+    limits = {"decompression_bomb": f"over the decompression-bomb cap of {MAX_PIXELS} pixels",
+              "empty_image": "with no pixels (0x0)",
+              "too_large": f"over the file size limit of {MAX_FILE_BYTES} bytes (not read)"}
+    parts = [f"{len(v)} image(s) refused {limits[kind]}, first: {', '.join(v[:3])}"
+             for kind, v in refused.items() if v]
+    if bad:
+        parts.append(f"{len(bad)} undecodable image(s), first: {', '.join(bad[:5])}")
+    if parts:
+        raise DataError("; ".join(parts))
 
 
 class FileHashMemo:
@@ -204,7 +183,7 @@ class FileHashMemo:
             if hit and hit[0] == st.st_size and hit[1] == st.st_mtime_ns:
                 out[key] = hit[2]
                 continue
-            sha = sha256_bytes(_read(p))
+            sha = sha256_bytes(read_image_file(p, key))
             out[key] = sha
             new.append((ap, st.st_size, st.st_mtime_ns, sha))
         if new:

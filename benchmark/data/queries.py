@@ -24,7 +24,6 @@ records (the table's sha256, its source mix, the share of reviewed terms per cou
 
 from __future__ import annotations
 
-import csv
 import io
 import logging
 from collections import Counter
@@ -37,7 +36,8 @@ import pandas as pd
 from benchmark import tables
 from benchmark.data import DataError
 from benchmark.data.rules import first_items
-from benchmark.files import sha256_bytes, sha256_text
+from benchmark.files import sha256_bytes, sha256_file, sha256_text
+from benchmark.text import StrictDictReader, majority_terms, normalize_term, term_counts
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +49,13 @@ SOURCE_HELP = (
     "--images), published, release, table (native_term of data/queries.csv by concept and "
     "country), or a CSV FILE")
 REVIEWED = "reviewed"
+QUERY_TERMS = ("own", "majority")
+QUERY_TERM_HELP = (
+    "where a dataset gives a (concept, country) several texts (the authors' published layout: "
+    "each image's concept_in_native; a release: each triplet's query_text): own (default; "
+    "the authors' evaluator: each triplet embeds its own query image's term) or majority (the "
+    "most frequent text of the pair for all of its triplets). The result records how many "
+    "triplets' text differs between the two")
 
 
 @dataclass(frozen=True)
@@ -66,6 +73,21 @@ class QueryTable:
     sha256: str
     terms: dict[tuple[str, str], Term]
     notes: dict[str, Any] = field(default_factory=dict)
+    # (concept, country, text) -> source of every text the dataset gives a pair (published and
+    # release sources, whose pairs may have several texts; ``terms`` holds the majority one)
+    text_sources: dict[tuple[str, str, str], str] = field(default_factory=dict)
+    # (concept, country, text) -> native speakers who reviewed it, where the source says
+    text_reviewers: dict[tuple[str, str, str], int] = field(default_factory=dict)
+    status_from: str = "the table"  # where review statuses come from (recorded)
+
+    def source_of(self, concept: str, country: str, text: str | None = None) -> str:
+        """The review status of ``text`` for (concept, country) (``None``: the pair's term)."""
+        if text is not None and (concept, country, text) in self.text_sources:
+            return self.text_sources[(concept, country, text)]
+        t = self.terms.get((concept, country))
+        if t is None or (text is not None and t.text != text):
+            return "unmatched"
+        return t.source
 
 
 def resolve_source(query_source: str | None, queries: Path | None, layout: str) -> tuple[str, Path | None]:
@@ -109,7 +131,10 @@ def default_table() -> QueryTable:
     if not rows:
         raise DataError(f"{path}: no rows")
     terms = {k: Term(t.native_term, t.source) for k, t in rows.items() if t.native_term.strip()}
-    return QueryTable("table", "data/queries.csv", tables.file_sha256(path), terms)
+    reviewers = {(*k, t.native_term): int(t.reviewers) for k, t in rows.items()
+                 if t.native_term.strip()}
+    return QueryTable("table", "data/queries.csv", sha256_file(path), terms,
+                      text_reviewers=reviewers)
 
 
 def read_file(path: Path) -> QueryTable:
@@ -120,7 +145,7 @@ def read_file(path: Path) -> QueryTable:
     if not path.is_file():
         raise DataError(f"{what}: no such file")
     raw = path.read_bytes()
-    reader = csv.DictReader(io.StringIO(_decode(raw, what)))
+    reader = StrictDictReader(io.StringIO(_decode(raw, what), newline=""), what, DataError)
     cols = list(reader.fieldnames or [])
     key = "country" if "country" in cols else "language" if "language" in cols else None
     if key is None or "concept" not in cols or "text" not in cols:
@@ -135,7 +160,8 @@ def read_file(path: Path) -> QueryTable:
     terms: dict[tuple[str, str], Term] = {}
     empty, conflicts, unknown = [], [], set()
     for n, r in enumerate(rows, 2):
-        concept, text, k = (r.get("concept") or ""), (r.get("text") or "").strip(), r.get(key) or ""
+        concept, text = normalize_term(r.get("concept")), normalize_term(r.get("text"))
+        k = normalize_term(r.get(key))
         if not text:
             empty.append(f"line {n}")
             continue
@@ -168,13 +194,19 @@ def read_file(path: Path) -> QueryTable:
 
 
 def _most_common(pairs: pd.DataFrame, key: list[str], col: str) -> tuple[dict, int]:
-    """(key -> most frequent non-empty text, ties by text; number of keys with several texts)."""
-    df = pairs[pairs[col].notna() & (pairs[col].astype(str).str.strip() != "")]
-    counts = df.groupby(key + [col]).size().reset_index(name="n")
-    counts = counts.sort_values(key + ["n", col], ascending=[True] * len(key) + [False, True])
-    best = counts.drop_duplicates(key)
-    several = int((counts.groupby(key).size() > 1).sum())
-    return {tuple(r[:-2]): r[-2] for r in best.itertuples(index=False)}, several
+    """(key -> the majority text, :func:`benchmark.text.majority_terms`; number of keys with
+    several texts)."""
+    texts: dict[tuple, list[Any]] = {}
+    for *k, t in pairs[key + [col]].itertuples(index=False):
+        texts.setdefault(tuple(k), []).append(
+            None if t is None or (isinstance(t, float) and t != t) else t)
+    best, several = {}, 0
+    for k, ts in texts.items():
+        counts = term_counts(ts)
+        if counts:
+            best[k] = majority_terms(counts)
+            several += len(counts) > 1
+    return best, several
 
 
 def _reviewed_source(pair: tuple[str, str], text: str, fallback: str,
@@ -192,6 +224,30 @@ def _default_or_none() -> QueryTable | None:
         return None
 
 
+def _text_sources(df: pd.DataFrame, key: list[str], col: str, fallback: str,
+                  default: QueryTable | None) -> dict[tuple[str, str, str], str]:
+    """(concept, country, text) -> source for every distinct non-empty text of ``df``."""
+    rows = df[key + [col]].dropna().astype(str).drop_duplicates()
+    return {(c, k, t): _reviewed_source((c, k), t, fallback, default)
+            for c, k, t in rows.itertuples(index=False) if t.strip()}
+
+
+def choose_term(tr: pd.DataFrame, table: QueryTable, choice: str) -> tuple[pd.DataFrame,
+                                                                           dict[str, Any]]:
+    """``tr`` with ``--query-term`` applied to a published or release source: ``own`` keeps
+    each triplet's text, ``majority`` gives every triplet of a (concept, country) its most
+    frequent text. Also what a result records: the choice and how many triplets' text
+    differs between the two."""
+    if choice not in QUERY_TERMS:
+        raise DataError(f"--query-term {choice!r}: choose one of {', '.join(QUERY_TERMS)}")
+    keys = zip(tr["query_concept"], tr["query_country"], strict=True)
+    majority = [table.terms[k].text if k in table.terms else None for k in keys]
+    differ = int(sum(m is not None and m != t for m, t in zip(majority, tr["query_text"],
+                                                                strict=True)))
+    notes = {"query_term": choice, "triplets_own_term_not_majority": differ}
+    return (apply_table(tr, table) if choice == "majority" else tr), notes
+
+
 def from_published(meta: pd.DataFrame, origin: str) -> QueryTable:
     """The authors' ``concept_in_native`` per (concept, country) (the most frequent one where
     a pair's images disagree, counted in ``notes``); ``sha256`` over image id and term."""
@@ -201,7 +257,10 @@ def from_published(meta: pd.DataFrame, origin: str) -> QueryTable:
     lines = sorted(f"{i}\t{t}" for i, t in zip(meta["image_id"], meta["concept_in_native"],
                                                 strict=True))
     notes = {"pairs_with_several_terms": several} if several else {}
-    return QueryTable("published", origin, sha256_text("\n".join(lines)), terms, notes)
+    texts = _text_sources(meta, ["concept", "country"], "concept_in_native", "authors", default)
+    return QueryTable("published", origin, sha256_text("\n".join(lines)), terms, notes, texts,
+                      status_from="the text matched against data/queries.csv (the authors' "
+                                  "layout records none)")
 
 
 def from_release(tr: pd.DataFrame, origin: str) -> QueryTable:
@@ -209,10 +268,24 @@ def from_release(tr: pd.DataFrame, origin: str) -> QueryTable:
     ``data/queries.csv`` where the table holds the same term, else ``unmatched``."""
     best, several = _most_common(tr, ["query_concept", "query_country"], "query_text")
     default = _default_or_none()
-    terms = {k: Term(v, _reviewed_source(k, v, "unmatched", default)) for k, v in best.items()}
     lines = sorted(f"{i}\t{t}" for i, t in zip(tr["triplet_id"], tr["query_text"], strict=True))
     notes = {"pairs_with_several_terms": several} if several else {}
-    return QueryTable("release", origin, sha256_text("\n".join(lines)), terms, notes)
+    if {"query_term_source", "query_term_reviewers"} <= set(tr.columns):
+        rows = tr[["query_concept", "query_country", "query_text", "query_term_source",
+                   "query_term_reviewers"]].drop_duplicates(
+            ["query_concept", "query_country", "query_text"])
+        texts = {(c, k, t): str(s) for c, k, t, s, _ in rows.itertuples(index=False)}
+        reviewers = {(c, k, t): int(n) for c, k, t, _, n in rows.itertuples(index=False)}
+        terms = {k: Term(v, texts.get((*k, v), "unmatched")) for k, v in best.items()}
+        return QueryTable("release", origin, sha256_text("\n".join(lines)), terms, notes, texts,
+                          reviewers, "release columns query_term_source, query_term_reviewers")
+    default = _default_or_none()
+    terms = {k: Term(v, _reviewed_source(k, v, "unmatched", default)) for k, v in best.items()}
+    texts = _text_sources(tr, ["query_concept", "query_country"], "query_text", "unmatched",
+                          default)
+    return QueryTable("release", origin, sha256_text("\n".join(lines)), terms, notes, texts,
+                      status_from="the text matched against data/queries.csv (the release "
+                                  "has no query_term_source column)")
 
 
 def load_table(kind: str, path: Path | None) -> QueryTable:
@@ -236,28 +309,48 @@ def apply_table(tr: pd.DataFrame, table: QueryTable) -> pd.DataFrame:
 
 def provenance(table: QueryTable, used: Any) -> dict[str, Any]:
     """What a result records about its query texts: source, origin, the table's sha256 and
-    source mix, and the terms scored (``used``: their (concept, country) keys, or the
-    triplets, whose query concept and country are the keys): their source mix and the share
-    reviewed per country."""
+    source mix, and the terms scored (``used``: the triplets, whose query concept, country and
+    text are the terms; or (concept, country) keys, each with the table's term): their source
+    mix and the share reviewed per country. A term is one (concept, country, text): a pair
+    scored with two texts (``--query-term own``) counts twice."""
     if isinstance(used, pd.DataFrame):
-        used = zip(used["query_concept"], used["query_country"], strict=True)
-    keys = sorted(set(used))
-    src = {p: (table.terms[p].source if p in table.terms else "unmatched") for p in keys}
+        used = zip(used["query_concept"], used["query_country"], used["query_text"], strict=True)
+    else:
+        used = ((c, k, None) for c, k in used)
+    terms = sorted(set(used), key=lambda x: (x[0], x[1], x[2] or ""))
+    src = {p: table.source_of(*p) for p in terms}
     per_country: dict[str, list[bool]] = {}
-    for (_, k), s in src.items():
+    for (_, k, _), s in src.items():
         per_country.setdefault(k, []).append(s == REVIEWED)
     order = [c.code for c in tables.countries()]
     countries = sorted(per_country, key=lambda k: (order.index(k) if k in order else len(order), k))
     return {
         "source": table.kind, "origin": table.origin, "sha256": table.sha256,
         "table_source_mix": dict(sorted(Counter(t.source for t in table.terms.values()).items())),
-        "used_terms": len(keys),
+        "used_terms": len(terms),
         "used_source_mix": dict(sorted(Counter(src.values()).items())),
         "reviewed_share_by_country": {k: sum(per_country[k]) / len(per_country[k])
                                       for k in countries},
         "unreviewed_terms": sum(s != REVIEWED for s in src.values()),
+        "review_status_from": table.status_from,
+        **_reviewer_counts(table, terms),
         **table.notes,
     }
+
+
+def _reviewer_counts(table: QueryTable, terms: list[tuple[str, str, str | None]]
+                     ) -> dict[str, Any]:
+    """``used_reviewer_counts``: reviewers -> number of used terms (where the source records
+    reviewers: a release with its provenance columns, data/queries.csv)."""
+    if not table.text_reviewers:
+        return {}
+    counts: Counter = Counter()
+    for c, k, t in terms:
+        text = t if t is not None else (table.terms[(c, k)].text if (c, k) in table.terms
+                                        else None)
+        n = table.text_reviewers.get((c, k, text)) if text is not None else None
+        counts["unknown" if n is None else str(n)] += 1
+    return {"used_reviewer_counts": dict(sorted(counts.items()))}
 
 
 def warn_unreviewed(prov: dict[str, Any], memo: dict[Any, Any]) -> None:

@@ -9,8 +9,11 @@ validator exit 2): :func:`check_columns` (a required column absent, or null in e
 which is what ``datasets`` gives for a column the card lists but the files lack),
 :func:`check_not_empty` (a header and no rows), :func:`check_tags` (tags stored as text
 instead of a list of concepts), :func:`check_unique_images` (an image id listed twice).
-A release's images also meet ``image_bytes`` (:func:`image_bytes_violation`: bytes embedded
-and equal to their ``sha256``), one violation per image.
+:func:`check_tags` with the images' concepts also checks rule ``tag_vocabulary`` (every tag
+a concept of the release or of ``data/concepts.txt``, spelled exactly).
+A release's images also meet ``image_bytes`` (:func:`image_bytes_violation`: bytes embedded,
+equal to their ``sha256``, and decoding with :mod:`benchmark.data.decode`), one violation
+per image.
 
 **Row rules** (:func:`triplet_violations`) name each broken rule per row:
 
@@ -114,14 +117,40 @@ def check_not_empty(n_rows: int, what: str) -> None:
         raise DataError(f"{what}: no triplets (a header and no rows)")
 
 
-def check_tags(image_ids: Iterable[Any], tags: Iterable[Any], what: str) -> None:
-    """Each image's ``tags`` is a list of concept names (or null: untagged), never text."""
+def check_tags(image_ids: Iterable[Any], tags: Iterable[Any], what: str,
+               concepts: Iterable[Any] | None = None) -> None:
+    """Each image's ``tags`` is a list of concept names (or null: untagged), never text; with
+    ``concepts`` (the images' own concepts), every tag is one of them or of
+    ``data/concepts.txt``, spelled exactly (``''``, an unknown tag and ``'FOOD'`` for
+    ``food`` are refused)."""
+    image_ids, tags = list(image_ids), list(tags)
     bad = [(str(i), t) for i, t in zip(image_ids, tags, strict=True)
            if not _is_null(t) and (isinstance(t, str | bytes) or not _is_tag_list(t))]
     if bad:
         iid, t = bad[0]
         raise DataError(f"{what}: column tags must hold lists of concepts; {len(bad)} image(s) "
                         f"hold {type(t).__name__} values (first: {iid}: {str(t)[:40]!r})")
+    if concepts is not None:
+        _check_tag_vocabulary(image_ids, tags, concepts, what)
+
+
+def _check_tag_vocabulary(image_ids: list[Any], tags: list[Any], concepts: Iterable[Any],
+                          what: str) -> None:
+    vocab = {str(c) for c in concepts if not _is_null(c)} | set(tables.concepts())
+    folded = {c.casefold(): c for c in sorted(vocab)}
+    unknown: list[tuple[str, str]] = []
+    for iid, t in zip(image_ids, tags, strict=True):
+        if _is_null(t):
+            continue
+        unknown.extend((str(iid), x) for x in t if x not in vocab)
+    if unknown:
+        iid, tag = unknown[0]
+        hint = ("an empty tag" if not tag.strip() else
+                f"{tag!r} (the concept is {folded[tag.casefold()]!r})"
+                if tag.casefold() in folded else f"{tag!r} is not a concept")
+        n_img = len({i for i, _ in unknown})
+        raise DataError(f"{what}: rule tag_vocabulary: {n_img} image(s) with tags that are not "
+                        f"concepts of the release; first: {iid}: {hint}")
 
 
 def _is_tag_list(t: Any) -> bool:
@@ -139,13 +168,26 @@ def check_unique_images(image_ids: list[str], what: str) -> None:
 
 
 def image_bytes_violation(image_id: str, data: bytes | None, sha256: str | None,
-                          digest: str | None = None) -> Violation | None:
+                          digest: str | None = None, *, decode: bool = False
+                          ) -> Violation | None:
     """Rule ``image_bytes`` of a release image: bytes embedded, matching its ``sha256``
-    (``digest``: the sha256 of ``data`` when the caller has it)."""
+    (``digest``: the sha256 of ``data`` when the caller has it), and, ``decode``, decoding
+    with the evaluator's decoder (not truncated or garbage, not 0x0, not over the pixel cap
+    or the size limit). ``python -m benchmark run`` decodes each image it embeds with the
+    same decoder (``ImageStore.check_decodable``)."""
     if not data:
         return Violation(str(image_id), "image_bytes", "no embedded bytes")
     if (digest or sha256_bytes(data)) != sha256:
         return Violation(str(image_id), "image_bytes", "bytes do not match sha256")
+    if decode:
+        from benchmark.data.decode import ImageRefused, decode_image
+
+        try:
+            decode_image(data, str(image_id))
+        except ImageRefused as e:
+            return Violation(str(image_id), "image_bytes", f"refused: {e.detail}")
+        except DataError:
+            return Violation(str(image_id), "image_bytes", "undecodable image")
     return None
 
 

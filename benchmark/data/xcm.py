@@ -15,6 +15,7 @@ offending rows and counts all of them.
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import logging
 from dataclasses import dataclass, field, replace
@@ -39,6 +40,7 @@ from benchmark.data.rules import (
     triplet_violations,
 )
 from benchmark.files import sha256_bytes
+from benchmark.text import StrictDictReader
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +62,8 @@ AUTHORS_COLUMNS = [
     "non_relevant_candidate_country",
 ]
 CANDIDATES = ("semantic", "cultural", "non_relevant")
+# a release's provenance of each triplet's query text (triplets/store.py writes them)
+PROVENANCE_COLUMNS = ["query_term_source", "query_term_reviewers"]
 
 
 @dataclass
@@ -106,13 +110,18 @@ def unknown_ids_error(tr: pd.DataFrame, known: set[str], triplets: str, images: 
         )
 
 
-def with_query_table(ds: XCMDataset, table: queries.QueryTable) -> XCMDataset:
+def with_query_table(ds: XCMDataset, table: queries.QueryTable,
+                     query_term: str = "own") -> XCMDataset:
     """``ds`` with the query texts of ``table`` (``table`` / ``file`` sources) and their
-    provenance; the texts of a published or release source are the dataset's own."""
+    provenance; the texts of a published or release source are the dataset's own, each
+    triplet's (``query_term`` own) or its pair's most frequent (majority)."""
     tr = ds.triplets
+    notes: dict[str, Any] = {}
     if table.kind in ("table", "file"):
         tr = queries.apply_table(tr, table)
-    return replace(ds, triplets=tr, query_texts=queries.provenance(table, tr))
+    else:
+        tr, notes = queries.choose_term(tr, table, query_term)
+    return replace(ds, triplets=tr, query_texts={**queries.provenance(table, tr), **notes})
 
 
 # -- the release -------------------------------------------------------------------------------
@@ -145,6 +154,21 @@ def _release_image_shas(ids: list[str], read: Any, meta: pd.DataFrame, what: str
     return shas
 
 
+def _clean_provenance(tr: pd.DataFrame) -> pd.DataFrame:
+    """Sources as text and reviewer counts as non-negative integers; a cell that is neither
+    makes its term ``unmatched`` with 0 reviewers (untrusted input, never a crash)."""
+    n = pd.to_numeric(tr["query_term_reviewers"], errors="coerce")
+    src = tr["query_term_source"].where(tr["query_term_source"].notna(), "").astype(str)
+    bad = n.isna() | (n < 0) | (n != n.round()) | (src.str.strip() == "")
+    if bad.any():
+        log.warning("%d triplet(s) with an unreadable query_term_source / query_term_reviewers: "
+                    "counted as unmatched", int(bad.sum()))
+    out = tr.copy()
+    out["query_term_source"] = src.where(~bad, "unmatched")
+    out["query_term_reviewers"] = n.where(~bad, 0).astype(int)
+    return out
+
+
 def load_release(path_or_id: str, revision: str | None = None) -> XCMDataset:
     """Load the ``triplets`` and ``images`` configs with ``datasets.load_dataset`` and check
     them with the release validator's rules (a local ``build.json`` gives its sampling
@@ -158,7 +182,11 @@ def load_release(path_or_id: str, revision: str | None = None) -> XCMDataset:
     imgs = hf.load_split(what, "images", None, revision)
     check_columns(tr, TRIPLET_COLUMNS, f"{what} triplets")
     check_not_empty(len(tr), f"{what} triplets")
-    tr = tr[TRIPLET_COLUMNS].astype({"triplet_id": str})
+    prov = [c for c in PROVENANCE_COLUMNS if c in tr.columns]
+    tr = tr[TRIPLET_COLUMNS + (PROVENANCE_COLUMNS if len(prov) == 2 else [])].astype(
+        {"triplet_id": str})
+    if len(prov) == 2:
+        tr = _clean_provenance(tr)
     require_columns(imgs.column_names, ["image_id", "image"], f"{what} images")
     meta_cols = [c for c in ("image_id", "concept", "country", "tags", "sha256")
                  if c in imgs.column_names]
@@ -167,7 +195,7 @@ def load_release(path_or_id: str, revision: str | None = None) -> XCMDataset:
     meta["image_id"] = meta["image_id"].astype(str)
     check_unique_images(meta["image_id"].tolist(), f"{what} images")
     if "tags" in meta:
-        check_tags(meta["image_id"], meta["tags"], f"{what} images")
+        check_tags(meta["image_id"], meta["tags"], f"{what} images", meta["concept"])
     ids, read = hf.image_bytes_reader(imgs, "image_id", f"{what} images", embedded_only=True)
     shas = _release_image_shas(ids, read, meta, f"{what} images")
     sampling = _build_record(what).get("sampling") or {}
@@ -187,8 +215,10 @@ def read_authors_frame(path: Path) -> pd.DataFrame:
     if not path.is_file():
         raise DataError(f"authors' triplet file {path}: no such file")
     try:
-        raw = pd.read_csv(path, dtype=str, keep_default_na=False)
-    except Exception as e:  # noqa: BLE001 - any parser failure is bad input
+        with path.open(newline="", encoding="utf-8-sig") as f:
+            reader = StrictDictReader(f, f"authors' triplet file {path}", DataError)
+            raw = pd.DataFrame(list(reader), columns=reader.fieldnames or [], dtype=str)
+    except (UnicodeDecodeError, csv.Error) as e:
         msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise DataError(f"authors' triplet file {path}: unreadable CSV ({msg})") from e
     missing = [c for c in AUTHORS_COLUMNS if c not in raw.columns]

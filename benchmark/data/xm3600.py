@@ -23,7 +23,6 @@ captions are dropped and counted in ``notes``.
 
 from __future__ import annotations
 
-import csv
 import hashlib
 import io
 import json
@@ -39,6 +38,7 @@ from benchmark.data import DataError
 from benchmark.data.hf import cache_kwargs, check_spec, image_bytes_reader, one_line
 from benchmark.data.images import FileHashMemo, ImageStore
 from benchmark.files import sha256_bytes
+from benchmark.text import StrictDictReader
 
 log = logging.getLogger(__name__)
 
@@ -220,7 +220,8 @@ def load_hub(path_or_id: str, revision: str | None = None) -> XM3600:
 def _authors_locales() -> dict[str, str]:
     """Image key -> locale, from the authors' ``captions_index_key_native.csv`` copy."""
     f = tables.data_file(AUTHORS_LOCALES)
-    return {r["key"]: r["native"] for r in csv.DictReader(io.StringIO(f.text))}
+    return {r["key"]: r["native"] for r in StrictDictReader(io.StringIO(f.text, newline=""),
+                                                             str(f.path), DataError)}
 
 
 def _collect_authors(ds: Any, col: _Collector) -> dict[str, Any]:

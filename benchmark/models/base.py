@@ -27,6 +27,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 from tqdm.auto import tqdm
 
+from benchmark.devices import default_device
 from benchmark.embeddings import (
     Embeddings,
     MultiVector,
@@ -161,15 +162,6 @@ class Adapter:
                 parts.append(out if isinstance(out, MultiVector) else np.asarray(out, np.float32))
                 bar.update(min(batch_size, len(items) - s))
         return concat(parts)
-
-
-def default_device() -> str:
-    """``cuda`` when torch sees a GPU, else ``cpu`` (torch imported only if installed)."""
-    try:
-        import torch
-    except ImportError:
-        return "cpu"
-    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def default_dtype(device: str) -> str:

@@ -206,11 +206,20 @@ def _jina() -> dict[str, Conventions]:
     )
     auth = dataclasses.replace(
         ref, dtype="float16", document_prompt="Query: {text}",
-        normalization="L2 in float16 (the remote code's F.normalize), then float32",
-        options={"document_prompt": "query", "normalize_dtype": "model"},
+        implementation=ref.implementation + "; float16 weights, every encode under "
+                       "torch.autocast(dtype=bfloat16) (the remote code's _process_batches)",
+        image=_JINA_IMAGE.replace(_PIL, "torchvision ('fast') image processor "
+                                  "(JinaEmbeddingsV4Processor.from_pretrained(use_fast=True))"),
+        normalization="L2 under bfloat16 autocast (the remote code's F.normalize inside "
+                      "torch.autocast), then float32",
+        options={"document_prompt": "query", "normalize_dtype": "model",
+                 "image_backend": "torchvision", "autocast": "bfloat16"},
         sources="R1E cell 16, embed_jina_rq1_single_vector.py l.98-102: AutoModel float16, "
                 "encode_text(task='retrieval', prompt_name='query') for every caption; RQ2 "
-                "(embed_jina_rq2_single_vector.py) the same; encode_image(task='retrieval')",
+                "(embed_jina_rq2_single_vector.py) the same; encode_image(task='retrieval'). "
+                "The remote code (modeling_jina_embeddings_v4.py, docs/models.md) loads its "
+                "processor with use_fast=True and runs forward, pooling and F.normalize under "
+                "torch.autocast(device_type, dtype=torch.bfloat16)",
     )
     return {"reference": ref, "authors": auth}
 

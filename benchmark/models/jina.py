@@ -62,6 +62,7 @@ IMAGE_PROMPT = (
 )
 PROJ = "multi_vector_projector"
 TEXT_MAX_LENGTH = 32768
+AUTOCAST_DTYPES = ("bfloat16", "float16")
 _ALLOW = ["*.json", "*.safetensors", "*.txt", "*.model", "*.jinja", "adapters/*"]
 
 
@@ -76,11 +77,14 @@ class JinaV4Model(Adapter):
         dtype: str | None = None, task: str = "retrieval", multi_vector: bool = False,
         truncate_dim: int | None = None, max_pixels: int | None = None,
         document_prompt: str = "passage", image_backend: str | None = "pil",
-        normalize_dtype: str = "float32", **kw: Any,
+        normalize_dtype: str = "float32", autocast: str | None = None, **kw: Any,
     ):
         what = f"model {name}"
         hub.require(("torch", "transformers", "safetensors"), "qwen", what)
         hub.check_choice(what, "document_prompt", document_prompt, PREFIX)
+        if autocast is not None:
+            hub.check_choice(what, "autocast", autocast, AUTOCAST_DTYPES)
+        self.autocast = autocast
         self.normalize_dtype = hub.check_choice(what, "normalize_dtype", normalize_dtype,
                                                 hub.NORMALIZE_DTYPES)
 
@@ -130,6 +134,7 @@ class JinaV4Model(Adapter):
             "task": self.task, "dtype": self.dtype,
             "output": "multi-vector" if self.spec.multi_vector else "single-vector",
             "truncate_dim": self.truncate_dim, "normalize_dtype": self.normalize_dtype,
+            "autocast": self.autocast,
         }
         if modality == "text":
             pn = self.prompt_names[role]
@@ -155,6 +160,21 @@ class JinaV4Model(Adapter):
         return self._forward(batch, image=True)
 
     def _forward(self, batch: Any, image: bool) -> Embeddings:
+        """Forward, pooling and normalisation; with ``autocast`` all of it inside
+        ``torch.autocast(dtype=...)``, as the remote code's ``_process_batches``."""
+        import contextlib
+
+        import torch
+
+        if self.autocast is None:
+            return self._forward_inner(batch, image)
+        device_type = torch.device(self.device).type
+        ctx = torch.autocast(device_type=device_type, dtype=getattr(torch, self.autocast)) \
+            if device_type in ("cuda", "cpu") else contextlib.nullcontext()
+        with ctx:
+            return self._forward_inner(batch, image)
+
+    def _forward_inner(self, batch: Any, image: bool) -> Embeddings:
         import torch
 
         backbone, head = self._loaded()

@@ -11,7 +11,6 @@ codes through :func:`benchmark.tables.country`. Differences are ours minus their
 
 from __future__ import annotations
 
-import csv
 import io
 import logging
 from pathlib import Path
@@ -20,7 +19,9 @@ from typing import Any
 import pandas as pd
 
 from benchmark import tables
+from benchmark.data import DataError
 from benchmark.report.collect import Collection
+from benchmark.text import StrictDictReader
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +42,7 @@ def csv_rows(name: str, folder: Path | None = None) -> list[dict[str, str]]:
     if folder is None:
         return tables.data_csv(f"authors_rq2/{name}")
     text = (folder / name).read_text(encoding="utf-8")
-    return list(csv.DictReader(io.StringIO(text, newline="")))
+    return list(StrictDictReader(io.StringIO(text, newline=""), str(folder / name), DataError))
 
 
 def model_names(folder: Path | None = None) -> dict[str, str]:

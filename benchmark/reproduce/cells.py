@@ -108,6 +108,8 @@ class Cell:
     paper: float | None
     decimals: int | None = None  # the paper's printed decimals (None: full precision)
     model: str | None = None
+    se: float | None = None  # bootstrap standard error of ours (benchmark.reproduce.spread)
+    paper_flag: str = ""  # the printed value disagrees with the paper's own counts (why)
 
     @property
     def tolerance(self) -> Tolerance:
@@ -118,6 +120,14 @@ class Cell:
         if self.ours is None or self.paper is None:
             return None
         return self.ours - self.paper
+
+    @property
+    def diff_se(self) -> float | None:
+        """``diff`` in units of our bootstrap standard error (None without one)."""
+        d = self.diff
+        if d is None or self.se is None or self.se <= 0:
+            return None
+        return d / self.se
 
     @property
     def status(self) -> str:

@@ -26,7 +26,9 @@ from typing import Any
 from benchmark import tables
 from benchmark.report import authors
 from benchmark.report.collect import Collection
+from benchmark.reproduce import spread
 from benchmark.reproduce.cells import Cell, Section, dig, number
+from benchmark.reproduce.consistency import flags_by_cell
 from benchmark.reproduce.paper import PaperTable, alias_of, read_tables
 from benchmark.reproduce.provenance import ModelCheck, check_model
 from benchmark.results import ResultFile
@@ -121,10 +123,39 @@ SOURCES = {"table1": "xm3600-i2t", "table5": "xm3600-i2t", "table2": "3xcm", "ta
            "table8": "3xcm + analysis", "table7": "analysis"}
 
 
-def table_section(table: PaperTable, ours: dict[str, tuple[str, dict[str, ResultFile]]]
-                  ) -> Section:
-    """Every cell of one paper table (``ours``: paper alias -> (our model, results by task))."""
+Paths = dict[tuple[str, str], Path]
+
+
+def cell_se(key: str, column: str, metric: str | None, model: str | None,
+            res: dict[str, ResultFile], paths: Paths) -> float | None:
+    """The bootstrap standard error of our value of one cell (None where there is none)."""
+    if key in ("table1", "table5"):
+        r, path = res.get("xm3600-i2t"), paths.get((model or "", "xm3600-i2t"))
+        if r is None or path is None:
+            return None
+        cols = [c.replace("ndcg@", "ndcg_authors@") for c in read_tables()[key].columns]
+        return spread.query_mean_se(path, r, cols).get(column.replace("ndcg@", "ndcg_authors@"))
+    if key == "table2":
+        group, what, scale = dig(_scores(res, "3xcm"), "overall"), column, 100.0
+    elif key in ("table11", "table8"):
+        group = dig(_scores(res, "3xcm"), "by_country", _country(column))
+        what, scale = metric or "", 100.0 if key == "table11" else 1.0
+    else:
+        return None
+    what = what.removesuffix("_pct")
+    if what not in (*spread.WIN_KEYS, "SP"):
+        return None
+    se = spread.group_se(group if isinstance(group, dict) else None, f"{model}:{key}:{column}")
+    v = se.get(what)
+    return None if v is None else v * (1.0 if what == "SP" else scale)
+
+
+def table_section(table: PaperTable, ours: dict[str, tuple[str, dict[str, ResultFile]]],
+                  paths: Paths | None = None) -> Section:
+    """Every cell of one paper table (``ours``: paper alias -> (our model, results by task);
+    ``paths``: (model, task) -> results file, for the standard errors of Tables 1 and 5)."""
     getters = {c: GETTERS[table.key](c) for c in table.columns}
+    flags = flags_by_cell()
     sec = Section(table.key, table.title, f"data/paper/{table.file} vs our {SOURCES[table.key]}")
     averages: list[str] = []
     for row in table.rows:
@@ -138,8 +169,11 @@ def table_section(table: PaperTable, ours: dict[str, tuple[str, dict[str, Result
             if table.key == "table8" and row.metric == "SP":
                 kind = "sp"
             pv = row.values.get(col)
+            se = cell_se(table.key, col, row.metric, model, res, paths or {}) if res else None
+            flag = "; ".join(f.describe() for f in flags.get((table.key, label, col), []))
             sec.cells.append(Cell(label, col, kind, get(res, row.metric) if res else None,
-                                  pv.value if pv else None, pv.decimals if pv else None, model))
+                                  pv.value if pv else None, pv.decimals if pv else None, model,
+                                  se, flag))
     for metric in averages:  # Table 7's Average: the mean of our r, only over all its models
         row = table.row("Average", metric or None)
         for col in table.columns:
@@ -155,6 +189,39 @@ def table_section(table: PaperTable, ours: dict[str, tuple[str, dict[str, Result
     if table.key in ("table1", "table5"):
         sec.notes.append("NDCG: ours is ndcg_authors@k (the ideal DCG of the retrieved top-100 "
                          "list, as the authors computed it).")
+    return sec
+
+
+def engine_section(table: PaperTable, ours: dict[str, tuple[str, dict[str, ResultFile]]]
+                   ) -> Section | None:
+    """Tables 1 and 5 by engine (``xm3600-i2t --compare-engines``): per model the other
+    engine's value against the paper, and the run's engine minus the other on the same
+    embeddings (no published value: the difference the engine alone makes)."""
+    sec = Section(f"{table.key}-engines", f"{table.title.split(':')[0]} by engine: the other "
+                  "engine on the same embeddings, and the difference",
+                  f"data/paper/{table.file} vs xm3600-i2t scores.engine_comparison")
+    engines: set[str] = set()
+    for row in table.rows:
+        model, res = ours.get(row.model, (None, {}))
+        ec = dig(_scores(res, "xm3600-i2t"), "engine_comparison") if res else None
+        if not isinstance(ec, dict) or not ec.get("other_engine"):
+            continue
+        engines.add(f"{ec['engine']} vs {ec['other_engine']}")
+        for col in table.columns:
+            kind, _ = xm_getter(col)
+            key = col.replace("ndcg@", "ndcg_authors@")
+            pv = row.values.get(col)
+            sec.cells.append(Cell(f"{row.model} · {ec['other_engine']}", col, kind,
+                                  number(dig(ec, "other_overall", key)),
+                                  pv.value if pv else None, pv.decimals if pv else None, model))
+            sec.cells.append(Cell(f"{row.model} · {ec['engine']} − {ec['other_engine']}", col,
+                                  kind, number(dig(ec, "difference", key)), None, None, model))
+    if not sec.cells:
+        return None
+    sec.notes.append("Rows '· ENGINE': that engine's top-100 lists on the same cached "
+                     "embeddings, against the paper; rows 'A − B': the run's engine minus the "
+                     "other (no published value: what the search engine alone changes). "
+                     f"Engines: {', '.join(sorted(engines))}.")
     return sec
 
 
@@ -228,10 +295,11 @@ def authors_sections(col: Collection, folder: Path | None = None) -> list[Sectio
                     theirs = authors.their_numbers(row)
                     mine = our_group(res.scores, scope, str(row["group"])) or {}
                     label = " · ".join(x for x in (model, experiment, str(row["group"])) if x)
+                    se = spread.group_se(mine or None, label)
                     for ours_key, their_key, kind in AUTHORS_METRICS:
                         sec.cells.append(Cell(label, ours_key, kind, number(mine.get(ours_key)),
                                               number(theirs[f"authors_{their_key}"]), None,
-                                              model))
+                                              model, se.get(ours_key)))
         absent = sorted(known - ran)
         if absent:
             sec.notes.append("Not run here (no cells listed): " + ", ".join(absent) + ".")
@@ -260,7 +328,11 @@ def ours_by_alias(col: Collection) -> tuple[dict[str, tuple[str, dict[str, Resul
 def compare(col: Collection, authors_folder: Path | None = None) -> Comparison:
     """Every cell of every compared table, and the check of each of our models."""
     ours, unmatched = ours_by_alias(col)
-    sections = [table_section(t, ours) for t in read_tables().values()]
+    sections = []
+    for t in read_tables().values():
+        sections.append(table_section(t, ours, col.paths))
+        if t.key in ("table1", "table5") and (eng := engine_section(t, ours)) is not None:
+            sections.append(eng)
     sections += authors_sections(col, authors_folder)
     checks = {m: check_model(m, alias_of(m), list(col.results[m].values())) for m in col.models}
     return Comparison(sections, checks, unmatched)

@@ -17,14 +17,17 @@ estimate or a measurement). Items embedded once are cached: the analysis embeds 
 
 from __future__ import annotations
 
+import json
 import queue
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from benchmark import registry, tables
 from benchmark.models import hub
+from benchmark.reproduce import pins
 from benchmark.reproduce.plan import Job, Plan
 
 
@@ -69,7 +72,35 @@ def downloads(plan: Plan) -> list[Download]:
         if not ds.local:
             role = "XM3600 (RQ1)" if job.task == "xm3600-i2t" else "3XCM (RQ2)"
             add(ds.spec, "dataset", ds.revision, role, job.model)
-    return [replace(d, models=tuple(dict.fromkeys(d.models))) for d in found.values()]
+    out = [replace(d, models=tuple(dict.fromkeys(d.models))) for d in found.values()]
+    return [with_recorded(d, plan) for d in out]
+
+
+def _recorded_part(d: Download, parts: dict[str, str]) -> str | None:
+    """The ``repo@commit`` a model's first run recorded for the repo of row ``d``."""
+    if parts.get("checkpoint", "").startswith(f"{d.repo}@"):
+        return parts["checkpoint"]
+    key = "image_revision" if "image tower" in d.role else (
+        "base_revision" if d.role.startswith("LoRA base") else None)
+    return parts.get(key) if key else None
+
+
+def with_recorded(d: Download, plan: Plan) -> Download:
+    """An unpinned row with what the output dir's first run recorded for it
+    (``reproduce-pins.json``), else as it is."""
+    if d.revision:
+        return d
+    recorded = pins.load(plan.output_dir / pins.PINS_FILE)
+    if d.repo_type == "dataset":
+        fp = recorded["datasets"].get(f"{d.repo} (unpinned)")
+        note = f"recorded by the first run: data fingerprint {fp[:12]}" if fp else ""
+        return replace(d, note=_join(d.note, note)) if fp else d
+    for model in d.models:
+        part = _recorded_part(d, recorded["models"].get(model) or {})
+        if part:
+            return replace(d, revision=part.rsplit("@", 1)[1],
+                           note=_join(d.note, "recorded by the first run (unpinned upstream)"))
+    return d
 
 
 def nothing_to_download(plan: Plan) -> list[str]:
@@ -181,11 +212,79 @@ def items(job: Job, w: dict[tuple[str, str], int]) -> tuple[int, int]:
     return 0, 0  # analysis: every embedding is in the cache
 
 
-def estimate(plan: Plan) -> list[JobEstimate]:
+def parameters() -> dict[str, float]:
+    """Table 6: paper alias -> parameters in millions."""
+    return {row["alias"]: float(row["parameters"].rstrip("M"))
+            for row in tables.data_csv("paper/table6_models.csv")}
+
+
+def sized_rate(model: str, base: Rate) -> Rate:
+    """A paper model's per-item seconds in proportion to its Table 6 parameter count: the
+    paper's ~3 A100-hours per model (``base``, the same for all) redistributed so the ten
+    models' total is unchanged: ``base x P / mean(P)``. A ``measured`` family row wins."""
+    from benchmark.reproduce.paper import alias_of
+
+    alias = alias_of(model)
+    params = parameters()
+    if base.kind != "estimate" or alias not in params:
+        return base
+    mean = sum(params.values()) / len(params)
+    f = params[alias] / mean
+    return Rate(f"{base.family} ({alias})", base.text_s * f, base.image_s * f, base.gpu,
+                "estimate", f"Table 6: {params[alias]:g}M parameters / the ten models' mean "
+                f"{mean:.1f}M x {base.text_s:g} s (the paper's ~3 A100-hours per model, "
+                "redistributed by size; the ten models' total unchanged)")
+
+
+# our paper model -> (text family, image family) of tests/perf/gpu_suite.py's measurements
+SUITE_FAMILIES = {
+    "clip-l14": ("openclip-L14", "openclip-L14"),
+    "chinese-clip-l14": ("bert-base-zh", "openclip-L14"),
+    "mclip-xlmr-l14": ("xlmr-large", "openclip-L14"),
+    "mclip-xlmr-b16plus": ("xlmr-base", "openclip-B16plus"),
+    "colqwen2.5-v0.2": ("qwen2.5-vl-3b", "qwen2.5-vl-3b"),
+    "colqwen2.5-3b-m": ("qwen2.5-vl-3b", "qwen2.5-vl-3b"),
+    "colqwen2.5-7b-m": ("qwen2.5-vl-7b", "qwen2.5-vl-7b"),
+    "gme-qwen2-2b": ("qwen2-vl-2b", "qwen2-vl-2b"),
+    "gme-qwen2-7b": ("qwen2-vl-7b", "qwen2-vl-7b"),
+    "jina-v4": ("qwen2.5-vl-3b", "qwen2.5-vl-3b"),
+}
+
+
+def suite_rates(path: Path) -> dict[str, Rate]:
+    """Per paper model, the seconds per text and image that a GPU run of
+    ``tests/perf/gpu_suite.py --out FILE`` measured (random weights, the published sizes; the
+    RQ1 search is not included). A file that is not such a run is one line (exit 2)."""
+    from benchmark.reproduce.plan import PlanError
+
+    try:
+        raw = json.loads(Path(path).read_text(encoding="utf-8"))
+        fams, gpu = raw["families"], raw.get("gpu") or raw.get("device") or "?"
+        if raw.get("tiny") or not str(raw.get("device", "")).startswith("cuda"):
+            raise PlanError(f"--gpu-suite {path}: not a GPU run (device {raw.get('device')!r}"
+                            f"{', tiny shapes' if raw.get('tiny') else ''})")
+        out = {}
+        for model, (tf, imf) in SUITE_FAMILIES.items():
+            out[model] = Rate(f"gpu-suite {tf}/{imf}", 1.0 / float(fams[tf]["texts_per_s"]),
+                              1.0 / float(fams[imf]["images_per_s"]), str(gpu), "measured",
+                              f"tests/perf/gpu_suite.py on {gpu}, {raw.get('dtype')}: "
+                              f"{tf} texts, {imf} images (random weights; search excluded)")
+        return out
+    except PlanError:
+        raise
+    except (OSError, ValueError, KeyError, TypeError, ZeroDivisionError) as e:
+        raise PlanError(f"--gpu-suite {path}: not a gpu_suite.py --out file ({type(e).__name__}:"
+                        f" {e})") from None
+
+
+def estimate(plan: Plan, measured: dict[str, Rate] | None = None) -> list[JobEstimate]:
+    """Seconds per job: ``measured`` rates (:func:`suite_rates`) where given, else the family's
+    row of item_seconds.csv scaled by Table 6 size (:func:`sized_rate`)."""
     r, w = rates(), workload()
     out = []
     for job in plan.jobs:
-        rate = r.get(family_of(job.model)) or r["*"]
+        rate = (measured or {}).get(job.model) or sized_rate(
+            job.model, r.get(family_of(job.model)) or r["*"])
         t, i = items(job, w)
         out.append(JobEstimate(job, t, i, t * rate.text_s + i * rate.image_s, rate))
     return out
@@ -206,7 +305,7 @@ def format_dry_run(plan: Plan, items_: list[Download], ests: list[JobEstimate]) 
     lines = [f"reproduce plan: {len(plan.jobs)} job(s), {len(plan.models)} model(s), "
              f"results in {plan.results_dir}", "", "downloads:"]
     for d in items_:
-        rev = d.revision or "unpinned (latest)"
+        rev = d.revision or "unpinned (latest; the first run records it)"
         size = human_bytes(d.size) if d.size is not None else ""
         lines.append(f"  {d.repo_type:<7} {d.repo}@{rev}  " + "; ".join(x for x in (size, d.note) if x)
                      + f"  [{d.role}; {', '.join(d.models[:3])}"

@@ -37,6 +37,7 @@ def child_args(cfg: ReproduceConfig, model: str) -> list[str]:
                         ("--batch-size", cfg.batch_size)):
         if value is not None:
             args += [flag, str(value)]
+    args += ["--allow-revision-change"] if cfg.allow_revision_change else []
     return args + (["--no-cache"] if cfg.no_cache else [])
 
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import fcntl
-import hashlib
 import json
 import logging
 import re
@@ -78,10 +77,17 @@ class ReproduceConfig:
     batch_size: int | None = option("batch size for texts and images", None, minimum=1)
     bootstrap: int = option("bootstrap resamples for SP intervals (default 1000)", 1000,
                             minimum=0)
+    gpu_suite: Path | None = option(
+        "--dry-run: GPU hours from the throughputs a `tests/perf/gpu_suite.py --out FILE` run "
+        "measured (instead of the Table 6 size estimate)", None, metavar="FILE")
     hub_timeout: float = option("seconds per hub request of --dry-run (default 5)", 5.0)
     devices: str | None = option("D1,D2,...: one model per device, each in its own process "
                                  "(`reproduce` of that model), concurrently; a failed model "
                                  "does not stop the others (e.g. cuda:0,cuda:1)", None)
+    allow_revision_change: bool = option(
+        "accept an unpinned model or dataset that resolves to another revision than the one "
+        "this output dir recorded at its first run (reproduce-pins.json); refused otherwise",
+        False)
     no_compare: bool = option("run the jobs and write no comparison (what each --devices "
                               "process does; the launcher writes it once at the end)", False)
 
@@ -143,6 +149,7 @@ class Job:
     revision: str | None = None
     dtype: str | None = None  # --dtype over the conventions' (None: the profile's own)
     profile: str | None = None  # sha256 of the resolved conventions record (None: no profile)
+    compare_engines: bool = False  # xm3600-i2t: also rank with the other engine (Tables 1, 5)
 
     @property
     def name(self) -> str:
@@ -158,7 +165,7 @@ class Job:
         return json.loads(json.dumps(dataclasses.asdict(self)))
 
     def fingerprint(self) -> str:
-        return hashlib.sha256(json.dumps(self.key(), sort_keys=True).encode()).hexdigest()
+        return files.sha256_text(json.dumps(self.key(), sort_keys=True))
 
     @property
     def command(self) -> str:
@@ -178,7 +185,8 @@ class Job:
                     "--no-umap", "--bootstrap", str(self.resamples)]
         if self.task == "xm3600-i2t":
             return [*common, "--task", self.task, "--xm3600", self.dataset.spec, *rev,
-                    "--k", ",".join(map(str, self.ks)), "--grouping", "authors"]
+                    "--k", ",".join(map(str, self.ks)), "--grouping", "authors",
+                    *(["--compare-engines"] if self.compare_engines else [])]
         return [*common, "--task", self.task, "--dataset", self.dataset.spec, *rev,
                 "--bootstrap", str(self.resamples)]
 
@@ -244,7 +252,7 @@ def profile_sha(model: str, profile: str) -> str | None:
     rec = model_conventions.resolve(model, profile)
     if rec is None:
         return None
-    return hashlib.sha256(json.dumps(rec.cache_key(), sort_keys=True).encode()).hexdigest()
+    return files.sha256_text(json.dumps(rec.cache_key(), sort_keys=True))
 
 
 def build_plan(cfg: ReproduceConfig) -> Plan:
@@ -270,7 +278,8 @@ def build_plan(cfg: ReproduceConfig) -> Plan:
                 assert ds is not None
                 ks = PAPER_KS if task == "xm3600-i2t" else ()
                 boot = cfg.bootstrap if rq == "rq2" else None
-                jobs.append(Job(m, task, ds, ks=ks, bootstrap=boot, dtype=cfg.dtype, **pin))
+                jobs.append(Job(m, task, ds, ks=ks, bootstrap=boot, dtype=cfg.dtype,
+                                compare_engines=task == "xm3600-i2t", **pin))
     return Plan(tuple(jobs), Path(cfg.output_dir))
 
 

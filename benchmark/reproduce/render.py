@@ -101,14 +101,35 @@ def banner_lines(comp: Comparison) -> list[str]:
     return out + [""]
 
 
-CELL_HEAD = ["row", "column", "ours", "paper", "ours - paper", "tolerance", "within"]
+CELL_HEAD = ["row", "column", "ours", "paper", "ours - paper", "in SE", "tolerance", "within"]
+PAPER_MARK = " ⚠ paper's own counts disagree"
+
+
+def se_text(cell: Cell) -> str:
+    """The difference in units of our bootstrap standard error (``-`` without one)."""
+    z = cell.diff_se
+    return "-" if z is None else f"{z:+.1f}"
 
 
 def cell_row(cell: Cell, fakes: dict[str, str]) -> list[str]:
     mark = MARK[cell.status]
+    mark = f"**{mark}**" if cell.status == "outside" else mark
     return [_label(cell, fakes), cell.column, fmt(cell.ours, cell), paper_text(cell),
-            fmt(cell.diff, cell, sign=True), cell.tolerance.label(),
-            f"**{mark}**" if cell.status == "outside" else mark]
+            fmt(cell.diff, cell, sign=True), se_text(cell), cell.tolerance.label(),
+            mark + (PAPER_MARK if cell.paper_flag else "")]
+
+
+def flag_lines(comp: Comparison) -> list[str]:
+    """The paper's printed values its own counts disagree with (every compared section)."""
+    return list(dict.fromkeys(c.paper_flag for s in comp.sections for c in s.cells
+                              if c.paper_flag))
+
+
+SE_NOTE = ("\"in SE\": ours minus the paper in units of our bootstrap standard error (win rates "
+           "and SP: the group's triplets resampled; Tables 1 and 5: the query images resampled "
+           "from the per-query outcomes; none for silhouettes, r, z-means and counts). "
+           "Beyond ±2 the difference is larger than our own sampling noise, inside the "
+           "tolerance or not.")
 
 
 def to_markdown(comp: Comparison, ctx: Context) -> str:
@@ -133,6 +154,13 @@ def to_markdown(comp: Comparison, ctx: Context) -> str:
            "is never a difference).", ""]
     md += _md_table(["kind", "tolerance", "why"],
                     [[k, t.label(), t.why] for k, t in TOLERANCES.items()])
+    md += ["", SE_NOTE]
+    flags = flag_lines(comp)
+    if flags:
+        md += ["", "## The paper against its own counts", "",
+               "Printed values that the authors' published win counts do not give (rounded "
+               "as printed); no run can match them, whatever its tolerance "
+               "(`benchmark/reproduce/consistency.py`):", ""] + [f"- {f}" for f in flags]
     for s in comp.sections:
         md += ["", f"## {s.title}", "", f"Source: {s.source}.", ""]
         md += [*s.notes, ""] if s.notes else []
@@ -186,7 +214,11 @@ def to_html(comp: Comparison, ctx: Context) -> str:
                      + _html_table(["table", "cells", "within tolerance", "outside",
                                     "missing (not computed)"], summary_rows(comp))))
     sections.append(("Tolerances", _html_table(["kind", "tolerance", "why"], [
-        [k, t.label(), t.why] for k, t in TOLERANCES.items()])))
+        [k, t.label(), t.why] for k, t in TOLERANCES.items()]) + f'<p class="note">{e(SE_NOTE)}</p>'))
+    flags = flag_lines(comp)
+    if flags:
+        sections.append(("The paper against its own counts", "<ul>" + "".join(
+            f"<li>{e(f)}</li>" for f in flags) + "</ul>"))
     sections += [(s.title, _cells_html(s, fakes)) for s in comp.sections]
     return page.render(TITLE, sections, {"date": now_iso(), "package_version": __version__,
                                          "n_files": ctx.n_files})
@@ -196,14 +228,16 @@ def to_csv(comp: Comparison) -> str:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(["section", "row", "column", "model", "kind", "ours", "paper", "paper_decimals",
-                "diff", "tolerance", "status"])
+                "diff", "tolerance", "status", "se", "diff_in_se", "paper_flag"])
     for s in comp.sections:
         for c in s.cells:
             w.writerow([s.key, c.row, c.column, c.model or "", c.kind,
                         "" if c.ours is None else repr(c.ours),
                         "" if c.paper is None else repr(c.paper),
                         "" if c.decimals is None else c.decimals,
-                        "" if c.diff is None else repr(c.diff), c.tolerance.label(), c.status])
+                        "" if c.diff is None else repr(c.diff), c.tolerance.label(), c.status,
+                        "" if c.se is None else repr(c.se),
+                        "" if c.diff_se is None else repr(c.diff_se), c.paper_flag])
     return buf.getvalue()
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from benchmark import registry
 from benchmark.analysis.core import AnalyzeConfig, analyze_context
+from benchmark.reproduce import pins
 from benchmark.reproduce.plan import Job, Plan, load_state, record, save_state, up_to_date
 from benchmark.tasks.base import RunConfig, RunContext, open_context, run_task
 
@@ -34,6 +35,7 @@ class ExecSettings:
     no_cache: bool = False
     device: str | None = None
     batch_size: int | None = None
+    allow_revision_change: bool = False  # unpinned inputs may resolve to a new revision
 
 
 @dataclass(frozen=True)
@@ -71,20 +73,41 @@ def run_config(job: Job, plan: Plan, s: ExecSettings) -> RunConfig:
                      batch_size=s.batch_size, quiet=True, conventions=job.conventions)
 
 
-def run_job(ctx: RunContext, job: Job) -> Path:
-    """Produce one job's results file with the model already loaded in ``ctx``."""
+def check_dataset(ctx: RunContext, job: Job, cfg: object, pin: Callable | None) -> None:
+    """An unpinned hub dataset: its data fingerprint recorded by the first run, any other
+    refused (:mod:`benchmark.reproduce.pins`); loads the data into the run's memo."""
+    ds = job.dataset
+    if pin is None or ds.local or ds.revision:
+        return
+    if job.task == "xm3600-i2t":
+        from benchmark.tasks.xm3600 import load_data
+
+        fp = load_data(ctx, cfg).fingerprint  # type: ignore[arg-type]
+    else:
+        from benchmark.tasks.xcm import load_xcm
+
+        fp = load_xcm(ctx, cfg, with_texts=False).fingerprint  # type: ignore[arg-type]
+    pin("datasets", f"{ds.spec} (unpinned)", fp)
+
+
+def run_job(ctx: RunContext, job: Job, pin: Callable | None = None) -> Path:
+    """Produce one job's results file with the model already loaded in ``ctx`` (``pin``:
+    records and checks an unpinned dataset's fingerprint, :func:`check_dataset`)."""
     ds = job.dataset
     if job.task == "analysis":
         cfg = AnalyzeConfig(dataset=ds.spec, revision=ds.revision, seed=job.seed,
                             bootstrap=job.resamples, metric="euclidean", no_umap=True)
+        check_dataset(ctx, job, cfg, pin)
         return analyze_context(ctx, cfg)
     cls = registry.load_task(job.task)
     if job.task == "xm3600-i2t":
         tcfg = cls.config_class(xm3600=ds.spec, revision=ds.revision, seed=job.seed,
-                                k=",".join(map(str, job.ks)), grouping="authors")
+                                k=",".join(map(str, job.ks)), grouping="authors",
+                                compare_engines=job.compare_engines)
     else:
         tcfg = cls.config_class(dataset=ds.spec, revision=ds.revision, seed=job.seed,
                                 bootstrap=job.resamples)
+    check_dataset(ctx, job, tcfg, pin)
     _, path = run_task(ctx, cls(tcfg))
     return path
 
@@ -110,6 +133,11 @@ def execute(plan: Plan, settings: ExecSettings | None = None,
     s = settings or ExecSettings()
     open_ctx = opener or open_context
     state = load_state(plan.state_path)
+    pins_path = plan.output_dir / pins.PINS_FILE
+
+    def pin(kind: str, name: str, value: object) -> None:
+        pins.check_and_record(pins_path, kind, name, value, s.allow_revision_change)
+
     summary = Summary()
     for model in plan.models:
         jobs = [j for j in plan.jobs if j.model == model]
@@ -129,6 +157,7 @@ def execute(plan: Plan, settings: ExecSettings | None = None,
         t0 = time.perf_counter()
         try:
             ctx: RunContext | None = open_ctx(run_config(todo[0], plan, s))
+            pin("models", model, pins.model_revisions(ctx.adapter.spec))  # type: ignore[union-attr]
         except Exception as e:  # noqa: BLE001 - any load failure fails this model's jobs only
             reason = one_line(e)
             log.error("%s: cannot load: %s", model, reason)
@@ -140,7 +169,7 @@ def execute(plan: Plan, settings: ExecSettings | None = None,
         for job in todo:
             t1 = time.perf_counter()
             try:
-                path = run_job(ctx, job)
+                path = run_job(ctx, job, pin)
             except Exception as e:  # noqa: BLE001 - a failed job is reported, the others go on
                 reason = one_line(e)
                 log.error("%s failed: %s", job.name, reason)

@@ -80,7 +80,9 @@ def reproduce(cfg: ReproduceConfig, endpoint: str | None = None) -> Outcome:
     plan = build_plan(cfg)
     if cfg.dry_run:
         items = dryrun.with_sizes(dryrun.downloads(plan), endpoint, cfg.hub_timeout)
-        return Outcome(plan, dry_run=dryrun.format_dry_run(plan, items, dryrun.estimate(plan)))
+        measured = dryrun.suite_rates(cfg.gpu_suite) if cfg.gpu_suite else None
+        return Outcome(plan, dry_run=dryrun.format_dry_run(plan, items,
+                                                           dryrun.estimate(plan, measured)))
     devices = parse_devices(cfg.devices) if cfg.devices else []
     if cfg.devices and not devices:
         raise PlanError("--devices: empty list")
@@ -94,7 +96,8 @@ def reproduce(cfg: ReproduceConfig, endpoint: str | None = None) -> Outcome:
         summary = execute_on_devices(plan, cfg, devices)
     else:
         settings = ExecSettings(cache_dir=cfg.cache_dir, no_cache=cfg.no_cache,
-                                device=cfg.device, batch_size=cfg.batch_size)
+                                device=cfg.device, batch_size=cfg.batch_size,
+                                allow_revision_change=cfg.allow_revision_change)
         summary = execute(plan, settings)
     if cfg.no_compare:
         return Outcome(plan, summary)

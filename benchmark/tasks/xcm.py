@@ -48,6 +48,7 @@ class AssociationConfig(TaskConfig):
         "benchmark config", None)
     images: Path | None = option("folder of <image_id>.<ext> (with --triplets-csv)", None)
     query_source: str = option(queries.SOURCE_HELP, "auto", metavar="SOURCE")
+    query_term: str = option(queries.QUERY_TERM_HELP, "own", choices=list(queries.QUERY_TERMS))
     queries: Path | None = option(
         "CSV concept,country,text of query texts (or concept,language,text: every country of "
         "that language); the same as --query-source FILE", None)
@@ -99,10 +100,10 @@ def load_xcm(ctx: RunContext, cfg: AssociationConfig, *, with_texts: bool = True
     ds = ctx.memo[key]
     if not with_texts:
         return ds
-    tkey = (*key, "texts", cfg.query_source, cfg.queries)
+    tkey = (*key, "texts", cfg.query_source, cfg.queries, cfg.query_term)
     if tkey not in ctx.memo:
         table = query_table(ds, cfg)
-        texted = with_query_table(ds, table)
+        texted = with_query_table(ds, table, cfg.query_term)
         raise_on_violations(query_text_violations(texted.triplets), table.origin)
         ctx.memo[tkey] = texted
     return ctx.memo[tkey]

@@ -12,6 +12,7 @@ structure: ``docs/xm3600.md``.
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import time
 from dataclasses import dataclass
@@ -79,6 +80,10 @@ class XM3600Config(TaskConfig):
         "single-vector models: exact (default) or chromadb (the authors' HNSW index, "
         "hnsw:space cosine, chromadb defaults; approximate; needs the chromadb extra). "
         "Default under --conventions authors: chromadb", None, choices=list(chroma.ENGINES))
+    compare_engines: bool = option(
+        "single-vector models: also rank the same embeddings with the other engine (exact / "
+        "chromadb) and record its overall scores and the difference (scores.engine_comparison)",
+        False)
     two_stage: int | None = option(
         "multi-vector models: shortlist N captions by mean-pooled cosine, rerank by MaxSim "
         "(approximate; agreement reported). With --conventions authors ColQwen always runs "
@@ -214,6 +219,12 @@ class XM3600ImageToText(Task):
         if agreement is not None:
             scores["two_stage_agreement"] = agreement
         timings["scoring_s"] = time.perf_counter() - t0
+        if cfg.compare_engines:
+            t0 = time.perf_counter()
+            scores["engine_comparison"] = self.other_engine(
+                ctx, take(img, query_images), cap, ks, depth, topk, ret_settings["engine"],
+                scores["overall"], lambda idx: score_topk(ds, query_images, idx, ks, grouping))
+            timings["other_engine_s"] = time.perf_counter() - t0
         if cfg.save_topk:
             self.save_topk(ctx, ds, query_images, topk)
         outcomes = self.save_outcomes(ctx, pd.DataFrame({
@@ -239,10 +250,37 @@ class XM3600ImageToText(Task):
             extra={"outcomes": outcomes},
         )
 
+    def other_engine(self, ctx: RunContext, q: Embeddings, d: Embeddings, ks: list[int],
+                     depth: int, mine: retrieval.TopK, engine: str,
+                     overall: dict[str, Any], score: Any) -> dict[str, Any]:
+        """``--compare-engines``: the overall scores of the other engine on the same
+        embeddings, and ``difference`` = this run's engine minus the other, per metric."""
+        multi = isinstance(q, MultiVector) or isinstance(d, MultiVector)
+        if multi or custom_similarity(ctx.adapter):
+            return {"engine": engine, "other_engine": None,
+                    "note": "not compared: chromadb ranks single-vector cosine models only"}
+        other = "exact" if engine == "chromadb" else "chromadb"
+        if other == "chromadb" and importlib.util.find_spec("chromadb") is None:
+            log.warning("--compare-engines: chromadb is not installed, so only the %s engine "
+                        "ran (pip install -e '.[chromadb]')", engine)
+            return {"engine": engine, "other_engine": None,
+                    "note": "not compared: chromadb is not installed"}
+        top, st, _ = self.retrieve(ctx, q, d, ks, depth, engine=other)
+        theirs = score(top.indices)[0]["overall"]
+        k = ks[-1]
+        same = float(np.mean([len(set(a) & set(b)) / k for a, b in zip(
+            top.indices[:, :k].tolist(), mine.indices[:, :k].tolist(), strict=True)]))
+        return {"engine": engine, "other_engine": other, "other_settings": st,
+                "other_overall": theirs,
+                "difference": {k: overall[k] - theirs[k] for k in overall if k in theirs},
+                f"mean_overlap@{k}": same}
+
     def retrieve(
         self, ctx: RunContext, q: Embeddings, d: Embeddings, ks: list[int], depth: int,
+        engine: str | None = None,
     ) -> tuple[retrieval.TopK, dict[str, Any], dict[str, Any] | None]:
-        """Exact top-``depth`` (or two-stage for multi-vector models) and its settings."""
+        """Exact top-``depth`` (or two-stage for multi-vector models) and its settings;
+        ``engine`` overrides ``--engine``."""
         cfg, ad = self.config, ctx.adapter
         kmax = depth
         chunk = cfg.chunk_size
@@ -251,7 +289,7 @@ class XM3600ImageToText(Task):
         st: dict[str, Any] = {"method": "exact", "backend": bk.name, "device": bk.device,
                               "chunk_size": chunk, "tie_break": retrieval.TIE_BREAK,
                               "similarity": "maxsim" if multi else "cosine"}
-        engine = cfg.engine or (
+        engine = engine or cfg.engine or (
             "chromadb" if getattr(ad.profile, "profile", None) == "authors" and not multi
             and not custom_similarity(ad) else "exact")
         st["engine"] = engine

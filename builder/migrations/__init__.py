@@ -55,6 +55,7 @@ def all_migrations() -> list[Migration]:
 
 _CREATE = re.compile(r"CREATE\s+TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?(\w+)", re.I)
 _ADD = re.compile(r"ALTER\s+TABLE\s+(\w+)\s+ADD\s+COLUMN\s+(\w+)", re.I)
+_INDEX = re.compile(r"CREATE\s+INDEX\s+(?:IF\s+NOT\s+EXISTS\s+)?(\w+)", re.I)
 TRACK = """CREATE TABLE IF NOT EXISTS schema_migrations (
     version    INTEGER PRIMARY KEY,
     name       TEXT NOT NULL,
@@ -80,9 +81,12 @@ def split_sql(script: str) -> list[str]:
 
 
 def _has_schema_of(con: sqlite3.Connection, mig: Migration) -> bool:
-    """True when every table ``mig`` creates and every column it adds exists."""
+    """True when every table and index ``mig`` creates and every column it adds exists."""
     tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     if any(t not in tables for t in _CREATE.findall(mig.sql)):
+        return False
+    indexes = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='index'")}
+    if any(i not in indexes for i in _INDEX.findall(mig.sql)):
         return False
     for table, column in _ADD.findall(mig.sql):
         cols = {r[1] for r in con.execute(f"PRAGMA table_info({table})")}

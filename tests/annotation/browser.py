@@ -201,11 +201,11 @@ class Accounts:
             sign_up(driver, self.base_url, self.invite_path, email, self.passwords[email])
 
 
-def label_next(driver, base_url: str, project_id: int) -> str:
+def label_next(driver, base_url: str, project_id: int, on_instructions=None) -> str:
     """Open the project's label stream ("Label All Tasks": the next task this user has not
     answered, with a fresh annotation), close the instructions Label Studio shows first and
     wait until the task's Submit button is there; returns the instructions' text ('' when
-    none showed)."""
+    none showed). ``on_instructions(modal)`` is called with the instructions window open."""
     from selenium.webdriver.common.by import By
 
     driver.get(f"{base_url}/projects/{project_id}/data?labeling=1")
@@ -216,6 +216,8 @@ def label_next(driver, base_url: str, project_id: int) -> str:
                       if m.is_displayed()), None)
         if modal is not None:
             seen.append(modal.text)
+            if on_instructions is not None and len(seen) == 1:
+                on_instructions(modal)
             modal.find_element(By.CSS_SELECTOR, "button[aria-label='Close modal']").click()
             return None
         return _submit(d)
@@ -256,3 +258,56 @@ def submit(driver, client, task_id: int, n_before: int) -> None:
     submit_button(driver).click()
     wait_for(driver, lambda d: len(client.annotations.list(id=task_id)) > n_before,
              f"the annotation of task {task_id} stored")
+
+
+INSTRUCTIONS_JS = """
+const m = arguments[0];
+const px = (v) => parseFloat(v);
+const heads = [...m.querySelectorAll('h1, h2, h3')].map((h) => {
+  const cs = getComputedStyle(h), r = h.getBoundingClientRect();
+  const next = h.nextElementSibling;
+  return {text: h.textContent, font: px(cs.fontSize), line: px(cs.lineHeight),
+          height: r.height, bottom: r.bottom,
+          next_top: next ? next.getBoundingClientRect().top : null};
+});
+const styles = (sel, prop) => [...new Set([...m.querySelectorAll(sel)].map(
+  (e) => getComputedStyle(e)[prop]))].sort();
+return {ol_items: m.querySelectorAll('ol > li').length, ul_items: m.querySelectorAll('ul > li').length,
+        ol_style: styles('ol', 'listStyleType'), ul_style: styles('ul', 'listStyleType'),
+        li_display: styles('li', 'display'), headings: heads};
+"""
+
+
+def instructions_layout(driver, modal) -> dict:
+    """How the instructions window renders its lists and headings (computed styles, boxes)."""
+    return driver.execute_script(INSTRUCTIONS_JS, modal)
+
+
+def boxes_in_view(driver, css: str) -> list[dict]:
+    """The visible elements matching ``css`` with their box and whether it lies wholly in
+    the viewport (nothing scrolled)."""
+    return driver.execute_script("""
+      const W = window.innerWidth, H = window.innerHeight;
+      return [...document.querySelectorAll(arguments[0])].filter((e) => e.offsetParent !== null)
+        .map((e) => { const r = e.getBoundingClientRect();
+          return {top: r.top, bottom: r.bottom, left: r.left, right: r.right,
+                  inside: r.top >= 0 && r.left >= 0 && r.bottom <= H && r.right <= W}; });
+    """, css)
+
+
+def shot(driver, name: str) -> None:
+    """A screenshot for the docs, into ``$XCM_DOCS_IMG/<name>.png`` when that is set (the
+    manual's pictures are made this way: XCM_DOCS_IMG=docs/img)."""
+    folder = os.environ.get("XCM_DOCS_IMG")
+    if folder:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        driver.save_screenshot(str(Path(folder) / f"{name}.png"))
+
+
+def warning_text(driver) -> str:
+    """The text of the warning window Label Studio shows (e.g. a required answer missing),
+    '' when none is open."""
+    from selenium.webdriver.common.by import By
+
+    return " ".join(e.text for e in driver.find_elements(By.CSS_SELECTOR, ".ant-modal-confirm")
+                    if e.is_displayed())

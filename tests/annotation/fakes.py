@@ -1,7 +1,8 @@
 """An in-process stand-in for the Label Studio SDK client, for pull tests that need no server.
 
 Only what ``pull`` calls: ``projects.exports.download_sync`` (returns the export bytes the test
-set) and ``users.list``. The integration tests run the same code against a real server.
+set), ``projects.get`` (``maximum_annotations``), ``tasks.update`` (recorded: the overlaps a
+pull sets) and ``users.list``. The integration tests run the same code against a real server.
 """
 
 from __future__ import annotations
@@ -18,7 +19,14 @@ class FakeClient:
         self.export: bytes = b"[]"
         self.by_project: dict[int, bytes] = {}  # per-project exports (else ``export``)
         self.exported: list[tuple[int, bool]] = []
-        self.projects = SimpleNamespace(exports=SimpleNamespace(download_sync=self._download))
+        self.maximum: dict[int, int] = {}  # maximum_annotations per project (default 3)
+        self.updates: list[tuple[int, dict[str, Any]]] = []  # tasks.update calls
+        self.projects = SimpleNamespace(
+            exports=SimpleNamespace(download_sync=self._download),
+            get=lambda pid: SimpleNamespace(id=pid, maximum_annotations=self.maximum.get(pid, 3)))
+        self.tasks = SimpleNamespace(
+            update=lambda tid, **kw: self.updates.append((int(tid), kw)),
+            list=lambda **kw: [])  # no overlaps known: the recorded ones are used
         self.users = SimpleNamespace(list=lambda: [
             SimpleNamespace(id=i, email=e, username=e.split("@")[0]) for i, e in users.items()])
 

@@ -6,7 +6,7 @@ Expected decisions and agreement numbers are worked out by hand in the comments.
 from __future__ import annotations
 
 import json
-import secrets
+from types import SimpleNamespace
 
 import httpx
 import pytest
@@ -19,6 +19,7 @@ from annotation.push import push
 from annotation.status import format_status, status
 from builder.catalog import Catalog
 from tests.annotation import synth
+from tests.annotation.people import Person, join
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
@@ -38,16 +39,22 @@ def _concepts(*names: str) -> list[dict]:
 
 
 @pytest.fixture(scope="module")
-def annotators(ls_conn) -> dict[str, int]:
-    """Three annotator users (and the admin as a fourth reviewer): ``{email: id}``."""
-    out = {}
-    for n in (1, 2, 3):
-        email = f"ann{n}@example.com"
-        u = ls_conn.client.users.create(username=f"ann{n}", email=email,
-                                        password=secrets.token_urlsafe(12))
-        out[email] = int(u.id)
-    out[ls_conn.user_email] = int(ls_conn.client.users.whoami().id)
+def annotators(label_studio, ls_conn) -> dict[str, Person]:
+    """Three annotators who joined by the invitation link (and the admin as a fourth
+    reviewer), each answering as themselves: ``{email: Person}`` (an answer the admin saves
+    "for" someone is the admin's edit and does not count)."""
+    out = {f"ann{n}@example.com": join(label_studio.url, label_studio.token,
+                                       f"ann{n}@example.com") for n in (1, 2, 3)}
+    me = ls_conn.client.users.whoami()
+    out[ls_conn.user_email] = Person(label_studio.url, ls_conn.user_email, label_studio.token,
+                                     int(me.id))
     return out
+
+
+def _create(id: int, completed_by: Person, result: list[dict], was_cancelled: bool = False
+            ) -> SimpleNamespace:
+    """An answer saved by its author (``.id``: the annotation id)."""
+    return SimpleNamespace(id=completed_by.annotate(id, result, cancelled=was_cancelled))
 
 
 def _task_ids(cat, kind: str) -> dict[str, int]:
@@ -70,10 +77,10 @@ def test_duplicates_push_pull_agreement(label_studio, ls_conn, annotators):
     kw = dict(title="dup review test", document_root=str(label_studio.document_root))
 
     rep = push(cat, ls_conn, "duplicates", **kw)
-    assert (rep.created, rep.already) == (4, 0)
+    assert (rep.created, rep.unchanged) == (4, 0)
     assert rep.counts == {"fewer than 2 distinct images": 1}
     rep2 = push(cat, ls_conn, "duplicates", **kw)  # pushing twice duplicates nothing
-    assert (rep2.created, rep2.already) == (0, 4)
+    assert (rep2.created, rep2.unchanged, rep2.retired) == (0, 4, 0)
     tasks = export_tasks(client, rep.project_id, all_tasks=True)
     assert len(tasks) == 4
     project = client.projects.get(rep.project_id)
@@ -95,7 +102,7 @@ def test_duplicates_push_pull_agreement(label_studio, ls_conn, annotators):
 
     u1, u2, u3, admin = (annotators[e] for e in (
         "ann1@example.com", "ann2@example.com", "ann3@example.com", ls_conn.user_email))
-    ann = client.annotations.create
+    ann = _create
     # group 1 (A B C): u1 keep/remove/keep, u2 keep/remove/remove, u3 "none are duplicates"
     ann(id=tid["group:1"], completed_by=u1, result=[_choice(0, "keep"), _choice(1, "remove"),
                                                     _choice(2, "keep")])
@@ -165,8 +172,7 @@ def test_duplicates_push_pull_agreement(label_studio, ls_conn, annotators):
     assert synth.snapshot(cat) == before
 
     # u2 changes their mind on B (remove -> keep): B becomes (2,1) and is kept.
-    client.annotations.update(id=a12.id, result=[_choice(0, "keep"), _choice(1, "keep"),
-                                                 _choice(2, "remove")])
+    u2.update(a12.id, [_choice(0, "keep"), _choice(1, "keep"), _choice(2, "remove")])
     third = pull(cat, ls_conn, "duplicates", min_annotators=3)
     assert third["stored"] == {"changed": 1, "unchanged": 12}
     assert _status(cat, items["B"]) == {("kept", "review: majority of 3 (keep 2, remove 1)")}
@@ -213,7 +219,7 @@ def test_push_recovers_tasks_imported_but_not_recorded(label_studio, ls_conn):
         con.execute("DELETE FROM ls_tasks")
     again = push(cat, ls_conn, "duplicates", **kw)
     assert again.project_id == first.project_id
-    assert (again.created, again.already) == (0, 4)
+    assert (again.created, again.unchanged) == (0, 4)
     assert len(export_tasks(ls_conn.client, first.project_id, all_tasks=True)) == 4
     assert len(cat.query("SELECT * FROM ls_tasks")) == 4
     with cat.tx() as con:  # image_dedup ran again and renumbered group 2 as group 7
@@ -223,7 +229,8 @@ def test_push_recovers_tasks_imported_but_not_recorded(label_studio, ls_conn):
         con.execute("UPDATE items SET group_id=7 WHERE group_id=2")
         con.execute("DELETE FROM dedup_groups WHERE group_id=2")
     third = push(cat, ls_conn, "duplicates", **kw)
-    assert (third.created, third.already) == (0, 4)  # the same images: the same task
+    assert (third.created, third.unchanged, third.changed) == (0, 3, 1)  # the same images: the
+    # same task, its data (group 7) replaced in place
 
 
 def test_tags_push_pull_precision_recall(label_studio, ls_conn, annotators):
@@ -246,8 +253,7 @@ def test_tags_push_pull_precision_recall(label_studio, ls_conn, annotators):
     }
     for name, by_user in answers.items():
         for u, concepts in by_user.items():
-            ls_conn.client.annotations.create(id=tid[sha[name]], completed_by=u,
-                                              result=_concepts(*concepts))
+            _create(tid[sha[name]], u, _concepts(*concepts))
     report = pull(cat, ls_conn, "tags", min_annotators=3)
     # Gemini vs people: T1 tp 2 of 2/2, T2 tp 1 of 1/2, T3 tp 1 of 2/1 -> P = 4/5, R = 4/5.
     g = report["gemini_vs_people"]
@@ -293,9 +299,9 @@ def test_cli_push_with_serve_images_urls(label_studio, ls_conn, monkeypatch, cap
     argv = ["push", "--workdir", str(root), "--kind", "duplicates", "--project-title",
             "cli test", "--images", "http://127.0.0.1:8081", "--annotators", "2"]
     assert main(argv) == 0
-    assert "4 tasks created, 0 already there" in capsys.readouterr().out
+    assert "4 created, 0 unchanged, 0 changed, 0 retired" in capsys.readouterr().out
     assert main(argv) == 0
-    assert "0 tasks created, 4 already there" in capsys.readouterr().out
+    assert "0 created, 4 unchanged, 0 changed, 0 retired" in capsys.readouterr().out
     with Catalog.open(root) as cat2:
         data = json.loads(cat2.query("SELECT data_json FROM ls_tasks WHERE group_id=2")[0][0])
         pid = cat2.query("SELECT project_id FROM ls_projects")[0][0]
@@ -303,7 +309,7 @@ def test_cli_push_with_serve_images_urls(label_studio, ls_conn, monkeypatch, cap
     # the builder's stage runner: annotation.main(["--workdir", W]) is `sync` (push, then pull)
     assert annotation.main(["--workdir", str(root), "--images", "http://127.0.0.1:8081"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert "0 tasks created, 4 already there" in out[0]
+    assert "0 created, 4 unchanged, 0 changed, 0 retired" in out[0]
     assert out[2] == "annotations: none"
     project = ls_conn.client.projects.get(pid)
     # a push without --project-title / --annotators keeps the project's
@@ -322,8 +328,7 @@ def test_pull_refuses_exports_that_match_no_pushed_task(label_studio, ls_conn, a
     tid = _task_ids(cat, "duplicates")
     u1, u2, u3 = (annotators[f"ann{n}@example.com"] for n in (1, 2, 3))
     for u in (u1, u2, u3):
-        ls_conn.client.annotations.create(id=tid["group:2"], completed_by=u,
-                                          result=[_choice(0, "keep"), _choice(1, "remove")])
+        _create(tid["group:2"], u, [_choice(0, "keep"), _choice(1, "remove")])
     pull(cat, ls_conn, "duplicates")
     assert _status(cat, items["E"]) == {("removed", "review: majority of 3 (keep 0, remove 3)")}
     before = synth.snapshot(cat)

@@ -94,3 +94,69 @@ def test_cli_serves_on_loopback(tmp_path):
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=10)
+
+
+def test_serve_plan_has_the_documented_settings(tmp_path, monkeypatch):
+    from annotation.client import AnnotationError
+    from annotation.server import plan
+
+    for k in ("LABEL_STUDIO_USERNAME", "LABEL_STUDIO_PASSWORD", "LABEL_STUDIO_USER_TOKEN"):
+        monkeypatch.delenv(k, raising=False)
+    wd = tmp_path / "wd"
+    with pytest.raises(AnnotationError, match="set LABEL_STUDIO_USERNAME"):
+        plan(wd, 8099, "/bin/true")
+    monkeypatch.setenv("LABEL_STUDIO_USERNAME", "lead@example.com")
+    monkeypatch.setenv("LABEL_STUDIO_PASSWORD", "not-printed-pw")
+    p = plan(wd, 8099, "/bin/true")
+    assert p.command == ["/bin/true", "start", "--no-browser", "--internal-host", "127.0.0.1",
+                         "--port", "8099", "--data-dir", str(wd / "label-studio" / "data")]
+    assert p.url == "http://127.0.0.1:8099"
+    assert {k: p.env[k] for k in ("LABEL_STUDIO_BASE_DATA_DIR", "LOCAL_FILES_DOCUMENT_ROOT",
+                                  "COLLECT_ANALYTICS", "LATEST_VERSION_CHECK",
+                                  "LABEL_STUDIO_DISABLE_SIGNUP_WITHOUT_LINK")} == {
+        "LABEL_STUDIO_BASE_DATA_DIR": str(wd / "label-studio" / "data"),
+        "LOCAL_FILES_DOCUMENT_ROOT": str(tmp_path), "COLLECT_ANALYTICS": "false",
+        "LATEST_VERSION_CHECK": "false", "LABEL_STUDIO_DISABLE_SIGNUP_WITHOUT_LINK": "true"}
+    assert p.token_file == wd / "label-studio" / "api_token"
+    assert p.token_file.stat().st_mode & 0o777 == 0o600
+    assert p.env["LABEL_STUDIO_USER_TOKEN"] == p.token_file.read_text().strip()
+    monkeypatch.delenv("LABEL_STUDIO_PASSWORD")  # a later start needs no admin, same token
+    assert plan(wd, 8099, "/bin/true").env["LABEL_STUDIO_USER_TOKEN"] == p.token_file.read_text().strip()
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(420)
+def test_serve_starts_label_studio_on_loopback(tmp_path):
+    import httpx
+
+    from tests.annotation.conftest import LS_BIN, _free_port
+
+    if not LS_BIN.is_file():
+        pytest.skip(f"{LS_BIN} is missing")
+    wd = WorkDir.open(tmp_path / "wd")
+    port, password = _free_port(), "pw-never-shown-123"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LABEL_STUDIO_", "DJANGO"))}
+    env.update(LABEL_STUDIO_USERNAME="lead@example.com", LABEL_STUDIO_PASSWORD=password)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "annotation", "serve", "--workdir", str(wd.root), "--port",
+         str(port), "--label-studio", str(LS_BIN)], stdout=subprocess.PIPE, text=True, env=env,
+        start_new_session=True)
+    try:
+        lines = []
+        while not any("annotators join" in ln for ln in lines):
+            line = proc.stdout.readline()
+            assert line, f"serve ended: {lines}"
+            lines.append(line)
+        out = "".join(lines)
+        assert f"at http://127.0.0.1:{port}\n" in out and password not in out
+        assert re.search(rf"invitation link: http://127\.0\.0\.1:{port}/user/signup/\?token=", out)
+        assert httpx.get(f"http://127.0.0.1:{port}/health", timeout=5).status_code == 200
+        token = (wd.root / "label-studio" / "api_token").read_text().strip()
+        who = httpx.get(f"http://127.0.0.1:{port}/api/current-user/whoami", timeout=10,
+                        headers={"Authorization": f"Token {token}"})
+        assert who.json()["email"] == "lead@example.com"
+        assert password not in (wd.root / "label-studio" / "label-studio.log").read_text(
+            errors="replace")
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=60)

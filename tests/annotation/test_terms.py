@@ -51,15 +51,22 @@ def test_term_tasks_show_what_a_reviewer_needs(terms_cat):
     d = train.data
     assert d["title"] == "train | Portugal (pt-PT)" and d["proposed"] == "trem"
     assert d["concept_text"] == "English concept: train; English search term: train"
-    assert d["definition"] == ("Examples of this concept in other countries: ICE high-speed "
-                               "train (Germany); Shinkansen bullet train (Japan)")
+    assert d["definition"] == ("What it means: a railway train or its carriages, seen from "
+                               "outside or inside; not a tram, a toy train or the station alone")
+    assert d["examples"] == ("Examples in other countries: ICE high-speed train (Germany); "
+                             "Shinkansen bullet train (Japan)")
     assert d["instance"] == "In Portugal, concept generation gave: Alfa Pendular"
     assert d["authors"] == "The paper authors' term (authors/3xcm): comboio"
     assert d["images"] == [] and d["proposed_source"] == "generated"
-    bus = term_draft(cat, links, by[("bus", "PRT")]).data
+    with cat.tx() as con:  # the offline concept generation's stand-ins are no instances
+        con.executemany("INSERT INTO concept_instances (concept, country, round, instance)"
+                        " VALUES (?,?,?,?)", [("bus", "PRT", 1, "bus in Portugal"),
+                                              ("bus", "ARG", 1, "bus in Argentina")])
+    bus = term_draft(cat, links, by[("bus", "PRT")], definitions={}).data
     assert bus["instance"] == "Concept generation gave no instance for Portugal."
     assert bus["authors"] == "No term of the paper's authors was imported."
-    assert bus["definition"].startswith("No definition recorded")
+    assert bus["definition"] == "No definition of this concept is recorded."
+    assert bus["examples"] == "No examples of it from other countries."
     # up to four images of (concept, country): the kept one first, then by rank; no removed copy
     usa = term_draft(cat, links, by[("food", "USA")]).data["images"]
     assert [i["sha256"] for i in usa] == [sha["J"], sha["A"], sha["B"], sha["C"]]
@@ -222,10 +229,17 @@ def test_pull_again_changes_nothing_and_a_changed_answer_is_never_silent(reviewe
 
 def test_only_assigned_reviewers_count(reviewed):
     cat, conn, client, pt, _ = reviewed
+    # the pt-BR reviewer's answer to train/PRT does not use up the task: 3 + 1 answers
+    assert client.updates == [(201, {"overlap": 4, "is_labeled": True})]
     assign_reviewers(cat, "pt-PT", [R[2]], remove=True)  # r2 is no longer a pt-PT reviewer
     assert assigned_reviewers(cat) == {"pt-BR": [R[4], R[5]], "pt-PT": [R[1], R[3]]}
     rep = pull(cat, conn, "queries", locales=["pt-PT"])
     assert rep["locales"]["pt-PT"]["not_counted"] == {R[2]: 2, R[4]: 1}
+    # two unassigned answers on train/PRT, one on bus/PRT: both tasks go back to the queue
+    assert client.updates[1:] == [(201, {"overlap": 5, "is_labeled": False}),
+                                  (202, {"overlap": 4, "is_labeled": False})]
+    assert [x for x in rep["locales"]["pt-PT"]["answers_not_counted"] if x["task"] == 202] == [
+        {"task": 202, "author": R[2], "why": "not assigned"}]
     # train/PRT: comboio 1, correct 1 -> a tie; the correction is taken back
     assert rep["locales"]["pt-PT"]["outcomes"] == {"pending": 2}
     assert _terms(cat)[("train", "PRT")]["native_term"] == "trem"

@@ -7,27 +7,64 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
+from html.parser import HTMLParser
 
 import pytest
 
-from annotation.configs import GUIDELINES, guideline_html, markdown_to_html, project_spec
+from annotation.configs import (
+    GUIDE_CLASS,
+    GUIDE_CSS,
+    GUIDELINES,
+    guideline_html,
+    image_label,
+    markdown_to_html,
+    project_spec,
+)
 from annotation.reviews import parse_export, term_decision
 from benchmark.tables import data_file
 
 
-def _bullets(md: str) -> list[str]:
-    """Every list item of a Markdown text with its continuation lines, as plain words."""
+def _bullets(md: str) -> list[tuple[str, str]]:
+    """Every list item of a Markdown text with its continuation lines: (``ol`` or ``ul``, its
+    words without the bold/italic marks), read here without the converter under test."""
     items, cur = [], None
     for line in md.splitlines():
-        m = re.match(r"^\s*(?:[-*]|\d+\.)\s+(.*)$", line)
+        m = re.match(r"^\s*([-*]|\d+\.)\s+(.*)$", line)
         if m:
-            cur = [m.group(1)]
-            items.append(cur)
+            cur = [m.group(2)]
+            items.append(("ul" if m.group(1) in "-*" else "ol", cur))
         elif cur is not None and line.strip() and not line.lstrip().startswith(("#", "|")):
             cur.append(line.strip())
         else:
             cur = None
-    return [" ".join(i) for i in items]
+    return [(kind, " ".join(words).replace("*", "")) for kind, words in items]
+
+
+class _Lists(HTMLParser):
+    """The ``<li>`` of an HTML text: (the list it is in, its text)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.items: list[tuple[str, str]] = []
+        self.lists: list[str] = []
+        self.text: list[str] | None = None
+
+    def handle_starttag(self, tag, attrs):
+        if tag in ("ol", "ul"):
+            self.lists.append(tag)
+        elif tag == "li":
+            self.text = []
+
+    def handle_endtag(self, tag):
+        if tag in ("ol", "ul"):
+            self.lists.pop()
+        elif tag == "li":
+            self.items.append((self.lists[-1], "".join(self.text)))
+            self.text = None
+
+    def handle_data(self, data):
+        if self.text is not None:
+            self.text.append(data)
 
 
 def _plain(html: str) -> str:
@@ -38,13 +75,30 @@ def _plain(html: str) -> str:
 @pytest.mark.parametrize("kind", sorted(GUIDELINES))
 def test_no_guideline_bullet_is_cut(kind):
     md = data_file(f"annotation/{GUIDELINES[kind]}").text
-    html = guideline_html(kind)
-    items = [_plain(li) for li in re.findall(r"<li>(.*?)</li>", html)]
-    expected = [_plain(markdown_to_html(b)).replace("<p>", "") for b in _bullets(md)]
-    assert len(items) == len(expected) > 3
-    assert items == expected
-    for li in items:  # every item ends where its sentence ends
+    parser = _Lists()
+    parser.feed(guideline_html(kind))
+    expected = _bullets(md)
+    assert len(parser.items) == len(expected) > 3
+    assert parser.items == expected
+    for _, li in parser.items:  # every item ends where its sentence ends
         assert li.rstrip().endswith((".", ")", ":")), li
+
+
+def test_guideline_lists_keep_their_markers():
+    """Label Studio strips style attributes but keeps <style> and class (its sanitizer's
+    lists); the CSS must hold nothing the sanitizer escapes."""
+    html = guideline_html("duplicates")
+    assert html.startswith(f"<style>{GUIDE_CSS}</style>")
+    assert f'<div class="{GUIDE_CLASS}">' in html and html.endswith("</div>")
+    assert not set(GUIDE_CSS) & set("<>&")
+    assert f".{GUIDE_CLASS} ol {{list-style: decimal" in GUIDE_CSS
+    assert f".{GUIDE_CLASS} ul {{list-style: disc" in GUIDE_CSS
+
+
+def test_image_label_in_words():
+    assert image_label(1, 3, 64, 48, "keep") == "copy 1 of 3 · 64×48 px · proposal: keep"
+    assert image_label(2, 2, None, 48, "remove") == (
+        "copy 2 of 2 · size unknown · proposal: remove")
 
 
 def test_markdown_continuations_at_any_indent():
@@ -63,8 +117,15 @@ def test_duplicates_ui_reads_as_the_guideline_and_shows_the_proposal():
     rep = root.find(".//Repeater")
     assert "display: flex" in rep.get("style") and "flex-wrap: wrap" in rep.get("style")
     assert "side by side" in guideline
-    headers = " ".join(h.get("value") for h in root.iter("Header"))
-    assert "PROPOSAL" in headers and "confirmed proposal" in headers
+    # one exclusive, required mark per image, hidden (and so left out) with "None of these"
+    decision = root.find(".//Choices[@name='decision_{{idx}}']")
+    assert (decision.get("choice"), decision.get("required")) == ("single-radio", "true")
+    assert (decision.get("visibleWhen"), decision.get("whenTagName"),
+            decision.get("whenChoiceValue")) == ("choice-unselected", "group", "none_duplicates")
+    assert decision.get("requiredMessage") == (
+        "Choose keep or remove for every image, or tick 'None of these are duplicates'.")
+    note = root.find(".//Text[@name='proposal_note']").get("value")
+    assert "PROPOSAL" in note and "confirmed proposal" in note
     assert "pre-filled with the automatic" in _plain(spec.instruction_html).replace("\n", " ")
     assert "confirmed proposal" in spec.instruction_html
 
@@ -76,9 +137,16 @@ def test_queries_ui():
     verdict = root.find(".//Choices[@name='verdict']")
     assert verdict.get("required") == "true"
     assert [c.get("alias") for c in verdict.iter("Choice")] == ["correct", "better_term", "unclear"]
-    assert root.find(".//TextArea").get("name") == "better_term"
+    assert verdict.get("choice") == "single-radio"
+    assert verdict.get("requiredMessage").startswith("Choose one answer: Correct, A better term")
+    # the term field shows (and is required) only with "A better term"
+    shown_when = next(v for v in root.iter("View") if v.find("TextArea") is not None)
+    assert (shown_when.get("visibleWhen"), shown_when.get("whenTagName"),
+            shown_when.get("whenChoiceValue")) == ("choice-selected", "verdict", "better_term")
+    box = shown_when.find("TextArea")
+    assert (box.get("name"), box.get("required")) == ("better_term", "true")
     assert {t.get("value") for t in root.iter("Text")} >= {
-        "$concept_text", "$definition", "$instance", "$authors", "$proposed"}
+        "$concept_text", "$definition", "$examples", "$instance", "$authors", "$proposed"}
     with pytest.raises(ValueError, match="needs its locale"):
         project_spec("queries")
 

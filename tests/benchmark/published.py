@@ -112,15 +112,37 @@ def image_table(rows: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(list(seen.values()))
 
 
+VARIANT = " (variant)"
+
+
+def with_variant_terms(images: pd.DataFrame, rows: pd.DataFrame, n: int) -> pd.DataFrame:
+    """The first ``n`` triplets' query images get their own term (the pair's term +
+    ``VARIANT``), and each of their pairs two more images (``extra-<id>-<j>``, no triplet
+    names them) with the pair's term, so the majority term stays the pair's: as the authors'
+    data, where images of one (concept, country) carry different ``concept_in_native``."""
+    images = images.copy()
+    extra = []
+    for iid in rows["query_image_id"].head(n):
+        at = images.index[images["image_id"] == iid][0]
+        rec = images.loc[at].to_dict()
+        for j in range(2):
+            extra.append({**rec, "image_id": f"extra-{iid}-{j}"})
+        images.loc[at, "concept_in_native"] = rec["concept_in_native"] + VARIANT
+    return pd.concat([images, pd.DataFrame(extra)], ignore_index=True)
+
+
 def write_published_3xcm(root: Path, n_triplets: int = 40, benchmark_config: bool = True,
-                         seed: int = 0) -> Path:
+                         seed: int = 0, own_terms: int = 0) -> Path:
     """A folder in the layout of ``Chula-AI/association_bias_benchmark`` (see the module
-    docstring); ``benchmark_config=False`` leaves the ``benchmark`` config out."""
+    docstring); ``benchmark_config=False`` leaves the ``benchmark`` config out;
+    ``own_terms``: that many query images with a term of their own (:func:`with_variant_terms`)."""
     import datasets
 
     root = Path(root)
     rows = authors_rows(n_triplets, seed)
     images = image_table(rows)
+    if own_terms:
+        images = with_variant_terms(images, rows, own_terms)
     s = datasets.Value("string")
     img_features = datasets.Features({
         "image": datasets.Image(), "image_id": s, "concept_id": datasets.Value("int64"),

@@ -193,3 +193,92 @@ def test_queries_file_faults(tmp_path, capsys):
     q.write_text("concept,country,text\ntrain,Argentina,tren\n")
     rc, line = evaluate([*args, str(q)], tmp_path, capsys)
     assert rc == 2 and "no query text in" in line and "concept/country pair(s)" in line
+
+
+def _one_image(im: pd.DataFrame, data: bytes) -> tuple[pd.DataFrame, str]:
+    from benchmark.files import sha256_bytes
+
+    im = im.copy()
+    iid = im.loc[0, "image_id"]
+    im.at[0, "image_bytes"] = data
+    im.at[0, "sha256"] = sha256_bytes(data)  # the bytes match their hash: only decoding fails
+    return im, iid
+
+
+@pytest.mark.parametrize("case", ["truncated", "zero", "bomb"])
+def test_image_faults_are_refused_by_both(case, world, tmp_path, capsys):
+    """One rule set (issue 22): `triplets validate --release` used to pass releases whose
+    images `benchmark run` refuses."""
+    from tests.benchmark.test_image_gate import bomb_png
+
+    tr, im = world
+    good = im.loc[0, "image_bytes"]
+    if case == "truncated":
+        data = good[: len(good) // 2]
+    elif case == "zero":
+        data = b"GIF89a\x00\x00\x00\x00\x00\x00\x00,\x00\x00\x00\x00\x00\x00\x00\x00\x00;"
+    else:
+        data = bomb_png(16000)
+    im, iid = _one_image(im, data)
+    d = release(tmp_path / case, tr, im)
+    rc, line = evaluate(["--dataset", str(d)], tmp_path, capsys)
+    assert rc == 2 and iid in line and ("undecodable" in line or "refused" in line)
+    vrc, out, _ = validate(["--release", str(d)], capsys)
+    assert vrc == 1
+    bad = [x for x in out.splitlines() if "\timage_bytes\t" in x]
+    assert len(bad) == 1 and bad[0].startswith(f"{iid}\timage_bytes\t")
+
+
+@pytest.mark.parametrize("tags,hint", [
+    ([""], "an empty tag"),
+    (["no such concept"], "'no such concept' is not a concept"),
+    (["CONCEPT1"], "'CONCEPT1' (the concept is 'concept1')"),
+])
+def test_tags_outside_the_vocabulary_are_refused_by_both(tags, hint, world, tmp_path, capsys):
+    tr, im = world
+    im = im.copy()
+    im["tags"] = im["tags"].astype(object)
+    im.at[3, "tags"] = tags
+    d = release(tmp_path / "tags", tr, im)
+    rc, line = evaluate(["--dataset", str(d)], tmp_path, capsys)
+    assert rc == 2 and line.endswith(f"rule tag_vocabulary: 1 image(s) with tags that are not "
+                                     f"concepts of the release; first: {im.loc[3, 'image_id']}: "
+                                     f"{hint}")
+    vrc, _, verr = validate(["--release", str(d)], capsys)
+    assert vrc == 2 and verr == line
+
+
+@pytest.mark.parametrize("row,fields", [("train,Argentina,tr,en", 4), ("train,Argentina", 2)])
+def test_a_queries_row_with_more_or_fewer_fields_is_refused(row, fields, tmp_path, capsys):
+    """`food,DEU,Es,sen` used to score the text "Es" (issue 22)."""
+    csv, imgs, raw = _authors_subset(tmp_path)
+    q = tmp_path / "q.csv"
+    q.write_text(f"concept,country,text\ntrain,ARG,tren\n{row}\n", encoding="utf-8")
+    rc, line = evaluate(["--triplets-csv", str(csv), "--images", str(imgs), "--queries", str(q)],
+                        tmp_path, capsys)
+    assert rc == 2 and line.endswith(f"--queries {q}: line 3 has {fields} field(s), the header "
+                                     "has 3 (concept,country,text)")
+
+
+def test_an_authors_csv_row_with_an_extra_field_is_refused(tmp_path, capsys):
+    csv, imgs, raw = _authors_subset(tmp_path)
+    lines = csv.read_text(encoding="utf-8").splitlines()
+    lines[4] += ",extra"
+    csv.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    rc, line = evaluate(["--triplets-csv", str(csv), "--images", str(imgs)], tmp_path, capsys)
+    n = len(raw.columns)
+    assert rc == 2 and f"{csv}: line 5 has {n + 1} field(s), the header has {n}" in line
+
+
+def test_a_2_gb_image_file_and_two_files_for_one_id_are_one_line(tmp_path, capsys):
+    csv, imgs, raw = _authors_subset(tmp_path)
+    iid = raw.loc[0, "query_image_id"]
+    (imgs / f"{iid}.jpg").write_bytes((imgs / f"{iid}.png").read_bytes())
+    rc, line = evaluate(["--triplets-csv", str(csv), "--images", str(imgs)], tmp_path, capsys)
+    assert rc == 2 and line.endswith(f"first: {iid}: {iid}.jpg and {iid}.png (keep one file "
+                                     "per id)")
+    (imgs / f"{iid}.jpg").unlink()
+    with open(imgs / f"{iid}.png", "wb") as f:
+        f.truncate(2 * 1024**3)
+    rc, line = evaluate(["--triplets-csv", str(csv), "--images", str(imgs)], tmp_path, capsys)
+    assert rc == 2 and line.endswith(f"(not read), first: {iid} (file of {2 * 1024**3} bytes)")

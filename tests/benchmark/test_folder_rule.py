@@ -11,6 +11,7 @@ import pytest
 
 from benchmark import files, tables
 from benchmark.cli import main
+
 RESULTS_KIND = "3xcm-results"  # benchmark.results.RESULTS_KIND
 
 DATA = str(tables.data_dir() / "synthetic-3xcm")

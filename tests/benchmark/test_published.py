@@ -19,7 +19,7 @@ import pytest
 
 from benchmark import tables
 from benchmark.cli import main
-from tests.benchmark.published import folder_layout, write_published_3xcm
+from tests.benchmark.published import VARIANT, folder_layout, write_published_3xcm
 
 
 def run(tmp: Path, name: str, *args: str, task: str = "3xcm") -> dict:
@@ -104,6 +104,37 @@ def test_query_text_is_the_query_images_concept_in_native(mini, tmp_path):
     assert res2["task"]["query_texts"]["source"] == "table"
     assert res2["task"]["query_texts"]["origin"] == "data/queries.csv"
     assert len(res2["task"]["query_texts"]["sha256"]) == 64
+
+
+def test_each_triplet_embeds_its_own_query_images_term(tmp_path):
+    """Images of one (concept, country) with different concept_in_native: by default each
+    triplet uses its own query image's term (the authors' evaluator reads it at the query
+    image's index); --query-term majority gives the pair's most frequent; both record how
+    many triplets' text differs (exactly the 3 query images given a term of their own)."""
+    hub = write_published_3xcm(tmp_path / "hub", n_triplets=30, seed=5, own_terms=3)
+    meta = pq.read_table(next((hub / "image_metadata").glob("*.parquet"))).to_pandas()
+    bench = pq.read_table(next((hub / "benchmark").glob("*.parquet"))).to_pandas()
+    term = dict(zip(meta["image_id"], meta["concept_in_native"], strict=True))
+    own = [term[i] for i in bench["query_image_id"]]
+    assert sum(t.endswith(VARIANT) for t in own) == 3
+    res = run(tmp_path, "own", "--dataset", str(hub))
+    per = pd.read_parquet(tmp_path / "out-own" / "hash" / "3xcm.per_triplet.parquet")
+    assert per["query_text"].tolist() == own
+    qt = res["task"]["query_texts"]
+    assert qt["query_term"] == "own" and qt["triplets_own_term_not_majority"] == 3
+    assert qt["pairs_with_several_terms"] == 3
+    # every text scored is a term: the 3 variants are 3 terms of their own, none reviewed
+    assert qt["used_terms"] == len(set(zip(bench["query_concept"], bench["query_country"],
+                                           own, strict=True)))
+    assert sum(qt["used_source_mix"].values()) == qt["used_terms"]
+    assert qt["used_source_mix"].get("authors", 0) >= 3
+    maj = run(tmp_path, "maj", "--dataset", str(hub), "--query-term", "majority")
+    per_m = pd.read_parquet(tmp_path / "out-maj" / "hash" / "3xcm.per_triplet.parquet")
+    want = [t.removesuffix(VARIANT) for t in own]
+    assert per_m["query_text"].tolist() == want
+    assert maj["task"]["query_texts"]["query_term"] == "majority"
+    assert maj["task"]["query_texts"]["triplets_own_term_not_majority"] == 3
+    assert maj["task"]["data_fingerprint"] != res["task"]["data_fingerprint"]
 
 
 def test_without_benchmark_config_the_shipped_triplets_are_used(tmp_path, capsys):

@@ -90,29 +90,43 @@ def test_indexed_cosine_equals_gathered_pairs():
     np.testing.assert_allclose(fast, slow, rtol=1e-5, atol=1e-6)
 
 
-def test_a_failed_zoo_import_registers_nothing_and_the_next_call_retries(monkeypatch):
-    """All or nothing: a zoo that fails half-way leaves no entry, and is imported again."""
-    import sys
+def test_the_zoo_is_plain_data_read_by_the_registry():
+    """benchmark.zoo imports nothing of the package (no hidden registry <-> zoo cycle), and the
+    registry holds exactly its tables."""
+    import ast
+    from pathlib import Path
+
+    from benchmark import zoo
+
+    tree = ast.parse(Path(zoo.__file__).read_text())
+    imported = [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
+    imported += [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+    assert not [m for m in imported if m.startswith("benchmark")], imported
+    want = {m.name: (f.target, m) for f in zoo.FAMILIES for m in f.models}
+    got = registry.models()
+    assert set(want) <= set(got)
+    for name, (target, m) in want.items():
+        e = got[name]
+        assert (e.target, e.paper, e.description) == (target, m.paper, m.description), name
+        assert e.kwargs.get("checkpoint") == (m.checkpoint or None)
+        assert e.kwargs.get("revision") == m.revision
+    assert {f.prefix for f in zoo.FAMILIES if f.prefix} <= set(registry.FAMILIES)
+    assert dict(zoo.TASKS).items() <= registry.tasks().items()
+
+
+def test_a_name_twice_in_the_zoo_tables_is_an_error(monkeypatch):
+    from benchmark import zoo
 
     monkeypatch.setattr(registry, "MODELS", {})
     monkeypatch.setattr(registry, "FAMILIES", {})
     monkeypatch.setattr(registry, "TASKS", {})
-    monkeypatch.setattr(registry, "_STATE", "empty")
-    monkeypatch.delitem(sys.modules, "benchmark.zoo", raising=False)
-    real = registry.register_family
-
-    def failing(prefix, *a, **kw):
-        if prefix == "gme":  # after the tasks, hash, open_clip, hf_clip and colqwen entries
-            raise RuntimeError("boom")
-        return real(prefix, *a, **kw)
-
-    monkeypatch.setattr(registry, "register_family", failing)
-    with pytest.raises(RuntimeError, match="boom"):
-        registry.models()
-    assert registry.MODELS == {} and registry.FAMILIES == {} and registry.TASKS == {}
-    monkeypatch.setattr(registry, "register_family", real)
-    assert "gme-qwen2-2b" in registry.models() and "3xcm" in registry.tasks()
-    assert "hash" in registry.models()  # registered once, not "registered twice"
+    twice = [zoo.Family("a:B", "", [zoo.M("x", "c", None, "")]),
+             zoo.Family("a:C", "", [zoo.M("x", "d", None, "")])]
+    with pytest.raises(registry.RegistryError, match="'x' registered twice"):
+        registry.register_zoo({}, twice)
+    with pytest.raises(registry.RegistryError, match="task '3xcm' registered twice"):
+        registry.register_zoo({"3xcm": "a:B"}, [])
+        registry.register_zoo({"3xcm": "a:C"}, [])
 
 
 class DeviceAdapter(Adapter):

@@ -8,6 +8,7 @@ import json
 from html.parser import HTMLParser
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from benchmark import registry, tables
@@ -64,8 +65,19 @@ def test_files_exist(report):
             "sp-heatmap-3xcm-i2i.png", "xm3600-rank-by-tier.png",
             "xm3600-language-frequency.png", "matrix-clip-l14.png",
             "own-vs-english-clip-l14.png", "authors-sp-scatter.png"} <= figs
+    from PIL import Image
+
     for p in (out / "figures").glob("*.png"):
-        assert p.read_bytes()[:4] == b"\x89PNG"
+        with Image.open(p) as im:
+            im.load()  # a whole PNG, not only its signature
+            assert im.format == "PNG" and min(im.size) >= 100, p.name
+            assert np.unique(np.asarray(im.convert("L"))).size > 2, f"{p.name} is blank"
+    board = (out / "leaderboard.md").read_text()
+    for model in MODELS:
+        assert f"| {model} |" in board, model
+    with (out / "authors-comparison.csv").open(newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert rows and {r["model"] for r in rows} <= set(MODELS)
     html = (out / "report.html").read_text()
     assert html.count("data:image/png;base64,") == len(figs)  # self-contained
     assert "http://" not in html and "https://" not in html and "<script" not in html

@@ -218,3 +218,29 @@ def test_recorded_conventions():
     # today's per-side record of a task: no profile
     assert recorded_conventions({"conventions": {"query": {}, "document": {}}}) is None
     assert recorded_conventions({}) is None
+
+
+def test_tables_1_and_5_by_engine(tmp_path):
+    """An xm3600-i2t result with scores.engine_comparison gives a section per table: the other
+    engine's value against the paper, and the run's engine minus the other (unpublished)."""
+    out = tmp_path / "results"
+    mine = {"n": 3600, "accuracy@5": 0.3554, "ndcg_authors@10": 0.2071, "lbkl@10": 5.046,
+            "dlbkl@10": 5.055, "lbkl@5": 5.0}
+    other = {k: v - 0.004 if k != "n" else v for k, v in mine.items()}
+    ec = {"engine": "chromadb", "other_engine": "exact", "other_overall": other,
+          "difference": {k: mine[k] - other[k] for k in mine}}
+    write_result(out, spec("chinese-clip-l14"), "xm3600-i2t",
+                 {"overall": mine, "engine_comparison": ec})
+    write_result(out, spec("clip-l14"), "xm3600-i2t", {"overall": mine})  # no comparison
+    comp = compare(collect([out]))
+    t1 = _cells(comp, "table1-engines")
+    cell = t1[("Chinese-CLIP-L/14 · exact", "accuracy@5")]
+    assert cell.ours == pytest.approx(0.3514) and cell.paper == 0.355 and cell.status == "ok"
+    d = t1[("Chinese-CLIP-L/14 · chromadb − exact", "accuracy@5")]
+    assert d.ours == pytest.approx(0.004) and d.status == "unpublished"
+    assert not any(r.startswith("CLIP-L/14") for r, _ in t1)
+    t5 = _cells(comp, "table5-engines")
+    assert t5[("Chinese-CLIP-L/14 · chromadb − exact", "lbkl@5")].ours == pytest.approx(0.004)
+    keys = [s.key for s in comp.sections]
+    assert keys.index("table1-engines") == keys.index("table1") + 1
+    assert "table1-engines" in render.to_csv(comp)

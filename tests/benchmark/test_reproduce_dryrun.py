@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from benchmark import tables
+from benchmark import registry, tables
 from benchmark.cli import main
+from benchmark.models import conventions
 from benchmark.reproduce import dryrun
 from benchmark.reproduce.plan import ReproduceConfig, build_plan
 from benchmark.reproduce.suite import reproduce
@@ -150,15 +151,33 @@ def test_workload_counts_are_the_authors_files():
 def test_estimate_arithmetic(tmp_path):
     plan = build_plan(ReproduceConfig(output_dir=tmp_path, models="gme-qwen2-2b,hash"))
     est = {(e.job.model, e.job.task): e for e in dryrun.estimate(plan)}
-    w, rate = dryrun.workload(), dryrun.rates()["gme"]
+    w, rate = dryrun.workload(), dryrun.sized_rate("gme-qwen2-2b", dryrun.rates()["gme"])
     x = est[("gme-qwen2-2b", "xm3600-i2t")]
     assert (x.texts, x.images) == (w[("xm3600", "captions")], w[("xm3600", "images")])
     assert x.seconds == pytest.approx(x.texts * rate.text_s + x.images * rate.image_s)
     assert est[("gme-qwen2-2b", "analysis")].seconds == 0  # every embedding cached
     assert est[("hash", "3xcm")].seconds == 0 and est[("hash", "3xcm")].rate.kind == "exact"
     assert rate.kind == "estimate" and "3 A100-hours" in rate.source
+    assert "2209M parameters" in rate.source
+    # Table 6: 2209.0M of a 3169.58M mean -> 0.036 s x 0.6970 per item
+    assert rate.text_s == pytest.approx(0.036 * 2209.0 / 3169.58, rel=1e-6)
     per_model = sum(e.seconds for (m, _), e in est.items() if m == "gme-qwen2-2b") / 3600
-    assert per_model == pytest.approx(2.9, abs=0.05)  # the paper's ~3 A100-hours per model
+    assert per_model == pytest.approx(2.90 * 2209.0 / 3169.58, abs=0.01)
+
+
+def test_costs_follow_table_6_sizes_and_keep_the_papers_total(tmp_path):
+    """CLIP-L/14 (427.6M) costs 19x less than GME-7B (7070.6M); the ten together still cost
+    the paper's ~29 A100-hours; a measured family row is used as it is."""
+    plan = build_plan(ReproduceConfig(output_dir=tmp_path))
+    est = dryrun.estimate(plan)
+    hours: dict[str, float] = {}
+    for e in est:
+        hours[e.job.model] = hours.get(e.job.model, 0.0) + e.seconds / 3600
+    assert hours["gme-qwen2-7b"] / hours["clip-l14"] == pytest.approx(7070.6 / 427.6, rel=1e-6)
+    assert sum(hours.values()) == pytest.approx(29.0, abs=0.1)
+    measured = dryrun.Rate("gme", 0.01, 0.02, "H200", "measured", "gpu_suite")
+    assert dryrun.sized_rate("gme-qwen2-7b", measured) is measured
+    assert dryrun.sized_rate("hash", dryrun.rates()["hash"]).kind == "exact"
 
 
 def test_every_paper_model_has_its_downloads_listed(tmp_path):
@@ -166,6 +185,43 @@ def test_every_paper_model_has_its_downloads_listed(tmp_path):
     assert dryrun.nothing_to_download(plan) == []
     repos = {d.repo: d for d in dryrun.downloads(plan)}
     assert repos["vidore/colqwen2.5-v0.2"].revision == "6f6fcdfd1a114dfe365f529701b33d66b9349014"
+    # mclip-xlmr-l14 loads ViT-L-14/openai under both profiles, never the B-16-plus tower
     assert repos["timm/vit_base_patch16_plus_clip_240.laion400m_e32"].models == (
-        "mclip-xlmr-l14", "mclip-xlmr-b16plus")
+        "mclip-xlmr-b16plus",)
+    for profile in ("reference", "authors"):
+        rec = conventions.resolve("mclip-xlmr-l14", profile)
+        assert rec.options.get("image_model", "ViT-L-14/openai") == "ViT-L-14/openai"
+    assert registry.models()["mclip-xlmr-l14"].kwargs["image_model"] == "ViT-L-14/openai"
     assert repos["Tierone2025part2/crossmodal_3600"].repo_type == "dataset"
+
+
+def test_gpu_suite_throughputs_replace_the_size_estimate(tmp_path, capsys):
+    """--gpu-suite FILE: per paper model 1 / the measured items per second of its text and
+    image families; the families are exactly gpu_suite.py's; a tiny (CPU) run is refused."""
+    from tests.perf import gpu_suite
+
+    assert {f for pair in dryrun.SUITE_FAMILIES.values() for f in pair} == {
+        f for t, i, _ in gpu_suite.PAPER.values() for f in (t, i)}
+    fams = {f: {"texts_per_s": 100.0 * (n + 1), "images_per_s": 10.0 * (n + 1)}
+            for n, f in enumerate(sorted({f for p in dryrun.SUITE_FAMILIES.values() for f in p}))}
+    suite = tmp_path / "suite.json"
+    suite.write_text(json.dumps({"device": "cuda", "gpu": "NVIDIA H200", "dtype": "bfloat16",
+                                 "tiny": False, "families": fams}))
+    rates = dryrun.suite_rates(suite)
+    gme = rates["gme-qwen2-7b"]
+    assert gme.kind == "measured" and gme.gpu == "NVIDIA H200"
+    assert gme.text_s == pytest.approx(1 / fams["qwen2-vl-7b"]["texts_per_s"])
+    assert rates["chinese-clip-l14"].image_s == pytest.approx(
+        1 / fams["openclip-L14"]["images_per_s"])
+    plan = build_plan(ReproduceConfig(output_dir=tmp_path, models="gme-qwen2-7b,hash"))
+    est = {(e.job.model, e.job.task): e for e in dryrun.estimate(plan, rates)}
+    x = est[("gme-qwen2-7b", "xm3600-i2t")]
+    assert x.seconds == pytest.approx(x.texts * gme.text_s + x.images * gme.image_s)
+    assert est[("hash", "3xcm")].rate.kind == "exact"
+    assert main(["reproduce", "--output-dir", str(tmp_path / "r"), "--dry-run", "--models",
+                 "gme-qwen2-7b", "--gpu-suite", str(suite)]) == 0
+    assert "measured: tests/perf/gpu_suite.py on NVIDIA H200" in capsys.readouterr().out
+    suite.write_text(json.dumps({"device": "cpu", "tiny": True, "families": fams}))
+    assert main(["reproduce", "--output-dir", str(tmp_path / "r"), "--dry-run", "--gpu-suite",
+                 str(suite)]) == 2
+    assert "not a GPU run" in capsys.readouterr().err

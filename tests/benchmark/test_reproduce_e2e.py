@@ -70,7 +70,12 @@ def test_reproduce_end_to_end(tmp_path, monkeypatch, capsys, datasets):
     for key in (("table1", "Chinese-CLIP-L/14", "ndcg@10"), ("table5", "Chinese-CLIP-L/14",
                                                               "lbkl@99"),
                 ("table11", "Chinese-CLIP-L/14 · M_cul_pct", "THA"),
-                ("table8", "Chinese-CLIP-L/14 · TS", "CHN")):
+                ("table8", "Chinese-CLIP-L/14 · TS", "CHN"),
+                # both engines on the same embeddings: the authors' chromadb is the run's,
+                # exact the other, and their difference
+                ("table1-engines", "Chinese-CLIP-L/14 · exact", "accuracy@5"),
+                ("table1-engines", "Chinese-CLIP-L/14 · chromadb − exact", "ndcg@10"),
+                ("table5-engines", "Chinese-CLIP-L/14 · chromadb − exact", "lbkl@99")):
         assert ours[key]["ours"] != "", key
     exps = {r["row"] for r in cells if r["section"] == "authors-overall"}
     assert exps == {"chinese-clip-l14 · text-to-image", "chinese-clip-l14 · image-to-image"}

@@ -170,10 +170,32 @@ def test_bad_inputs_are_one_line_and_exit_2(planted, tmp_path, capsys):
     assert "did you mean 3xcm" in capsys.readouterr().err
 
 
+# The ten models of the paper's Table 6, by our names (docs/models.md).
+PAPER_MODELS = {
+    "chinese-clip-l14", "clip-l14", "colqwen2.5-3b-m", "colqwen2.5-7b-m", "colqwen2.5-v0.2",
+    "gme-qwen2-2b", "gme-qwen2-7b", "jina-v4", "mclip-xlmr-b16plus", "mclip-xlmr-l14",
+}
+
+
 def test_ls_lists_models_and_tasks(capsys):
+    """`ls` prints one line per registered model (name, checkpoint, [paper] exactly for the
+    paper's ten) and one per task, and nothing is listed that is not registered."""
+    from benchmark import registry
+
     assert main(["ls"]) == 0
     out = capsys.readouterr().out
-    assert "clip-l14" in out and "hash" in out and "3xcm-i2i" in out
+    models_part, tasks_part = out.split("\ntasks:\n")
+    lines = [ln.split() for ln in models_part.splitlines()[1:] if ln.startswith("  ")]
+    by_name = {parts[0]: parts for parts in lines}
+    assert set(by_name) == set(registry.models())
+    for name, entry in registry.models().items():
+        ck = entry.kwargs.get("checkpoint")
+        if ck:
+            assert by_name[name][1] == ck, name
+    assert {n for n, parts in by_name.items() if "[paper]" in parts} == PAPER_MODELS
+    listed_tasks = {ln.split()[0] for ln in tasks_part.splitlines() if ln.startswith("  ")}
+    assert listed_tasks == set(registry.tasks()) == {"3xcm", "3xcm-i2i", "3xcm-matrix",
+                                                     "xm3600-i2t"}
 
 
 def test_file_hash_memo_rereads_only_changed_files(tmp_path):

@@ -489,3 +489,44 @@ def test_task_engine_recorded_and_authors_default(xm, tmp_path):
     ad.profile = Conventions(implementation="planted", profile="authors")
     _, auth = run_task(ad, xm, tmp_path, k="1,10")
     assert auth.settings["retrieval"]["engine"] == "chromadb"
+
+
+def test_compare_engines_scores_both_on_the_same_embeddings(xm, tmp_path):
+    """--compare-engines: the other engine's overall scores are those of a run with that
+    engine, the difference is ours minus theirs metric by metric, nothing embedded twice."""
+    pytest.importorskip("chromadb", reason="chromadb not installed: pip install -e '.[chromadb]'")
+    _, exact = run_task(PlantedStrong(), xm, tmp_path, k="1,5,10")
+    _, hnsw = run_task(PlantedStrong(), xm, tmp_path, k="1,5,10", engine="chromadb",
+                       compare_engines=True)
+    ec = hnsw.scores["engine_comparison"]
+    assert (ec["engine"], ec["other_engine"]) == ("chromadb", "exact")
+    assert ec["other_overall"] == exact.scores["overall"]
+    assert ec["difference"] == {k: hnsw.scores["overall"][k] - exact.scores["overall"][k]
+                                for k in exact.scores["overall"]}
+    assert 0.9 <= ec["mean_overlap@10"] <= 1.0
+    assert ec["other_settings"]["engine"] == "exact"
+    assert hnsw.timings["text_embedding"]["embedded"] == 0
+    assert hnsw.timings["image_embedding"]["embedded"] == 0
+    # the other way round (a new HNSW index: chromadb builds it with several threads, so
+    # its lists can differ from the first index's), and a multi-vector model compares nothing
+    _, ex2 = run_task(PlantedStrong(), xm, tmp_path, k="1,5,10", compare_engines=True)
+    ec2 = ex2.scores["engine_comparison"]
+    assert ex2.scores["overall"] == exact.scores["overall"] and ec2["other_engine"] == "chromadb"
+    assert ec2["difference"]["accuracy@1"] == pytest.approx(
+        exact.scores["overall"]["accuracy@1"] - ec2["other_overall"]["accuracy@1"])
+    _, multi = run_task(PlantedMulti(), xm, tmp_path, k="1,5", compare_engines=True)
+    assert multi.scores["engine_comparison"]["other_engine"] is None
+
+
+def test_compare_engines_without_chromadb_says_so(xm, tmp_path, monkeypatch):
+    """Our missing library is no failure of the run: the exact scores stand, the comparison
+    says why it is absent."""
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "chromadb" else real(name, *a))
+    _, out = run_task(PlantedStrong(), xm, tmp_path, k="1,5", compare_engines=True)
+    ec = out.scores["engine_comparison"]
+    assert ec == {"engine": "exact", "other_engine": None,
+                  "note": "not compared: chromadb is not installed"}

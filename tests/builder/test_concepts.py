@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from benchmark import tables
+from benchmark import files, tables
 from builder import concepts
 from builder.catalog import Catalog
 from builder.concepts import load_curated, normalize_concept, run_concepts
@@ -133,7 +133,7 @@ def test_fake_gemini_end_to_end_and_no_key_leak(fake, tmp_path, capsys, caplog):
     }
     run = cat.last_run("concepts")
     params = json.loads(run["params_json"])
-    assert params["prompt_sha"] == tables.file_sha256(tables.data_dir() / "prompts/concepts.txt")
+    assert params["prompt_sha"] == files.sha256_file(tables.data_dir() / "prompts/concepts.txt")
     usage = json.loads(run["usage_json"])
     assert usage["api_calls"] == 5 and usage["reasks"] == 1 and usage["prompt_tokens"] == 55
     # a re-run: zero API calls, same catalog

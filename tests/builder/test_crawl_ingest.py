@@ -227,3 +227,32 @@ def test_a_full_disk_stops_the_ingest_and_nothing_is_blamed_on_the_url(
     with Catalog.open(wd) as cat:
         got = [r[0] for r in cat.query("SELECT status FROM downloads_export ORDER BY item_id")]
     assert got == [s for s, _ in EXPECTED]
+
+
+def test_a_sample_above_the_byte_cap_is_refused_from_its_size_unread(tmp_path: Path,
+                                                                     monkeypatch) -> None:
+    """A 2 GB sparse sample file (issue 22) and a tar member above the cap: too_large from
+    their declared size, neither read."""
+    from builder import ingest
+    from builder.download import FetchConfig
+
+    stem = tmp_path / "00000"
+    stem.mkdir()
+    with open(stem / "000000001.jpg", "wb") as f:
+        f.truncate(2 * 1024**3)
+    with tarfile.open(tmp_path / "00001.tar", "w") as tar:
+        info = tarfile.TarInfo("000000002.jpg")
+        data = b"x" * 5000
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    monkeypatch.setattr(Path, "read_bytes", lambda self: pytest.fail(f"read {self}"))
+    cfg = FetchConfig(max_bytes=4096)
+    res = ingest._prepare("https://img.example/a.jpg", stem, {"status": "success",
+                                                               "key": "000000001"}, {}, cfg)
+    assert (res.status, res.reason) == ("too_large", f"{2 * 1024**3} bytes exceeds 4096")
+    tars: dict = {}
+    res = ingest._prepare("https://img.example/b.jpg", tmp_path / "00001",
+                          {"status": "success", "key": "000000002"}, tars, cfg)
+    assert (res.status, res.reason) == ("too_large", "5000 bytes exceeds 4096")
+    for t in tars.values():
+        t.close()

@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from benchmark import tables
+from benchmark import files, tables
 from builder import tagging
 from builder import tagging_rules as rules
 from builder.catalog import Catalog
@@ -89,7 +89,7 @@ def _tags(wd) -> dict[tuple, dict]:
 def _check_outcome(wd) -> None:
     rows = _tags(wd)
     assert len(rows) == 24
-    prompt_sha = tables.file_sha256(tables.data_dir() / "prompts" / "tagging.txt")
+    prompt_sha = files.sha256_file(tables.data_dir() / "prompts" / "tagging.txt")
     for key, r in rows.items():
         assert r["prompt_sha"] == prompt_sha and r["model"] == "gemini:gemini-fake"
         if key == P_OUTSIDE:

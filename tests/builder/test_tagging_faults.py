@@ -192,3 +192,33 @@ def test_batch_jobs_are_split_by_size_and_each_is_resumed(fake, world, monkeypat
     assert set(states.values()) == {"collected"}
     assert _states(world) == {"ok": 22, "refused": 1, "failed": 1}
     assert max(batches.sizes) <= 14_000
+
+
+def test_batch_jobs_are_built_one_at_a_time(fake, world, monkeypatch):
+    """A phase holds one job's requests (their image bytes) at a time: each job is submitted
+    before the next job's requests are built (issue 27: the whole pool's bytes in memory
+    before the first job made a million-image phase need hundreds of GB)."""
+    from builder import tagging_batch
+
+    FakeBatches(fake, polls_before_done=0)
+    llm = make_llm(fake, world)
+    built: list[int] = []
+    at_submit: list[tuple[int, int]] = []
+    prepare, submit = llm.prepare, tagging_batch.submit
+    monkeypatch.setattr(llm, "prepare", lambda *a, **k: built.append(1) or prepare(*a, **k))
+
+    def counting_submit(cat, ctx, groups, reqs, phase, *rest):
+        if phase == "first":  # the retry phase comes after the first one's answers
+            at_submit.append((len(built), len(reqs)))
+        return submit(cat, ctx, groups, reqs, phase, *rest)
+
+    monkeypatch.setattr(tagging_batch, "submit", counting_submit)
+    with Catalog.open(world) as cat:
+        tagging.run_tagging(cat, llm, images_per_request=1, batch=True, poll_interval=0.01,
+                            batch_job_bytes=13_000)
+    assert len(at_submit) >= 3
+    sent = 0
+    for n_built, n_reqs in at_submit[:-1]:
+        sent += n_reqs
+        assert n_built <= sent + 1  # the requests of the jobs sent, and the one that overflowed
+    assert _states(world) == {"ok": 22, "refused": 1, "failed": 1}

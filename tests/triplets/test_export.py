@@ -53,6 +53,8 @@ def test_release_loads_offline_and_round_trips_every_column(release, tmp_path):
     with (wd.exports_dir / "triplets.csv").open(newline="", encoding="utf-8") as f:
         expected = list(csv.DictReader(f))
     assert trip.column_names == list(expected[0])
+    for r in expected:  # the CSV holds text; the parquet column is an int32
+        r["query_term_reviewers"] = int(r["query_term_reviewers"])
     assert [dict(r) for r in trip] == expected
     images = _load(res.out, "images", "train", tmp_path)
     assert images.column_names == ["image_id", "image", "concept", "country", "query_language",
@@ -410,3 +412,36 @@ def test_export_on_a_full_disk_is_one_line_and_keeps_the_release(release, tmp_pa
     assert err.splitlines()[-1].startswith("error: cannot write") and "No space left" in err
     assert {p: (out / p).read_bytes() for p in release_files(out)} == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["rel"]
+
+
+def test_each_triplet_carries_its_terms_source_and_reviewers(tmp_path):
+    """A term native speakers reviewed in the catalog (text not in data/queries.csv) is
+    released as reviewed with its reviewer count, and the evaluator reads that status from the
+    release columns instead of matching the text against data/queries.csv."""
+    from benchmark import cli as bench
+
+    wd = build_world(tmp_path / "w", CONCEPTS, per_cell=2, tag_fn=_tags)
+    with Catalog.open(wd) as cat, cat.tx() as con:
+        con.execute("INSERT INTO query_terms (concept, country, locale, native_term, english_term,"
+                    " source, reviewers, reviewed_at, note) VALUES (?,?,?,?,?,?,?,?,?)",
+                    ("train", "THA", "th-TH", "รถไฟ (ทดสอบ)", "train", "reviewed", 3,
+                     "2026-01-01T00:00:00Z", "test"))
+    run_sample(wd, SampleConfig(seed=17))
+    res = export_release(wd, tmp_path / "rel")
+    trip = _load(res.out, "triplets", "test", tmp_path).to_pandas()
+    tha = trip[(trip.query_concept == "train") & (trip.query_country == "THA")]
+    assert len(tha) and set(tha.query_text) == {"รถไฟ (ทดสอบ)"}
+    assert set(tha.query_term_source) == {"reviewed"} and set(tha.query_term_reviewers) == {3}
+    deu = trip[(trip.query_concept == "taxi") & (trip.query_country == "DEU")]
+    assert set(deu.query_term_source) == {"generated"} and set(deu.query_term_reviewers) == {0}
+    assert not (trip.query_term_source == "").any()
+    rc = bench.main(["run", "--model", "hash", "--task", "3xcm", "--dataset", str(res.out),
+                     "--output-dir", str(tmp_path / "results"), "--cache-dir",
+                     str(tmp_path / "emb"), "-q", "--bootstrap", "10"])
+    assert rc == 0
+    qt = json.loads((tmp_path / "results" / "hash" / "3xcm.json").read_text())["task"][
+        "query_texts"]
+    assert qt["review_status_from"].startswith("release columns")
+    assert qt["used_source_mix"].get("reviewed", 0) >= 1
+    assert qt["used_reviewer_counts"]["3"] == 1
+    assert qt["reviewed_share_by_country"]["THA"] > 0

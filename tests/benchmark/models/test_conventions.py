@@ -304,7 +304,23 @@ def test_jina_prompts_for_captions_and_dtype(tiny):
         assert q["input_ids"][0].tolist() == tok("Query: " + t)["input_ids"]
         assert d["input_ids"][0].tolist() == tok(doc_prefix + t)["input_ids"]
         assert lines(m.profile.document_prompt).replace("{text}", t) == doc_prefix + t
-        assert type(m.processor.image_processor).__name__ == "Qwen2VLImageProcessorPil"
+    # the remote code's processor is from_pretrained(use_fast=True): the torchvision one
+    assert type(ref.processor.image_processor).__name__ == "Qwen2VLImageProcessorPil"
+    assert type(auth.processor.image_processor).__name__ == "Qwen2VLImageProcessor"
+    # ... and it encodes under torch.autocast(bfloat16)
+    seen = []
+    real = auth._forward_inner
+
+    def spy(batch, image):
+        seen.append((torch.is_autocast_enabled("cpu"), torch.get_autocast_dtype("cpu")))
+        return real(batch, image)
+
+    auth._forward_inner = spy
+    auth.encode_texts([t], role="query")
+    auth.encode_images(images(1), role="document")
+    assert seen == [(True, torch.bfloat16)] * 2
+    del auth._forward_inner
+    assert ref.autocast is None and auth.conventions("text", "query")["autocast"] == "bfloat16"
     assert (ref.dtype, auth.dtype) == ("float32", "float16")
     assert auth.backbone.dtype == torch.float16
     assert (ref.normalize_dtype, auth.normalize_dtype) == ("float32", "model")
@@ -323,7 +339,8 @@ def test_profile_in_cache_key_and_settings(tiny):
         assert namespace(auth, modality, role) == namespace(again, modality, role)
     s = conv.settings(auth)
     assert s["profile"] == "authors" and s["fields"]["dtype"] == "float16"
-    assert s["fields"]["options"] == {"document_prompt": "query", "normalize_dtype": "model"}
+    assert s["fields"]["options"] == {"document_prompt": "query", "normalize_dtype": "model",
+                                      "image_backend": "torchvision", "autocast": "bfloat16"}
     assert conv.settings(registry.load_model("hash"))["fields"] is None
 
 

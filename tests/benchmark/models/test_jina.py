@@ -176,3 +176,16 @@ def test_jina_document_prompt_option(jina_dir):
     np.testing.assert_allclose(a.encode_texts(TEXTS, role="document"), a.encode_texts(TEXTS, role="query"))
     with pytest.raises(ValueError, match="document_prompt"):
         _load(jina_dir, document_prompt="passages")
+
+
+def test_jina_autocast_bfloat16_as_the_remote_code(jina_dir):
+    """autocast="bfloat16": unit vectors within bf16 rounding of the float32 ones, but not
+    equal to them (the arithmetic really ran in bfloat16); a bad dtype is one line."""
+    plain = _load(jina_dir)
+    bf = _load(jina_dir, autocast="bfloat16")
+    for enc in (lambda m: m.encode_texts(TEXTS), lambda m: m.encode_images(images(2))):
+        a, b = enc(plain), enc(bf)
+        np.testing.assert_allclose(np.linalg.norm(b, axis=1), 1.0, atol=1e-5)
+        assert 0 < np.abs(a - b).max() < 0.05
+    with pytest.raises(ValueError, match="autocast"):
+        _load(jina_dir, autocast="int8")

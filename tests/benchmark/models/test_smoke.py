@@ -25,10 +25,27 @@ def test_smoke_runs_and_reports(tmp_path, capsys):
     text = capsys.readouterr().out
     assert "images/s" in text and "texts/s" in text
     res = json.loads(out.read_text())
-    assert res["triplets"] == 4 and sum(res["wins"].values()) == 4
-    assert res["images_per_second"] > 0 and res["texts_per_second"] > 0
-    assert res["query_shape"] == [4, 32]
-    assert res["norms"]["images"][0] == pytest.approx(1.0, abs=1e-4)
+    assert res["triplets"] == 4 and res["query_shape"] == [4, 32]
+    # the rates are the counts over the timed seconds (4 texts, 12 images); the seconds are
+    # rounded to 4 decimals, so the rate lies between the counts over their rounding bounds
+    for n, rate, secs in ((4, "texts_per_second", "text_seconds"),
+                          (12, "images_per_second", "image_seconds")):
+        s = res[secs]
+        assert n / (s + 5e-5) - 1e-3 <= res[rate] <= (n / (s - 5e-5) if s > 5e-5 else 1e12)
+    for side in ("texts", "images"):
+        assert res["norms"][side] == pytest.approx([1.0, 1.0], abs=1e-4)
+    # the winners are those of an independent scoring of the same inputs with the same weights
+    import numpy as np
+
+    from benchmark.registry import load_model
+
+    adapter = load_model(f"open_clip:local-dir:{d}", device="cpu")
+    q = np.asarray(adapter.encode_texts(smoke.queries(4), role="query", progress=False))
+    imgs = np.asarray(adapter.encode_images(smoke.synthetic_images(12, 64, 48), role="document",
+                                            progress=False))
+    best = np.einsum("td,tkd->tk", q, imgs.reshape(4, 3, -1)).argmax(axis=1)
+    expected = np.bincount(best, minlength=3)
+    assert [res["wins"][k] for k in ("semantic", "cultural", "non_relevant")] == expected.tolist()
 
 
 def test_smoke_random_architecture_needs_no_weights(tmp_path):

@@ -1,0 +1,89 @@
+"""Inputs no revision could be found for, pinned by the first run: ``DIR/reproduce-pins.json``.
+
+Where the zoo (or ``data/reproduce/downloads.csv``) pins no revision, or a dataset is given
+without ``--xcm-revision`` / ``--xm3600-revision``, the first ``reproduce`` run that loads it
+records what it resolved: per model, the commit of every repo its adapter found (the
+checkpoint's, and the image tower's / LoRA base's where the adapter records them, as each
+results file does in ``model``); per dataset, the fingerprint of the data read (the
+``data_fingerprint`` of its results). A later run that resolves anything else is refused, job
+by job, with one line naming what changed, unless ``--allow-revision-change`` (then the new
+value is recorded). ``reproduce --dry-run`` shows the recorded values of unpinned inputs.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+from benchmark import files
+from benchmark.data import DataError
+
+log = logging.getLogger(__name__)
+
+PINS_FILE = "reproduce-pins.json"
+PINS_VERSION = 1
+
+
+class RevisionChanged(DataError):
+    """An input resolved to another revision than the one this output dir recorded."""
+
+
+def model_revisions(spec: Any) -> dict[str, str]:
+    """What a loaded adapter's :class:`~benchmark.models.base.ModelSpec` says it found:
+    ``checkpoint`` and every ``*revision`` of ``extra`` (image tower, LoRA base)."""
+    out = {"checkpoint": f"{spec.checkpoint}@{spec.revision}"}
+    extra = dict(getattr(spec, "extra", None) or {})
+    for key, value in sorted(extra.items()):
+        if key.endswith("revision") and value:
+            owner = extra.get(key.removesuffix("_revision") + "_model") or extra.get(
+                key.removesuffix("_revision")) or key
+            out[key] = f"{owner}@{value}"
+    return out
+
+
+def load(path: Path) -> dict[str, dict[str, Any]]:
+    """{"models": {model: {part: repo@commit}}, "datasets": {spec: fingerprint}}."""
+    empty: dict[str, dict[str, Any]] = {"models": {}, "datasets": {}}
+    if not path.is_file():
+        return empty
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+        if raw.get("schema_version") != PINS_VERSION:
+            raise ValueError("unknown schema")
+        return {"models": dict(raw["models"]), "datasets": dict(raw["datasets"])}
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        log.warning("%s unreadable (%s): recorded revisions start again", path, e)
+        return empty
+
+
+def check_and_record(path: Path, kind: str, name: str, value: Any, allow: bool) -> None:
+    """Record ``value`` for ``name`` (``kind``: models / datasets) the first time; raise
+    :class:`RevisionChanged` when it differs from the recorded one (unless ``allow``, which
+    records the new one). Read-modify-write under a lock (``--devices`` processes share it)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_name(path.name + ".lock"), "a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        pins = load(path)
+        old = pins[kind].get(name)
+        if old is not None and old != value:
+            if not allow:
+                raise RevisionChanged(
+                    f"{name}: resolved {_show(value, old)}, but this output dir recorded "
+                    f"{_show(old, value)} at its first run; pin it, or pass "
+                    "--allow-revision-change to accept the new one")
+            log.warning("%s: revision changed (%s -> %s); recorded (--allow-revision-change)",
+                        name, _show(old, value), _show(value, old))
+        if old != value:
+            pins[kind][name] = value
+            files.atomic_write_json(path, {"schema_version": PINS_VERSION, **pins})
+
+
+def _show(value: Any, other: Any) -> str:
+    """The parts of ``value`` that differ from ``other`` (a dict of parts, or a string)."""
+    if isinstance(value, dict) and isinstance(other, dict):
+        diff = {k: v for k, v in value.items() if other.get(k) != v}
+        return ", ".join(f"{k} {v}" for k, v in diff.items()) or "(none)"
+    return str(value)

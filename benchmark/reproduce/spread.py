@@ -1,0 +1,94 @@
+"""Bootstrap standard errors of our numbers, so a difference from the paper reads in units of
+the sampling noise of our own run, beside the pass/fail tolerance.
+
+- Win rates and SP (Tables 2, 8, 11; the authors' CSVs): the triplets of the group resampled
+  with replacement, which for win counts is Multinomial(n, (M_sem, M_cul, M_non)) (the
+  resampling ``SP_ci95`` uses); the standard deviation over ``RESAMPLES`` draws (ddof=1; SP
+  over the draws with a semantic win).
+- Accuracy, NDCG, LBKL, DLBKL (Tables 1, 5): the query images resampled with replacement from
+  the per-query values of ``<task>.outcomes.parquet`` (beside the results file, sha256
+  checked); the standard deviation of the mean over the draws.
+- Silhouettes, Pearson r, z-means and counts: none (``None``; no resampling unit the results
+  keep).
+
+Every draw is seeded (``SEED`` and the group), so the same results give the same errors.
+"""
+
+from __future__ import annotations
+
+import logging
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+from benchmark.metrics.association import group_seed
+from benchmark.report.compare import CompareError, load_outcomes
+from benchmark.results import ResultFile
+
+log = logging.getLogger(__name__)
+
+RESAMPLES = 2000
+SEED = 0
+WIN_KEYS = ("M_sem", "M_cul", "M_non")
+
+
+def group_se(group: dict | None, label: str = "") -> dict[str, float | None]:
+    """Bootstrap standard errors of ``M_sem``, ``M_cul``, ``M_non`` (fractions) and ``SP`` of
+    one group summary of a 3xcm result (its win counts)."""
+    none: dict[str, float | None] = dict.fromkeys((*WIN_KEYS, "SP"))
+    if not isinstance(group, dict):
+        return none
+    try:
+        wins = np.array([int(group[k]) for k in ("wins_sem", "wins_cul", "wins_non")])
+    except (KeyError, TypeError, ValueError):
+        return none
+    return dict(_group_se(tuple(int(w) for w in wins), label))
+
+
+@lru_cache(maxsize=4096)
+def _group_se(wins: tuple[int, int, int], label: str) -> tuple[tuple[str, float | None], ...]:
+    n = sum(wins)
+    if n < 2:
+        return tuple(dict.fromkeys((*WIN_KEYS, "SP")).items())
+    rng = np.random.default_rng(group_seed(SEED, f"se:{label}:{wins}"))
+    draws = rng.multinomial(n, np.array(wins) / n, size=RESAMPLES)
+    out: dict[str, float | None] = {k: float((draws[:, j] / n).std(ddof=1))
+                                    for j, k in enumerate(WIN_KEYS)}
+    ok = draws[:, 0] > 0
+    out["SP"] = float((draws[ok, 1] / draws[ok, 0]).std(ddof=1)) if ok.sum() > 1 else None
+    return tuple(out.items())
+
+
+def query_mean_se(path: Path, res: ResultFile, columns: list[str]) -> dict[str, float | None]:
+    """Bootstrap standard errors of the means of ``columns`` of the per-query outcomes
+    recorded beside the results file at ``path`` (None where the file or column is absent)."""
+    rec = getattr(res, "outcomes", None)
+    key = (str(path), str(rec.get("sha256")) if isinstance(rec, dict) else "", tuple(columns))
+    if key not in _MEMO:
+        _MEMO[key] = _query_mean_se(path, res, columns)
+    return dict(_MEMO[key])
+
+
+_MEMO: dict[tuple[str, str, tuple[str, ...]], dict[str, float | None]] = {}
+
+
+def _query_mean_se(path: Path, res: ResultFile, columns: list[str]) -> dict[str, float | None]:
+    try:
+        df = load_outcomes(path, res)
+    except CompareError as e:
+        log.info("no standard errors for %s: %s", path, e)
+        return dict.fromkeys(columns)
+    n = len(df)
+    if n < 2:
+        return dict.fromkeys(columns)
+    rng = np.random.default_rng(group_seed(SEED, f"se:{path.name}:{n}"))
+    idx = rng.integers(0, n, size=(RESAMPLES, n))
+    out: dict[str, float | None] = {}
+    for c in columns:
+        if c not in df.columns:
+            out[c] = None
+            continue
+        v = df[c].to_numpy(np.float64)
+        out[c] = float(v[idx].mean(axis=1).std(ddof=1))
+    return out
