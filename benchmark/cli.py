@@ -190,6 +190,9 @@ def add_ls(sub: Any) -> None:
     p.add_argument("--conventions", action="store_true",
                    help="per paper model, every field where the reference and authors "
                         "conventions differ")
+    p.add_argument("--mteb", action="store_true",
+                   help="the models of mteb's registry with text and image encoders, with their "
+                        "revisions (run one as --model mteb:NAME; needs the mteb extra)")
     p.set_defaults(handler=ls)
 
 
@@ -199,6 +202,8 @@ def ls(args: argparse.Namespace) -> int:
 
         print(format_differences())
         return 0
+    if getattr(args, "mteb", False):
+        return ls_mteb()
     models = registry.models()
     width = max(len(n) for n in models)
     print("models:")
@@ -214,6 +219,16 @@ def ls(args: argparse.Namespace) -> int:
         except registry.RegistryError as e:
             desc = f"(unavailable: {e})"
         print(f"  {name:<12} {desc}")
+    return 0
+
+
+def ls_mteb() -> int:
+    from benchmark.models import hub
+
+    hub.require(("mteb",), "mteb", "ls --mteb")
+    from benchmark.models.mteb_models import format_listing, text_image_metas
+
+    print(format_listing(text_image_metas()))
     return 0
 
 
