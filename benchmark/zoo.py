@@ -59,7 +59,7 @@ family("benchmark.models.hash:HashModel", "", models=[
 
 # -- mteb family (benchmark/models/mteb_models.py): mteb:NAME is any model of mteb's registry,
 # pinned by its ModelMeta's revision (`python -m benchmark ls --mteb` lists them) ------------
-register_family("mteb", "benchmark.models.mteb_models:MTEBModel", extra="mteb")
+family("benchmark.models.mteb_models:MTEBModel", "mteb", models=[], prefix="mteb")
 
 # -- open_clip family --------------------------------------------------------------------------
 # open_clip's 'openai' tag resolves to timm/vit_large_patch14_clip_224.openai on the hub.
