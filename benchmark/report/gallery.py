@@ -151,19 +151,32 @@ def open_images(candidates: list[str]) -> tuple[ImageStore | None, str | None]:
 
 # -- data files ---------------------------------------------------------------------------------
 
+OLD_RUN = "older"  # why-not of a run whose outcomes lack what a gallery shows
+
+
 def outcomes_of(path: Path, r: ResultFile, need: list[str]) -> tuple[pd.DataFrame | None, str]:
-    """A run's outcomes with the ``need`` columns, or (None, why not)."""
+    """A run's outcomes with the ``need`` columns, or (None, why not); ``OLD_RUN`` when the
+    run recorded none or fewer columns (an older version wrote it)."""
     from benchmark.report.compare import CompareError, load_outcomes
 
+    rec = getattr(r, "outcomes", None)
+    if not isinstance(rec, dict) or not set(need) <= set(rec.get("columns") or need):
+        return None, OLD_RUN
     try:
         df = load_outcomes(path, r).reset_index()
     except CompareError as e:
         return None, str(e)
-    missing = [c for c in need if c not in df.columns]
-    if missing:
-        return None, (f"{path}: outcomes without {', '.join(missing)} (written by an older "
-                      "version): run the task again for its gallery")
+    if not set(need) <= set(df.columns):
+        return None, OLD_RUN
     return df, ""
+
+
+def note_old(out: GalleryOut, task: str, models: list[str]) -> None:
+    """One note for the runs of ``task`` too old for a gallery."""
+    if models:
+        out.notes.append(f"gallery {task}: left out {len(models)} run(s) whose outcomes lack "
+                         "the triplets' similarities or captions (an older version wrote them; "
+                         f"run the task again): {', '.join(sorted(models))}")
 
 
 def english_terms() -> dict[tuple[str, str], str]:
@@ -234,16 +247,21 @@ def association_galleries(col: Collection, gallery: Path, task: str, datasets: l
         runs = {k[0]: (col.run_paths[k], r) for k, r in col.runs.items()
                 if k[1] == task and k[2] == fp}
         frames: dict[str, pd.DataFrame] = {}
+        old: list[str] = []
         for model, (path, r) in sorted(runs.items()):
             df, why = outcomes_of(path, r, NEEDED)
             if df is None:
-                out.notes.append(f"gallery {task} {model}: {why}")
+                if why == OLD_RUN:
+                    old.append(model)
+                else:
+                    out.notes.append(f"gallery {task} {model}: {why}")
                 continue
             if frames and set(df["triplet_id"]) != set(next(iter(frames.values()))["triplet_id"]):
                 out.notes.append(f"gallery {task} {model}: other triplets than "
                                  f"{next(iter(frames))} on the same data: left out")
                 continue
             frames[model] = df
+        note_old(out, task, old)
         if not frames:
             continue
         first = next(iter(frames.values()))
@@ -283,12 +301,16 @@ def association_galleries(col: Collection, gallery: Path, task: str, datasets: l
 
 def xm3600_galleries(col: Collection, gallery: Path, page_size: int, out: GalleryOut) -> None:
     """Per model of ``xm3600-i2t``: per image its top captions and LBKL/DLBKL."""
+    old: list[str] = []
     for (model, task, fp), r in sorted(col.runs.items()):
         if task != PREVALENCE_TASK:
             continue
         df, why = outcomes_of(col.run_paths[(model, task, fp)], r, XM_NEEDED)
         if df is None:
-            out.notes.append(f"gallery {task} {model}: {why}")
+            if why == OLD_RUN:
+                old.append(model)
+            else:
+                out.notes.append(f"gallery {task} {model}: {why}")
             continue
         ks = [int(k) for k in getattr(r.task, "ks", None) or []]
         metrics = [f"{m}@{k}" for m in ("lbkl", "dlbkl") for k in ks if f"{m}@{k}" in df.columns]
@@ -308,6 +330,7 @@ def xm3600_galleries(col: Collection, gallery: Path, page_size: int, out: Galler
         files.atomic_write_text(gallery / sub / f"{slug}.html",
                                 page_html(title, cfg, [f"model-{slug}.js"]))
         out.pages.append((title, f"gallery/{sub}/{slug}.html"))
+    note_old(out, PREVALENCE_TASK, old)
 
 
 def build_galleries(col: Collection, output: Path, datasets: list[Path] | None = None,
