@@ -11,7 +11,7 @@ from typing import Any
 import pandas as pd
 
 from benchmark import __version__, files
-from benchmark.report import authors, leaderboard, page, plots
+from benchmark.report import authors, gallery, leaderboard, page, plots
 from benchmark.report.collect import Collection, ReportInputError, collect
 from benchmark.results import model_slug, now_iso
 
@@ -154,10 +154,31 @@ def leaderboard_part(col: Collection) -> tuple[list[str], list[tuple[str, str]]]
 REPORT_KIND = "3xcm-report"
 
 
+def gallery_part(col: Collection, output: Path, datasets: list[Path] | None, page_size: int,
+                 problems: list[str]) -> tuple[list[str], str, list[Path]]:
+    """The galleries (benchmark.report.gallery): Markdown lines and HTML of the links, and
+    every file written under ``output/gallery``."""
+    out = gallery.build_galleries(col, output, datasets, page_size)
+    problems += out.notes
+    if not out.pages:
+        return [], "", []
+    md = ["## Galleries", "", "Open `gallery/index.html`; per task and model the items behind "
+          "the scores:", ""] + [f"- [{t}]({p})" for t, p in out.pages] + [""]
+    body = ("<p>The triplets each model got wrong, two models side by side, and XM3600's top "
+            "captions per image (static pages beside this file):</p><ul>"
+            + "".join(f'<li><a href="{html.escape(p)}">{html.escape(t)}</a></li>'
+                      for t, p in out.pages) + "</ul>")
+    written = sorted(p for p in (output / "gallery").rglob("*") if p.is_file())
+    return md, body, written
+
+
 def build_report(paths: list[Path], output: Path, authors_folder: Path | None = None,
-                 compare_authors: bool = True, title: str = "3XCM report") -> dict[str, Path]:
-    """Write ``leaderboard.md``, ``report.html``, ``figures/*.png`` and (when a model has
-    published numbers) ``authors-comparison.{csv,md}`` into ``output``; returns the files."""
+                 compare_authors: bool = True, title: str = "3XCM report",
+                 galleries: bool = True, gallery_datasets: list[Path] | None = None,
+                 gallery_page_size: int = gallery.DEFAULT_PAGE_SIZE) -> dict[str, Path]:
+    """Write ``leaderboard.md``, ``report.html``, ``figures/*.png``, ``gallery/`` (unless
+    ``galleries`` is off) and (when a model has published numbers)
+    ``authors-comparison.{csv,md}`` into ``output``; returns the files."""
     col = collect(paths)
     if not col.results:
         raise ReportInputError(f"no results files found under {', '.join(map(str, paths))}")
@@ -191,6 +212,13 @@ def build_report(paths: list[Path], output: Path, authors_folder: Path | None = 
         md += ["## Silhouette vs SP (Pearson across countries)", "", an_md]
         sections.append(("Silhouette vs SP", _md_table_html(an_md)))
         figs += an_figs
+    gallery_files: list[Path] = []
+    if galleries:
+        g_md, g_html, gallery_files = gallery_part(col, output, gallery_datasets,
+                                                   gallery_page_size, problems)
+        if g_md:
+            md += g_md
+            sections.append(("Galleries", g_html))
     md += ["## Figures", ""] + [f"![{cap}]({p.relative_to(output)})" for p, cap in figs]
     sections.append(("Figures", "".join(page.figure(p, cap) for p, cap in figs)))
     notes = [f"{p}: {why}" for p, why in col.skipped] + problems
@@ -205,7 +233,9 @@ def build_report(paths: list[Path], output: Path, authors_folder: Path | None = 
     written.update({"leaderboard_md": output / "leaderboard.md",
                     "html": output / "report.html"})
     written.update({p.stem: p for p, _ in figs})
-    files.mark_folder(output, REPORT_KIND, written.values())
+    if gallery_files:
+        written["gallery"] = output / "gallery" / "index.html"
+    files.mark_folder(output, REPORT_KIND, [*written.values(), *gallery_files])
     return written
 
 

@@ -4,7 +4,8 @@
     python -m benchmark report RESULTS_DIR_OR_FILE... --output DIR
 
 Reads every results file (``<model-slug>/<task>.json``) under the given paths and writes
-``DIR/leaderboard.md``, ``DIR/report.html`` (self-contained), ``DIR/figures/*.png`` and, for
+``DIR/leaderboard.md``, ``DIR/report.html`` (self-contained), ``DIR/figures/*.png``,
+``DIR/gallery/`` (the items behind the scores, benchmark.report.gallery) and, for
 models with published numbers, ``DIR/authors-comparison.{csv,md}``. Bad input is one line on
 stderr and exit code 2 (``benchmark.cli``).
 """
@@ -17,8 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from benchmark import files
-from benchmark.report import compare
+from benchmark.report import compare, gallery
 from benchmark.report.build import build_report
+from benchmark.report.collect import ReportInputError
 
 
 def add_parser(sub: Any) -> None:
@@ -33,12 +35,22 @@ def add_parser(sub: Any) -> None:
                         "(default: data/authors_rq2)")
     p.add_argument("--no-authors", action="store_true",
                    help="leave out the comparison with the authors' numbers")
+    p.add_argument("--no-gallery", action="store_true",
+                   help="leave out the galleries (gallery/: the triplets behind the scores)")
+    p.add_argument("--gallery-dataset", type=Path, action="append", default=[],
+                   help="local dataset folder (or image folder) for the galleries' thumbnails "
+                        "(default: the dataset each run recorded); repeatable")
+    p.add_argument("--gallery-page-size", type=int, default=gallery.DEFAULT_PAGE_SIZE,
+                   help=f"items per gallery page (default {gallery.DEFAULT_PAGE_SIZE})")
     p.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.gallery_page_size < 1:
+        raise ReportInputError(f"--gallery-page-size must be >= 1, got {args.gallery_page_size}")
     written = build_report(args.results, args.output, args.authors_dir, not args.no_authors,
-                           args.title)
+                           args.title, not args.no_gallery, args.gallery_dataset,
+                           args.gallery_page_size)
     print((args.output / "leaderboard.md").read_text(encoding="utf-8").split("## Figures")[0])
     for key, path in written.items():
         print(f"{key}: {path}", file=sys.stderr)

@@ -146,6 +146,26 @@ def similarity_settings(adapter: Adapter, query_modality: str) -> dict[str, Any]
                             "document": adapter.conventions("image", "document")}}
 
 
+#: the columns of a triplet that its outcome row repeats, so that a gallery (benchmark report)
+#: can show the triplet with no other file than the images
+OUTCOME_TRIPLET_COLUMNS = ["query_concept", "query_text", "query_image_id", *CANDIDATE_COLUMNS]
+SIM_COLUMNS = ["sim_semantic", "sim_cultural", "sim_non_relevant"]
+
+
+def outcome_frame(tr: pd.DataFrame, sims: np.ndarray) -> pd.DataFrame:
+    """The per-triplet outcomes: id, query country, winner (0 semantic, 1 cultural,
+    2 non-relevant), the triplet's query and candidates, and the three similarities."""
+    df = pd.DataFrame({
+        "triplet_id": tr["triplet_id"].astype(str).to_numpy(),
+        "query_country": tr["query_country"].astype(str).to_numpy(),
+        "winner": winners(sims)[0].astype(np.int8)})
+    for c in OUTCOME_TRIPLET_COLUMNS:
+        df[c] = tr[c].astype(str).to_numpy()
+    for j, c in enumerate(SIM_COLUMNS):
+        df[c] = sims[:, j]
+    return df
+
+
 class XCMTextToImage(Task):
     name = "3xcm"
     description = "association bias, text -> image: native-language concept vs 3 images (SP)"
@@ -189,11 +209,8 @@ class XCMTextToImage(Task):
         timings["scoring_s"] = time.perf_counter() - t0
         if cfg.save_per_triplet:
             self.save_per_triplet(ctx, tr, sims)
-        outcomes = self.save_outcomes(ctx, pd.DataFrame({
-            "triplet_id": tr["triplet_id"].astype(str).to_numpy(),
-            "query_country": tr["query_country"].astype(str).to_numpy(),
-            "winner": winners(sims)[0].astype(np.int8)}), "triplet", "triplet_id",
-            "query_country")
+        outcomes = self.save_outcomes(ctx, outcome_frame(tr, sims), "triplet", "triplet_id",
+                                      "query_country")
         outcomes["winner_codes"] = {"0": "semantic", "1": "cultural", "2": "non_relevant"}
         return TaskOutput(
             task={"name": self.name, "dataset": ds.dataset_id, "data_fingerprint": ds.fingerprint,

@@ -190,6 +190,24 @@ def score_topk(
     return scores, per_q
 
 
+#: captions per image the outcomes keep for the report's gallery
+GALLERY_K = 10
+
+
+def top_captions(ds: XM3600, query_images: np.ndarray, topk: retrieval.TopK,
+                 k: int = GALLERY_K) -> dict[str, list[list[Any]]]:
+    """Per query image its first ``k`` retrieved captions: text, language, whether it is a
+    caption of that image, and the score (list columns of the outcomes)."""
+    idx, sc = topk.indices[:, :k], topk.scores[:, :k]
+    caps = np.array(ds.captions, dtype=object)
+    langs = np.array(ds.caption_language, dtype=object)
+    rel = ds.caption_image[idx] == query_images[:, None]
+    return {"top_caption": [list(map(str, r)) for r in caps[idx]],
+            "top_language": [list(map(str, r)) for r in langs[idx]],
+            "top_relevant": [list(map(bool, r)) for r in rel],
+            "top_score": [[float(x) for x in r] for r in sc]}
+
+
 class XM3600ImageToText(Task):
     name = "xm3600-i2t"
     description = "prevalence bias, image -> text: XM3600 images vs all captions in 36 languages"
@@ -230,7 +248,8 @@ class XM3600ImageToText(Task):
         outcomes = self.save_outcomes(ctx, pd.DataFrame({
             "query_image_id": np.array(ds.image_ids, dtype=object)[query_images].astype(str),
             "query_locale": np.array(ds.locales, dtype=object)[query_images].astype(str),
-            **per_q}), "query_image", "query_image_id", "query_locale")
+            **per_q, **top_captions(ds, query_images, topk)}), "query_image", "query_image_id",
+            "query_locale")
         g = pm.make_grouping(grouping, [(x.code, x.tier) for x in tables.languages()])
         notes = dict(ds.notes, images_without_captions=int((~has_caps).sum()))
         ad = ctx.adapter

@@ -45,7 +45,10 @@ def test_outcomes_file_matches_scores(runs):
     side = out["w2"].parent / rec["file"]
     assert rec["file"] == "3xcm.outcomes.parquet" and rec["rows"] == res["task"]["n"]
     df = pd.read_parquet(side)
-    assert list(df.columns) == ["triplet_id", "query_country", "winner"]
+    assert list(df.columns) == ["triplet_id", "query_country", "winner", "query_concept",
+                                "query_text", "query_image_id", "semantic_image_id",
+                                "cultural_image_id", "non_relevant_image_id", "sim_semantic",
+                                "sim_cultural", "sim_non_relevant"]
     o = res["scores"]["overall"]
     assert np.bincount(df["winner"], minlength=3).tolist() == [o["wins_sem"], o["wins_cul"],
                                                                o["wins_non"]]

@@ -1,0 +1,357 @@
+"""Galleries: the evidence behind a score, page by page (``benchmark report``).
+
+For every 3XCM task (``3xcm``, ``3xcm-i2i``) and dataset, from each run's per-triplet
+outcomes (``<task>.outcomes.parquet``: winner, query, candidates, the three similarities):
+
+- one page per model with the triplets it got wrong (the cultural or the non-relevant image
+  won), grouped by query country and concept: the query term (with its English term), the
+  three images (semantic / cultural / non-relevant, the chosen one marked), the three
+  similarities and the margin ``sim_semantic - max(sim_cultural, sim_non_relevant)``
+  (negative: the semantic image lost);
+- one side-by-side page of any two models: the triplets where their choices differ, in both
+  directions (A right and B wrong, B right and A wrong, both wrong differently).
+
+For ``xm3600-i2t``, one page per model: per query image its top retrieved captions with their
+languages (the image's own captions marked) and that image's LBKL@k / DLBKL@k.
+
+Layout under ``OUTPUT/gallery/`` (static files; open ``index.html`` from disk, no server)::
+
+    index.html                     every gallery
+    assets/gallery.{js,css}        one script and one style sheet for all pages
+    thumbs/ab/<sha256>.jpg         thumbnails, content-addressed: written once, shared by all
+                                   models and tasks
+    <task>-<fp12>/triplets.js      the triplets of one dataset (shared by its models)
+    <task>-<fp12>/model-<slug>.js  one model's winners and similarities
+    <task>-<fp12>/<slug>.html      the model's gallery;  compare.html: two models side by side
+
+Browsers refuse ``fetch`` of ``file://`` URLs, so data files are scripts that assign JSON
+(``<script src>`` loads them from disk). Pages show a fixed number of items (``page_size``)
+and render only those, so an 11,723-triplet run stays light; filters and the page live in
+the URL's ``#`` part. Thumbnails come from the dataset's images (the path each run recorded,
+or ``--gallery-dataset``); without them the pages show texts and numbers only (noted).
+"""
+
+from __future__ import annotations
+
+import html
+import io
+import json
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from benchmark import files, tables
+from benchmark.data import DataError
+from benchmark.data.images import ImageStore
+from benchmark.report import gallery_assets as assets
+from benchmark.report.collect import Collection
+from benchmark.results import ResultFile, model_slug
+
+log = logging.getLogger(__name__)
+
+ASSOCIATION_TASKS = ("3xcm", "3xcm-i2i")
+PREVALENCE_TASK = "xm3600-i2t"
+DEFAULT_PAGE_SIZE = 24
+THUMB_PX = 160
+CANDIDATES = ("semantic", "cultural", "non_relevant")
+NEEDED = ["triplet_id", "query_country", "winner", "query_concept", "query_text",
+          "query_image_id", "semantic_image_id", "cultural_image_id", "non_relevant_image_id",
+          "sim_semantic", "sim_cultural", "sim_non_relevant"]
+XM_NEEDED = ["query_image_id", "query_locale", "top_caption", "top_language", "top_relevant"]
+
+
+@dataclass
+class GalleryOut:
+    """What was written: (title, path relative to OUTPUT) per page, and what was left out."""
+
+    pages: list[tuple[str, str]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    thumbs_written: int = 0
+
+
+def js_assign(var: str, key: str | None, obj: Any) -> str:
+    """A script that stores ``obj`` (strict JSON) in ``window[var]`` (or ``window[var][key]``)."""
+    body = json.dumps(obj, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    body = body.replace("</", "<\\/")  # never end the script early
+    if key is None:
+        return f"window.{var}={body};\n"
+    return f"window.{var}=window.{var}||{{}};window.{var}[{json.dumps(key)}]={body};\n"
+
+
+# -- thumbnails -------------------------------------------------------------------------------
+
+def thumbnail(data: bytes, px: int = THUMB_PX) -> bytes:
+    """A JPEG at most ``px`` on its longer side (decoded under the pixel cap)."""
+    from benchmark.data.images import decode_image
+
+    im = decode_image(data, "image").convert("RGB")
+    im.thumbnail((px, px))
+    buf = io.BytesIO()
+    im.save(buf, "JPEG", quality=82)
+    return buf.getvalue()
+
+
+def write_thumbs(store: ImageStore | None, ids: list[str], gallery: Path,
+                 out: GalleryOut) -> dict[str, str]:
+    """image id -> thumbnail path relative to ``gallery`` (``thumbs/ab/<sha256>.jpg``), for
+    every id the store holds; a file already there (same content hash) is not redone."""
+    if store is None:
+        return {}
+    rel: dict[str, str] = {}
+    bad = 0
+    for iid in ids:
+        sha = store.sha256.get(iid)
+        if sha is None:
+            continue
+        path = f"thumbs/{sha[:2]}/{sha}.jpg"
+        dest = gallery / path
+        if not dest.is_file():
+            try:
+                files.atomic_write_bytes(dest, thumbnail(store.read(iid)))
+            except DataError:
+                bad += 1
+                continue
+            out.thumbs_written += 1
+        rel[iid] = path
+    if bad:
+        out.notes.append(f"gallery: {bad} image(s) could not be decoded for thumbnails")
+    return rel
+
+
+def open_images(candidates: list[str]) -> tuple[ImageStore | None, str | None]:
+    """The images of the first local dataset (release or published layout) or image folder
+    (``<image_id>.<ext>``) among ``candidates``; (None, why) when none can be read. Hub ids
+    are not fetched: a report never goes to the network."""
+    from benchmark.data.published import open_dataset
+
+    tried = []
+    for c in dict.fromkeys(candidates):
+        p = Path(c)
+        if not p.is_dir():
+            tried.append(f"{c} (not a local folder)")
+            continue
+        try:
+            return open_dataset(str(p)).images, None
+        except DataError as e:
+            first = str(e).splitlines()[0] if str(e) else type(e).__name__
+            try:
+                store = ImageStore.from_folder(p)
+            except DataError:
+                store = None
+            if store is not None and store.ids:
+                return store, None
+            tried.append(f"{c} ({first})")
+    return None, "no images for thumbnails: " + ("; ".join(tried) or "no dataset recorded") + \
+        " (pass --gallery-dataset)"
+
+
+# -- data files ---------------------------------------------------------------------------------
+
+OLD_RUN = "older"  # why-not of a run whose outcomes lack what a gallery shows
+
+
+def outcomes_of(path: Path, r: ResultFile, need: list[str]) -> tuple[pd.DataFrame | None, str]:
+    """A run's outcomes with the ``need`` columns, or (None, why not); ``OLD_RUN`` when the
+    run recorded none or fewer columns (an older version wrote it)."""
+    from benchmark.report.compare import CompareError, load_outcomes
+
+    rec = getattr(r, "outcomes", None)
+    if not isinstance(rec, dict) or not set(need) <= set(rec.get("columns") or need):
+        return None, OLD_RUN
+    try:
+        df = load_outcomes(path, r).reset_index()
+    except CompareError as e:
+        return None, str(e)
+    if not set(need) <= set(df.columns):
+        return None, OLD_RUN
+    return df, ""
+
+
+def note_old(out: GalleryOut, task: str, models: list[str]) -> None:
+    """One note for the runs of ``task`` too old for a gallery."""
+    if models:
+        out.notes.append(f"gallery {task}: left out {len(models)} run(s) whose outcomes lack "
+                         "the triplets' similarities or captions (an older version wrote them; "
+                         f"run the task again): {', '.join(sorted(models))}")
+
+
+def english_terms() -> dict[tuple[str, str], str]:
+    """(concept, country) -> the English term of the shipped query table."""
+    try:
+        return {t.key: t.english_term for t in tables.read_query_table()}
+    except (OSError, tables.TableError):
+        return {}
+
+
+def triplet_table(df: pd.DataFrame, thumbs: dict[str, str]) -> dict[str, Any]:
+    """The shared triplets file: rows in (country order, concept, triplet id) order, with
+    repeated strings as indices into small tables."""
+    order = {c.code: i for i, c in enumerate(tables.countries())}
+    df = df.assign(_o=df["query_country"].map(order).fillna(len(order)))
+    df = df.sort_values(["_o", "query_country", "query_concept", "triplet_id"], kind="stable")
+    countries = list(dict.fromkeys(df["query_country"]))
+    concepts = sorted(set(df["query_concept"]))
+    texts = list(dict.fromkeys(df["query_text"]))
+    eng = english_terms()
+    images = list(dict.fromkeys(np.concatenate(
+        [df[c].to_numpy() for c in ("query_image_id", *[f"{k}_image_id" for k in CANDIDATES])])))
+    ix = {v: i for i, v in enumerate(images)}
+    return {
+        "ids": df["triplet_id"].tolist(),
+        "countries": countries, "concepts": concepts, "texts": texts,
+        "english": [eng.get((c, k), c) for c, k in zip(df["query_concept"], df["query_country"],
+                                                        strict=True)],
+        "images": images, "thumbs": [thumbs.get(i) for i in images],
+        "country": df["query_country"].map({c: i for i, c in enumerate(countries)}).tolist(),
+        "concept": df["query_concept"].map({c: i for i, c in enumerate(concepts)}).tolist(),
+        "text": df["query_text"].map({t: i for i, t in enumerate(texts)}).tolist(),
+        "query_image": df["query_image_id"].map(ix).tolist(),
+        "candidates": np.stack([df[f"{k}_image_id"].map(ix).to_numpy() for k in CANDIDATES],
+                               axis=1).tolist(),
+    }
+
+
+def model_data(df: pd.DataFrame, ids: list[str], name: str) -> dict[str, Any]:
+    """One model's winner and similarities per triplet, in the triplets file's order."""
+    d = df.set_index("triplet_id").loc[ids]
+    sims = d[["sim_semantic", "sim_cultural", "sim_non_relevant"]].to_numpy(np.float64)
+    return {"name": name, "winner": d["winner"].astype(int).tolist(),
+            "sims": [[round(float(x), 6) for x in row] for row in sims]}
+
+
+def page_html(title: str, config: dict[str, Any], scripts: list[str], depth: int = 1) -> str:
+    """A gallery page: the shared script and style, the page's data scripts, a mount point."""
+    up = "../" * depth
+    tags = "".join(f'<script src="{html.escape(s)}"></script>' for s in scripts)
+    return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+            f'<meta name="viewport" content="width=device-width, initial-scale=1">'
+            f"<title>{html.escape(title)}</title>"
+            f'<link rel="stylesheet" href="{up}assets/gallery.css"></head><body>'
+            f'<p class="nav"><a href="{up}index.html">all galleries</a> · '
+            f'<a href="{up}../report.html">report</a></p>'
+            f"<h1>{html.escape(title)}</h1><div id=\"app\" class=\"app\">loading...</div>"
+            f"<script>window.XCM_PAGE={json.dumps(config, ensure_ascii=False)};</script>"
+            f'{tags}<script src="{up}assets/gallery.js"></script></body></html>')
+
+
+# -- the galleries --------------------------------------------------------------------------------
+
+def association_galleries(col: Collection, gallery: Path, task: str, datasets: list[Path],
+                          page_size: int, out: GalleryOut) -> None:
+    """The per-model pages and the side-by-side page of one 3XCM task, per dataset."""
+    for fp in col.fingerprints((task,)):
+        runs = {k[0]: (col.run_paths[k], r) for k, r in col.runs.items()
+                if k[1] == task and k[2] == fp}
+        frames: dict[str, pd.DataFrame] = {}
+        old: list[str] = []
+        for model, (path, r) in sorted(runs.items()):
+            df, why = outcomes_of(path, r, NEEDED)
+            if df is None:
+                if why == OLD_RUN:
+                    old.append(model)
+                else:
+                    out.notes.append(f"gallery {task} {model}: {why}")
+                continue
+            if frames and set(df["triplet_id"]) != set(next(iter(frames.values()))["triplet_id"]):
+                out.notes.append(f"gallery {task} {model}: other triplets than "
+                                 f"{next(iter(frames))} on the same data: left out")
+                continue
+            frames[model] = df
+        note_old(out, task, old)
+        if not frames:
+            continue
+        first = next(iter(frames.values()))
+        sub = f"{task}-{fp[:12]}"
+        recorded = [str(runs[m][1].task.dataset) for m in frames]
+        store, why = open_images([*map(str, datasets), *recorded])
+        if why:
+            out.notes.append(f"gallery {task}: {why}")
+        cols = NEEDED[5:9] if task == "3xcm-i2i" else NEEDED[6:9]  # a text query has no image
+        ids = list(dict.fromkeys(np.concatenate([first[c].to_numpy() for c in cols]).astype(str)))
+        thumbs = write_thumbs(store, ids, gallery, out)
+        trip = triplet_table(first, thumbs)
+        trip.update(task=task, fingerprint=fp, n=len(first))
+        files.atomic_write_text(gallery / sub / "triplets.js", js_assign("XCM_TRIPLETS", None, trip))
+        models = {}
+        for model, df in frames.items():
+            slug = model_slug(model)
+            files.atomic_write_text(gallery / sub / f"model-{slug}.js",
+                                    js_assign("XCM_MODELS", model, model_data(df, trip["ids"],
+                                                                                model)))
+            models[model] = f"model-{slug}.js"
+        for model, script in models.items():
+            title = f"{model}: {task} triplets it got wrong"
+            cfg = {"kind": "wrong", "task": task, "model": model, "pageSize": page_size,
+                   "thumbRoot": "../"}
+            files.atomic_write_text(gallery / sub / f"{model_slug(model)}.html",
+                                    page_html(title, cfg, ["triplets.js", script]))
+            out.pages.append((title, f"gallery/{sub}/{model_slug(model)}.html"))
+        if len(models) > 1:
+            title = f"{task}: two models side by side (where they disagree)"
+            cfg = {"kind": "compare", "task": task, "models": models, "pageSize": page_size,
+                   "thumbRoot": "../"}
+            files.atomic_write_text(gallery / sub / "compare.html",
+                                    page_html(title, cfg, ["triplets.js"]))
+            out.pages.append((title, f"gallery/{sub}/compare.html"))
+
+
+def xm3600_galleries(col: Collection, gallery: Path, page_size: int, out: GalleryOut) -> None:
+    """Per model of ``xm3600-i2t``: per image its top captions and LBKL/DLBKL."""
+    old: list[str] = []
+    for (model, task, fp), r in sorted(col.runs.items()):
+        if task != PREVALENCE_TASK:
+            continue
+        df, why = outcomes_of(col.run_paths[(model, task, fp)], r, XM_NEEDED)
+        if df is None:
+            if why == OLD_RUN:
+                old.append(model)
+            else:
+                out.notes.append(f"gallery {task} {model}: {why}")
+            continue
+        ks = [int(k) for k in getattr(r.task, "ks", None) or []]
+        metrics = [f"{m}@{k}" for m in ("lbkl", "dlbkl") for k in ks if f"{m}@{k}" in df.columns]
+        data = {"name": model, "metrics": metrics,
+                "ids": df["query_image_id"].astype(str).tolist(),
+                "locale": df["query_locale"].astype(str).tolist(),
+                "values": [[None if not np.isfinite(v) else round(float(v), 6) for v in row]
+                           for row in df[metrics].to_numpy(np.float64)] if metrics else [],
+                "captions": [list(map(str, c)) for c in df["top_caption"]],
+                "languages": [list(map(str, c)) for c in df["top_language"]],
+                "relevant": [list(map(bool, c)) for c in df["top_relevant"]]}
+        sub, slug = f"{task}-{fp[:12]}", model_slug(model)
+        files.atomic_write_text(gallery / sub / f"model-{slug}.js",
+                                js_assign("XCM_XM3600", None, data))
+        title = f"{model}: {task} top captions per image"
+        cfg = {"kind": "xm3600", "task": task, "model": model, "pageSize": page_size}
+        files.atomic_write_text(gallery / sub / f"{slug}.html",
+                                page_html(title, cfg, [f"model-{slug}.js"]))
+        out.pages.append((title, f"gallery/{sub}/{slug}.html"))
+    note_old(out, PREVALENCE_TASK, old)
+
+
+def build_galleries(col: Collection, output: Path, datasets: list[Path] | None = None,
+                    page_size: int = DEFAULT_PAGE_SIZE) -> GalleryOut:
+    """Write ``output/gallery/`` (see the module docstring); returns the pages and notes."""
+    if page_size < 1:
+        raise DataError(f"--gallery-page-size must be >= 1, got {page_size}")
+    gallery = output / "gallery"
+    out = GalleryOut()
+    for task in ASSOCIATION_TASKS:
+        association_galleries(col, gallery, task, list(datasets or []), page_size, out)
+    xm3600_galleries(col, gallery, page_size, out)
+    if not out.pages:
+        return out
+    files.atomic_write_text(gallery / "assets" / "gallery.js", assets.SCRIPT)
+    files.atomic_write_text(gallery / "assets" / "gallery.css", assets.STYLE)
+    items = "".join(f'<li><a href="{html.escape(p[len("gallery/"):])}">{html.escape(t)}</a></li>'
+                    for t, p in out.pages)
+    files.atomic_write_text(gallery / "index.html", (
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>Galleries</title>'
+        '<link rel="stylesheet" href="assets/gallery.css"></head><body>'
+        '<p class="nav"><a href="../report.html">report</a></p><h1>Galleries</h1>'
+        f"<ul>{items}</ul></body></html>"))
+    return out
