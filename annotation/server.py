@@ -90,6 +90,9 @@ def plan(workdir: Path, port: int, binary: str, host: str = "127.0.0.1") -> Serv
         "LABEL_STUDIO_DISABLE_SIGNUP_WITHOUT_LINK": "true",
         "LATEST_VERSION_CHECK": "false",
         "COLLECT_ANALYTICS": "false",
+        # the label stream's counter: "position of total" in this annotator's own queue (LS
+        # 1.23 shows the task history's length, "1 of 1", without this flag)
+        "fflag_fix_all_optic_79_task_count_is_wrong_short": "true",
         "SENTRY_DSN": "", "FRONTEND_SENTRY_DSN": "",
         "LOCAL_FILES_SERVING_ENABLED": "true",
         "LOCAL_FILES_DOCUMENT_ROOT": str(workdir.parent),

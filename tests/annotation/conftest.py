@@ -87,6 +87,9 @@ def label_studio() -> Iterator[LabelStudioServer]:
         "SENTRY_DSN": "",
         "FRONTEND_SENTRY_DSN": "",
         "COLLECT_ANALYTICS": "false",  # else the server posts usage to tele.labelstud.io
+        # the label stream's counter: "position of total" in this annotator's own queue (LS
+        # 1.23 shows the task history's length, "1 of 1", without this flag)
+        "fflag_fix_all_optic_79_task_count_is_wrong_short": "true",
     })
     log_path = tmp / "label-studio.log"
     with open(log_path, "wb") as log_file:
