@@ -117,6 +117,8 @@ def test_serve_plan_has_the_documented_settings(tmp_path, monkeypatch):
         "LABEL_STUDIO_BASE_DATA_DIR": str(wd / "label-studio" / "data"),
         "LOCAL_FILES_DOCUMENT_ROOT": str(tmp_path), "COLLECT_ANALYTICS": "false",
         "LATEST_VERSION_CHECK": "false", "LABEL_STUDIO_DISABLE_SIGNUP_WITHOUT_LINK": "true"}
+    # annotators see "1 of N" of their own queue (tests/annotation/test_progress_browser.py)
+    assert p.env["fflag_fix_all_optic_79_task_count_is_wrong_short"] == "true"
     assert p.token_file == wd / "label-studio" / "api_token"
     assert p.token_file.stat().st_mode & 0o777 == 0o600
     assert p.env["LABEL_STUDIO_USER_TOKEN"] == p.token_file.read_text().strip()
