@@ -287,9 +287,9 @@ def test_published_xm3600_miniature_scores_like_official(tmp_path):
     scores = []
     for name, spec in (("copy", str(copy)), ("official", str(official))):
         assert main(["run", "--model", "hash", "--task", TASK, "--xm3600", spec, "--k", "1,5",
-                     "--output-dir", str(tmp_path / name), "--cache-dir", str(tmp_path / "c"),
-                     "-q"]) == 0
-        res = json.loads((tmp_path / name / "hash" / f"{TASK}.json").read_text())
+                     "--output-dir", str(tmp_path / f"results-{name}"), "--cache-dir",
+                     str(tmp_path / "c"), "-q"]) == 0
+        res = json.loads((tmp_path / f"results-{name}" / "hash" / f"{TASK}.json").read_text())
         scores.append((res["scores"], res["task"]["data_fingerprint"], res["task"]["n"]))
     assert scores[0] == scores[1] and scores[0][2] == 12
 
