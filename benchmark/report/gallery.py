@@ -171,6 +171,19 @@ def outcomes_of(path: Path, r: ResultFile, need: list[str]) -> tuple[pd.DataFram
     return df, ""
 
 
+def usable_outcomes(out: GalleryOut, task: str, model: str, path: Path, r: ResultFile,
+                    need: list[str], old: list[str]) -> pd.DataFrame | None:
+    """:func:`outcomes_of`, with what cannot be shown recorded: the model appended to ``old``
+    (one note later, :func:`note_old`), or a note naming why."""
+    df, why = outcomes_of(path, r, need)
+    if df is None:
+        if why == OLD_RUN:
+            old.append(model)
+        else:
+            out.notes.append(f"gallery {task} {model}: {why}")
+    return df
+
+
 def note_old(out: GalleryOut, task: str, models: list[str]) -> None:
     """One note for the runs of ``task`` too old for a gallery."""
     if models:
@@ -249,12 +262,8 @@ def association_galleries(col: Collection, gallery: Path, task: str, datasets: l
         frames: dict[str, pd.DataFrame] = {}
         old: list[str] = []
         for model, (path, r) in sorted(runs.items()):
-            df, why = outcomes_of(path, r, NEEDED)
+            df = usable_outcomes(out, task, model, path, r, NEEDED, old)
             if df is None:
-                if why == OLD_RUN:
-                    old.append(model)
-                else:
-                    out.notes.append(f"gallery {task} {model}: {why}")
                 continue
             if frames and set(df["triplet_id"]) != set(next(iter(frames.values()))["triplet_id"]):
                 out.notes.append(f"gallery {task} {model}: other triplets than "
@@ -305,12 +314,9 @@ def xm3600_galleries(col: Collection, gallery: Path, page_size: int, out: Galler
     for (model, task, fp), r in sorted(col.runs.items()):
         if task != PREVALENCE_TASK:
             continue
-        df, why = outcomes_of(col.run_paths[(model, task, fp)], r, XM_NEEDED)
+        df = usable_outcomes(out, task, model, col.run_paths[(model, task, fp)], r, XM_NEEDED,
+                             old)
         if df is None:
-            if why == OLD_RUN:
-                old.append(model)
-            else:
-                out.notes.append(f"gallery {task} {model}: {why}")
             continue
         ks = [int(k) for k in getattr(r.task, "ks", None) or []]
         metrics = [f"{m}@{k}" for m in ("lbkl", "dlbkl") for k in ks if f"{m}@{k}" in df.columns]
