@@ -1,4 +1,4 @@
-"""Image downloads: downloaded bytes are untrusted input (DESIGN "Downloads are untrusted input").
+"""Image downloads: downloaded bytes are untrusted input.
 
 :class:`Downloader` fetches URLs with httpx (async), bounded concurrency overall and per host, a
 total deadline per attempt, bounded retries (``builder.retry``: exponential backoff with jitter)

@@ -45,7 +45,7 @@ CREATE TABLE IF NOT EXISTS responses (
 def cache_key(
     provider: str, model: str, template_sha: str, params: dict[str, Any], input_sha: str
 ) -> str:
-    """sha256 of the canonical JSON of the five parts (DESIGN: the LLM cache key)."""
+    """sha256 of the canonical JSON of the five parts."""
     blob = json.dumps(
         [provider, model, template_sha, params, input_sha],
         sort_keys=True,

@@ -1,7 +1,7 @@
 """Test-wide settings: no network, every cache in a temp dir, no progress bars.
 
 Hub libraries read their offline flags at import time, so they are set here, before any test
-module imports them (DESIGN: tests never touch the internet).
+module imports them (tests never touch the internet).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Per-request record of LLM-driven stages (issue 6): one row per stage work item (a concept
 round, a concept x language query request), with its status, the reason when it failed, and the
-raw model text kept when the answer never validated (DESIGN: nothing dropped silently)."""
+raw model text kept when the answer never validated."""
 
 VERSION = 101
 
