@@ -163,7 +163,7 @@ def _country_codes(spec: str | None) -> list[str] | None:
 
 def _push(args: argparse.Namespace) -> int:
     from annotation.push import push
-    from annotation.queries import push_queries
+    from annotation.query_review import push_queries
 
     countries = _country_codes(args.countries)
     if args.kind == "queries" and args.project_title:

@@ -6,7 +6,7 @@
   project's model version; each image's label names its proposal, so pre-filled marks read as
   the machine's proposal (``pull`` records one submitted unchanged as a confirmed proposal).
 * ``tags``: a seeded sample of images with Gemini tags; the tags are the prediction.
-* ``queries``: :mod:`annotation.queries` (one project per locale), through :func:`push_drafts`.
+* ``queries``: :mod:`annotation.query_review` (one project per locale), through :func:`push_drafts`.
 
 A push reconciles the project with the catalog first (:mod:`annotation.reconcile`: tasks
 unchanged, changed in place, retired when their subject is gone, reopened when it returns),
@@ -241,7 +241,7 @@ def push(
     add_tasks: bool = False,
 ) -> PushReport:
     """Create or reuse the project of ``kind`` (``duplicates`` or ``tags``; the query-term
-    review is :func:`annotation.queries.push_queries`), reconcile its tasks with the catalog
+    review is :func:`annotation.query_review.push_queries`), reconcile its tasks with the catalog
     and import the tasks it does not hold yet.
 
     Duplicates: the subjects are the groups not yet ``reviewed`` (tasks of reviewed groups

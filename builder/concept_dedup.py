@@ -33,7 +33,6 @@ import numpy as np
 
 from benchmark.files import atomic_write_text
 from builder.catalog import Catalog
-from builder.embedders import TextEncoder, make_encoder
 from builder.stagekit import (
     StageInputError,
     format_summary,
@@ -42,6 +41,7 @@ from builder.stagekit import (
     stage_parser,
     stage_run,
 )
+from builder.text_embedders import TextEncoder, make_encoder
 from builder.unionfind import UnionFind
 
 log = logging.getLogger(__name__)

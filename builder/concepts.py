@@ -37,7 +37,7 @@ from benchmark import tables
 from benchmark.files import atomic_write_text
 from benchmark.text import normalize_term
 from builder.catalog import Catalog, record_llm_request
-from builder.curated import load_curated, normalize_concept
+from builder.concept_list import load_curated, normalize_concept
 from builder.llm import BaseLLM, LLMResult, add_llm_args, llm_from_args
 from builder.prompts import load_prompt
 from builder.stagekit import (

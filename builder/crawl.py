@@ -35,7 +35,7 @@ from tqdm.auto import tqdm
 from benchmark import tables
 from builder.catalog import Catalog, utcnow
 from builder.download import Downloader, FetchConfig, FetchResult
-from builder.items import (
+from builder.download_records import (
     export_urls,
     finalize_duplicates,
     link_items,

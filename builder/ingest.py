@@ -42,7 +42,7 @@ from tqdm.auto import tqdm
 
 from builder.catalog import Catalog, utcnow
 from builder.download import FetchConfig, FetchResult, validate_and_store
-from builder.items import finalize_duplicates, link_items, record_download
+from builder.download_records import finalize_duplicates, link_items, record_download
 from builder.netguard import url_refusal
 from builder.stagekit import StageInputError, report, stage_main, stage_parser, stage_run
 from builder.workdir import WorkDir

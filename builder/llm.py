@@ -56,18 +56,16 @@ from builder.llm_base import (
     LLMResult,
     LLMSetupError,
     LLMUsage,
-    OfflineLLM,
-    RateLimiter,
     Validator,
     one_of,
-    schema_example,
     schema_sha,
 )
 from builder.llm_cache import LLMCache
+from builder.llm_offline import OfflineLLM, schema_example
 
 __all__ = [
     "BASE_URL_ENV", "GENERATION_KEYS", "RETRY_STATUS_CODES", "BaseLLM", "ImagePart", "LLMConfig",
-    "LLMRefused", "LLMRequest", "LLMResult", "LLMUsage", "OfflineLLM", "RateLimiter", "Validator", "one_of",
+    "LLMRefused", "LLMRequest", "LLMResult", "LLMUsage", "OfflineLLM", "Validator", "one_of",
     "schema_example", "schema_sha", "LLMSetupError", "make_llm", "llm_from_args",
     "add_llm_args", "llm_config_from_args", "api_key_from_env",
 ]

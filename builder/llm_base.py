@@ -8,8 +8,8 @@ kept and the reason, ``refused`` when the service blocked the prompt or the answ
 the block reason kept; not re-asked, cached like a failure), or ``error`` for a transport
 error (``transient`` says whether a later run may succeed; never cached). A failed result is
 never a value. Every answer goes through the response
-cache (``builder.llm_cache``). :class:`OfflineLLM` is the deterministic twin; the Gemini
-transport is ``builder.llm_gemini``. Batch mode: :meth:`BaseLLM.prepare`,
+cache (``builder.llm_cache``). ``builder.llm_offline`` is the deterministic twin; the Gemini
+transport (and its client-side rate limiter) is ``builder.llm_gemini``. Batch mode: :meth:`BaseLLM.prepare`,
 :meth:`BaseLLM.lookup`, :meth:`BaseLLM.check_text`, :meth:`BaseLLM.store`.
 """
 
@@ -17,9 +17,6 @@ from __future__ import annotations
 
 import json
 import logging
-import random
-import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -157,25 +154,6 @@ def one_of(values: Callable[[Any], Sequence[str]], allowed: Sequence[str], what:
         return f"{what} outside the allowed set: {bad[:10]}" if bad else None
 
     return check
-
-
-class RateLimiter:
-    """At most ``rpm`` requests per minute (evenly spaced), thread-safe."""
-
-    def __init__(self, rpm: float):
-        self.interval = 60.0 / rpm if rpm and rpm > 0 else 0.0
-        self._next = 0.0
-        self._lock = threading.Lock()
-
-    def wait(self) -> None:
-        if not self.interval:
-            return
-        with self._lock:
-            now = time.monotonic()
-            start = max(now, self._next)
-            self._next = start + self.interval
-        if start > now:
-            time.sleep(start - now)
 
 
 class BaseLLM:
@@ -339,52 +317,6 @@ class BaseLLM:
         """Whether a later ask may succeed after ``exc`` (default: yes; GeminiLLM tells 429,
         5xx and timeouts from requests the API rejects)."""
         return True
-
-
-class OfflineLLM(BaseLLM):
-    """Deterministic, no network: the stage's documented offline answer, else a placeholder."""
-
-    provider = "offline"
-
-    def __init__(self, cache: LLMCache | None = None, config: LLMConfig | None = None):
-        super().__init__("offline", cache, config)
-
-    def _complete(self, prompt, req, offline):
-        if offline is not None:
-            answer = offline()
-            if isinstance(answer, BaseModel):
-                return answer.model_dump_json(), {}
-            return json.dumps(answer, ensure_ascii=False), {}
-        return json.dumps(schema_example(req.schema, req.input_sha)), {}
-
-
-def schema_example(schema: type[BaseModel], seed: str) -> Any:
-    """A deterministic instance of ``schema``'s JSON schema (strings carry the seed)."""
-    js = schema.model_json_schema()
-    defs = js.get("$defs", {})
-    rng = random.Random(seed)
-
-    def fill(node: dict[str, Any]) -> Any:
-        if "$ref" in node:
-            return fill(defs[node["$ref"].rsplit("/", 1)[-1]])
-        if "enum" in node:
-            return rng.choice(node["enum"])
-        if "anyOf" in node:
-            return fill(next(n for n in node["anyOf"] if n.get("type") != "null"))
-        t = node.get("type")
-        if t == "object":
-            return {k: fill(v) for k, v in node.get("properties", {}).items()}
-        if t == "array":
-            return [fill(node.get("items", {"type": "string"}))]
-        if t == "integer":
-            return int(node.get("minimum", 0))
-        if t == "number":
-            return float(node.get("minimum", 0.0))
-        if t == "boolean":
-            return False
-        return f"offline-{seed[:8]}"
-
-    return fill(js)
 
 
 def _reask_prompt(prompt: str, reason: str) -> str:

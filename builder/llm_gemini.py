@@ -36,7 +36,6 @@ from builder.llm_base import (
     LLMRefused,
     LLMRequest,
     LLMSetupError,
-    RateLimiter,
 )
 from builder.llm_cache import LLMCache
 
@@ -47,6 +46,26 @@ T = TypeVar("T")
 BLOCK_FINISH = frozenset({"SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII",
                           "IMAGE_SAFETY", "IMAGE_PROHIBITED_CONTENT", "IMAGE_RECITATION",
                           "MODEL_ARMOR"})
+
+
+class RateLimiter:
+    """At most ``rpm`` requests per minute (evenly spaced), thread-safe."""
+
+    def __init__(self, rpm: float):
+        self.interval = 60.0 / rpm if rpm and rpm > 0 else 0.0
+        self._next = 0.0
+        self._lock = threading.Lock()
+
+    def wait(self) -> None:
+        if not self.interval:
+            return
+        with self._lock:
+            now = time.monotonic()
+            start = max(now, self._next)
+            self._next = start + self.interval
+        if start > now:
+            time.sleep(start - now)
+
 
 
 @dataclass

@@ -37,7 +37,7 @@ from tqdm import tqdm
 
 from benchmark import tables
 from builder.catalog import Catalog, record_llm_request
-from builder.curated import load_curated
+from builder.concept_list import load_curated
 from builder.llm import BaseLLM, LLMResult, add_llm_args, llm_from_args
 from builder.prompts import load_prompt
 from builder.query_terms import (

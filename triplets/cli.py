@@ -66,8 +66,8 @@ def _print_violations(bad: list, max_lines: int) -> None:
 
 def cmd_sample(args: argparse.Namespace) -> int:
     from builder.catalog import Catalog
+    from triplets.sample_run import run_sample
     from triplets.sampling import SampleConfig
-    from triplets.store import run_sample
 
     cfg = SampleConfig(seed=args.seed, per_image=args.per_image,
                        distinct_language=args.distinct_language)
@@ -98,13 +98,13 @@ def _croissant_ok(folder: Path, max_lines: int) -> bool:
 
 def cmd_validate(args: argparse.Namespace) -> int:
     from triplets.rules import check_triplets
+    from triplets.sample_run import validate_workdir
     from triplets.sources import (
         counts_table,
         image_byte_violations,
         read_authors_csv,
         read_release,
     )
-    from triplets.store import validate_workdir
 
     if args.authors_csv:
         a = read_authors_csv(Path(args.authors_csv))

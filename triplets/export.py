@@ -40,10 +40,10 @@ from builder.catalog import Catalog, utcnow
 from builder.workdir import WorkDir
 from triplets.card import LICENSE_FILE, SPLITS, card_text, front_matter, licence_text
 from triplets.croissant import write_croissant
-from triplets.numbers import release_numbers, stage_records
 from triplets.pool import Pool, PoolImage, load_pool
+from triplets.release_stats import release_numbers, stage_records
 from triplets.rules import Violation, check_triplets
-from triplets.store import (
+from triplets.sample_run import (
     RELEASE_TRIPLET_COLUMNS,
     pool_image_infos,
     read_workdir_triplets,

@@ -14,7 +14,7 @@ layout of any folder or hub id by its configs and columns, never by its name:
   those of ``image_metadata``: the same, without a ``benchmark`` config.
 
 The query text of a triplet is the ``concept_in_native`` of its query image (the authors'
-own term; :mod:`benchmark.data.queries` offers the others). Image countries are the authors'
+own term; :mod:`benchmark.data.query_texts` offers the others). Image countries are the authors'
 names (``Argentina``, ``UK``) and become ISO codes; image ids that the triplets name but the
 images lack are one error line naming them.
 """

@@ -6,7 +6,7 @@ layout, is read by :mod:`benchmark.data.published`):
 1. the release (docs/release.md): configs ``triplets`` (split ``test``) and ``images`` loaded with
    ``datasets.load_dataset`` from a local folder or a hub id; query texts: its ``query_text``;
 2. the authors' ``xcm-bench.csv`` with ``--images DIR`` of ``<image_id>.<ext>`` files; query
-   texts: ``data/queries.csv`` or a CSV (:mod:`benchmark.data.queries`).
+   texts: ``data/queries.csv`` or a CSV (:mod:`benchmark.data.query_texts`).
 
 The checks are the shared rule set of :mod:`benchmark.data.rules` (``python -m triplets
 validate`` runs the same). Any problem is one :class:`DataError` line that names the first
@@ -25,7 +25,7 @@ from typing import Any
 import pandas as pd
 
 from benchmark import tables
-from benchmark.data import DataError, hf, queries
+from benchmark.data import DataError, hf, query_texts
 from benchmark.data.images import FileHashMemo, ImageStore
 from benchmark.data.rules import (
     IMAGE_ID_COLUMNS,
@@ -62,7 +62,7 @@ AUTHORS_COLUMNS = [
     "non_relevant_candidate_country",
 ]
 CANDIDATES = ("semantic", "cultural", "non_relevant")
-# a release's provenance of each triplet's query text (triplets/store.py writes them)
+# a release's provenance of each triplet's query text (triplets/sample_run.py writes them)
 PROVENANCE_COLUMNS = ["query_term_source", "query_term_reviewers"]
 
 
@@ -76,7 +76,7 @@ class XCMDataset:
     source_format: str  # release / published / authors-csv
     image_meta: pd.DataFrame | None = None  # image_id, concept, country (+ tags, + term)
     notes: dict[str, Any] = field(default_factory=dict)
-    query_texts: dict[str, Any] = field(default_factory=dict)  # queries.provenance(...)
+    query_texts: dict[str, Any] = field(default_factory=dict)  # query_texts.provenance(...)
 
     @property
     def fingerprint(self) -> str:
@@ -110,7 +110,7 @@ def unknown_ids_error(tr: pd.DataFrame, known: set[str], triplets: str, images: 
         )
 
 
-def with_query_table(ds: XCMDataset, table: queries.QueryTable,
+def with_query_table(ds: XCMDataset, table: query_texts.QueryTable,
                      query_term: str = "own") -> XCMDataset:
     """``ds`` with the query texts of ``table`` (``table`` / ``file`` sources) and their
     provenance; the texts of a published or release source are the dataset's own, each
@@ -118,10 +118,10 @@ def with_query_table(ds: XCMDataset, table: queries.QueryTable,
     tr = ds.triplets
     notes: dict[str, Any] = {}
     if table.kind in ("table", "file"):
-        tr = queries.apply_table(tr, table)
+        tr = query_texts.apply_table(tr, table)
     else:
-        tr, notes = queries.choose_term(tr, table, query_term)
-    return replace(ds, triplets=tr, query_texts={**queries.provenance(table, tr), **notes})
+        tr, notes = query_texts.choose_term(tr, table, query_term)
+    return replace(ds, triplets=tr, query_texts={**query_texts.provenance(table, tr), **notes})
 
 
 # -- the release -------------------------------------------------------------------------------
@@ -256,7 +256,7 @@ def load_authors_csv(
     if not with_texts:
         return ds
     path = Path(queries_csv) if queries_csv else None
-    return with_query_table(ds, queries.load_table("file" if path else "table", path))
+    return with_query_table(ds, query_texts.load_table("file" if path else "table", path))
 
 
 def country_codes(names: set[str] | pd.Series, what: str) -> dict[str, str]:

@@ -7,7 +7,7 @@ L with its concept written in L: the term of the triplet's own country when it s
 else that of the first country of L in ``data/countries.csv`` order (USA for en, ESP for es,
 PRT for pt) in its generic form (``generic_term`` of ``data/queries.csv``: no country's proper
 name, e.g. *parlamento*, not PRT's *Assembleia da República*), from the query texts ``--query-source`` / ``--queries`` choose
-(:mod:`benchmark.data.queries`; the same default as ``3xcm``).
+(:mod:`benchmark.data.query_texts`; the same default as ``3xcm``).
 ``scores.matrix[L][COUNTRY]`` holds the 3xcm scores of query language L on the triplets whose
 query culture is COUNTRY; ``scores.summary[COUNTRY]`` compares the country's own language
 (the paper's number) with English, with a paired bootstrap interval of the SP difference.
@@ -26,7 +26,7 @@ import numpy as np
 
 from benchmark import tables
 from benchmark.config import option
-from benchmark.data import DataError, queries
+from benchmark.data import DataError, query_texts
 from benchmark.metrics.association import TIE_ORDER, group_seed, summarize, winners, zscores
 from benchmark.metrics.paired import paired_sp_difference
 from benchmark.tasks.base import RunContext, TaskOutput
@@ -75,7 +75,7 @@ def parse_languages(spec: str | None) -> list[str]:
 
 
 def language_plan(
-    table: queries.QueryTable, tr: Any, langs: list[str],
+    table: query_texts.QueryTable, tr: Any, langs: list[str],
 ) -> tuple[dict[str, np.ndarray], dict[str, list[str]], dict[str, Any], set[tuple[str, str]]]:
     """Per query language: the rows that have a term in it, their texts, the skipped
     triplets and concepts; and every (concept, country) key of a term used."""
@@ -85,9 +85,9 @@ def language_plan(
     text_for: dict[str, list[str]] = {}
     skipped: dict[str, dict[str, Any]] = {}
     used: set[tuple[str, str]] = set()
-    generic = queries.generic_texts(table)
+    generic = query_texts.generic_texts(table)
     for lang in langs:
-        key_of = {p: queries.key_in_language(table, p[0], p[1], lang) for p in set(pairs)}
+        key_of = {p: query_texts.key_in_language(table, p[0], p[1], lang) for p in set(pairs)}
         keys = [key_of[p] for p in pairs]
         have = np.array([k is not None for k in keys], bool)
         rows_for[lang] = np.nonzero(have)[0]
@@ -134,8 +134,8 @@ class XCMMatrix(XCMTextToImage):
         langs = parse_languages(cfg.query_languages)
         table = query_table(ds, cfg)
         rows_for, text_for, skipped, used = language_plan(table, tr, langs)
-        prov = queries.provenance(table, used)
-        queries.warn_unreviewed(prov, ctx.memo)
+        prov = query_texts.provenance(table, used)
+        query_texts.warn_unreviewed(prov, ctx.memo)
         d_emb, cand_idx, timings = embed_candidates(ctx, ds)
         texts = sorted({t for lang in langs for t in text_for[lang]})
         q_emb, qstats = embed_texts(ctx, texts, "query")

@@ -20,7 +20,7 @@ import pandas as pd
 
 from benchmark.cache import EmbedStats, embed_cached
 from benchmark.config import option
-from benchmark.data import DataError, queries
+from benchmark.data import DataError, query_texts
 from benchmark.data.published import open_dataset
 from benchmark.data.rules import query_text_violations, raise_on_violations
 from benchmark.data.xcm import XCMDataset, load_authors_csv, with_query_table
@@ -47,8 +47,8 @@ class AssociationConfig(TaskConfig):
         "--dataset, or with --dataset in the authors' published layout instead of its "
         "benchmark config", None)
     images: Path | None = option("folder of <image_id>.<ext> (with --triplets-csv)", None)
-    query_source: str = option(queries.SOURCE_HELP, "auto", metavar="SOURCE")
-    query_term: str = option(queries.QUERY_TERM_HELP, "own", choices=list(queries.QUERY_TERMS))
+    query_source: str = option(query_texts.SOURCE_HELP, "auto", metavar="SOURCE")
+    query_term: str = option(query_texts.QUERY_TERM_HELP, "own", choices=list(query_texts.QUERY_TERMS))
     queries: Path | None = option(
         "CSV concept,country,text of query texts (or concept,language,text: every country of "
         "that language); the same as --query-source FILE", None)
@@ -78,14 +78,14 @@ def _load_data(ctx: RunContext, cfg: AssociationConfig) -> XCMDataset:
     raise DataError("3xcm needs --dataset PATH_OR_HUB_ID or --triplets-csv FILE --images DIR")
 
 
-def query_table(ds: XCMDataset, cfg: AssociationConfig) -> queries.QueryTable:
+def query_table(ds: XCMDataset, cfg: AssociationConfig) -> query_texts.QueryTable:
     """The query texts ``cfg`` chooses for ``ds`` (``--query-source``, ``--queries``)."""
-    kind, path = queries.resolve_source(cfg.query_source, cfg.queries, ds.source_format)
+    kind, path = query_texts.resolve_source(cfg.query_source, cfg.queries, ds.source_format)
     if kind == "published":
-        return queries.from_published(ds.image_meta, ds.dataset_id)
+        return query_texts.from_published(ds.image_meta, ds.dataset_id)
     if kind == "release":
-        return queries.from_release(ds.triplets, ds.dataset_id)
-    return queries.load_table(kind, path)
+        return query_texts.from_release(ds.triplets, ds.dataset_id)
+    return query_texts.load_table(kind, path)
 
 
 def load_xcm(ctx: RunContext, cfg: AssociationConfig, *, with_texts: bool = True) -> XCMDataset:
@@ -198,7 +198,7 @@ class XCMTextToImage(Task):
         cfg = self.config
         ds = load_xcm(ctx, cfg)
         if self.query_modality == "text":  # image queries score no term
-            queries.warn_unreviewed(ds.query_texts, ctx.memo)
+            query_texts.warn_unreviewed(ds.query_texts, ctx.memo)
         sims, timings = self.similarities(ctx, ds)
         t0 = time.perf_counter()
         tr = ds.triplets

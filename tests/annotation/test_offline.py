@@ -11,7 +11,8 @@ import pytest
 import annotation
 from annotation.cli import main
 from annotation.client import AnnotationError, server_url
-from annotation.configs import markdown_to_html, project_spec, tags_config
+from annotation.configs import project_spec, tags_config
+from annotation.guide_html import markdown_to_html
 from annotation.push import ImageLinks, duplicate_drafts, group_key, tag_drafts
 from annotation.reviews import duplicate_decisions, parse_export
 from tests.annotation import synth

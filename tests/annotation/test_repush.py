@@ -131,7 +131,7 @@ def test_tag_push_adds_tasks_only_when_asked(label_studio, ls_conn):
 
 
 def test_query_term_push_retires_the_task_of_a_changed_term(label_studio, ls_conn):
-    from annotation.queries import push_queries
+    from annotation.query_review import push_queries
 
     cat, _, _ = synth.build(label_studio.document_root / "repush-terms")
     synth.build_terms(cat)

@@ -18,7 +18,7 @@ from annotation.cli import main
 from annotation.links import ImageLinks
 from annotation.projects import assign_reviewers, assigned_reviewers
 from annotation.pull import pull
-from annotation.queries import term_draft, term_key, term_rows
+from annotation.query_review import term_draft, term_key, term_rows
 from annotation.terms import Answer, decide_term
 from benchmark.tables import QUERY_COLUMNS
 from tests.annotation import synth

@@ -17,9 +17,9 @@ from annotation.configs import (
     GUIDELINES,
     guideline_html,
     image_label,
-    markdown_to_html,
     project_spec,
 )
+from annotation.guide_html import markdown_to_html
 from annotation.reviews import parse_export, term_decision
 from benchmark.tables import data_file
 

@@ -11,7 +11,7 @@ import pytest
 
 from benchmark import tables
 from benchmark.cli import main
-from benchmark.data import queries
+from benchmark.data import query_texts
 from benchmark.tasks.matrix import language_plan
 from tests.benchmark.test_matrix import RecordingModel, named_release
 
@@ -51,7 +51,7 @@ def test_matrix_asks_other_countries_with_the_generic_term(tmp_path):
     assert {"parlamento", "primer ministro", "Assembleia da República", "presidente del gobierno",
             "congresso nacional", "autocarro", "autobús"} <= asked
     # row by row: own country -> its own term; any other country -> the generic term
-    rows, texts, _, used = language_plan(queries.default_table(), tr, ["pt", "es"])
+    rows, texts, _, used = language_plan(query_texts.default_table(), tr, ["pt", "es"])
     got = {(tr["query_concept"].iloc[i], tr["query_country"].iloc[i], lang): t
            for lang in ("pt", "es") for i, t in zip(rows[lang], texts[lang], strict=True)}
     assert got[("congress", "USA", "pt")] == "parlamento"

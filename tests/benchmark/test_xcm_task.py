@@ -153,7 +153,8 @@ def test_bad_inputs_are_one_line_and_exit_2(planted, tmp_path, capsys):
     # missing column
     d = tmp_path / "cols"
     write_release(d, tr.drop(columns=["semantic_country"]), im, "bad")
-    assert main(["run", "--model", "hash", "--task", "3xcm", "--dataset", str(d)]) == 2
+    assert main(["run", "--model", "hash", "--task", "3xcm", "--dataset", str(d),
+                 "--output-dir", str(tmp_path / "o"), "--cache-dir", str(tmp_path / "c")]) == 2
     assert "semantic_country" in capsys.readouterr().err
     # undecodable image
     im2 = im.copy()

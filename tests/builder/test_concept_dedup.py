@@ -11,7 +11,7 @@ import pytest
 from builder import concept_dedup
 from builder.catalog import Catalog
 from builder.concept_dedup import clusters, cosine_matrix, run_concept_dedup
-from builder.embedders import BGEM3Encoder, HashEncoder, make_encoder
+from builder.text_embedders import BGEM3Encoder, HashEncoder, make_encoder
 from builder.workdir import WorkDir
 
 DIM = 12

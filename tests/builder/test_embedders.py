@@ -8,9 +8,9 @@ def test_the_builder_normalises_with_the_evaluators_l2_normalize():
     import numpy as np
 
     from benchmark import embeddings
-    from builder import embedders
+    from builder import text_embedders
 
     x = np.array([[3.0, 4.0], [0.0, 0.0]], np.float32)
-    assert embedders.l2_normalize is embeddings.l2_normalize
-    np.testing.assert_array_equal(embedders.l2_normalize(x),
+    assert text_embedders.l2_normalize is embeddings.l2_normalize
+    np.testing.assert_array_equal(text_embedders.l2_normalize(x),
                                   np.array([[0.6, 0.8], [0.0, 0.0]], np.float32))

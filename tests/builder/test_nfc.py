@@ -44,8 +44,8 @@ def test_a_catalog_with_nfd_concepts_samples_every_anchor(tmp_path):
     "café" in NFD, its query terms in NFC. `triplets sample` dropped 39 of 48 anchors as
     `no_native_term`; the pool reads every name as NFC, so each anchor finds its term."""
     from tests.triplets.world import build_world
+    from triplets.sample_run import run_sample
     from triplets.sampling import SampleConfig
-    from triplets.store import run_sample
 
     wd = build_world(tmp_path / "w", [NFC, "tea", "rice"], per_cell=2)
     with Catalog.open(wd) as cat, cat.tx() as con:

@@ -20,8 +20,8 @@ from triplets.croissant import (
     rai_fields,
 )
 from triplets.export import export_release
+from triplets.sample_run import run_sample
 from triplets.sampling import SampleConfig
-from triplets.store import run_sample
 
 CONCEPTS = ["train", "taxi", "craft", "food"]
 DUP_REPORT = {"kind": "duplicates", "min_annotators": 3, "images_with_votes": 12,

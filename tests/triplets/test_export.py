@@ -16,8 +16,8 @@ from tests.triplets.world import build_world
 from triplets import cli
 from triplets.export import export_release
 from triplets.pool import load_pool
+from triplets.sample_run import run_sample
 from triplets.sampling import SampleConfig
-from triplets.store import run_sample
 
 CONCEPTS = ["train", "taxi", "craft", "food"]
 

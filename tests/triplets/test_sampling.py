@@ -14,8 +14,8 @@ from tests.triplets.world import build_world
 from triplets import cli
 from triplets.pool import load_pool
 from triplets.rules import check_triplets
+from triplets.sample_run import pool_image_infos, run_sample
 from triplets.sampling import SampleConfig, sample_triplets
-from triplets.store import pool_image_infos, run_sample
 
 CONCEPTS = ["train", "school", "taxi", "craft", "food", "dance"]
 LANG = {c.code: c.language for c in tables.countries()}

@@ -8,8 +8,8 @@ from benchmark import tables
 from builder.catalog import Catalog
 from tests.triplets.world import build_world
 from triplets import cli
+from triplets.sample_run import run_sample
 from triplets.sampling import SampleConfig
-from triplets.store import run_sample
 
 AUTHORS = tables.data_path("authors/xcm-bench.csv")  # copied into data/ with its source
 
