@@ -5,7 +5,9 @@ validates as a results file (:func:`benchmark.results.read_results`) is taken, k
 model name, task name and data fingerprint. Every other file (not JSON, JSON that is not a
 results file such as ``[]`` or ``{"foo": 1}``, a results file that fails validation) is
 listed in ``Collection.skipped`` with its reason. Two files for the same (model, task,
-fingerprint) keep the newest by ``date`` (logged).
+fingerprint) keep the newest by ``date`` (logged). mteb's results of our three tasks
+(``<model>/<revision>/3XCMT2I.json`` and the others) are read too
+(:mod:`benchmark.report.mteb_results`); mteb results of other tasks are skipped with the reason.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from benchmark.data import DataError
+from benchmark.report.mteb_results import from_mteb, is_mteb_result
 from benchmark.results import ResultFile, read_results
 
 log = logging.getLogger(__name__)
@@ -118,6 +121,13 @@ def collect(paths: list[Path]) -> Collection:
             raw = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
             col.skipped.append((str(path), f"not JSON: {e}"))
+            continue
+        if is_mteb_result(raw):
+            got = from_mteb(raw, path)
+            if isinstance(got, str):
+                col.skipped.append((str(path), got))
+            else:
+                col.add(got, path)
             continue
         why = not_results(raw)
         if why:

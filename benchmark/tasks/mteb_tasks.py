@@ -275,9 +275,10 @@ def register(**defaults: Any) -> None:
     """Add our tasks to mteb's task registry (for ``mteb.get_task`` / ``mteb run``);
     ``defaults``: options every instance gets (``dataset=``, ``xm3600=``)."""
     import dataclasses
+    import importlib
 
-    from mteb import get_tasks as gt
-
+    # the module, not the function of the same name that the package exports
+    gt = importlib.import_module("mteb.get_tasks")
     for cls_name, kind in CLASS_NAMES.items():
         cls = _classes()[cls_name]
         fields = {f.name for f in dataclasses.fields(_our_task(kind).config_class)}
