@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from builder.catalog import Catalog
+from builder.catalog import Catalog, stale_reason
 from builder.stagekit import StageInputError, cli_main, configure, report
 from builder.stages import STAGES, command
 from builder.workdir import WorkDir
@@ -32,6 +32,7 @@ log = logging.getLogger(__name__)
 def build_status(catalog: Catalog) -> dict[str, Any]:
     """Stages with state and last-run record, and the catalog's table sizes."""
     stages = []
+    stale = set(catalog.stale_runs())  # shown interrupted; the next run records it so
     for name, module in STAGES:
         run = catalog.last_run(name)
         entry: dict[str, Any] = {"stage": name, "module": module}
@@ -48,6 +49,8 @@ def build_status(catalog: Catalog) -> dict[str, Any]:
                 runs=catalog.query("SELECT COUNT(*) FROM stage_runs WHERE stage=?", (name,))[0][0],
                 headline=(run["summary"] or "").split("\n", 1)[0],
             )
+            if run["run_id"] in stale:
+                entry.update(state="interrupted", headline=stale_reason(run["pid"], run["host"]))
         stages.append(entry)
     tables = {t: catalog.query(f'SELECT COUNT(*) FROM "{t}"')[0][0] for t in catalog.tables()}
     return {

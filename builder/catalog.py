@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmark.files import sha256_text
-from builder import __version__
+from builder import __version__, liveness
 from builder.migrations import all_migrations, applied_versions, apply_missing
 from builder.workdir import WorkDir
 
@@ -44,6 +44,12 @@ def utcnow() -> str:
 def fingerprint(*parts: Any) -> str:
     """sha256 over the canonical JSON of ``parts`` (parameters, input fingerprints)."""
     return sha256_text(json.dumps(parts, sort_keys=True, ensure_ascii=False, default=str))
+
+
+def stale_reason(pid: Any, host: Any) -> str:
+    """The summary line of a run whose process is gone."""
+    return (f"interrupted: its process (PID {pid} on {host}) is gone without recording the end "
+            "(killed, or the machine stopped)")
 
 
 class CatalogError(ValueError):
@@ -203,15 +209,48 @@ class Catalog:
 
     # -- stage runs -----------------------------------------------------------------------
     def start_run(self, stage: str, params: dict[str, Any], inputs: Any = None) -> int:
-        """Record the start of a stage run; returns its ``run_id``. Params must hold no secrets."""
+        """Record the start of a stage run with this process's PID, host and start time;
+        returns its ``run_id``. Runs left ``running`` by a process that is gone are recorded
+        ``interrupted`` first (:meth:`mark_stale_runs`). Params must hold no secrets."""
         fp = fingerprint(stage, params, inputs)
+        pid, host, proc_start = liveness.this_process()
         with self.tx() as con:
+            self._mark_stale(con)
             cur = con.execute(
                 "INSERT INTO stage_runs (stage, params_json, fingerprint, status, package_version,"
-                " started_at) VALUES (?, ?, ?, 'running', ?, ?)",
-                (stage, json.dumps(params, sort_keys=True, default=str), fp, __version__, utcnow()),
+                " started_at, pid, host, proc_start) VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?)",
+                (stage, json.dumps(params, sort_keys=True, default=str), fp, __version__, utcnow(),
+                 pid, host, proc_start),
             )
             return int(cur.lastrowid)
+
+    def stale_runs(self) -> list[int]:
+        """The ``running`` runs whose process is gone (:func:`builder.liveness.gone`)."""
+        cols = {r[1] for r in self.con.execute("PRAGMA table_info(stage_runs)")}
+        if "pid" not in cols:  # an older catalog opened read-only: no PID was recorded
+            return []
+        rows = self.query("SELECT run_id, pid, host, proc_start FROM stage_runs "
+                          "WHERE status='running'")
+        return [r["run_id"] for r in rows if liveness.gone(r["pid"], r["host"], r["proc_start"])]
+
+    def _mark_stale(self, con: sqlite3.Connection) -> list[int]:
+        stale = self.stale_runs()
+        for run_id in stale:
+            row = con.execute("SELECT pid, host, summary FROM stage_runs WHERE run_id=?",
+                              (run_id,)).fetchone()
+            why = stale_reason(row["pid"], row["host"])
+            summary = why + (f"\n{row['summary']}" if row["summary"] else "")
+            con.execute("UPDATE stage_runs SET status='interrupted', summary=?, ended_at=? "
+                        "WHERE run_id=? AND status='running'", (summary, utcnow(), run_id))
+            log.warning("run %d was left running by process %s on %s, which is gone: recorded "
+                        "interrupted", run_id, row["pid"], row["host"])
+        return stale
+
+    def mark_stale_runs(self) -> list[int]:
+        """Record every ``running`` run whose process is gone as ``interrupted`` (the reason
+        in its summary); returns their ids."""
+        with self.tx() as con:
+            return self._mark_stale(con)
 
     def finish_run(
         self,

@@ -14,7 +14,8 @@
 - The run record: a stage's library function wraps its work in :func:`stage_run`; the record
   ends ``done``, ``interrupted`` (Ctrl-C, SIGTERM) or ``failed`` (any other exception: the
   first line of the summary says ``failed: <error>``). A run killed with SIGKILL stays
-  ``running``; the next run resumes from the catalog.
+  ``running`` until ``builder status`` or the next run finds its process gone (PID, host and
+  start time in the record: :mod:`builder.liveness`); the next run resumes from the catalog.
 - Output: :func:`report` is the one place a stage writes its own report (stdout) or its one
   error line (stderr); everything else logs.
 """

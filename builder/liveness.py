@@ -1,0 +1,69 @@
+"""Is the process of a ``running`` stage run still there? (PID, host and start time.)
+
+:func:`this_process` is what :meth:`builder.catalog.Catalog.start_run` records; :func:`gone`
+judges a recorded run: on the same host, a process id with no process, or with a process that
+started at another time (the id was reused after a reboot or a wrap), is gone. A run recorded
+on another host, or before these columns existed (no PID), is never judged gone: we cannot
+know, and ``running`` is what the record says.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import socket
+from pathlib import Path
+
+
+def host_name() -> str:
+    return socket.gethostname()
+
+
+def _boot_id() -> str:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""
+
+
+def start_time(pid: int) -> str | None:
+    """``<boot id>:<start ticks>`` of process ``pid`` (``/proc/PID/stat`` field 22), or None
+    where there is no such process or no ``/proc``."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # the command name (field 2) is in parentheses and may hold spaces or ')'
+    fields = stat.rpartition(")")[2].split()
+    if len(fields) < 20:
+        return None
+    return f"{_boot_id()}:{fields[19]}"
+
+
+def this_process() -> tuple[int, str, str | None]:
+    """(pid, host, start time) of the running process."""
+    pid = os.getpid()
+    return pid, host_name(), start_time(pid)
+
+
+def pid_alive(pid: int) -> bool:
+    """True when a process ``pid`` exists (signal 0; EPERM: it exists, not ours)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except OSError as exc:
+        return exc.errno == errno.EPERM
+    return True
+
+
+def gone(pid: int | None, host: str | None, proc_start: str | None) -> bool:
+    """True when the recorded process is surely not running any more (module doc)."""
+    if pid is None or not host or host != host_name():
+        return False
+    if not pid_alive(int(pid)):
+        return True
+    if proc_start is None:
+        return False  # recorded without /proc: a live PID is taken as the same process
+    now = start_time(int(pid))
+    return now is not None and now != proc_start
