@@ -211,6 +211,23 @@ def _now() -> str:
     return datetime.now(UTC).replace(microsecond=0).isoformat()
 
 
+async def _until_first_error(jobs: list[Awaitable[None]]) -> None:
+    """Run the workers; the first that raises (a full disk, a missing library) stops the
+    others (cancelled, and awaited while the clients and the thread pool are still open, so
+    none of them fails later on a closed client or pool and is logged as an error of its URL),
+    then its exception is raised."""
+    tasks = [asyncio.ensure_future(j) for j in jobs]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+    finally:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    for t in tasks:
+        if not t.cancelled() and t.exception() is not None:
+            raise t.exception()  # type: ignore[misc]
+
+
 class Downloader:
     """Fetches, validates and stores a list of URLs; calls ``on_result`` once per URL."""
 
@@ -268,7 +285,7 @@ class Downloader:
                         if progress:
                             progress(1)
 
-                await asyncio.gather(*(worker(clients[k // POOL_SIZE]) for k in range(n)))
+                await _until_first_error([worker(clients[k // POOL_SIZE]) for k in range(n)])
 
     async def fetch(self, client: Any, url: str, pool: ThreadPoolExecutor | None = None
                     ) -> FetchResult:

@@ -259,10 +259,13 @@ def stage_run(
             summary = f"{status}: {error}" + (f"\n{summary}" if summary else "")
         try:
             catalog.finish_run(rec.run_id, status, rec.counts, summary or None, rec.usage)
-        except Exception:
+        except Exception as exc:
             if error is None:
                 raise
-            log.exception("could not record the end of run %d", rec.run_id)
+            # e.g. the full disk that ended the run: the record keeps this process's PID, so
+            # once it has exited status and the next run show the run interrupted
+            log.warning("could not record the end of run %d (%s); it shows as interrupted once "
+                        "this process has exited", rec.run_id, describe(exc))
 
 
 def format_summary(
