@@ -24,7 +24,7 @@ from typing import Any
 from builder.catalog import Catalog, stale_reason
 from builder.stagekit import StageInputError, cli_main, configure, report
 from builder.stages import STAGES, command
-from builder.workdir import WorkDir
+from builder.workdir import WorkDir, resolve_workdir
 
 log = logging.getLogger(__name__)
 
@@ -205,8 +205,13 @@ def main(argv: list[str] | None = None) -> int:
                 extra.setdefault(name, []).extend(shlex.split(rest))
             forward = {"--llm": args.llm, "--embedder": args.embedder}
             return run_stages(args.workdir, args.start, args.stop, forward, extra)
-        wd = WorkDir.open(args.workdir)
-        with Catalog(wd) as catalog:
+        wd = WorkDir(resolve_workdir(args.workdir))
+        # status and export only read: an existing catalog is opened read-only (works on a
+        # read-only disk); a work dir without one is made, as by any first command
+        readonly = wd.catalog_path.exists()
+        if not readonly:
+            wd.ensure()
+        with Catalog(wd, readonly=readonly) as catalog:
             if command == "export":
                 n = export_table(catalog, args.table, args.out)
                 report(f"wrote {n} rows of {args.table} to {args.out}")

@@ -120,13 +120,62 @@ def check_catalog_file(path: Path) -> None:
             "Restore it from a backup, or delete it to start the build anew")
 
 
-class Catalog:
-    """Connection to one work dir's catalog; creates (atomically) or migrates on open."""
+def unusable(path: Path, why: str) -> str:
+    """The line for a catalog file that is damaged or not a database."""
+    return (f"{path} is not a usable catalog ({why}): restore it from a backup, or move it "
+            "away to start the build anew")
 
-    def __init__(self, workdir: WorkDir):
+
+#: sqlite's words for a catalog it may not write (a read-only disk or file).
+READONLY = ("attempt to write a readonly database", "readonly database")
+
+
+def cannot_write(path: Path, exc: BaseException) -> bool:
+    """True when ``exc`` (opening the catalog at ``path``) means the catalog or its folder
+    cannot be written — a read-only disk, no write permission — not that it is damaged."""
+    if not isinstance(exc, sqlite3.OperationalError):
+        return False
+    msg = str(exc)
+    if any(m in msg for m in READONLY):
+        return True
+    if "unable to open" not in msg:
+        return False
+    folder = path.parent
+    try:
+        read_only_fs = bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
+    except OSError:
+        read_only_fs = False
+    return read_only_fs or not os.access(folder, os.W_OK) or (
+        path.exists() and not os.access(path, os.W_OK))
+
+
+def connect_readonly(path: Path) -> sqlite3.Connection:
+    """Open ``path`` read-only (``mode=ro``); where sqlite cannot make the WAL's shared-memory
+    file beside it (a read-only disk), as immutable: nothing can write it there either."""
+    uri = path.resolve().as_uri()
+    try:
+        con = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=60, isolation_level=None)
+        con.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+    except sqlite3.OperationalError:
+        con = sqlite3.connect(f"{uri}?mode=ro&immutable=1", uri=True, isolation_level=None)
+    con.row_factory = sqlite3.Row
+    return con
+
+
+class Catalog:
+    """Connection to one work dir's catalog; creates (atomically) or migrates on open.
+    ``readonly=True`` (commands that only read: ``builder status``, ``export``) opens an
+    existing catalog without writing anything, so it works on a read-only disk; a catalog
+    that lacks migrations is read as it is."""
+
+    def __init__(self, workdir: WorkDir, readonly: bool = False):
         self.workdir = workdir
         self.path: Path = workdir.catalog_path
+        self.readonly = readonly
         check_catalog_file(self.path)
+        if readonly:
+            self._open_readonly()
+            return
         try:
             if not self.path.exists():
                 create_catalog(self.path)
@@ -141,12 +190,37 @@ class Catalog:
                 self.con.close()
                 raise
         except sqlite3.DatabaseError as exc:
+            if cannot_write(self.path, exc):
+                raise CatalogError(
+                    f"cannot write {self.path} ({exc}: a read-only disk or no write "
+                    "permission); fix that and run the same command again (python -m builder "
+                    "status only reads it)") from None
             why = corrupt_reason(exc)
             if why is None:
                 raise
+            raise CatalogError(unusable(self.path, why)) from None
+
+    def _open_readonly(self) -> None:
+        if not self.path.exists():
+            raise CatalogError(f"no catalog at {self.path}: nothing was built in this work dir")
+        try:
+            self.con = connect_readonly(self.path)
+            try:
+                self.con.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+            except BaseException:
+                self.con.close()
+                raise
+        except sqlite3.DatabaseError as exc:
+            why = corrupt_reason(exc)
+            if why is None:
+                raise
+            raise CatalogError(unusable(self.path, why)) from None
+        known = max(m.version for m in all_migrations())
+        if self.schema_version > known:
+            self.con.close()
             raise CatalogError(
-                f"{self.path} is not a usable catalog ({why}): restore it from a backup, or "
-                "move it away to start the build anew") from None
+                f"{self.path} has catalog schema v{self.schema_version}, newer than this "
+                f"package knows (v{known}): upgrade the package (pip install -e .)")
 
     @classmethod
     def open(cls, workdir: str | Path | WorkDir | None = None) -> Catalog:
