@@ -82,6 +82,7 @@ class CrawlConfig:
     search_interval: float = 2.0
     search_retries: int = 4
     search_backoff: float = 15.0
+    search_deadline: float = 60.0  # seconds of retry waits per query, at most
     max_failed_searches: int = 5  # consecutive; then stop (0: never)
     fetch: FetchConfig = field(default_factory=FetchConfig)
 
@@ -207,6 +208,7 @@ def run_searches(catalog: Catalog, searches: list[Search], backend: Any, run_id:
     """
     counts: Counter[str] = Counter()
     streak: list[tuple[int, Outcome]] = []
+    outcomes: list[tuple[int, Outcome]] = []  # of the queries the backend was asked
     todo = _todo(catalog, searches, retry_failed)
     for search_id, s in tqdm(todo, desc="search", unit="query", disable=not todo):
         if s.skip:
@@ -217,6 +219,8 @@ def run_searches(catalog: Catalog, searches: list[Search], backend: Any, run_id:
             out = backend.search(s)
         _record_search(catalog, search_id, s, out, run_id)
         counts[out.status] += 1
+        if s.hits is None and not s.skip:
+            outcomes.append((search_id, out))
         suspect = s.hits is None and (out.status == "failed" or out.ambiguous)
         streak = [*streak, (search_id, out)] if suspect else []
         if failure_limit and len(streak) >= failure_limit:
@@ -226,7 +230,26 @@ def run_searches(catalog: Catalog, searches: list[Search], backend: Any, run_id:
                 streak = []
                 continue
             _stop_searching(catalog, streak)
+    _none_succeeded(catalog, todo, outcomes, backend)
     return counts
+
+
+def _none_succeeded(catalog: Catalog, todo: list[tuple[int, Search]],
+                    outcomes: list[tuple[int, Outcome]], backend: Any) -> None:
+    """A run in which the backend answered no query (each failed, or got only the ambiguous
+    "No results found." and the probe query got nothing either) is not a crawl with 0
+    images: unless an earlier run's searches got results, its searches go back to
+    ``pending`` and :class:`SearchUnavailable` is raised, whatever the number of queries."""
+    if not outcomes or any(o.status not in ("failed", "empty") for _, o in outcomes):
+        return
+    if catalog.query("SELECT 1 FROM searches WHERE status='ok' LIMIT 1"):
+        return  # an earlier run's searches got results: this crawl has something to fetch
+    if any(o.status == "empty" and not o.ambiguous for _, o in outcomes):
+        return  # a definite "no results" is an answer
+    if all(o.ambiguous for _, o in outcomes) and _probe_ok(backend):
+        return
+    log.debug("no search of %d succeeded", len(todo))
+    _stop_searching(catalog, outcomes, every=True)
 
 
 def _probe_ok(backend: Any) -> bool:
@@ -234,12 +257,19 @@ def _probe_ok(backend: Any) -> bool:
     return bool(probe()) if callable(probe) else False
 
 
-def _stop_searching(catalog: Catalog, streak: list[tuple[int, Outcome]]) -> None:
-    """Put the streak's searches back to ``pending`` (never really answered) and stop."""
+def _stop_searching(catalog: Catalog, streak: list[tuple[int, Outcome]],
+                    every: bool = False) -> None:
+    """Put the streak's searches back to ``pending`` (never really answered) and stop
+    (``every``: they are all the queries of the run)."""
     with catalog.tx() as con:
         con.executemany("UPDATE searches SET status='pending' WHERE search_id=?",
                         [(i,) for i, _ in streak])
     last = streak[-1][1]
+    if every:
+        raise SearchUnavailable(
+            f"no search succeeded: all {len(streak)} queries of this run failed or got no "
+            f"answer (last: {last.reason}); check the network or wait out the rate limit, "
+            "then run the same command again (the queries stay pending)")
     if all(o.ambiguous for _, o in streak):
         raise SearchUnavailable(
             f"the search backend answered 'No results found.' to {len(streak)} queries in a "
@@ -358,7 +388,8 @@ def _crawl(catalog: Catalog, cfg: CrawlConfig, kind: str, path: Path | None, fet
         searches, errors = plan_ddgs(catalog, cfg), []
         backend = backend or DdgsSearch(
             per_query=cfg.per_query, min_interval=cfg.search_interval,
-            retries=cfg.search_retries, backoff=cfg.search_backoff)
+            retries=cfg.search_retries, backoff=cfg.search_backoff,
+            deadline=cfg.search_deadline)
     else:
         assert path is not None
         searches, errors = plan_local(kind, path, cfg)
@@ -398,6 +429,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--search-retries", type=int, default=4)
     p.add_argument("--search-backoff", type=float, default=15.0,
                    help="first backoff in seconds after a block, doubled per retry")
+    p.add_argument("--search-deadline", type=float, default=60.0,
+                   help="seconds of retry waits per query, at most (docs/crawl.md)")
     p.add_argument("--max-failed-searches", type=int, default=5,
                    help="stop after this many consecutive failed searches (0: never)")
     p.add_argument("--retry-failed", action="store_true",
@@ -417,6 +450,8 @@ def config_from_args(a: argparse.Namespace) -> CrawlConfig:
     for name in ("per_query", "concurrency", "per_host", "max_bytes", "max_pixels"):
         if getattr(a, name) < 1:
             raise StageInputError(f"--{name.replace('_', '-')} must be at least 1")
+    if a.search_deadline < 0:
+        raise StageInputError("--search-deadline must be >= 0 seconds")
     if a.timeout <= 0 or a.retries < 0 or a.max_redirects < 0 or a.search_retries < 0:
         raise StageInputError("--timeout must be > 0; retries and redirects >= 0")
     tables.resolve_countries(a.countries)
@@ -431,7 +466,7 @@ def config_from_args(a: argparse.Namespace) -> CrawlConfig:
                        per_query=a.per_query, search=a.search, retry_failed=a.retry_failed,
                        skip_download=a.skip_download, export_urls=a.export_urls,
                        search_interval=a.search_interval, search_retries=a.search_retries,
-                       search_backoff=a.search_backoff,
+                       search_backoff=a.search_backoff, search_deadline=a.search_deadline,
                        max_failed_searches=a.max_failed_searches, fetch=fetch)
 
 

@@ -4,7 +4,8 @@ A call is repeated while its *result* says it is worth another try (the callers 
 errors into results; any exception propagates at once). Between attempts it waits
 ``min(cap, first * 2 ** (attempt - 1))`` seconds times a jitter drawn from [1, 1.5], unless
 the result carries a server-given wait (``Retry-After``): that wait is used instead, and one
-longer than ``max_server_wait`` gives up at once. At most ``1 + retries`` attempts. The sleep
+longer than ``max_server_wait`` gives up at once. At most ``1 + retries`` attempts, and with a
+``deadline`` no wait is begun that would take the waits of the call past it. The sleep
 function is injectable, so tests run without waiting.
 """
 
@@ -32,6 +33,7 @@ class Backoff:
     first: float  # first wait in seconds, doubled per attempt
     cap: float  # no wait (before jitter) is longer
     max_server_wait: float | None = None  # a longer server-given wait gives up
+    deadline: float | None = None  # the waits of one call add up to at most this many seconds
 
     def delay(self, attempt: int) -> float:
         """The jittered wait after failed attempt number ``attempt`` (1-based)."""
@@ -41,8 +43,9 @@ class Backoff:
 @dataclass
 class Tried(Generic[T]):
     """The last result, how many attempts it took, and why the retries stopped: ``None`` (the
-    result needs no retry), ``"attempts"`` (out of attempts) or ``"server_wait"`` (the server
-    asked for a wait above ``max_server_wait``)."""
+    result needs no retry), ``"attempts"`` (out of attempts), ``"server_wait"`` (the server
+    asked for a wait above ``max_server_wait``) or ``"deadline"`` (the next wait would pass
+    the deadline)."""
 
     result: T
     attempts: int
@@ -58,6 +61,8 @@ class _Policy(Generic[T]):
         self.backoff, self.again, self.server_wait, self.on_retry = (
             backoff, again, server_wait, on_retry)
         self.gave_up: str | None = None
+        self.waited = 0.0  # seconds waited between the attempts so far
+        self._drawn: tuple[int, float] = (0, 0.0)  # (attempt, its wait)
 
     def _wait_of(self, result: T) -> float | None:
         return self.server_wait(result) if self.server_wait is not None else None
@@ -70,13 +75,26 @@ class _Policy(Generic[T]):
         if wait is not None and cap is not None and wait > cap:
             self.gave_up = "server_wait"
             return True
+        deadline = self.backoff.deadline
+        if deadline is not None and self.waited + self._next_wait(state) > deadline:
+            self.gave_up = "deadline"
+            return True
         return False
 
+    def _next_wait(self, state: Any) -> float:
+        """The wait after this attempt, drawn once (tenacity asks stop and wait in an order
+        that changed between its versions)."""
+        if self._drawn[0] != state.attempt_number:
+            wait = self._wait_of(state.outcome.result())
+            self._drawn = (state.attempt_number,
+                           wait if wait is not None else self.backoff.delay(state.attempt_number))
+        return self._drawn[1]
+
     def wait(self, state: Any) -> float:
-        wait = self._wait_of(state.outcome.result())
-        return wait if wait is not None else self.backoff.delay(state.attempt_number)
+        return self._next_wait(state)
 
     def before_sleep(self, state: Any) -> None:
+        self.waited += state.next_action.sleep
         if self.on_retry is not None:
             self.on_retry(state.outcome.result(), state.attempt_number, state.next_action.sleep)
 

@@ -118,6 +118,7 @@ class DdgsSearch:
     def __init__(self, per_query: int = 10, min_interval: float = 2.0, jitter: float = 1.5,
                  retries: int = 4, backoff: float = 15.0, max_backoff: float = 300.0,
                  timeout: int = 10, safesearch: str = "moderate", empty_retries: int = 1,
+                 deadline: float | None = 60.0,
                  sleep: Callable[[float], None] = time.sleep,
                  clock: Callable[[], float] = time.monotonic):
         self.per_query = per_query
@@ -125,6 +126,7 @@ class DdgsSearch:
         self.retries, self.backoff, self.max_backoff = retries, backoff, max_backoff
         self.empty_retries = min(empty_retries, retries)
         self.timeout, self.safesearch = timeout, safesearch
+        self.deadline = deadline  # the waits between one query's attempts add up to at most
         self.sleep, self.clock = sleep, clock
         self._last: float | None = None
         self.requests = 0
@@ -142,7 +144,7 @@ class DdgsSearch:
         (ambiguous); other errors ``retries`` times, then ``failed``."""
         from builder.retry import Backoff, call
 
-        policy = Backoff(self.retries, self.backoff, self.max_backoff)
+        policy = Backoff(self.retries, self.backoff, self.max_backoff, deadline=self.deadline)
 
         def again(t: _Try) -> bool:
             return t.out is None and (not t.no_results or t.n <= self.empty_retries)
