@@ -1,8 +1,11 @@
 """Push a release folder to the Hugging Face Hub (dataset repo), token from the environment.
 
-Publishing replaces the release exactly: one commit adds every file of the folder and deletes
-every file of the repo the folder does not have (``.gitattributes`` excepted), so a release
-whose shard count changed leaves no old shard for the card's ``data_files`` globs to load, and
+Publishing replaces the release it wrote, never anything else: one commit adds every file of
+the folder, writes ``.3xcm-written.json`` on the repo (every file it wrote, with the release's
+fingerprint) and deletes only the files that marker of the previous publish names and the
+folder no longer has, so a release whose shard count changed leaves no old shard for the card's
+``data_files`` globs to load, while a file we did not write (``.gitattributes``, a user's notes;
+every file of a repo without our marker) is never deleted (a warning names them), and
 no reader ever sees half of one release and half of another (``upload_folder`` without
 ``delete_patterns`` left old shards behind; with them and ``hf_xet`` it commits large folders
 in several parts). ``HF_ENDPOINT`` (read at call time) or ``endpoint=`` names another Hub.
@@ -12,12 +15,18 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import json
 import logging
 import os
 from pathlib import Path
 from typing import Any
 
+from benchmark.files import OWNER_MARKER, read_marker, sha256_file, sha256_text
+
 log = logging.getLogger(__name__)
+
+#: the kind in the marker a publish leaves on the repo
+HUB_KIND = "3xcm-hub-release"
 
 TOKEN_VARS = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
 
@@ -80,18 +89,66 @@ def check_card_links(out: Path) -> None:
                            "(export it again with `python -m triplets export`)")
 
 
+def remote_marker(api: Any, repo_id: str, revision: str | None, remote: list[str]
+                  ) -> dict | None:
+    """The repo's :data:`~benchmark.files.OWNER_MARKER` of a release we published (kind
+    :data:`HUB_KIND`, a ``files`` mapping), or None when it has none or one not ours."""
+    if OWNER_MARKER not in remote:
+        return None
+    from huggingface_hub import hf_hub_url
+    from huggingface_hub.utils import build_hf_headers, get_session
+
+    url = hf_hub_url(repo_id, OWNER_MARKER, repo_type="dataset", revision=revision,
+                     endpoint=api.endpoint)
+    resp = get_session().get(url, headers=build_hf_headers(token=api.token),
+                             follow_redirects=True)
+    resp.raise_for_status()
+    try:
+        obj = json.loads(resp.content)
+    except ValueError:
+        return None
+    if (not isinstance(obj, dict) or obj.get("kind") != HUB_KIND
+            or not isinstance(obj.get("files"), dict)):
+        return None
+    return obj
+
+
+def hub_marker(out: Path, local: list[str]) -> bytes:
+    """The marker this publish leaves on the repo: every file it wrote (with its sha256)
+    and the release's fingerprint (that of the folder's own marker when it has one)."""
+    files = {p: sha256_file(out / p) for p in local}
+    mine = read_marker(out)
+    fingerprint = (mine or {}).get("fingerprint") or (
+        "sha256:" + sha256_text(json.dumps(files, sort_keys=True)))
+    return (json.dumps({"kind": HUB_KIND, "fingerprint": fingerprint, "files": files},
+                       indent=2, sort_keys=True) + "\n").encode("utf-8")
+
+
 def replace_release(api: Any, out: Path, repo_id: str, revision: str | None,
                     message: str) -> Any:
-    """One commit that makes the repo's files exactly the folder's (``.gitattributes`` kept)."""
+    """One commit that adds the folder's files and deletes the files an earlier publish wrote
+    (named in the repo's marker) that the release no longer has; a file we did not write is
+    never deleted (``.gitattributes``, a user's notes, everything of a repo without our
+    marker)."""
     from huggingface_hub import CommitOperationAdd, CommitOperationDelete
 
     local = release_files(out)
     remote = api.list_repo_files(repo_id, repo_type="dataset", revision=revision)
-    gone = sorted(set(remote) - set(local) - {".gitattributes"})
+    marker = remote_marker(api, repo_id, revision, remote)
+    ours = set(marker["files"]) if marker is not None else set()
+    gone = sorted((set(remote) & ours) - set(local) - {".gitattributes", OWNER_MARKER})
+    kept = sorted(set(remote) - set(local) - set(gone) - {".gitattributes", OWNER_MARKER})
+    if kept:
+        why = ("the repo has no marker of a release we published" if marker is None
+               else "no earlier publish of ours wrote them")
+        log.warning("%s: keeping %d file(s) this release does not have (%s): %s", repo_id,
+                    len(kept), why, ", ".join(kept[:5]) + (" ..." if len(kept) > 5 else ""))
     ops: list[Any] = [CommitOperationDelete(path_in_repo=p) for p in gone]
     ops += [CommitOperationAdd(path_in_repo=p, path_or_fileobj=str(out / p)) for p in local]
-    log.info("publishing %d files to %s, deleting %d that the release no longer has",
-             len(local), repo_id, len(gone))
+    ops.append(CommitOperationAdd(path_in_repo=OWNER_MARKER,
+                                  path_or_fileobj=hub_marker(out, local)))
+    log.info("publishing %d files to %s, deleting %d that our earlier publish wrote and the "
+             "release no longer has", len(local), repo_id, len(gone))
     return api.create_commit(repo_id, ops, repo_type="dataset", revision=revision,
                              commit_message=message)
 

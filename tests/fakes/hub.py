@@ -9,6 +9,7 @@ the bytes inline in the commit (no LFS or Xet server needed). A request without 
 
 Endpoints: ``POST /api/repos/create``, ``POST /api/validate-yaml`` (the README front matter
 must parse as a YAML mapping), ``GET /api/datasets/{repo}/tree/{rev}[/{path}]``,
+``GET /datasets/{repo}/resolve/{rev}/{path}`` (a file's bytes),
 ``POST /api/datasets/{repo}/preupload/{rev}``, ``POST /api/datasets/{repo}/commit/{rev}``
 (NDJSON: ``header``, ``file``, ``deletedFile``, ``deletedFolder``).
 """
@@ -29,6 +30,7 @@ import yaml
 
 from tests.fakes.loopback import LoopbackServer
 
+RESOLVE = re.compile(r"^/datasets/([^/]+/[^/]+)/resolve/([^/]+)/(.+)$")
 REPO_PATH = re.compile(r"^/api/datasets/([^/]+/[^/]+)/(tree|preupload|commit)/([^/]+)(/.*)?$")
 
 
@@ -107,9 +109,30 @@ class _Handler(BaseHTTPRequestHandler):
         return repo
 
     # -- routes ---------------------------------------------------------------------------
+    def _resolve(self, repo_id: str, rev: str, file: str) -> None:
+        """``GET /datasets/{repo}/resolve/{rev}/{path}``: the file's bytes."""
+        if not self._authorized():
+            return None
+        with self.hub.lock:
+            repo = self._repo(repo_id, rev)
+            if repo is None:
+                return None
+            data = repo.files.get(file)
+        if data is None:
+            return self._error(404, "Entry not found", "EntryNotFound")
+        self.send_response(200)
+        self.send_header("Content-Type", "application/octet-stream")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+        return None
+
     def do_GET(self) -> None:  # noqa: N802 (http.server API)
         path = urlsplit(self.path).path
         self.hub.requests.append(("GET", path))
+        r = RESOLVE.match(path)
+        if r:
+            return self._resolve(r.group(1), unquote(r.group(2)), unquote(r.group(3)))
         m = REPO_PATH.match(path)
         if not m or m.group(2) != "tree":
             return self._error(404, f"no route GET {path}")

@@ -218,6 +218,7 @@ def _hub_env(monkeypatch, hub):
 def test_publish_replaces_the_release_exactly(release, tmp_path, monkeypatch, capsys):
     """A second release with fewer image shards: the Hub ends with exactly its files (the old
     shards gone, .gitattributes kept), in one commit, and the card's globs load it once."""
+    from benchmark.files import OWNER_MARKER
     from tests.fakes.hub import FakeHub
     from triplets.publish import release_files
 
@@ -231,14 +232,14 @@ def test_publish_replaces_the_release_exactly(release, tmp_path, monkeypatch, ca
         assert cli.main(["publish", "--out", str(out), "--repo-id", "org/3xcm"]) == 0
         assert capsys.readouterr().out.startswith(f"published: {hub.url}/datasets/org/3xcm/commit/")
         hub.repos["org/3xcm"].files[".gitattributes"] = b"*.parquet filter=lfs\n"
-        assert set(hub.files("org/3xcm")) == {*old, ".gitattributes"}
+        assert set(hub.files("org/3xcm")) == {*old, ".gitattributes", OWNER_MARKER}
         second = export_release(wd, out, shard_bytes=1 << 40)  # one image shard now
         new = release_files(out)
         assert second.shards == 1 and len([p for p in old if p.startswith("images/")]) >= 3
         assert cli.main(["publish", "--out", str(out), "--repo-id", "org/3xcm"]) == 0
         files = hub.files("org/3xcm")
         commits = hub.commits("org/3xcm")
-    assert set(files) == {*new, ".gitattributes"}  # exactly the new release
+    assert set(files) == {*new, ".gitattributes", OWNER_MARKER}  # exactly the new release
     assert not [p for p in old if p.startswith("images/") and p in files]
     assert all(files[p] == (out / p).read_bytes() for p in new)
     assert len(commits) == 2  # one commit per release: no reader sees a mix of the two
