@@ -106,11 +106,16 @@ def release_numbers(cat: Catalog, pool: Pool, rows: list[dict], sampling: dict) 
     }
 
 
+#: the columns of ``stage_runs`` that say which process ran it (``builder.liveness``)
+PROCESS_COLUMNS = frozenset({"pid", "host", "proc_start"})
+
+
 def stage_records(cat: Catalog) -> list[dict[str, Any]]:
-    """Every stage run of the build (parameters, counts, summary, times), oldest first."""
+    """Every stage run of the build (parameters, counts, summary, times), oldest first; the
+    process that ran it (PID, host, start time) is the machine's business, not the release's."""
     out = []
     for r in cat.query("SELECT * FROM stage_runs ORDER BY run_id"):
-        rec = dict(r)
+        rec = {k: r[k] for k in r.keys() if k not in PROCESS_COLUMNS}
         for key in ("params_json", "counts_json", "usage_json"):
             rec[key[:-5]] = json.loads(rec.pop(key) or "null")
         out.append(rec)

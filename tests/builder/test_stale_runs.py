@@ -84,3 +84,14 @@ def test_gone_on_a_dead_pid_without_proc_start():
     assert liveness.gone(proc.pid, liveness.host_name(), None)
     assert not liveness.gone(os.getpid(), liveness.host_name(), None)
     assert not liveness.gone(os.getpid(), liveness.host_name(), liveness.start_time(os.getpid()))
+
+
+def test_the_release_records_of_stage_runs_name_no_process_or_host(tmp_path):
+    from triplets.release_stats import stage_records
+
+    with Catalog.open(tmp_path) as cat:
+        cat.finish_run(cat.start_run("crawl", {"a": 1}), "done", {"n": 2}, "crawl: 2")
+        (rec,) = stage_records(cat)
+    assert not {"pid", "host", "proc_start"} & set(rec)
+    assert (rec["stage"], rec["status"], rec["params"], rec["counts"]) == (
+        "crawl", "done", {"a": 1}, {"n": 2})
