@@ -8,6 +8,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 
+class _Server(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        import sys
+
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return  # the client hung up mid-answer (a crawl stopping its downloads): normal
+        super().handle_error(request, client_address)
+
+
 class LoopbackServer:
     """Base of the fakes: :meth:`serve` starts a handler class, :meth:`stop` ends it."""
 
@@ -15,7 +24,7 @@ class LoopbackServer:
 
     def serve(self, handler: type[BaseHTTPRequestHandler], name: str) -> int:
         """Serve ``handler`` on 127.0.0.1 (a free port, returned) in a daemon thread."""
-        httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        httpd = _Server(("127.0.0.1", 0), handler)
         httpd.daemon_threads = True
         httpd.block_on_close = False
         self._httpd = httpd
