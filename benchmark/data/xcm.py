@@ -3,8 +3,9 @@
 Three layouts give the same :class:`XCMDataset` (the third, the authors' published hub
 layout, is read by :mod:`benchmark.data.published`):
 
-1. the release (docs/release.md): configs ``triplets`` (split ``test``) and ``images`` loaded with
-   ``datasets.load_dataset`` from a local folder or a hub id; query texts: its ``query_text``;
+1. the release (docs/release.md, format: :mod:`benchmark.data.release`): configs ``triplets``
+   (split ``test``) and ``images`` loaded with ``datasets.load_dataset`` from a local folder or
+   a hub id; query texts: its ``query_text``;
 2. the authors' ``xcm-bench.csv`` with ``--images DIR`` of ``<image_id>.<ext>`` files; query
    texts: ``data/queries.csv`` or a CSV (:mod:`benchmark.data.query_texts`).
 
@@ -27,6 +28,12 @@ import pandas as pd
 from benchmark import tables
 from benchmark.data import DataError, hf, query_texts
 from benchmark.data.images import FileHashMemo, ImageStore
+from benchmark.data.release import (  # noqa: F401  (IMAGE_COLUMNS: re-exported)
+    IMAGE_COLUMNS,
+    PROVENANCE_COLUMNS,
+    TRIPLET_COLUMNS,
+    load_configs,
+)
 from benchmark.data.rules import (
     IMAGE_ID_COLUMNS,
     check_columns,
@@ -44,15 +51,6 @@ from benchmark.text import StrictDictReader
 
 log = logging.getLogger(__name__)
 
-TRIPLET_COLUMNS = [
-    "triplet_id", "query_image_id", "query_concept", "query_country", "query_language",
-    "query_text", "semantic_image_id", "semantic_country", "cultural_image_id",
-    "cultural_concept", "non_relevant_image_id", "non_relevant_concept", "non_relevant_country",
-]
-IMAGE_COLUMNS = [
-    "image_id", "image", "concept", "country", "query_language", "query_text", "search_rank",
-    "source_url", "page_url", "title", "tags", "sha256", "width", "height",
-]
 AUTHORS_COLUMNS = [
     "query_index", "query_image_id", "query_concept", "query_country",
     "semantically_relevant_candidate_image_id", "semantically_relevant_candidate_concept",
@@ -62,8 +60,6 @@ AUTHORS_COLUMNS = [
     "non_relevant_candidate_country",
 ]
 CANDIDATES = ("semantic", "cultural", "non_relevant")
-# a release's provenance of each triplet's query text (triplets/sample_run.py writes them)
-PROVENANCE_COLUMNS = ["query_term_source", "query_term_reviewers"]
 
 
 @dataclass
@@ -175,11 +171,7 @@ def load_release(path_or_id: str, revision: str | None = None) -> XCMDataset:
     settings, as it does to the validator)."""
     what = str(path_or_id)
     hf.check_spec(what)
-    try:
-        tr = hf.load_split(what, "triplets", "test", revision).to_pandas()
-    except hf.EmptySplit:  # a header and no rows: datasets will not load it
-        tr = pd.DataFrame(columns=TRIPLET_COLUMNS)
-    imgs = hf.load_split(what, "images", None, revision)
+    tr, imgs = load_configs(what, revision)
     check_columns(tr, TRIPLET_COLUMNS, f"{what} triplets")
     check_not_empty(len(tr), f"{what} triplets")
     prov = [c for c in PROVENANCE_COLUMNS if c in tr.columns]

@@ -58,7 +58,7 @@ def test_release_loads_offline_and_round_trips_every_column(release, tmp_path):
     assert [dict(r) for r in trip] == expected
     images = _load(res.out, "images", "train", tmp_path)
     assert images.column_names == ["image_id", "image", "concept", "country", "query_language",
-                                   "query_text", "search_rank", "source_url", "page_url",
+                                   "search_query", "search_rank", "source_url", "page_url",
                                    "title", "tags", "sha256", "width", "height"]
     with Catalog.open(wd) as cat:
         pool = {im.image_id: im for im in load_pool(cat).images}
@@ -70,7 +70,7 @@ def test_release_loads_offline_and_round_trips_every_column(release, tmp_path):
         assert data == wd.image_path(im.sha256, "png").read_bytes()
         assert hashlib.sha256(data).hexdigest() == row["sha256"] == im.sha256
         assert row["image"].size == (row["width"], row["height"]) == (8, 8)
-        assert (row["concept"], row["country"], row["query_language"], row["query_text"],
+        assert (row["concept"], row["country"], row["query_language"], row["search_query"],
                 row["search_rank"], row["source_url"], row["page_url"], row["title"],
                 tuple(row["tags"])) == (im.concept, im.country, im.query_language,
                                         im.query_text, im.search_rank, im.source_url,
