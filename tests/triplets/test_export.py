@@ -445,3 +445,22 @@ def test_each_triplet_carries_its_terms_source_and_reviewers(tmp_path):
     assert qt["used_source_mix"].get("reviewed", 0) >= 1
     assert qt["used_reviewer_counts"]["3"] == 1
     assert qt["reviewed_share_by_country"]["THA"] > 0
+
+
+def test_export_rows_read_alike_by_load_dataset_and_the_format_reader(release, tmp_path):
+    """What export writes, ``datasets`` and :mod:`benchmark.data.release` read as the same rows."""
+    from benchmark.data import release as fmt
+
+    _, res = release
+    for config, split in fmt.SPLITS.items():
+        cols = [c for c in fmt.features()[config] if c != "image"]
+        ours = fmt.read_config_table(res.out, config, cols)
+        theirs = _load(res.out, config, split, tmp_path)
+        theirs = theirs.remove_columns([c for c in theirs.column_names if c == "image"])
+        assert list(ours.columns) == theirs.column_names == cols
+        key = cols[0]
+        a = ours.sort_values(key).to_dict("records")
+        b = theirs.to_pandas().sort_values(key).to_dict("records")
+        norm = [[{k: list(v) if k == "tags" else v for k, v in r.items()} for r in x] for x in (a, b)]
+        assert norm[0] == norm[1] and len(a) == (res.n_triplets if config == "triplets"
+                                                  else res.n_images)
