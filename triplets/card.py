@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Any
 
 from benchmark import tables
+from benchmark.data.release import LICENSE_FILE, SPLITS, configs_yaml
 
 DATASHEET = Path(__file__).resolve().parent.parent / "DATASHEET.md"
 # The triplets are the benchmark's test split; the images config is the pool they index
 # (one split, ``train``, as in the evaluator's bundled sample release).
-SPLITS = {"triplets": "test", "images": "train"}
 
 IMAGE_COLUMN_DOCS = {
     "image_id": "release id: `<country>-<concept slug>-<sha256[:12]>`",
@@ -23,7 +23,7 @@ IMAGE_COLUMN_DOCS = {
     "concept": "the concept whose query found the image",
     "country": "ISO 3166-1 alpha-3 of the country whose query found the image",
     "query_language": "BCP-47 of the query that found it (English or the native language)",
-    "query_text": "the search query that found it",
+    "search_query": "the search query that found it (format version 1: `query_text`)",
     "search_rank": "raw 1-based rank in the search results",
     "source_url": "the image's URL",
     "page_url": "the page the image was found on (may be empty)",
@@ -63,7 +63,6 @@ SIZE_CATEGORIES = ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"
                    (1_000_000_000_000, "100B<n<1T"))
 #: ``license: other`` needs ``license_name`` and ``license_link``: the link names this file of
 #: the release (export writes it: :func:`licence_text`).
-LICENSE_FILE = "LICENSE.md"
 #: The release's Croissant metadata (written by :mod:`triplets.croissant`, linked from the card).
 CROISSANT_FILE = "croissant.json"
 #: The Hub's task categories (huggingface.js ``PIPELINE_DATA``) that fit: the Hub has no
@@ -114,11 +113,7 @@ def front_matter(features: dict[str, Any], splits: dict[str, dict[str, int]], n_
         "size_categories": [size_category(rows)],
         "tags": ["cross-modal-retrieval", "text-to-image-retrieval", "bias", "multilingual",
                  "multicultural", "benchmark"],
-        "configs": [
-            {"config_name": name,
-             "data_files": [{"split": SPLITS[name], "path": f"{name}/{SPLITS[name]}-*.parquet"}]}
-            for name in ("triplets", "images")
-        ],
+        "configs": configs_yaml(),
         "dataset_info": [],
     }
     for name in ("triplets", "images"):

@@ -27,10 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmark.data.xcm import IMAGE_COLUMNS
+from benchmark.data import release as fmt
 from benchmark.files import (
     FolderNotOursError,
-    atomic_path,
     atomic_write_text,
     claim_folder,
     install_folder,
@@ -38,22 +37,17 @@ from benchmark.files import (
 )
 from builder.catalog import Catalog, utcnow
 from builder.workdir import WorkDir
-from triplets.card import LICENSE_FILE, SPLITS, card_text, front_matter, licence_text
+from triplets.card import card_text, front_matter, licence_text
 from triplets.croissant import write_croissant
 from triplets.pool import Pool, PoolImage, load_pool
 from triplets.release_stats import release_numbers, stage_records
 from triplets.rules import Violation, check_triplets
-from triplets.sample_run import (
-    RELEASE_TRIPLET_COLUMNS,
-    pool_image_infos,
-    read_workdir_triplets,
-    with_locale,
-)
+from triplets.sample_run import pool_image_infos, read_workdir_triplets, with_locale
 
 log = logging.getLogger(__name__)
 
 SHARD_BYTES = 256 * 1024 * 1024
-FORMAT_VERSION = 1
+FORMAT_VERSION = fmt.FORMAT_VERSION
 
 
 class ExportError(RuntimeError):
@@ -73,29 +67,12 @@ class ExportResult:
     numbers: dict[str, Any]
 
 
-def features() -> dict[str, Any]:
-    """The ``datasets.Features`` of both configs, columns exactly as docs/release.md lists them."""
-    import datasets
-
-    s, i32 = datasets.Value("string"), datasets.Value("int32")
-    img = datasets.Features({
-        "image_id": s, "image": datasets.Image(), "concept": s, "country": s,
-        "query_language": s, "query_text": s, "search_rank": i32, "source_url": s,
-        "page_url": s, "title": s, "tags": datasets.List(s), "sha256": s,
-        "width": i32, "height": i32,
-    })
-    trip = datasets.Features({c: i32 if c == "query_term_reviewers" else s
-                              for c in RELEASE_TRIPLET_COLUMNS})
-    assert list(img) == IMAGE_COLUMNS
-    return {"images": img, "triplets": trip}
-
-
 def image_row(im: PoolImage, data: bytes) -> dict[str, Any]:
     return {
         "image_id": im.image_id,
         "image": {"bytes": data, "path": f"{im.image_id}.{im.ext}"},
         "concept": im.concept, "country": im.country, "query_language": im.query_language,
-        "query_text": im.query_text, "search_rank": im.search_rank, "source_url": im.source_url,
+        "search_query": im.query_text, "search_rank": im.search_rank, "source_url": im.source_url,
         "page_url": im.page_url, "title": im.title, "tags": list(im.tags or ()),
         "sha256": im.sha256, "width": im.width, "height": im.height,
     }
@@ -126,22 +103,6 @@ def plan_shards(wd: WorkDir, images: list[PoolImage], shard_bytes: int) -> list[
     return shards
 
 
-def _write_shard(rows: list[dict], feats, path: Path) -> dict[str, int]:
-    """One parquet shard; returns its split info (num_examples, num_bytes)."""
-    import datasets
-
-    was_disabled = datasets.is_progress_bar_enabled() is False
-    datasets.disable_progress_bars()  # one bar per shard is ours; theirs would be noise
-    try:
-        ds = datasets.Dataset.from_list(rows, features=feats)
-        with atomic_path(path, suffix=".parquet") as tmp:
-            ds.to_parquet(str(tmp))
-    finally:
-        if not was_disabled:
-            datasets.enable_progress_bars()
-    return {"num_bytes": int(ds.data.nbytes), "num_examples": len(ds)}
-
-
 def provenance_records(cat: Catalog, pool: Pool) -> list[dict[str, Any]]:
     """One record per released image: its search, download, dedup, review and tagging."""
     rows = {int(r["item_id"]): dict(r) for r in cat.query(
@@ -161,7 +122,7 @@ def provenance_records(cat: Catalog, pool: Pool) -> list[dict[str, Any]]:
     for im in pool.images:
         rec = {"image_id": im.image_id, "sha256": im.sha256, "item_id": im.item_id,
                "concept": im.concept, "country": im.country, "query_language": im.query_language,
-               "query_text": im.query_text, "search_rank": im.search_rank,
+               "search_query": im.query_text, "search_rank": im.search_rank,
                "source_url": im.source_url, "page_url": im.page_url, "title": im.title}
         rec.update({k: v for k, v in rows.get(im.item_id, {}).items() if k != "item_id"})
         rec["reviews"] = reviews.get(im.item_id, [])
@@ -190,7 +151,7 @@ def export_release(
         sampling = {"seed": seed, "per_image": params.get("per_image"),
                     "distinct_language": distinct}
         numbers = release_numbers(cat, pool, rows, sampling)
-        build = {"format": "3xcm-release", "format_version": FORMAT_VERSION,
+        build = {"format": fmt.FORMAT, "format_version": FORMAT_VERSION,
                  "exported_at": utcnow(), "package_version": _version(),
                  "git_commit": _git_commit(), "sampling": sampling,
                  "stage_runs": stage_records(cat), "numbers": numbers}
@@ -214,23 +175,13 @@ def _write_files(wd: WorkDir, tmp: Path, pool: Pool, rows: list[dict], numbers: 
                  build: dict, provenance: list[dict], shard_bytes: int) -> int:
     from tqdm import tqdm
 
-    feats = features()
     shards = plan_shards(wd, pool.images, shard_bytes)
-    split_info = {"triplets": _write_shard(with_locale(rows, pool), feats["triplets"],
-                                           tmp / "triplets" / f"{SPLITS['triplets']}-00000-of-00001.parquet")}
-    total = {"num_bytes": 0, "num_examples": 0}
-    for i, shard in enumerate(tqdm(shards, desc="image shards", unit="shard")):
-        batch = [image_row(im, _read_image(wd, im)) for im in shard]
-        path = tmp / "images" / f"{SPLITS['images']}-{i:05d}-of-{len(shards):05d}.parquet"
-        info = _write_shard(batch, feats["images"], path)
-        total = {k: total[k] + info[k] for k in total}
-    split_info["images"] = total
-    yaml_feats = {k: v._to_yaml_list() for k, v in feats.items()}
+    batches = ([image_row(im, _read_image(wd, im)) for im in shard]
+               for shard in tqdm(shards, desc="image shards", unit="shard"))
+    split_info = fmt.write_tables(tmp, with_locale(rows, pool), batches, len(shards))
+    yaml_feats = fmt.yaml_features()
     meta = front_matter(yaml_feats, split_info, len(rows))
-    atomic_write_text(tmp / "README.md", card_text(meta, numbers, build))
-    atomic_write_text(tmp / LICENSE_FILE, licence_text())
-    atomic_write_text(tmp / "build.json", json.dumps(
-        build, indent=1, ensure_ascii=False, sort_keys=True, allow_nan=False) + "\n")
+    fmt.write_metadata(tmp, card_text(meta, numbers, build), build, licence_text())
     atomic_write_text(tmp / "provenance.jsonl", "".join(
         json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in provenance))
     write_croissant(tmp, yaml_feats, build)  # last: it records the other files' sha256

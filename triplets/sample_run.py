@@ -16,6 +16,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from benchmark import tables
+from benchmark.data.release import PROVENANCE_COLUMNS, RELEASE_TRIPLET_COLUMNS  # noqa: F401
 from benchmark.files import atomic_write_text
 from builder.catalog import Catalog
 from builder.stagekit import stage_run
@@ -32,8 +33,6 @@ STAGE = "triplets"
 # query text came from: its source (generated / authors / reviewed / ..., see data/queries.csv)
 # and how many native speakers reviewed it, so the evaluator reads a term's review status
 # from the release instead of matching its text against a table.
-PROVENANCE_COLUMNS = ["query_term_source", "query_term_reviewers"]
-RELEASE_TRIPLET_COLUMNS = [*TRIPLET_COLUMNS, "query_locale", *PROVENANCE_COLUMNS]
 
 
 def with_locale(rows: list[dict], pool: Pool | None = None) -> list[dict]:

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from benchmark import tables
+from benchmark.data import DataError
+from benchmark.data import release as fmt
 from benchmark.data.build_record import read_build_record
 from benchmark.data.rules import (
     authors_violations,
@@ -31,47 +33,20 @@ class SourceError(ValueError):
 # -- release folder ------------------------------------------------------------------------------
 
 def card_configs(release: Path) -> dict[str, dict[str, list[str]]]:
-    """config name -> split -> data file globs, from the card's YAML front matter."""
-    import yaml
-
-    card = release / "README.md"
-    if not card.is_file():
-        raise SourceError(f"{release}: no README.md dataset card")
-    text = card.read_text(encoding="utf-8")
-    if not text.startswith("---"):
-        raise SourceError(f"{card}: no YAML front matter")
+    """config name -> split -> data file globs (:func:`benchmark.data.release.card_configs`)."""
     try:
-        meta = yaml.safe_load(text.split("---", 2)[1]) or {}
-    except yaml.YAMLError as e:
-        raise SourceError(f"{card}: bad YAML: {e}") from e
-    out: dict[str, dict[str, list[str]]] = {}
-    for cfg in meta.get("configs") or []:
-        files: dict[str, list[str]] = {}
-        for df in cfg.get("data_files") or []:
-            paths = df["path"] if isinstance(df["path"], list) else [df["path"]]
-            files[df["split"]] = paths
-        out[cfg["config_name"]] = files
-    return out
+        return fmt.card_configs(release)
+    except DataError as e:
+        raise SourceError(str(e)) from e
 
 
 def read_config_table(release: Path, config: str, columns: list[str] | None = None):
-    """All splits of one config as one pyarrow table (no image decoding); of ``columns``
-    only those the files have."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    configs = card_configs(release)
-    if config not in configs:
-        raise SourceError(f"{release}: the card has no config {config!r} (has {sorted(configs)})")
-    paths = sorted(p for globs in configs[config].values() for g in globs for p in release.glob(g))
-    if not paths:
-        raise SourceError(f"{release}: config {config!r} has no data files")
-    tables_ = []
-    for p in paths:
-        have = pq.read_schema(p).names
-        tables_.append(pq.read_table(p, columns=[c for c in columns if c in have]
-                                     if columns is not None else None))
-    return pa.concat_tables(tables_, promote_options="default")
+    """All splits of one config as one frame, today's column names
+    (:func:`benchmark.data.release.read_config_table`)."""
+    try:
+        return fmt.read_config_table(release, config, columns)
+    except DataError as e:
+        raise SourceError(str(e)) from e
 
 
 def image_byte_violations(release: Path) -> list[Violation]:
@@ -83,8 +58,11 @@ def image_byte_violations(release: Path) -> list[Violation]:
     import pyarrow.parquet as pq
 
     out: list[Violation] = []
-    globs = [g for gl in card_configs(release).get("images", {}).values() for g in gl]
-    for path in sorted(p for g in globs for p in release.glob(g)):
+    try:
+        paths = fmt.config_paths(release, "images") if "images" in card_configs(release) else []
+    except DataError as e:
+        raise SourceError(str(e)) from e
+    for path in paths:
         t = pq.read_table(path, columns=["image_id", "image", "sha256"])
         for iid, cell, sha in zip(*(t.column(c).to_pylist() for c in ("image_id", "image", "sha256")),
                                   strict=True):
@@ -100,11 +78,11 @@ def read_release(release: Path) -> tuple[list[dict], dict[str, ImageInfo], dict]
     if not release.is_dir():
         raise SourceError(f"--release: not a folder: {release}")
     what = str(release)
-    trip = read_config_table(release, "triplets").to_pandas()
+    trip = read_config_table(release, "triplets")
     check_columns(trip, TRIPLET_COLUMNS, f"{what} triplets")
     check_not_empty(len(trip), f"{what} triplets")
     img_cols = ["image_id", "concept", "country", "tags", "sha256"]
-    imgs = read_config_table(release, "images", img_cols).to_pandas()
+    imgs = read_config_table(release, "images", img_cols)
     check_columns(imgs, ["image_id", "concept", "country"], f"{what} images")
     imgs["image_id"] = imgs["image_id"].astype(str)
     check_unique_images(imgs["image_id"].tolist(), f"{what} images")
@@ -142,7 +120,6 @@ def read_authors_csv(path: Path) -> AuthorsFile:
     (:func:`benchmark.data.rules.authors_violations`). Image ids given two labels in different
     rows are listed (``conflicting_ids``), not blamed on a row: which row is wrong is not
     decidable."""
-    from benchmark.data import DataError
     from benchmark.data.rules import AUTHORS_ROLES
     from benchmark.data.xcm import authors_to_triplets, read_authors_frame
 

@@ -1,17 +1,12 @@
-"""The authors' published 3XCM, as the hub holds it, and the choice of layout for ``--dataset``.
+"""The authors' published 3XCM, as the hub holds it.
 
 The authors published their data as ``Chula-AI/association_bias_benchmark``: config
 ``image_metadata`` (split ``train``: ``image``, ``image_id``, ``concept_id``, ``concept``,
 ``concept_in_native``, ``concept_country``, ``country``, ``title``) and config ``benchmark``
-(split ``train``: the columns of their ``xcm-bench.csv``). :func:`open_dataset` recognises the
-layout of any folder or hub id by its configs and columns, never by its name:
-
-- configs ``triplets`` and ``images``: our release (:func:`benchmark.data.xcm.load_release`);
-- config ``image_metadata``: the authors' published layout; the triplets are its ``benchmark``
-  config, else ``--triplets-csv FILE``, else the authors' file shipped in
-  ``data/authors/xcm-bench.csv``;
-- one config (e.g. a folder of ``image_metadata`` parquet files, no card) whose columns are
-  those of ``image_metadata``: the same, without a ``benchmark`` config.
+(split ``train``: the columns of their ``xcm-bench.csv``). :func:`load_published` reads it
+(or a plain folder of ``image_metadata`` files) once :func:`benchmark.data.layouts.open_xcm`
+has recognised the layout; the triplets are its ``benchmark`` config, else ``--triplets-csv
+FILE``, else the authors' file shipped in ``data/authors/xcm-bench.csv``.
 
 The query text of a triplet is the ``concept_in_native`` of its query image (the authors'
 own term; :mod:`benchmark.data.query_texts` offers the others). Image countries are the authors'
@@ -29,6 +24,13 @@ import pandas as pd
 
 from benchmark import tables
 from benchmark.data import DataError, hf
+from benchmark.data.dataset import (
+    XCMDataset,
+    country_codes,
+    referenced_ids,
+    require_columns,
+    unknown_ids_error,
+)
 from benchmark.data.images import ImageStore
 from benchmark.data.rules import (
     check_columns,
@@ -37,17 +39,7 @@ from benchmark.data.rules import (
     raise_on_violations,
     triplet_violations,
 )
-from benchmark.data.xcm import (
-    AUTHORS_COLUMNS,
-    XCMDataset,
-    authors_rows,
-    country_codes,
-    load_release,
-    read_authors_frame,
-    referenced_ids,
-    require_columns,
-    unknown_ids_error,
-)
+from benchmark.data.xcm import AUTHORS_COLUMNS, authors_rows, read_authors_frame
 from benchmark.files import sha256_bytes
 
 log = logging.getLogger(__name__)
@@ -57,34 +49,6 @@ IMAGE_METADATA_COLUMNS = ["image", "image_id", "concept_id", "concept", "concept
                           "concept_country", "country", "title"]
 REQUIRED_IMAGE_COLUMNS = ["image", "image_id", "concept", "concept_in_native", "country"]
 SHIPPED_TRIPLETS = "authors/xcm-bench.csv"
-
-
-def open_dataset(path_or_id: str, revision: str | None = None,
-                 triplets_csv: Path | None = None) -> XCMDataset:
-    """The 3XCM dataset at a folder or hub id, whichever of the layouts it is in."""
-    names = hf.config_names(path_or_id, revision)
-    if {"triplets", "images"} <= set(names):
-        if triplets_csv is not None:
-            raise DataError(f"--triplets-csv with --dataset: {path_or_id} is a release (configs "
-                            "triplets and images), which has its own triplets")
-        return load_release(path_or_id, revision)
-    if "image_metadata" in names:
-        images = hf.load_split(path_or_id, "image_metadata", None, revision)
-        bench = None
-        if "benchmark" in names and triplets_csv is None:
-            bench = hf.load_split(path_or_id, "benchmark", None, revision)
-        return load_published(path_or_id, images, bench, triplets_csv, revision)
-    if len(names) == 1:
-        split = hf.load_split(path_or_id, names[0], None, revision)
-        if set(REQUIRED_IMAGE_COLUMNS) <= set(split.column_names):
-            return load_published(path_or_id, split, None, triplets_csv, revision)
-        found = f"config {names[0]!r} with columns {', '.join(split.column_names)}"
-    else:
-        found = f"configs {', '.join(names)}"
-    raise DataError(
-        f"--dataset {path_or_id}: not a 3XCM layout ({found}); expected a release (configs "
-        "triplets and images) or the authors' published layout (config image_metadata with "
-        f"{', '.join(REQUIRED_IMAGE_COLUMNS)}; optional config benchmark)")
 
 
 def _strings(df: pd.DataFrame) -> pd.DataFrame:

@@ -1,10 +1,12 @@
 """3XCM triplets and images, read and validated: the release format and the authors' CSV.
 
-Three layouts give the same :class:`XCMDataset` (the third, the authors' published hub
-layout, is read by :mod:`benchmark.data.published`):
+Two of the layouts that give an :class:`~benchmark.data.dataset.XCMDataset` are read here
+(:func:`benchmark.data.layouts.open_xcm` chooses among all four; the authors' published hub
+layout is read by :mod:`benchmark.data.published`):
 
-1. the release (docs/release.md): configs ``triplets`` (split ``test``) and ``images`` loaded with
-   ``datasets.load_dataset`` from a local folder or a hub id; query texts: its ``query_text``;
+1. the release (docs/release.md, format: :mod:`benchmark.data.release`): configs ``triplets``
+   (split ``test``) and ``images`` loaded with ``datasets.load_dataset`` from a local folder or
+   a hub id; query texts: its ``query_text``;
 2. the authors' ``xcm-bench.csv`` with ``--images DIR`` of ``<image_id>.<ext>`` files; query
    texts: ``data/queries.csv`` or a CSV (:mod:`benchmark.data.query_texts`).
 
@@ -16,9 +18,7 @@ offending rows and counts all of them.
 from __future__ import annotations
 
 import csv
-import hashlib
 import logging
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,14 +26,26 @@ import pandas as pd
 
 from benchmark import tables
 from benchmark.data import DataError, hf, query_texts
+from benchmark.data.dataset import (  # noqa: F401  (re-exported: the dataset type's old home)
+    XCMDataset,
+    country_codes,
+    referenced_ids,
+    require_columns,
+    unknown_ids_error,
+    with_query_table,
+)
 from benchmark.data.images import FileHashMemo, ImageStore
+from benchmark.data.release import (  # noqa: F401  (IMAGE_COLUMNS: re-exported)
+    IMAGE_COLUMNS,
+    PROVENANCE_COLUMNS,
+    TRIPLET_COLUMNS,
+    load_configs,
+)
 from benchmark.data.rules import (
-    IMAGE_ID_COLUMNS,
     check_columns,
     check_not_empty,
     check_tags,
     check_unique_images,
-    first_items,
     image_bytes_violation,
     raise_on_image_violations,
     raise_on_violations,
@@ -44,15 +56,6 @@ from benchmark.text import StrictDictReader
 
 log = logging.getLogger(__name__)
 
-TRIPLET_COLUMNS = [
-    "triplet_id", "query_image_id", "query_concept", "query_country", "query_language",
-    "query_text", "semantic_image_id", "semantic_country", "cultural_image_id",
-    "cultural_concept", "non_relevant_image_id", "non_relevant_concept", "non_relevant_country",
-]
-IMAGE_COLUMNS = [
-    "image_id", "image", "concept", "country", "query_language", "query_text", "search_rank",
-    "source_url", "page_url", "title", "tags", "sha256", "width", "height",
-]
 AUTHORS_COLUMNS = [
     "query_index", "query_image_id", "query_concept", "query_country",
     "semantically_relevant_candidate_image_id", "semantically_relevant_candidate_concept",
@@ -62,66 +65,6 @@ AUTHORS_COLUMNS = [
     "non_relevant_candidate_country",
 ]
 CANDIDATES = ("semantic", "cultural", "non_relevant")
-# a release's provenance of each triplet's query text (triplets/sample_run.py writes them)
-PROVENANCE_COLUMNS = ["query_term_source", "query_term_reviewers"]
-
-
-@dataclass
-class XCMDataset:
-    """Validated triplets (``TRIPLET_COLUMNS``) plus the images they reference."""
-
-    triplets: pd.DataFrame
-    images: ImageStore
-    dataset_id: str
-    source_format: str  # release / published / authors-csv
-    image_meta: pd.DataFrame | None = None  # image_id, concept, country (+ tags, + term)
-    notes: dict[str, Any] = field(default_factory=dict)
-    query_texts: dict[str, Any] = field(default_factory=dict)  # query_texts.provenance(...)
-
-    @property
-    def fingerprint(self) -> str:
-        """sha256 over the triplet table and the content hash of every referenced image."""
-        h = hashlib.sha256()
-        h.update(self.triplets[TRIPLET_COLUMNS].to_csv(index=False).encode("utf-8"))
-        for iid in sorted(referenced_ids(self.triplets)):
-            h.update(f"{iid}\t{self.images.sha256[iid]}\n".encode())
-        return h.hexdigest()
-
-
-def referenced_ids(tr: pd.DataFrame) -> set[str]:
-    return set(pd.unique(tr[IMAGE_ID_COLUMNS].to_numpy().ravel()))
-
-
-def require_columns(columns: list[str], required: list[str], what: str) -> None:
-    missing = [c for c in required if c not in columns]
-    if missing:
-        raise DataError(f"{what}: missing column(s) {', '.join(missing)}")
-
-
-def unknown_ids_error(tr: pd.DataFrame, known: set[str], triplets: str, images: str) -> None:
-    """One line naming the triplets' image ids that are not images of the dataset."""
-    unknown = sorted(referenced_ids(tr) - known)
-    if unknown:
-        bad_rows = tr[~tr[IMAGE_ID_COLUMNS].isin(known).all(axis=1)]
-        raise DataError(
-            f"{len(unknown)} image id(s) of {triplets} not found in {images} "
-            f"(first: {first_items(unknown)}); {len(bad_rows)} triplet(s) affected, first rows: "
-            f"{first_items(bad_rows['triplet_id'].astype(str).tolist())}"
-        )
-
-
-def with_query_table(ds: XCMDataset, table: query_texts.QueryTable,
-                     query_term: str = "own") -> XCMDataset:
-    """``ds`` with the query texts of ``table`` (``table`` / ``file`` sources) and their
-    provenance; the texts of a published or release source are the dataset's own, each
-    triplet's (``query_term`` own) or its pair's most frequent (majority)."""
-    tr = ds.triplets
-    notes: dict[str, Any] = {}
-    if table.kind in ("table", "file"):
-        tr = query_texts.apply_table(tr, table)
-    else:
-        tr, notes = query_texts.choose_term(tr, table, query_term)
-    return replace(ds, triplets=tr, query_texts={**query_texts.provenance(table, tr), **notes})
 
 
 # -- the release -------------------------------------------------------------------------------
@@ -175,11 +118,7 @@ def load_release(path_or_id: str, revision: str | None = None) -> XCMDataset:
     settings, as it does to the validator)."""
     what = str(path_or_id)
     hf.check_spec(what)
-    try:
-        tr = hf.load_split(what, "triplets", "test", revision).to_pandas()
-    except hf.EmptySplit:  # a header and no rows: datasets will not load it
-        tr = pd.DataFrame(columns=TRIPLET_COLUMNS)
-    imgs = hf.load_split(what, "images", None, revision)
+    tr, imgs = load_configs(what, revision)
     check_columns(tr, TRIPLET_COLUMNS, f"{what} triplets")
     check_not_empty(len(tr), f"{what} triplets")
     prov = [c for c in PROVENANCE_COLUMNS if c in tr.columns]
@@ -257,21 +196,6 @@ def load_authors_csv(
         return ds
     path = Path(queries_csv) if queries_csv else None
     return with_query_table(ds, query_texts.load_table("file" if path else "table", path))
-
-
-def country_codes(names: set[str] | pd.Series, what: str) -> dict[str, str]:
-    """Country name (as the authors write it, or code/label/English name) -> ISO alpha-3;
-    every name not in data/countries.csv is one :class:`DataError` naming them."""
-    iso: dict[str, str] = {}
-    bad = []
-    for n in sorted(set(names)):
-        try:
-            iso[n] = tables.country(n).code
-        except tables.TableError:
-            bad.append(n)
-    if bad:
-        raise DataError(f"{what}: unknown country name(s) {first_items(bad)}")
-    return iso
 
 
 def authors_to_triplets(raw: pd.DataFrame) -> pd.DataFrame:

@@ -126,7 +126,7 @@ def open_images(candidates: list[str]) -> tuple[ImageStore | None, str | None]:
     """The images of the first local dataset (release or published layout) or image folder
     (``<image_id>.<ext>``) among ``candidates``; (None, why) when none can be read. Hub ids
     are not fetched: a report never goes to the network."""
-    from benchmark.data.published import open_dataset
+    from benchmark.data.layouts import XCMSource, open_xcm
 
     tried = []
     for c in dict.fromkeys(candidates):
@@ -135,7 +135,7 @@ def open_images(candidates: list[str]) -> tuple[ImageStore | None, str | None]:
             tried.append(f"{c} (not a local folder)")
             continue
         try:
-            return open_dataset(str(p)).images, None
+            return open_xcm(XCMSource(dataset=str(p))).images, None
         except DataError as e:
             first = str(e).splitlines()[0] if str(e) else type(e).__name__
             try:

@@ -20,10 +20,10 @@ import pandas as pd
 
 from benchmark.cache import EmbedStats, embed_cached
 from benchmark.config import option
-from benchmark.data import DataError, query_texts
-from benchmark.data.published import open_dataset
+from benchmark.data import query_texts
+from benchmark.data.dataset import XCMDataset, with_query_table
+from benchmark.data.layouts import open_xcm
 from benchmark.data.rules import query_text_violations, raise_on_violations
-from benchmark.data.xcm import XCMDataset, load_authors_csv, with_query_table
 from benchmark.embeddings import Embeddings
 from benchmark.files import sha256_text
 from benchmark.metrics.association import TIE_ORDER, association_scores, winners, zscores
@@ -64,20 +64,6 @@ class XCMConfig(AssociationConfig):
         "also write <task>.per_triplet.parquet with every triplet's scores", False)
 
 
-def _load_data(ctx: RunContext, cfg: AssociationConfig) -> XCMDataset:
-    if cfg.triplets_csv and cfg.images:
-        if cfg.dataset:
-            raise DataError("give --dataset or --images (with --triplets-csv), not both")
-        return load_authors_csv(cfg.triplets_csv, cfg.images, hash_memo=ctx.hash_memo,
-                                with_texts=False)
-    if cfg.dataset:
-        return open_dataset(cfg.dataset, cfg.revision, cfg.triplets_csv)
-    if cfg.triplets_csv:
-        raise DataError("--triplets-csv needs --images DIR (files named <image_id>.<ext>) or "
-                        "--dataset in the authors' published layout")
-    raise DataError("3xcm needs --dataset PATH_OR_HUB_ID or --triplets-csv FILE --images DIR")
-
-
 def query_table(ds: XCMDataset, cfg: AssociationConfig) -> query_texts.QueryTable:
     """The query texts ``cfg`` chooses for ``ds`` (``--query-source``, ``--queries``)."""
     kind, path = query_texts.resolve_source(cfg.query_source, cfg.queries, ds.source_format)
@@ -93,7 +79,7 @@ def load_xcm(ctx: RunContext, cfg: AssociationConfig, *, with_texts: bool = True
     texts of ``cfg`` applied and their provenance recorded (``ds.query_texts``)."""
     key = ("xcm", cfg.dataset, cfg.revision, cfg.triplets_csv, cfg.images)
     if key not in ctx.memo:
-        ds = _load_data(ctx, cfg)
+        ds = open_xcm(cfg, ctx.hash_memo)
         log.info("%s: %d triplets, %d images (%s)", ds.dataset_id, len(ds.triplets),
                  len(ds.images.ids), ds.source_format)
         ctx.memo[key] = ds

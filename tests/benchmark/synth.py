@@ -46,7 +46,7 @@ def planted_world(n_concepts: int = 5, per_cell: int = 2, seed: int = 0):
             for v in range(per_cell):
                 data = coded_png(ci, ki, v)
                 rows.append({"image_id": f"{k}-{ci}-{v}", "image_bytes": data, "concept": concept,
-                             "country": k, "query_language": lang[k], "query_text": "",
+                             "country": k, "query_language": lang[k], "search_query": "",
                              "search_rank": v + 1, "source_url": "", "page_url": "", "title": "",
                              "tags": [concept], "sha256": sha256_bytes(data), "width": 8,
                              "height": 8})

@@ -87,9 +87,9 @@ def test_thumbnails_content_addressed_and_written_once(runs, tmp_path):
     root, res = runs
     col = collect([res])
     first = build_galleries(col, tmp_path)
-    from benchmark.data.published import open_dataset
+    from benchmark.data.layouts import XCMSource, open_xcm
 
-    ds = open_dataset(str(root / "data"))
+    ds = open_xcm(XCMSource(dataset=str(root / "data")))
     tr = ds.triplets
     cand = set(tr[["semantic_image_id", "cultural_image_id", "non_relevant_image_id"]]
                .to_numpy().ravel()) | set(tr["query_image_id"])  # (3xcm-i2i shows queries)

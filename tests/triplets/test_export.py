@@ -58,7 +58,7 @@ def test_release_loads_offline_and_round_trips_every_column(release, tmp_path):
     assert [dict(r) for r in trip] == expected
     images = _load(res.out, "images", "train", tmp_path)
     assert images.column_names == ["image_id", "image", "concept", "country", "query_language",
-                                   "query_text", "search_rank", "source_url", "page_url",
+                                   "search_query", "search_rank", "source_url", "page_url",
                                    "title", "tags", "sha256", "width", "height"]
     with Catalog.open(wd) as cat:
         pool = {im.image_id: im for im in load_pool(cat).images}
@@ -70,7 +70,7 @@ def test_release_loads_offline_and_round_trips_every_column(release, tmp_path):
         assert data == wd.image_path(im.sha256, "png").read_bytes()
         assert hashlib.sha256(data).hexdigest() == row["sha256"] == im.sha256
         assert row["image"].size == (row["width"], row["height"]) == (8, 8)
-        assert (row["concept"], row["country"], row["query_language"], row["query_text"],
+        assert (row["concept"], row["country"], row["query_language"], row["search_query"],
                 row["search_rank"], row["source_url"], row["page_url"], row["title"],
                 tuple(row["tags"])) == (im.concept, im.country, im.query_language,
                                         im.query_text, im.search_rank, im.source_url,
@@ -446,3 +446,22 @@ def test_each_triplet_carries_its_terms_source_and_reviewers(tmp_path):
     assert qt["used_source_mix"].get("reviewed", 0) >= 1
     assert qt["used_reviewer_counts"]["3"] == 1
     assert qt["reviewed_share_by_country"]["THA"] > 0
+
+
+def test_export_rows_read_alike_by_load_dataset_and_the_format_reader(release, tmp_path):
+    """What export writes, ``datasets`` and :mod:`benchmark.data.release` read as the same rows."""
+    from benchmark.data import release as fmt
+
+    _, res = release
+    for config, split in fmt.SPLITS.items():
+        cols = [c for c in fmt.features()[config] if c != "image"]
+        ours = fmt.read_config_table(res.out, config, cols)
+        theirs = _load(res.out, config, split, tmp_path)
+        theirs = theirs.remove_columns([c for c in theirs.column_names if c == "image"])
+        assert list(ours.columns) == theirs.column_names == cols
+        key = cols[0]
+        a = ours.sort_values(key).to_dict("records")
+        b = theirs.to_pandas().sort_values(key).to_dict("records")
+        norm = [[{k: list(v) if k == "tags" else v for k, v in r.items()} for r in x] for x in (a, b)]
+        assert norm[0] == norm[1] and len(a) == (res.n_triplets if config == "triplets"
+                                                  else res.n_images)

@@ -1,0 +1,91 @@
+"""The 3XCM dataset type every layout gives (:class:`XCMDataset`) and the helpers the layouts'
+readers share: the referenced image ids, column and id checks, country names to ISO codes, and
+query texts applied from a table. :func:`benchmark.data.layouts.open_xcm` opens one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import pandas as pd
+
+from benchmark import tables
+from benchmark.data import DataError, query_texts
+from benchmark.data.images import ImageStore
+from benchmark.data.release import TRIPLET_COLUMNS
+from benchmark.data.rules import IMAGE_ID_COLUMNS, first_items
+
+
+@dataclass
+class XCMDataset:
+    """Validated triplets (``TRIPLET_COLUMNS``) plus the images they reference."""
+
+    triplets: pd.DataFrame
+    images: ImageStore
+    dataset_id: str
+    source_format: str  # release / published / authors-csv
+    image_meta: pd.DataFrame | None = None  # image_id, concept, country (+ tags, + term)
+    notes: dict[str, Any] = field(default_factory=dict)
+    query_texts: dict[str, Any] = field(default_factory=dict)  # query_texts.provenance(...)
+
+    @property
+    def fingerprint(self) -> str:
+        """sha256 over the triplet table and the content hash of every referenced image."""
+        h = hashlib.sha256()
+        h.update(self.triplets[TRIPLET_COLUMNS].to_csv(index=False).encode("utf-8"))
+        for iid in sorted(referenced_ids(self.triplets)):
+            h.update(f"{iid}\t{self.images.sha256[iid]}\n".encode())
+        return h.hexdigest()
+
+
+def referenced_ids(tr: pd.DataFrame) -> set[str]:
+    return set(pd.unique(tr[IMAGE_ID_COLUMNS].to_numpy().ravel()))
+
+
+def require_columns(columns: list[str], required: list[str], what: str) -> None:
+    missing = [c for c in required if c not in columns]
+    if missing:
+        raise DataError(f"{what}: missing column(s) {', '.join(missing)}")
+
+
+def unknown_ids_error(tr: pd.DataFrame, known: set[str], triplets: str, images: str) -> None:
+    """One line naming the triplets' image ids that are not images of the dataset."""
+    unknown = sorted(referenced_ids(tr) - known)
+    if unknown:
+        bad_rows = tr[~tr[IMAGE_ID_COLUMNS].isin(known).all(axis=1)]
+        raise DataError(
+            f"{len(unknown)} image id(s) of {triplets} not found in {images} "
+            f"(first: {first_items(unknown)}); {len(bad_rows)} triplet(s) affected, first rows: "
+            f"{first_items(bad_rows['triplet_id'].astype(str).tolist())}"
+        )
+
+
+def with_query_table(ds: XCMDataset, table: query_texts.QueryTable,
+                     query_term: str = "own") -> XCMDataset:
+    """``ds`` with the query texts of ``table`` (``table`` / ``file`` sources) and their
+    provenance; the texts of a published or release source are the dataset's own, each
+    triplet's (``query_term`` own) or its pair's most frequent (majority)."""
+    tr = ds.triplets
+    notes: dict[str, Any] = {}
+    if table.kind in ("table", "file"):
+        tr = query_texts.apply_table(tr, table)
+    else:
+        tr, notes = query_texts.choose_term(tr, table, query_term)
+    return replace(ds, triplets=tr, query_texts={**query_texts.provenance(table, tr), **notes})
+
+
+def country_codes(names: set[str] | pd.Series, what: str) -> dict[str, str]:
+    """Country name (as the authors write it, or code/label/English name) -> ISO alpha-3;
+    every name not in data/countries.csv is one :class:`DataError` naming them."""
+    iso: dict[str, str] = {}
+    bad = []
+    for n in sorted(set(names)):
+        try:
+            iso[n] = tables.country(n).code
+        except tables.TableError:
+            bad.append(n)
+    if bad:
+        raise DataError(f"{what}: unknown country name(s) {first_items(bad)}")
+    return iso

@@ -1,0 +1,92 @@
+"""Which 3XCM layout a source is in, decided once: :func:`open_xcm`.
+
+A source (``--dataset``, ``--revision``, ``--triplets-csv``, ``--images``) is read as the first
+of these it is, recognised by its configs and columns, never by its name:
+
+1. ``--triplets-csv FILE --images DIR``: the authors' ``xcm-bench.csv`` with a folder of
+   ``<image_id>.<ext>`` files (:func:`benchmark.data.xcm.load_authors_csv`);
+2. configs ``triplets`` and ``images``: our release (docs/release.md;
+   :func:`benchmark.data.xcm.load_release`);
+3. config ``image_metadata``: the authors' published layout; the triplets are its ``benchmark``
+   config, else ``--triplets-csv FILE``, else the authors' file shipped in
+   ``data/authors/xcm-bench.csv`` (:func:`benchmark.data.published.load_published`);
+4. one config (e.g. a folder of ``image_metadata`` parquet files, no card) whose columns are
+   those of ``image_metadata``: the same, without a ``benchmark`` config.
+
+Anything else is one :class:`~benchmark.data.DataError` line (exit 2).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from benchmark.data import DataError, hf
+from benchmark.data.dataset import XCMDataset
+from benchmark.data.images import FileHashMemo
+from benchmark.data.published import REQUIRED_IMAGE_COLUMNS, load_published
+from benchmark.data.xcm import load_authors_csv, load_release
+
+
+class XCMSourceLike(Protocol):
+    """What names a 3XCM source (the task configs have these fields)."""
+
+    dataset: str | None
+    revision: str | None
+    triplets_csv: Path | None
+    images: Path | None
+
+
+@dataclass(frozen=True)
+class XCMSource:
+    """A 3XCM source named outside a task config (the report's gallery, tests)."""
+
+    dataset: str | None = None
+    revision: str | None = None
+    triplets_csv: Path | None = None
+    images: Path | None = None
+
+
+def open_xcm(source: XCMSourceLike, hash_memo: FileHashMemo | None = None) -> XCMDataset:
+    """The 3XCM dataset ``source`` names, in whichever layout it is (module docstring); the
+    query texts of the authors' CSV are applied later (``with_query_table``)."""
+    if source.triplets_csv and source.images:
+        if source.dataset:
+            raise DataError("give --dataset or --images (with --triplets-csv), not both")
+        return load_authors_csv(source.triplets_csv, source.images, hash_memo=hash_memo,
+                                with_texts=False)
+    if source.dataset:
+        return _open_hub_layout(str(source.dataset), source.revision, source.triplets_csv)
+    if source.triplets_csv:
+        raise DataError("--triplets-csv needs --images DIR (files named <image_id>.<ext>) or "
+                        "--dataset in the authors' published layout")
+    raise DataError("3xcm needs --dataset PATH_OR_HUB_ID or --triplets-csv FILE --images DIR")
+
+
+def _open_hub_layout(path_or_id: str, revision: str | None,
+                     triplets_csv: Path | None) -> XCMDataset:
+    """Layouts 2-4: a folder or hub id, by its configs and columns."""
+    names = hf.config_names(path_or_id, revision)
+    if {"triplets", "images"} <= set(names):
+        if triplets_csv is not None:
+            raise DataError(f"--triplets-csv with --dataset: {path_or_id} is a release (configs "
+                            "triplets and images), which has its own triplets")
+        return load_release(path_or_id, revision)
+    if "image_metadata" in names:
+        images = hf.load_split(path_or_id, "image_metadata", None, revision)
+        bench = None
+        if "benchmark" in names and triplets_csv is None:
+            bench = hf.load_split(path_or_id, "benchmark", None, revision)
+        return load_published(path_or_id, images, bench, triplets_csv, revision)
+    if len(names) == 1:
+        split = hf.load_split(path_or_id, names[0], None, revision)
+        if set(REQUIRED_IMAGE_COLUMNS) <= set(split.column_names):
+            return load_published(path_or_id, split, None, triplets_csv, revision)
+        found = f"config {names[0]!r} with columns {', '.join(split.column_names)}"
+    else:
+        found = f"configs {', '.join(names)}"
+    raise DataError(
+        f"--dataset {path_or_id}: not a 3XCM layout ({found}); expected a release (configs "
+        "triplets and images) or the authors' published layout (config image_metadata with "
+        f"{', '.join(REQUIRED_IMAGE_COLUMNS)}; optional config benchmark)")
