@@ -20,19 +20,20 @@ T = TypeVar("T")
 
 def option(help: str, default: Any = dataclasses.MISSING, *, flags: tuple[str, ...] = (),
            minimum: float | None = None, above: float | None = None,
-           **argparse_kw: Any) -> Any:
+           maximum: float | None = None, **argparse_kw: Any) -> Any:
     """A dataclass field with its flag's help text (and extra argparse keywords: choices,
     metavar; ``flags`` replaces the default ``--field-name``; ``minimum`` is the smallest
-    value an ``int`` or ``float`` flag accepts and ``above`` a bound it must exceed, both
-    checked when the flag is parsed)."""
+    value an ``int`` or ``float`` flag accepts, ``maximum`` the largest and ``above`` a bound
+    it must exceed, all checked when the flag is parsed)."""
     meta = {"help": help, "flags": flags, "argparse": argparse_kw, "minimum": minimum,
-            "above": above}
+            "above": above, "maximum": maximum}
     return dataclasses.field(default=default, metadata=meta)
 
 
-def _bounded(typ: type, minimum: float | None, above: float | None = None) -> Any:
-    """An argparse ``type`` that accepts numbers of ``typ`` ``>= minimum`` and ``> above``
-    (otherwise a usage error, exit 2, naming the value and the bound)."""
+def _bounded(typ: type, minimum: float | None, above: float | None = None,
+             maximum: float | None = None) -> Any:
+    """An argparse ``type`` that accepts numbers of ``typ`` ``>= minimum``, ``> above`` and
+    ``<= maximum`` (otherwise a usage error, exit 2, naming the value and the bound)."""
     def parse(text: str) -> Any:
         try:
             value = typ(text)
@@ -42,6 +43,8 @@ def _bounded(typ: type, minimum: float | None, above: float | None = None) -> An
             raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
         if above is not None and not value > above:
             raise argparse.ArgumentTypeError(f"must be more than {above}, got {value}")
+        if maximum is not None and value > maximum:
+            raise argparse.ArgumentTypeError(f"must be at most {maximum}, got {value}")
         return value
     parse.__name__ = typ.__name__
     return parse
@@ -74,9 +77,10 @@ def add_options(parser: argparse.ArgumentParser | Any, cls: type, *,
         typ = _flag_type(hints[f.name])
         if typ is bool:
             kw["action"] = "store_true"
-        elif typ in (int, float) and (meta.get("minimum") is not None
-                                      or meta.get("above") is not None):
-            kw["type"] = _bounded(typ, meta.get("minimum"), meta.get("above"))
+        elif typ in (int, float) and any(meta.get(k) is not None
+                                         for k in ("minimum", "above", "maximum")):
+            kw["type"] = _bounded(typ, meta.get("minimum"), meta.get("above"),
+                                  meta.get("maximum"))
         else:
             kw["type"] = typ
         if f.default is dataclasses.MISSING:

@@ -79,3 +79,20 @@ def test_llm_bounds_are_usage_errors(argv, capsys):
     with pytest.raises(SystemExit) as e:
         _llm_parser().parse_args(argv)
     assert e.value.code == 2 and f"argument {argv[0]}: must be" in capsys.readouterr().err
+
+
+def test_image_dedup_options_come_from_its_dataclass(capsys):
+    from builder import image_dedup
+    from builder.image_dedup import DedupConfig
+
+    parse = image_dedup.build_parser().parse_args
+    assert image_dedup.config_from_args(parse([])) == DedupConfig()
+    assert image_dedup.config_from_args(parse(["--model", "None"])).model is None
+    for argv, message in ((["--phash-distance", "65"], "must be at most 64, got 65"),
+                          (["--phash-distance", "-1"], "must be at least 0, got -1"),
+                          (["--cosine", "1.5"], "must be at most 1.0, got 1.5"),
+                          (["--batch-size", "0"], "must be at least 1, got 0")):
+        with pytest.raises(SystemExit) as e:
+            parse(argv)
+        assert e.value.code == 2
+        assert capsys.readouterr().err.strip().endswith(f"argument {argv[0]}: {message}")
