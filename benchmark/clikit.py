@@ -184,9 +184,14 @@ class CliKit:
             except Exception as exc:
                 line = self.line_for(exc)
                 if line is None:
-                    log.critical("internal error (a bug in 3XCM, not your input; please "
-                                 "report it with the traceback below): %s: %s",
-                                 type(exc).__name__, exc)
+                    if not getattr(exc, "_xcm_logged", False):  # once, also when nested
+                        log.critical("internal error (a bug in 3XCM, not your input; please "
+                                     "report it with the traceback below): %s: %s",
+                                     type(exc).__name__, exc)
+                        try:
+                            exc._xcm_logged = True  # type: ignore[attr-defined]
+                        except AttributeError:  # an exception type without a __dict__
+                            pass
                     raise
                 report(f"error: {line}", error=True)
                 return EXIT_USER

@@ -114,3 +114,15 @@ def test_add_workdir_is_the_one_flag():
     clikit.add_workdir(p)
     assert p.parse_args([]).workdir is None
     assert p.parse_args(["--workdir", "w"]).workdir == "w"
+
+
+def test_a_bug_in_a_nested_command_is_logged_once(caplog):
+    """``builder run`` runs each stage's kit inside its own: one internal-error line."""
+    kit = clikit.CliKit(extra="builder")
+    with caplog.at_level(logging.CRITICAL, logger="benchmark.clikit"), \
+            pytest.raises(RuntimeError):
+        kit.run(lambda: kit.run(_raise(RuntimeError("deep"))))
+    assert [r.getMessage() for r in caplog.records] == [
+        "internal error (a bug in 3XCM, not your input; please report it with the traceback "
+        "below): RuntimeError: deep"]
+
