@@ -8,7 +8,10 @@ review is not configured). ``python -m builder run`` runs ``sync`` as its ``revi
 through :func:`stage_main` (``annotation.main``), which takes ``sync``'s flags with no command
 word. Connection: ``LABEL_STUDIO_URL`` and ``LABEL_STUDIO_API_KEY``. Errors a user can fix
 (:class:`~annotation.client.AnnotationError`, a request the server refused or could not
-answer) are one line on stderr and exit code 2; anything else is a bug and propagates.
+answer), a damaged work-dir database, a full disk and a missing optional library are one line
+on stderr and exit code 2; Ctrl-C exits 130 and SIGTERM 143 (the review stage's run recorded
+``interrupted``); anything else is a bug: ``internal error`` is logged and it propagates (one
+CLI kit, ``benchmark.clikit``, for all four CLIs).
 """
 
 from __future__ import annotations
@@ -17,13 +20,13 @@ import argparse
 import json
 import logging
 import os
-import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from annotation.client import AnnotationError, Connection, api_errors
 from annotation.configs import KINDS
+from benchmark.clikit import CliKit, add_verbose, add_workdir
 from benchmark.logs import configure_logging
 
 if TYPE_CHECKING:
@@ -35,8 +38,8 @@ Handler = Callable[[argparse.Namespace], int]
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--workdir", help="work dir (default: $XCM_WORKDIR or ./xcm-work)")
-    p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    add_workdir(p)
+    add_verbose(p)
 
 
 def _images_args(p: argparse.ArgumentParser) -> None:
@@ -324,22 +327,46 @@ def build_stage_parser() -> argparse.ArgumentParser:
     return _parsers()[1]["sync"]
 
 
-def _run(args: argparse.Namespace) -> int:
-    """Run the parsed command; errors a user can fix become one line and exit code 2."""
-    configure_logging(args.verbose)
+def _request_failed(exc: BaseException) -> str | None:
+    """The one line for a request Label Studio refused or could not answer."""
     try:
+        errors = api_errors()
+    except ImportError:  # the SDK is missing: then this was not one of its errors
+        return None
+    if not isinstance(exc, errors):
+        return None
+    status_code = getattr(exc, "status_code", None)
+    body = getattr(exc, "body", None)
+    return (f"Label Studio request failed ({type(exc).__name__}"
+            f"{f' HTTP {status_code}' if status_code else ''}): {str(body or exc)[:300]}")
+
+
+def _damaged_database(exc: BaseException) -> str | None:
+    from builder.stagekit import damaged_database
+
+    return damaged_database(exc)
+
+
+def _user_errors() -> tuple[type[BaseException], ...]:
+    from builder.catalog import CatalogError
+
+    return (AnnotationError, CatalogError)
+
+
+#: the annotation CLI's use of the one CLI kit
+KIT = CliKit(extra="annotation", user_errors=_user_errors,
+             error_lines=(_damaged_database, _request_failed), database="the work dir's database")
+
+
+def _run(args: argparse.Namespace) -> int:
+    """Run the parsed command under the kit's exit convention (module doc)."""
+    configure_logging(args.verbose)
+
+    def body() -> int:
         _check_counts(args)
         return args.handler(args)
-    except AnnotationError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except api_errors() as exc:  # evaluated only when something was raised
-        status_code = getattr(exc, "status_code", None)
-        body = getattr(exc, "body", None)
-        print(f"error: Label Studio request failed ({type(exc).__name__}"
-              f"{f' HTTP {status_code}' if status_code else ''}): {str(body or exc)[:300]}",
-              file=sys.stderr)
-        return 2
+
+    return KIT.run(body)
 
 
 def main(argv: list[str] | None = None) -> int:

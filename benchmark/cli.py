@@ -14,7 +14,9 @@
 Every command's flags come from typed configs (:mod:`benchmark.config`): ``run`` fills a
 :class:`~benchmark.tasks.base.RunConfig` and each task's own config. Logging is configured
 once (:func:`benchmark.logs.configure_logging`). Bad input (unknown model/task, bad dataset)
-is one line on stderr and exit code 2.
+is one line on stderr and exit code 2, and so are a full disk and a missing optional library;
+Ctrl-C exits 130 and SIGTERM 143, saying how to resume; anything else is a bug (``internal
+error`` logged, traceback): the one CLI kit, :mod:`benchmark.clikit`, of all four CLIs.
 """
 
 from __future__ import annotations
@@ -22,7 +24,6 @@ from __future__ import annotations
 import argparse
 import logging
 import math
-import sqlite3
 import sys
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ from typing import Any
 from benchmark import files, launch, registry
 from benchmark.analysis import cli as analysis_cli
 from benchmark.cache import CacheError, Shard, check_cache_dir, default_cache_dir, merge_shards
+from benchmark.clikit import RESUME, CliKit
 from benchmark.config import add_options, from_args
 from benchmark.data import DataError
 from benchmark.devices import default_device
@@ -267,26 +269,15 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     configure_logging()
     args = build_parser().parse_args(argv)
-    try:
-        return int(args.handler(args) or 0)
-    except USER_ERRORS as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print(interrupted_line(args), file=sys.stderr)
-        return 130
-    except (OSError, sqlite3.OperationalError) as e:  # a full disk: ours, one line
-        line = files.disk_failure(e)
-        if line is None:
-            raise
-        print(f"error: {line}", file=sys.stderr)
-        return 2
+    kit = CliKit(extra="all", user_errors=lambda: USER_ERRORS,
+                 resume=lambda: resume_line(args))
+    return kit.run(lambda: args.handler(args))
 
 
-def interrupted_line(args: argparse.Namespace) -> str:
-    """The one line a Ctrl-C prints: what is kept and how to go on."""
+def resume_line(args: argparse.Namespace) -> str:
+    """The end of the line Ctrl-C or SIGTERM prints: what is kept and how to go on."""
     if getattr(args, "handler", None) is run:
         cache = getattr(args, "cache_dir", None) or default_cache_dir()
-        return (f"interrupted: the embeddings computed so far are kept in {cache}; run the same "
-                "command again to resume from them")
-    return "interrupted"
+        return (f"the embeddings computed so far are kept in {cache}; run the same command "
+                "again to resume from them")
+    return RESUME

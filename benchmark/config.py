@@ -19,26 +19,34 @@ T = TypeVar("T")
 
 
 def option(help: str, default: Any = dataclasses.MISSING, *, flags: tuple[str, ...] = (),
-           minimum: int | None = None, **argparse_kw: Any) -> Any:
+           minimum: float | None = None, above: float | None = None,
+           maximum: float | None = None, **argparse_kw: Any) -> Any:
     """A dataclass field with its flag's help text (and extra argparse keywords: choices,
     metavar; ``flags`` replaces the default ``--field-name``; ``minimum`` is the smallest
-    value an ``int`` flag accepts, checked when the flag is parsed)."""
-    meta = {"help": help, "flags": flags, "argparse": argparse_kw, "minimum": minimum}
+    value an ``int`` or ``float`` flag accepts, ``maximum`` the largest and ``above`` a bound
+    it must exceed, all checked when the flag is parsed)."""
+    meta = {"help": help, "flags": flags, "argparse": argparse_kw, "minimum": minimum,
+            "above": above, "maximum": maximum}
     return dataclasses.field(default=default, metadata=meta)
 
 
-def _bounded_int(minimum: int) -> Any:
-    """An argparse ``type`` that accepts integers ``>= minimum`` (otherwise a usage error,
-    exit 2, naming the value and the bound)."""
-    def parse(text: str) -> int:
+def _bounded(typ: type, minimum: float | None, above: float | None = None,
+             maximum: float | None = None) -> Any:
+    """An argparse ``type`` that accepts numbers of ``typ`` ``>= minimum``, ``> above`` and
+    ``<= maximum`` (otherwise a usage error, exit 2, naming the value and the bound)."""
+    def parse(text: str) -> Any:
         try:
-            value = int(text)
+            value = typ(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
-        if value < minimum:
+            raise argparse.ArgumentTypeError(f"invalid {typ.__name__} value: {text!r}") from None
+        if minimum is not None and value < minimum:
             raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
+        if above is not None and not value > above:
+            raise argparse.ArgumentTypeError(f"must be more than {above}, got {value}")
+        if maximum is not None and value > maximum:
+            raise argparse.ArgumentTypeError(f"must be at most {maximum}, got {value}")
         return value
-    parse.__name__ = "int"
+    parse.__name__ = typ.__name__
     return parse
 
 
@@ -69,8 +77,10 @@ def add_options(parser: argparse.ArgumentParser | Any, cls: type, *,
         typ = _flag_type(hints[f.name])
         if typ is bool:
             kw["action"] = "store_true"
-        elif typ is int and meta.get("minimum") is not None:
-            kw["type"] = _bounded_int(meta["minimum"])
+        elif typ in (int, float) and any(meta.get(k) is not None
+                                         for k in ("minimum", "above", "maximum")):
+            kw["type"] = _bounded(typ, meta.get("minimum"), meta.get("above"),
+                                  meta.get("maximum"))
         else:
             kw["type"] = typ
         if f.default is dataclasses.MISSING:

@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from benchmark.clikit import add_workdir
 from builder.catalog import Catalog, stale_reason
 from builder.stagekit import StageInputError, cli_main, configure, report
 from builder.stages import STAGES, command
@@ -166,7 +167,7 @@ def run_stages(
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m builder", description=__doc__.split("\n\n")[0])
-    p.add_argument("--workdir", default=None, help="work dir (default $XCM_WORKDIR or ./xcm-work)")
+    add_workdir(p)
     sub = p.add_subparsers(dest="command")
     s = sub.add_parser("status", help="stage states and counts (the default)")
     s.add_argument("--json", action="store_true", help="machine-readable output")
@@ -186,7 +187,7 @@ def build_parser() -> argparse.ArgumentParser:
         help='extra arguments for one stage, e.g. "concepts=--rounds 3"',
     )
     for q in (s, e, r):
-        q.add_argument("--workdir", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+        add_workdir(q, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     return p
 
 

@@ -26,13 +26,14 @@ from __future__ import annotations
 import argparse
 import logging
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from tqdm.auto import tqdm
 
 from benchmark import tables
+from benchmark.config import add_options, from_args, option
 from builder.catalog import Catalog, utcnow
 from builder.download import Downloader, FetchConfig, FetchResult
 from builder.download_records import (
@@ -69,21 +70,30 @@ KINDS = ("english", "native")
 
 @dataclass
 class CrawlConfig:
-    """Parameters of one crawl run (recorded in ``stage_runs``; no secrets)."""
+    """Parameters of one crawl run (recorded in ``stage_runs``; no secrets). The fields
+    declared with ``option`` are the CLI's flags (``benchmark.config.add_options``): each
+    default and bound is declared here once, with :class:`FetchConfig`'s."""
 
-    countries: str = "all"
-    concepts: str = "all"
-    languages: tuple[str, ...] = KINDS
-    per_query: int = 10
-    search: str = "ddgs"
-    retry_failed: bool = False
-    skip_download: bool = False
-    export_urls: str | None = None
-    search_interval: float = 2.0
-    search_retries: int = 4
-    search_backoff: float = 15.0
-    search_deadline: float = 60.0  # seconds of retry waits per query, at most
-    max_failed_searches: int = 5  # consecutive; then stop (0: never)
+    countries: str = option("all or a comma-separated list (codes, labels)", "all")
+    concepts: str = option("all or a comma-separated list of concepts", "all")
+    languages: tuple[str, ...] = KINDS  # the flag --languages (comma-separated): build_parser
+    per_query: int = option("top results kept per query", 10, minimum=1)
+    search: str = option("ddgs | folder:PATH | urls:FILE", "ddgs")
+    retry_failed: bool = option("search failed and ambiguous-empty queries again and refetch "
+                                "transient download failures", False)
+    skip_download: bool = option("search only", False)
+    export_urls: str | None = option("write pending URLs for img2dataset instead of downloading",
+                                     None, metavar="F.parquet")
+    search_interval: float = option("minimum seconds between search requests (jitter is "
+                                    "added)", 2.0, minimum=0)
+    search_retries: int = option("retries of timeouts and ddgs errors: extra searches after "
+                                 "the first", 4, minimum=0)
+    search_backoff: float = option("first backoff in seconds after a block, doubled per retry",
+                                   15.0, minimum=0)
+    search_deadline: float = option("seconds of retry waits per query, at most "
+                                    "(docs/crawl.md)", 60.0, minimum=0)
+    max_failed_searches: int = option("stop after this many consecutive failed searches "
+                                      "(0: never)", 5, minimum=0)
     fetch: FetchConfig = field(default_factory=FetchConfig)
 
 
@@ -408,66 +418,28 @@ def _crawl(catalog: Catalog, cfg: CrawlConfig, kind: str, path: Path | None, fet
 
 def build_parser() -> argparse.ArgumentParser:
     p = stage_parser("builder.crawl", __doc__)
-    p.add_argument("--countries", default="all", help="all or a comma-separated list (codes, labels)")
-    p.add_argument("--concepts", default="all", help="all or a comma-separated list of concepts")
-    p.add_argument("--languages", default="english,native",
+    seen: set[str] = set()
+    add_options(p, CrawlConfig, seen=seen)
+    p.add_argument("--languages", dest="kinds", default=",".join(KINDS),
                    help="query kinds to search: english, native or both (ddgs only)")
-    p.add_argument("--per-query", type=int, default=10, help="top results kept per query")
-    p.add_argument("--search", default="ddgs", help="ddgs | folder:PATH | urls:FILE")
-    p.add_argument("--concurrency", type=int, default=16, help="downloads in flight overall")
-    p.add_argument("--per-host", type=int, default=4, help="downloads in flight per host")
-    p.add_argument("--timeout", type=float, default=30.0, help="seconds per download attempt")
-    p.add_argument("--retries", type=int, default=3, help="retries of 429/5xx/timeouts")
-    p.add_argument("--max-bytes", type=int, default=20 * 1024 * 1024, help="byte cap per image")
-    p.add_argument("--max-pixels", type=int, default=89_478_485, help="pixel cap per image")
-    p.add_argument("--max-redirects", type=int, default=5)
+    add_options(p, FetchConfig, seen=seen, title="downloads")
     p.add_argument("--allow-host", action="append", default=[], metavar="HOST",
                    help="host allowed even if it resolves to a private/loopback address")
-    p.add_argument("--http2", action="store_true", help="negotiate HTTP/2 where offered")
-    p.add_argument("--search-interval", type=float, default=2.0,
-                   help="minimum seconds between search requests (jitter is added)")
-    p.add_argument("--search-retries", type=int, default=4)
-    p.add_argument("--search-backoff", type=float, default=15.0,
-                   help="first backoff in seconds after a block, doubled per retry")
-    p.add_argument("--search-deadline", type=float, default=60.0,
-                   help="seconds of retry waits per query, at most (docs/crawl.md)")
-    p.add_argument("--max-failed-searches", type=int, default=5,
-                   help="stop after this many consecutive failed searches (0: never)")
-    p.add_argument("--retry-failed", action="store_true",
-                   help="search failed and ambiguous-empty queries again and refetch transient "
-                        "download failures")
-    p.add_argument("--skip-download", action="store_true", help="search only")
-    p.add_argument("--export-urls", default=None, metavar="F.parquet",
-                   help="write pending URLs for img2dataset instead of downloading")
     return p
 
 
 def config_from_args(a: argparse.Namespace) -> CrawlConfig:
-    """Validate the CLI values into a :class:`CrawlConfig` (StageInputError on bad input)."""
-    kinds = tuple(k.strip() for k in a.languages.split(",") if k.strip())
+    """Validate the CLI values into a :class:`CrawlConfig` (StageInputError on bad input; the
+    numeric bounds were checked by the parser, where each option is declared)."""
+    kinds = tuple(k.strip() for k in a.kinds.split(",") if k.strip())
     if not kinds or any(k not in KINDS for k in kinds):
-        raise StageInputError(f"--languages takes english, native or both, got {a.languages!r}")
-    for name in ("per_query", "concurrency", "per_host", "max_bytes", "max_pixels"):
-        if getattr(a, name) < 1:
-            raise StageInputError(f"--{name.replace('_', '-')} must be at least 1")
-    if a.search_deadline < 0:
-        raise StageInputError("--search-deadline must be >= 0 seconds")
-    if a.timeout <= 0 or a.retries < 0 or a.max_redirects < 0 or a.search_retries < 0:
-        raise StageInputError("--timeout must be > 0; retries and redirects >= 0")
+        raise StageInputError(f"--languages takes english, native or both, got {a.kinds!r}")
     tables.resolve_countries(a.countries)
     concept_filter(a.concepts)
     parse_source(a.search)
-    fetch = FetchConfig(concurrency=a.concurrency, per_host=a.per_host, timeout=a.timeout,
-                        connect_timeout=min(10.0, a.timeout), retries=a.retries,
-                        max_bytes=a.max_bytes, max_pixels=a.max_pixels,
-                        max_redirects=a.max_redirects, http2=a.http2,
-                        allow_hosts=frozenset(h.lower() for h in a.allow_host))
-    return CrawlConfig(countries=a.countries, concepts=a.concepts, languages=kinds,
-                       per_query=a.per_query, search=a.search, retry_failed=a.retry_failed,
-                       skip_download=a.skip_download, export_urls=a.export_urls,
-                       search_interval=a.search_interval, search_retries=a.search_retries,
-                       search_backoff=a.search_backoff, search_deadline=a.search_deadline,
-                       max_failed_searches=a.max_failed_searches, fetch=fetch)
+    fetch = replace(from_args(FetchConfig, a), connect_timeout=min(10.0, a.timeout),
+                    allow_hosts=frozenset(h.lower() for h in a.allow_host))
+    return replace(from_args(CrawlConfig, a), languages=kinds, fetch=fetch)
 
 
 def _cli(args: argparse.Namespace) -> int:

@@ -35,6 +35,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmark.clikit import add_workdir
 from builder.stagekit import configure, report
 
 log = logging.getLogger(__name__)
@@ -285,7 +286,7 @@ def run_demo(workdir: str | Path, real: bool = False, seed: int = 0) -> dict[str
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m builder.demo", description=__doc__.split("\n\n")[0])
-    p.add_argument("--workdir", default=DEFAULT_WORKDIR, help=f"demo folder (default {DEFAULT_WORKDIR})")
+    add_workdir(p, default=DEFAULT_WORKDIR, help=f"demo folder (default {DEFAULT_WORKDIR})")
     p.add_argument("--real", action="store_true",
                    help="real services on a small scope (needs network and GEMINI_API_KEY)")
     p.add_argument("--seed", type=int, default=0, help="triplet sampling seed (default 0)")

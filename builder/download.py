@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+from benchmark.config import option
 from builder import __version__
 from builder.netguard import BLOCK_PREFIX, DNS_PREFIX, INVALID_PREFIX, GuardedBackend, host_problem
 from builder.retry import parse_retry_after
@@ -67,21 +68,25 @@ REDIRECT_CODES = frozenset({301, 302, 303, 307, 308})
 
 @dataclass(frozen=True)
 class FetchConfig:
-    """Limits of one download run."""
+    """Limits of one download run (the fields declared with ``option`` are the crawl's flags:
+    ``benchmark.config.add_options``, defaults and bounds declared here once)."""
 
-    concurrency: int = 16
-    per_host: int = 4
-    timeout: float = 30.0  # total seconds per attempt (connect + headers + body)
+    concurrency: int = option("downloads in flight overall", 16, minimum=1)
+    per_host: int = option("downloads in flight per host", 4, minimum=1)
+    timeout: float = option("seconds per download attempt, all of it: connect, headers, body",
+                            30.0, above=0)
     connect_timeout: float = 10.0
-    retries: int = 3  # extra attempts after the first, for transient failures
+    retries: int = option("retries of 429/5xx/timeouts: extra attempts after the first", 3,
+                          minimum=0)
     backoff: float = 1.0  # first backoff in seconds, doubled per attempt, jittered
     max_backoff: float = 60.0
     max_retry_after: float = 120.0  # a longer Retry-After gives up instead of waiting
-    max_bytes: int = 20 * 1024 * 1024
-    max_pixels: int = 89_478_485  # Pillow's own default bomb threshold
-    max_redirects: int = 5
+    max_bytes: int = option("byte cap per image", 20 * 1024 * 1024, minimum=1)
+    max_pixels: int = option("pixel cap per image (Pillow's own bomb threshold)", 89_478_485,
+                             minimum=1)
+    max_redirects: int = option("redirects followed per URL", 5, minimum=0)
     allow_hosts: frozenset[str] = frozenset()
-    http2: bool = False
+    http2: bool = option("negotiate HTTP/2 where offered", False)
     user_agent: str = USER_AGENT
     local_roots: tuple[Path, ...] = ()  # folders that file:// URLs may read (folder: search)
 

@@ -30,12 +30,13 @@ import argparse
 import json
 import logging
 from collections import Counter
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
 from tqdm.auto import tqdm
 
+from benchmark.config import add_options, from_args, option
 from benchmark.data import DataError
 from builder.catalog import Catalog, utcnow
 from builder.stagekit import (
@@ -56,15 +57,20 @@ OPEN = ("ok", "kept", "duplicate", "near_duplicate", "needs_review")
 
 @dataclass
 class DedupConfig:
-    phash_distance: int = 4
-    cosine: float = 0.95
-    review_cosine: float = 0.90
-    model: str | None = "clip-l14"  # None: perceptual hashes only
-    concepts: str = "all"
-    batch_size: int = 64
+    """The stage's parameters; the fields declared with ``option`` are its flags
+    (``benchmark.config.add_options``: default and range declared here once)."""
+
+    phash_distance: int = option("max Hamming distance (0-64)", 4, minimum=0, maximum=64)
+    cosine: float = option("automatic cosine threshold", 0.95, minimum=-1.0, maximum=1.0)
+    review_cosine: float = option("lower bound of the review band [review-cosine, cosine)",
+                                  0.90, minimum=-1.0, maximum=1.0)
+    model: str | None = option("any registered image model (python -m benchmark ls), or "
+                               "'none'", "clip-l14")  # None: perceptual hashes only
+    concepts: str = option("all or a comma-separated list of concepts", "all")
+    batch_size: int = option("images per embedding batch", 64, minimum=1)
     embed_chunk: int = 1024  # images decoded at once for embedding
     block_elements: int = 8_000_000  # pairwise block size (rows x columns)
-    cache_dir: str | None = None
+    cache_dir: str | None = option("embedding cache (default $XCM_CACHE_DIR)", None)
     pair_device: str | None = None  # torch device of the pairwise products; None: numpy
 
 
@@ -398,29 +404,19 @@ def _load_model(name: str) -> Any:
 
 def build_parser() -> argparse.ArgumentParser:
     p = stage_parser("builder.image_dedup", "Near-duplicate groups within each concept.")
-    p.add_argument("--phash-distance", type=int, default=4, help="max Hamming distance (0-64)")
-    p.add_argument("--cosine", type=float, default=0.95, help="automatic cosine threshold")
-    p.add_argument("--review-cosine", type=float, default=0.90,
-                   help="lower bound of the review band [review-cosine, cosine)")
-    p.add_argument("--model", default="clip-l14",
-                   help="any registered image model (python -m benchmark ls), or 'none'")
-    p.add_argument("--concepts", default="all")
-    p.add_argument("--batch-size", type=int, default=64)
-    p.add_argument("--cache-dir", default=None, help="embedding cache (default $XCM_CACHE_DIR)")
+    add_options(p, DedupConfig)
     return p
 
 
 def config_from_args(a: argparse.Namespace) -> DedupConfig:
-    """Validate the CLI values into a :class:`DedupConfig` (StageInputError on bad input)."""
-    if not 0 <= a.phash_distance <= 64:
-        raise StageInputError("--phash-distance must be between 0 and 64")
-    if not (-1.0 <= a.review_cosine <= a.cosine <= 1.0):
+    """Validate the CLI values into a :class:`DedupConfig` (StageInputError on bad input; each
+    flag's own range was checked by the parser)."""
+    if not a.review_cosine <= a.cosine:
         raise StageInputError("need -1 <= --review-cosine <= --cosine <= 1")
-    model = None if a.model.lower() == "none" else a.model
     concept_filter(a.concepts)
-    return DedupConfig(phash_distance=a.phash_distance, cosine=a.cosine,
-                       review_cosine=a.review_cosine, model=model, concepts=a.concepts,
-                       batch_size=a.batch_size, cache_dir=a.cache_dir)
+    cfg = from_args(DedupConfig, a)
+    return replace(cfg, model=None if cfg.model is None or cfg.model.lower() == "none"
+                   else cfg.model)
 
 
 def _cli(args: argparse.Namespace) -> int:

@@ -39,11 +39,14 @@ them under the same keys as the synchronous path.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmark.config import add_options, option
 from builder.llm_base import (
     BASE_URL_ENV,
     GENERATION_KEYS,
@@ -116,22 +119,34 @@ def make_llm(
     return GeminiLLM(model or DEFAULT_MODEL, cache, key, config)
 
 
+_D = LLMConfig()  # the client's defaults: the flags below take theirs from it
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class LLMOptions:
+    """The ``--llm`` flags every LLM stage shares (defaults from :class:`LLMConfig`, bounds
+    checked where the flag is parsed)."""
+
+    llm: str = option(f"gemini:MODEL or offline (default {DEFAULT_SPEC})", DEFAULT_SPEC)
+    llm_rpm: float = option("requests per minute (0 = no limit)", _D.rpm, minimum=0)
+    llm_max_reasks: int = option("re-asks after an invalid answer", _D.max_reasks, minimum=0)
+    llm_timeout: float = option("seconds per HTTP request, all of it: connect, upload, answer",
+                                _D.timeout_s, above=0)
+    llm_retries: int | None = option(
+        f"HTTP retries on 429/5xx/timeouts: extra attempts after the first (default "
+        f"{_D.retry_attempts - 1}; Retry-After honoured)", None, minimum=0)
+    llm_attempts: int | None = option(
+        "deprecated (removed in the next release): HTTP attempts in all; use --llm-retries "
+        "(attempts - 1)", None, minimum=1)
+    llm_retry_delay: float = option("first backoff delay (s)", _D.retry_initial_delay,
+                                    minimum=0)
+    llm_retry_failed: bool = option("ask again where the cache holds a failure", False)
+
+
 def add_llm_args(parser: argparse.ArgumentParser) -> None:
     """The ``--llm`` options every LLM stage shares."""
-    g = parser.add_argument_group("LLM")
-    g.add_argument(
-        "--llm", default=DEFAULT_SPEC, help=f"gemini:MODEL or offline (default {DEFAULT_SPEC})"
-    )
-    g.add_argument("--llm-rpm", type=float, default=60.0, help="requests per minute (0 = no limit)")
-    g.add_argument("--llm-max-reasks", type=int, default=2, help="re-asks after an invalid answer")
-    g.add_argument("--llm-timeout", type=float, default=120.0,
-                   help="seconds per HTTP request, all of it: connect, upload, answer")
-    g.add_argument("--llm-retries", type=int, default=6,
-                   help="HTTP attempts on 429/5xx/timeouts (Retry-After honoured)")
-    g.add_argument("--llm-retry-delay", type=float, default=2.0, help="first backoff delay (s)")
-    g.add_argument(
-        "--llm-retry-failed", action="store_true", help="ask again where the cache holds a failure"
-    )
+    add_options(parser, LLMOptions, title="LLM")
 
 
 def llm_from_args(args: argparse.Namespace, cache_path: str | Path | None) -> BaseLLM:
@@ -144,7 +159,29 @@ def llm_config_from_args(args: argparse.Namespace) -> LLMConfig:
         rpm=args.llm_rpm,
         max_reasks=args.llm_max_reasks,
         timeout_s=args.llm_timeout,
-        retry_attempts=args.llm_retries,
+        retry_attempts=_attempts(args),
         retry_initial_delay=args.llm_retry_delay,
         retry_failed=args.llm_retry_failed,
     )
+
+
+def _attempts(args: argparse.Namespace) -> int:
+    """HTTP attempts per ask: ``--llm-retries`` + 1 (retries count the tries after the first,
+    as ``--retries`` and ``--search-retries`` do); ``--llm-attempts`` is the old meaning of
+    ``--llm-retries``, accepted with a deprecation line for one release."""
+    retries, attempts = getattr(args, "llm_retries", None), getattr(args, "llm_attempts", None)
+    if retries is not None and attempts is not None:
+        from builder.stagekit import StageInputError
+
+        raise StageInputError("give --llm-retries or the deprecated --llm-attempts, not both")
+    if attempts is not None:
+        log.warning("--llm-attempts is deprecated and goes in the next release: --llm-attempts "
+                    "%d is --llm-retries %d (retries: the tries after the first)", attempts,
+                    attempts - 1)
+        return attempts
+    if retries is not None:
+        log.info("--llm-retries %d: %d HTTP attempts (since this release --llm-retries counts "
+                 "the retries after the first attempt, as --retries does; it counted attempts "
+                 "before)", retries, retries + 1)
+        return retries + 1
+    return _D.retry_attempts

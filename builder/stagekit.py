@@ -2,15 +2,16 @@
 
 - Flags: :func:`stage_parser` gives every stage ``--workdir`` and ``-v``.
 - The main body: :func:`stage_main` parses the flags, configures logging once per process
-  (``benchmark.logs``, so in ``python -m builder run`` every stage logs the same way), turns
-  SIGTERM into :class:`StageTerminated` for the duration of the stage, and applies the exit
-  convention: 0 done; 2 with one line on stderr for what the user must fix
-  (:func:`user_errors`: bad input, a missing credential, an unreachable service, an unusable
-  catalog; also what the stage cannot do on this machine: a full or read-only disk) and for a
-  missing optional library ("install the builder extra ..."); 130 after Ctrl-C and 143 after
-  SIGTERM (one line: run the same command again to resume). Any other exception is our bug:
-  it propagates with its traceback. ``python -m builder`` runs under the same :func:`cli_main`,
-  so in ``builder run`` SIGTERM also reaches the ``review`` and ``triplets`` entry points.
+  (``benchmark.logs``, so in ``python -m builder run`` every stage logs the same way) and runs
+  the stage under :data:`KIT`, the builder's use of the one CLI kit (``benchmark.clikit``, the
+  same exit convention as the other three CLIs): 0 done; 2 with one line on stderr for what the
+  user must fix (:func:`user_errors`: bad input, a missing credential, an unreachable service,
+  an unusable catalog; a damaged work-dir database; also what the stage cannot do on this
+  machine: a full or read-only disk) and for a missing optional library ("install the builder
+  extra ..."); 130 after Ctrl-C and 143 after SIGTERM (one line: run the same command again to
+  resume). Any other exception is our bug: ``internal error`` is logged and it propagates with
+  its traceback. ``python -m builder`` runs under the same :func:`cli_main`, so in
+  ``builder run`` SIGTERM also reaches the ``review`` and ``triplets`` entry points.
 - The run record: a stage's library function wraps its work in :func:`stage_run`; the record
   ends ``done``, ``interrupted`` (Ctrl-C, SIGTERM) or ``failed`` (any other exception: the
   first line of the summary says ``failed: <error>``). A run killed with SIGKILL stays
@@ -23,35 +24,36 @@
 from __future__ import annotations
 
 import argparse
-import errno
 import logging
-import signal
-import sqlite3
-import sys
-import threading
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from benchmark import clikit
+from benchmark.clikit import (  # noqa: F401 - the builder's names for the kit's parts
+    EXIT_INTERRUPTED,
+    EXIT_TERMINATED,
+    EXIT_USER,
+    LOCAL_ERRNOS,
+    OUR_PACKAGES,
+    report,
+    sigterm_raises,
+)
+from benchmark.clikit import Terminated as StageTerminated
 from builder.catalog import Catalog, CatalogError, corrupt_reason
 
 log = logging.getLogger(__name__)
 
 BUILDER_EXTRA = "pip install -e '.[builder]'"
-OUR_PACKAGES = frozenset({"builder", "benchmark", "annotation", "triplets", "tests"})
 NOISY_LOGGERS = ("httpx", "httpcore", "primp")  # a line per HTTP request
-EXIT_USER, EXIT_INTERRUPTED, EXIT_TERMINATED = 2, 130, 128 + signal.SIGTERM
+WORKDIR_DB = "the work dir's database"
 
 
 class StageInputError(ValueError):
     """What the user must fix (bad input, a missing credential, an unreachable service):
     one line on stderr, exit code 2."""
-
-
-class StageTerminated(KeyboardInterrupt):
-    """SIGTERM, raised in the main thread so that the run record is written (``interrupted``)."""
 
 
 def user_errors() -> tuple[type[BaseException], ...]:
@@ -60,6 +62,18 @@ def user_errors() -> tuple[type[BaseException], ...]:
     from builder.llm import LLMSetupError
 
     return (StageInputError, LLMSetupError, TableError, CatalogError)
+
+
+def damaged_database(exc: BaseException) -> str | None:
+    """The kit's hook for a work-dir database damaged while in use (every CLI that opens the
+    catalog passes it)."""
+    why = corrupt_reason(exc)
+    return None if why is None else f"a database in the work dir is damaged ({why})"
+
+
+#: the builder's use of the CLI kit (``python -m builder`` and every stage)
+KIT = clikit.CliKit(extra="builder", user_errors=user_errors, error_lines=(damaged_database,),
+                    database=WORKDIR_DB)
 
 
 def concept_filter(spec: str, flag: str = "--concepts") -> set[str] | None:
@@ -76,16 +90,9 @@ def concept_filter(spec: str, flag: str = "--concepts") -> set[str] | None:
     return names
 
 
-def report(text: str, *, error: bool = False) -> None:
-    """The command's own output: its report on stdout, or its one error line on stderr."""
-    print(text, file=sys.stderr if error else sys.stdout, flush=True)  # noqa: T201 - the one place
-
-
 def add_common_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--workdir", default=None, help="work dir (default $XCM_WORKDIR or ./xcm-work)"
-    )
-    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    clikit.add_workdir(parser)
+    clikit.add_verbose(parser)
 
 
 def stage_parser(prog: str, doc: str | None) -> argparse.ArgumentParser:
@@ -109,31 +116,13 @@ def configure(verbose: bool = False) -> None:
 # -- errors ----------------------------------------------------------------------------------
 def missing_library(exc: BaseException) -> str | None:
     """The install line when ``exc`` is a missing third-party module, else None."""
-    if not isinstance(exc, ModuleNotFoundError) or not exc.name:
-        return None
-    if exc.name.partition(".")[0] in OUR_PACKAGES:
-        return None  # one of our own modules: a bug, not a missing extra
-    return f"the Python module {exc.name!r} is missing; install the builder extra: {BUILDER_EXTRA}"
-
-
-#: errno values that mean this machine cannot do the work (our side, not the input's).
-LOCAL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM,
-                          errno.EMFILE, errno.ENFILE})
-_SQLITE_LOCAL = ("database or disk is full", "attempt to write a readonly database",
-                 "disk I/O error")
+    return clikit.missing_library(exc, "builder")
 
 
 def local_failure(exc: BaseException) -> str | None:
     """One line when ``exc`` is a failure of this machine (a full or read-only disk, no write
     permission, out of file handles: what stops a stage, never an item's fault), else None."""
-    if isinstance(exc, OSError) and exc.errno in LOCAL_ERRNOS:
-        where = f" ({exc.filename})" if exc.filename else ""
-        return (f"cannot write{where}: {exc.strerror or exc}; fix the disk or the permissions "
-                "and run the same command again")
-    if isinstance(exc, sqlite3.OperationalError) and any(m in str(exc) for m in _SQLITE_LOCAL):
-        return (f"cannot write the work dir's database: {exc}; fix the disk or the "
-                "permissions and run the same command again")
-    return None
+    return clikit.local_failure(exc, WORKDIR_DB)
 
 
 def describe(exc: BaseException) -> str:
@@ -147,26 +136,6 @@ def describe(exc: BaseException) -> str:
     return text if len(text) <= 500 else text[:497] + "..."
 
 
-@contextmanager
-def sigterm_raises() -> Iterator[None]:
-    """While inside, SIGTERM raises :class:`StageTerminated` in the main thread (a second
-    SIGTERM gets the previous handler); outside the main thread this does nothing."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.getsignal(signal.SIGTERM)
-
-    def handler(signum: int, frame: Any) -> None:
-        signal.signal(signal.SIGTERM, previous)
-        raise StageTerminated("SIGTERM")
-
-    signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 # -- the main body ---------------------------------------------------------------------------
 def stage_main(
     parser: argparse.ArgumentParser,
@@ -174,42 +143,13 @@ def stage_main(
     argv: list[str] | None = None,
 ) -> int:
     """Parse ``argv``, configure logging, run ``body(args)`` under :func:`cli_main`."""
-    args = parser.parse_args(argv)
-    configure(getattr(args, "verbose", False))
-    return cli_main(lambda: body(args))
+    return KIT.main(parser, body, argv, configure=configure)
 
 
 def cli_main(fn: Callable[[], int | None]) -> int:
     """Run a command body with SIGTERM raising, under the exit convention (module doc); also
     what ``python -m builder`` (and so ``builder run``) runs under."""
-    with sigterm_raises():
-        try:
-            return int(fn() or 0)
-        except StageTerminated:
-            report("interrupted (SIGTERM): run the same command again to resume", error=True)
-            return EXIT_TERMINATED
-        except KeyboardInterrupt:
-            report("interrupted: run the same command again to resume", error=True)
-            return EXIT_INTERRUPTED
-        except ModuleNotFoundError as exc:
-            line = missing_library(exc)
-            if line is None:
-                raise
-            report(f"error: {line}", error=True)
-            return EXIT_USER
-        except Exception as exc:
-            why = corrupt_reason(exc)
-            if why is not None:  # a work-dir database damaged while in use
-                report(f"error: a database in the work dir is damaged ({why})", error=True)
-                return EXIT_USER
-            line = local_failure(exc)
-            if line is not None:  # this machine's failure: one line, the run is resumable
-                report(f"error: {line}", error=True)
-                return EXIT_USER
-            if not isinstance(exc, user_errors()):
-                raise
-            report(f"error: {exc}", error=True)
-            return EXIT_USER
+    return KIT.run(fn)
 
 
 def report_run(catalog: Catalog, stage: str) -> None:

@@ -7,24 +7,27 @@ Exit codes: 0 fine, 1 rule violations (validate, export) or no triplet sampled, 
 unreachable service: the package's own input errors (:class:`~triplets.sources.SourceError`,
 :class:`~triplets.sampling.SamplingError`, :class:`~triplets.export.ExportError`,
 :class:`~triplets.publish.PublishError`) and the evaluator's (``DataError``, ``TableError``)
-are one line on stderr; any other exception is a bug and propagates.
+are one line on stderr, and so are a damaged work-dir database, a full disk and a missing
+optional library; Ctrl-C exits 130 and SIGTERM 143 (``sample``'s run recorded ``interrupted``);
+any other exception is a bug: ``internal error`` is logged and it propagates (one CLI kit,
+``benchmark.clikit``, for all four CLIs).
 """
 
 from __future__ import annotations
 
 import argparse
-import sqlite3
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from benchmark.clikit import CliKit, add_verbose, add_workdir
 from benchmark.logs import configure_logging
 
 Handler = Callable[[argparse.Namespace], int]
 
 
 def _sample_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--workdir", default=None, help="work dir (default $XCM_WORKDIR or ./xcm-work)")
+    add_workdir(p)
     p.add_argument("--seed", type=int, default=0, help="sampling seed (default 0; recorded)")
     p.add_argument("--per-image", type=int, default=1, help="triplets per kept image (default 1)")
     p.add_argument("--distinct-language", action=argparse.BooleanOptionalAction, default=True,
@@ -33,7 +36,7 @@ def _sample_args(p: argparse.ArgumentParser) -> None:
 
 def _validate_args(p: argparse.ArgumentParser) -> None:
     g = p.add_mutually_exclusive_group(required=True)
-    g.add_argument("--workdir", help="the catalog's triplets")
+    add_workdir(g, help="the catalog's triplets")
     g.add_argument("--release", help="a release folder")
     g.add_argument("--authors-csv", help="the authors' xcm-bench.csv (structural rules)")
     p.add_argument("--max-lines", type=int, default=200,
@@ -41,7 +44,7 @@ def _validate_args(p: argparse.ArgumentParser) -> None:
 
 
 def _export_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--workdir", default=None)
+    add_workdir(p)
     p.add_argument("--out", required=True, help="release folder to write: new, empty, or one export wrote (updated in place)")
     p.add_argument("--shard-mb", type=int, default=256, help="image shard size (MB)")
 
@@ -174,13 +177,12 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Handle
 
 def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
     p = argparse.ArgumentParser(prog="python -m triplets", description=__doc__.splitlines()[0])
-    p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    add_verbose(p)
     sub = p.add_subparsers(dest="command", required=True)
     for name, (help_, add_args, handler) in COMMANDS.items():
         s = sub.add_parser(name, help=help_, description=help_)
         # -v before or after the command (SUPPRESS: the subcommand keeps a -v given before it)
-        s.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
-                       help="debug logging")
+        add_verbose(s, default=argparse.SUPPRESS)
         add_args(s)
         s.set_defaults(command=name, handler=handler)
     return p, sub.choices
@@ -208,21 +210,20 @@ def _user_errors() -> tuple[type[Exception], ...]:
     return (SourceError, SamplingError, ExportError, PublishError, DataError, TableError)
 
 
+def _damaged_database(exc: BaseException) -> str | None:
+    from builder.stagekit import damaged_database
+
+    return damaged_database(exc)
+
+
+#: the triplets CLI's use of the one CLI kit
+KIT = CliKit(extra="all", user_errors=_user_errors, error_lines=(_damaged_database,),
+             database="the work dir's database")
+
+
 def _run(args: argparse.Namespace) -> int:
     configure_logging(getattr(args, "verbose", False))  # the stage parser has no -v default
-    try:
-        return args.handler(args)
-    except _user_errors() as e:  # evaluated only when something was raised
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    except (OSError, sqlite3.OperationalError) as e:  # a full disk: ours, one line
-        from benchmark.files import disk_failure
-
-        line = disk_failure(e)
-        if line is None:
-            raise
-        print(f"error: {line}", file=sys.stderr)
-        return 2
+    return KIT.run(lambda: args.handler(args))
 
 
 def main(argv: list[str] | None = None) -> int:

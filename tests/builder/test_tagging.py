@@ -153,7 +153,7 @@ def test_batch_job_is_resumed_by_name_after_an_interrupted_run(fake, world, monk
     monkeypatch.setenv("XCM_GEMINI_BASE_URL", fake.url)
     batches = FakeBatches(fake, polls_before_done=10**6)
     argv = ["--workdir", str(world.root), "--llm", "gemini:gemini-fake", "--batch",
-            "--poll-interval", "0.01", "--llm-rpm", "0", "--llm-retries", "1"]
+            "--poll-interval", "0.01", "--llm-rpm", "0", "--llm-retries", "0"]
     assert tagging.main([*argv, "--batch-timeout", "0"]) == 1
     assert "batch job still running" in capsys.readouterr().out
     with Catalog.open(world) as cat:

@@ -56,7 +56,7 @@ def _argv(fake, world, monkeypatch, *extra: str) -> list[str]:
     monkeypatch.setenv("GEMINI_API_KEY", KEY)
     monkeypatch.setenv("XCM_GEMINI_BASE_URL", fake.url)
     return ["--workdir", str(world.root), "--llm", "gemini:gemini-fake", "--llm-rpm", "0",
-            "--llm-retries", "1", "--workers", "1", *extra]
+            "--llm-retries", "0", "--workers", "1", *extra]
 
 
 def _states(world) -> dict[str, int]:
