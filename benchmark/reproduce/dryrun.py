@@ -208,9 +208,8 @@ def items(job: Job, w: dict[tuple[str, str], int]) -> tuple[int, int]:
 
 
 def parameters() -> dict[str, float]:
-    """Table 6: paper alias -> parameters in millions."""
-    return {row["alias"]: float(row["parameters"].rstrip("M"))
-            for row in tables.data_csv("paper/table6_models.csv")}
+    """Paper model -> parameters in millions: its zoo record's (Table 6's figure)."""
+    return {n: m.parameters for n, m in zoo.paper_models().items() if m.parameters is not None}
 
 
 def sized_rate(model: str, base: Rate) -> Rate:
@@ -219,14 +218,13 @@ def sized_rate(model: str, base: Rate) -> Rate:
     models' total is unchanged: ``base x P / mean(P)``. A ``measured`` family row wins."""
     from benchmark.reproduce.paper import alias_of
 
-    alias = alias_of(model)
     params = parameters()
-    if base.kind != "estimate" or alias not in params:
+    if base.kind != "estimate" or model not in params:
         return base
     mean = sum(params.values()) / len(params)
-    f = params[alias] / mean
-    return Rate(f"{base.family} ({alias})", base.text_s * f, base.image_s * f, base.gpu,
-                "estimate", f"Table 6: {params[alias]:g}M parameters / the ten models' mean "
+    f = params[model] / mean
+    return Rate(f"{base.family} ({alias_of(model)})", base.text_s * f, base.image_s * f,
+                base.gpu, "estimate", f"Table 6: {params[model]:g}M parameters / the ten models' mean "
                 f"{mean:.1f}M x {base.text_s:g} s (the paper's ~3 A100-hours per model, "
                 "redistributed by size; the ten models' total unchanged)")
 
