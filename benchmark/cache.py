@@ -33,7 +33,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from benchmark.embeddings import Embeddings, MultiVector, concat
 from benchmark.files import create_shared, sha256_text
@@ -483,22 +482,15 @@ def _embed_batches(
     load: Callable[[list[int]], list[Any]], cache: EmbeddingCache | None, ns: str,
     found: dict[str, np.ndarray] | None,
 ) -> None:
-    """Embed ``missing`` one adapter batch at a time, storing each batch as it comes (and
-    adding it to ``found`` when given)."""
-    text = modality == "text"
-    encode = adapter.encode_texts if text else adapter.encode_images
-    size = max(1, int((adapter.text_batch_size if text else adapter.image_batch_size) or 1))
-    quiet = {"disable": True} if len(missing) <= size else {}  # else tqdm / $TQDM_DISABLE
-    with tqdm(total=len(missing), desc=f"embed {modality}s", unit=modality, leave=False,
-              **quiet) as bar:
-        for s in range(0, len(missing), size):
-            part = missing[s : s + size]
-            emb = encode(load([first[k] for k in part]), role=role, progress=False)
-            rows = (emb.to_list() if isinstance(emb, MultiVector)
-                    else list(np.asarray(emb, np.float32)))
-            new = dict(zip(part, rows, strict=True))
-            if cache is not None:
-                cache.put_many(ns, new)
-            if found is not None:
-                found.update(new)
-            bar.update(len(part))
+    """Embed ``missing`` one adapter batch at a time (``Adapter.encode_batches``, the one
+    batching loop), storing each batch as it comes (and adding it to ``found`` when given)."""
+    def batch(s: int, e: int) -> list[Any]:
+        return load([first[k] for k in missing[s:e]])
+
+    for s, emb in adapter.encode_batches(modality, role, len(missing), batch):
+        rows = emb.to_list() if isinstance(emb, MultiVector) else list(emb)
+        new = dict(zip(missing[s : s + len(rows)], rows, strict=True))
+        if cache is not None:
+            cache.put_many(ns, new)
+        if found is not None:
+            found.update(new)
