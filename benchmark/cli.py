@@ -29,7 +29,8 @@ from typing import Any
 
 from benchmark import files, launch, registry
 from benchmark.analysis import cli as analysis_cli
-from benchmark.cache import CacheError, Shard, check_cache_dir, default_cache_dir, merge_shards
+from benchmark.cache import CacheError, Shard, check_cache_dir, default_cache_dir
+from benchmark.cache_merge import merge_shards
 from benchmark.config import add_options, from_args
 from benchmark.data import DataError
 from benchmark.devices import default_device

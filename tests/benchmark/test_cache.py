@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 from benchmark import registry
-from benchmark.cache import CacheError, EmbeddingCache, Shard, embed_cached, merge_shards
+from benchmark.cache import CacheError, EmbeddingCache, Shard, embed_cached
+from benchmark.cache_merge import merge_shards
 from benchmark.files import sha256_text
 from tests.benchmark.cache_helpers import passes, vector
 
