@@ -132,3 +132,21 @@ def test_a_profile_builder_without_its_record_is_refused():
     records.pop("jina-v4")
     with pytest.raises(conv.ConventionsError, match=r"\['jina-v4'\] have no zoo model"):
         conv.paper_conventions(records)
+
+
+def test_the_models_table_of_the_docs_agrees_with_the_records():
+    """docs/models.md's table (name, revision, output size) is checked against the zoo."""
+    import re
+
+    recs = zoo.models()
+    rows = {}
+    for line in (ROOT / "docs/models.md").read_text().splitlines():
+        m = re.match(r"\| `([^`]+)`( ★)? \| .*? \| (`[^`]*`|None|same) \| `?\w*`? \| (\d+)-d", line)
+        if m and m.group(1) in recs:
+            rows[m.group(1)] = (bool(m.group(2)), m.group(3), int(m.group(4)))
+    assert set(rows) == set(recs) - {"hash"}
+    for name, (star, rev, dim) in rows.items():
+        r = recs[name]
+        assert star == r.paper and dim == r.embedding_size, name
+        if rev != "same":
+            assert rev == (f"`{r.revision}`" if r.revision else "None"), name
