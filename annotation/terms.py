@@ -31,7 +31,7 @@ from typing import Any
 
 from annotation.agreement import krippendorff_alpha
 from annotation.reviews import ReviewRow, normalize_term
-from benchmark import tables
+from benchmark import query_table
 from builder.catalog import Catalog
 from builder.query_terms import catalog_terms
 
@@ -209,5 +209,5 @@ def write_queries_csv(cat: Catalog) -> Path:
     """Write the catalog's ``query_terms`` as ``exports/queries.csv`` (the format of
     ``data/queries.csv``, through its one writer); returns its path."""
     path = cat.workdir.exports_dir / "queries.csv"
-    tables.write_query_table(path, catalog_terms(cat).values())
+    query_table.write_query_table(path, catalog_terms(cat).values())
     return path

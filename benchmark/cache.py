@@ -14,8 +14,8 @@ one batch), and processes on one machine share the WAL file safely (SQLite locks
 on NFS or shared by several machines is not safe for SQLite's WAL (its shared-memory index is
 per machine): there each shard writes its own file (``shard_file``: ``shards/shard-I-of-N.sqlite``
 in rollback-journal mode, one writer) and reads the main file as immutable, and
-:func:`merge_shards` (``python -m benchmark cache merge``) folds the shard files into the main
-one once the shards are done. A :class:`Shard` owns the items whose content hash falls in its
+:func:`benchmark.cache_merge.merge_shards` (``python -m benchmark cache merge``) folds the shard
+files into the main one once the shards are done. A :class:`Shard` owns the items whose content hash falls in its
 slot, so N processes partition the work with no coordination.
 """
 
@@ -33,7 +33,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from benchmark.embeddings import Embeddings, MultiVector, concat
 from benchmark.files import create_shared, sha256_text
@@ -318,16 +317,6 @@ class EmbeddingCache:
         return int(self.con.execute("SELECT COUNT(*) FROM emb").fetchone()[0])
 
 
-@dataclass
-class MergeResult:
-    """One shard file merged: its rows, and how many of them were new to the main cache."""
-
-    source: Path
-    rows: int
-    added: int
-    bad: int = 0  # rows left out: their bytes do not fit their shape
-
-
 def row_size_fits(shape: Any, n_bytes: Any) -> bool:
     """Does a row's ``shape`` (JSON list of non-negative ints) describe ``n_bytes`` of float32?"""
     try:
@@ -345,61 +334,6 @@ def row_vector(shape: Any, data: Any) -> np.ndarray | None:
     if not isinstance(data, bytes) or not row_size_fits(shape, len(data)):
         return None
     return np.frombuffer(data, np.float32).reshape(json.loads(shape))
-
-
-def _merge_rows(con: sqlite3.Connection) -> tuple[int, int]:
-    """Insert the attached shard's rows that fit their shape (new keys only): (added, bad)."""
-    added = bad = 0
-    cur = con.execute("SELECT ns, sha, shape, data FROM shard.emb")
-    while rows := cur.fetchmany(1000):
-        good = [r for r in rows if row_vector(r[2], r[3]) is not None]
-        bad += len(rows) - len(good)
-        added += con.executemany("INSERT OR IGNORE INTO main.emb VALUES (?, ?, ?, ?)",
-                                 good).rowcount
-    return added, bad
-
-
-def merge_shards(root: str | os.PathLike[str] | None = None,
-                 sources: Sequence[str | os.PathLike[str]] | None = None) -> list[MergeResult]:
-    """Fold shard files (default: ``ROOT/shards/shard-*.sqlite``) into ``ROOT/embeddings.sqlite``.
-
-    Idempotent: a row already in the main cache is kept (same key, same content), so merging
-    twice adds nothing. Each file is one transaction. Run it where the main file is local
-    (or with no other writer), after the shards are done."""
-    cache = EmbeddingCache(root)
-    files = ([Path(x) for x in sources] if sources is not None
-             else sorted((cache.root / SHARD_DIR).glob("shard-*.sqlite")))
-    out: list[MergeResult] = []
-    try:
-        for f in files:
-            if not f.is_file():
-                raise CacheError(f"shard file {f} does not exist")
-            readers = _main_reader(f)  # a clear CacheError for a file that is no database
-            for con in readers:
-                con.close()
-            if not readers:
-                raise CacheError(f"{f} is not an embedding cache (no table emb)")
-            cache.con.execute("ATTACH DATABASE ? AS shard", (str(f),))
-            try:
-                n = cache.con.execute("SELECT COUNT(*) FROM shard.emb").fetchone()[0]
-                cache.con.execute("BEGIN IMMEDIATE")
-                try:
-                    added, bad = _merge_rows(cache.con)
-                except BaseException:
-                    if cache.con.in_transaction:  # SQLite already rolled back on a full disk
-                        cache.con.execute("ROLLBACK")
-                    raise
-                cache.con.execute("COMMIT")
-                if bad:
-                    log.warning("%s: %d row(s) whose bytes do not fit their shape left out; "
-                                "a run embeds those items again", f, bad)
-            finally:
-                cache.con.execute("DETACH DATABASE shard")
-            out.append(MergeResult(f, int(n), int(added), bad))
-            log.debug("merged %s: %d rows, %d new", f, n, out[-1].added)
-    finally:
-        cache.close()
-    return out
 
 
 @dataclass
@@ -483,22 +417,15 @@ def _embed_batches(
     load: Callable[[list[int]], list[Any]], cache: EmbeddingCache | None, ns: str,
     found: dict[str, np.ndarray] | None,
 ) -> None:
-    """Embed ``missing`` one adapter batch at a time, storing each batch as it comes (and
-    adding it to ``found`` when given)."""
-    text = modality == "text"
-    encode = adapter.encode_texts if text else adapter.encode_images
-    size = max(1, int((adapter.text_batch_size if text else adapter.image_batch_size) or 1))
-    quiet = {"disable": True} if len(missing) <= size else {}  # else tqdm / $TQDM_DISABLE
-    with tqdm(total=len(missing), desc=f"embed {modality}s", unit=modality, leave=False,
-              **quiet) as bar:
-        for s in range(0, len(missing), size):
-            part = missing[s : s + size]
-            emb = encode(load([first[k] for k in part]), role=role, progress=False)
-            rows = (emb.to_list() if isinstance(emb, MultiVector)
-                    else list(np.asarray(emb, np.float32)))
-            new = dict(zip(part, rows, strict=True))
-            if cache is not None:
-                cache.put_many(ns, new)
-            if found is not None:
-                found.update(new)
-            bar.update(len(part))
+    """Embed ``missing`` one adapter batch at a time (``Adapter.encode_batches``, the one
+    batching loop), storing each batch as it comes (and adding it to ``found`` when given)."""
+    def batch(s: int, e: int) -> list[Any]:
+        return load([first[k] for k in missing[s:e]])
+
+    for s, emb in adapter.encode_batches(modality, role, len(missing), batch):
+        rows = emb.to_list() if isinstance(emb, MultiVector) else list(emb)
+        new = dict(zip(missing[s : s + len(rows)], rows, strict=True))
+        if cache is not None:
+            cache.put_many(ns, new)
+        if found is not None:
+            found.update(new)

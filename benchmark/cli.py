@@ -30,7 +30,8 @@ from typing import Any
 
 from benchmark import files, launch, registry
 from benchmark.analysis import cli as analysis_cli
-from benchmark.cache import CacheError, Shard, check_cache_dir, default_cache_dir, merge_shards
+from benchmark.cache import CacheError, Shard, check_cache_dir, default_cache_dir
+from benchmark.cache_merge import merge_shards
 from benchmark.clikit import RESUME, CliKit
 from benchmark.config import add_options, from_args
 from benchmark.data import DataError
@@ -198,6 +199,16 @@ def add_ls(sub: Any) -> None:
     p.set_defaults(handler=ls)
 
 
+def record_facts(m: Any) -> str:
+    """A zoo record's identity in one field: ``rev=COMMIT12 dim=N SIMILARITY LANGS PARAMSM``."""
+    rev = m.revision[:12] if m.revision and ":" not in m.revision else (m.revision or "unpinned")
+    parts = [f"rev={rev}", f"dim={m.embedding_size or '?'}", m.similarity,
+             ",".join(m.languages) or "any"]
+    if m.parameters is not None:
+        parts.append(f"{m.parameters:g}M")
+    return " ".join(parts)
+
+
 def ls(args: argparse.Namespace) -> int:
     if getattr(args, "conventions", False):
         from benchmark.models.conventions import format_differences
@@ -212,7 +223,8 @@ def ls(args: argparse.Namespace) -> int:
     for name, e in sorted(models.items()):
         ck = e.kwargs.get("checkpoint", "")
         flag = " [paper]" if e.paper else ""
-        print(f"  {name:<{width}}  {ck}{flag}  {e.description}")
+        facts = f"  {record_facts(e.meta)}" if e.meta is not None else ""
+        print(f"  {name:<{width}}  {ck}{flag}{facts}  {e.description}")
     print("model families (family:ARG): " + ", ".join(sorted(registry.FAMILIES)))
     print("tasks:")
     for name, target in sorted(registry.tasks().items()):

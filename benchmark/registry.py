@@ -40,6 +40,7 @@ class ModelEntry:
     description: str = ""
     extra: str = ""  # pip extra that provides its libraries
     paper: bool = False  # one of the paper's ten models
+    meta: zoo.Model | None = None  # the zoo record (None: registered by a user)
 
 
 MODELS: dict[str, ModelEntry] = {}
@@ -49,11 +50,11 @@ TASKS: dict[str, str] = {}
 
 def register_model(
     name: str, target: str, *, description: str = "", extra: str = "", paper: bool = False,
-    **kwargs: Any,
+    meta: zoo.Model | None = None, **kwargs: Any,
 ) -> None:
     if name in MODELS:
         raise RegistryError(f"model {name!r} registered twice ({MODELS[name].target}, {target})")
-    MODELS[name] = ModelEntry(name, target, kwargs, description, extra, paper)
+    MODELS[name] = ModelEntry(name, target, kwargs, description, extra, paper, meta)
 
 
 def register_family(prefix: str, target: str, extra: str = "") -> None:
@@ -202,7 +203,7 @@ def register_zoo(tasks: dict[str, str], families: list[zoo.Family]) -> None:
         for m in fam.models:
             pin = {"checkpoint": m.checkpoint, "revision": m.revision} if m.checkpoint else {}
             register_model(m.name, fam.target, extra=fam.extra, paper=m.paper,
-                           description=m.description, **pin, **m.kwargs)
+                           description=m.description, meta=m, **pin, **m.kwargs)
 
 
 def models() -> dict[str, ModelEntry]:

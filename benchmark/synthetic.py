@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from benchmark import files, tables
+from benchmark import files, query_table, tables
 from benchmark.data import release
 from benchmark.logs import configure_logging
 
@@ -79,7 +79,7 @@ def build_synthetic(seed: int = 0, per_cell: int = 2,
     concepts = concepts or SYNTHETIC_CONCEPTS
     countries = list(tables.countries())
     try:
-        terms = {k: t.native_term for k, t in tables.query_terms().items()}
+        terms = {k: t.native_term for k, t in query_table.query_terms().items()}
     except tables.TableError:
         terms = {}
     rows: list[dict[str, Any]] = []

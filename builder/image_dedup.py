@@ -137,6 +137,15 @@ def phash_ints(hexes: list[str | None]) -> tuple[np.ndarray, np.ndarray]:
     return vals, np.array([h is not None for h in hexes], dtype=bool)
 
 
+def pair_device(adapter: Any) -> str | None:
+    """Where the pairwise products run when ``DedupConfig.pair_device`` is None: the project's one
+    numpy/torch rule (:func:`benchmark.devices.torch_device` ``auto``) on the model's device:
+    torch on its GPU, numpy (None) on the CPU or without a model."""
+    from benchmark.devices import torch_device
+
+    return torch_device("auto", str(getattr(adapter, "device", "") or "cpu"))
+
+
 def _cosine_blocks(emb: np.ndarray, device: str | None) -> Any:
     """``f(r0, r1)`` -> cosines of rows r0:r1 against rows r0: (numpy, or torch on ``device``)."""
     if device is None:
@@ -361,9 +370,8 @@ def image_dedup(catalog: Catalog, cfg: DedupConfig, adapter: Any = None) -> dict
         raise
     if adapter is not None and cfg.batch_size:
         adapter.image_batch_size = cfg.batch_size
-    device = str(getattr(adapter, "device", "") or "")
-    if cfg.pair_device is None and device.startswith("cuda"):
-        cfg = DedupConfig(**{**asdict(cfg), "pair_device": device})
+    if cfg.pair_device is None and (dev := pair_device(adapter)) is not None:
+        cfg = DedupConfig(**{**asdict(cfg), "pair_device": dev})
     concepts = [r[0] for r in catalog.query(
         "SELECT DISTINCT concept FROM items WHERE sha256 IS NOT NULL ORDER BY concept")]
     wanted = concept_filter(cfg.concepts)  # NFC, as every name

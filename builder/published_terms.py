@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmark import tables
+from benchmark import query_table, tables
 from benchmark.text import majority_terms, normalize_term
 from builder.catalog import Catalog, utcnow
 from builder.query_terms import english_term, our_terms, upsert_terms
@@ -146,7 +146,7 @@ def import_published(catalog: Catalog, dataset: str, revision: str | None = None
                 continue
             note = (f"authors' concept_in_native of {key} ({p.n_images} of "
                     f"{p.n_images + sum(p.others.values())} images)")
-            filled.append(tables.query_term(concept, tables.country(code), p.term,
+            filled.append(query_table.query_term(concept, tables.country(code), p.term,
                                             english_term(concept, ours), "authors", note))
         with catalog.tx() as con:
             con.execute("DELETE FROM published_terms WHERE dataset=?", (key,))

@@ -35,7 +35,7 @@ from string import Template
 from pydantic import BaseModel, Field
 from tqdm import tqdm
 
-from benchmark import tables
+from benchmark import query_table, tables
 from builder.catalog import Catalog, record_llm_request
 from builder.concept_list import load_curated
 from builder.llm import BaseLLM, LLMResult, add_llm_args, llm_from_args
@@ -78,11 +78,11 @@ class TermAnswer(BaseModel):
     terms: list[CountryTerm] = Field(min_length=1)
 
 
-def english_query(term: tables.QueryTerm, c: tables.Country) -> str:
+def english_query(term: query_table.QueryTerm, c: tables.Country) -> str:
     return f"{term.english_term} {c.name}"
 
 
-def native_query(term: tables.QueryTerm, c: tables.Country) -> str:
+def native_query(term: query_table.QueryTerm, c: tables.Country) -> str:
     return f"{term.native_term} {c.native_name}"
 
 
@@ -124,7 +124,7 @@ def _validator(group: list[tables.Country]):
 class _Ctx:
     """What every request needs; ``known`` grows with every answer (hints, offline twin)."""
 
-    known: dict[tuple[str, str], tables.QueryTerm]
+    known: dict[tuple[str, str], query_table.QueryTerm]
     llm: BaseLLM
     template: Template
     prompt_sha: str
@@ -158,7 +158,7 @@ def _ask(concept: str, lang: str, group: list[tables.Country], ctx: _Ctx) -> LLM
 
 
 def _answered(concept: str, lang: str, group: list[tables.Country], res: LLMResult,
-              ctx: _Ctx) -> list[tuple[tables.QueryTerm, str, str | None]]:
+              ctx: _Ctx) -> list[tuple[query_table.QueryTerm, str, str | None]]:
     """(term, queries source, reason) of each country of a successful answer."""
     by_code = {_answer_country(t.country).code: t.native_term.strip() for t in res.value.terms}
     offline = ctx.llm.provider == "offline"
@@ -169,13 +169,13 @@ def _answered(concept: str, lang: str, group: list[tables.Country], res: LLMResu
         reason = None if others else NO_TERM
     out = []
     for c in group:
-        t = tables.query_term(concept, c, by_code[c.code], res.value.english_term.strip(),
+        t = query_table.query_term(concept, c, by_code[c.code], res.value.english_term.strip(),
                               "generated", note)
         out.append((t, "offline" if offline else "generated", reason))
     return out
 
 
-def _query_source(term: tables.QueryTerm, origin: str) -> str:
+def _query_source(term: query_table.QueryTerm, origin: str) -> str:
     """``queries.source``: where the stage took the term from."""
     if origin == "table":
         return "table"
@@ -184,7 +184,7 @@ def _query_source(term: tables.QueryTerm, origin: str) -> str:
     return "offline" if term.note.startswith("offline") else "generated"
 
 
-def _rows(decided: list[tuple[tables.QueryTerm, str, str | None]], run_id: int) -> list[tuple]:
+def _rows(decided: list[tuple[query_table.QueryTerm, str, str | None]], run_id: int) -> list[tuple]:
     """The ``english`` and ``native`` rows of ``queries`` of decided terms."""
     rows = []
     for t, source, reason in decided:
@@ -197,10 +197,10 @@ def _rows(decided: list[tuple[tables.QueryTerm, str, str | None]], run_id: int) 
 
 
 def _known(concept: str, countries: list[tables.Country], cat: dict, table: dict, ctx: _Ctx
-           ) -> tuple[list[tables.QueryTerm], list[tuple], dict[str, list[tables.Country]]]:
+           ) -> tuple[list[query_table.QueryTerm], list[tuple], dict[str, list[tables.Country]]]:
     """One concept's terms known without asking: (to store, ``queries`` rows, the countries
     still without a term by language)."""
-    decided: list[tuple[tables.QueryTerm, str, str | None]] = []
+    decided: list[tuple[query_table.QueryTerm, str, str | None]] = []
     missing: dict[str, list[tables.Country]] = {}
     for c in countries:
         term, origin = resolve(cat.get((concept, c.code)), table.get((concept, c.code)))
@@ -215,7 +215,7 @@ def _known(concept: str, countries: list[tables.Country], cat: dict, table: dict
 
 
 def _asked(concept: str, lang: str, group: list[tables.Country], ctx: _Ctx
-           ) -> tuple[list[tables.QueryTerm], list[tuple], tuple[str, LLMResult]]:
+           ) -> tuple[list[query_table.QueryTerm], list[tuple], tuple[str, LLMResult]]:
     """Ask for one language's countries: (terms to store, ``queries`` rows, the request)."""
     res = _ask(concept, lang, group, ctx)
     item = f"concept={concept};language={lang};countries={','.join(c.code for c in group)}"
@@ -234,7 +234,7 @@ def _asked(concept: str, lang: str, group: list[tables.Country], ctx: _Ctx
     return [], rows, (item, res)
 
 
-def _write(catalog: Catalog, store: list[tables.QueryTerm], rows: list[tuple],
+def _write(catalog: Catalog, store: list[query_table.QueryTerm], rows: list[tuple],
            request: tuple[str, LLMResult] | None, ctx: _Ctx) -> None:
     """One transaction: terms, ``queries`` rows and the LLM request that gave them."""
     with catalog.tx() as con:
@@ -337,12 +337,12 @@ def write_table(catalog: Catalog, out: str | Path) -> int:
     current = {(r[0], r[1]) for r in catalog.query(
         "SELECT concept, country FROM queries WHERE kind='native' AND status='ok'")}
     try:  # the catalog keeps no generic_term: the shipped row's where the term is the same
-        shipped = tables.query_terms()
+        shipped = query_table.query_terms()
     except tables.TableError:
         shipped = {}
-    terms = [tables.with_shipped_generic(t, shipped) for k, t in catalog_terms(catalog).items()
+    terms = [query_table.with_shipped_generic(t, shipped) for k, t in catalog_terms(catalog).items()
              if k in current]
-    return tables.write_query_table(out, terms)
+    return query_table.write_query_table(out, terms)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -374,8 +374,8 @@ def migrate_table(old: str | Path, out: str | Path) -> str:
     """Convert an old per-language query table to the per-country format; the report line."""
     if not Path(old).is_file():
         raise StageInputError(f"migrate-table: no such file {old}")
-    terms, counts = tables.migrate_old_query_table(old)
-    n = tables.write_query_table(out, terms)
+    terms, counts = query_table.migrate_old_query_table(old)
+    n = query_table.write_query_table(out, terms)
     skipped = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()) if k != "migrated")
     return (f"wrote {n} query terms to {out}" + (f" ({skipped})" if skipped else "")
             + "; none is reviewed: native speakers review them (python -m annotation push "

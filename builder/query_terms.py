@@ -16,13 +16,13 @@ import logging
 import sqlite3
 from collections.abc import Iterable
 
-from benchmark import tables
+from benchmark import query_table, tables
 from builder.catalog import Catalog
 
 log = logging.getLogger(__name__)
 
-def _term(row: sqlite3.Row) -> tables.QueryTerm:
-    return tables.QueryTerm(
+def _term(row: sqlite3.Row) -> query_table.QueryTerm:
+    return query_table.QueryTerm(
         concept=row["concept"], country=row["country"], locale=row["locale"],
         language=tables.country(row["country"]).language, native_term=row["native_term"],
         english_term=row["english_term"], source=row["source"],
@@ -30,7 +30,7 @@ def _term(row: sqlite3.Row) -> tables.QueryTerm:
         note=row["note"] or "")
 
 
-def catalog_terms(catalog: Catalog) -> dict[tuple[str, str], tables.QueryTerm]:
+def catalog_terms(catalog: Catalog) -> dict[tuple[str, str], query_table.QueryTerm]:
     """(concept, country) -> the catalog's term (countries unknown to countries.csv left out)."""
     codes = {c.code for c in tables.countries()}
     return {(r["concept"], r["country"]): _term(r)
@@ -38,7 +38,7 @@ def catalog_terms(catalog: Catalog) -> dict[tuple[str, str], tables.QueryTerm]:
             if r["country"] in codes}
 
 
-def table_terms(use_table: bool = True) -> dict[tuple[str, str], tables.QueryTerm]:
+def table_terms(use_table: bool = True) -> dict[tuple[str, str], query_table.QueryTerm]:
     """(concept, country) -> the term of ``data/queries.csv``; {} without a table. An old-format
     or malformed table is the user's to fix (:class:`tables.TableError`), never skipped."""
     if not use_table:
@@ -47,12 +47,12 @@ def table_terms(use_table: bool = True) -> dict[tuple[str, str], tables.QueryTer
     if not path.is_file():
         log.warning("no query table: %s is missing", path)
         return {}
-    return tables.query_terms()
+    return query_table.query_terms()
 
 
 def resolve(
-    catalog_term: tables.QueryTerm | None, table_term: tables.QueryTerm | None
-) -> tuple[tables.QueryTerm | None, str]:
+    catalog_term: query_table.QueryTerm | None, table_term: query_table.QueryTerm | None
+) -> tuple[query_table.QueryTerm | None, str]:
     """The term of one (concept, country) by the module's rule, and where it came from
     (``catalog`` / ``table``; ``none``)."""
     if catalog_term is not None and catalog_term.reviewed:
@@ -66,7 +66,7 @@ def resolve(
 
 def our_terms(
     catalog: Catalog, use_table: bool = True
-) -> dict[tuple[str, str], tuple[tables.QueryTerm, str]]:
+) -> dict[tuple[str, str], tuple[query_table.QueryTerm, str]]:
     """Every (concept, country) with a term: (term, origin) by :func:`resolve`."""
     cat, table = catalog_terms(catalog), table_terms(use_table)
     out = {}
@@ -77,7 +77,7 @@ def our_terms(
     return out
 
 
-def english_term(concept: str, known: dict[tuple[str, str], tables.QueryTerm]) -> str:
+def english_term(concept: str, known: dict[tuple[str, str], query_table.QueryTerm]) -> str:
     """The English search term of ``concept`` for a country without one: that of the first
     country (countries.csv order) with a term, else the concept label."""
     for c in tables.countries():
@@ -87,7 +87,7 @@ def english_term(concept: str, known: dict[tuple[str, str], tables.QueryTerm]) -
     return concept
 
 
-def upsert_terms(con: sqlite3.Connection, terms: Iterable[tables.QueryTerm],
+def upsert_terms(con: sqlite3.Connection, terms: Iterable[query_table.QueryTerm],
                  run_id: int | None) -> int:
     """Insert or replace ``terms`` in ``query_terms``; returns how many."""
     rows = [(t.concept, t.country, t.locale, t.native_term, t.english_term, t.source, t.reviewers,

@@ -33,7 +33,7 @@ from typing import Any
 
 import pandas as pd
 
-from benchmark import tables
+from benchmark import query_table, tables
 from benchmark.data import DataError
 from benchmark.data.rules import first_items
 from benchmark.files import sha256_bytes, sha256_file, sha256_text
@@ -125,7 +125,7 @@ def default_table() -> QueryTable:
     """``native_term`` of ``data/queries.csv`` by (concept, country), with each row's source."""
     try:  # the one reader of the table (validated: locales, sources, reviewers)
         path = tables.data_path("queries.csv")
-        rows = tables.query_terms()
+        rows = query_table.query_terms()
     except tables.TableError as e:
         raise DataError(f"no query texts: {e}; pass --queries FILE") from e
     if not rows:
@@ -365,9 +365,9 @@ def warn_unreviewed(prov: dict[str, Any], memo: dict[Any, Any]) -> None:
 def key_in_language(table: QueryTable, concept: str, country: str,
                     language: str) -> tuple[str, str] | None:
     """The (concept, country) key of the term that writes ``concept`` in ``language`` for a
-    triplet of ``country`` (``3xcm-matrix``; the rule is :func:`benchmark.tables.term_country`);
+    triplet of ``country`` (``3xcm-matrix``; the rule is :func:`benchmark.query_table.term_country`);
     None when no country of the language has a term."""
-    code = tables.term_country(table.terms, concept, language, country)
+    code = query_table.term_country(table.terms, concept, language, country)
     return None if code is None else (concept, code)
 
 
@@ -377,7 +377,7 @@ def generic_texts(table: QueryTable) -> dict[tuple[str, str], str]:
     proper name such as PRT's *Assembleia da República* becomes *parlamento*), only where
     ``table`` holds data/queries.csv's own term for the key (another source's term is kept)."""
     try:
-        rows = tables.query_terms()
+        rows = query_table.query_terms()
     except tables.TableError as e:
         log.warning("no generic terms for other countries' queries: %s", e)
         return {}

@@ -20,7 +20,7 @@ Subclasses implement ``_encode_text_batch`` / ``_encode_image_batch``; the base 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -93,13 +93,11 @@ class Adapter:
 
     def encode_texts(self, texts: Sequence[str], role: str = "query",
                      batch_size: int | None = None, progress: bool = True) -> Embeddings:
-        return self._batched(texts, self._encode_text_batch, role,
-                             batch_size or self.text_batch_size, "texts", progress)
+        return self._encode_all("text", texts, role, batch_size, progress)
 
     def encode_images(self, images: Sequence[Any], role: str = "document",
                       batch_size: int | None = None, progress: bool = True) -> Embeddings:
-        return self._batched(images, self._encode_image_batch, role,
-                             batch_size or self.image_batch_size, "images", progress)
+        return self._encode_all("image", images, role, batch_size, progress)
 
     def similarity(self, queries: Embeddings, docs: Embeddings) -> np.ndarray:
         """(n_q, n_d) scores: cosine for single vectors, MaxSim for multi-vectors."""
@@ -145,23 +143,35 @@ class Adapter:
         return out
 
     # -- machinery ------------------------------------------------------------------------
-    def _batched(
-        self, items: Sequence[Any], fn: Callable[[list[Any], str], Embeddings], role: str,
-        batch_size: int, what: str, progress: bool,
-    ) -> Embeddings:
+    def encode_batches(
+        self, modality: str, role: str, n: int, load: Callable[[int, int], list[Any]],
+        batch_size: int | None = None, progress: bool = True,
+    ) -> Iterator[tuple[int, Embeddings]]:
+        """The one batching loop: items ``0..n-1``, read one batch at a time through
+        ``load(start, stop)``, embedded under ``torch.inference_mode`` and yielded as
+        ``(start, float32 array or MultiVector)``. ``encode_texts``/``encode_images`` join the
+        batches; :func:`benchmark.cache.embed_cached` stores each one as it comes."""
         if role not in ROLES:
             raise ValueError(f"role must be one of {ROLES}, got {role!r}")
+        text = modality == "text"
+        fn = self._encode_text_batch if text else self._encode_image_batch
+        size = max(1, int(batch_size or (self.text_batch_size if text else self.image_batch_size)
+                          or 1))
+        quiet = {"disable": True} if not progress or n <= size else {}  # else $TQDM_DISABLE
+        with tqdm(total=n, desc=f"{self.spec.name} {modality}s", unit=modality, leave=False,
+                  **quiet) as bar:
+            for s in range(0, n, size):
+                stop = min(n, s + size)
+                with _inference_mode():
+                    out = fn(load(s, stop), role)
+                yield s, out if isinstance(out, MultiVector) else np.asarray(out, np.float32)
+                bar.update(stop - s)
+
+    def _encode_all(self, modality: str, items: Sequence[Any], role: str,
+                    batch_size: int | None, progress: bool) -> Embeddings:
         items = items if isinstance(items, Sequence) else list(items)
-        parts: list[Embeddings] = []
-        with _inference_mode(), tqdm(
-            total=len(items), desc=f"{self.spec.name} {what}", unit="item",
-            disable=not progress or len(items) < batch_size, leave=False,
-        ) as bar:
-            for s in range(0, len(items), batch_size):
-                out = fn(list(items[s : s + batch_size]), role)
-                parts.append(out if isinstance(out, MultiVector) else np.asarray(out, np.float32))
-                bar.update(min(batch_size, len(items) - s))
-        return concat(parts)
+        return concat([e for _, e in self.encode_batches(
+            modality, role, len(items), lambda s, e: list(items[s:e]), batch_size, progress)])
 
 
 def default_dtype(device: str) -> str:

@@ -1,7 +1,8 @@
 """Model conventions as data: a ``reference`` and an ``authors`` profile per paper model.
 
-Every one of the paper's ten models (``paper=True`` in :mod:`benchmark.zoo`) has two
-:class:`Conventions` records, selected with ``python -m benchmark run --conventions
+Every one of the paper's ten models (``profiles=True`` in :mod:`benchmark.zoo`) has two
+:class:`Conventions` records, built from its zoo record (checkpoint, revision and downloads
+are the record's, the prose is here), selected with ``python -m benchmark run --conventions
 reference|authors`` (``RunConfig.conventions``):
 
 - ``reference``: the model card's intended use. This is what the zoo entry and the adapter's
@@ -32,9 +33,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from benchmark import zoo
 
 PROFILES = ("reference", "authors")
 DEFAULT_PROFILE = "reference"
@@ -225,8 +228,12 @@ def _jina() -> dict[str, Conventions]:
 
 
 _HF_CLIP = "benchmark.models.hf_clip:HFDualEncoder"
-PAPER_CONVENTIONS: dict[str, dict[str, Conventions]] = {
-    "clip-l14": {
+
+
+def _clip_l14(m: zoo.Model) -> dict[str, Conventions]:
+    """The authors loaded the transformers snapshot of the record's (only) download."""
+    (hf,) = m.downloads
+    return {
         "reference": Conventions(
             implementation="open_clip ViT-L-14/openai",
             text="open_clip tokenizer, context 77 (padded and truncated to 77)",
@@ -237,18 +244,23 @@ PAPER_CONVENTIONS: dict[str, dict[str, Conventions]] = {
         ),
         "authors": Conventions(
             implementation="transformers AutoModel + AutoProcessor",
-            target=_HF_CLIP, extra="hf", checkpoint="openai/clip-vit-large-patch14",
-            revision="32bd64288804d66eefd0ccbe215aa642df71cc41", dtype="float32",
-            options={"image_backend": "pil"},
+            target=_HF_CLIP, extra="hf", checkpoint=hf.repo, revision=hf.revision,
+            dtype="float32", options={"image_backend": "pil"},
             text="CLIPProcessor: padding=True, truncation at text_config.max_position_embeddings (77)",
             image=f"CLIPImageProcessor, {_PIL}",
             pooling="get_text_features / get_image_features", normalization="L2",
             sources="R2E cells 8-10: AutoModel/AutoProcessor, no dtype (float32), one string "
                     "per call; transformers 4.53.3 pinned (slow image processor by default)",
         ),
-    },
-    "chinese-clip-l14": _chinese_clip(),
-    "mclip-xlmr-l14": _mclip(
+    }
+
+
+# Each paper model's two profiles, built from its zoo record (benchmark/zoo.py: profiles=True):
+# the identity (checkpoint, revision, downloads) is the record's; the prose is here.
+_BUILD: dict[str, Callable[[zoo.Model], dict[str, Conventions]]] = {
+    "clip-l14": _clip_l14,
+    "chinese-clip-l14": lambda m: _chinese_clip(),
+    "mclip-xlmr-l14": lambda m: _mclip(
         "open_clip ViT-L-14/openai (the run's dtype)", "ViT-L-14/openai",
         f"OpenAI CLIP ViT-L/14 as clip.load gives it ({CLIP_LOAD_DTYPE}; "
         "same weights and preprocessing as open_clip's ViT-L-14/openai)",
@@ -260,7 +272,7 @@ PAPER_CONVENTIONS: dict[str, dict[str, Conventions]] = {
         "Choice: the image tower the authors' own RQ1 code paired with this text tower, for "
         "both RQs",
     ),
-    "mclip-xlmr-b16plus": _mclip(
+    "mclip-xlmr-b16plus": lambda m: _mclip(
         "open_clip ViT-B-16-plus-240/laion400m_e32 (the run's dtype)",
         "ViT-B-16-plus-240/laion400m_e32", "open_clip ViT-B-16-plus-240/laion400m_e32, float32",
         "float32",
@@ -268,13 +280,27 @@ PAPER_CONVENTIONS: dict[str, dict[str, Conventions]] = {
         "laion400m_e32, float32, MultilingualCLIP float32). RQ1: no code for this model; the "
         "same tower (the only one matching its 640-d text vectors)",
     ),
-    "colqwen2.5-v0.2": _colqwen("bfloat16 (colqwen25_embed.py l.22-30, R2E)"),
-    "colqwen2.5-3b-m": _colqwen("bfloat16 (col_series_embed25_v2.py)"),
-    "colqwen2.5-7b-m": _colqwen("bfloat16 (colqwen25_embed.py; R1E cell 12 used float16)"),
-    "gme-qwen2-2b": _gme(),
-    "gme-qwen2-7b": _gme(),
-    "jina-v4": _jina(),
+    "colqwen2.5-v0.2": lambda m: _colqwen("bfloat16 (colqwen25_embed.py l.22-30, R2E)"),
+    "colqwen2.5-3b-m": lambda m: _colqwen("bfloat16 (col_series_embed25_v2.py)"),
+    "colqwen2.5-7b-m": lambda m: _colqwen("bfloat16 (colqwen25_embed.py; R1E cell 12 used "
+                                          "float16)"),
+    "gme-qwen2-2b": lambda m: _gme(),
+    "gme-qwen2-7b": lambda m: _gme(),
+    "jina-v4": lambda m: _jina(),
 }
+
+
+def paper_conventions(records: Mapping[str, zoo.Model]) -> dict[str, dict[str, Conventions]]:
+    """Profile -> record per model of ``records`` with profiles (zoo order); a zoo model with
+    profiles and no builder here, or a builder for no such model, is a ConventionsError."""
+    if set(records) != set(_BUILD):
+        raise ConventionsError(
+            f"conventions builders {sorted(set(_BUILD) - set(records))} have no zoo model with "
+            f"profiles; zoo models {sorted(set(records) - set(_BUILD))} have no builder")
+    return {name: _BUILD[name](m) for name, m in records.items()}
+
+
+PAPER_CONVENTIONS: dict[str, dict[str, Conventions]] = paper_conventions(zoo.paper_models())
 
 
 def check_profile(profile: str) -> str:

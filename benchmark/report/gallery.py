@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from benchmark import files, tables
+from benchmark import files, query_table, tables
 from benchmark.data import DataError
 from benchmark.data.images import ImageStore
 from benchmark.report import gallery_assets as assets
@@ -195,7 +195,7 @@ def note_old(out: GalleryOut, task: str, models: list[str]) -> None:
 def english_terms() -> dict[tuple[str, str], str]:
     """(concept, country) -> the English term of the shipped query table."""
     try:
-        return {t.key: t.english_term for t in tables.read_query_table()}
+        return {t.key: t.english_term for t in query_table.read_query_table()}
     except (OSError, tables.TableError):
         return {}
 

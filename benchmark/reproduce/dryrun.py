@@ -1,8 +1,8 @@
 """``reproduce --dry-run``: what a plan would download, and how many GPU hours it would take.
 
-Downloads: the hub repos each planned model loads under the authors' conventions
-(``data/reproduce/downloads.csv``; the revision is the zoo's pin where the repo is the zoo's
-checkpoint) and the two hub datasets (local folders download nothing). Sizes come from the
+Downloads: the hub repos each planned model loads under the authors' conventions (the
+``downloads`` of its record in :mod:`benchmark.zoo`; the revision is the record's pin where
+the repo is its checkpoint) and the two hub datasets (local folders download nothing). Sizes come from the
 hub API (``HfApi.model_info`` / ``dataset_info`` with ``files_metadata``): the total of the
 repo's files at that revision, an upper bound of what the loaders fetch. Offline
 (``HF_HUB_OFFLINE=1``) no request is made; a request that fails or takes longer than the
@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from benchmark import registry, tables
+from benchmark import registry, tables, zoo
 from benchmark.models import hub
 from benchmark.reproduce import pins
 from benchmark.reproduce.plan import Job, Plan
@@ -47,8 +47,7 @@ LORA_NOTE = "+ the LoRA base named in its adapter_config.json (not listed: size 
 
 def downloads(plan: Plan) -> list[Download]:
     """Every hub repo the plan needs (one row per repo and revision), sizes not yet known."""
-    entries = registry.models()
-    rows = tables.data_csv("reproduce/downloads.csv")
+    records = zoo.models()
     found: dict[tuple[str, str, str | None], Download] = {}
 
     def add(repo: str, kind: str, rev: str | None, role: str, model: str, note: str = "") -> None:
@@ -58,15 +57,11 @@ def downloads(plan: Plan) -> list[Download]:
             repo, kind, rev, role, (model,), note=note)
 
     for model in plan.models:
-        e = entries.get(model)
-        mine = [r for r in rows if r["model"] == model]
-        base_listed = any(r["role"].startswith("LoRA base") for r in mine)
-        for r in mine:
-            pinned = e.kwargs.get("revision") if e and r["repo"] == e.kwargs.get("checkpoint") \
-                else None
-            lora = r["role"].startswith("LoRA adapter") and not base_listed
-            add(r["repo"], r["repo_type"], r["revision"] or pinned, r["role"], model,
-                LORA_NOTE if lora else "")
+        mine = records[model].pinned_downloads() if model in records else ()
+        base_listed = any(d.role.startswith("LoRA base") for d in mine)
+        for d in mine:
+            lora = d.role.startswith("LoRA adapter") and not base_listed
+            add(d.repo, d.repo_type, d.revision, d.role, model, LORA_NOTE if lora else "")
     for job in plan.jobs:
         ds = job.dataset
         if not ds.local:
@@ -105,8 +100,8 @@ def with_recorded(d: Download, plan: Plan) -> Download:
 
 def nothing_to_download(plan: Plan) -> list[str]:
     """Planned models with no hub repo listed (hash, user adapters, family:arg names)."""
-    listed = {r["model"] for r in tables.data_csv("reproduce/downloads.csv")}
-    return [m for m in plan.models if m not in listed]
+    records = zoo.models()
+    return [m for m in plan.models if m not in records or not records[m].downloads]
 
 
 def with_deadline(fn: Callable[[], Any], seconds: float) -> Any:
@@ -213,9 +208,8 @@ def items(job: Job, w: dict[tuple[str, str], int]) -> tuple[int, int]:
 
 
 def parameters() -> dict[str, float]:
-    """Table 6: paper alias -> parameters in millions."""
-    return {row["alias"]: float(row["parameters"].rstrip("M"))
-            for row in tables.data_csv("paper/table6_models.csv")}
+    """Paper model -> parameters in millions: its zoo record's (Table 6's figure)."""
+    return {n: m.parameters for n, m in zoo.paper_models().items() if m.parameters is not None}
 
 
 def sized_rate(model: str, base: Rate) -> Rate:
@@ -224,14 +218,13 @@ def sized_rate(model: str, base: Rate) -> Rate:
     models' total is unchanged: ``base x P / mean(P)``. A ``measured`` family row wins."""
     from benchmark.reproduce.paper import alias_of
 
-    alias = alias_of(model)
     params = parameters()
-    if base.kind != "estimate" or alias not in params:
+    if base.kind != "estimate" or model not in params:
         return base
     mean = sum(params.values()) / len(params)
-    f = params[alias] / mean
-    return Rate(f"{base.family} ({alias})", base.text_s * f, base.image_s * f, base.gpu,
-                "estimate", f"Table 6: {params[alias]:g}M parameters / the ten models' mean "
+    f = params[model] / mean
+    return Rate(f"{base.family} ({alias_of(model)})", base.text_s * f, base.image_s * f,
+                base.gpu, "estimate", f"Table 6: {params[model]:g}M parameters / the ten models' mean "
                 f"{mean:.1f}M x {base.text_s:g} s (the paper's ~3 A100-hours per model, "
                 "redistributed by size; the ten models' total unchanged)")
 

@@ -1,6 +1,6 @@
 """Inputs no revision could be found for, pinned by the first run: ``DIR/reproduce-pins.json``.
 
-Where the zoo (or ``data/reproduce/downloads.csv``) pins no revision, or a dataset is given
+Where the zoo (a model record or one of its ``downloads``) pins no revision, or a dataset is given
 without ``--xcm-revision`` / ``--xm3600-revision``, the first ``reproduce`` run that loads it
 records what it resolved: per model, the commit of every repo its adapter found (the
 checkpoint's, and the image tower's / LoRA base's where the adapter records them, as each

@@ -2,7 +2,7 @@
 
 A model's numbers mean something against the paper only when its results came from the paper
 model's real checkpoint: the registered paper model, the zoo's checkpoint or a repo its
-authors' conventions load (``data/reproduce/downloads.csv``), and a hub snapshot (the pinned
+authors' conventions load (its record's ``downloads`` in ``benchmark.zoo``), and a hub snapshot (the pinned
 revision where one is pinned, a 40-hex commit otherwise). A fake or hash
 model, another checkpoint, weights from a local folder (recorded as a ``sha256:`` fingerprint
 of its files) or an unknown revision fail the check, with the reason.
@@ -15,10 +15,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
-from benchmark import registry, tables
+from benchmark import registry
 from benchmark.results import ResultFile
 
 COMMIT = re.compile(r"^[0-9a-f]{40}$")
@@ -56,21 +55,16 @@ def recorded_conventions(settings: dict[str, Any]) -> str | None:
 
 def paper_checkpoints(model: str) -> dict[str, str | None]:
     """Checkpoint -> pinned revision (None: unpinned) that are the paper model ``model``: the
-    zoo's entry, and the repos its authors' conventions load (``data/reproduce/downloads.csv``)."""
+    zoo's entry, and the repos its authors' conventions load (the record's ``downloads``)."""
     entry = registry.models().get(model)
     out: dict[str, str | None] = {}
     if entry is not None and entry.kwargs.get("checkpoint"):
         out[entry.kwargs["checkpoint"]] = entry.kwargs.get("revision")
-    for r in _downloads(str(tables.data_dir())):
-        if r["model"] == model and r["repo_type"] == "model":
-            out.setdefault(r["repo"], r["revision"] or None)
+    record = entry.meta if entry is not None else None
+    for d in record.pinned_downloads() if record is not None else ():
+        if d.repo_type == "model":
+            out.setdefault(d.repo, d.revision)
     return out
-
-
-@lru_cache(maxsize=4)
-def _downloads(root: str) -> tuple[dict[str, str], ...]:
-    """``data/reproduce/downloads.csv`` once per data folder (read for every results file)."""
-    return tuple(tables.data_csv("reproduce/downloads.csv"))
 
 
 def why_not_real(res: ResultFile) -> str:

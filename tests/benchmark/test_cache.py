@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 from benchmark import registry
-from benchmark.cache import CacheError, EmbeddingCache, Shard, embed_cached, merge_shards
+from benchmark.cache import CacheError, EmbeddingCache, Shard, embed_cached
+from benchmark.cache_merge import merge_shards
 from benchmark.files import sha256_text
 from tests.benchmark.cache_helpers import passes, vector
 
@@ -291,3 +292,30 @@ def test_damaged_pages_found_on_reading_are_a_cache_error(tmp_path):
     with pytest.raises(CacheError, match="corrupt|not a readable"):
         with EmbeddingCache(tmp_path) as c:
             embed(adapter, texts, keys, c)
+
+
+def test_the_cache_and_the_adapter_batch_through_one_loop(tmp_path, monkeypatch):
+    """embed_cached and encode_texts both run Adapter.encode_batches (one batching loop): the
+    same batches, the same float32 rows, and a bad role refused the same way."""
+    from benchmark.models.base import Adapter
+
+    seen: list[tuple[str, int]] = []
+    loop = Adapter.encode_batches
+
+    def spy(self, modality, role, n, load, batch_size=None, progress=True):
+        seen.append((modality, n))
+        yield from loop(self, modality, role, n, load, batch_size, progress)
+
+    monkeypatch.setattr(Adapter, "encode_batches", spy)
+    adapter, calls = counting(batch=2)
+    texts, keys = items(5)
+    direct = adapter.encode_texts(texts, role="query")
+    assert calls == [2, 2, 1] and seen == [("text", 5)]
+    cached, stats = embed(adapter, texts, keys, EmbeddingCache(tmp_path / "c"))
+    assert calls == [2, 2, 1, 2, 2, 1] and seen == [("text", 5), ("text", 5)]
+    assert stats.embedded == 5 and cached.dtype == direct.dtype == np.float32
+    np.testing.assert_array_equal(cached, direct)
+    for call in (lambda: adapter.encode_texts(texts, role="q"),
+                 lambda: embed_cached(adapter, "text", "q", ["k"], lambda ix: ["t"], None)):
+        with pytest.raises(ValueError, match="role must be one of"):
+            call()

@@ -1,5 +1,5 @@
 """Issue 23: generic terms for other countries' images (the column, its use by term_in_language
-and 3xcm-matrix) and the concept definitions file, both read through benchmark.tables."""
+and 3xcm-matrix) and the concept definitions file, read through benchmark.query_table and benchmark.tables."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from benchmark import tables
+from benchmark import query_table, tables
 from benchmark.cli import main
 from benchmark.data import query_texts
 from benchmark.tasks.matrix import language_plan
@@ -17,9 +17,9 @@ from tests.benchmark.test_matrix import RecordingModel, named_release
 
 
 def test_shipped_generic_terms_and_the_rule():
-    terms = tables.query_terms()
+    terms = query_table.query_terms()
     assert all(t.generic_term for t in terms.values())  # filled on every shipped row
-    gen = tables.generic_terms()
+    gen = query_table.generic_terms()
     assert gen[("congress", "pt")] == "parlamento"
     assert gen[("congress", "es")] == "parlamento"
     assert gen[("congress", "ar")] == "البرلمان"
@@ -27,16 +27,16 @@ def test_shipped_generic_terms_and_the_rule():
     assert gen[("bus", "pt")] == "autocarro"  # not country-specific: the native term
     texts = {k: t.native_term for k, t in terms.items()}
     # the country's own term for its own images, the generic one for everyone else's
-    assert tables.term_in_language(texts, "congress", "pt", "PRT", gen) == \
+    assert query_table.term_in_language(texts, "congress", "pt", "PRT", gen) == \
         "Assembleia da República"
-    assert tables.term_in_language(texts, "congress", "pt", "BRA", gen) == "congresso nacional"
-    assert tables.term_in_language(texts, "congress", "pt", "USA", gen) == "parlamento"
-    assert tables.term_in_language(texts, "congress", "en", "USA", gen) == "congress"
-    assert tables.term_in_language(texts, "congress", "en", "DEU", gen) == "parliament"
-    assert tables.term_in_language(texts, "prime minister", "es", "GBR", gen) == "primer ministro"
-    assert tables.term_in_language(texts, "prime minister", "es", "ESP", gen) == \
+    assert query_table.term_in_language(texts, "congress", "pt", "BRA", gen) == "congresso nacional"
+    assert query_table.term_in_language(texts, "congress", "pt", "USA", gen) == "parlamento"
+    assert query_table.term_in_language(texts, "congress", "en", "USA", gen) == "congress"
+    assert query_table.term_in_language(texts, "congress", "en", "DEU", gen) == "parliament"
+    assert query_table.term_in_language(texts, "prime minister", "es", "GBR", gen) == "primer ministro"
+    assert query_table.term_in_language(texts, "prime minister", "es", "ESP", gen) == \
         "presidente del gobierno"
-    assert tables.term_in_language(texts, "congress", "pt", "USA") == "Assembleia da República"
+    assert query_table.term_in_language(texts, "congress", "pt", "USA") == "Assembleia da República"
 
 
 def test_matrix_asks_other_countries_with_the_generic_term(tmp_path):

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from benchmark import tables
+from benchmark import query_table, tables
 from benchmark.cli import main
 from benchmark.embeddings import l2_normalize
 from benchmark.metrics.paired import paired_sp_difference
@@ -168,12 +168,12 @@ def test_matrix_uses_per_country_terms_by_the_stated_rule(tmp_path):
     assert "first country in countries.csv" in res["task"]["query_text_rule"]
     assert res["task"]["skipped"]["pt"] == {"triplets": 0, "concepts": []}
     # the rule itself, cell by cell
-    terms = {k: t.native_term for k, t in tables.query_terms().items()}
-    assert tables.term_in_language(terms, "bus", "pt", "BRA") == "ônibus"
-    assert tables.term_in_language(terms, "bus", "pt", "PRT") == "autocarro"
-    assert tables.term_in_language(terms, "bus", "pt", "JPN") == "autocarro"
-    assert tables.term_in_language(terms, "bus", "es", "ARG") == "colectivo"
-    assert tables.term_in_language(terms, "bus", "es", "BRA") == "autobús"
-    assert tables.term_in_language(terms, "gas station", "en", "AUS") == "petrol station"
-    assert tables.term_in_language(terms, "gas station", "en", "THA") == "gas station"
-    assert tables.term_in_language(terms, "no such concept", "en", "USA") is None
+    terms = {k: t.native_term for k, t in query_table.query_terms().items()}
+    assert query_table.term_in_language(terms, "bus", "pt", "BRA") == "ônibus"
+    assert query_table.term_in_language(terms, "bus", "pt", "PRT") == "autocarro"
+    assert query_table.term_in_language(terms, "bus", "pt", "JPN") == "autocarro"
+    assert query_table.term_in_language(terms, "bus", "es", "ARG") == "colectivo"
+    assert query_table.term_in_language(terms, "bus", "es", "BRA") == "autobús"
+    assert query_table.term_in_language(terms, "gas station", "en", "AUS") == "petrol station"
+    assert query_table.term_in_language(terms, "gas station", "en", "THA") == "gas station"
+    assert query_table.term_in_language(terms, "no such concept", "en", "USA") is None

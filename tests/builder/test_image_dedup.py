@@ -288,3 +288,20 @@ def test_a_bad_cache_dir_is_one_line(catalog: Catalog, capsys) -> None:
         assert main(["--model", "hash", "--workdir", wd, "--cache-dir", str(cache)]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and words in err[0], err
+
+
+def test_pair_device_follows_the_one_backend_rule(monkeypatch):
+    """The pairwise products follow benchmark.devices.torch_device('auto', model device):
+    numpy (None) on the CPU or without a model, torch on the model's GPU."""
+    import types
+
+    from benchmark import devices
+    from builder import image_dedup
+
+    assert image_dedup.pair_device(None) is None
+    assert image_dedup.pair_device(types.SimpleNamespace(device="cpu")) is None
+    asked = []
+    monkeypatch.setattr(devices, "torch_device",
+                        lambda backend, device: asked.append((backend, device)) or "cuda:1")
+    assert image_dedup.pair_device(types.SimpleNamespace(device="cuda:1")) == "cuda:1"
+    assert asked == [("auto", "cuda:1")]

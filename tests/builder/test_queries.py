@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmark import tables
+from benchmark import query_table, tables
 from builder import queries
 from builder.catalog import Catalog
 from builder.llm import OfflineLLM
@@ -97,7 +97,7 @@ def test_countries_carry_their_locale_and_native_name():
 
 
 def test_shipped_table_one_term_per_concept_and_country():
-    terms = tables.query_terms()
+    terms = query_table.query_terms()
     concepts, countries = tables.concepts(), tables.countries()
     assert len(concepts) == 139 and len(terms) == 139 * 16
     assert set(terms) == {(k, c.code) for k in concepts for c in countries}
@@ -130,7 +130,7 @@ def test_shipped_table_one_term_per_concept_and_country():
 
 
 def test_listed_corrections_and_country_variants():
-    terms = {k: t.native_term for k, t in tables.query_terms().items()}
+    terms = {k: t.native_term for k, t in query_table.query_terms().items()}
     for key, term in CORRECTED.items():
         assert terms[key] == term, key
     for key, bad in WRONG.items():
@@ -159,7 +159,7 @@ def test_listed_corrections_and_country_variants():
         assert terms[("game", code)] != terms[("sport", code)]
     for code in ("ESP", "ARG", "PRT", "BRA"):
         assert terms[("capital", code)] != "capital"
-    full = tables.query_terms()
+    full = query_table.query_terms()
     for concept, term in ENGLISH.items():
         assert {t.english_term for (c, _), t in full.items() if c == concept} == (
             {term, "set meal"} if concept == "combination food" else
@@ -173,7 +173,7 @@ def test_listed_corrections_and_country_variants():
 
 def test_every_changed_term_has_a_note_listed_in_the_docs():
     old_terms = {("bus", "PRT"): "ônibus", ("diningroom", "CHN"): "餐厅"}
-    terms = tables.query_terms()
+    terms = query_table.query_terms()
     for key, old in old_terms.items():
         assert terms[key].note.startswith(f"was {old}: "), terms[key]
     docs = (Path(__file__).resolve().parents[2] / "docs" / "queries.md").read_text("utf-8")
@@ -192,7 +192,7 @@ def test_every_changed_term_has_a_note_listed_in_the_docs():
 
 
 def test_loader_rejects_bad_rows_and_old_tables(tmp_path):
-    good = tables.query_terms()[("train", "PRT")].row()
+    good = query_table.query_terms()[("train", "PRT")].row()
     cases = {
         "unknown country": {**good, "country": "XXX"},
         "is locale pt-PT": {**good, "locale": "pt-BR"},
@@ -204,35 +204,35 @@ def test_loader_rejects_bad_rows_and_old_tables(tmp_path):
     path = tmp_path / "q.csv"
     for why, row in [*cases.items(), ("line 3: second row for (train, PRT)", good)]:
         with path.open("w", newline="", encoding="utf-8") as f:
-            w = csv.DictWriter(f, fieldnames=tables.QUERY_COLUMNS, lineterminator="\n")
+            w = csv.DictWriter(f, fieldnames=query_table.QUERY_COLUMNS, lineterminator="\n")
             w.writeheader()
             w.writerows([good, row])
         with pytest.raises(tables.TableError, match=re.escape(why)) as exc:
-            tables.read_query_table(path)
+            query_table.read_query_table(path)
         assert str(exc.value).startswith(f"{path}: 1 bad query row(s); first: line")
-    ok = tables.query_terms()[("train", "PRT")]
-    reviewed = tables.QueryTerm(**{**ok.__dict__, "source": "reviewed", "reviewers": 2,
+    ok = query_table.query_terms()[("train", "PRT")]
+    reviewed = query_table.QueryTerm(**{**ok.__dict__, "source": "reviewed", "reviewers": 2,
                                    "reviewed_at": "2026-12-03T10:00:00+00:00"})
-    assert tables.write_query_table(tmp_path / "r.csv", [reviewed]) == 1
-    assert tables.read_query_table(tmp_path / "r.csv") == [reviewed]
+    assert query_table.write_query_table(tmp_path / "r.csv", [reviewed]) == 1
+    assert query_table.read_query_table(tmp_path / "r.csv") == [reviewed]
     # a generic term with its reason reads; an export without the column reads as native
     gen = {**good, "generic_term": "trem", "note": "generic trem: test"}
     with path.open("w", newline="", encoding="utf-8") as f:
-        w = csv.DictWriter(f, fieldnames=tables.QUERY_COLUMNS, lineterminator="\n")
+        w = csv.DictWriter(f, fieldnames=query_table.QUERY_COLUMNS, lineterminator="\n")
         w.writeheader()
         w.writerow(gen)
-    assert [t.generic for t in tables.read_query_table(path)] == ["trem"]
-    path.write_text("\n".join(",".join(r[c] for c in tables.QUERY_COLUMNS[:-1])
-                               for r in ({c: c for c in tables.QUERY_COLUMNS}, good)) + "\n",
+    assert [t.generic for t in query_table.read_query_table(path)] == ["trem"]
+    path.write_text("\n".join(",".join(r[c] for c in query_table.QUERY_COLUMNS[:-1])
+                               for r in ({c: c for c in query_table.QUERY_COLUMNS}, good)) + "\n",
                     encoding="utf-8")
-    assert [(t.generic_term, t.generic) for t in tables.read_query_table(path)] == [
+    assert [(t.generic_term, t.generic) for t in query_table.read_query_table(path)] == [
         ("", "comboio")]
     old = tmp_path / "old.csv"
     old.write_text("concept,country,language,english_query,native_query,native_term,source,"
                    "reviewed\ntrain,PRT,pt,train Portugal,trem Portugal,trem,generated,false\n",
                    encoding="utf-8")
-    with pytest.raises(tables.OldQueryTableError, match="migrate-table"):
-        tables.read_query_table(old)
+    with pytest.raises(query_table.OldQueryTableError, match="migrate-table"):
+        query_table.read_query_table(old)
 
 
 def test_old_table_is_one_line_then_migrated(tmp_path, monkeypatch, capsys):
@@ -258,7 +258,7 @@ def test_old_table_is_one_line_then_migrated(tmp_path, monkeypatch, capsys):
     assert queries.main(["migrate-table", str(old), "--out", str(new)]) == 0
     out = capsys.readouterr().out
     assert f"wrote 3 query terms to {new} (skipped_unknown_country 1)" in out
-    got = {t.key: t for t in tables.read_query_table(new)}
+    got = {t.key: t for t in query_table.read_query_table(new)}
     assert got[("train", "PRT")].locale == "pt-PT" and got[("train", "BRA")].locale == "pt-BR"
     prt = got[("train", "PRT")]
     assert (prt.source, prt.reviewers, prt.english_term) == ("generated", 0, "train")
@@ -288,8 +288,8 @@ def test_table_source_fills_the_catalog(tmp_path):
                                                                                 "autocarro")
     out = tmp_path / "q.csv"
     assert write_table(cat, out) == 18
-    shipped = tables.query_terms()
-    assert {t.key: t for t in tables.read_query_table(out)} == {
+    shipped = query_table.query_terms()
+    assert {t.key: t for t in query_table.read_query_table(out)} == {
         k: shipped[k] for k in qt}
     # a rerun writes nothing new (same terms, same rows)
     before = cat.query("SELECT * FROM query_terms ORDER BY concept, country")
@@ -317,7 +317,7 @@ def test_reviewed_terms_win_over_the_table_authors_terms_do_not(tmp_path):
     assert native["train"]["source"] == "reviewed" and native["bus"]["source"] == "table"
     out = tmp_path / "q.csv"
     write_table(cat, out)
-    got = {t.key: t for t in tables.read_query_table(out)}
+    got = {t.key: t for t in query_table.read_query_table(out)}
     assert (got[("train", "PRT")].reviewers, got[("train", "PRT")].source) == (2, "reviewed")
 
 
@@ -338,7 +338,7 @@ def test_offline_fallback_without_table(tmp_path):
     # with the table: its terms; offline fills a country of a language from another country
     # of that language
     cat2 = Catalog(WorkDir.open(tmp_path / "w2"))
-    data_terms = tables.query_terms()
+    data_terms = query_table.query_terms()
     run_queries(cat2, OfflineLLM(), tables.resolve_countries("THA"), concepts=["food", "bicycle"])
     got = {r["concept"]: (r["text"], r["source"])
            for r in cat2.query("SELECT * FROM queries WHERE kind='native'")}
@@ -420,8 +420,8 @@ def test_a_country_missing_from_the_table_is_asked_with_the_languages_terms(tmp_
                                                                            monkeypatch):
     data = tmp_path / "data"
     shutil.copytree(tables.data_dir(), data)
-    tables.write_query_table(data / "queries.csv",
-                             [t for t in tables.query_terms().values() if t.country != "ARG"])
+    query_table.write_query_table(data / "queries.csv",
+                             [t for t in query_table.query_terms().values() if t.country != "ARG"])
     monkeypatch.setenv("XCM_DATA_DIR", str(data))
     with FakeGemini() as fake:
         monkeypatch.setenv("GEMINI_API_KEY", KEY)

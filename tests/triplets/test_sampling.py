@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from benchmark import tables
+from benchmark import query_table, tables
 from builder.catalog import Catalog
 from tests.triplets.world import build_world
 from triplets import cli
@@ -47,7 +47,7 @@ def test_every_rule_holds_and_every_kept_image_anchors(tmp_path):
         assert n.country != q.country and n.concept != q.concept
         assert t.query_language == LANG[q.country]
         if LANG[q.country] == "en":  # no catalog term: the country's row of data/queries.csv
-            expected = tables.query_terms()[(q.concept, q.country)].native_term
+            expected = query_table.query_terms()[(q.concept, q.country)].native_term
         else:
             expected = f"{q.concept}~{LANG[q.country]}"
         assert t.query_text == expected
