@@ -212,7 +212,7 @@ def faiss_topk(
     reused buffer by :class:`_UnitBlocks`, reading the pool once: a fresh full-size copy costs
     more in page faults than the search saves), each block's k+1 best merged into a running
     k+1 by packed (score, index) keys. faiss's own sgemm blocks take ``FAISS_DATABASE_BS`` pool
-    rows (its default 1024 measured 10-40 % slower here at 65k-261k rows; the lists are the
+    rows (its default 1024 measured 8 % slower at 65k rows, 39 % at 261k under load; the lists are the
     same, each score being one dot product either way). A row
     whose k-th score is above its (k+1)-th holds every item scoring at least its k-th, so
     its first k equal a stable full sort's. A row where they tie (faiss keeps an arbitrary
