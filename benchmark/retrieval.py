@@ -223,10 +223,12 @@ def faiss_topk(
         faiss.omp_set_num_threads(threads)
     d = np.ascontiguousarray(d, np.float32)
     kk = min(k + 1, len(d))
-    step = max(kk, pool_block)
+    # never a full copy of the pool (at most half of it), so memory stays under faiss's own
+    # search, which holds one (IndexFlatIP's) plus its sgemm block
+    step = max(kk, min(pool_block, -(-len(d) // 2)))
     unit = _UnitBlocks(d, min(step, len(d)), threads or cpu_threads()) if normalize else None
     run = np.full((len(q), kk), EMPTY_KEY, np.int64)
-    with _blas_database_bs(faiss, FAISS_DATABASE_BS):
+    with _blas_database_bs(faiss, _database_bs(faiss, q, d, step if normalize else 0)):
         for ds in range(0, len(d), step):
             de = min(len(d), ds + step)
             blk = unit.block(ds, de) if unit is not None else d[ds:de]
@@ -249,6 +251,18 @@ def faiss_topk(
             fix = dense_topk(q[tied], dn, k, normalize=False, threads=threads)
             out.scores[tied], out.indices[tied] = fix.scores, fix.indices
     return out
+
+
+def _database_bs(faiss: Any, q: np.ndarray, d: np.ndarray, buffer_rows: int) -> int:
+    """``FAISS_DATABASE_BS`` where what this search holds beyond its inputs (the unit queries,
+    the normalising buffer, faiss's larger sgemm block) stays within what ``IndexFlatIP``
+    holds for the same search (a copy of the pool and its default sgemm block); else faiss's
+    default."""
+    default = faiss.cvar.distance_compute_blas_database_bs
+    qbs = min(len(q), faiss.cvar.distance_compute_blas_query_bs)
+    ours = q.nbytes + buffer_rows * d.shape[1] * 4 + qbs * FAISS_DATABASE_BS * 4
+    theirs = d.nbytes + qbs * default * 4
+    return FAISS_DATABASE_BS if ours <= theirs else default
 
 
 @contextmanager
