@@ -8,8 +8,8 @@ and reused when there; delete it to redo them):
 
 1. a synthetic release (:func:`benchmark.synthetic.build_synthetic` and ``write_release``)
    with ``--triplets`` triplets, one query image each; images are the synthetic patterns
-   drawn at ``--image-px`` pixels and stored as JPEG (quality 90), so a thumbnail decodes and
-   shrinks a photo-sized file, not a 48-pixel PNG;
+   enlarged to ``--image-px`` pixels and stored as JPEG (quality 90), so a thumbnail decodes
+   and shrinks a photo-sized file, not a 48-pixel PNG;
 2. ``--models`` runs of ``3xcm`` through the real evaluator (``benchmark run``): the ``hash``
    model with a different salt per run (:class:`SaltedHash`, name ``hash-salt<i>``), so each
    run has its own winners and similarities;
@@ -68,12 +68,10 @@ def make_release(path: Path, n_triplets: int, px: int) -> float:
     need = set(trip[[c for c in trip.columns if c.endswith("_image_id")]].to_numpy().ravel())
     images = images[images["image_id"].isin(need)].reset_index(drop=True)
     data = []
-    for r in images.itertuples(index=False):
-        ci, v = int(r.image_id.split("-")[1]), int(r.image_id.split("-")[2])
-        ki = [c.code for c in tables.countries()].index(r.country)
-        png = Image.open(io.BytesIO(synthetic.synth_image(ci, ki, v, size=px)))
+    for png in images["image_bytes"]:  # the 48-pixel pattern, enlarged: a photo-sized JPEG
+        im = Image.open(io.BytesIO(png)).convert("RGB").resize((px, px), Image.BICUBIC)
         buf = io.BytesIO()
-        png.convert("RGB").save(buf, "JPEG", quality=90)
+        im.save(buf, "JPEG", quality=90)
         data.append(buf.getvalue())
     images["image_bytes"] = data
     images["sha256"] = [files.sha256_bytes(b) for b in data]
