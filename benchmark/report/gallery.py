@@ -37,6 +37,7 @@ import html
 import io
 import json
 import logging
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,6 +51,7 @@ from benchmark.data.images import ImageStore
 from benchmark.report import gallery_assets as assets
 from benchmark.report.collect import Collection
 from benchmark.results import ResultFile, model_slug
+from benchmark.topk import cpu_threads
 
 log = logging.getLogger(__name__)
 
@@ -98,28 +100,42 @@ def thumbnail(data: bytes, px: int = THUMB_PX) -> bytes:
 def write_thumbs(store: ImageStore | None, ids: list[str], gallery: Path,
                  out: GalleryOut) -> dict[str, str]:
     """image id -> thumbnail path relative to ``gallery`` (``thumbs/ab/<sha256>.jpg``), for
-    every id the store holds; a file already there (same content hash) is not redone."""
+    every id the store holds; a file already there (same content hash) is not redone. The
+    missing ones are made on every core (Pillow decodes, shrinks and encodes outside the GIL),
+    each file the same as one at a time."""
     if store is None:
         return {}
     rel: dict[str, str] = {}
-    bad = 0
+    todo: dict[str, str] = {}  # path -> an image id with that content
     for iid in ids:
         sha = store.sha256.get(iid)
         if sha is None:
             continue
         path = f"thumbs/{sha[:2]}/{sha}.jpg"
-        dest = gallery / path
-        if not dest.is_file():
-            try:
-                files.atomic_write_bytes(dest, thumbnail(store.read(iid)))
-            except DataError:
-                bad += 1
-                continue
-            out.thumbs_written += 1
         rel[iid] = path
+        if path not in todo and not (gallery / path).is_file():
+            todo[path] = iid
+    bad = set()
+    with ThreadPoolExecutor(max(1, min(cpu_threads(), len(todo)))) as pool:
+        for path, ok in zip(todo, pool.map(lambda p: _write_thumb(store, todo[p], gallery / p),
+                                           todo), strict=True):
+            if ok:
+                out.thumbs_written += 1
+            else:
+                bad.add(path)
     if bad:
-        out.notes.append(f"gallery: {bad} image(s) could not be decoded for thumbnails")
-    return rel
+        out.notes.append(f"gallery: {sum(p in bad for p in rel.values())} image(s) could not "
+                         "be decoded for thumbnails")
+    return {i: p for i, p in rel.items() if p not in bad}
+
+
+def _write_thumb(store: ImageStore, iid: str, dest: Path) -> bool:
+    """One thumbnail written atomically; False when the image does not decode."""
+    try:
+        files.atomic_write_bytes(dest, thumbnail(store.read(iid)))
+    except DataError:
+        return False
+    return True
 
 
 def open_images(candidates: list[str]) -> tuple[ImageStore | None, str | None]:

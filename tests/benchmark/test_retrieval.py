@@ -219,3 +219,41 @@ def test_faiss_pool_blocks_and_finite_check_is_exact():
     big[2, 1] = np.nan
     with pytest.raises(ValueError, match="1 pool vector.*first row 2"):
         rt._check_finite(big, "pool")
+
+
+def test_faiss_sgemm_block_only_where_memory_stays_under_faiss():
+    """faiss's larger sgemm block is used only where this search's extra memory (unit queries,
+    normalising buffer, sgemm block) stays within IndexFlatIP's (pool copy + default block);
+    the setting is restored after a search."""
+    faiss = pytest.importorskip("faiss")
+    q = np.empty((3600, 768), np.float32)  # shapes only: the pages are never touched
+    default = faiss.cvar.distance_compute_blas_database_bs
+    assert default == 1024
+    # 16k pool, half of it buffered: 11 + 25 + 59 MB > 50 + 15 MB -> faiss's default
+    assert rt._database_bs(faiss, q, np.empty((16384, 768), np.float32), 8192) == 1024
+    # unit pool of 16k (no buffer): 11 + 59 <= 50 + 15? no -> default
+    assert rt._database_bs(faiss, q, np.empty((16384, 768), np.float32), 0) == 1024
+    # 65k pool, 16k buffered: 11 + 50 + 59 <= 201 + 15 -> the larger block
+    assert rt._database_bs(faiss, q, np.empty((65536, 768), np.float32), 16384) == 4096
+    bk = rt.get_backend("faiss")
+    qs, d = int_data(5, 9, 203)
+    rt.faiss_topk(bk, qs, d, 20, normalize=True, pool_block=16)
+    assert faiss.cvar.distance_compute_blas_database_bs == default
+
+
+def test_faiss_pool_normalised_per_block_in_one_read():
+    """Unit blocks are searched in place, the others scaled; the lists equal a full sort of
+    the normalised pool; a NaN in a later block raises with the whole pool's count."""
+    rng = np.random.default_rng(7)
+    raw = rng.standard_normal((600, 8)).astype(np.float32) * 3
+    pool = np.concatenate([l2_normalize(raw[:300]), raw[300:]])
+    qn = l2_normalize(rng.standard_normal((6, 8)).astype(np.float32))
+    bk = rt.get_backend("faiss")
+    for block in (50, 300, 1000):
+        got = rt.faiss_topk(bk, qn, pool, 40, normalize=True, pool_block=block)
+        s, i = full_topk(qn @ l2_normalize(pool).T, 40)
+        assert np.array_equal(got.indices, i)
+        np.testing.assert_allclose(got.scores, s, atol=1e-6)
+    pool[[450, 590], 3] = np.nan
+    with pytest.raises(ValueError, match="2 pool vector.*first row 450"):
+        rt.faiss_topk(bk, qn, pool, 40, normalize=True, pool_block=50)
