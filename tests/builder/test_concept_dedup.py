@@ -192,7 +192,7 @@ def test_real_flagembedding_on_a_tiny_xlmr(tmp_path):
     cat = Catalog(WorkDir.open(tmp_path / "w"))
     with cat.tx() as con:
         con.executemany(
-            "INSERT INTO concepts (name, source, status) VALUES (?, 'generated', 'c')",
+            "INSERT INTO concepts (name, source, status) VALUES (?, 'generated', 'candidate')",
             [(n,) for n in names],
         )
     run_concept_dedup(cat, enc, threshold=thr)
