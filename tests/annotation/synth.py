@@ -23,6 +23,7 @@ from pathlib import Path
 from PIL import Image
 
 from builder.catalog import Catalog, utcnow
+from builder.download_records import record_image
 from builder.workdir import WorkDir
 
 CONCEPTS = ["dance", "food", "market", "temple"]
@@ -65,8 +66,7 @@ def build(root: Path) -> tuple[Catalog, dict[str, str], dict[str, list[int]]]:
             for letter in letters:
                 s, _ = wd.store_image_bytes(png(ord(letter)), "png")
                 sha[letter] = s
-                con.execute("INSERT INTO images (sha256, ext, format, width, height, bytes,"
-                            " first_seen) VALUES (?, 'png', 'PNG', 64, 48, 100, ?)", (s, utcnow()))
+                record_image(con, s, "png", "PNG", 64, 48, 100)
                 countries = ("USA", "THA") if letter in "AL" else ("USA",)
                 for country in countries:
                     rank += 1
@@ -82,8 +82,7 @@ def build(root: Path) -> tuple[Catalog, dict[str, str], dict[str, list[int]]]:
         for i, (name, tags) in enumerate(list(TAGS.items()) + [("T4", None)]):
             s, _ = wd.store_image_bytes(png(200 + i), "png")
             sha[name] = s
-            con.execute("INSERT INTO images (sha256, ext, format, width, height, bytes,"
-                        " first_seen) VALUES (?, 'png', 'PNG', 64, 48, 100, ?)", (s, utcnow()))
+            record_image(con, s, "png", "PNG", 64, 48, 100)
             con.execute("INSERT INTO tags (sha256, tags_json, status, model) VALUES (?, ?, ?, ?)",
                         (s, json.dumps(tags) if tags else None, "ok" if tags else "failed",
                          "gemini-test"))
