@@ -57,6 +57,7 @@ class SearchStatus(StrEnum):
     OK = "ok"
     EMPTY = "empty"
     FAILED = "failed"
+    SKIPPED = "skipped"  # a planned search the crawl does not run (its reason says why)
 
 
 class DownloadStatus(StrEnum):

@@ -31,7 +31,7 @@ CHECKS: dict[tuple[str, str], tuple[str, ...]] = {
     ("concepts", "status"): ("candidate", "kept", "merged", "dropped"),
     ("llm_requests", "status"): ("ok", "failed", "refused", "error"),
     ("queries", "status"): ("ok", "failed", "refused", "error", "stale"),
-    ("searches", "status"): ("pending", "ok", "empty", "failed"),
+    ("searches", "status"): ("pending", "ok", "empty", "failed", "skipped"),
     ("downloads", "status"): (
         "ok", "duplicate", "http_error", "timeout", "connection_error", "too_large",
         "not_an_image", "corrupt_image", "unsupported_format", "decompression_bomb",

@@ -23,7 +23,9 @@ from pathlib import Path
 from PIL import Image
 
 from builder.catalog import Catalog, utcnow
+from builder.concepts import add_concept
 from builder.download_records import record_image
+from builder.statuses import ConceptStatus
 from builder.workdir import WorkDir
 
 CONCEPTS = ["dance", "food", "market", "temple"]
@@ -50,8 +52,7 @@ def build(root: Path) -> tuple[Catalog, dict[str, str], dict[str, list[int]]]:
     items: dict[str, list[int]] = {}
     with cat.tx() as con:
         for name in CONCEPTS:
-            con.execute("INSERT INTO concepts (name, source, status) VALUES (?, 'curated', 'kept')",
-                        (name,))
+            add_concept(con, name, "curated", ConceptStatus.KEPT)
         search = {}
         for country, lang in (("USA", "en"), ("THA", "th")):
             cur = con.execute(
@@ -111,8 +112,7 @@ def build_terms(cat: Catalog) -> None:
     """Add query terms, concept instances and an imported authors' term to a synth catalog."""
     with cat.tx() as con:
         for concept in ("train", "bus"):
-            con.execute("INSERT INTO concepts (name, source, status) VALUES (?, 'curated',"
-                        " 'kept')", (concept,))
+            add_concept(con, concept, "curated", ConceptStatus.KEPT)
         for concept, country, locale, term, english, source in TERMS:
             con.execute(
                 "INSERT INTO query_terms (concept, country, locale, native_term, english_term,"
