@@ -29,10 +29,12 @@ from annotation.agreement import KEEP, NEEDS_REVIEW, REMOVE, Decision, agreement
 from annotation.agreement import tag_precision_recall as score_tags
 from annotation.reviews import ReviewRow
 from builder.catalog import Catalog, utcnow
+from builder.statuses import ItemStatus
 
 VOTE = {"keep": KEEP, "none_duplicates": KEEP, "confirmed_keep": KEEP,
         "remove": REMOVE, "confirmed_remove": REMOVE}
-ITEM_STATUS = {KEEP: "kept", REMOVE: "removed", NEEDS_REVIEW: "needs_review"}
+ITEM_STATUS = {KEEP: ItemStatus.KEPT, REMOVE: ItemStatus.REMOVED,
+               NEEDS_REVIEW: ItemStatus.NEEDS_REVIEW}
 CONTRADICTION = "contradiction"
 
 

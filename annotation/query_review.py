@@ -30,12 +30,13 @@ from annotation.push import PushReport, push_drafts
 from benchmark import tables
 from benchmark.files import sha256_text
 from builder.catalog import Catalog
+from builder.statuses import USABLE_ITEMS, ItemStatus
 
 log = logging.getLogger(__name__)
 
 MAX_IMAGES = 4
 #: item statuses whose image may illustrate a term (not failed, not a removed copy)
-SHOWN_STATUSES = ("ok", "kept", "needs_review")
+SHOWN_STATUSES = (*USABLE_ITEMS, ItemStatus.NEEDS_REVIEW)
 
 
 def term_key(concept: str, country: str, term: str) -> str:

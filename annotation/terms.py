@@ -34,10 +34,11 @@ from annotation.reviews import ReviewRow, normalize_term
 from benchmark import query_table
 from builder.catalog import Catalog
 from builder.query_terms import catalog_terms
+from builder.statuses import TermOutcome
 
 VOTES = ("correct", "better_term", "unclear")
 FLAGGED = ("contradiction", "incomplete", "invalid")
-APPLIED = ("accepted", "corrected")
+APPLIED = (TermOutcome.ACCEPTED, TermOutcome.CORRECTED)
 
 
 @dataclass(frozen=True)
@@ -102,15 +103,15 @@ def decide_term(answers: Mapping[str, Answer], proposed: str, required: int) -> 
     if flagged:
         who = "; ".join(f"{a}: {x.decision}" + (f" ({x.answer})" if x.answer else "")
                         for a, x in sorted(flagged.items()))
-        return TermDecision("needs_review", f"review: an answer is not usable ({who})")
+        return TermDecision(TermOutcome.NEEDS_REVIEW, f"review: an answer is not usable ({who})")
     votes = {a: x.category for a, x in answers.items() if x.category}
     n = len(votes)
     if n < required:
-        return TermDecision("pending", f"review: {n}/{required} reviewers ({_tally(votes)})",
+        return TermDecision(TermOutcome.PENDING, f"review: {n}/{required} reviewers ({_tally(votes)})",
                             votes=dict(votes))
     (top, count), = Counter(votes.values()).most_common(1)
     if 2 * count <= n:
-        return TermDecision("pending", f"review: no majority of {n} ({_tally(votes)})",
+        return TermDecision(TermOutcome.PENDING, f"review: no majority of {n} ({_tally(votes)})",
                             votes=dict(votes))
     winners = sorted((answers[a] for a, v in votes.items() if v == top),
                      key=lambda x: x.annotated_at or "")
@@ -118,12 +119,12 @@ def decide_term(answers: Mapping[str, Answer], proposed: str, required: int) -> 
     reason = f"review: majority of {n} ({_tally(votes)})"
     base = dict(reviewers=count, decided_at=decided_at, votes=dict(votes))
     if top == "correct":
-        return TermDecision("accepted", reason, term=proposed, **base)
+        return TermDecision(TermOutcome.ACCEPTED, reason, term=proposed, **base)
     if top == "unclear":
-        return TermDecision("unclear", reason, **base)
+        return TermDecision(TermOutcome.UNCLEAR, reason, **base)
     order = [normalize_term(x.answer or "") for x in winners]  # the most frequent spelling,
     best = max(order, key=lambda s: (order.count(s), -order.index(s)))  # the earliest on ties
-    return TermDecision("corrected", reason, term=best, **base)
+    return TermDecision(TermOutcome.CORRECTED, reason, term=best, **base)
 
 
 def _restore(con: Any, data: Mapping[str, Any], run_id: int | None) -> int:
@@ -169,7 +170,7 @@ def apply_term_decisions(
                     applied = 1
                 else:
                     now = row["native_term"] if row is not None else None
-                    d = TermDecision("stale", f"review: the term is now {now!r}, not the pushed "
+                    d = TermDecision(TermOutcome.STALE, f"review: the term is now {now!r}, not the pushed "
                                      f"{data['proposed']!r}; push again ({d.reason})",
                                      votes=d.votes)
             elif ours:

@@ -30,7 +30,8 @@ from typing import Any
 
 from benchmark.files import sha256_text
 from builder import __version__, liveness
-from builder.migrations import all_migrations, applied_versions, apply_missing
+from builder.migrations import MigrationError, all_migrations, applied_versions, apply_missing
+from builder.statuses import RunStatus
 from builder.workdir import WorkDir
 
 log = logging.getLogger(__name__)
@@ -252,7 +253,10 @@ class Catalog:
             raise CatalogError(
                 f"{self.path} has catalog schema v{newer}, newer than this package knows "
                 f"(v{max(known)}): upgrade the package (pip install -e .)")
-        apply_migrations(self.con)
+        try:
+            apply_migrations(self.con)
+        except MigrationError as exc:  # rolled back: the catalog is as it was
+            raise CatalogError(f"{self.path}: {exc}") from None
 
     # -- transactions ---------------------------------------------------------------------
     @contextmanager
@@ -292,9 +296,9 @@ class Catalog:
             self._mark_stale(con)
             cur = con.execute(
                 "INSERT INTO stage_runs (stage, params_json, fingerprint, status, package_version,"
-                " started_at, pid, host, proc_start) VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?)",
-                (stage, json.dumps(params, sort_keys=True, default=str), fp, __version__, utcnow(),
-                 pid, host, proc_start),
+                " started_at, pid, host, proc_start) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (stage, json.dumps(params, sort_keys=True, default=str), fp, RunStatus.RUNNING,
+                 __version__, utcnow(), pid, host, proc_start),
             )
             return int(cur.lastrowid)
 
@@ -329,7 +333,7 @@ class Catalog:
     def finish_run(
         self,
         run_id: int,
-        status: str,
+        status: RunStatus | str,
         counts: dict[str, Any] | None = None,
         summary: str | None = None,
         usage: dict[str, Any] | None = None,

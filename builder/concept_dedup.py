@@ -41,6 +41,7 @@ from builder.stagekit import (
     stage_parser,
     stage_run,
 )
+from builder.statuses import ConceptStatus
 from builder.text_embedders import TextEncoder, make_encoder
 from builder.unionfind import UnionFind
 
@@ -104,7 +105,8 @@ def decide(
         drop = curated_mode and not cur and not keep_uncurated
         for m in members:
             if m in reps:
-                status, reason = ("dropped", "not in the curated list") if drop else ("kept", None)
+                status, reason = ((ConceptStatus.DROPPED, "not in the curated list") if drop
+                                  else (ConceptStatus.KEPT, None))
                 out.append(Decision(names[m], status, None, None, reason, cid, len(members)))
                 continue
             rep = max(reps, key=lambda r: (float(sim[m, r]), -r))

@@ -27,6 +27,7 @@ import io
 import json
 import logging
 import random
+import sqlite3
 from collections import Counter
 from pathlib import Path
 
@@ -49,6 +50,7 @@ from builder.stagekit import (
     stage_parser,
     stage_run,
 )
+from builder.statuses import ConceptStatus
 
 log = logging.getLogger(__name__)
 
@@ -203,6 +205,14 @@ def run_concepts(
     return rec.counts
 
 
+def add_concept(con: sqlite3.Connection, name: str, source: str,
+                status: ConceptStatus = ConceptStatus.CANDIDATE,
+                run_id: int | None = None) -> None:
+    """The ``concepts`` row of ``name`` (``source``: curated / generated), unless it exists."""
+    con.execute("INSERT OR IGNORE INTO concepts (name, source, status, run_id) VALUES (?,?,?,?)",
+                (name, source, status, run_id))
+
+
 def _store(
     catalog: Catalog,
     item: str,
@@ -218,11 +228,7 @@ def _store(
     with catalog.tx() as con:
         for raw_name, per in mapping.items():
             name = normalize_term(raw_name)  # one identity per text: NFC in the catalog
-            con.execute(
-                "INSERT OR IGNORE INTO concepts (name, source, status, run_id)"
-                " VALUES (?, 'generated', 'candidate', ?)",
-                (name, run_id),
-            )
+            add_concept(con, name, "generated", run_id=run_id)
             con.executemany(
                 "INSERT OR REPLACE INTO concept_instances (concept, country, round, instance,"
                 " run_id) VALUES (?,?,?,?,?)",
@@ -242,8 +248,8 @@ def _apply_curated(catalog: Catalog, curated: list[str], run_id: int) -> None:
         for name in map(normalize_term, curated):
             con.execute(
                 "INSERT INTO concepts (name, source, status, run_id) VALUES (?, 'curated',"
-                " 'candidate', ?) ON CONFLICT(name) DO UPDATE SET source='curated'",
-                (name, run_id),
+                " ?, ?) ON CONFLICT(name) DO UPDATE SET source='curated'",
+                (name, ConceptStatus.CANDIDATE, run_id),
             )
 
 

@@ -39,6 +39,7 @@ from builder import __version__
 from builder.netguard import BLOCK_PREFIX, DNS_PREFIX, INVALID_PREFIX, GuardedBackend, host_problem
 from builder.retry import parse_retry_after
 from builder.stagekit import local_failure
+from builder.statuses import DownloadStatus
 from builder.workdir import WorkDir
 
 log = logging.getLogger(__name__)
@@ -48,12 +49,7 @@ USER_AGENT = (
     "honours X-Robots-Tag noai/noimageai/noindex)"
 )
 #: Every terminal status a URL can end with.
-STATUSES = (
-    "ok", "duplicate", "http_error", "timeout", "connection_error", "too_large", "not_an_image",
-    "corrupt_image", "unsupported_format", "decompression_bomb", "blocked_host", "opted_out",
-    "redirect_loop", "too_many_redirects", "unsupported_scheme", "invalid_url", "dns_error",
-    "missing_file", "fetch_error", "internal_error",
-)
+STATUSES = tuple(DownloadStatus)
 #: Statuses worth another try later (``--retry-failed``).
 TRANSIENT = ("timeout", "connection_error", "http_error", "dns_error", "internal_error")
 #: Our failures, not the URL's: fetched again by every run, flag or not.

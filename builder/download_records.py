@@ -1,6 +1,7 @@
 """Catalog writes of downloads, shared by the crawl and the img2dataset ingest.
 
-One URL's outcome (:func:`record_download`: image row, download row, its items), items that
+One URL's outcome (:func:`record_download`: image row (:func:`record_image`), download row,
+its items), items that
 share an already fetched URL (:func:`link_items`), what is fetched again (:func:`reset_transient`),
 what is left to fetch (:func:`pending_urls`, :func:`export_urls` in img2dataset's input
 format), and the final byte-level dedup across URLs (:func:`finalize_duplicates`).
@@ -16,28 +17,36 @@ from benchmark.files import atomic_path
 from builder.catalog import Catalog, utcnow
 from builder.download import OURS, TRANSIENT, FetchResult
 from builder.netguard import url_refusal
+from builder.statuses import DownloadStatus, ItemStatus
+
+
+def record_image(con: sqlite3.Connection, sha256: str, ext: str, fmt: str, width: int,
+                 height: int, nbytes: int, first_seen: str | None = None) -> None:
+    """The ``images`` row of a stored image (kept as first seen when it is already there)."""
+    con.execute(
+        "INSERT OR IGNORE INTO images (sha256, ext, format, width, height, bytes, first_seen)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (sha256, ext, fmt, width, height, nbytes, first_seen or utcnow()))
 
 
 def record_download(con: sqlite3.Connection, res: FetchResult, run_id: int | None) -> None:
     """Write one URL's outcome (image row, download row, its items) inside a transaction."""
-    if res.status == "ok" and res.sha256:
-        con.execute(
-            "INSERT OR IGNORE INTO images (sha256, ext, format, width, height, bytes, first_seen)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (res.sha256, res.ext, res.format, res.width, res.height, res.nbytes,
-             res.fetched_at or utcnow()))
+    if res.status == DownloadStatus.OK and res.sha256:
+        record_image(con, res.sha256, res.ext, res.format, res.width, res.height, res.nbytes,
+                     res.fetched_at)
     con.execute(
         "INSERT OR REPLACE INTO downloads (url, status, reason, http_status, final_url, sha256, "
         "bytes, content_type, attempts, fetched_at, run_id, x_robots_tag) "
         "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (res.url, res.status, res.reason, res.http_status, res.final_url, res.sha256, res.nbytes,
          res.content_type, res.attempts, res.fetched_at or utcnow(), run_id, res.x_robots_tag))
-    ok = res.status in ("ok", "duplicate")
+    ok = res.status in (DownloadStatus.OK, DownloadStatus.DUPLICATE)
     con.execute(
         "UPDATE items SET sha256=?, status=?, reason=?, updated_at=? WHERE url=? "
-        "AND status IN ('pending', 'failed')",
-        (res.sha256 if ok else None, "ok" if ok else "failed",
-         res.reason if ok else f"{res.status}: {res.reason}", utcnow(), res.url))
+        "AND status IN (?, ?)",
+        (res.sha256 if ok else None, ItemStatus.OK if ok else ItemStatus.FAILED,
+         res.reason if ok else f"{res.status}: {res.reason}", utcnow(), res.url,
+         ItemStatus.PENDING, ItemStatus.FAILED))
 
 
 def link_items(catalog: Catalog) -> int:

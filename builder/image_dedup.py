@@ -47,12 +47,13 @@ from builder.stagekit import (
     stage_parser,
     stage_run,
 )
+from builder.statuses import USABLE_ITEMS, DedupStatus, ItemStatus
 from builder.unionfind import UnionFind
 
 log = logging.getLogger(__name__)
 
 STAGE = "image_dedup"
-OPEN = ("ok", "kept", "duplicate", "near_duplicate", "needs_review")
+OPEN = (*USABLE_ITEMS, ItemStatus.DUPLICATE, ItemStatus.NEAR_DUPLICATE, ItemStatus.NEEDS_REVIEW)
 
 
 @dataclass
@@ -259,7 +260,7 @@ def group_concept(items: list[Item], hashes: np.ndarray, valid: np.ndarray,
                 ev = {"kept_item": items[keep].item_id, **evidence(m, keep)}
                 same = items[m].sha256 == items[keep].sha256
                 decisions[items[m].item_id] = (
-                    "duplicate" if same else "near_duplicate",
+                    ItemStatus.DUPLICATE if same else ItemStatus.NEAR_DUPLICATE,
                     f"{'same bytes as' if same else 'near duplicate of'} item "
                     f"{items[keep].item_id} (phash distance {ev['phash_distance']}, "
                     f"cosine {ev['cosine']})", ev)
@@ -269,14 +270,14 @@ def group_concept(items: list[Item], hashes: np.ndarray, valid: np.ndarray,
             if review:
                 others = [items[o].item_id for o in reps if o != r]
                 decisions[items[r].item_id] = (
-                    "needs_review", f"similar to items {others} (cosine in the review band "
+                    ItemStatus.NEEDS_REVIEW, f"similar to items {others} (cosine in the review band "
                     f"[{low}, {cfg.cosine}))", {"similar_items": others})
             else:
-                decisions[items[r].item_id] = ("kept", "kept for its group", {})
+                decisions[items[r].item_id] = (ItemStatus.KEPT, "kept for its group", {})
         groups.append({
             "members": sorted(items[m].item_id for m in members),
             "kept": items[best].item_id,
-            "status": "needs_review" if review else "auto",
+            "status": DedupStatus.NEEDS_REVIEW if review else DedupStatus.AUTO,
             "edges": edges.get(root, []),
             "decisions": decisions,
         })

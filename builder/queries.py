@@ -58,6 +58,7 @@ from builder.stagekit import (
     stage_parser,
     stage_run,
 )
+from builder.statuses import QueryStatus
 
 log = logging.getLogger(__name__)
 
@@ -300,13 +301,14 @@ def run_queries(
 def _mark_stale(catalog: Catalog, concepts: list[str]) -> None:
     """Queries of concepts that are no longer kept: ``status='stale'`` (crawl skips them)."""
     keep = set(concepts)
-    rows = catalog.query("SELECT DISTINCT concept FROM queries WHERE status='ok'")
-    stale = [(r[0],) for r in rows if r[0] not in keep]
+    rows = catalog.query("SELECT DISTINCT concept FROM queries WHERE status=?",
+                         (QueryStatus.OK,))
+    stale = [(QueryStatus.STALE, r[0], QueryStatus.OK) for r in rows if r[0] not in keep]
     if stale:
         with catalog.tx() as con:
             con.executemany(
-                "UPDATE queries SET status='stale', reason='concept no longer kept'"
-                " WHERE concept=? AND status='ok'",
+                "UPDATE queries SET status=?, reason='concept no longer kept'"
+                " WHERE concept=? AND status=?",
                 stale,
             )
         log.info("%d concepts no longer kept: their queries marked stale", len(stale))

@@ -43,6 +43,7 @@ from benchmark.clikit import (  # noqa: F401 - the builder's names for the kit's
 )
 from benchmark.clikit import Terminated as StageTerminated
 from builder.catalog import Catalog, CatalogError, corrupt_reason
+from builder.statuses import RunStatus
 
 log = logging.getLogger(__name__)
 
@@ -182,14 +183,14 @@ def stage_run(
     if llm is not None:
         llm.reset_usage()
     rec = RunRecord(catalog.start_run(stage, dict(params), inputs))
-    status, error = "done", None
+    status, error = RunStatus.DONE, None
     try:
         yield rec
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM through sigterm_raises
-        status, error = "interrupted", describe(exc)
+        status, error = RunStatus.INTERRUPTED, describe(exc)
         raise
     except BaseException as exc:
-        status, error = "failed", describe(exc)
+        status, error = RunStatus.FAILED, describe(exc)
         raise
     finally:
         if llm is not None:

@@ -58,6 +58,7 @@ from builder.stagekit import (
     stage_parser,
     stage_run,
 )
+from builder.statuses import USABLE_ITEMS
 from builder.tagging_rules import (
     REQUEST_BUDGET,
     Group,
@@ -75,7 +76,7 @@ log = logging.getLogger(__name__)
 
 STAGE = "tagging"
 PROMPT = ("tagging.txt", ("n_images", "last_index", "n_concepts", "concepts"))
-KEPT = ("ok", "kept")
+KEPT = USABLE_ITEMS
 TRANSIENT_STOP = 5  # requests in a row with transient errors: the service is down, stop asking
 WAIT_NOTE_EVERY = 2.0  # seconds between "waiting on ..." notes on the progress bar
 

@@ -30,10 +30,11 @@ from benchmark import tables
 from benchmark.text import normalize_term
 from builder.catalog import Catalog
 from builder.query_terms import catalog_terms, table_terms
+from builder.statuses import USABLE_ITEMS
 
 log = logging.getLogger(__name__)
 
-KEPT_STATUSES = ("ok", "kept")
+KEPT_STATUSES = USABLE_ITEMS
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,12 @@
 """Catalog schema migrations, applied in ascending ``VERSION`` order.
 
 Each module ``mNNNN_<name>.py`` defines ``VERSION: int`` and ``SQL: str`` (a script run inside
-one transaction). Never edit a migration that has landed; add a new one. Ranges keep parallel
+one transaction) and may define ``apply(con)``, run after the script in the same transaction,
+for what SQL alone cannot do (``m0500`` rebuilds tables to add CHECK constraints; it raises
+:class:`MigrationError` for a catalog it cannot migrate). Migrations run with foreign keys
+off, as SQLite's manual asks for table rebuilds. Never edit a migration that has landed; add a new one. Ranges keep parallel
 work apart: 1-99 base, 100-199 concepts/queries/LLM, 200-299 crawl/dedup, 300-399 annotation,
-400-499 tagging/triplets.
+400-499 tagging/triplets, 500-599 constraints over all tables.
 
 Because ranges land out of order (102 after 400), what a catalog has is the SET of applied
 versions in ``schema_migrations``, not a high-water mark: :func:`apply_missing` applies every
@@ -22,10 +25,15 @@ import logging
 import pkgutil
 import re
 import sqlite3
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 log = logging.getLogger(__name__)
+
+
+class MigrationError(ValueError):
+    """A catalog whose data a migration cannot carry over (one line: what and where)."""
 
 
 @dataclass(frozen=True)
@@ -33,6 +41,7 @@ class Migration:
     version: int
     name: str
     sql: str
+    run: Callable[[sqlite3.Connection], None] | None = None
 
 
 @functools.cache
@@ -43,7 +52,7 @@ def all_migrations() -> list[Migration]:
         if not info.name.startswith("m"):
             continue
         mod = importlib.import_module(f"{__name__}.{info.name}")
-        mig = Migration(int(mod.VERSION), info.name, str(mod.SQL))
+        mig = Migration(int(mod.VERSION), info.name, str(mod.SQL), getattr(mod, "apply", None))
         if mig.version in found:
             raise RuntimeError(
                 f"duplicate catalog migration version {mig.version}: "
@@ -125,6 +134,16 @@ def apply_missing(con: sqlite3.Connection) -> list[Migration]:
     migration is applied by exactly one). Returns what was applied."""
     if not pending(con):
         return []
+    foreign_keys = int(con.execute("PRAGMA foreign_keys").fetchone()[0])
+    con.execute("PRAGMA foreign_keys=OFF")  # a no-op inside a transaction: set it before
+    try:
+        return _apply_locked(con)
+    finally:
+        if foreign_keys:
+            con.execute("PRAGMA foreign_keys=ON")
+
+
+def _apply_locked(con: sqlite3.Connection) -> list[Migration]:
     now = datetime.now(UTC).isoformat(timespec="seconds")
     con.execute("BEGIN IMMEDIATE")
     try:
@@ -139,6 +158,8 @@ def apply_missing(con: sqlite3.Connection) -> list[Migration]:
             log.debug("catalog migration %s (v%d)", mig.name, mig.version)
             for stmt in split_sql(mig.sql):
                 con.execute(stmt)
+            if mig.run is not None:
+                mig.run(con)
             _record(con, mig, now)
         high = max(applied_versions(con) or {0})
         con.execute(f"PRAGMA user_version = {int(high)}")

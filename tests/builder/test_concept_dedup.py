@@ -11,6 +11,7 @@ import pytest
 from builder import concept_dedup
 from builder.catalog import Catalog
 from builder.concept_dedup import clusters, cosine_matrix, run_concept_dedup
+from builder.concepts import add_concept
 from builder.text_embedders import BGEM3Encoder, HashEncoder, make_encoder
 from builder.workdir import WorkDir
 
@@ -53,10 +54,7 @@ def _catalog(tmp_path, curated=CURATED) -> Catalog:
     with cat.tx() as con:
         for name in PLANTED:
             src = "curated" if name in curated else "generated"
-            con.execute(
-                "INSERT INTO concepts (name, source, status) VALUES (?, ?, 'candidate')",
-                (name, src),
-            )
+            add_concept(con, name, src)
             for n in range(FREQ.get(name, 0)):
                 con.execute(
                     "INSERT INTO concept_instances VALUES (?, ?, 1, 'x', NULL)", (name, f"C{n:02d}")
@@ -191,10 +189,8 @@ def test_real_flagembedding_on_a_tiny_xlmr(tmp_path):
     thr = float((vals[len(vals) // 2] + vals[len(vals) // 2 + 1]) / 2)
     cat = Catalog(WorkDir.open(tmp_path / "w"))
     with cat.tx() as con:
-        con.executemany(
-            "INSERT INTO concepts (name, source, status) VALUES (?, 'generated', 'c')",
-            [(n,) for n in names],
-        )
+        for n in names:
+            add_concept(con, n, "generated")
     run_concept_dedup(cat, enc, threshold=thr)
     order = sorted(names)
     ref_sim = cosine_matrix(enc.encode(order))

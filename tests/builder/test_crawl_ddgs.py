@@ -11,8 +11,10 @@ import pytest
 from ddgs.exceptions import DDGSException, TimeoutException
 
 from builder.catalog import Catalog
+from builder.concepts import add_concept
 from builder.crawl import CrawlConfig, crawl
 from builder.search import AMBIGUOUS, PROBE_QUERY, DdgsSearch, Search
+from builder.statuses import ConceptStatus
 
 
 class FakeDDGS:
@@ -122,8 +124,9 @@ def test_pacing_between_requests(fake_ddgs) -> None:
 
 def add_queries(cat: Catalog) -> None:
     with cat.tx() as con:
-        con.executemany("INSERT INTO concepts (name, source, status) VALUES (?, 'curated', ?)",
-                        [("food", "kept"), ("house", "kept"), ("meal", "merged")])
+        for name, status in [("food", ConceptStatus.KEPT), ("house", ConceptStatus.KEPT),
+                             ("meal", ConceptStatus.MERGED)]:
+            add_concept(con, name, "curated", status)
         rows = []
         for concept in ("food", "house", "meal"):
             for code, lang, native in (("THA", "th", f"{concept}-th"), ("USA", "en", concept),

@@ -16,8 +16,10 @@ import pytest
 from benchmark import query_table, tables
 from builder import queries
 from builder.catalog import Catalog
+from builder.concepts import add_concept
 from builder.llm import OfflineLLM
 from builder.queries import run_queries, write_table
+from builder.statuses import ConceptStatus
 from builder.workdir import WorkDir
 from tests.fakes.gemini import FakeGemini, answer
 
@@ -373,10 +375,11 @@ def test_generated_through_fake_gemini(tmp_path, monkeypatch):
                 "ESP,ARG,THA", "--no-table", "--llm-rpm", "0", "--llm-max-reasks", "0"]
         with Catalog(WorkDir.open(wd)) as cat:  # three kept concepts (as after concept_dedup)
             with cat.tx() as con:
-                con.executemany(
-                    "INSERT INTO concepts (name, source, status) VALUES (?, ?, ?)",
-                    [("food", "curated", "kept"), ("train", "curated", "kept"),
-                     ("bicycle", "generated", "kept"), ("tram", "generated", "merged")])
+                for row in [("food", "curated", ConceptStatus.KEPT),
+                            ("train", "curated", ConceptStatus.KEPT),
+                            ("bicycle", "generated", ConceptStatus.KEPT),
+                            ("tram", "generated", ConceptStatus.MERGED)]:
+                    add_concept(con, *row)
         assert queries.main(argv) == 0
         n = 3
         assert len(fake.calls()) == 2 * n  # one per (concept, language): es for ESP and ARG
@@ -430,8 +433,7 @@ def test_a_country_missing_from_the_table_is_asked_with_the_languages_terms(tmp_
                           "terms": [{"country": "Argentina (es-AR)", "native_term": "colectivo"}]}))
         wd = tmp_path / "w"
         with Catalog(WorkDir.open(wd)) as cat, cat.tx() as con:
-            con.execute("INSERT INTO concepts VALUES ('bus', 'curated', 'kept', NULL, NULL,"
-                        " NULL, NULL)")
+            add_concept(con, "bus", "curated", ConceptStatus.KEPT)
         argv = ["--workdir", str(wd), "--llm", "gemini:gemini-fake", "--countries", "ESP,ARG",
                 "--llm-rpm", "0"]
         assert queries.main(argv) == 0
@@ -450,10 +452,8 @@ def test_a_country_missing_from_the_table_is_asked_with_the_languages_terms(tmp_
 def test_queries_of_concepts_no_longer_kept_become_stale(tmp_path):
     cat = Catalog(WorkDir.open(tmp_path / "w"))
     with cat.tx() as con:
-        con.executemany(
-            "INSERT INTO concepts (name, source, status) VALUES (?, 'curated', 'kept')",
-            [("food",), ("train",)],
-        )
+        for name in ("food", "train"):
+            add_concept(con, name, "curated", ConceptStatus.KEPT)
     th = tables.resolve_countries("THA")
     run_queries(cat, OfflineLLM(), th)
     assert cat.query("SELECT COUNT(*) FROM queries WHERE status='ok'")[0][0] == 4

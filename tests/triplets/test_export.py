@@ -11,7 +11,9 @@ import json
 import pytest
 import yaml
 
+from benchmark.tables import QueryTerm
 from builder.catalog import Catalog
+from builder.query_terms import upsert_terms
 from tests.triplets.world import build_world
 from triplets import cli
 from triplets.export import export_release
@@ -423,10 +425,8 @@ def test_each_triplet_carries_its_terms_source_and_reviewers(tmp_path):
 
     wd = build_world(tmp_path / "w", CONCEPTS, per_cell=2, tag_fn=_tags)
     with Catalog.open(wd) as cat, cat.tx() as con:
-        con.execute("INSERT INTO query_terms (concept, country, locale, native_term, english_term,"
-                    " source, reviewers, reviewed_at, note) VALUES (?,?,?,?,?,?,?,?,?)",
-                    ("train", "THA", "th-TH", "รถไฟ (ทดสอบ)", "train", "reviewed", 3,
-                     "2026-01-01T00:00:00Z", "test"))
+        upsert_terms(con, [QueryTerm("train", "THA", "th-TH", "th", "รถไฟ (ทดสอบ)", "train",
+                                     "reviewed", 3, "2026-01-01T00:00:00Z", "test")], None)
     run_sample(wd, SampleConfig(seed=17))
     res = export_release(wd, tmp_path / "rel")
     trip = _load(res.out, "triplets", "test", tmp_path).to_pandas()

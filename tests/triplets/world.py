@@ -15,7 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from benchmark import tables
-from builder.catalog import Catalog, utcnow
+from builder.catalog import Catalog
+from builder.download_records import record_image
 from builder.workdir import WorkDir
 
 TagFn = Callable[[str, str, int], list[str] | None]
@@ -73,9 +74,7 @@ def build_world(
             sha, _ = wd.store_image_bytes(data, "png")
             sid = search_ids[(c, k)]
             url = f"http://images.test/{k}/{c}/{i}.png"
-            con.execute("INSERT OR IGNORE INTO images (sha256, ext, format, width, height, bytes,"
-                        " first_seen) VALUES (?,?,?,?,?,?,?)",
-                        (sha, "png", "PNG", 8, 8, len(data), utcnow()))
+            record_image(con, sha, "png", "PNG", 8, 8, len(data))
             con.execute("INSERT INTO search_results (search_id, rank, image_url, page_url, title,"
                         " raw_json) VALUES (?,?,?,?,?,?)",
                         (sid, i + 1, url, f"http://pages.test/{k}/{c}/{i}", f"{c} in {k} #{i}",
