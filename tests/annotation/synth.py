@@ -22,7 +22,7 @@ from pathlib import Path
 
 from PIL import Image
 
-from benchmark.tables import QueryTerm
+from benchmark.query_table import QueryTerm
 from builder.catalog import Catalog, utcnow
 from builder.concepts import add_concept
 from builder.download_records import record_image

@@ -11,7 +11,7 @@ import json
 import pytest
 import yaml
 
-from benchmark.tables import QueryTerm
+from benchmark.query_table import QueryTerm
 from builder.catalog import Catalog
 from builder.query_terms import upsert_terms
 from tests.triplets.world import build_world
