@@ -75,5 +75,7 @@ def test_the_retry_waits_on_one_query_stop_at_the_deadline(fake_ddgs, monkeypatc
 
 
 def test_a_negative_search_deadline_is_one_line(tmp_path: Path, capsys) -> None:
-    assert crawl_mod.main(["--workdir", str(tmp_path / "w"), "--search-deadline", "-1"]) == 2
-    assert "--search-deadline must be >= 0 seconds" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:  # checked where the option is declared (argparse)
+        crawl_mod.main(["--workdir", str(tmp_path / "w"), "--search-deadline", "-1"])
+    assert e.value.code == 2
+    assert "argument --search-deadline: must be at least 0" in capsys.readouterr().err
