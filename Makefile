@@ -64,9 +64,10 @@ browser:
 	  else echo "note: install $(BROWSER_PKGS) (as root) to run the review-UI browser tests"; fi; \
 	fi
 
-# The whole pipeline offline on a generated world (builder stages -> release -> evaluator).
+# The whole pipeline offline on a generated world (the stages of pipeline/stages.py -> release
+# -> evaluator); python -m builder.demo is an alias.
 demo: $(VENV)/.installed
-	$(VENV)/bin/python -m builder.demo
+	$(VENV)/bin/python -m pipeline.demo
 
 # The evaluator alone on the bundled synthetic release (python -m benchmark.synthetic made it).
 synthetic: $(VENV)/.installed

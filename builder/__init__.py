@@ -1,6 +1,7 @@
 """3XCM builder: staged construction of the image pool, one module per stage.
 
-Stages (run in this order by ``python -m builder run``) live in ``builder.stages.STAGES``.
+The stage list and its runner are ``pipeline.stages.STAGES`` and ``python -m pipeline run``
+(``python -m builder run`` is an alias).
 The work dir's ``catalog.sqlite`` is the single source of truth (see ``builder.catalog``).
 """
 

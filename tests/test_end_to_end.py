@@ -1,4 +1,4 @@
-"""End to end: ``python -m builder.demo`` builds, releases, loads and scores 3XCM offline."""
+"""End to end: ``python -m pipeline.demo`` builds, releases, loads and scores 3XCM offline."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from builder import demo
+from pipeline import demo
 from triplets import cli as triplets_cli
 
 
@@ -17,7 +17,7 @@ def test_demo_builds_loads_and_scores_the_release(tmp_path, capsys):
     out = capsys.readouterr().out
     # every stage ran through its own main(argv)
     for stage in ("concepts", "concept_dedup", "queries", "crawl", "image_dedup", "tagging",
-                  "triplets sample", "triplets export", "evaluate"):
+                  "triplets", "triplets export", "evaluate"):
         assert f"=== [{stage}]" in out
     n_images = len(demo.DEMO_CONCEPTS) * 16 * demo.PER_CELL
     assert f"load_dataset: {n_images} triplets, {n_images} images" in out
@@ -62,12 +62,12 @@ def test_real_mode_needs_a_key_and_plans_the_real_services(tmp_path, monkeypatch
     monkeypatch.delenv("GOOGLE_API_KEY", raising=False)
     assert demo.main(["--workdir", str(tmp_path), "--real"]) == 2
     assert "GEMINI_API_KEY" in capsys.readouterr().err
-    steps = {name: argv for name, _, argv in demo.plan(tmp_path, real=True, seed=1)}
+    steps = {s.name: s.argv for s in demo.plan(tmp_path, real=True, seed=1)}
     assert steps["concepts"][steps["concepts"].index("--llm") + 1].startswith("gemini:")
     assert steps["tagging"][steps["tagging"].index("--llm") + 1].startswith("gemini:")
     crawl = steps["crawl"]
     assert crawl[crawl.index("--search") + 1] == "ddgs"
     assert crawl[crawl.index("--concepts") + 1] == ",".join(demo.REAL_CONCEPTS)
-    offline = {name: argv for name, _, argv in demo.plan(tmp_path, real=False, seed=1)}
+    offline = {s.name: s.argv for s in demo.plan(tmp_path, real=False, seed=1)}
     assert offline["crawl"][offline["crawl"].index("--search") + 1].startswith("folder:")
     assert offline["tagging"][offline["tagging"].index("--llm") + 1] == "offline"

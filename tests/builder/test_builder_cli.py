@@ -86,13 +86,20 @@ def test_run_status_and_export(tmp_path, capsys):
 
 
 def test_run_calls_every_stage_and_skips_none(tmp_path, capsys, monkeypatch):
-    """A stage whose module does not import is an error of the build, never "skipped"."""
-    monkeypatch.setattr(
-        cli, "STAGES", [("queries", "builder.queries"), ("later", "builder.not_written_yet")]
-    )
+    """A stage that fails stops the run: the later stages are not run, never "skipped"."""
+    import types
+
+    import pipeline.cli
+    from pipeline.stages import Stage, stage
+
+    later = types.ModuleType("builder.not_written_yet")
+    later.main = lambda argv=None: 1 / 0
+    failing = types.ModuleType("builder.failing")
+    failing.main = lambda argv=None: 4
+    monkeypatch.setattr(pipeline.cli, "STAGES", [stage("queries"), Stage("later", later)])
     wd = tmp_path / "w"
     argv = ["--workdir", str(wd), "run", "--llm", "offline", "--stage-args", "queries=--countries THA"]
-    with pytest.raises(ModuleNotFoundError, match="builder.not_written_yet"):
+    with pytest.raises(ZeroDivisionError):
         cli.main(argv)
     assert "skipped" not in capsys.readouterr().out
     assert cli.main(["--workdir", str(wd), "status", "--json"]) == 0
@@ -101,6 +108,9 @@ def test_run_calls_every_stage_and_skips_none(tmp_path, capsys, monkeypatch):
         ("queries", "done"),
         ("later", "not run"),
     ]
+    monkeypatch.setattr(pipeline.cli, "STAGES", [Stage("failing", failing), Stage("later", later)])
+    assert cli.main(["--workdir", str(wd), "run"]) == 4
+    assert "[failing] exited with 4; stopping" in capsys.readouterr().out
 
 
 def snapshot(wd: Path) -> dict[str, list[tuple]]:

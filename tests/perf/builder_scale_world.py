@@ -118,9 +118,9 @@ def make_world(root: Path, concepts: list[str], codes: list[str], n: int, per_ce
 def tiny_clip(root: Path) -> Path:
     """The demo's tiny random-init open_clip ViT (32 px), as a ``local-dir:`` folder."""
     if not (root / "open_clip_model.safetensors").is_file():
-        from builder.demo import tiny_open_clip
+        from pipeline.tiny_models import tiny_openclip_dir
 
-        tiny_open_clip(root)
+        tiny_openclip_dir(root)
     return root
 
 

@@ -1,0 +1,42 @@
+"""``python -m builder export TABLE --out FILE``: one catalog table or view as CSV or parquet."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from builder.catalog import Catalog
+from builder.stagekit import StageInputError
+
+log = logging.getLogger(__name__)
+
+
+def export_table(catalog: Catalog, table: str, out: str | Path) -> int:
+    """Write one catalog table or view to CSV or parquet (by extension); returns the row count.
+
+    Where a view ``<table>_export`` exists (e.g. ``downloads_export``: one row per search
+    result with its provenance and download outcome), ``export <table>`` writes the view, the
+    user-facing form of that table; name the bare table with ``<table>:raw``.
+    """
+    import pandas as pd
+
+    from benchmark.files import atomic_path
+
+    names = catalog.tables() + catalog.views()
+    if table.endswith(":raw"):
+        table = table[: -len(":raw")]
+    elif f"{table}_export" in catalog.views():
+        table = f"{table}_export"
+    if table not in names:
+        raise StageInputError(f"unknown table {table!r} (tables: {', '.join(names)})")
+    out = Path(out)
+    suffix = out.suffix.lower()
+    if suffix not in (".csv", ".parquet"):
+        raise StageInputError(f"--out must end in .csv or .parquet, got {out.name!r}")
+    df = pd.read_sql_query(f'SELECT * FROM "{table}"', catalog.con)
+    with atomic_path(out, suffix=suffix) as tmp:  # an export: the user's umask
+        if suffix == ".csv":
+            df.to_csv(tmp, index=False)
+        else:
+            df.to_parquet(tmp, index=False)
+    return len(df)

@@ -1,0 +1,94 @@
+"""``python -m pipeline`` (alias ``python -m builder``): the state of a build, exports, the runner.
+
+- ``python -m pipeline [status] [--json]``: each stage of ``pipeline.stages.STAGES`` with its
+  state (``not run``, ``running``, ``done``, ``failed``, ``interrupted``), the last run's
+  start/end and counts, and the row count of every catalog table.
+- ``python -m pipeline export TABLE --out FILE``: any catalog table as ``.csv`` or ``.parquet``.
+- ``python -m pipeline run [--from STAGE] [--to STAGE] [--llm SPEC] [--embedder SPEC]
+  [--stage-args STAGE=ARGS ...]``: calls each stage's ``main`` in order (each resumes from the
+  catalog); ``--llm`` / ``--embedder`` go to every stage that accepts them; stops at the first
+  stage that returns non-zero.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import shlex
+
+from benchmark.clikit import add_workdir
+from builder.catalog import Catalog
+from builder.stagekit import StageInputError, cli_main, configure, report
+from builder.table_export import export_table
+from builder.workdir import WorkDir, resolve_workdir
+from pipeline.run import run_stages
+from pipeline.stages import STAGES
+from pipeline.status import build_status, format_status
+
+log = logging.getLogger(__name__)
+
+
+def build_parser(prog: str = "python -m pipeline") -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
+    add_workdir(p)
+    sub = p.add_subparsers(dest="command")
+    s = sub.add_parser("status", help="stage states and counts (the default)")
+    s.add_argument("--json", action="store_true", help="machine-readable output")
+    e = sub.add_parser("export", help="write a catalog table as CSV or parquet")
+    e.add_argument("table")
+    e.add_argument("--out", required=True, help="FILE.csv or FILE.parquet")
+    r = sub.add_parser("run", help="run the stages in order, resuming")
+    r.add_argument("--from", dest="start", default=None, help="first stage")
+    r.add_argument("--to", dest="stop", default=None, help="last stage")
+    r.add_argument("--llm", default=None, help="forwarded to stages that take --llm")
+    r.add_argument("--embedder", default=None, help="forwarded to stages that take --embedder")
+    r.add_argument(
+        "--stage-args",
+        action="append",
+        default=[],
+        metavar="STAGE=ARGS",
+        help='extra arguments for one stage, e.g. "concepts=--rounds 3"',
+    )
+    for q in (s, e, r):
+        add_workdir(q, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    return p
+
+
+def _stage_args(specs: list[str]) -> dict[str, list[str]]:
+    extra: dict[str, list[str]] = {}
+    for spec in specs:
+        name, sep, rest = spec.partition("=")
+        if not sep:
+            raise StageInputError(f"--stage-args wants STAGE=ARGS, got {spec!r}")
+        extra.setdefault(name, []).extend(shlex.split(rest))
+    return extra
+
+
+def main(argv: list[str] | None = None, prog: str = "python -m pipeline") -> int:
+    args = build_parser(prog).parse_args(argv)
+    configure()
+
+    def body() -> int:
+        command = args.command or "status"
+        if command == "run":
+            forward = {"--llm": args.llm, "--embedder": args.embedder}
+            return run_stages(args.workdir, args.start, args.stop, forward,
+                              _stage_args(args.stage_args), stages=STAGES)
+        wd = WorkDir(resolve_workdir(args.workdir))
+        # status and export only read: an existing catalog is opened read-only (works on a
+        # read-only disk); a work dir without one is made, as by any first command
+        readonly = wd.catalog_path.exists()
+        if not readonly:
+            wd.ensure()
+        with Catalog(wd, readonly=readonly) as catalog:
+            if command == "export":
+                n = export_table(catalog, args.table, args.out)
+                report(f"wrote {n} rows of {args.table} to {args.out}")
+                return 0
+            st = build_status(catalog, STAGES)
+            as_json = getattr(args, "json", False)
+            report(json.dumps(st, indent=2) if as_json else format_status(st))
+        return 0
+
+    return cli_main(body)

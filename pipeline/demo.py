@@ -1,0 +1,233 @@
+"""The whole 3XCM pipeline in miniature: build a release, load it, score it.
+
+``python -m pipeline.demo [--workdir W] [--real] [--seed S]`` (``python -m builder.demo`` is an
+alias).
+
+Default (offline): a small generated world (:mod:`pipeline.demo_world`), a ``folder:`` image
+tree ``world/<concept>/<country>/*.jpg`` over six concepts and all 16 countries, with planted
+problems the stages must handle: a resized near-duplicate (image dedup), an identical copy
+(crawl dedup) and a file that is not an image (a recorded download failure). Tiny random-init
+embedding models are built on the fly (:mod:`pipeline.tiny_models`: a BGE-M3-shaped XLM-R for
+concept dedup, an open_clip ViT for image dedup), the LLM stages run ``--llm offline``, and
+every stage of :data:`pipeline.stages.STAGES` runs through its own ``main(argv)``, then
+``triplets export``. Then the release is loaded with ``datasets.load_dataset`` (both configs,
+offline) and the evaluator scores it with the ``hash`` model, printing the SP table.
+
+``--real`` (network and ``GEMINI_API_KEY`` needed): the same pipeline with the real services on
+a small scope: Gemini generates concepts, native queries and tags; DuckDuckGo image search
+(``ddgs``) crawls three of the demo concepts in all 16 countries, four results per query. The
+embedding models stay tiny (no multi-GB downloads); use the stages directly for a full build.
+
+The review stage (Label Studio) is in the plan and skipped, with its reason printed: images
+whose near-duplicate evidence falls in the review band stay ``needs_review`` and out of the
+release (the demo's thresholds leave the band empty).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from benchmark.clikit import add_workdir
+from builder.stagekit import configure, report
+from pipeline.demo_world import DEMO_CONCEPTS, PER_CELL, make_world
+from pipeline.stages import STAGES
+from pipeline.tiny_models import tiny_bge_m3, tiny_openclip_dir
+
+log = logging.getLogger(__name__)
+
+__all__ = ["DEMO_CONCEPTS", "PER_CELL", "DemoError", "Step", "main", "plan", "run_demo"]
+
+# Countries whose query texts the demo shows: pairs sharing a language, with their own terms.
+SHOWN_COUNTRIES = ("USA", "GBR", "ESP", "ARG", "PRT", "BRA")
+REAL_CONCEPTS = DEMO_CONCEPTS[:3]
+DEFAULT_WORKDIR = "./xcm-work/demo"  # under the ignored default work dir
+REAL_MODEL = "gemini:gemini-2.5-flash"
+# Stages of the list the demo does not run, and why (printed where the stage would run).
+SKIPPED = {
+    "review": "needs a Label Studio server and annotators; the demo's dedup thresholds leave "
+              "the review band empty, so no image waits for a decision",
+}
+
+
+class DemoError(RuntimeError):
+    """A stage failed or could not run; the message names it."""
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step of the demo: a stage of the list (or the release export after it)."""
+
+    name: str
+    command: str
+    argv: list[str]
+    main: Callable[[list[str] | None], int] | None = None
+    skip: str = ""  # why the demo skips the stage ("" = it runs)
+
+
+def _stage_argv(w: Path, real: bool, seed: int) -> dict[str, list[str]]:
+    """The demo's arguments for each stage it runs, by stage name."""
+    work = str(w / "work")
+    llm = REAL_MODEL if real else "offline"
+    llm_args = ["--llm", llm, "--llm-rpm", "30" if real else "0"]
+    concepts = REAL_CONCEPTS if real else DEMO_CONCEPTS
+    search = ["--search", "ddgs", "--per-query", "4", "--languages", "english,native"] if real \
+        else ["--search", f"folder:{w / 'world'}"]
+    return {
+        "concepts": ["--workdir", work, "--countries", "all", "--curated",
+                     str(w / "concepts.txt"), "--n-concepts", "20", *llm_args],
+        "concept_dedup": ["--workdir", work, "--embedder",
+                          f"bge-m3:{w / 'models' / 'bge-m3-tiny'}", "--device", "cpu"],
+        "queries": ["--workdir", work, "--countries", "all", *llm_args],
+        "crawl": ["--workdir", work, "--countries", "all", "--concepts", ",".join(concepts),
+                  *search],
+        "image_dedup": ["--workdir", work, "--model",
+                        f"open_clip:local-dir:{w / 'models' / 'clip-tiny'}",
+                        "--phash-distance", "4", "--cosine", "0.9999", "--review-cosine",
+                        "0.9999", "--cache-dir", str(w / "embeddings")],
+        "tagging": ["--workdir", work, "--images-per-request", "8", *llm_args],
+        "triplets": ["--workdir", work, "--seed", str(seed)],
+    }
+
+
+def plan(w: Path, real: bool, seed: int) -> list[Step]:
+    """Every stage of :data:`STAGES` in order (those in :data:`SKIPPED` with their reason),
+    then the release export."""
+    from triplets import cli as triplets_cli
+
+    args = _stage_argv(w, real, seed)
+    steps = []
+    for st in STAGES:
+        if st.name in SKIPPED:
+            steps.append(Step(st.name, st.command_line, [], skip=SKIPPED[st.name]))
+        elif st.name in args:
+            steps.append(Step(st.name, st.command_line, args[st.name], st.main))
+        else:
+            raise DemoError(f"the demo has no arguments for stage {st.name!r}: add them to "
+                            f"pipeline.demo._stage_argv or a reason to SKIPPED")
+    export = ["export", "--workdir", str(w / "work"), "--out", str(w / "release")]
+    steps.append(Step("triplets export", "python -m triplets", export, triplets_cli.main))
+    return steps
+
+
+def prepare(w: Path, real: bool) -> None:
+    """The world (offline), the curated concept list and the tiny models."""
+    concepts = REAL_CONCEPTS if real else DEMO_CONCEPTS
+    w.mkdir(parents=True, exist_ok=True)
+    (w / "concepts.txt").write_text("\n".join(concepts) + "\n", encoding="utf-8")
+    if not real and not (w / "world").is_dir():
+        planted = make_world(w / "world", concepts)
+        (w / "world-planted.json").write_text(json.dumps(planted, indent=1))
+    from benchmark import tables
+
+    if not (w / "models" / "bge-m3-tiny" / "config.json").is_file():
+        corpus = tables.concepts() + [f"{c} {k.name}" for c in concepts for k in tables.countries()]
+        tiny_bge_m3(w / "models" / "bge-m3-tiny", corpus)
+    if not (w / "models" / "clip-tiny" / "open_clip_model.safetensors").is_file():
+        tiny_openclip_dir(w / "models" / "clip-tiny")
+
+
+def run_step(step: Step) -> float:
+    """Run one step (or say why it is skipped); raise :class:`DemoError` if it fails."""
+    if step.skip:
+        report(f"\n=== [{step.name}] {step.command}: skipped in the demo: {step.skip}")
+        return 0.0
+    report(f"\n=== [{step.name}] {step.command} {' '.join(step.argv)}")
+    if step.main is None:
+        raise DemoError(f"step {step.name} has no entry point")
+    t0 = time.perf_counter()
+    rc = step.main(step.argv)
+    if rc:
+        raise DemoError(f"stage {step.name} exited with code {rc}")
+    return time.perf_counter() - t0
+
+
+def load_release(release: Path, cache: Path) -> tuple[int, int]:
+    """``datasets.load_dataset`` of both configs, offline; returns (triplets, images)."""
+    import datasets
+
+    trip = datasets.load_dataset(str(release), "triplets", split="test", cache_dir=str(cache))
+    imgs = datasets.load_dataset(str(release), "images", cache_dir=str(cache))
+    n_img = sum(len(s) for s in imgs.values())
+    first = trip[0]
+    report(f"\nload_dataset: {len(trip)} triplets, {n_img} images; first triplet: "
+           f"{first['query_text']!r} ({first['query_concept']}, {first['query_country']})")
+    report(query_text_line(trip))
+    return len(trip), n_img
+
+
+def query_text_line(trip: Any, concept: str = DEMO_CONCEPTS[0],
+                    countries: tuple[str, ...] = SHOWN_COUNTRIES) -> str:
+    """One line of the release's query texts of ``concept`` in a few countries: countries that
+    share a language keep their own term (PRT comboio, BRA trem)."""
+    seen: dict[str, str] = {}
+    for r in trip:
+        if r["query_concept"] == concept and r["query_country"] in countries:
+            seen.setdefault(r["query_country"], f"{r['query_text']} ({r['query_locale']})")
+    return f"query texts of {concept!r}: " + ", ".join(
+        f"{k} {seen[k]}" for k in countries if k in seen)
+
+
+def run_demo(workdir: str | Path, real: bool = False, seed: int = 0) -> dict[str, Any]:
+    """Prepare, run every step of the plan, load the release, score it; returns timings and
+    counts."""
+    w = Path(workdir).resolve()
+    timings: dict[str, float] = {}
+    t0 = time.perf_counter()
+    prepare(w, real)
+    timings["prepare"] = time.perf_counter() - t0
+    for step in plan(w, real, seed):
+        took = run_step(step)
+        if not step.skip:
+            timings[step.name] = took
+    n_trip, n_img = load_release(w / "release", w / "hf-cache")
+    from benchmark import cli as bench
+
+    report("\n=== [evaluate] python -m benchmark run --model hash --task 3xcm")
+    t1 = time.perf_counter()
+    rc = bench.main(["run", "--model", "hash", "--task", "3xcm", "--dataset", str(w / "release"),
+                     "--output-dir", str(w / "results"), "--cache-dir", str(w / "embeddings")])
+    if rc:
+        raise DemoError(f"the evaluator exited with code {rc}")
+    timings["evaluate"] = time.perf_counter() - t1
+    timings["total"] = time.perf_counter() - t0
+    return {"triplets": n_trip, "images": n_img, "timings": timings,
+            "release": str(w / "release"), "results": str(w / "results" / "hash" / "3xcm.json")}
+
+
+def main(argv: list[str] | None = None, prog: str = "python -m pipeline.demo") -> int:
+    p = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
+    add_workdir(p, default=DEFAULT_WORKDIR, help=f"demo folder (default {DEFAULT_WORKDIR})")
+    p.add_argument("--real", action="store_true",
+                   help="real services on a small scope (needs network and GEMINI_API_KEY)")
+    p.add_argument("--seed", type=int, default=0, help="triplet sampling seed (default 0)")
+    args = p.parse_args(argv)
+    if args.real and not (os.environ.get("GEMINI_API_KEY") or os.environ.get("GOOGLE_API_KEY")):
+        report("error: --real needs GEMINI_API_KEY (or GOOGLE_API_KEY) and network access",
+               error=True)
+        return 2
+    # The models are built locally and the release is a local folder: never ask the Hub.
+    for var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        os.environ.setdefault(var, "1")
+    configure()
+    try:
+        out = run_demo(args.workdir, args.real, args.seed)
+    except DemoError as e:
+        report(f"error: {e}", error=True)
+        return 1
+    t = out["timings"]
+    report(f"\ndemo done in {t['total']:.0f} s: {out['triplets']} triplets over {out['images']} "
+           f"images; release {out['release']}; results {out['results']}")
+    report("  " + ", ".join(f"{k} {v:.1f}s" for k, v in t.items() if k != "total"))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
