@@ -140,7 +140,9 @@ def numbers_markdown(n: dict[str, Any]) -> str:
         f"- {n['triplets']} triplets over {n['countries']} countries and {n['concepts']} concepts; "
         f"{n['images']} released images, {n['images_in_triplets']} of them in triplets.",
         f"- Sampling: seed {s['seed']}, {s['per_image']} triplet(s) per kept image, "
-        f"distinct-language semantic candidates {'on' if s['distinct_language'] else 'off'}.",
+        f"distinct-language semantic candidates {'on' if s['distinct_language'] else 'off'}"
+        + (f"; semantic and non-relevant candidates only from {', '.join(s['candidate_countries'])}"
+           f" (a controlled design)" if s.get("candidate_countries") else "") + ".",
         f"- Tags: {tags['tagged_images']} tagged images, {tags['mean_tags_per_tagged_image']} tags "
         f"per tagged image on average, {tags['share_with_several_tags']:.1%} with several tags, "
         f"{tags['share_tags_include_crawl_concept']:.1%} include their crawl concept "

@@ -32,6 +32,9 @@ def _sample_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--per-image", type=int, default=1, help="triplets per kept image (default 1)")
     p.add_argument("--distinct-language", action=argparse.BooleanOptionalAction, default=True,
                    help="semantic candidate from a country of another language (default on)")
+    p.add_argument("--candidate-countries", default=None, metavar="ISO3,...",
+                   help="semantic and non-relevant candidates only from these countries "
+                        "(a controlled design; default: any other country)")
 
 
 def _validate_args(p: argparse.ArgumentParser) -> None:
@@ -72,8 +75,11 @@ def cmd_sample(args: argparse.Namespace) -> int:
     from triplets.sample_run import run_sample
     from triplets.sampling import SampleConfig
 
+    cand = args.candidate_countries
     cfg = SampleConfig(seed=args.seed, per_image=args.per_image,
-                       distinct_language=args.distinct_language)
+                       distinct_language=args.distinct_language,
+                       candidate_countries=None if cand is None else tuple(
+                           c.strip().upper() for c in cand.split(",") if c.strip()))
     res = run_sample(args.workdir, cfg)
     with Catalog.open(args.workdir) as cat:  # what the stage-run record says
         print(cat.last_run("triplets")["summary"])
@@ -123,7 +129,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
         sampling = build.get("sampling", {})
         bad = check_triplets(rows, images, tags_known=True,
                              distinct_language=bool(sampling.get("distinct_language", False)),
-                             seed=sampling.get("seed"))
+                             seed=sampling.get("seed"),
+                             candidate_countries=sampling.get("candidate_countries"))
         bad += image_byte_violations(Path(args.release))
         n = len(rows)
         print(counts_table(rows))

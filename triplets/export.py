@@ -42,7 +42,7 @@ from triplets.croissant import write_croissant
 from triplets.pool import Pool, PoolImage, load_pool
 from triplets.release_stats import release_numbers, stage_records
 from triplets.rules import Violation, check_triplets
-from triplets.sample_run import pool_image_infos, read_workdir_triplets, with_locale
+from triplets.sample_run import pool_image_infos, read_workdir_triplets, run_params, with_locale
 
 log = logging.getLogger(__name__)
 
@@ -141,15 +141,17 @@ def export_release(
         rows, seed, distinct = read_workdir_triplets(cat, pool)
         if not rows:
             raise ExportError("no triplets in the catalog: run `python -m triplets sample` first")
+        params = run_params(cat)
+        candidates = params.get("candidate_countries")
         bad = check_triplets(rows, pool_image_infos(pool), tags_known=True,
-                             distinct_language=distinct, seed=seed)
+                             distinct_language=distinct, seed=seed,
+                             candidate_countries=candidates)
         if bad:
             raise ExportError(f"{len(bad)} triplet rule violation(s); nothing exported", bad)
-        last = cat.query("SELECT params_json FROM stage_runs WHERE stage='triplets' AND"
-                         " status='done' ORDER BY run_id DESC LIMIT 1")
-        params = json.loads(last[0]["params_json"]) if last else {}
         sampling = {"seed": seed, "per_image": params.get("per_image"),
                     "distinct_language": distinct}
+        if candidates is not None:
+            sampling["candidate_countries"] = list(candidates)
         numbers = release_numbers(cat, pool, rows, sampling)
         build = {"format": fmt.FORMAT, "format_version": FORMAT_VERSION,
                  "exported_at": utcnow(), "package_version": _version(),
@@ -162,7 +164,7 @@ def export_release(
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
     try:
         n_shards = _write_files(wd, tmp, pool, rows, numbers, build, provenance, shard_bytes)
-        _check_written(tmp, distinct, seed)
+        _check_written(tmp, distinct, seed, candidates)
         _swap_in(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -188,12 +190,14 @@ def _write_files(wd: WorkDir, tmp: Path, pool: Pool, rows: list[dict], numbers: 
     return len(shards)
 
 
-def _check_written(folder: Path, distinct: bool, seed: int | None) -> None:
+def _check_written(folder: Path, distinct: bool, seed: int | None,
+                   candidates: list[str] | None = None) -> None:
     """Validate the files as a user will read them (rules and embedded bytes) before the swap."""
     from triplets.sources import image_byte_violations, read_release
 
     rows, images, _ = read_release(folder)
-    bad = check_triplets(rows, images, tags_known=True, distinct_language=distinct, seed=seed)
+    bad = check_triplets(rows, images, tags_known=True, distinct_language=distinct, seed=seed,
+                         candidate_countries=candidates)
     bad += image_byte_violations(folder)
     if bad:
         raise ExportError(f"the written release breaks {len(bad)} rule(s); not installed", bad)

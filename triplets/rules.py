@@ -49,12 +49,15 @@ def check_triplets(
     seed: int | None = None,
     seed_required: bool = True,
     check_query_text: bool = True,
+    candidate_countries: Iterable[str] | None = None,
 ) -> list[Violation]:
     """Every violation of every row (the evaluator's rules) and of the build record.
 
     ``images=None``: the rows carry every image's concept and country in their own columns
     (``semantic_concept``, ``cultural_country``, ... as in the authors' file); image existence
-    is then the caller's check. Output is ordered by row, then rule.
+    is then the caller's check. Output is ordered by row, then rule. ``candidate_countries``
+    (recorded by a controlled sampling run): the semantic and non-relevant candidates must come
+    from those countries (rule ``candidate_country``).
     """
     import pandas as pd
 
@@ -74,6 +77,16 @@ def check_triplets(
             columns=["image_id", "concept", "country", "tags"],
         )
         shas = {k: v.sha256 for k, v in images.items() if v.sha256}
-    return out + triplet_violations(
+    out += triplet_violations(
         tr, meta, set(images) if images is not None else None, tags_known=tags_known,
         distinct_language=distinct_language, check_query_text=check_query_text, shas=shas)
+    if candidate_countries is not None:
+        allowed = set(candidate_countries)
+        extra = [Violation(str(r["triplet_id"]), "candidate_country",
+                           f"{role} candidate from {r.get(f'{role}_country')}, not one of the "
+                           f"recorded candidate countries")
+                 for r in rows for role in ("semantic", "non_relevant")
+                 if r.get(f"{role}_country") not in allowed]
+        order = {str(r["triplet_id"]): i for i, r in enumerate(rows)}
+        out = sorted(out + extra, key=lambda v: (order.get(v.row_id, -1), v.rule))
+    return out

@@ -12,7 +12,6 @@ import csv
 import io
 import json
 import logging
-from dataclasses import asdict
 from pathlib import Path
 
 from benchmark import tables
@@ -68,12 +67,13 @@ def run_sample(workdir: str | Path | WorkDir | None, cfg: SampleConfig) -> Sampl
     with Catalog.open(workdir) as cat:
         pool = load_pool(cat)
         inputs = [im.image_id for im in pool.images]
-        with stage_run(cat, STAGE, asdict(cfg), inputs=inputs) as rec:
+        with stage_run(cat, STAGE, cfg.record(), inputs=inputs) as rec:
             result = sample_triplets(pool, cfg)
             rows = [t.release_row() for t in result.triplets]
             bad = check_triplets(
                 rows, pool_image_infos(pool), tags_known=True,
                 distinct_language=cfg.distinct_language, seed=cfg.seed,
+                candidate_countries=cfg.candidate_countries,
             )
             if bad:  # a sampler bug, never bad input: refuse to store
                 raise RuntimeError(f"sampler produced {len(bad)} rule violations: {bad[:3]}")
@@ -106,7 +106,9 @@ def summary_text(result: SampleResult, pool: Pool, cfg: SampleConfig) -> str:
     c = result.counts
     lines = [
         f"triplets: {c['triplets']} from {c['anchors']} kept images x {cfg.per_image} "
-        f"(seed {cfg.seed}, distinct language {'on' if cfg.distinct_language else 'off'})",
+        f"(seed {cfg.seed}, distinct language {'on' if cfg.distinct_language else 'off'}"
+        + (f", semantic and non-relevant candidates from {','.join(cfg.candidate_countries)}"
+           if cfg.candidate_countries else "") + ")",
         f"untagged images (never cultural/non-relevant): "
         f"{sum(pool.counts[k] for k in ('tags_untagged', 'tags_failed', 'tags_bad_json'))}",
     ]
@@ -145,13 +147,24 @@ def read_workdir_triplets(cat: Catalog, pool: Pool) -> tuple[list[dict], int | N
             row[f"{role}_country"] = im.country if im else None
         rows.append({k: row.get(k) for k in TRIPLET_COLUMNS})
     rows.sort(key=lambda r: release_order(r["query_country"], r["query_concept"], r["triplet_id"]))
-    distinct = True
+    params = run_params(cat, run_ids)
+    distinct = bool(params.get("distinct_language", True))
+    seed = seeds.pop() if len(seeds) == 1 else None
+    return rows, seed, distinct
+
+
+def run_params(cat: Catalog, run_ids: set[int] | None = None) -> dict:
+    """The recorded settings of the sampling run that wrote the stored triplets (the last of
+    ``run_ids``; default: those the triplets table names)."""
+    if run_ids is None:
+        run_ids = {int(r[0]) for r in cat.query(
+            "SELECT DISTINCT run_id FROM triplets WHERE run_id IS NOT NULL")}
+    params: dict = {}
     for rid in sorted(run_ids):
         p = cat.query("SELECT params_json FROM stage_runs WHERE run_id=?", (rid,))
         if p:
-            distinct = bool(json.loads(p[0]["params_json"]).get("distinct_language", True))
-    seed = seeds.pop() if len(seeds) == 1 else None
-    return rows, seed, distinct
+            params = json.loads(p[0]["params_json"] or "{}")
+    return params
 
 
 def validate_workdir(workdir: str | Path | WorkDir | None) -> tuple[list[Violation], list[dict]]:
@@ -159,8 +172,10 @@ def validate_workdir(workdir: str | Path | WorkDir | None) -> tuple[list[Violati
     with Catalog.open(workdir) as cat:
         pool = load_pool(cat)
         rows, seed, distinct = read_workdir_triplets(cat, pool)
+        candidates = run_params(cat).get("candidate_countries")
     return (
         check_triplets(rows, pool_image_infos(pool), tags_known=True,
-                       distinct_language=distinct, seed=seed if rows else 0),
+                       distinct_language=distinct, seed=seed if rows else 0,
+                       candidate_countries=candidates),
         rows,
     )

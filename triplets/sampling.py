@@ -7,7 +7,11 @@ is ``c`` in ``k``'s native language (its native term). Candidates:
   also of another language: USA/UK/AUS share English, ESP/ARG Spanish, PRT/BRA Portuguese);
 - cultural: an image of ``k``, of another concept, with valid tags that do not include ``c``;
 - non-relevant: an image of neither ``c`` nor ``k``, with valid tags that do not include ``c``.
-No triplet holds two images with the same bytes.
+No triplet holds two images with the same bytes. With ``candidate_countries`` (a controlled
+design), the semantic and non-relevant candidates come only from those countries: the cultural
+candidate is then the one image of the query's country, and the other two are drawn from a
+fixed set (e.g. countries known to carry no planted association, as in ``python -m
+pipeline.demo``).
 
 Balance: each role draws from a rotation (least recently used first) that starts interleaved
 over countries and concepts (round robin, seeded order). A drawn image moves to the back, so no
@@ -46,10 +50,32 @@ class SampleConfig:
     seed: int
     per_image: int = 1  # triplets anchored on each kept image
     distinct_language: bool = True  # semantic candidate from a country of another language
+    # semantic and non-relevant candidates only from these countries (None: any other country)
+    candidate_countries: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         if self.per_image < 1:
             raise SamplingError(f"--per-image must be at least 1, got {self.per_image}")
+        if self.candidate_countries is not None:
+            codes = {c.code for c in tables.countries()}
+            unknown = sorted(set(self.candidate_countries) - codes)
+            if unknown or len(self.candidate_countries) < 2:
+                raise SamplingError(
+                    f"--candidate-countries wants at least two of {', '.join(sorted(codes))}; "
+                    f"got {','.join(self.candidate_countries) or 'none'}"
+                    + (f" (unknown: {', '.join(unknown)})" if unknown else ""))
+            object.__setattr__(self, "candidate_countries",
+                               tuple(sorted(set(self.candidate_countries))))
+
+    def record(self) -> dict:
+        """The settings as recorded (run params, ``build.json``): ``candidate_countries`` only
+        when set, so records of the default design are unchanged."""
+        out = asdict(self)
+        if self.candidate_countries is None:
+            del out["candidate_countries"]
+        else:
+            out["candidate_countries"] = list(self.candidate_countries)
+        return out
 
 
 @dataclass(frozen=True)
@@ -196,6 +222,9 @@ def eligible(role: str, im: PoolImage, a: PoolImage, taken: set[str], cfg: Sampl
     """
     c, k = a.concept, a.country
     if im.sha256 == a.sha256 or im.sha256 in taken:
+        return False
+    if role != "cultural" and cfg.candidate_countries is not None \
+            and im.country not in cfg.candidate_countries:
         return False
     if role == "semantic":
         return im.concept == c and im.country != k and not (
