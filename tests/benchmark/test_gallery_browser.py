@@ -21,10 +21,19 @@ PAGE = 10  # cards per page
 
 
 def shown(driver) -> list[tuple[str, str]]:
-    from selenium.webdriver.common.by import By
+    """The cards on the page, read in one script call (a page re-rendered between two reads of
+    element handles would make them stale)."""
+    return [tuple(x) for x in driver.execute_script(
+        "return Array.from(document.querySelectorAll('article.card'), c =>"
+        " [c.dataset.tripletId, c.dataset.outcome]);")]
 
-    return [(c.get_attribute("data-triplet-id"), c.get_attribute("data-outcome"))
-            for c in driver.find_elements(By.CSS_SELECTOR, "article.card")]
+
+def wait_for_page(driver, n: int) -> None:
+    """Wait until the pager says ``page n of`` (read by script: the pager is re-rendered)."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    WebDriverWait(driver, 10).until(lambda d: f"page {n} of" in d.execute_script(
+        "const p = document.querySelector('.pager'); return p ? p.textContent : '';"))
 
 
 def test_gallery_filters_and_pages_show_the_outcomes(tmp_path):
@@ -52,13 +61,15 @@ def test_gallery_filters_and_pages_show_the_outcomes(tmp_path):
         pager = driver.find_element(By.CSS_SELECTOR, ".pager")
         pages = -(-len(wrong) // PAGE)
         assert f"page 1 of {pages}" in pager.text
-        for _ in range(pages - 1):  # every page, each card once: all the wrong triplets
+        for i in range(pages - 1):  # every page, each card once: all the wrong triplets
             driver.find_element(By.XPATH, "//button[contains(., 'next')]").click()
+            wait_for_page(driver, i + 2)
             seen |= {t for t, _ in shown(driver)}
         assert seen == set(wrong["triplet_id"])
         # a country filter: exactly that country's wrong triplets, from page 1
         country = sorted(wrong["query_country"].unique())[-1]
         Select(driver.find_element(By.ID, "f-country")).select_by_value(country)
+        wait_for_page(driver, 1)
         want = wrong[wrong["query_country"] == country]
         got = shown(driver)
         assert {t for t, _ in got} <= set(want["triplet_id"]) and len(got) == min(PAGE, len(want))
