@@ -105,6 +105,20 @@ def l2_normalize(x: np.ndarray, axis: int = -1) -> np.ndarray:
     return x / np.maximum(n, np.float32(1e-12))
 
 
+def check_finite(x: np.ndarray, what: str, sq: np.ndarray | None = None) -> None:
+    """Raise on a row holding NaN/inf. One read pass (squared norms ``sq``, given or computed:
+    NaN/inf in, NaN/inf out), no (rows, dim) temporary; only rows flagged there (or whose
+    square overflowed) are checked element by element."""
+    if sq is None:
+        sq = np.einsum("ij,ij->i", x, x) if x.ndim == 2 and x.size else np.zeros(len(x))
+    bad = ~np.isfinite(sq)
+    if bad.any():
+        bad[bad] = ~np.isfinite(x[bad]).all(axis=1)
+    if bad.any():
+        raise ValueError(f"{int(bad.sum())} {what} vector(s) contain NaN/inf, first row "
+                         f"{int(np.flatnonzero(bad)[0])}")
+
+
 def cosine_similarity(q: np.ndarray, d: np.ndarray) -> np.ndarray:
     """(n, m) cosine similarities of the rows of ``q`` and ``d``, float32."""
     return l2_normalize(q) @ l2_normalize(d).T

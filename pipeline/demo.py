@@ -1,22 +1,31 @@
-"""The whole 3XCM pipeline in miniature: build a release, load it, score it.
+"""The whole 3XCM pipeline in miniature: build a release, load it, train a model with a planted
+bias, score it, and say whether the evaluator found what was planted.
 
 ``python -m pipeline.demo [--workdir W] [--real] [--seed S]`` (``python -m builder.demo`` is an
 alias).
 
 Default (offline): a small generated world (:mod:`pipeline.demo_world`), a ``folder:`` image
-tree ``world/<concept>/<country>/*.jpg`` over six concepts and all 16 countries, with planted
-problems the stages must handle: a resized near-duplicate (image dedup), an identical copy
+tree ``world/<concept>/<country>/*.jpg`` over six concepts and all 16 countries, in which four
+countries' images often carry the country's coloured border and no image shows its concept;
+with problems the stages must handle: a resized near-duplicate (image dedup), an identical copy
 (crawl dedup) and a file that is not an image (a recorded download failure). Tiny random-init
 embedding models are built on the fly (:mod:`pipeline.tiny_models`: a BGE-M3-shaped XLM-R for
 concept dedup, an open_clip ViT for image dedup), the LLM stages run ``--llm offline``, and
 every stage of :data:`pipeline.stages.STAGES` runs through its own ``main(argv)``, then
-``triplets export``. Then the release is loaded with ``datasets.load_dataset`` (both configs,
-offline) and the evaluator scores it with the ``hash`` model, printing the SP table.
+``triplets export``. The release is loaded with ``datasets.load_dataset`` (both configs,
+offline). Then a tiny open_clip is trained for a few seconds with open_clip's contrastive loss
+on other draws of the same world paired with each country's native terms
+(:mod:`pipeline.demo_train`), the evaluator scores it on the release (``python -m benchmark
+run --model open_clip:local-dir:...``, printing the SP table), the report with its galleries is
+written beside the results, and one paragraph says what was planted and what was found, with
+the verdicts (:mod:`pipeline.demo_story`) in ``demo.json``.
 
 ``--real`` (network and ``GEMINI_API_KEY`` needed): the same pipeline with the real services on
 a small scope: Gemini generates concepts, native queries and tags; DuckDuckGo image search
 (``ddgs``) crawls three of the demo concepts in all 16 countries, four results per query. The
-embedding models stay tiny (no multi-GB downloads); use the stages directly for a full build.
+embedding models stay tiny (no multi-GB downloads), nothing is planted in real images, and the
+release is scored with the ``hash`` model (the plumbing, not the science); use the stages
+directly for a full build.
 
 The review stage (Label Studio) is in the plan and skipped, with its reason printed: images
 whose near-duplicate evidence falls in the review band stay ``needs_review`` and out of the
@@ -36,8 +45,9 @@ from pathlib import Path
 from typing import Any
 
 from benchmark.clikit import add_workdir
+from benchmark.files import atomic_write_text
 from builder.stagekit import configure, report
-from pipeline.demo_world import DEMO_CONCEPTS, PER_CELL, make_world
+from pipeline.demo_world import DEMO_CONCEPTS, PER_CELL, PLANTED, make_world, training_pairs
 from pipeline.stages import STAGES
 from pipeline.tiny_models import tiny_bge_m3, tiny_openclip_dir
 
@@ -50,6 +60,8 @@ SHOWN_COUNTRIES = ("USA", "GBR", "ESP", "ARG", "PRT", "BRA")
 REAL_CONCEPTS = DEMO_CONCEPTS[:3]
 DEFAULT_WORKDIR = "./xcm-work/demo"  # under the ignored default work dir
 REAL_MODEL = "gemini:gemini-2.5-flash"
+WORLD_VERSION = 2  # the planted-association world (1: stripes and palettes, no plant)
+PER_IMAGE = 1  # triplets per kept image in the offline demo: 72 per country
 # Stages of the list the demo does not run, and why (printed where the stage would run).
 SKIPPED = {
     "review": "needs a Label Studio server and annotators; the demo's dedup thresholds leave "
@@ -93,8 +105,17 @@ def _stage_argv(w: Path, real: bool, seed: int) -> dict[str, list[str]]:
                         "--phash-distance", "4", "--cosine", "0.9999", "--review-cosine",
                         "0.9999", "--cache-dir", str(w / "embeddings")],
         "tagging": ["--workdir", work, "--images-per-request", "8", *llm_args],
-        "triplets": ["--workdir", work, "--seed", str(seed)],
+        "triplets": ["--workdir", work, "--seed", str(seed)] + ([] if real else [
+            "--per-image", str(PER_IMAGE), "--candidate-countries", ",".join(control())]),
     }
+
+
+def control() -> list[str]:
+    """The countries without a planted mark: the only sources of semantic and non-relevant
+    candidates in the offline demo, so only the cultural image can carry a mark."""
+    from benchmark import tables
+
+    return [c.code for c in tables.countries() if c.code not in PLANTED]
 
 
 def plan(w: Path, real: bool, seed: int) -> list[Step]:
@@ -122,9 +143,16 @@ def prepare(w: Path, real: bool) -> None:
     concepts = REAL_CONCEPTS if real else DEMO_CONCEPTS
     w.mkdir(parents=True, exist_ok=True)
     (w / "concepts.txt").write_text("\n".join(concepts) + "\n", encoding="utf-8")
+    marker = w / "world-planted.json"
+    if not real and (w / "world").is_dir():
+        rec = json.loads(marker.read_text()) if marker.is_file() else {}
+        if rec.get("world_version") != WORLD_VERSION:
+            raise DemoError(f"{w} holds the world of an older demo: choose a new --workdir "
+                            f"(or remove {w})")
     if not real and not (w / "world").is_dir():
         planted = make_world(w / "world", concepts)
-        (w / "world-planted.json").write_text(json.dumps(planted, indent=1))
+        atomic_write_text(marker, json.dumps({"world_version": WORLD_VERSION, **planted},
+                                             indent=1))
     from benchmark import tables
 
     if not (w / "models" / "bge-m3-tiny" / "config.json").is_file():
@@ -175,9 +203,65 @@ def query_text_line(trip: Any, concept: str = DEMO_CONCEPTS[0],
         f"{k} {seen[k]}" for k in countries if k in seen)
 
 
+def evaluate(w: Path, model: str) -> Path:
+    """``python -m benchmark run --model MODEL --task 3xcm`` on the release; the result file."""
+    from benchmark import cli as bench
+    from benchmark.results import model_slug
+
+    out = w / "results"
+    report(f"\n=== [evaluate] python -m benchmark run --model {model} --task 3xcm")
+    rc = bench.main(["run", "--model", model, "--task", "3xcm", "--dataset", str(w / "release"),
+                     "--output-dir", str(out), "--cache-dir", str(w / "embeddings"),
+                     "--device", "cpu"])
+    if rc:
+        raise DemoError(f"the evaluator exited with code {rc}")
+    return out / model_slug(model) / "3xcm.json"
+
+
+def train(w: Path, seed: int) -> Path:
+    """The demo's model, trained on the world's corpus with the release's native terms."""
+    import pandas as pd
+
+    from pipeline.demo_train import TrainConfig, train_tiny_clip
+
+    trip = pd.concat(pd.read_parquet(p) for p in sorted((w / "release" / "triplets").glob(
+        "*.parquet")))
+    terms = {(r.query_concept, r.query_country): r.query_text for r in trip.itertuples()}
+    pairs = training_pairs(DEMO_CONCEPTS, terms)
+    out = w / "models" / "demo-clip"
+    report(f"\n=== [train] a tiny open_clip, open_clip.loss.ClipLoss, {len(pairs)} (image, "
+           f"native term) pairs")
+    rec = train_tiny_clip(pairs, w / "models" / "clip-tiny", out, TrainConfig(seed=seed))
+    report(f"trained in {rec['seconds']:.1f} s ({rec['config']['steps']} steps of "
+           f"{rec['config']['batch_size']}): loss {rec['first_loss']} -> {rec['last_loss']}")
+    return out
+
+
+def tell(w: Path, result: Path, seed: int) -> dict[str, Any]:
+    """The verdicts and the paragraph; the report with galleries beside the results."""
+    from benchmark.report.build import build_report
+    from pipeline.demo_story import paragraph, verdicts
+
+    res = json.loads(result.read_text(encoding="utf-8"))
+    planted = json.loads((w / "world-planted.json").read_text(encoding="utf-8"))["association"]
+    vs = verdicts(res["scores"], set(planted), seed)
+    text = paragraph(vs, planted, int(res["task"]["n"]))
+    report("\n" + text)
+    report("\n=== [report] python -m benchmark report results --output report")
+    files = build_report([w / "results"], w / "report", compare_authors=False,
+                         title="3XCM demo: a planted association",
+                         gallery_datasets=[w / "release"], intro=text)
+    report(f"report: {files.get('html', w / 'report')}")
+    story = {"paragraph": text, "result": str(result),
+             "verdicts": [{**v.__dict__, "found": v.found, "clear": v.clear,
+                           "as_planted": v.as_planted} for v in vs]}
+    atomic_write_text(w / "demo.json", json.dumps(story, indent=1, default=list) + "\n")
+    return story
+
+
 def run_demo(workdir: str | Path, real: bool = False, seed: int = 0) -> dict[str, Any]:
-    """Prepare, run every step of the plan, load the release, score it; returns timings and
-    counts."""
+    """Prepare, run every step of the plan, load the release, train (offline), score, tell;
+    returns timings, counts and (offline) the verdicts."""
     w = Path(workdir).resolve()
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
@@ -188,18 +272,24 @@ def run_demo(workdir: str | Path, real: bool = False, seed: int = 0) -> dict[str
         if not step.skip:
             timings[step.name] = took
     n_trip, n_img = load_release(w / "release", w / "hf-cache")
-    from benchmark import cli as bench
-
-    report("\n=== [evaluate] python -m benchmark run --model hash --task 3xcm")
+    out: dict[str, Any] = {"triplets": n_trip, "images": n_img, "release": str(w / "release")}
     t1 = time.perf_counter()
-    rc = bench.main(["run", "--model", "hash", "--task", "3xcm", "--dataset", str(w / "release"),
-                     "--output-dir", str(w / "results"), "--cache-dir", str(w / "embeddings")])
-    if rc:
-        raise DemoError(f"the evaluator exited with code {rc}")
-    timings["evaluate"] = time.perf_counter() - t1
+    if real:
+        out["results"] = str(evaluate(w, "hash"))
+        timings["evaluate"] = time.perf_counter() - t1
+    else:
+        model = train(w, seed)
+        timings["train"] = time.perf_counter() - t1
+        t1 = time.perf_counter()
+        result = evaluate(w, f"open_clip:local-dir:{model}")
+        timings["evaluate"] = time.perf_counter() - t1
+        t1 = time.perf_counter()
+        out["story"] = tell(w, result, seed)
+        timings["report"] = time.perf_counter() - t1
+        out["results"] = str(result)
     timings["total"] = time.perf_counter() - t0
-    return {"triplets": n_trip, "images": n_img, "timings": timings,
-            "release": str(w / "release"), "results": str(w / "results" / "hash" / "3xcm.json")}
+    out["timings"] = timings
+    return out
 
 
 def main(argv: list[str] | None = None, prog: str = "python -m pipeline.demo") -> int:
@@ -224,7 +314,9 @@ def main(argv: list[str] | None = None, prog: str = "python -m pipeline.demo") -
         return 1
     t = out["timings"]
     report(f"\ndemo done in {t['total']:.0f} s: {out['triplets']} triplets over {out['images']} "
-           f"images; release {out['release']}; results {out['results']}")
+           f"images; release {out['release']}; results {out['results']}"
+           + (f"; report {Path(args.workdir).resolve() / 'report' / 'report.html'}"
+              if "story" in out else ""))
     report("  " + ", ".join(f"{k} {v:.1f}s" for k, v in t.items() if k != "total"))
     return 0
 

@@ -47,9 +47,10 @@ def zscores(sims: np.ndarray) -> np.ndarray:
 
 
 def sp_bootstrap(
-    wins: np.ndarray, n_resamples: int = 1000, seed: int = 0
+    wins: np.ndarray, n_resamples: int = 1000, seed: int = 0, level: float = 0.95,
 ) -> tuple[float | None, float | None, int]:
-    """95% percentile interval of SP from multinomial resampling of the win counts.
+    """Percentile interval of SP (95% unless ``level`` says otherwise) from multinomial
+    resampling of the win counts.
 
     Returns (lo, hi, number of resamples with no semantic win, which were left out).
     """
@@ -63,7 +64,10 @@ def sp_bootstrap(
     if not ok.any():
         return None, None, int((~ok).sum())
     sp = cul[ok] / sem[ok]
-    lo, hi = np.percentile(sp, [2.5, 97.5])
+    if not 0 < level < 1:
+        raise ValueError(f"level must be in (0, 1), got {level}")
+    tail = 100 * (1 - level) / 2
+    lo, hi = np.percentile(sp, [tail, 100 - tail])
     return float(lo), float(hi), int((~ok).sum())
 
 

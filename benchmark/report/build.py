@@ -175,10 +175,12 @@ def gallery_part(col: Collection, output: Path, datasets: list[Path] | None, pag
 def build_report(paths: list[Path], output: Path, authors_folder: Path | None = None,
                  compare_authors: bool = True, title: str = "3XCM report",
                  galleries: bool = True, gallery_datasets: list[Path] | None = None,
-                 gallery_page_size: int = gallery.DEFAULT_PAGE_SIZE) -> dict[str, Path]:
+                 gallery_page_size: int = gallery.DEFAULT_PAGE_SIZE,
+                 intro: str | None = None) -> dict[str, Path]:
     """Write ``leaderboard.md``, ``report.html``, ``figures/*.png``, ``gallery/`` (unless
     ``galleries`` is off) and (when a model has published numbers)
-    ``authors-comparison.{csv,md}`` into ``output``; returns the files."""
+    ``authors-comparison.{csv,md}`` into ``output``; returns the files. ``intro``: a paragraph
+    of plain text put first, under "About" (the demo says there what it planted and found)."""
     col = collect(paths)
     if not col.results:
         raise ReportInputError(f"no results files found under {', '.join(map(str, paths))}")
@@ -192,6 +194,9 @@ def build_report(paths: list[Path], output: Path, authors_folder: Path | None = 
     problems: list[str] = []
     md = [f"# {title}", ""]
     sections: list[tuple[str, str]] = []
+    if intro:
+        md += ["## About", "", intro, ""]
+        sections.append(("About", f"<p>{html.escape(intro)}</p>"))
     boards_md, boards_html = leaderboard_part(col)
     md += boards_md
     sections += boards_html

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from benchmark import faiss_search as fs
 from benchmark import retrieval as rt
 from benchmark import shortlist as sl
 from benchmark.embeddings import MultiVector, l2_normalize, maxsim
@@ -204,21 +205,21 @@ def test_faiss_pool_blocks_and_finite_check_is_exact():
     d[7] = 0
     bk = rt.get_backend("faiss")
     for block in (1, 16, 50, 1000):
-        got = rt.faiss_topk(bk, q, d, 20, normalize=False, pool_block=block)
+        got = fs.faiss_topk(bk, q, d, 20, normalize=False, pool_block=block)
         s, i = full_topk(q @ d.T, 20)
         assert np.array_equal(got.indices, i) and np.array_equal(got.scores, s)
     rng = np.random.default_rng(4)
     raw = rng.standard_normal((300, 8)).astype(np.float32) * 3
     qn = l2_normalize(rng.standard_normal((4, 8)).astype(np.float32))
-    got = rt.faiss_topk(bk, qn, raw, 30, normalize=True, pool_block=64)
+    got = fs.faiss_topk(bk, qn, raw, 30, normalize=True, pool_block=64)
     s, i = full_topk(qn @ l2_normalize(raw).T, 30)
     assert np.array_equal(got.indices, i)
     np.testing.assert_allclose(got.scores, s, atol=1e-6)
     big = np.full((3, 4), 3e30, np.float32)  # squares overflow, values finite: accepted
-    rt._check_finite(big, "pool")
+    rt.check_finite(big, "pool")
     big[2, 1] = np.nan
     with pytest.raises(ValueError, match="1 pool vector.*first row 2"):
-        rt._check_finite(big, "pool")
+        rt.check_finite(big, "pool")
 
 
 def test_faiss_sgemm_block_only_where_memory_stays_under_faiss():
@@ -230,14 +231,14 @@ def test_faiss_sgemm_block_only_where_memory_stays_under_faiss():
     default = faiss.cvar.distance_compute_blas_database_bs
     assert default == 1024
     # 16k pool, half of it buffered: 11 + 25 + 59 MB > 50 + 15 MB -> faiss's default
-    assert rt._database_bs(faiss, q, np.empty((16384, 768), np.float32), 8192) == 1024
+    assert fs._database_bs(faiss, q, np.empty((16384, 768), np.float32), 8192) == 1024
     # unit pool of 16k (no buffer): 11 + 59 <= 50 + 15? no -> default
-    assert rt._database_bs(faiss, q, np.empty((16384, 768), np.float32), 0) == 1024
+    assert fs._database_bs(faiss, q, np.empty((16384, 768), np.float32), 0) == 1024
     # 65k pool, 16k buffered: 11 + 50 + 59 <= 201 + 15 -> the larger block
-    assert rt._database_bs(faiss, q, np.empty((65536, 768), np.float32), 16384) == 4096
+    assert fs._database_bs(faiss, q, np.empty((65536, 768), np.float32), 16384) == 4096
     bk = rt.get_backend("faiss")
     qs, d = int_data(5, 9, 203)
-    rt.faiss_topk(bk, qs, d, 20, normalize=True, pool_block=16)
+    fs.faiss_topk(bk, qs, d, 20, normalize=True, pool_block=16)
     assert faiss.cvar.distance_compute_blas_database_bs == default
 
 
@@ -250,10 +251,10 @@ def test_faiss_pool_normalised_per_block_in_one_read():
     qn = l2_normalize(rng.standard_normal((6, 8)).astype(np.float32))
     bk = rt.get_backend("faiss")
     for block in (50, 300, 1000):
-        got = rt.faiss_topk(bk, qn, pool, 40, normalize=True, pool_block=block)
+        got = fs.faiss_topk(bk, qn, pool, 40, normalize=True, pool_block=block)
         s, i = full_topk(qn @ l2_normalize(pool).T, 40)
         assert np.array_equal(got.indices, i)
         np.testing.assert_allclose(got.scores, s, atol=1e-6)
     pool[[450, 590], 3] = np.nan
     with pytest.raises(ValueError, match="2 pool vector.*first row 450"):
-        rt.faiss_topk(bk, qn, pool, 40, normalize=True, pool_block=50)
+        fs.faiss_topk(bk, qn, pool, 40, normalize=True, pool_block=50)

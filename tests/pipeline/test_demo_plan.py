@@ -21,7 +21,12 @@ def test_the_plan_is_the_stage_list_then_the_export(tmp_path):
     assert steps[-1].argv == ["export", "--workdir", str(tmp_path / "work"), "--out",
                               str(tmp_path / "release")]
     trip = steps[names().index("triplets")]
-    assert trip.argv == ["--workdir", str(tmp_path / "work"), "--seed", "1"]
+    assert trip.argv == ["--workdir", str(tmp_path / "work"), "--seed", "1",
+                         "--per-image", str(demo.PER_IMAGE),
+                         "--candidate-countries", ",".join(demo.control())]
+    assert set(demo.control()).isdisjoint(demo.PLANTED) and demo.control()
+    real = {s.name: s.argv for s in demo.plan(tmp_path, real=True, seed=1)}
+    assert "--candidate-countries" not in real["triplets"]
 
 
 def test_a_stage_the_demo_does_not_know_is_an_error(tmp_path, monkeypatch):
