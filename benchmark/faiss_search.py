@@ -29,40 +29,53 @@ FAISS_DATABASE_BS = 4096  # faiss's pool rows per sgemm (its default 1024; measu
 def faiss_topk(
     bk: Any, q: np.ndarray, d: np.ndarray, k: int, *, normalize: bool,
     threads: int | None = None, query_block: int = DEFAULT_QUERY_BLOCK,
-    on_block: Callable[[int], Any] | None = None, pool_block: int = FAISS_POOL_BLOCK,
+    on_block: Callable[[int], Any] | None = None, pool_block: int | None = None,
 ) -> TopK:
     """Exact top-k of unit (``q`` already normalised) queries by inner product with faiss.
 
-    The pool goes ``pool_block`` rows at a time through ``faiss.knn`` (normalised into one
-    reused buffer by :class:`_UnitBlocks`, reading the pool once: a fresh full-size copy costs
-    more in page faults than the search saves), each block's k+1 best merged into a running
-    k+1 by packed (score, index) keys. faiss's own sgemm blocks take ``FAISS_DATABASE_BS`` pool
-    rows (its default 1024 measured 8 % slower at 65k rows, 39 % at 261k under load; the lists are the
-    same, each score being one dot product either way). A row
-    whose k-th score is above its (k+1)-th holds every item scoring at least its k-th, so
-    its first k equal a stable full sort's. A row where they tie (faiss keeps an arbitrary
-    subset of a tie at its cut) is recomputed by :func:`benchmark.topk.dense_topk`.
+    With ``normalize`` the pool's norms are read first (:class:`_UnitBlocks`: one threaded
+    pass, the finite check). A pool searched as it is (not ``normalize``, or every row unit
+    already: cached embeddings are) goes through one ``faiss.knn`` call over the whole pool,
+    in place: each query's selection runs once over all rows. Otherwise the pool goes
+    ``FAISS_POOL_BLOCK`` rows at a time (at most half the pool: never a full copy, so memory
+    stays under ``IndexFlatIP``'s, which holds one), each block scaled into one reused buffer,
+    its k+1 best merged into a running k+1 by packed (score, index) keys. ``pool_block``
+    forces blocks of that size. faiss's own sgemm blocks take ``FAISS_DATABASE_BS`` pool rows
+    where memory allows (:func:`_database_bs`; its default 1024 measured 8 % slower at 65k
+    rows; the lists are the same, each score being one dot product either way). A row whose
+    k-th score is above its (k+1)-th holds every item scoring at least its k-th, so its first
+    k equal a stable full sort's. A row where they tie (faiss keeps an arbitrary subset of a
+    tie at its cut) is recomputed by :func:`benchmark.topk.dense_topk`.
     """
     faiss = bk.faiss
     if threads:
         faiss.omp_set_num_threads(threads)
     d = np.ascontiguousarray(d, np.float32)
     kk = min(k + 1, len(d))
-    # never a full copy of the pool (at most half of it), so memory stays under faiss's own
-    # search, which holds one (IndexFlatIP's) plus its sgemm block
-    step = max(kk, min(pool_block, -(-len(d) // 2)))
-    unit = _UnitBlocks(d, min(step, len(d)), threads or cpu_threads()) if normalize else None
+    unit = _UnitBlocks(d, threads or cpu_threads()) if normalize else None
+    in_place = unit is None or unit.all_unit
+    if pool_block is not None:
+        step = max(kk, pool_block)
+    elif in_place:
+        step = len(d)
+    else:
+        step = max(kk, min(FAISS_POOL_BLOCK, -(-len(d) // 2)))
+    step = min(step, len(d))
+    buffer_rows = 0 if in_place else step
     run = np.full((len(q), kk), EMPTY_KEY, np.int64)
-    with _blas_database_bs(faiss, _database_bs(faiss, q, d, step if normalize else 0)):
+    with _blas_database_bs(faiss, _database_bs(faiss, q, d, buffer_rows)):
         for ds in range(0, len(d), step):
             de = min(len(d), ds + step)
-            blk = unit.block(ds, de) if unit is not None else d[ds:de]
+            blk = unit.block(ds, de, step) if unit is not None else d[ds:de]
             kb = min(kk, de - ds)
             for qs in range(0, len(q), query_block):
                 qb = np.ascontiguousarray(q[qs : qs + query_block], np.float32)
                 s, i = faiss.knn(qb, blk, kb, metric=faiss.METRIC_INNER_PRODUCT)
-                both = np.concatenate([run[qs : qs + len(qb)], pack_keys(s, i + ds)], axis=1)
-                run[qs : qs + len(qb)] = np.sort(both, axis=1)[:, ::-1][:, :kk]
+                keys = pack_keys(s, i + ds)
+                if ds:
+                    both = np.concatenate([run[qs : qs + len(qb)], keys], axis=1)
+                    keys = np.sort(both, axis=1)[:, ::-1][:, :kk]
+                run[qs : qs + len(qb), : keys.shape[1]] = keys
                 if on_block is not None:
                     on_block(len(qb) * (de - ds))
     if unit is not None:
@@ -103,41 +116,32 @@ def _blas_database_bs(faiss: Any, bs: int) -> Iterator[None]:
 
 
 class _UnitBlocks:
-    """The pool's rows unit-normalised block by block into one reused buffer, in one read
-    of the pool: ``threads`` workers each take a share of the block's rows, ``SUB_ROWS`` at a
-    time (a piece that stays in cache), compute their norms (the finite check) and scale them
-    (by 1 / max(norm, 1e-12): zero rows stay zero). A block whose rows are all unit already
-    (within 1e-6: cached embeddings are) is searched in place, unscaled."""
+    """The pool's norms in one threaded read (``threads`` workers, ``SUB_ROWS`` rows at a
+    time: a piece that stays in cache), with the finite check; then the pool unit-normalised
+    block by block into one reused buffer (rows scaled by 1 / max(norm, 1e-12): zero rows
+    stay zero). A block whose rows are all unit already (within 1e-6: cached embeddings are)
+    is searched in place, unscaled; ``all_unit`` says whether the whole pool is."""
 
     SUB_ROWS = 256
 
-    def __init__(self, d: np.ndarray, rows: int, threads: int):
+    def __init__(self, d: np.ndarray, threads: int):
         self.d = d
-        self.buf = np.empty((rows, d.shape[1]), np.float32)
+        self.buf: np.ndarray | None = None
         self.inv = np.ones(len(d), np.float32)
+        self.unit_rows = np.ones(len(d), bool)
         self.in_place: list[tuple[int, int]] = []
         self.threads = max(1, threads)
         self.pool = ThreadPoolExecutor(self.threads) if self.threads > 1 else None
-
-    def block(self, ds: int, de: int) -> np.ndarray:
-        share = -(-(de - ds) // self.threads)
-        parts = [(s, min(de, s + share)) for s in range(ds, de, share)]
+        share = -(-len(d) // self.threads) if len(d) else 1
+        parts = [(s, min(len(d), s + share)) for s in range(0, len(d), share)]
         if self.pool is None:
-            skipped = [self._scale(s, e, ds) for s, e in parts]
+            for p in parts:
+                self._norms(*p)
         else:
-            skipped = list(self.pool.map(lambda p: self._scale(*p, ds), parts))
-        unit = [r for rs in skipped for r in rs]
-        if sum(b - a for a, b in unit) == de - ds:
-            self.in_place.append((ds, de))
-            return self.d[ds:de]
-        for a, b in unit:  # a mixed block: its unit pieces are scaled too
-            np.multiply(self.d[a:b], self.inv[a:b, None], out=self.buf[a - ds : b - ds])
-        return self.buf[: de - ds]
+            list(self.pool.map(lambda p: self._norms(*p), parts))
+        self.all_unit = bool(self.unit_rows.all())
 
-    def _scale(self, s: int, e: int, ds: int) -> list[tuple[int, int]]:
-        """Rows s..e scaled into the buffer (offset ds), ``SUB_ROWS`` at a time; the pieces
-        that were all unit are left unwritten and returned."""
-        unit = []
+    def _norms(self, s: int, e: int) -> None:
         for a in range(s, e, self.SUB_ROWS):
             b = min(e, a + self.SUB_ROWS)
             x = self.d[a:b]
@@ -146,11 +150,30 @@ class _UnitBlocks:
                 check_finite(self.d, "pool")  # the message counts the whole pool's bad rows
             inv = (1 / np.maximum(np.sqrt(sq), np.float32(1e-12))).astype(np.float32)
             self.inv[a:b] = inv
-            if np.all(np.abs(inv - 1) <= 1e-6):
-                unit.append((a, b))
-            else:
-                np.multiply(x, inv[:, None], out=self.buf[a - ds : b - ds])
-        return unit
+            self.unit_rows[a:b] = np.all(np.abs(inv - 1) <= 1e-6)
+
+    def block(self, ds: int, de: int, rows: int) -> np.ndarray:
+        """Rows ds..de as searched: in place when all unit, else scaled into the buffer
+        (``rows`` long, allocated once)."""
+        if self.unit_rows[ds:de].all():
+            self.in_place.append((ds, de))
+            return self.d[ds:de]
+        if self.buf is None:
+            self.buf = np.empty((rows, self.d.shape[1]), np.float32)
+        share = -(-(de - ds) // self.threads)
+        parts = [(s, min(de, s + share)) for s in range(ds, de, share)]
+        if self.pool is None:
+            for p in parts:
+                self._scale(*p, ds)
+        else:
+            list(self.pool.map(lambda p: self._scale(*p, ds), parts))
+        return self.buf[: de - ds]
+
+    def _scale(self, s: int, e: int, ds: int) -> None:
+        assert self.buf is not None
+        for a in range(s, e, self.SUB_ROWS):
+            b = min(e, a + self.SUB_ROWS)
+            np.multiply(self.d[a:b], self.inv[a:b, None], out=self.buf[a - ds : b - ds])
 
     def full(self) -> np.ndarray:
         """The whole pool as the search saw it (blocks in place unscaled, the rest scaled)."""

@@ -258,3 +258,26 @@ def test_faiss_pool_normalised_per_block_in_one_read():
     pool[[450, 590], 3] = np.nan
     with pytest.raises(ValueError, match="2 pool vector.*first row 450"):
         fs.faiss_topk(bk, qn, pool, 40, normalize=True, pool_block=50)
+
+
+def test_faiss_unit_pool_is_searched_whole_in_place(monkeypatch):
+    """A pool of unit rows (as the cache stores them) goes through one faiss.knn call over
+    all of it, unscaled; a raw pool goes block by block through the buffer; both equal the
+    full sort of the normalised pool."""
+    faiss = pytest.importorskip("faiss")
+    rng = np.random.default_rng(11)
+    raw = rng.standard_normal((900, 8)).astype(np.float32) * 2
+    qn = l2_normalize(rng.standard_normal((5, 8)).astype(np.float32))
+    s, i = full_topk(qn @ l2_normalize(raw).T, 30)
+    calls: list[int] = []
+    real = faiss.knn
+    monkeypatch.setattr(faiss, "knn", lambda x, y, *a, **kw: calls.append(len(y)) or real(
+        x, y, *a, **kw))
+    bk = rt.get_backend("faiss")
+    monkeypatch.setattr(fs, "FAISS_POOL_BLOCK", 256)
+    got = fs.faiss_topk(bk, qn, l2_normalize(raw), 30, normalize=True)
+    assert calls == [900] and np.array_equal(got.indices, i)
+    calls.clear()
+    got = fs.faiss_topk(bk, qn, raw, 30, normalize=True)
+    assert calls == [256, 256, 256, 132] and np.array_equal(got.indices, i)
+    np.testing.assert_allclose(got.scores, s, atol=1e-6)
