@@ -1,18 +1,19 @@
 """The 3XCM dataset type every layout gives (:class:`XCMDataset`) and the helpers the layouts'
-readers share: the referenced image ids, column and id checks, country names to ISO codes, and
-query texts applied from a table. :func:`benchmark.data.layouts.open_xcm` opens one.
+readers share: the referenced image ids, column and id checks, country names to ISO codes.
+:func:`benchmark.data.layouts.open_xcm` opens one; :mod:`benchmark.data.query_texts` applies
+the query texts to it (``with_texts``).
 """
 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
 
 from benchmark import tables
-from benchmark.data import DataError, query_texts
+from benchmark.data import DataError
 from benchmark.data.images import ImageStore
 from benchmark.data.release import TRIPLET_COLUMNS
 from benchmark.data.rules import IMAGE_ID_COLUMNS, first_items
@@ -60,20 +61,6 @@ def unknown_ids_error(tr: pd.DataFrame, known: set[str], triplets: str, images: 
             f"(first: {first_items(unknown)}); {len(bad_rows)} triplet(s) affected, first rows: "
             f"{first_items(bad_rows['triplet_id'].astype(str).tolist())}"
         )
-
-
-def with_query_table(ds: XCMDataset, table: query_texts.QueryTable,
-                     query_term: str = "own") -> XCMDataset:
-    """``ds`` with the query texts of ``table`` (``table`` / ``file`` sources) and their
-    provenance; the texts of a published or release source are the dataset's own, each
-    triplet's (``query_term`` own) or its pair's most frequent (majority)."""
-    tr = ds.triplets
-    notes: dict[str, Any] = {}
-    if table.kind in ("table", "file"):
-        tr = query_texts.apply_table(tr, table)
-    else:
-        tr, notes = query_texts.choose_term(tr, table, query_term)
-    return replace(ds, triplets=tr, query_texts={**query_texts.provenance(table, tr), **notes})
 
 
 def country_codes(names: set[str] | pd.Series, what: str) -> dict[str, str]:

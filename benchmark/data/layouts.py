@@ -50,7 +50,7 @@ class XCMSource:
 
 def open_xcm(source: XCMSourceLike, hash_memo: FileHashMemo | None = None) -> XCMDataset:
     """The 3XCM dataset ``source`` names, in whichever layout it is (module docstring); the
-    query texts of the authors' CSV are applied later (``with_query_table``)."""
+    query texts are applied later (:func:`benchmark.data.query_texts.with_texts`)."""
     if source.triplets_csv and source.images:
         if source.dataset:
             raise DataError("give --dataset or --images (with --triplets-csv), not both")

@@ -27,17 +27,20 @@ from __future__ import annotations
 import io
 import logging
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from benchmark import query_table, tables
 from benchmark.data import DataError
-from benchmark.data.rules import first_items
+from benchmark.data.rules import first_items, query_text_violations, raise_on_violations
 from benchmark.files import sha256_bytes, sha256_file, sha256_text
 from benchmark.text import StrictDictReader, majority_terms, normalize_term, term_counts
+
+if TYPE_CHECKING:
+    from benchmark.data.dataset import XCMDataset
 
 log = logging.getLogger(__name__)
 
@@ -267,7 +270,6 @@ def from_release(tr: pd.DataFrame, origin: str) -> QueryTable:
     """The release's ``query_text`` per (concept, country); a term's source is that of
     ``data/queries.csv`` where the table holds the same term, else ``unmatched``."""
     best, several = _most_common(tr, ["query_concept", "query_country"], "query_text")
-    default = _default_or_none()
     lines = sorted(f"{i}\t{t}" for i, t in zip(tr["triplet_id"], tr["query_text"], strict=True))
     notes = {"pairs_with_several_terms": several} if several else {}
     if {"query_term_source", "query_term_reviewers"} <= set(tr.columns):
@@ -293,7 +295,42 @@ def load_table(kind: str, path: Path | None) -> QueryTable:
     return read_file(path) if kind == "file" and path is not None else default_table()
 
 
+def table_for(ds: XCMDataset, query_source: str | None, queries: Path | None) -> QueryTable:
+    """The query texts ``--query-source`` / ``--queries`` choose for ``ds``: the dataset's own
+    (published, release) or a table (``data/queries.csv``, a FILE)."""
+    kind, path = resolve_source(query_source, queries, ds.source_format)
+    if kind == "published":
+        return from_published(ds.image_meta, ds.dataset_id)
+    if kind == "release":
+        return from_release(ds.triplets, ds.dataset_id)
+    return load_table(kind, path)
+
+
 # -- using and recording them -------------------------------------------------------------------
+def with_query_table(ds: XCMDataset, table: QueryTable, query_term: str = "own") -> XCMDataset:
+    """``ds`` with the query texts of ``table`` (``table`` / ``file`` sources) and their
+    provenance; the texts of a published or release source are the dataset's own, each
+    triplet's (``query_term`` own) or its pair's most frequent (majority)."""
+    tr = ds.triplets
+    notes: dict[str, Any] = {}
+    if table.kind in ("table", "file"):
+        tr = apply_table(tr, table)
+    else:
+        tr, notes = choose_term(tr, table, query_term)
+    return replace(ds, triplets=tr, query_texts={**provenance(table, tr), **notes})
+
+
+def with_texts(ds: XCMDataset, query_source: str | None, queries: Path | None,
+               query_term: str = "own") -> XCMDataset:
+    """``ds`` with the query texts of the source ``query_source`` / ``queries`` choose applied
+    (:func:`table_for`, :func:`with_query_table`) and checked (rule ``query_text`` of
+    :mod:`benchmark.data.rules`: no triplet left without a text)."""
+    table = table_for(ds, query_source, queries)
+    texted = with_query_table(ds, table, query_term)
+    raise_on_violations(query_text_violations(texted.triplets), table.origin)
+    return texted
+
+
 def apply_table(tr: pd.DataFrame, table: QueryTable) -> pd.DataFrame:
     """``tr`` with ``query_text`` from the table by (query_concept, query_country); a pair
     without a term is one error line naming them."""

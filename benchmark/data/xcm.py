@@ -26,13 +26,13 @@ import pandas as pd
 
 from benchmark import tables
 from benchmark.data import DataError, hf, query_texts
+from benchmark.data.build_record import read_build_record
 from benchmark.data.dataset import (  # noqa: F401  (re-exported: the dataset type's old home)
     XCMDataset,
     country_codes,
     referenced_ids,
     require_columns,
     unknown_ids_error,
-    with_query_table,
 )
 from benchmark.data.images import FileHashMemo, ImageStore
 from benchmark.data.release import (  # noqa: F401  (IMAGE_COLUMNS: re-exported)
@@ -68,13 +68,6 @@ CANDIDATES = ("semantic", "cultural", "non_relevant")
 
 
 # -- the release -------------------------------------------------------------------------------
-def _build_record(path_or_id: str) -> dict[str, Any]:
-    """A local release's ``build.json`` (sampling settings, schema checked), else ``{}``."""
-    from benchmark.data.build_record import read_build_record
-
-    return read_build_record(path_or_id)
-
-
 def _release_image_shas(ids: list[str], read: Any, meta: pd.DataFrame, what: str) -> dict[str, str]:
     """sha256 of every image's embedded bytes, after rule ``image_bytes`` (where the images
     carry a ``sha256`` column, as a release does)."""
@@ -137,7 +130,7 @@ def load_release(path_or_id: str, revision: str | None = None) -> XCMDataset:
         check_tags(meta["image_id"], meta["tags"], f"{what} images", meta["concept"])
     ids, read = hf.image_bytes_reader(imgs, "image_id", f"{what} images", embedded_only=True)
     shas = _release_image_shas(ids, read, meta, f"{what} images")
-    sampling = _build_record(what).get("sampling") or {}
+    sampling = read_build_record(what).get("sampling") or {}  # a local build.json, else {}
     raise_on_violations(triplet_violations(
         tr, meta, set(ids), tags_known="tags" in meta, check_query_text=True, shas=shas,
         distinct_language=bool(sampling.get("distinct_language", False))), what)
@@ -195,7 +188,8 @@ def load_authors_csv(
     if not with_texts:
         return ds
     path = Path(queries_csv) if queries_csv else None
-    return with_query_table(ds, query_texts.load_table("file" if path else "table", path))
+    return query_texts.with_query_table(ds, query_texts.load_table("file" if path else "table",
+                                                                    path))
 
 
 def authors_to_triplets(raw: pd.DataFrame) -> pd.DataFrame:

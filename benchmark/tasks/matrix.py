@@ -36,7 +36,6 @@ from benchmark.tasks.xcm import (
     embed_candidates,
     embed_texts,
     load_xcm,
-    query_table,
     similarity_settings,
 )
 
@@ -123,7 +122,8 @@ class XCMMatrix(XCMTextToImage):
         cfg = self.config
         ds = load_xcm(ctx, cfg, with_texts=False)
         langs = parse_languages(cfg.query_languages)
-        _, text_for, _, _ = language_plan(query_table(ds, cfg), ds.triplets, langs)
+        table = query_texts.table_for(ds, cfg.query_source, cfg.queries)
+        _, text_for, _, _ = language_plan(table, ds.triplets, langs)
         embed_candidates(ctx, ds)
         embed_texts(ctx, sorted({t for lang in langs for t in text_for[lang]}), "query")
 
@@ -132,7 +132,7 @@ class XCMMatrix(XCMTextToImage):
         ds = load_xcm(ctx, cfg, with_texts=False)
         tr = ds.triplets
         langs = parse_languages(cfg.query_languages)
-        table = query_table(ds, cfg)
+        table = query_texts.table_for(ds, cfg.query_source, cfg.queries)
         rows_for, text_for, skipped, used = language_plan(table, tr, langs)
         prov = query_texts.provenance(table, used)
         query_texts.warn_unreviewed(prov, ctx.memo)

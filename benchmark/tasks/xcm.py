@@ -21,9 +21,8 @@ import pandas as pd
 from benchmark.cache import EmbedStats, embed_cached
 from benchmark.config import option
 from benchmark.data import query_texts
-from benchmark.data.dataset import XCMDataset, with_query_table
+from benchmark.data.dataset import XCMDataset
 from benchmark.data.layouts import open_xcm
-from benchmark.data.rules import query_text_violations, raise_on_violations
 from benchmark.embeddings import Embeddings
 from benchmark.files import sha256_text
 from benchmark.metrics.association import TIE_ORDER, association_scores, winners, zscores
@@ -64,16 +63,6 @@ class XCMConfig(AssociationConfig):
         "also write <task>.per_triplet.parquet with every triplet's scores", False)
 
 
-def query_table(ds: XCMDataset, cfg: AssociationConfig) -> query_texts.QueryTable:
-    """The query texts ``cfg`` chooses for ``ds`` (``--query-source``, ``--queries``)."""
-    kind, path = query_texts.resolve_source(cfg.query_source, cfg.queries, ds.source_format)
-    if kind == "published":
-        return query_texts.from_published(ds.image_meta, ds.dataset_id)
-    if kind == "release":
-        return query_texts.from_release(ds.triplets, ds.dataset_id)
-    return query_texts.load_table(kind, path)
-
-
 def load_xcm(ctx: RunContext, cfg: AssociationConfig, *, with_texts: bool = True) -> XCMDataset:
     """The 3XCM dataset ``cfg`` names, loaded once per run; ``with_texts``: with the query
     texts of ``cfg`` applied and their provenance recorded (``ds.query_texts``)."""
@@ -88,10 +77,8 @@ def load_xcm(ctx: RunContext, cfg: AssociationConfig, *, with_texts: bool = True
         return ds
     tkey = (*key, "texts", cfg.query_source, cfg.queries, cfg.query_term)
     if tkey not in ctx.memo:
-        table = query_table(ds, cfg)
-        texted = with_query_table(ds, table, cfg.query_term)
-        raise_on_violations(query_text_violations(texted.triplets), table.origin)
-        ctx.memo[tkey] = texted
+        ctx.memo[tkey] = query_texts.with_texts(ds, cfg.query_source, cfg.queries,
+                                                cfg.query_term)
     return ctx.memo[tkey]
 
 

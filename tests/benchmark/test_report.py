@@ -78,6 +78,13 @@ def test_files_exist(report):
     with (out / "authors-comparison.csv").open(newline="") as fh:
         rows = list(csv.DictReader(fh))
     assert rows and {r["model"] for r in rows} <= set(MODELS)
+    md = (out / "authors-comparison.md").read_text()
+    for r in rows:  # the Markdown holds the CSV's rows: the overall ones in the first table
+        if r["scope"] == "overall":
+            assert f"| {r['model']} | {r['experiment']} |" in md, r
+        else:
+            assert f"### {r['model']}, {r['experiment']}: per country" in md, r
+            assert f"| {r['country']} |" in md, r
     html = (out / "report.html").read_text()
     assert html.count("data:image/png;base64,") == len(figs)  # self-contained
     assert "http://" not in html and "https://" not in html and "<script" not in html

@@ -188,15 +188,17 @@ def test_ls_lists_models_and_tasks(capsys):
     models_part, tasks_part = out.split("\ntasks:\n")
     lines = [ln.split() for ln in models_part.splitlines()[1:] if ln.startswith("  ")]
     by_name = {parts[0]: parts for parts in lines}
+    assert len(lines) == len(by_name)  # one line per model, none listed twice
     assert set(by_name) == set(registry.models())
     for name, entry in registry.models().items():
         ck = entry.kwargs.get("checkpoint")
         if ck:
             assert by_name[name][1] == ck, name
     assert {n for n, parts in by_name.items() if "[paper]" in parts} == PAPER_MODELS
-    listed_tasks = {ln.split()[0] for ln in tasks_part.splitlines() if ln.startswith("  ")}
-    assert listed_tasks == set(registry.tasks()) == {"3xcm", "3xcm-i2i", "3xcm-matrix",
-                                                     "xm3600-i2t"}
+    task_lines = [ln.split()[0] for ln in tasks_part.splitlines() if ln.startswith("  ")]
+    assert len(task_lines) == len(set(task_lines))
+    assert set(task_lines) == set(registry.tasks()) == {"3xcm", "3xcm-i2i", "3xcm-matrix",
+                                                        "xm3600-i2t"}
 
 
 def test_file_hash_memo_rereads_only_changed_files(tmp_path):

@@ -148,6 +148,9 @@ def _check(wd: Path, runs: list[subprocess.CompletedProcess]) -> bool:
         assert con.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         cols = [r[1] for r in con.execute("PRAGMA table_info(downloads)")]
         assert cols.count("x_robots_tag") == 1
+        recorded = [r[0] for r in con.execute("SELECT version FROM schema_migrations "
+                                              "ORDER BY version")]
+        assert recorded == [m.version for m in all_migrations()]  # every one, each once
     finally:
         con.close()
     return raced
