@@ -250,7 +250,7 @@ def test_sigterm_records_interrupted_and_the_same_command_resumes(tmp_path):
 
 
 def _world(wd: Path) -> Path:
-    from tests.triplets.world import build_world
+    from tests.worlds import build_world
 
     build_world(wd, ["train", "taxi"], countries=["USA", "JPN"], per_cell=1,
                 tag_fn=lambda c, k, i: None)

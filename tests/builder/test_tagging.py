@@ -20,7 +20,7 @@ from builder.llm import GeminiLLM, LLMConfig
 from builder.llm_cache import LLMCache
 from tests.fakes.gemini import FakeGemini, answer
 from tests.fakes.gemini_batch import FakeBatches
-from tests.triplets.world import build_world, png
+from tests.worlds import build_world, png
 
 pytestmark = pytest.mark.integration
 
