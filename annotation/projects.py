@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import json
 import logging
+import sqlite3
+from collections.abc import Sequence
 from typing import Any
 
 from annotation.client import AnnotationError, Connection
@@ -118,18 +120,26 @@ def ensure_project(cat: Catalog, conn: Connection, spec: ProjectSpec) -> int:
             with cat.tx() as con:  # Label Studio may reset task overlaps: set them again
                 con.execute("UPDATE ls_tasks SET overlap=NULL WHERE kind=? AND server=? AND"
                             " project_id=?", (spec.kind, conn.server, pid))
-    choices = json.dumps(list(spec.choices), ensure_ascii=False) if spec.choices else None
     with cat.tx() as con:
-        con.execute(
-            "INSERT INTO ls_projects (kind, server, project_id, title, model_version, config_sha,"
-            " created_at, choices_json) VALUES (?,?,?,?,?,?,?,?) ON CONFLICT (kind, server) DO"
-            " UPDATE SET project_id=excluded.project_id, title=excluded.title,"
-            " model_version=excluded.model_version, config_sha=excluded.config_sha,"
-            " choices_json=excluded.choices_json",
-            (spec.kind, conn.server, pid, spec.title, spec.model_version, settings_sha(spec),
-             utcnow(), choices),
-        )
+        record_project(con, spec.kind, conn.server, pid, spec.title, spec.model_version,
+                       settings_sha(spec), spec.choices)
     return pid
+
+
+def record_project(con: sqlite3.Connection, kind: str, server: str, project_id: int, title: str,
+                   model_version: str, config_sha: str, choices: Sequence[str] | None = None,
+                   created_at: str | None = None) -> None:
+    """The ``ls_projects`` row of the ``kind`` project on ``server`` (its settings updated
+    when one is recorded; its creation time kept)."""
+    con.execute(
+        "INSERT INTO ls_projects (kind, server, project_id, title, model_version, config_sha,"
+        " created_at, choices_json) VALUES (?,?,?,?,?,?,?,?) ON CONFLICT (kind, server) DO"
+        " UPDATE SET project_id=excluded.project_id, title=excluded.title,"
+        " model_version=excluded.model_version, config_sha=excluded.config_sha,"
+        " choices_json=excluded.choices_json",
+        (kind, server, project_id, title, model_version, config_sha, created_at or utcnow(),
+         json.dumps(list(choices), ensure_ascii=False) if choices else None),
+    )
 
 
 def recorded_choices(cat: Catalog, kind: str, server: str) -> list[str] | None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sqlite3
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
@@ -220,6 +221,20 @@ def _tag_decision(ann: Mapping[str, Any], choices: Collection[str] | None) -> tu
     return json.dumps(picked, ensure_ascii=False), None
 
 
+def add_reviews(con: sqlite3.Connection, kind: str, project_id: int | None,
+                rows: Iterable[ReviewRow], pulled_at: str | None = None,
+                run_id: int | None = None) -> None:
+    """The ``reviews`` rows of pulled annotations, each the current one of its annotation."""
+    now = pulled_at or utcnow()
+    con.executemany(
+        "INSERT INTO reviews (kind, project_id, task_id, annotation_id, annotator, item_id,"
+        " sha256, decision, annotated_at, pulled_at, current, result_sha, run_id, answer,"
+        " editor) VALUES (?,?,?,?,?,?,?,?,?,?,1,?,?,?,?)",
+        [(kind, project_id, r.task_id, r.annotation_id, r.annotator, r.item_id, r.sha256,
+          r.decision, r.annotated_at, now, r.result_sha, run_id, r.answer, r.editor)
+         for r in rows])
+
+
 def store_reviews(
     cat: Catalog, kind: str, project_id: int, rows: list[ReviewRow], run_id: int | None,
     exported_tasks: Collection[int],
@@ -257,14 +272,7 @@ def store_reviews(
                 counts["changed"] += 1
             else:
                 counts["new"] += 1
-            con.executemany(
-                "INSERT INTO reviews (kind, project_id, task_id, annotation_id, annotator, item_id,"
-                " sha256, decision, annotated_at, pulled_at, current, result_sha, run_id, answer,"
-                " editor) VALUES (?,?,?,?,?,?,?,?,?,?,1,?,?,?,?)",
-                [(kind, project_id, r.task_id, r.annotation_id, r.annotator, r.item_id, r.sha256,
-                  r.decision, r.annotated_at, now, r.result_sha, run_id, r.answer, r.editor)
-                 for r in ann_rows],
-            )
+            add_reviews(con, kind, project_id, ann_rows, now, run_id)
         for ann_id, (_, task_id) in current.items():
             if ann_id in by_ann or task_id not in exported:
                 continue

@@ -23,6 +23,7 @@ pushed term. Every task's outcome is kept in ``term_reviews``. Agreement: Krippe
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -147,6 +148,21 @@ def _write(con: Any, data: Mapping[str, Any], d: TermDecision, run_id: int | Non
          d.term, d.reviewers, d.decided_at, note)).rowcount
 
 
+def record_term_review(con: sqlite3.Connection, project_id: int, task_id: int,
+                       data: Mapping[str, Any], d: TermDecision, applied: bool | int,
+                       run_id: int | None = None) -> None:
+    """The ``term_reviews`` row of one task (``data``: its concept, country, locale and
+    proposed term) with decision ``d``; ``applied``: whether it was written to
+    ``query_terms``."""
+    con.execute(
+        "INSERT OR REPLACE INTO term_reviews (project_id, task_id, concept, country, locale,"
+        " proposed, outcome, term, reviewers, votes_json, reason, applied, decided_at, run_id)"
+        " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        (project_id, task_id, data["concept"], data["country"], data["locale"], data["proposed"],
+         d.outcome, d.term, d.reviewers, json.dumps(d.votes, sort_keys=True, ensure_ascii=False),
+         d.reason, int(applied), d.decided_at, run_id))
+
+
 def apply_term_decisions(
     cat: Catalog, pid: int, task_rows: Iterable[Mapping[str, Any]],
     decisions: Mapping[int, TermDecision], run_id: int | None,
@@ -181,12 +197,7 @@ def apply_term_decisions(
                                              prev["votes_json"], prev["reason"], prev["applied"],
                                              prev["decided_at"])
             if new != old:
-                con.execute(
-                    "INSERT OR REPLACE INTO term_reviews (project_id, task_id, concept, country,"
-                    " locale, proposed, outcome, term, reviewers, votes_json, reason, applied,"
-                    " decided_at, run_id) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                    (pid, tid, data["concept"], data["country"], data["locale"],
-                     data["proposed"], *new, run_id))
+                record_term_review(con, pid, tid, data, d, applied, run_id)
             counts[f"outcome {d.outcome}"] += 1
     return counts
 

@@ -29,6 +29,7 @@ import logging
 import random
 import sqlite3
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
 
 from pydantic import BaseModel, Field
@@ -213,6 +214,15 @@ def add_concept(con: sqlite3.Connection, name: str, source: str,
                 (name, source, status, run_id))
 
 
+def add_instances(con: sqlite3.Connection, concept: str, rnd: int, per: Mapping[str, str],
+                  run_id: int | None = None) -> None:
+    """The ``concept_instances`` rows of ``concept`` in round ``rnd``: ``per`` maps a country
+    code to the instance the answer named there (a later answer of that round replaces it)."""
+    con.executemany(
+        "INSERT OR REPLACE INTO concept_instances (concept, country, round, instance, run_id)"
+        " VALUES (?,?,?,?,?)", [(concept, code, rnd, inst, run_id) for code, inst in per.items()])
+
+
 def _store(
     catalog: Catalog,
     item: str,
@@ -229,11 +239,7 @@ def _store(
         for raw_name, per in mapping.items():
             name = normalize_term(raw_name)  # one identity per text: NFC in the catalog
             add_concept(con, name, "generated", run_id=run_id)
-            con.executemany(
-                "INSERT OR REPLACE INTO concept_instances (concept, country, round, instance,"
-                " run_id) VALUES (?,?,?,?,?)",
-                [(name, code, rnd, inst, run_id) for code, inst in per.items()],
-            )
+            add_instances(con, name, rnd, per, run_id)
         record_llm_request(con, STAGE, item, res, spec, prompt_sha, run_id)
 
 

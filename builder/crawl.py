@@ -35,6 +35,7 @@ from tqdm.auto import tqdm
 from benchmark import tables
 from benchmark.config import add_options, from_args, option
 from builder.catalog import Catalog, utcnow
+from builder.crawl_records import add_input_error, add_item, add_result, add_search
 from builder.download import Downloader, FetchConfig, FetchResult
 from builder.download_records import (
     export_urls,
@@ -161,14 +162,10 @@ def register(catalog: Catalog, searches: list[Search], errors: list[InputError],
              run_id: int) -> None:
     """Insert the planned searches (``pending``) and the rejected input rows, idempotently."""
     with catalog.tx() as con:
-        con.executemany(
-            "INSERT OR IGNORE INTO searches (concept, country, language, kind, query_text, "
-            "backend, region, status, run_id) VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', ?)",
-            [(s.concept, s.country, s.language, s.kind, s.query_text, s.backend, s.region, run_id)
-             for s in searches])
-        con.executemany(
-            "INSERT OR IGNORE INTO crawl_input_errors (source, line, reason, raw, run_id) "
-            "VALUES (?, ?, ?, ?, ?)", [(e.source, e.line, e.reason, e.raw, run_id) for e in errors])
+        for s in searches:
+            add_search(con, s, run_id)
+        for e in errors:
+            add_input_error(con, e, run_id)
     for e in errors:
         log.warning("%s line %s: %s", e.source, e.line, e.reason)
     done = {(r[0], r[1], r[2], r[3]): r[4] for r in catalog.query(
@@ -298,16 +295,9 @@ def _record_search(catalog: Catalog, search_id: int, s: Search, out: Outcome,
             "UPDATE searches SET status=?, reason=?, n_results=?, attempts=attempts+?, "
             "searched_at=?, run_id=? WHERE search_id=?",
             (out.status, out.reason, len(out.hits), out.attempts, utcnow(), run_id, search_id))
-        con.executemany(
-            "INSERT OR IGNORE INTO search_results (search_id, rank, image_url, page_url, title, "
-            "width, height, raw_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            [(search_id, h.rank, h.image_url, h.page_url, h.title, h.width, h.height, h.raw_json)
-             for h in out.hits])
-        con.executemany(
-            "INSERT OR IGNORE INTO items (search_id, rank, concept, country, language, query_text,"
-            " url, status, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', ?)",
-            [(search_id, h.rank, s.concept, s.country, s.language, s.query_text, h.image_url,
-              utcnow()) for h in out.hits])
+        for h in out.hits:
+            add_result(con, search_id, h)
+            add_item(con, search_id, h.rank, s, h.image_url)
 
 
 # -- download --------------------------------------------------------------------------------

@@ -21,12 +21,14 @@ from builder.statuses import DownloadStatus, ItemStatus
 
 
 def record_image(con: sqlite3.Connection, sha256: str, ext: str, fmt: str, width: int,
-                 height: int, nbytes: int, first_seen: str | None = None) -> None:
-    """The ``images`` row of a stored image (kept as first seen when it is already there)."""
+                 height: int, nbytes: int, first_seen: str | None = None,
+                 phash: str | None = None) -> None:
+    """The ``images`` row of a stored image (kept as first seen when it is already there;
+    ``phash``, when known, spares image dedup computing it)."""
     con.execute(
-        "INSERT OR IGNORE INTO images (sha256, ext, format, width, height, bytes, first_seen)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?)",
-        (sha256, ext, fmt, width, height, nbytes, first_seen or utcnow()))
+        "INSERT OR IGNORE INTO images (sha256, ext, format, width, height, bytes, phash,"
+        " first_seen) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (sha256, ext, fmt, width, height, nbytes, phash, first_seen or utcnow()))
 
 
 def record_download(con: sqlite3.Connection, res: FetchResult, run_id: int | None) -> None:

@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import sqlite3
 from collections import Counter
 from dataclasses import asdict, dataclass, replace
 from typing import Any
@@ -338,10 +339,8 @@ def dedup_concept(catalog: Catalog, concept: str, cfg: DedupConfig, adapter: Any
             ev = {"members": g["members"], "edges": g["edges"],
                   "thresholds": {"phash_distance": cfg.phash_distance, "cosine": cfg.cosine,
                                  "review_cosine": cfg.review_cosine, "model": cfg.model}}
-            gid = con.execute(
-                "INSERT INTO dedup_groups (concept, kept_item_id, status, evidence_json, run_id) "
-                "VALUES (?, ?, ?, ?, ?)", (concept, g["kept"], g["status"],
-                                           json.dumps(ev, sort_keys=True), run_id)).lastrowid
+            gid = add_dedup_group(con, concept, g["status"], ev, kept_item_id=g["kept"],
+                                  run_id=run_id)
             con.executemany(
                 "UPDATE items SET status=?, reason=?, group_id=?, dedup_json=?, updated_at=? "
                 "WHERE item_id=?",
@@ -352,6 +351,18 @@ def dedup_concept(catalog: Catalog, concept: str, cfg: DedupConfig, adapter: Any
                              (concept, json.dumps(ids))):
             counts[r[0]] += r[1]
     return counts
+
+
+def add_dedup_group(con: sqlite3.Connection, concept: str, status: DedupStatus | str,
+                    evidence: dict[str, Any], *, kept_item_id: int | None = None,
+                    run_id: int | None = None, group_id: int | None = None) -> int:
+    """The ``dedup_groups`` row of one group of near duplicates (``group_id``: a number of
+    its own, else the next); returns its ``group_id``."""
+    cur = con.execute(
+        "INSERT INTO dedup_groups (group_id, concept, kept_item_id, status, evidence_json, run_id)"
+        " VALUES (?, ?, ?, ?, ?, ?)",
+        (group_id, concept, kept_item_id, status, json.dumps(evidence, sort_keys=True), run_id))
+    return int(cur.lastrowid)
 
 
 def image_dedup(catalog: Catalog, cfg: DedupConfig, adapter: Any = None) -> dict[str, Any]:

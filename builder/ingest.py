@@ -41,9 +41,11 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from builder.catalog import Catalog, utcnow
+from builder.crawl_records import add_input_error
 from builder.download import FetchConfig, FetchResult, validate_and_store
 from builder.download_records import finalize_duplicates, link_items, record_download
 from builder.netguard import url_refusal
+from builder.search import InputError
 from builder.stagekit import StageInputError, report, stage_main, stage_parser, stage_run
 from builder.workdir import WorkDir
 
@@ -201,10 +203,9 @@ def _ingest(catalog: Catalog, root: Path, fetch: FetchConfig, tars: dict[Path, t
             url = rec.get("url")
             if not isinstance(url, str) or url not in known:
                 with catalog.tx() as con:
-                    con.execute("INSERT OR IGNORE INTO crawl_input_errors (source, line, reason, "
-                                "raw, run_id) VALUES (?, ?, ?, ?, ?)",
-                                (source, f"{stem.name}/{rec.get('key')}",
-                                 "URL is not an item of this catalog", str(url), run_id))
+                    add_input_error(con, InputError(source, f"{stem.name}/{rec.get('key')}",
+                                                    "URL is not an item of this catalog",
+                                                    str(url)), run_id)
                 counts["unknown_url"] += 1
                 continue
             if url in done:

@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import argparse
 import logging
+import sqlite3
 from collections import Counter, defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,6 +57,17 @@ class PublishedTerm:
     term: str
     n_images: int  # images carrying ``term``
     others: Counter = field(default_factory=Counter)  # the other terms and their images
+
+
+def add_published_terms(con: sqlite3.Connection, dataset: str, terms: Iterable[PublishedTerm],
+                        imported_at: str | None = None) -> None:
+    """The ``published_terms`` rows of ``terms``, the authors' terms of ``dataset`` (its
+    :func:`dataset_key`)."""
+    now = imported_at or utcnow()
+    con.executemany(
+        "INSERT INTO published_terms (dataset, concept, country, term, n_images, imported_at)"
+        " VALUES (?,?,?,?,?,?)", [(dataset, t.concept, t.country, t.term, t.n_images, now)
+                                  for t in terms])
 
 
 def dataset_key(dataset: str) -> str:
@@ -150,11 +163,7 @@ def import_published(catalog: Catalog, dataset: str, revision: str | None = None
                                             english_term(concept, ours), "authors", note))
         with catalog.tx() as con:
             con.execute("DELETE FROM published_terms WHERE dataset=?", (key,))
-            con.executemany(
-                "INSERT INTO published_terms (dataset, concept, country, term, n_images,"
-                " imported_at) VALUES (?,?,?,?,?,?)",
-                [(key, p.concept, p.country, p.term, p.n_images, now)
-                 for p in published.values()])
+            add_published_terms(con, key, published.values(), now)
             upsert_terms(con, filled, rec.run_id)
         disagree = {f"{p.concept}/{p.country}": {p.term: p.n_images, **p.others}
                     for p in published.values() if p.others}

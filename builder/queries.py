@@ -27,10 +27,13 @@ from __future__ import annotations
 
 import argparse
 import logging
+import sqlite3
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from string import Template
+from typing import NamedTuple
 
 from pydantic import BaseModel, Field
 from tqdm import tqdm
@@ -185,20 +188,48 @@ def _query_source(term: query_table.QueryTerm, origin: str) -> str:
     return "offline" if term.note.startswith("offline") else "generated"
 
 
-def _rows(decided: list[tuple[query_table.QueryTerm, str, str | None]], run_id: int) -> list[tuple]:
+class QueryRow(NamedTuple):
+    """One row of ``queries``: the text the crawl searches for (concept, country, kind)."""
+
+    concept: str
+    country: str
+    kind: str  # english / native
+    language: str
+    text: str
+    source: str  # table / generated / reviewed / authors / offline / ...
+    native_term: str | None = None
+    status: str = QueryStatus.OK
+    reason: str | None = None
+    run_id: int | None = None
+
+
+def upsert_queries(con: sqlite3.Connection, rows: Iterable[QueryRow]) -> int:
+    """Insert or replace ``rows`` in ``queries`` (one per concept, country, kind); returns
+    how many."""
+    rows = list(rows)
+    con.executemany(
+        "INSERT OR REPLACE INTO queries (concept, country, kind, language, text, native_term,"
+        " source, status, reason, run_id) VALUES (?,?,?,?,?,?,?,?,?,?)",
+        [(r.concept, r.country, r.kind, r.language, r.text, r.native_term, r.source, r.status,
+          r.reason, r.run_id) for r in rows])
+    return len(rows)
+
+
+def _rows(decided: list[tuple[query_table.QueryTerm, str, str | None]],
+          run_id: int) -> list[QueryRow]:
     """The ``english`` and ``native`` rows of ``queries`` of decided terms."""
     rows = []
     for t, source, reason in decided:
         c = tables.country(t.country)
-        rows += [(t.concept, c.code, "english", "en", english_query(t, c), t.native_term, source,
-                  "ok", None, run_id),
-                 (t.concept, c.code, "native", c.language, native_query(t, c), t.native_term,
-                  source, "ok", reason, run_id)]
+        rows += [QueryRow(t.concept, c.code, "english", "en", english_query(t, c), source,
+                          t.native_term, QueryStatus.OK, None, run_id),
+                 QueryRow(t.concept, c.code, "native", c.language, native_query(t, c), source,
+                          t.native_term, QueryStatus.OK, reason, run_id)]
     return rows
 
 
 def _known(concept: str, countries: list[tables.Country], cat: dict, table: dict, ctx: _Ctx
-           ) -> tuple[list[query_table.QueryTerm], list[tuple], dict[str, list[tables.Country]]]:
+           ) -> tuple[list[query_table.QueryTerm], list[QueryRow], dict[str, list[tables.Country]]]:
     """One concept's terms known without asking: (to store, ``queries`` rows, the countries
     still without a term by language)."""
     decided: list[tuple[query_table.QueryTerm, str, str | None]] = []
@@ -216,7 +247,7 @@ def _known(concept: str, countries: list[tables.Country], cat: dict, table: dict
 
 
 def _asked(concept: str, lang: str, group: list[tables.Country], ctx: _Ctx
-           ) -> tuple[list[query_table.QueryTerm], list[tuple], tuple[str, LLMResult]]:
+           ) -> tuple[list[query_table.QueryTerm], list[QueryRow], tuple[str, LLMResult]]:
     """Ask for one language's countries: (terms to store, ``queries`` rows, the request)."""
     res = _ask(concept, lang, group, ctx)
     item = f"concept={concept};language={lang};countries={','.join(c.code for c in group)}"
@@ -228,21 +259,19 @@ def _asked(concept: str, lang: str, group: list[tables.Country], ctx: _Ctx
     rows = []
     for c in group:
         english = f"{english_term(concept, ctx.known)} {c.name}"
-        rows += [(concept, c.code, "english", "en", english, None, source, "ok", None,
-                  ctx.run_id),
-                 (concept, c.code, "native", c.language, "", None, source, res.status,
-                  res.error, ctx.run_id)]
+        rows += [QueryRow(concept, c.code, "english", "en", english, source, None,
+                          QueryStatus.OK, None, ctx.run_id),
+                 QueryRow(concept, c.code, "native", c.language, "", source, None, res.status,
+                          res.error, ctx.run_id)]
     return [], rows, (item, res)
 
 
-def _write(catalog: Catalog, store: list[query_table.QueryTerm], rows: list[tuple],
+def _write(catalog: Catalog, store: list[query_table.QueryTerm], rows: list[QueryRow],
            request: tuple[str, LLMResult] | None, ctx: _Ctx) -> None:
     """One transaction: terms, ``queries`` rows and the LLM request that gave them."""
     with catalog.tx() as con:
         upsert_terms(con, store, ctx.run_id)
-        con.executemany(
-            "INSERT OR REPLACE INTO queries (concept, country, kind, language, text,"
-            " native_term, source, status, reason, run_id) VALUES (?,?,?,?,?,?,?,?,?,?)", rows)
+        upsert_queries(con, rows)
         if request is not None:
             record_llm_request(con, STAGE, *request, ctx.llm.spec, ctx.prompt_sha, ctx.run_id)
 

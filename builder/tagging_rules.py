@@ -211,17 +211,26 @@ def record_rows(con: sqlite3.Connection, ctx: TagContext, group: Group, answer: 
     now = utcnow()
     for img, v in zip(group.images, verdicts, strict=True):
         counts[f"{'alone' if group.alone else 'group'}_{v.status}"] += 1
-        con.execute(
-            "INSERT INTO tags (sha256, tags_json, status, reason, raw, model, prompt_sha,"
-            " run_id, attempts, updated_at) VALUES (?,?,?,?,?,?,?,?,1,?)"
-            " ON CONFLICT(sha256) DO UPDATE SET tags_json=excluded.tags_json,"
-            " status=excluded.status, reason=excluded.reason, raw=excluded.raw,"
-            " model=excluded.model, prompt_sha=excluded.prompt_sha, run_id=excluded.run_id,"
-            " attempts=tags.attempts+1, updated_at=excluded.updated_at",
-            (img.sha256, json.dumps(v.tags, ensure_ascii=False) if v.tags else None,
-             v.status, v.reason, None if v.status == "ok" else clip_raw(answer.raw),
-             ctx.llm.spec, ctx.prompt_sha, run_id, now),
-        )
+        record_tag(con, img.sha256, v.tags, v.status, reason=v.reason,
+                   raw=None if v.status == "ok" else clip_raw(answer.raw), model=ctx.llm.spec,
+                   prompt_sha=ctx.prompt_sha, run_id=run_id, now=now)
+
+
+def record_tag(con: sqlite3.Connection, sha256: str, tags: list[str] | None, status: str, *,
+               reason: str | None = None, raw: str | None = None, model: str | None = None,
+               prompt_sha: str | None = None, run_id: int | None = None,
+               now: str | None = None) -> None:
+    """Upsert the ``tags`` row of one image (one more attempt; no tags stored as NULL)."""
+    con.execute(
+        "INSERT INTO tags (sha256, tags_json, status, reason, raw, model, prompt_sha,"
+        " run_id, attempts, updated_at) VALUES (?,?,?,?,?,?,?,?,1,?)"
+        " ON CONFLICT(sha256) DO UPDATE SET tags_json=excluded.tags_json,"
+        " status=excluded.status, reason=excluded.reason, raw=excluded.raw,"
+        " model=excluded.model, prompt_sha=excluded.prompt_sha, run_id=excluded.run_id,"
+        " attempts=tags.attempts+1, updated_at=excluded.updated_at",
+        (sha256, json.dumps(tags, ensure_ascii=False) if tags else None, status, reason, raw,
+         model, prompt_sha, run_id, now or utcnow()),
+    )
 
 
 def apply_answers(cat: Catalog, ctx: TagContext, groups: list[Group], answers: list[GroupAnswer],

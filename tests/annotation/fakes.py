@@ -52,12 +52,11 @@ def fake_connection(users: dict[int, str]) -> tuple[Connection, FakeClient]:
 def record_pushed(cat, key: str, pid: int, drafts, first_task_id: int) -> dict[str, int]:
     """Record ``drafts`` as pushed to project ``pid`` (what push does after importing):
     ``{task key: task id}``."""
-    from annotation.projects import record_tasks
+    from annotation.projects import record_project, record_tasks
 
     with cat.tx() as con:
-        con.execute("INSERT OR REPLACE INTO ls_projects (kind, server, project_id, title,"
-                    " model_version, config_sha, created_at) VALUES (?,?,?,?,?,?,?)",
-                    (key, "http://127.0.0.1:9", pid, f"test {key}", "v", "sha", "2026-01-01"))
+        record_project(con, key, "http://127.0.0.1:9", pid, f"test {key}", "v", "sha",
+                       created_at="2026-01-01")
     tasks = [{"id": first_task_id + i, "data": d.data, "meta": {"task_key": d.key}}
              for i, d in enumerate(drafts)]
     record_tasks(cat, key, "http://127.0.0.1:9", pid, tasks)

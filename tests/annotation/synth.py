@@ -1,4 +1,5 @@
-"""A small synthetic catalog for the annotation tests, built with the Catalog API.
+"""A small synthetic catalog for the annotation tests, laid out with ``tests.worlds.World``
+(the catalog's own writers).
 
 Dedup groups (concept ``food``), each image a generated PNG stored content-addressed:
 
@@ -23,12 +24,13 @@ from pathlib import Path
 from PIL import Image
 
 from benchmark.query_table import QueryTerm
-from builder.catalog import Catalog, utcnow
-from builder.concepts import add_concept
-from builder.download_records import record_image
+from builder.catalog import Catalog
+from builder.concepts import add_concept, add_instances
+from builder.image_dedup import add_dedup_group
+from builder.published_terms import PublishedTerm, add_published_terms
 from builder.query_terms import upsert_terms
 from builder.statuses import ConceptStatus
-from builder.workdir import WorkDir
+from tests.worlds import open_world
 
 CONCEPTS = ["dance", "food", "market", "temple"]
 GROUPS = {1: "ABCM", 2: "DE", 3: "FG", 4: "HI", 5: "JK", 6: "L"}
@@ -48,48 +50,36 @@ def png(seed: int) -> bytes:
 
 def build(root: Path) -> tuple[Catalog, dict[str, str], dict[str, list[int]]]:
     """Return the open catalog, ``{letter: sha256}`` and ``{letter: [item ids]}``."""
-    wd = WorkDir.open(root)
-    cat = Catalog(wd)
     sha: dict[str, str] = {}
     items: dict[str, list[int]] = {}
-    with cat.tx() as con:
+    with open_world(root) as w:
         for name in CONCEPTS:
-            add_concept(con, name, "curated", ConceptStatus.KEPT)
-        search = {}
-        for country, lang in (("USA", "en"), ("THA", "th")):
-            cur = con.execute(
-                "INSERT INTO searches (concept, country, language, kind, query_text, backend,"
-                " status) VALUES ('food', ?, ?, 'native', 'food', 'folder', 'ok')", (country, lang))
-            search[country] = cur.lastrowid
+            w.concept(name)
+        search = {country: w.search("food", country, lang, "food")
+                  for country, lang in (("USA", "en"), ("THA", "th"))}
         rank = 0
         for gid, letters in GROUPS.items():
-            status = "auto" if gid == 5 else "needs_review"
-            con.execute("INSERT INTO dedup_groups (group_id, concept, status, evidence_json)"
-                        " VALUES (?, 'food', ?, '{}')", (gid, status))
             for letter in letters:
-                s, _ = wd.store_image_bytes(png(ord(letter)), "png")
-                sha[letter] = s
-                record_image(con, s, "png", "PNG", 64, 48, 100)
-                countries = ("USA", "THA") if letter in "AL" else ("USA",)
-                for country in countries:
+                sha[letter] = w.image(png(ord(letter)), 64, 48, nbytes=100)
+                for country in ("USA", "THA") if letter in "AL" else ("USA",):
                     rank += 1
-                    cur = con.execute(
-                        "INSERT INTO items (search_id, rank, concept, country, language,"
-                        " query_text, url, sha256, status, group_id) VALUES (?, ?, 'food', ?,"
-                        " 'en', 'food', ?, ?, ?, ?)",
-                        (search[country], rank, country, f"http://example.com/{letter}{rank}.png",
-                         s, STATUS.get(letter, "needs_review"), gid))
-                    items.setdefault(letter, []).append(int(cur.lastrowid))
-            con.execute("UPDATE dedup_groups SET kept_item_id=? WHERE group_id=?",
-                        (items[letters[0]][0], gid))
+                    items.setdefault(letter, []).append(w.item(
+                        search[country], rank, f"http://example.com/{letter}{rank}.png",
+                        sha[letter], status=STATUS.get(letter, "needs_review"), group_id=gid,
+                        language="en"))
+            w.group(gid, "food", "auto" if gid == 5 else "needs_review", items[letters[0]][0])
         for i, (name, tags) in enumerate(list(TAGS.items()) + [("T4", None)]):
-            s, _ = wd.store_image_bytes(png(200 + i), "png")
-            sha[name] = s
-            record_image(con, s, "png", "PNG", 64, 48, 100)
-            con.execute("INSERT INTO tags (sha256, tags_json, status, model) VALUES (?, ?, ?, ?)",
-                        (s, json.dumps(tags) if tags else None, "ok" if tags else "failed",
-                         "gemini-test"))
-    return cat, sha, items
+            sha[name] = w.image(png(200 + i), 64, 48, nbytes=100)
+            w.tag(sha[name], tags, status="ok" if tags else "failed", model="gemini-test")
+    return Catalog(w.wd), sha, items
+
+
+def copy_group(con, group_id: int, new_id: int) -> None:
+    """Dedup group ``new_id`` like group ``group_id`` (what a rerun of image_dedup that
+    renumbers a group writes; its items still name the old number)."""
+    g = con.execute("SELECT * FROM dedup_groups WHERE group_id=?", (group_id,)).fetchone()
+    add_dedup_group(con, g["concept"], g["status"], json.loads(g["evidence_json"]),
+                    kept_item_id=g["kept_item_id"], group_id=new_id)
 
 
 def snapshot(cat: Catalog) -> dict[str, list[tuple]]:
@@ -121,10 +111,6 @@ def build_terms(cat: Catalog) -> None:
                       "2026-01-01T00:00:00Z" if source == "reviewed" else "",
                       "generated by the queries stage" if concept == "train" else "")
             for concept, country, locale, term, english, source in TERMS], None)
-        con.executemany(
-            "INSERT INTO concept_instances (concept, country, round, instance) VALUES (?,?,?,?)",
-            [("train", "PRT", 1, "Alfa Pendular"), ("train", "JPN", 1, "Shinkansen bullet train"),
-             ("train", "DEU", 1, "ICE high-speed train")])
-        con.execute("INSERT INTO published_terms (dataset, concept, country, term, n_images,"
-                    " imported_at) VALUES ('authors/3xcm', 'train', 'PRT', 'comboio', 5, ?)",
-                    (utcnow(),))
+        add_instances(con, "train", 1, {"PRT": "Alfa Pendular", "JPN": "Shinkansen bullet train",
+                                        "DEU": "ICE high-speed train"})
+        add_published_terms(con, "authors/3xcm", [PublishedTerm("train", "PRT", "comboio", 5)])

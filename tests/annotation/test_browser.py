@@ -21,7 +21,7 @@ from annotation.cli import main
 from annotation.pull import pull
 from annotation.push import push
 from benchmark.tables import data_file
-from builder.catalog import Catalog, utcnow
+from builder.catalog import Catalog
 from tests.annotation import synth
 from tests.annotation.browser import (
     Accounts,
@@ -310,24 +310,22 @@ def _group_of(cat, n: int, sizes: list[tuple[int, int]]) -> list[str]:
 
     from PIL import Image
 
+    from tests.worlds import World
+
     shas = []
     with cat.tx() as con:
         con.execute("UPDATE dedup_groups SET status='auto'")
-        con.execute("INSERT INTO dedup_groups (group_id, concept, status, evidence_json)"
-                    " VALUES (7, 'food', 'needs_review', '{}')")
-        search = con.execute("SELECT search_id FROM searches LIMIT 1").fetchone()[0]
+        world = World(cat.workdir, con)
+        world.group(7, "food", "needs_review", None)
+        search = world.search("food", "USA", "en", "food")  # the synth's: kept as it is
         for i in range(n):
             w, h = sizes[i % len(sizes)]
             buf = _io.BytesIO()
             Image.new("RGB", (w, h), (40 * i % 256, 90, 160)).save(buf, format="PNG")
-            s, _ = cat.workdir.store_image_bytes(buf.getvalue(), "png")
+            s = world.image(buf.getvalue(), w, h, nbytes=100)
             shas.append(s)
-            con.execute("INSERT INTO images (sha256, ext, format, width, height, bytes,"
-                        " first_seen) VALUES (?, 'png', 'PNG', ?, ?, 100, ?)", (s, w, h, utcnow()))
-            con.execute("INSERT INTO items (search_id, rank, concept, country, language,"
-                        " query_text, url, sha256, status, group_id) VALUES (?, ?, 'food', 'USA',"
-                        " 'en', 'food', ?, ?, 'needs_review', 7)",
-                        (search, 100 + i, f"http://example.com/g7-{i}.png", s))
+            world.item(search, 100 + i, f"http://example.com/g7-{i}.png", s,
+                       status="needs_review", group_id=7)
     return shas
 
 

@@ -172,6 +172,7 @@ def test_cli_pull_of_a_broken_export_file_is_one_line_exit_2(tmp_path, capsys, b
 def test_pull_of_chosen_locales_never_widens_to_all(tmp_path, capsys, monkeypatch):
     """``--countries`` names locales through countries.csv; a locale with no project is one
     line, never 'every locale'; a non-queries pull refuses ``--countries``."""
+    from annotation.projects import record_project
     from annotation.pull import _project_keys
     from builder.catalog import Catalog
     from builder.workdir import WorkDir
@@ -179,9 +180,8 @@ def test_pull_of_chosen_locales_never_widens_to_all(tmp_path, capsys, monkeypatc
     with Catalog(WorkDir.open(tmp_path / "wd")) as cat:
         with cat.tx() as con:
             for loc, pid in (("pt-PT", 5), ("es-ES", 6)):
-                con.execute("INSERT INTO ls_projects (kind, server, project_id, title, "
-                            "model_version, config_sha, created_at) VALUES (?,?,?,?,?,?,?)",
-                            (f"queries:{loc}", "http://s", pid, loc, "v", "x", "now"))
+                record_project(con, f"queries:{loc}", "http://s", pid, loc, "v", "x",
+                               created_at="now")
         assert _project_keys(cat, "http://s", "queries", ["pt-PT"]) == [("queries:pt-PT", 5)]
         assert len(_project_keys(cat, "http://s", "queries", None)) == 2
         with pytest.raises(AnnotationError, match="for nothing|no query-term project"):

@@ -223,9 +223,7 @@ def test_push_recovers_tasks_imported_but_not_recorded(label_studio, ls_conn):
     assert len(export_tasks(ls_conn.client, first.project_id, all_tasks=True)) == 4
     assert len(cat.query("SELECT * FROM ls_tasks")) == 4
     with cat.tx() as con:  # image_dedup ran again and renumbered group 2 as group 7
-        con.execute("INSERT INTO dedup_groups (group_id, concept, status, evidence_json, kept_item_id)"
-                    " SELECT 7, concept, status, evidence_json, kept_item_id FROM dedup_groups"
-                    " WHERE group_id=2")
+        synth.copy_group(con, 2, 7)
         con.execute("UPDATE items SET group_id=7 WHERE group_id=2")
         con.execute("DELETE FROM dedup_groups WHERE group_id=2")
     third = push(cat, ls_conn, "duplicates", **kw)

@@ -13,6 +13,8 @@ import pytest
 from annotation.pull import pull
 from annotation.push import push
 from annotation.status import status
+from annotation.terms import TermDecision, record_term_review
+from builder.image_dedup import add_dedup_group
 from tests.annotation import synth
 from tests.annotation.people import join
 
@@ -28,12 +30,8 @@ def _rerun_dedup(cat) -> None:
     """What ``image_dedup`` with another threshold does to the synth catalog: group 1 is
     renumbered 11 with the same images, groups 2 and 3 merge into 12, group 4 dissolves."""
     with cat.tx() as con:
-        con.execute("INSERT INTO dedup_groups (group_id, concept, status, evidence_json,"
-                    " kept_item_id) SELECT 11, concept, status, evidence_json, kept_item_id FROM"
-                    " dedup_groups WHERE group_id=1")
-        con.execute("INSERT INTO dedup_groups (group_id, concept, status, evidence_json,"
-                    " kept_item_id) SELECT 12, concept, status, evidence_json, kept_item_id FROM"
-                    " dedup_groups WHERE group_id=2")
+        synth.copy_group(con, 1, 11)
+        synth.copy_group(con, 2, 12)
         con.execute("UPDATE items SET group_id=11 WHERE group_id=1")
         con.execute("UPDATE items SET group_id=12, status='needs_review', reason='similar'"
                     " WHERE group_id IN (2, 3)")
@@ -102,9 +100,8 @@ def test_repush_retires_stale_tasks_and_the_stream_never_hands_them_out(label_st
     assert (again.created, again.unchanged, again.changed, again.retired) == (0, 2, 0, 3)
     assert ls_conn.client.tasks.get(str(tid[3])).overlap == 0
     with cat.tx() as con:  # group 4 comes back: its task is reopened, not created again
-        con.execute("INSERT INTO dedup_groups (group_id, concept, status, evidence_json,"
-                    " kept_item_id) VALUES (14, 'food', 'needs_review', '{}', ?)",
-                    (items["H"][0],))
+        add_dedup_group(con, "food", "needs_review", {}, kept_item_id=items["H"][0],
+                        group_id=14)
         con.execute("UPDATE items SET group_id=14, status='needs_review' WHERE item_id IN"
                     " (SELECT value FROM json_each(?))", (json.dumps(items["H"] + items["I"]),))
     back = push(cat, ls_conn, "duplicates", **kw)
@@ -152,10 +149,11 @@ def test_query_term_push_retires_the_task_of_a_changed_term(label_studio, ls_con
     with cat.tx() as con:
         con.execute("UPDATE query_terms SET native_term='comboio', source='reviewed' WHERE"
                     " concept='train' AND country='PRT'")
-        con.execute("INSERT INTO term_reviews (project_id, task_id, concept, country, locale,"
-                    " proposed, outcome, term, reviewers, votes_json, reason, applied) VALUES"
-                    " (?, ?, 'train', 'PRT', 'pt-PT', 'trem', 'corrected', 'comboio', 2, '{}',"
-                    " 'review: majority of 2', 1)", (train["project_id"], train["task_id"]))
+        record_term_review(con, train["project_id"], train["task_id"],
+                           {"concept": "train", "country": "PRT", "locale": "pt-PT",
+                            "proposed": "trem"},
+                           TermDecision("corrected", "review: majority of 2", "comboio", 2),
+                           applied=True)
     (third,) = push_queries(cat, ls_conn, **kw)
     assert (third.created, third.unchanged, third.changed, third.retired) == (0, 2, 0, 1)
     cat.close()

@@ -21,6 +21,7 @@ from annotation.pull import pull
 from annotation.query_review import term_draft, term_key, term_rows
 from annotation.terms import Answer, decide_term
 from benchmark.query_table import QUERY_COLUMNS
+from builder.concepts import add_instances
 from tests.annotation import synth
 from tests.annotation.fakes import fake_connection, record_pushed
 
@@ -59,9 +60,7 @@ def test_term_tasks_show_what_a_reviewer_needs(terms_cat):
     assert d["authors"] == "The paper authors' term (authors/3xcm): comboio"
     assert d["images"] == [] and d["proposed_source"] == "generated"
     with cat.tx() as con:  # the offline concept generation's stand-ins are no instances
-        con.executemany("INSERT INTO concept_instances (concept, country, round, instance)"
-                        " VALUES (?,?,?,?)", [("bus", "PRT", 1, "bus in Portugal"),
-                                              ("bus", "ARG", 1, "bus in Argentina")])
+        add_instances(con, "bus", 1, {"PRT": "bus in Portugal", "ARG": "bus in Argentina"})
     bus = term_draft(cat, links, by[("bus", "PRT")], definitions={}).data
     assert bus["instance"] == "Concept generation gave no instance for Portugal."
     assert bus["authors"] == "No term of the paper's authors was imported."

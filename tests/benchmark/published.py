@@ -13,7 +13,8 @@
   ``train``, rows ``image_key``, ``image``, ``captions`` = {language: [captions]} over the 36
   languages, with real XM3600 image keys (``data/authors/xm3600-image-locales.csv``).
 - :func:`folder_layout`: the same 3XCM miniature as the authors' CSV + a folder of
-  ``<image_id>.png`` + a query CSV of its ``concept_in_native`` terms.
+  ``<image_id>.png`` + a query CSV of its ``concept_in_native`` terms; :func:`all_layouts`:
+  one miniature in every layout (hub, plain parquet folder, folder).
 
 Images are generated (concept as pattern, country as palette; not real data), small PNG /
 JPEG bytes embedded in the parquet files. Everything is deterministic for a seed.
@@ -184,6 +185,22 @@ def folder_layout(published: Path, out: Path) -> tuple[Path, Path, Path]:
                        "text": r["concept_in_native"]} for r in meta]).drop_duplicates()
     q.to_csv(out / "queries.csv", index=False)
     return out / "xcm-bench.csv", out / "images", out / "queries.csv"
+
+
+def all_layouts(root: Path, n_triplets: int, seed: int) -> tuple[Path, Path, Path, Path, Path]:
+    """One miniature under ``root`` in each layout: the hub's (``root/hub``), a plain folder
+    of its ``image_metadata`` parquet files without a card (``root/plain``: recognised by its
+    columns) and :func:`folder_layout` (``root/folder``): (hub, plain, csv, image folder,
+    queries csv)."""
+    import shutil
+
+    hub = write_published_3xcm(root / "hub", n_triplets=n_triplets, seed=seed)
+    plain = root / "plain"
+    plain.mkdir()
+    for p in (hub / "image_metadata").glob("*.parquet"):
+        shutil.copy(p, plain / p.name)
+    csv_path, images, queries = folder_layout(hub, root / "folder")
+    return hub, plain, csv_path, images, queries
 
 
 def _jpeg(key: str) -> bytes:

@@ -3,28 +3,20 @@ its configs and columns, anything else is one DataError line."""
 
 from __future__ import annotations
 
-import shutil
-
 import pandas as pd
 import pytest
 
 from benchmark import tables
 from benchmark.data import DataError
 from benchmark.data.layouts import XCMSource, open_xcm
-from tests.benchmark.published import folder_layout, write_published_3xcm
+from tests.benchmark.published import all_layouts
 
 RELEASE = str(tables.data_dir() / "synthetic-3xcm")
 
 
 @pytest.fixture(scope="module")
 def sources(tmp_path_factory):
-    root = tmp_path_factory.mktemp("layouts")
-    hub = write_published_3xcm(root / "hub", n_triplets=12, seed=5)
-    plain = root / "plain"
-    plain.mkdir()
-    for p in (hub / "image_metadata").glob("*.parquet"):
-        shutil.copy(p, plain / p.name)
-    csv, images, _ = folder_layout(hub, root / "folder")
+    hub, plain, csv, images, _ = all_layouts(tmp_path_factory.mktemp("layouts"), 12, seed=5)
     return hub, plain, csv, images
 
 

@@ -19,7 +19,7 @@ import pytest
 
 from benchmark import tables
 from benchmark.cli import main
-from tests.benchmark.published import VARIANT, folder_layout, write_published_3xcm
+from tests.benchmark.published import VARIANT, all_layouts, write_published_3xcm
 
 
 def run(tmp: Path, name: str, *args: str, task: str = "3xcm") -> dict:
@@ -33,14 +33,7 @@ def run(tmp: Path, name: str, *args: str, task: str = "3xcm") -> dict:
 
 @pytest.fixture(scope="module")
 def mini(tmp_path_factory):
-    root = tmp_path_factory.mktemp("published")
-    hub = write_published_3xcm(root / "hub", n_triplets=40, seed=3)
-    plain = root / "plain"
-    plain.mkdir()
-    for p in (hub / "image_metadata").glob("*.parquet"):
-        shutil.copy(p, plain / p.name)  # no card: recognised by its columns
-    csv, images, queries = folder_layout(hub, root / "folder")
-    return hub, plain, csv, images, queries
+    return all_layouts(tmp_path_factory.mktemp("published"), 40, seed=3)
 
 
 def test_miniature_is_the_hub_layout(mini):

@@ -204,6 +204,7 @@ def test_migrations_that_landed_below_the_version_are_applied(tmp_path):
         for stmt in split_sql(mig.sql):
             con.execute(stmt)
     con.execute("PRAGMA user_version = 400")
+    # raw: a row of the old (m0400) schema, written before the migration runner knew it
     con.execute("INSERT INTO concepts (name, source, status) VALUES ('train', 'curated', 'kept')")
     con.close()
     cat = Catalog(WorkDir.open(tmp_path / "w"))
@@ -229,6 +230,7 @@ def test_a_catalog_with_a_migration_this_package_lacks_is_refused(tmp_path):
 
     cat = Catalog(WorkDir.open(tmp_path / "w"))
     with cat.tx() as con:
+        # raw: a migration record no package writer makes (one of a newer package)
         con.execute("INSERT INTO schema_migrations VALUES (103, 'm0103_future', 'x')")
     cat.close()
     with pytest.raises(CatalogError, match="schema v103, newer than this package"):

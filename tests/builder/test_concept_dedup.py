@@ -11,7 +11,7 @@ import pytest
 from builder import concept_dedup
 from builder.catalog import Catalog
 from builder.concept_dedup import clusters, cosine_matrix, run_concept_dedup
-from builder.concepts import add_concept
+from builder.concepts import add_concept, add_instances
 from builder.text_embedders import BGEM3Encoder, HashEncoder, make_encoder
 from builder.workdir import WorkDir
 
@@ -55,10 +55,7 @@ def _catalog(tmp_path, curated=CURATED) -> Catalog:
         for name in PLANTED:
             src = "curated" if name in curated else "generated"
             add_concept(con, name, src)
-            for n in range(FREQ.get(name, 0)):
-                con.execute(
-                    "INSERT INTO concept_instances VALUES (?, ?, 1, 'x', NULL)", (name, f"C{n:02d}")
-                )
+            add_instances(con, name, 1, {f"C{n:02d}": "x" for n in range(FREQ.get(name, 0))})
     return cat
 
 

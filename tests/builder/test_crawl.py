@@ -28,6 +28,39 @@ def write_urls(path: Path, rows: list[tuple]) -> Path:
     return path
 
 
+def serve_jpegs(srv: ImageServer, n: int, seed: int) -> list[str]:
+    """``n`` distinct 40x30 JPEGs on the fake server (``/f/<i>.jpg``); their URLs."""
+    return [srv.url(srv.add(f"/f/{i}.jpg", image_bytes("JPEG", (40, 30), seed=seed + i)))
+            for i in range(n)]
+
+
+def urls_argv(tmp_path: Path, urls: list[str], *extra: str, concurrency: int = 1) -> list[str]:
+    """The crawl's command line for ``urls`` (all food/THA, in rank order) as a URL CSV,
+    work dir ``tmp_path/w``, the fake server's host allowed, no retries."""
+    rows = [("food", "THA", "th", i + 1, u, "", "") for i, u in enumerate(urls)]
+    return ["--workdir", str(tmp_path / "w"), "--search",
+            f"urls:{write_urls(tmp_path / 'u.csv', rows)}", "--allow-host", "127.0.0.1",
+            "--concurrency", str(concurrency), "--per-host", str(concurrency), "--retries", "0",
+            *extra]
+
+
+def failing_store(after: int, code: int, message: str):
+    """A ``WorkDir.store_image_bytes`` that stores ``after`` images, then raises
+    ``OSError(code, message)`` (a full or read-only disk)."""
+    from builder.workdir import WorkDir
+
+    real = WorkDir.store_image_bytes
+    stored: list[str] = []
+
+    def store(self, data, ext):
+        if len(stored) >= after:
+            raise OSError(code, message, str(self.images_dir / "ab" / "x.tmp"))
+        stored.append(ext)
+        return real(self, data, ext)
+
+    return store
+
+
 def fetch_cfg(**kw) -> FetchConfig:
     base = dict(timeout=10.0, retries=1, backoff=0.01, allow_hosts=frozenset({"127.0.0.1"}))
     return FetchConfig(**{**base, **kw})

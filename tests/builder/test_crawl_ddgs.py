@@ -13,6 +13,7 @@ from ddgs.exceptions import DDGSException, TimeoutException
 from builder.catalog import Catalog
 from builder.concepts import add_concept
 from builder.crawl import CrawlConfig, crawl
+from builder.queries import QueryRow, upsert_queries
 from builder.search import AMBIGUOUS, PROBE_QUERY, DdgsSearch, Search
 from builder.statuses import ConceptStatus
 
@@ -131,11 +132,10 @@ def add_queries(cat: Catalog) -> None:
         for concept in ("food", "house", "meal"):
             for code, lang, native in (("THA", "th", f"{concept}-th"), ("USA", "en", concept),
                                        ("KEN", "sw", f"{concept}-sw")):
-                rows.append((concept, code, "english", "en", concept))
-                rows.append((concept, code, "native", lang, native))
-        rows[-1] = (*rows[-1][:4], "always blocked")
-        con.executemany("INSERT INTO queries (concept, country, kind, language, text, source) "
-                        "VALUES (?, ?, ?, ?, ?, 'table')", rows)
+                rows.append(QueryRow(concept, code, "english", "en", concept, "table"))
+                rows.append(QueryRow(concept, code, "native", lang, native, "table"))
+        rows[-1] = rows[-1]._replace(text="always blocked")
+        upsert_queries(con, rows)
         con.execute("UPDATE queries SET text='always blocked' WHERE concept='house' "
                     "AND country='KEN' AND kind='native'")
 
@@ -225,10 +225,10 @@ def test_a_run_of_true_empties_is_told_from_a_block_by_the_probe(tmp_path: Path,
     results, so they are real empties (recorded ``empty``) and the run goes on."""
     with Catalog.open(tmp_path / "w") as cat:
         with cat.tx() as con:
-            con.executemany(
-                "INSERT INTO queries (concept, country, kind, language, text, source) "
-                "VALUES (?, 'THA', 'english', 'en', ?, 'table')",
-                [(c, f"unknown {c}") for c in ("a1", "a2", "a3", "a4")] + [("b", "bread")])
+            upsert_queries(con, [
+                QueryRow(c, "THA", "english", "en", text, "table")
+                for c, text in [(c, f"unknown {c}") for c in ("a1", "a2", "a3", "a4")]
+                + [("b", "bread")]])
         crawl(cat, CrawlConfig(skip_download=True, languages=("english",),
                                max_failed_searches=3), backend=backend([]))
         st = {r[0]: (r[1], r[2]) for r in cat.query(

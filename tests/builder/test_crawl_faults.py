@@ -18,24 +18,12 @@ from builder import crawl as crawl_mod
 from builder.catalog import Catalog
 from builder.download import Downloader, FetchConfig, FetchResult, inspect_image
 from builder.workdir import WorkDir
-from tests.builder.test_crawl import write_urls
+from tests.builder.test_crawl import failing_store, serve_jpegs, urls_argv
 from tests.fakes.image_server import ImageServer, bomb_png, image_bytes
 
 pytestmark = pytest.mark.integration
 
 INSTALL = "install the builder extra: pip install -e '.[builder]'"
-
-
-def _serve(srv: ImageServer, n: int) -> list[str]:
-    return [srv.url(srv.add(f"/f/{i}.jpg", image_bytes("JPEG", (40, 30), seed=500 + i)))
-            for i in range(n)]
-
-
-def _argv(tmp_path: Path, urls: list[str], *extra: str) -> list[str]:
-    rows = [("food", "THA", "th", i + 1, u, "", "") for i, u in enumerate(urls)]
-    return ["--workdir", str(tmp_path / "w"), "--search",
-            f"urls:{write_urls(tmp_path / 'u.csv', rows)}", "--allow-host", "127.0.0.1",
-            "--concurrency", "1", "--per-host", "1", "--retries", "0", *extra]
 
 
 def _downloads(tmp_path: Path) -> dict[str, str]:
@@ -47,18 +35,10 @@ def _downloads(tmp_path: Path) -> dict[str, str]:
 def test_a_full_or_read_only_disk_stops_the_run_and_nothing_is_blamed_on_the_url(
         tmp_path, monkeypatch, capsys, code):
     real = WorkDir.store_image_bytes
-    stored: list[str] = []
-
-    def store(self, data, ext):
-        if len(stored) >= 2:
-            raise OSError(code, "disk trouble", str(self.images_dir / "ab" / "x.tmp"))
-        stored.append(ext)
-        return real(self, data, ext)
-
     with ImageServer() as srv:
-        urls = _serve(srv, 5)
-        monkeypatch.setattr(WorkDir, "store_image_bytes", store)
-        assert crawl_mod.main(_argv(tmp_path, urls)) == 2
+        urls = serve_jpegs(srv, 5, seed=500)
+        monkeypatch.setattr(WorkDir, "store_image_bytes", failing_store(2, code, "disk trouble"))
+        assert crawl_mod.main(urls_argv(tmp_path, urls)) == 2
         err = capsys.readouterr().err
         line = err.strip().splitlines()[-1]  # after the progress bars
         assert line.startswith("error: cannot write (") and "Traceback" not in err
@@ -73,7 +53,7 @@ def test_a_full_or_read_only_disk_stops_the_run_and_nothing_is_blamed_on_the_url
         assert "items:    ok 2, pending 3" in run["summary"]  # the summary says what is left
         assert items == {"ok": 2, "pending": 3}
         monkeypatch.setattr(WorkDir, "store_image_bytes", real)
-        assert crawl_mod.main(_argv(tmp_path, urls)) == 0  # the same command resumes
+        assert crawl_mod.main(urls_argv(tmp_path, urls)) == 0  # the same command resumes
         assert set(_downloads(tmp_path).values()) == {"ok"}
         assert sum(srv.hits[f"/f/{i}.jpg"] for i in range(2)) == 2  # stored ones not refetched
 
@@ -87,9 +67,9 @@ def test_a_full_catalog_disk_stops_the_run_with_one_line(tmp_path, monkeypatch, 
         raise sqlite3.OperationalError("database or disk is full")
 
     with ImageServer() as srv:
-        urls = _serve(srv, 2)
+        urls = serve_jpegs(srv, 2, seed=500)
         monkeypatch.setattr(crawl_module, "record_download", full)
-        assert crawl_mod.main(_argv(tmp_path, urls)) == 2
+        assert crawl_mod.main(urls_argv(tmp_path, urls)) == 2
     err = capsys.readouterr().err
     assert "error: cannot write the work dir's database: database or disk is full" in err
     assert "Traceback" not in err and _downloads(tmp_path) == {}
@@ -101,9 +81,9 @@ def test_a_missing_library_while_storing_is_one_line_and_the_url_stays_pending(
         raise ModuleNotFoundError("No module named 'imagecodecs'", name="imagecodecs")
 
     with ImageServer() as srv:
-        urls = _serve(srv, 2)
+        urls = serve_jpegs(srv, 2, seed=500)
         monkeypatch.setattr(dl, "inspect_image", missing)
-        assert crawl_mod.main(_argv(tmp_path, urls)) == 2
+        assert crawl_mod.main(urls_argv(tmp_path, urls)) == 2
     err = capsys.readouterr().err
     assert f"error: the Python module 'imagecodecs' is missing; {INSTALL}" in err
     assert _downloads(tmp_path) == {}
@@ -122,9 +102,9 @@ def test_an_internal_error_is_ours_exit_1_and_the_next_run_fetches_it_again(
         return real(res, workdir, max_pixels)
 
     with ImageServer() as srv:
-        urls = _serve(srv, 3)
+        urls = serve_jpegs(srv, 3, seed=500)
         monkeypatch.setattr(dl, "validate_and_store", buggy)
-        assert crawl_mod.main(_argv(tmp_path, urls)) == 1
+        assert crawl_mod.main(urls_argv(tmp_path, urls)) == 1
         out = capsys.readouterr().out
         assert out.startswith("internal errors (ours, not the servers'): 1 URL(s), fetched "
                               "again by the next run")
@@ -134,7 +114,7 @@ def test_an_internal_error_is_ours_exit_1_and_the_next_run_fetches_it_again(
         assert (item["status"], item["reason"]) == (
             "failed", "internal_error: internal error: RuntimeError: a bug of ours")
         monkeypatch.setattr(dl, "validate_and_store", real)
-        assert crawl_mod.main(_argv(tmp_path, urls)) == 0  # no --retry-failed needed
+        assert crawl_mod.main(urls_argv(tmp_path, urls)) == 0  # no --retry-failed needed
         assert set(_downloads(tmp_path).values()) == {"ok"}
         assert [srv.hits[f"/f/{i}.jpg"] for i in range(3)] == [1, 2, 1]
 

@@ -12,31 +12,18 @@ import pytest
 from builder import crawl as crawl_mod
 from builder.catalog import Catalog
 from builder.workdir import WorkDir
-from tests.builder.test_crawl import write_urls
-from tests.fakes.image_server import ImageServer, image_bytes
+from tests.builder.test_crawl import failing_store, serve_jpegs, urls_argv
+from tests.fakes.image_server import ImageServer
 
 pytestmark = pytest.mark.integration
 
 
 def test_a_full_disk_with_concurrent_downloads_is_one_line_and_the_run_failed(
         tmp_path, monkeypatch, capsys, caplog):
-    real = WorkDir.store_image_bytes
-    stored: list[str] = []
-
-    def store(self, data, ext):
-        if len(stored) >= 3:
-            raise OSError(errno.ENOSPC, "No space left on device", str(self.images_dir / "x"))
-        stored.append(ext)
-        return real(self, data, ext)
-
+    store = failing_store(3, errno.ENOSPC, "No space left on device")
     caplog.set_level(logging.DEBUG)
     with ImageServer() as srv:
-        urls = [srv.url(srv.add(f"/f/{i}.jpg", image_bytes("JPEG", (40, 30), seed=700 + i)))
-                for i in range(40)]
-        rows = [("food", "THA", "th", i + 1, u, "", "") for i, u in enumerate(urls)]
-        argv = ["--workdir", str(tmp_path / "w"), "--search",
-                f"urls:{write_urls(tmp_path / 'u.csv', rows)}", "--allow-host", "127.0.0.1",
-                "--concurrency", "16", "--per-host", "16", "--retries", "0"]
+        argv = urls_argv(tmp_path, serve_jpegs(srv, 40, seed=700), concurrency=16)
         monkeypatch.setattr(WorkDir, "store_image_bytes", store)
         assert crawl_mod.main(argv) == 2
     err = capsys.readouterr().err

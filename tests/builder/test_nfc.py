@@ -43,7 +43,7 @@ def test_a_catalog_with_nfd_concepts_samples_every_anchor(tmp_path):
     """A work dir crawled from an NFD folder before names were normalised: its items say
     "café" in NFD, its query terms in NFC. `triplets sample` dropped 39 of 48 anchors as
     `no_native_term`; the pool reads every name as NFC, so each anchor finds its term."""
-    from tests.triplets.world import build_world
+    from tests.worlds import build_world
     from triplets.sample_run import run_sample
     from triplets.sampling import SampleConfig
 

@@ -19,6 +19,7 @@ from builder.catalog import Catalog
 from builder.concepts import add_concept
 from builder.llm import OfflineLLM
 from builder.queries import run_queries, write_table
+from builder.query_terms import upsert_terms
 from builder.statuses import ConceptStatus
 from builder.workdir import WorkDir
 from tests.fakes.gemini import FakeGemini, answer
@@ -304,12 +305,11 @@ def test_table_source_fills_the_catalog(tmp_path):
 def test_reviewed_terms_win_over_the_table_authors_terms_do_not(tmp_path):
     cat = Catalog(WorkDir.open(tmp_path / "w"))
     with cat.tx() as con:
-        con.executemany(
-            "INSERT INTO query_terms (concept, country, locale, native_term, english_term,"
-            " source, reviewers, reviewed_at, note) VALUES (?,?,?,?,?,?,?,?,?)",
-            [("train", "PRT", "pt-PT", "comboio de passageiros", "train", "reviewed", 2,
-              "2026-12-03T10:00:00+00:00", None),
-             ("bus", "PRT", "pt-PT", "ônibus", "bus", "authors", 0, None, "authors' term")])
+        upsert_terms(con, [
+            query_table.QueryTerm("train", "PRT", "pt-PT", "pt", "comboio de passageiros",
+                                  "train", "reviewed", 2, "2026-12-03T10:00:00+00:00"),
+            query_table.QueryTerm("bus", "PRT", "pt-PT", "pt", "ônibus", "bus", "authors", 0, "",
+                                  "authors' term")], None)
     run_queries(cat, OfflineLLM(), tables.resolve_countries("PRT"), concepts=["train", "bus"])
     qt = {r["concept"]: r for r in cat.query("SELECT * FROM query_terms")}
     assert (qt["train"]["native_term"], qt["train"]["source"]) == ("comboio de passageiros",

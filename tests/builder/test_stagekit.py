@@ -21,6 +21,7 @@ from builder.catalog import Catalog
 from builder.crawl import CrawlConfig, crawl
 from builder.image_dedup import DedupConfig, image_dedup
 from builder.llm import OfflineLLM
+from builder.queries import QueryRow, upsert_queries
 from tests.builder.test_crawl import write_urls
 from tests.fakes.image_server import ImageServer, image_bytes
 
@@ -35,6 +36,12 @@ def photos(root: Path) -> Path:
         for i in range(2):
             Image.new("RGB", (32, 24), (40 * i, 90, 200)).save(d / f"{i}.png")
     return root
+
+
+def _food_query(cat: Catalog) -> None:
+    """The one query of the crawl tests: food in Thailand, in English."""
+    with cat.tx() as con:
+        upsert_queries(con, [QueryRow("food", "THA", "english", "en", "food Thailand", "table")])
 
 
 def last_run(wd: Path, stage: str) -> sqlite3.Row:
@@ -67,9 +74,7 @@ def test_crawl_and_image_dedup_record_a_crash_as_failed_not_interrupted(tmp_path
             raise OSError(28, "No space left on device")
 
     with Catalog.open(tmp_path / "w") as cat:
-        cat.con.execute("INSERT INTO queries (concept, country, kind, language, text, source,"
-                        " status) VALUES ('food', 'THA', 'english', 'en', 'food Thailand',"
-                        " 'table', 'ok')")
+        _food_query(cat)
         with pytest.raises(OSError):
             crawl(cat, CrawlConfig(countries="THA", languages=("english",)), backend=Broken())
         run = cat.last_run("crawl")
@@ -97,9 +102,7 @@ def test_ctrl_c_records_interrupted_and_the_cli_exits_130(tmp_path, monkeypatch,
 
     def body(args):
         with Catalog.open(args.workdir) as cat:
-            cat.con.execute("INSERT INTO queries (concept, country, kind, language, text, source,"
-                            " status) VALUES ('food', 'THA', 'english', 'en', 'food Thailand',"
-                            " 'table', 'ok')")
+            _food_query(cat)
             crawl(cat, CrawlConfig(countries="THA", languages=("english",)),
                   backend=Interrupting())
 
@@ -165,9 +168,7 @@ def _without(module: str, argv: list[str], stage: str, env: dict[str, str] | Non
 def test_missing_ddgs_is_one_line_and_leaves_the_searches_pending(tmp_path):
     wd = tmp_path / "w"
     with Catalog.open(wd) as cat:
-        cat.con.execute("INSERT INTO queries (concept, country, kind, language, text, source,"
-                        " status) VALUES ('food', 'THA', 'english', 'en', 'food Thailand',"
-                        " 'table', 'ok')")
+        _food_query(cat)
     proc = _without("ddgs", ["--workdir", str(wd), "--countries", "THA", "--languages",
                              "english"], "crawl")
     assert proc.returncode == 2, proc.stderr
@@ -250,7 +251,7 @@ def test_sigterm_records_interrupted_and_the_same_command_resumes(tmp_path):
 
 
 def _world(wd: Path) -> Path:
-    from tests.triplets.world import build_world
+    from tests.worlds import build_world
 
     build_world(wd, ["train", "taxi"], countries=["USA", "JPN"], per_cell=1,
                 tag_fn=lambda c, k, i: None)
@@ -308,9 +309,7 @@ def test_a_library_missing_inside_ddgs_is_ours_and_the_search_stays_pending(tmp_
     monkeypatch.setattr(ddgs, "DDGS", Broken)
     wd = tmp_path / "w"
     with Catalog.open(wd) as cat:
-        cat.con.execute("INSERT INTO queries (concept, country, kind, language, text, source,"
-                        " status) VALUES ('food', 'THA', 'english', 'en', 'food Thailand',"
-                        " 'table', 'ok')")
+        _food_query(cat)
     from builder.crawl import main
 
     assert main(["--workdir", str(wd), "--countries", "THA", "--languages", "english"]) == 2

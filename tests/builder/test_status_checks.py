@@ -15,6 +15,7 @@ from builder.migrations import m0500_status_checks
 from builder.statuses import COLUMNS, ItemStatus
 
 # One row per table, every status column holding a valid value (and the view's inputs).
+# Raw SQL: these rows go into an m0400 catalog, the old schema itself, not through writers.
 ROWS = [
     "INSERT INTO stage_runs (run_id, stage, params_json, fingerprint, status, package_version,"
     " started_at, ended_at) VALUES (7, 'crawl', '{}', 'fp', 'done', '0.1', 't0', 't1')",
@@ -59,7 +60,8 @@ def _build_at_400(tmp_path, monkeypatch, extra: list[str] = ()) -> sqlite3.Conne
     for sql in [*ROWS, *extra]:
         con.execute(sql)
     con.execute("DELETE FROM sqlite_sequence WHERE name='items'")
-    con.execute("INSERT INTO sqlite_sequence VALUES ('items', 90)")  # rows 43..90 deleted
+    # raw: sqlite's own AUTOINCREMENT counter (rows 43..90 deleted)
+    con.execute("INSERT INTO sqlite_sequence VALUES ('items', 90)")
     monkeypatch.setattr(migrations, "all_migrations", lambda: every)
     return con
 
@@ -87,7 +89,7 @@ def test_old_catalog_migrates_with_rows_intact(tmp_path, monkeypatch):
         assert cat.con.execute("PRAGMA foreign_key_check").fetchall() == []
         assert cat.con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
         # the AUTOINCREMENT counter survived: a new item is 91, not 43
-        with cat.tx() as c:
+        with cat.tx() as c:  # raw: the rebuilt table's own AUTOINCREMENT, not a writer's
             cur = c.execute(
                 "INSERT INTO items (search_id, rank, concept, country, language, query_text,"
                 " url, status) VALUES (3, 3, 'food', 'THA', 'th', 'x', 'u', ?)",
@@ -152,6 +154,6 @@ def test_the_migration_keeps_columns_added_before_it():
     con.execute(out)
     cols = [r[1] for r in con.execute("PRAGMA table_info(t__new)")]
     assert cols == ["a", "status", "extra"]
-    con.execute("INSERT INTO t__new VALUES ('a', 'x', NULL)")
+    con.execute("INSERT INTO t__new VALUES ('a', 'x', NULL)")  # raw: the CHECK of a bare table
     with pytest.raises(sqlite3.IntegrityError, match="t_status"):
         con.execute("INSERT INTO t__new VALUES ('a', 'z', NULL)")

@@ -16,11 +16,13 @@ from benchmark import files, tables
 from builder import tagging
 from builder import tagging_rules as rules
 from builder.catalog import Catalog
+from builder.crawl_records import add_item
 from builder.llm import GeminiLLM, LLMConfig
 from builder.llm_cache import LLMCache
+from builder.search import Search
 from tests.fakes.gemini import FakeGemini, answer
 from tests.fakes.gemini_batch import FakeBatches
-from tests.triplets.world import build_world, png
+from tests.worlds import build_world, png
 
 pytestmark = pytest.mark.integration
 
@@ -173,12 +175,12 @@ def test_batch_job_is_resumed_by_name_after_an_interrupted_run(fake, world, monk
 
 
 def test_offline_tags_each_image_with_its_crawl_concepts(world, capsys):
-    with Catalog.open(world) as cat:  # the same bytes were also found for 'craft'
-        cat.con.execute(
-            "INSERT INTO items (search_id, rank, concept, country, language, query_text, url,"
-            " sha256, status) SELECT search_id, rank + 100, 'craft', country, language,"
-            " query_text, url || '#dup', sha256, 'ok' FROM items WHERE concept='train'"
-            " AND country='USA' AND rank=1")
+    with Catalog.open(world) as cat, cat.tx() as con:  # the same bytes also found for 'craft'
+        (r,) = con.execute("SELECT * FROM items WHERE concept='train' AND country='USA' AND"
+                           " rank=1").fetchall()
+        add_item(con, r["search_id"], r["rank"] + 100,
+                 Search("craft", r["country"], r["language"], "native", r["query_text"], "folder"),
+                 r["url"] + "#dup", status="ok", sha256=r["sha256"])
     assert tagging.main(["--workdir", str(world.root), "--llm", "offline",
                          "--images-per-request", "5"]) == 0
     rows = _tags(world)

@@ -27,7 +27,7 @@ from tests.builder.test_tagging import (
 )
 from tests.fakes.gemini import FakeGemini, answer, blocked, error, slow
 from tests.fakes.gemini_batch import FakeBatches
-from tests.triplets.world import build_world
+from tests.worlds import build_world
 
 pytestmark = pytest.mark.integration
 

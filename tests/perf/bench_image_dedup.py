@@ -49,7 +49,7 @@ def build(root: Path, n: int, n_concepts: int, dim: int, seed: int = 0) -> None:
     """Catalog rows, empty image files, phashes and cached embeddings for ``n`` items."""
     from benchmark import tables
     from benchmark.cache import EmbeddingCache, namespace
-    from builder.catalog import Catalog
+    from tests.worlds import open_world
 
     rng = np.random.default_rng(seed)
     codes = [c.code for c in tables.countries()]
@@ -74,30 +74,19 @@ def build(root: Path, n: int, n_concepts: int, dim: int, seed: int = 0) -> None:
                 noise -= (noise @ emb[j]) * emb[j]
                 noise /= np.linalg.norm(noise)
                 emb[i] = target * emb[j] + np.sqrt(1 - target**2) * noise
-    with Catalog.open(root / "w") as cat:
-        searches, items, images = [], [], []
-        sid = {}
+    with open_world(root / "w") as w:
+        sid: dict[tuple[int, str], int] = {}
         for i in range(n):
             key = (int(concept[i]), codes[(i // n_concepts) % len(codes)])
+            name = f"concept{key[0]}"
             if key not in sid:
-                sid[key] = len(sid) + 1
-                searches.append((sid[key], f"concept{key[0]}", key[1], "en", "english",
-                                 f"concept{key[0]}", "bench", None, "ok"))
-            w = int(rng.integers(200, 1600))
-            images.append((shas[i], "jpg", "JPEG", w, w * 3 // 4, 100_000, f"{int(hashes[i]):016x}",
-                           "2026-01-01"))
-            items.append((sid[key], i, f"concept{key[0]}", key[1], "en", f"concept{key[0]}",
-                          f"https://img/{i}.jpg", shas[i], "ok"))
-        with cat.tx() as con:
-            con.executemany("INSERT INTO searches (search_id, concept, country, language, kind, "
-                            "query_text, backend, region, status) VALUES (?,?,?,?,?,?,?,?,?)",
-                            searches)
-            con.executemany("INSERT INTO images (sha256, ext, format, width, height, bytes, "
-                            "phash, first_seen) VALUES (?,?,?,?,?,?,?,?)", images)
-            con.executemany("INSERT INTO items (search_id, rank, concept, country, language, "
-                            "query_text, url, sha256, status) VALUES (?,?,?,?,?,?,?,?,?)", items)
-        for sha in shas:  # the stage checks that each stored file exists
-            path = cat.workdir.image_path(sha, "jpg")
+                sid[key] = w.search(name, key[1], "en", name, kind="english", backend="bench")
+            width = int(rng.integers(200, 1600))
+            w.image(b"", width, width * 3 // 4, ext="jpg", fmt="JPEG", nbytes=100_000,
+                    store=False, sha256=shas[i], phash=f"{int(hashes[i]):016x}",
+                    first_seen="2026-01-01")
+            w.item(sid[key], i, f"https://img/{i}.jpg", shas[i])
+            path = w.wd.image_path(shas[i], "jpg")  # the stage checks that each file exists
             path.parent.mkdir(parents=True, exist_ok=True)
             path.touch()
     cache = EmbeddingCache(root / "cache")

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from builder.catalog import Catalog
-from tests.triplets.world import build_world
+from tests.worlds import build_world
 from triplets import cli
 from triplets.rules import check_triplets
 from triplets.sample_run import run_params, validate_workdir

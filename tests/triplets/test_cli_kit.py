@@ -8,7 +8,7 @@ import os
 
 from builder.catalog import Catalog
 from tests.clikit_helpers import run_code, sigterm_when_ready
-from tests.triplets.world import build_world
+from tests.worlds import build_world
 from triplets import cli, sample_run
 
 RESUME = "interrupted (SIGTERM): run the same command again to resume"

@@ -9,8 +9,9 @@ import shutil
 
 import pytest
 
-from builder.catalog import Catalog, utcnow
-from tests.triplets.world import build_world
+from annotation.reviews import ReviewRow, add_reviews
+from builder.catalog import Catalog
+from tests.worlds import build_world
 from triplets import cli
 from triplets.croissant import (
     CROISSANT_FILE,
@@ -44,11 +45,10 @@ def release(tmp_path_factory):
     with Catalog.open(wd) as cat:
         items = [int(r[0]) for r in cat.query("SELECT item_id FROM items ORDER BY item_id")]
         with cat.tx() as con:
-            for n, (ann, item) in enumerate([("ann1", items[0]), ("ann2", items[0]),
-                                             ("ann3", items[1])]):
-                con.execute("INSERT INTO reviews (kind, task_id, annotation_id, annotator,"
-                            " item_id, decision, pulled_at) VALUES ('duplicates', 1, ?, ?, ?,"
-                            " 'keep', ?)", (n, ann, item, utcnow()))
+            add_reviews(con, "duplicates", None, [
+                ReviewRow(1, n, ann, item, None, "keep", None, f"r{n}")
+                for n, (ann, item) in enumerate([("ann1", items[0]), ("ann2", items[0]),
+                                                 ("ann3", items[1])])])
         run = cat.start_run("review", {"action": "pull", "kind": "duplicates",
                                        "min_annotators": 3})
         cat.finish_run(run, "done", DUP_REPORT, "pulled")

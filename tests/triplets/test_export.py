@@ -14,7 +14,7 @@ import yaml
 from benchmark.query_table import QueryTerm
 from builder.catalog import Catalog
 from builder.query_terms import upsert_terms
-from tests.triplets.world import build_world
+from tests.worlds import build_world
 from triplets import cli
 from triplets.export import export_release
 from triplets.pool import load_pool

@@ -10,7 +10,8 @@ import pytest
 
 from benchmark import query_table, tables
 from builder.catalog import Catalog
-from tests.triplets.world import build_world
+from builder.query_terms import upsert_terms
+from tests.worlds import build_world
 from triplets import cli
 from triplets.pool import load_pool
 from triplets.rules import check_triplets
@@ -186,9 +187,9 @@ def test_query_text_is_the_query_countrys_own_term(tmp_path):
     a term in the catalog's query_terms (e.g. a reviewed one) wins over data/queries.csv."""
     wd = build_world(tmp_path / "w", ["train", "bus", "craft"], per_cell=1, native_terms=False)
     with Catalog.open(wd) as cat, cat.tx() as con:
-        con.execute("INSERT INTO query_terms (concept, country, locale, native_term, english_term,"
-                    " source, reviewers, reviewed_at) VALUES ('craft', 'ESP', 'es-ES',"
-                    " 'artesanía española', 'handicraft', 'reviewed', 2, '2026-12-01T10:00:00')")
+        upsert_terms(con, [query_table.QueryTerm(
+            "craft", "ESP", "es-ES", "es", "artesanía española", "handicraft", "reviewed", 2,
+            "2026-12-01T10:00:00")], None)
     res = run_sample(wd, SampleConfig(seed=1))
     text = {(t.query_concept, t.query_country): t.query_text for t in res.triplets}
     assert (text[("train", "PRT")], text[("train", "BRA")]) == ("comboio", "trem")

@@ -6,7 +6,7 @@ import csv
 
 from benchmark import tables
 from builder.catalog import Catalog
-from tests.triplets.world import build_world
+from tests.worlds import build_world
 from triplets import cli
 from triplets.sample_run import run_sample
 from triplets.sampling import SampleConfig
