@@ -281,3 +281,15 @@ def test_faiss_unit_pool_is_searched_whole_in_place(monkeypatch):
     got = fs.faiss_topk(bk, qn, raw, 30, normalize=True)
     assert calls == [256, 256, 256, 132] and np.array_equal(got.indices, i)
     np.testing.assert_allclose(got.scores, s, atol=1e-6)
+
+
+def test_faiss_ties_at_the_cut_of_a_raw_pool_are_by_index():
+    """Raw rows that normalise to the same vector tie; the recomputed rows (tile by tile,
+    normalised there) give the stable order, with no copy of the pool."""
+    q = np.array([[1.0, 0.0], [0.0, 1.0]], np.float32)
+    d = np.concatenate([np.array([[2.0, 0.0]] * 300, np.float32),
+                        np.array([[0.0, 5.0]] * 5, np.float32),
+                        np.array([[3.0, 0.0]] * 200, np.float32)])
+    got = fs.faiss_topk(rt.get_backend("faiss"), q, d, 10, normalize=True)
+    assert got.indices.tolist() == [list(range(10)), list(range(300, 305)) + list(range(5))]
+    np.testing.assert_allclose(got.scores[0], 1.0, atol=1e-6)

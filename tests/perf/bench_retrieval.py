@@ -14,6 +14,9 @@ the modes alternate (ours, faiss, matmul, ours, ...) and the best of ``--repeats
   ``--threads`` workers, on ``--backend`` (auto: faiss on the CPU); ``numpy``: the same on
   the numpy backend (the fallback where faiss does not import), search only; then :func:`benchmark.tasks.xm3600.score_topk` (accuracy, NDCG x2,
   LBKL, DLBKL at every k) on a synthetic caption table, timed apart.
+- ``ours-unit``: the same search given unit rows (normalised outside the clock), as the
+  embedding cache holds them for models whose vectors are unit: the pool is searched in place
+  in one ``faiss.knn`` call after its norms are read (search only).
 - ``faiss`` (when ``faiss`` imports; ``pip install -e '.[bench]'``): ``faiss.normalize_L2``
   in place, ``IndexFlatIP.add`` (a copy of the pool), ``search``; ``omp_set_num_threads`` =
   ``--threads``. ``search_s`` is the search alone; the ratio is against it (the stricter
@@ -128,14 +131,18 @@ def child(a: argparse.Namespace) -> dict:
 
     from benchmark import retrieval  # noqa: F401  (imported before the clock starts)
 
-    if a.child in ("faiss", "ours"):
+    if a.child in ("faiss", "ours", "ours-unit"):
         import faiss  # noqa: F401  (its import, ~0.2 s, outside the clock for both)
     if a.child == "numpy":
         a.backend, a.score = "numpy", False
     q, d = make_data(a)
+    if a.child == "ours-unit":  # vectors as the cache holds them: unit rows (outside the clock)
+        a.score = False
+        q /= np.linalg.norm(q, axis=1, keepdims=True)
+        d /= np.linalg.norm(d, axis=1, keepdims=True)
     out: dict = {"mode": a.child, "threads": a.threads, "rss_after_data_gb": rss_gb()}
     t0, c0 = time.perf_counter(), cpu_s()
-    run = {"ours": run_ours, "numpy": run_ours, "faiss": run_faiss,
+    run = {"ours": run_ours, "ours-unit": run_ours, "numpy": run_ours, "faiss": run_faiss,
            "matmul": run_matmul}[a.child]
     res = run(a, q, d, out)
     out["wall_s"] = time.perf_counter() - t0
@@ -186,6 +193,7 @@ def summarize(runs: list[dict], a: argparse.Namespace) -> dict:
     if "faiss" in best:
         e2e = min(r["search_s"] + r["prep_s"] for r in runs if r["mode"] == "faiss")
         out.update(ratio_ours_to_faiss_search=best["ours"] / best["faiss"],
+                   ratio_ours_unit_to_faiss_search=best["ours-unit"] / best["faiss"],
                    ratio_ours_to_faiss_end_to_end=best["ours"] / e2e,
                    peak_ratio_ours_to_faiss=peak["ours"] / peak["faiss"])
     return out
@@ -229,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def sweep(a: argparse.Namespace) -> dict:
     """One pool size: the modes interleaved, ``--repeats`` times; prints the ratio line."""
-    modes = ["ours", "numpy", "matmul"]
+    modes = ["ours", "ours-unit", "numpy", "matmul"]
     if not a.no_faiss:
         try:
             import faiss  # noqa: F401
@@ -239,7 +247,7 @@ def sweep(a: argparse.Namespace) -> dict:
             print("faiss not installed (pip install -e '.[bench]'): ours vs matmul only")
     load0, runs = os.getloadavg(), []
     with tempfile.TemporaryDirectory() as tmp:
-        saved = {m: Path(tmp) / f"{m}.npz" for m in ("ours", "numpy", "faiss")}
+        saved = {m: Path(tmp) / f"{m}.npz" for m in ("ours", "ours-unit", "numpy", "faiss")}
         for _ in range(a.repeats):
             for mode in modes:
                 r = run_child(mode, a, saved.get(mode))
@@ -249,6 +257,7 @@ def sweep(a: argparse.Namespace) -> dict:
         summary["agreement_numpy"] = compare(saved["ours"], saved["numpy"])
         if "faiss" in modes:
             summary["agreement"] = compare(saved["ours"], saved["faiss"])
+            summary["agreement_unit"] = compare(saved["ours-unit"], saved["faiss"])
     summary.update(loadavg_before=load0, loadavg_after=os.getloadavg(), cpus=os.cpu_count(),
                    runs=runs)
     b, pk = summary["best_search_s"], summary["peak_rss_search_gb"]
@@ -261,7 +270,10 @@ def sweep(a: argparse.Namespace) -> dict:
                  f"ratio ours/faiss {summary['ratio_ours_to_faiss_search']:.3f} (search), "
                  f"{summary['ratio_ours_to_faiss_end_to_end']:.3f} (end to end), memory "
                  f"{summary['peak_ratio_ours_to_faiss']:.2f}; same top-k sets "
-                 f"{summary['agreement']['same_set_share']:.4f}")
+                 f"{summary['agreement']['same_set_share']:.4f}; unit input: ours "
+                 f"{b['ours-unit']:.2f} s, ratio "
+                 f"{summary['ratio_ours_unit_to_faiss_search']:.3f}, same sets "
+                 f"{summary['agreement_unit']['same_set_share']:.4f}")
     print(line + f"; load {load0[0]:.1f} -> {summary['loadavg_after'][0]:.1f}", flush=True)
     return summary
 
