@@ -44,7 +44,8 @@ def faiss_topk(
     its k+1 best merged into a running k+1 by packed (score, index) keys. ``pool_block``
     forces blocks of that size. faiss's own sgemm blocks take ``FAISS_DATABASE_BS`` pool rows
     where memory allows (:func:`_database_bs`; its default 1024 measured 8 % slower at 65k
-    rows; the lists are the same, each score being one dot product either way). A row whose
+    rows on an Intel Xeon, 1-3 % faster on an AMD EPYC: machine-dependent, within noise on
+    the latter; the lists are the same, each score being one dot product either way). A row whose
     k-th score is above its (k+1)-th holds every item scoring at least its k-th, so its first
     k equal a stable full sort's. A row where they tie (faiss keeps an arbitrary subset of a
     tie at its cut) is recomputed by :func:`benchmark.topk.dense_topk`, which normalises the

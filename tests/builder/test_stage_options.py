@@ -39,10 +39,12 @@ def test_crawl_defaults_are_the_dataclasses():
     (["--timeout", "0"], "argument --timeout: must be more than 0, got 0.0"),
     (["--max-redirects", "-1"], "argument --max-redirects: must be at least 0, got -1"),
 ])
-def test_crawl_bounds_are_usage_errors(argv, message, capsys):
+def test_crawl_bounds_are_usage_errors(argv, message, capsys, tmp_path):
+    work = tmp_path / "work"
     with pytest.raises(SystemExit) as e:
-        crawl.main(["--workdir", "unused", *argv])
+        crawl.main(["--workdir", str(work), *argv])
     assert e.value.code == 2
+    assert not work.exists()  # refused before anything is opened or written
     assert capsys.readouterr().err.strip().splitlines()[-1].endswith(f"error: {message}")
 
 
