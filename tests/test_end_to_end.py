@@ -96,18 +96,3 @@ def _check_result_and_verdicts(w, n_trip):
             assert lo <= 1 <= hi, v
         assert v["as_planted"]
 
-
-def test_real_mode_needs_a_key_and_plans_the_real_services(tmp_path, monkeypatch, capsys):
-    monkeypatch.delenv("GEMINI_API_KEY", raising=False)
-    monkeypatch.delenv("GOOGLE_API_KEY", raising=False)
-    assert demo.main(["--workdir", str(tmp_path), "--real"]) == 2
-    assert "GEMINI_API_KEY" in capsys.readouterr().err
-    steps = {s.name: s.argv for s in demo.plan(tmp_path, real=True, seed=1)}
-    assert steps["concepts"][steps["concepts"].index("--llm") + 1].startswith("gemini:")
-    assert steps["tagging"][steps["tagging"].index("--llm") + 1].startswith("gemini:")
-    crawl = steps["crawl"]
-    assert crawl[crawl.index("--search") + 1] == "ddgs"
-    assert crawl[crawl.index("--concepts") + 1] == ",".join(demo.REAL_CONCEPTS)
-    offline = {s.name: s.argv for s in demo.plan(tmp_path, real=False, seed=1)}
-    assert offline["crawl"][offline["crawl"].index("--search") + 1].startswith("folder:")
-    assert offline["tagging"][offline["tagging"].index("--llm") + 1] == "offline"
