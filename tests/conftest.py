@@ -1,4 +1,5 @@
-"""Test-wide settings: no network, every cache in a temp dir, no progress bars.
+"""Test-wide settings: no network, every cache in a temp dir, no progress bars, nothing
+written into the folder the tests run from.
 
 Hub libraries read their offline flags at import time, so they are set here, before any test
 module imports them (tests never touch the internet).
@@ -9,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -45,3 +47,18 @@ def _logging_per_test():
     yield
     drop()
     root.setLevel(level)
+
+
+_RUN_FROM_NOISE = {".pytest_cache", "__pycache__", ".coverage"}
+
+
+@pytest.fixture(autouse=True)
+def _nothing_written_where_tests_run():
+    """A test writes into its ``tmp_path``, never into the folder pytest runs from (the
+    checkout): a CLI called without ``--output-dir`` / ``--workdir`` would leave its default
+    folder there. The test that made a new entry fails, naming it."""
+    here = Path.cwd()
+    before = set(os.listdir(here))
+    yield
+    new = sorted(set(os.listdir(here)) - before - _RUN_FROM_NOISE)
+    assert not new, f"this test wrote {new} into {here}: give it a tmp_path"

@@ -50,10 +50,11 @@ def test_flags_fill_the_configs():
 
 
 def test_open_context_carries_the_caches(tmp_path):
-    ctx = open_context(RunConfig(model="hash", cache_dir=tmp_path / "c", device="cpu"))
+    ctx = open_context(RunConfig(model="hash", cache_dir=tmp_path / "c", device="cpu",
+                                 output_dir=tmp_path / "o"))
     assert ctx.cache is not None and ctx.hash_memo is not None
     assert (tmp_path / "c" / "filehash.sqlite").is_file() and ctx.device == "cpu"
-    bare = open_context(RunConfig(model="hash", no_cache=True))
+    bare = open_context(RunConfig(model="hash", no_cache=True, output_dir=tmp_path / "o"))
     assert bare.cache is None and bare.hash_memo is None
 
 

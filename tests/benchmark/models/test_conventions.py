@@ -92,7 +92,7 @@ def test_every_paper_model_has_both_profiles():
         json.dumps(conv.resolve(name, "authors").as_dict())  # JSON-able, as results need
 
 
-def test_models_without_profiles_take_reference_only(capsys):
+def test_models_without_profiles_take_reference_only(capsys, tmp_path):
     assert conv.resolve("siglip2-base-256", "reference") is None
     with pytest.raises(registry.RegistryError, match="only the paper's ten models"):
         registry.load_model("hash", conventions="authors")
@@ -102,7 +102,8 @@ def test_models_without_profiles_take_reference_only(capsys):
     from benchmark.cli import main
 
     assert main(["run", "--model", "hash", "--task", "3xcm", "--conventions", "authors",
-                 "--dataset", "data/synthetic-3xcm"]) == 2
+                 "--dataset", "data/synthetic-3xcm", "--output-dir", str(tmp_path / "o"),
+                 "--no-cache"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "has no 'authors' conventions" in err[0]
 
