@@ -88,7 +88,7 @@ def train_tiny_clip(pairs: list[tuple[Any, str]], base: Path, out: Path,
         opt.zero_grad()
         loss.backward()
         opt.step()
-        losses.append(float(loss))
+        losses.append(loss.item())
     took = time.perf_counter() - t0
     record = {"config": asdict(cfg), "corpus_sha256": fp, "pairs": len(pairs),
               "loss": "open_clip.loss.ClipLoss", "optimizer": "torch.optim.AdamW",
