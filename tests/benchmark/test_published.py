@@ -147,7 +147,8 @@ def test_a_folder_in_no_3xcm_layout_is_one_line(tmp_path, capsys):
     d = tmp_path / "other"
     d.mkdir()
     pd.DataFrame({"a": [1, 2], "b": ["x", "y"]}).to_parquet(d / "train-00000.parquet")
-    rc = main(["run", "--model", "hash", "--task", "3xcm", "--dataset", str(d)])
+    rc = main(["run", "--model", "hash", "--task", "3xcm", "--dataset", str(d), "--output-dir",
+               str(tmp_path / "o"), "--no-cache"])
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1 and "not a 3XCM layout" in err[0]
 
