@@ -81,10 +81,24 @@ class OutputError(Exception):
     """The output dir cannot take results files (one clear line; the CLI exits with 2)."""
 
 
-def check_output_dir(path: Path, claim: bool = True) -> None:
+def check_output_dir(path: Path, claim: bool = True, *, create: bool = True) -> None:
     """Fail before any compute when results could not be written to ``path``: a file, not
     writable, or (``claim``) a folder holding files that no run of ours wrote (the folder
-    rule of :func:`benchmark.files.own_folder`; a new or empty one is claimed)."""
+    rule of :func:`benchmark.files.own_folder`; a new or empty one is claimed). Without
+    ``create`` nothing is made: a missing ``path`` is probed at its nearest existing parent
+    and the folder rule is checked, not claimed (a run refused later leaves no folder)."""
+    if not create:
+        probe = path
+        while not probe.exists() and probe.parent != probe:
+            probe = probe.parent
+        problem = dir_problem(probe)
+        if problem:
+            raise OutputError(f"output dir {path} {problem}: pass another --output-dir")
+        try:
+            files.claim_folder(path, RESULTS_KIND)
+        except files.FolderNotOursError as e:
+            raise OutputError(f"--output-dir {e}") from e
+        return
     problem = dir_problem(path)
     if problem:
         raise OutputError(f"output dir {path} {problem}: pass another --output-dir")
@@ -179,11 +193,12 @@ def open_context(run: RunConfig, shard: Shard | None = None,
 
     if shard is not None and run.no_cache:
         raise DataError("--shard fills the embedding cache: it cannot run with --no-cache")
-    check_output_dir(run.output_dir)
+    check_output_dir(run.output_dir, create=False)  # nothing made until the model loads
     cache = (None if run.no_cache
              else EmbeddingCache(run.cache_dir, shard=shard, shard_file=shard_file))
     overrides = {k: v for k, v in (("device", run.device), ("dtype", run.dtype)) if v}
     adapter = registry.load_model(run.model, conventions=run.conventions, **overrides)
+    check_output_dir(run.output_dir)
     check_output_dir(run.output_dir / model_slug(adapter.spec.name), claim=False)
     if run.batch_size:
         adapter.text_batch_size = adapter.image_batch_size = run.batch_size

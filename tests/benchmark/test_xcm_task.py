@@ -165,10 +165,14 @@ def test_bad_inputs_are_one_line_and_exit_2(planted, tmp_path, capsys):
                  "--output-dir", str(tmp_path / "o"), "--cache-dir", str(tmp_path / "c2")]) == 2
     assert "undecodable" in capsys.readouterr().err
     # unknown model and task: suggestions
-    assert main(["run", "--model", "clip-l41", "--task", "3xcm", "--dataset", str(path)]) == 2
+    refused = ["--output-dir", str(tmp_path / "refused"), "--cache-dir", str(tmp_path / "c")]
+    assert main(["run", "--model", "clip-l41", "--task", "3xcm", "--dataset", str(path),
+                 *refused]) == 2
     assert "did you mean clip-l14" in capsys.readouterr().err
-    assert main(["run", "--model", "hash", "--task", "3xmc", "--dataset", str(path)]) == 2
+    assert main(["run", "--model", "hash", "--task", "3xmc", "--dataset", str(path),
+                 *refused]) == 2
     assert "did you mean 3xcm" in capsys.readouterr().err
+    assert not (tmp_path / "refused").exists()  # a refused run makes no results folder
 
 
 # The ten models of the paper's Table 6, by our names (docs/models.md).

@@ -106,6 +106,7 @@ def test_models_without_profiles_take_reference_only(capsys, tmp_path):
                  "--no-cache"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "has no 'authors' conventions" in err[0]
+    assert not (tmp_path / "o").exists()  # refused before any results folder is made
 
 
 def test_ls_conventions_lists_only_differing_fields(capsys):
