@@ -87,24 +87,15 @@ def check_output_dir(path: Path, claim: bool = True, *, create: bool = True) -> 
     rule of :func:`benchmark.files.own_folder`; a new or empty one is claimed). Without
     ``create`` nothing is made: a missing ``path`` is probed at its nearest existing parent
     and the folder rule is checked, not claimed (a run refused later leaves no folder)."""
-    if not create:
-        probe = path
-        while not probe.exists() and probe.parent != probe:
-            probe = probe.parent
-        problem = dir_problem(probe)
-        if problem:
-            raise OutputError(f"output dir {path} {problem}: pass another --output-dir")
-        try:
-            files.claim_folder(path, RESULTS_KIND)
-        except files.FolderNotOursError as e:
-            raise OutputError(f"--output-dir {e}") from e
-        return
-    problem = dir_problem(path)
+    probe = path
+    while not create and not probe.exists() and probe.parent != probe:
+        probe = probe.parent
+    problem = dir_problem(probe)
     if problem:
         raise OutputError(f"output dir {path} {problem}: pass another --output-dir")
-    if claim:
+    if claim or not create:
         try:
-            files.own_folder(path, RESULTS_KIND)
+            (files.own_folder if create else files.claim_folder)(path, RESULTS_KIND)
         except files.FolderNotOursError as e:
             raise OutputError(f"--output-dir {e}") from e
 
