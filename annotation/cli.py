@@ -11,7 +11,7 @@ word. Connection: ``LABEL_STUDIO_URL`` and ``LABEL_STUDIO_API_KEY``. Errors a us
 answer), a damaged work-dir database, a full disk and a missing optional library are one line
 on stderr and exit code 2; Ctrl-C exits 130 and SIGTERM 143 (the review stage's run recorded
 ``interrupted``); anything else is a bug: ``internal error`` is logged and it propagates (one
-CLI kit, ``benchmark.clikit``, for all four CLIs).
+CLI kit, ``core.clikit``, for all four CLIs).
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 from annotation.client import AnnotationError, Connection, api_errors
 from annotation.configs import KINDS
-from benchmark.clikit import CliKit, add_verbose, add_workdir
-from benchmark.logs import configure_logging
+from core.clikit import CliKit, add_verbose, add_workdir
+from core.logs import configure_logging
 
 if TYPE_CHECKING:
     from builder.catalog import Catalog
@@ -148,13 +148,13 @@ def _session(args: argparse.Namespace) -> Iterator[tuple[Catalog, Connection]]:
 
 def _countries(spec: str | None) -> list[Any] | None:
     """The ``--countries`` (data/countries.csv rows), None when not given."""
-    from benchmark import tables
+    from core import datatables
 
     if spec is None:
         return None
     try:
-        return tables.resolve_countries(spec)
-    except tables.TableError as exc:  # its own words name the flag when the list is empty
+        return datatables.resolve_countries(spec)
+    except datatables.TableError as exc:  # its own words name the flag when the list is empty
         raise AnnotationError(str(exc) if str(exc).startswith("--countries")
                               else f"--countries: {exc}") from None
 

@@ -1,7 +1,7 @@
 """Label configs and annotator instructions of the three review kinds.
 
 The XML configs and the guidelines live in ``data/annotation/`` (one source of truth; the
-guideline is what annotators read), read through :func:`benchmark.tables.data_file`. Label
+guideline is what annotators read), read through :func:`core.datatables.data_file`. Label
 Studio shows the project's ``expert_instruction`` as HTML, so the Markdown guideline is
 converted with :func:`annotation.guide_html.markdown_to_html`. Label Studio's page style resets lists (no markers, no
 indent) and headings, and its server strips ``style`` attributes from the instructions but
@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from xml.sax.saxutils import quoteattr
 
 from annotation.guide_html import markdown_to_html
-from benchmark.files import sha256_text
-from benchmark.tables import data_file
+from core.datatables import data_file
+from core.files import sha256_text
 
 KINDS = ("duplicates", "tags", "queries")
 CHOICES_MARKER = "<!-- CONCEPT CHOICES -->"

@@ -98,7 +98,7 @@ def _settings(spec: ProjectSpec) -> dict[str, Any]:
 def settings_sha(spec: ProjectSpec) -> str:
     """sha256 of every setting a push gives the project (``ls_projects.config_sha``): a
     change of the config or of these settings (say, the blind-review ones) updates it."""
-    from benchmark.files import sha256_text
+    from core.files import sha256_text
 
     return sha256_text(spec.config_sha + json.dumps(_settings(spec), sort_keys=True))
 
@@ -155,9 +155,9 @@ def tag_concepts(cat: Catalog) -> list[str]:
     rows = cat.query("SELECT name FROM concepts WHERE status = 'kept' ORDER BY name")
     if rows:
         return [r["name"] for r in rows]
-    from benchmark import tables
+    from core import datatables
 
-    return tables.concepts()
+    return datatables.concepts()
 
 
 def tag_choices(cat: Catalog, kind: str, server: str) -> list[str]:

@@ -54,9 +54,9 @@ from annotation.terms import (
     term_agreement,
     write_queries_csv,
 )
-from benchmark.files import atomic_write_text
 from builder.catalog import Catalog
 from builder.stagekit import stage_run
+from core.files import atomic_write_text
 
 log = logging.getLogger(__name__)
 

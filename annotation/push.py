@@ -43,9 +43,9 @@ from annotation.projects import (
 )
 from annotation.quorum import server_overlaps
 from annotation.reconcile import image_order, reconcile
-from benchmark.files import sha256_text
 from builder.catalog import Catalog
 from builder.stagekit import stage_run
+from core.files import sha256_text
 
 log = logging.getLogger(__name__)
 

@@ -27,10 +27,10 @@ from annotation.configs import project_key, project_spec
 from annotation.links import ImageLinks, TaskDraft
 from annotation.projects import recorded_annotators, recorded_title
 from annotation.push import PushReport, push_drafts
-from benchmark import tables
-from benchmark.files import sha256_text
 from builder.catalog import Catalog
 from builder.statuses import USABLE_ITEMS, ItemStatus
+from core import datatables
+from core.files import sha256_text
 
 log = logging.getLogger(__name__)
 
@@ -60,8 +60,8 @@ def term_rows(
 
 def _country_name(code: str) -> str:
     try:
-        return tables.country(code).name
-    except tables.TableError:
+        return datatables.country(code).name
+    except datatables.TableError:
         return code
 
 
@@ -69,8 +69,8 @@ def _definitions() -> dict[str, str]:
     """concept -> definition (``data/concept_definitions.csv``); a broken table is our fault,
     said in one line."""
     try:
-        return tables.concept_definitions()
-    except tables.TableError as exc:
+        return datatables.concept_definitions()
+    except datatables.TableError as exc:
         raise AnnotationError(f"cannot show the concept definitions: {exc}") from None
 
 

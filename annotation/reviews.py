@@ -21,9 +21,9 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from benchmark.files import sha256_text
-from benchmark.text import normalize_term
 from builder.catalog import Catalog, utcnow
+from core.files import sha256_text
+from core.text import normalize_term
 
 log = logging.getLogger(__name__)
 

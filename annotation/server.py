@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from annotation.client import AnnotationError
-from benchmark.files import atomic_write_text
+from core.files import atomic_write_text
 
 log = logging.getLogger(__name__)
 

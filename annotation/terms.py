@@ -32,10 +32,10 @@ from typing import Any
 
 from annotation.agreement import krippendorff_alpha
 from annotation.reviews import ReviewRow, normalize_term
-from benchmark import query_table
 from builder.catalog import Catalog
 from builder.query_terms import catalog_terms
 from builder.statuses import TermOutcome
+from core import query_table
 
 VOTES = ("correct", "better_term", "unclear")
 FLAGGED = ("contradiction", "incomplete", "invalid")

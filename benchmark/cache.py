@@ -35,8 +35,8 @@ from typing import Any
 import numpy as np
 
 from benchmark.embeddings import Embeddings, MultiVector, concat
-from benchmark.files import create_shared, sha256_text
 from benchmark.models.base import Adapter
+from core.files import create_shared, sha256_text
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +77,7 @@ def namespace(adapter: Adapter, modality: str, role: str) -> str:
         "conventions": conv,
     }
     if modality == "image":  # a decoder change (EXIF, 16-bit, alpha) changes the pictures
-        from benchmark.data.decode import DECODER_VERSION
+        from core.decode import DECODER_VERSION
 
         key["image_decoder"] = DECODER_VERSION
     profile = getattr(adapter, "profile", None)

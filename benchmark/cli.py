@@ -11,12 +11,12 @@
     python -m benchmark smoke --model MODEL [--device cuda]    (benchmark.smoke)
     python -m benchmark reproduce --output-dir DIR [--dry-run]  (benchmark.reproduce)
 
-Every command's flags come from typed configs (:mod:`benchmark.config`): ``run`` fills a
+Every command's flags come from typed configs (:mod:`core.options`): ``run`` fills a
 :class:`~benchmark.tasks.base.RunConfig` and each task's own config. Logging is configured
-once (:func:`benchmark.logs.configure_logging`). Bad input (unknown model/task, bad dataset)
+once (:func:`core.logs.configure_logging`). Bad input (unknown model/task, bad dataset)
 is one line on stderr and exit code 2, and so are a full disk and a missing optional library;
 Ctrl-C exits 130 and SIGTERM 143, saying how to resume; anything else is a bug (``internal
-error`` logged, traceback): the one CLI kit, :mod:`benchmark.clikit`, of all four CLIs.
+error`` logged, traceback): the one CLI kit, :mod:`core.clikit`, of all four CLIs.
 """
 
 from __future__ import annotations
@@ -28,20 +28,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from benchmark import files, launch, registry
+from benchmark import launch, registry
 from benchmark.analysis import cli as analysis_cli
 from benchmark.cache import CacheError, Shard, check_cache_dir, default_cache_dir
 from benchmark.cache_merge import merge_shards
-from benchmark.clikit import RESUME, CliKit
-from benchmark.config import add_options, from_args
-from benchmark.data import DataError
-from benchmark.devices import default_device
-from benchmark.logs import configure_logging
 from benchmark.report import cli as report_cli
 from benchmark.reproduce import cli as reproduce_cli
 from benchmark.results import model_slug
 from benchmark.smoke import SmokeConfig, format_smoke, run_smoke
-from benchmark.tables import TableError
 from benchmark.tasks.base import (
     OutputError,
     RunConfig,
@@ -51,6 +45,13 @@ from benchmark.tasks.base import (
     open_context,
     run_task,
 )
+from core import files
+from core.clikit import RESUME, CliKit
+from core.datatables import TableError
+from core.devices import default_device
+from core.errors import DataError
+from core.logs import configure_logging
+from core.options import add_options, from_args
 
 log = logging.getLogger("benchmark")
 
@@ -240,7 +241,7 @@ def ls_mteb() -> int:
     from benchmark.models import hub
 
     hub.require(("mteb",), "mteb", "ls --mteb")
-    from benchmark.models.mteb_models import format_listing, text_image_metas
+    from benchmark.mteb.models import format_listing, text_image_metas
 
     print(format_listing(text_image_metas()))
     return 0

@@ -12,7 +12,7 @@
   (:mod:`benchmark.retrieval`) scores its chunks with :func:`maxsim_block`.
 
 Backends: ``"torch"`` (on ``device``, default the GPU when there is one), ``"numpy"``, or
-``"auto"`` (torch on a GPU, numpy on the CPU: :func:`benchmark.devices.torch_device`). Both give the same numbers up to float32 summation order.
+``"auto"`` (torch on a GPU, numpy on the CPU: :func:`core.devices.torch_device`). Both give the same numbers up to float32 summation order.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmark.devices import torch_device
+from core.devices import torch_device
 
 # Elements of one (queries x query tokens x documents x document tokens) score block: 2^25
 # float32 = 128 MiB, small enough for any GPU and for the CPU.

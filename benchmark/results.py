@@ -15,7 +15,7 @@ Schema (``SCHEMA_VERSION``)::
 
 NaN and infinities are not JSON: they are written as null (``sanitize``), and ``allow_nan`` is
 off so a stray one is an error, never a silent ``NaN`` token. Written atomically with
-:func:`benchmark.files.atomic_write_json` (mode from the user's umask).
+:func:`core.files.atomic_write_json` (mode from the user's umask).
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ import json
 import math
 import platform
 import re
-import subprocess
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -32,8 +31,9 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from benchmark import __version__, files
+from benchmark import __version__
 from benchmark.models.base import ModelSpec
+from core import files
 
 SCHEMA_VERSION = 1
 
@@ -68,21 +68,6 @@ def model_slug(name: str) -> str:
     return slug or "model"
 
 
-def git_commit() -> str | None:
-    """The commit of the checkout this package runs from (``-dirty`` if modified), else None."""
-    root = Path(__file__).resolve().parent.parent
-    try:
-        sha = subprocess.run(
-            ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
-            timeout=5, check=True,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True, text=True, timeout=5,
-        ).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return f"{sha}-dirty" if dirty else sha
 
 
 def environment() -> dict[str, Any]:
@@ -121,7 +106,7 @@ def sanitize(obj: Any) -> Any:
     return obj
 
 
-#: the kind in the marker of a results folder (see benchmark.files.own_folder): ``run``,
+#: the kind in the marker of a results folder (see core.files.own_folder): ``run``,
 #: ``analyze`` and ``reproduce`` write only into a new or empty folder or one marked so
 RESULTS_KIND = "3xcm-results"
 

@@ -38,7 +38,6 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
-from benchmark.devices import torch_device
 from benchmark.embeddings import (
     Embeddings,
     MultiVector,
@@ -59,6 +58,7 @@ from benchmark.topk import (  # noqa: F401  (TopK, pack_keys, unpack_keys: this 
     stable_rows,
     unpack_keys,
 )
+from core.devices import torch_device
 
 log = logging.getLogger(__name__)
 

@@ -25,10 +25,10 @@ from typing import Any
 
 import numpy as np
 
-from benchmark.config import option
-from benchmark.data import DataError
 from benchmark.embeddings import MultiVector, take
 from benchmark.tasks.base import DTYPES
+from core.errors import DataError
+from core.options import option
 
 log = logging.getLogger(__name__)
 
@@ -63,9 +63,9 @@ class SmokeConfig:
 def queries(n: int) -> list[str]:
     """``n`` query texts: concepts from the project's table (fallback list if unreadable)."""
     try:
-        from benchmark import tables
+        from core import datatables
 
-        concepts = list(tables.concepts())
+        concepts = list(datatables.concepts())
     except Exception:  # the smoke test must run from a bare install too
         concepts = FALLBACK_CONCEPTS
     return [f"{concepts[i % len(concepts)]}" for i in range(n)]

@@ -1,7 +1,7 @@
 """A small synthetic 3XCM release: the evaluator's bundled default and the tests' fixture.
 
 ``python -m benchmark.synthetic --out data/synthetic-3xcm`` writes a release folder in the format of
-docs/release.md, through :mod:`benchmark.data.release` (``images`` and ``triplets`` configs as
+docs/release.md, through :mod:`core.release` (``images`` and ``triplets`` configs as
 parquet with embedded PNG bytes, a dataset card with YAML ``configs``, ``build.json``, licence) from generated images: each concept is a shape/texture, each
 country a colour palette, so that image models see both a concept and a culture signal. It is
 NOT real data; it exists so that a fresh checkout can run the evaluator offline end to end.
@@ -23,9 +23,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from benchmark import files, query_table, tables
-from benchmark.data import release
-from benchmark.logs import configure_logging
+from core import datatables, files, query_table, release
+from core.logs import configure_logging
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +56,7 @@ def synth_image(concept_idx: int, country_idx: int, variant: int, size: int = 48
 
 def write_release(out: Path, triplets: pd.DataFrame, images: pd.DataFrame, card: str,
                   title: str = "3XCM release", build: dict[str, Any] | None = None) -> Path:
-    """Write a release folder through :mod:`benchmark.data.release` (its parquet files, a card
+    """Write a release folder through :mod:`core.release` (its parquet files, a card
     with YAML ``configs``, ``build.json`` and the licence), each file atomically.
 
     ``images`` needs ``image_id``, ``image_bytes`` and the other image columns of docs/release.md;
@@ -77,10 +76,10 @@ def build_synthetic(seed: int = 0, per_cell: int = 2,
                     concepts: list[str] | None = None) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
     """(triplets, images, stats) of the synthetic release; deterministic for a seed."""
     concepts = concepts or SYNTHETIC_CONCEPTS
-    countries = list(tables.countries())
+    countries = list(datatables.countries())
     try:
         terms = {k: t.native_term for k, t in query_table.query_terms().items()}
-    except tables.TableError:
+    except datatables.TableError:
         terms = {}
     rows: list[dict[str, Any]] = []
     for ci, concept in enumerate(concepts):
@@ -127,7 +126,7 @@ def build_synthetic(seed: int = 0, per_cell: int = 2,
     return pd.DataFrame(trip), images, stats
 
 
-#: the kind in the marker of a folder ``--out`` wrote (see benchmark.files.claim_folder)
+#: the kind in the marker of a folder ``--out`` wrote (see core.files.claim_folder)
 SYNTHETIC_KIND = "3xcm-synthetic"
 
 

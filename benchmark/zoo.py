@@ -158,9 +158,9 @@ family("benchmark.models.hash:HashModel", "", models=[
       embedding_size=64),
 ])
 
-# -- mteb family (benchmark/models/mteb_models.py): mteb:NAME is any model of mteb's registry,
+# -- mteb family (benchmark/mteb/models.py): mteb:NAME is any model of mteb's registry,
 # pinned by its ModelMeta's revision (`python -m benchmark ls --mteb` lists them) ------------
-family("benchmark.models.mteb_models:MTEBModel", "mteb", models=[], prefix="mteb")
+family("benchmark.mteb.models:MTEBModel", "mteb", models=[], prefix="mteb")
 
 # Parameters of the paper's models: Table 6 (data/paper/table6_models.csv; a test checks).
 # clip-l14-hf: revision as pinned by mteb (model_implementations/clip_models.py); the authors'

@@ -28,11 +28,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from benchmark.files import sha256_text
 from builder import __version__, liveness
 from builder.migrations import MigrationError, all_migrations, applied_versions, apply_missing
 from builder.statuses import RunStatus
 from builder.workdir import WorkDir
+from core.files import sha256_text
 
 log = logging.getLogger(__name__)
 
@@ -380,7 +380,7 @@ def record_llm_request(
     con: sqlite3.Connection, stage: str, item: str, res: Any, llm: str, prompt_sha: str,
     run_id: int,
 ) -> None:
-    """Upsert the ``llm_requests`` row of one LLM work item (``res``: a ``builder.llm``
+    """Upsert the ``llm_requests`` row of one LLM work item (``res``: a ``builder.llm.client``
     ``LLMResult``; its raw text is kept, clipped to :data:`RAW_CAP`, only when the answer was
     not ok)."""
     con.execute(

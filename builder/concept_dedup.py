@@ -31,7 +31,6 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmark.files import atomic_write_text
 from builder.catalog import Catalog
 from builder.stagekit import (
     StageInputError,
@@ -44,6 +43,7 @@ from builder.stagekit import (
 from builder.statuses import ConceptStatus
 from builder.text_embedders import TextEncoder, make_encoder
 from builder.unionfind import UnionFind
+from core.files import atomic_write_text
 
 log = logging.getLogger(__name__)
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from benchmark import tables
 from builder.stagekit import StageInputError
+from core import datatables
 
 
 def normalize_concept(name: str) -> str:
@@ -23,7 +23,7 @@ def normalize_concept(name: str) -> str:
 def load_curated(path: str | Path | None = None) -> list[str]:
     """The curated concept list (default ``data/concepts.txt``), normalised, order kept."""
     if path is None:
-        names = tables.concepts()
+        names = datatables.concepts()
     else:
         p = Path(path)
         if not p.is_file():

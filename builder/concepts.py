@@ -35,12 +35,9 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 from tqdm import tqdm
 
-from benchmark import tables
-from benchmark.files import atomic_write_text
-from benchmark.text import normalize_term
 from builder.catalog import Catalog, record_llm_request
 from builder.concept_list import load_curated, normalize_concept
-from builder.llm import BaseLLM, LLMResult, add_llm_args, llm_from_args
+from builder.llm.client import BaseLLM, LLMResult, add_llm_args, llm_from_args
 from builder.prompts import load_prompt
 from builder.stagekit import (
     StageInputError,
@@ -52,6 +49,9 @@ from builder.stagekit import (
     stage_run,
 )
 from builder.statuses import ConceptStatus
+from core import datatables
+from core.files import atomic_write_text
+from core.text import normalize_term
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +75,7 @@ class ConceptAnswer(BaseModel):
     concepts: list[ConceptEntry]
 
 
-def answer_mapping(answer: ConceptAnswer, batch: list[tables.Country]) -> dict[str, dict[str, str]]:
+def answer_mapping(answer: ConceptAnswer, batch: list[datatables.Country]) -> dict[str, dict[str, str]]:
     """``{concept: {country code: instance}}``; the first instance wins on repeats."""
     codes = {c.code for c in batch}
     out: dict[str, dict[str, str]] = {}
@@ -93,12 +93,12 @@ def answer_mapping(answer: ConceptAnswer, batch: list[tables.Country]) -> dict[s
 
 def _resolve(key: str) -> str | None:
     try:
-        return tables.country(key).code
-    except tables.TableError:
+        return datatables.country(key).code
+    except datatables.TableError:
         return None
 
 
-def _validator(batch: list[tables.Country]):
+def _validator(batch: list[datatables.Country]):
     codes = {c.code for c in batch}
 
     def check(answer: ConceptAnswer) -> str | None:
@@ -121,7 +121,7 @@ def _validator(batch: list[tables.Country]):
     return check
 
 
-def offline_answer(curated: list[str], batch: list[tables.Country], rnd: int, n: int) -> dict:
+def offline_answer(curated: list[str], batch: list[datatables.Country], rnd: int, n: int) -> dict:
     """The documented offline answer: a seeded sample of the curated list."""
     pool = curated or load_curated(None)
     rng = random.Random(f"concepts|{rnd}|{','.join(c.code for c in batch)}")
@@ -137,7 +137,7 @@ def offline_answer(curated: list[str], batch: list[tables.Country], rnd: int, n:
     }
 
 
-def _batches(countries: list[tables.Country], size: int) -> list[list[tables.Country]]:
+def _batches(countries: list[datatables.Country], size: int) -> list[list[datatables.Country]]:
     size = max(1, size)
     return [countries[i : i + size] for i in range(0, len(countries), size)]
 
@@ -145,7 +145,7 @@ def _batches(countries: list[tables.Country], size: int) -> list[list[tables.Cou
 def run_concepts(
     catalog: Catalog,
     llm: BaseLLM,
-    countries: list[tables.Country],
+    countries: list[datatables.Country],
     rounds: int = 1,
     curated: list[str] | None = None,
     batch_size: int = 16,
@@ -227,7 +227,7 @@ def _store(
     catalog: Catalog,
     item: str,
     rnd: int,
-    batch: list[tables.Country],
+    batch: list[datatables.Country],
     res: LLMResult,
     spec: str,
     prompt_sha: str,
@@ -365,7 +365,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _cli(args: argparse.Namespace) -> int:
-    countries = tables.resolve_countries(args.countries)  # bad input before the catalog opens
+    countries = datatables.resolve_countries(args.countries)  # bad input before the catalog opens
     with Catalog.open(args.workdir) as catalog:
         if args.export_candidates:
             n = export_candidates(catalog, args.export_candidates)

@@ -37,8 +37,6 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
-from benchmark.config import add_options, from_args, option
-from benchmark.data import DataError
 from builder.catalog import Catalog, utcnow
 from builder.stagekit import (
     StageInputError,
@@ -50,6 +48,8 @@ from builder.stagekit import (
 )
 from builder.statuses import USABLE_ITEMS, DedupStatus, ItemStatus
 from builder.unionfind import UnionFind
+from core.errors import DataError
+from core.options import add_options, from_args, option
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +60,7 @@ OPEN = (*USABLE_ITEMS, ItemStatus.DUPLICATE, ItemStatus.NEAR_DUPLICATE, ItemStat
 @dataclass
 class DedupConfig:
     """The stage's parameters; the fields declared with ``option`` are its flags
-    (``benchmark.config.add_options``: default and range declared here once)."""
+    (``core.options.add_options``: default and range declared here once)."""
 
     phash_distance: int = option("max Hamming distance (0-64)", 4, minimum=0, maximum=64)
     cosine: float = option("automatic cosine threshold", 0.95, minimum=-1.0, maximum=1.0)
@@ -83,7 +83,7 @@ def phash_hex(path: Any) -> str:
     shows it)."""
     import imagehash
 
-    from benchmark.data.decode import decode_image, read_image_file
+    from core.decode import decode_image, read_image_file
 
     return str(imagehash.phash(decode_image(read_image_file(path), str(path))))
 
@@ -112,8 +112,8 @@ def embeddings_for(adapter: Any, cache: Any, catalog: Catalog, shas: list[str],
                    chunk: int) -> np.ndarray:
     """Unit-norm image embeddings (n, d) for ``shas``, via the embedding cache, in chunks."""
     from benchmark.cache import embed_cached
-    from benchmark.data.decode import decode_image, read_image_file
     from benchmark.embeddings import l2_normalize
+    from core.decode import decode_image, read_image_file
 
     ext = {r["sha256"]: r["ext"] for r in catalog.query(
         "SELECT sha256, ext FROM images WHERE sha256 IN (SELECT value FROM json_each(?))",
@@ -141,9 +141,9 @@ def phash_ints(hexes: list[str | None]) -> tuple[np.ndarray, np.ndarray]:
 
 def pair_device(adapter: Any) -> str | None:
     """Where the pairwise products run when ``DedupConfig.pair_device`` is None: the project's one
-    numpy/torch rule (:func:`benchmark.devices.torch_device` ``auto``) on the model's device:
+    numpy/torch rule (:func:`core.devices.torch_device` ``auto``) on the model's device:
     torch on its GPU, numpy (None) on the CPU or without a model."""
-    from benchmark.devices import torch_device
+    from core.devices import torch_device
 
     return torch_device("auto", str(getattr(adapter, "device", "") or "cpu"))
 

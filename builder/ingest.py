@@ -41,11 +41,11 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from builder.catalog import Catalog, utcnow
-from builder.crawl_records import add_input_error
-from builder.download import FetchConfig, FetchResult, validate_and_store
-from builder.download_records import finalize_duplicates, link_items, record_download
-from builder.netguard import url_refusal
-from builder.search import InputError
+from builder.crawl.download import FetchConfig, FetchResult, validate_and_store
+from builder.crawl.download_records import finalize_duplicates, link_items, record_download
+from builder.crawl.netguard import url_refusal
+from builder.crawl.records import add_input_error
+from builder.crawl.search import InputError
 from builder.stagekit import StageInputError, report, stage_main, stage_parser, stage_run
 from builder.workdir import WorkDir
 

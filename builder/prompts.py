@@ -1,4 +1,4 @@
-"""The builder's prompts: files of ``data/prompts/``, read through ``benchmark.tables``.
+"""The builder's prompts: files of ``data/prompts/``, read through ``core.datatables``.
 
 :func:`load_prompt` returns the prompt as a :class:`string.Template` and the sha256 of the
 file (recorded in the stage-run parameters, on the rows the prompt produced, and in the LLM
@@ -10,15 +10,15 @@ from __future__ import annotations
 
 from string import Template
 
-from benchmark import tables
 from builder.stagekit import StageInputError
+from core import datatables
 
 
 def load_prompt(name: str, placeholders: tuple[str, ...]) -> tuple[Template, str]:
     """``data/prompts/<name>`` as a template checked against ``placeholders``, and its sha256."""
     try:
-        prompt = tables.data_file(f"prompts/{name}")
-    except tables.TableError as exc:
+        prompt = datatables.data_file(f"prompts/{name}")
+    except datatables.TableError as exc:
         raise StageInputError(f"prompt {name!r} not found: {exc}") from exc
     template = Template(prompt.text)
     try:

@@ -5,7 +5,7 @@
 card, or a hub id; ``datasets.load_dataset``, only the columns ``concept``,
 ``concept_in_native`` and ``country``) and stores per (concept, country) the authors' term in
 ``published_terms``. Their countries are names ("Argentina"), mapped through
-``benchmark.tables.country``; a row of an unknown country or with an empty term is counted and
+``core.datatables.country``; a row of an unknown country or with an empty term is counted and
 left out. The images of one (concept, country) may carry different terms: the majority is
 stored (a tie goes to the term that sorts first), with how many images carry it, and the
 import's summary lists every (concept, country) whose images disagree. Where we have no term
@@ -28,8 +28,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmark import query_table, tables
-from benchmark.text import majority_terms, normalize_term
 from builder.catalog import Catalog, utcnow
 from builder.query_terms import english_term, our_terms, upsert_terms
 from builder.stagekit import (
@@ -40,6 +38,8 @@ from builder.stagekit import (
     stage_parser,
     stage_run,
 )
+from core import datatables, query_table
+from core.text import majority_terms, normalize_term
 
 log = logging.getLogger(__name__)
 
@@ -80,11 +80,11 @@ def dataset_key(dataset: str) -> str:
 def read_published(dataset: str, revision: str | None = None) -> list[dict[str, Any]]:
     """The ``concept, concept_in_native, country`` rows of every split of ``image_metadata``.
 
-    A local folder gets a ``datasets`` cache of its own (:func:`benchmark.data.hf.cache_kwargs`:
+    A local folder gets a ``datasets`` cache of its own (:func:`core.hub.cache_kwargs`:
     datasets 5.2 would answer it with the cached table of another folder of the same name)."""
     import datasets
 
-    from benchmark.data.hf import cache_kwargs
+    from core.hub import cache_kwargs
 
     bars = datasets.is_progress_bar_enabled()
     datasets.disable_progress_bars()
@@ -120,8 +120,8 @@ def aggregate(rows: list[dict[str, Any]]) -> tuple[dict[tuple[str, str], Publish
         name = _norm(r.get("country"))
         if name not in codes:
             try:
-                codes[name] = tables.country(name).code
-            except tables.TableError:
+                codes[name] = datatables.country(name).code
+            except datatables.TableError:
                 codes[name] = None
                 log.warning("published country %r is not one of countries.csv: left out", name)
         concept, term = _norm(r.get("concept")), _norm(r.get("concept_in_native"))
@@ -159,7 +159,7 @@ def import_published(catalog: Catalog, dataset: str, revision: str | None = None
                 continue
             note = (f"authors' concept_in_native of {key} ({p.n_images} of "
                     f"{p.n_images + sum(p.others.values())} images)")
-            filled.append(query_table.query_term(concept, tables.country(code), p.term,
+            filled.append(query_table.query_term(concept, datatables.country(code), p.term,
                                             english_term(concept, ours), "authors", note))
         with catalog.tx() as con:
             con.execute("DELETE FROM published_terms WHERE dataset=?", (key,))
@@ -221,7 +221,7 @@ def diff_terms(catalog: Catalog, dataset: str | None = None) -> tuple[str, dict[
     ours = {k: t for k, (t, _) in our_terms(catalog).items() if t.source != "authors"}
     concepts = {k for k, _ in theirs}
     out: dict[str, CountryDiff] = {}
-    for c in tables.countries():
+    for c in datatables.countries():
         d = CountryDiff(c.locale)
         for concept in sorted(concepts):
             mine, their = ours.get((concept, c.code)), theirs.get((concept, c.code))

@@ -38,10 +38,9 @@ from typing import NamedTuple
 from pydantic import BaseModel, Field
 from tqdm import tqdm
 
-from benchmark import query_table, tables
 from builder.catalog import Catalog, record_llm_request
 from builder.concept_list import load_curated
-from builder.llm import BaseLLM, LLMResult, add_llm_args, llm_from_args
+from builder.llm.client import BaseLLM, LLMResult, add_llm_args, llm_from_args
 from builder.prompts import load_prompt
 from builder.query_terms import (
     catalog_terms,
@@ -62,6 +61,7 @@ from builder.stagekit import (
     stage_run,
 )
 from builder.statuses import QueryStatus
+from core import datatables, query_table
 
 log = logging.getLogger(__name__)
 
@@ -82,11 +82,11 @@ class TermAnswer(BaseModel):
     terms: list[CountryTerm] = Field(min_length=1)
 
 
-def english_query(term: query_table.QueryTerm, c: tables.Country) -> str:
+def english_query(term: query_table.QueryTerm, c: datatables.Country) -> str:
     return f"{term.english_term} {c.name}"
 
 
-def native_query(term: query_table.QueryTerm, c: tables.Country) -> str:
+def native_query(term: query_table.QueryTerm, c: datatables.Country) -> str:
     return f"{term.native_term} {c.native_name}"
 
 
@@ -100,12 +100,12 @@ def target_concepts(catalog: Catalog) -> list[str]:
     return load_curated(None)
 
 
-def _answer_country(name: str) -> tables.Country:
+def _answer_country(name: str) -> datatables.Country:
     """A country as the model wrote it (``"Portugal"``, also ``"Portugal (pt-PT)"``)."""
-    return tables.country(name.split(" (")[0])
+    return datatables.country(name.split(" (")[0])
 
 
-def _validator(group: list[tables.Country]):
+def _validator(group: list[datatables.Country]):
     want = {c.code for c in group}
 
     def check(ans: TermAnswer) -> str | None:
@@ -113,7 +113,7 @@ def _validator(group: list[tables.Country]):
         for t in ans.terms:
             try:
                 got.add(_answer_country(t.country).code)
-            except tables.TableError:
+            except datatables.TableError:
                 return f"unknown country {t.country!r}"
             if not t.native_term.strip():
                 return f"empty native_term for {t.country}"
@@ -136,12 +136,12 @@ class _Ctx:
     definitions: dict[str, str] = field(default_factory=dict)  # data/concept_definitions.csv
 
 
-def _same_language(concept: str, lang: str, ctx: _Ctx) -> list[tuple[tables.Country, str]]:
-    return [(c, ctx.known[(concept, c.code)].native_term) for c in tables.countries()
+def _same_language(concept: str, lang: str, ctx: _Ctx) -> list[tuple[datatables.Country, str]]:
+    return [(c, ctx.known[(concept, c.code)].native_term) for c in datatables.countries()
             if c.language == lang and (concept, c.code) in ctx.known]
 
 
-def _ask(concept: str, lang: str, group: list[tables.Country], ctx: _Ctx) -> LLMResult:
+def _ask(concept: str, lang: str, group: list[datatables.Country], ctx: _Ctx) -> LLMResult:
     """One structured request for the countries of ``lang`` still without a term."""
     others = _same_language(concept, lang, ctx)
 
@@ -161,7 +161,7 @@ def _ask(concept: str, lang: str, group: list[tables.Country], ctx: _Ctx) -> LLM
                                        validate=_validator(group), offline=offline)
 
 
-def _answered(concept: str, lang: str, group: list[tables.Country], res: LLMResult,
+def _answered(concept: str, lang: str, group: list[datatables.Country], res: LLMResult,
               ctx: _Ctx) -> list[tuple[query_table.QueryTerm, str, str | None]]:
     """(term, queries source, reason) of each country of a successful answer."""
     by_code = {_answer_country(t.country).code: t.native_term.strip() for t in res.value.terms}
@@ -220,7 +220,7 @@ def _rows(decided: list[tuple[query_table.QueryTerm, str, str | None]],
     """The ``english`` and ``native`` rows of ``queries`` of decided terms."""
     rows = []
     for t, source, reason in decided:
-        c = tables.country(t.country)
+        c = datatables.country(t.country)
         rows += [QueryRow(t.concept, c.code, "english", "en", english_query(t, c), source,
                           t.native_term, QueryStatus.OK, None, run_id),
                  QueryRow(t.concept, c.code, "native", c.language, native_query(t, c), source,
@@ -228,12 +228,12 @@ def _rows(decided: list[tuple[query_table.QueryTerm, str, str | None]],
     return rows
 
 
-def _known(concept: str, countries: list[tables.Country], cat: dict, table: dict, ctx: _Ctx
-           ) -> tuple[list[query_table.QueryTerm], list[QueryRow], dict[str, list[tables.Country]]]:
+def _known(concept: str, countries: list[datatables.Country], cat: dict, table: dict, ctx: _Ctx
+           ) -> tuple[list[query_table.QueryTerm], list[QueryRow], dict[str, list[datatables.Country]]]:
     """One concept's terms known without asking: (to store, ``queries`` rows, the countries
     still without a term by language)."""
     decided: list[tuple[query_table.QueryTerm, str, str | None]] = []
-    missing: dict[str, list[tables.Country]] = {}
+    missing: dict[str, list[datatables.Country]] = {}
     for c in countries:
         term, origin = resolve(cat.get((concept, c.code)), table.get((concept, c.code)))
         if term is None:
@@ -246,7 +246,7 @@ def _known(concept: str, countries: list[tables.Country], cat: dict, table: dict
     return store, _rows(decided, ctx.run_id), missing
 
 
-def _asked(concept: str, lang: str, group: list[tables.Country], ctx: _Ctx
+def _asked(concept: str, lang: str, group: list[datatables.Country], ctx: _Ctx
            ) -> tuple[list[query_table.QueryTerm], list[QueryRow], tuple[str, LLMResult]]:
     """Ask for one language's countries: (terms to store, ``queries`` rows, the request)."""
     res = _ask(concept, lang, group, ctx)
@@ -279,8 +279,8 @@ def _write(catalog: Catalog, store: list[query_table.QueryTerm], rows: list[Quer
 def _definitions() -> dict[str, str]:
     """The concept definitions the prompt shows; none (a warning) when the data folder has none."""
     try:
-        return tables.concept_definitions()
-    except tables.TableError as exc:
+        return datatables.concept_definitions()
+    except datatables.TableError as exc:
         log.warning("queries: prompts without concept definitions: %s", exc)
         return {}
 
@@ -288,7 +288,7 @@ def _definitions() -> dict[str, str]:
 def run_queries(
     catalog: Catalog,
     llm: BaseLLM,
-    countries: list[tables.Country],
+    countries: list[datatables.Country],
     concepts: list[str] | None = None,
     use_table: bool = True,
 ) -> dict:
@@ -369,7 +369,7 @@ def write_table(catalog: Catalog, out: str | Path) -> int:
         "SELECT concept, country FROM queries WHERE kind='native' AND status='ok'")}
     try:  # the catalog keeps no generic_term: the shipped row's where the term is the same
         shipped = query_table.query_terms()
-    except tables.TableError:
+    except datatables.TableError:
         shipped = {}
     terms = [query_table.with_shipped_generic(t, shipped) for k, t in catalog_terms(catalog).items()
              if k in current]
@@ -389,7 +389,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _cli(args: argparse.Namespace) -> int:
-    countries = tables.resolve_countries(args.countries)  # bad input before the catalog opens
+    countries = datatables.resolve_countries(args.countries)  # bad input before the catalog opens
     with Catalog.open(args.workdir) as catalog:
         if args.write_table:
             n = write_table(catalog, args.write_table)

@@ -16,15 +16,15 @@ import logging
 import sqlite3
 from collections.abc import Iterable
 
-from benchmark import query_table, tables
 from builder.catalog import Catalog
+from core import datatables, query_table
 
 log = logging.getLogger(__name__)
 
 def _term(row: sqlite3.Row) -> query_table.QueryTerm:
     return query_table.QueryTerm(
         concept=row["concept"], country=row["country"], locale=row["locale"],
-        language=tables.country(row["country"]).language, native_term=row["native_term"],
+        language=datatables.country(row["country"]).language, native_term=row["native_term"],
         english_term=row["english_term"], source=row["source"],
         reviewers=int(row["reviewers"] or 0), reviewed_at=row["reviewed_at"] or "",
         note=row["note"] or "")
@@ -32,7 +32,7 @@ def _term(row: sqlite3.Row) -> query_table.QueryTerm:
 
 def catalog_terms(catalog: Catalog) -> dict[tuple[str, str], query_table.QueryTerm]:
     """(concept, country) -> the catalog's term (countries unknown to countries.csv left out)."""
-    codes = {c.code for c in tables.countries()}
+    codes = {c.code for c in datatables.countries()}
     return {(r["concept"], r["country"]): _term(r)
             for r in catalog.query("SELECT * FROM query_terms ORDER BY concept, country")
             if r["country"] in codes}
@@ -43,7 +43,7 @@ def table_terms(use_table: bool = True) -> dict[tuple[str, str], query_table.Que
     or malformed table is the user's to fix (:class:`tables.TableError`), never skipped."""
     if not use_table:
         return {}
-    path = tables.data_dir() / "queries.csv"
+    path = datatables.data_dir() / "queries.csv"
     if not path.is_file():
         log.warning("no query table: %s is missing", path)
         return {}
@@ -80,7 +80,7 @@ def our_terms(
 def english_term(concept: str, known: dict[tuple[str, str], query_table.QueryTerm]) -> str:
     """The English search term of ``concept`` for a country without one: that of the first
     country (countries.csv order) with a term, else the concept label."""
-    for c in tables.countries():
+    for c in datatables.countries():
         t = known.get((concept, c.code))
         if t is not None and t.english_term:
             return t.english_term

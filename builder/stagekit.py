@@ -2,8 +2,8 @@
 
 - Flags: :func:`stage_parser` gives every stage ``--workdir`` and ``-v``.
 - The main body: :func:`stage_main` parses the flags, configures logging once per process
-  (``benchmark.logs``, so in ``python -m builder run`` every stage logs the same way) and runs
-  the stage under :data:`KIT`, the builder's use of the one CLI kit (``benchmark.clikit``, the
+  (``core.logs``, so in ``python -m builder run`` every stage logs the same way) and runs
+  the stage under :data:`KIT`, the builder's use of the one CLI kit (``core.clikit``, the
   same exit convention as the other three CLIs): 0 done; 2 with one line on stderr for what the
   user must fix (:func:`user_errors`: bad input, a missing credential, an unreachable service,
   an unusable catalog; a damaged work-dir database; also what the stage cannot do on this
@@ -31,8 +31,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from benchmark import clikit
-from benchmark.clikit import (  # noqa: F401 - the builder's names for the kit's parts
+from builder.catalog import Catalog, CatalogError, corrupt_reason
+from builder.statuses import RunStatus
+from core import clikit
+from core.clikit import (  # noqa: F401 - the builder's names for the kit's parts
     EXIT_INTERRUPTED,
     EXIT_TERMINATED,
     EXIT_USER,
@@ -41,9 +43,7 @@ from benchmark.clikit import (  # noqa: F401 - the builder's names for the kit's
     report,
     sigterm_raises,
 )
-from benchmark.clikit import Terminated as StageTerminated
-from builder.catalog import Catalog, CatalogError, corrupt_reason
-from builder.statuses import RunStatus
+from core.clikit import Terminated as StageTerminated
 
 log = logging.getLogger(__name__)
 
@@ -59,8 +59,8 @@ class StageInputError(ValueError):
 
 def user_errors() -> tuple[type[BaseException], ...]:
     """The exceptions that are one line and exit 2 (imported lazily: ``--help`` stays light)."""
-    from benchmark.tables import TableError
-    from builder.llm import LLMSetupError
+    from builder.llm.client import LLMSetupError
+    from core.datatables import TableError
 
     return (StageInputError, LLMSetupError, TableError, CatalogError)
 
@@ -82,7 +82,7 @@ def concept_filter(spec: str, flag: str = "--concepts") -> set[str] | None:
     (``""``, ``","``) is bad input, never "no concept" or "every concept"."""
     if spec.strip().lower() == "all":
         return None
-    from benchmark.text import normalize_term
+    from core.text import normalize_term
 
     names = {normalize_term(c) for c in spec.split(",") if c.strip()}  # NFC, as every name
     if not names:
@@ -107,7 +107,7 @@ def stage_parser(prog: str, doc: str | None) -> argparse.ArgumentParser:
 
 def configure(verbose: bool = False) -> None:
     """Logging for a stage (once per process; later calls only change the level)."""
-    from benchmark.logs import configure_logging
+    from core.logs import configure_logging
 
     configure_logging(verbose)
     for name in NOISY_LOGGERS:

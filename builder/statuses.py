@@ -31,7 +31,7 @@ class ConceptStatus(StrEnum):
 
 
 class LLMStatus(StrEnum):
-    """``llm_requests.status``: the outcome of one LLM work item (``builder.llm_base``)."""
+    """``llm_requests.status``: the outcome of one LLM work item (``builder.llm.base``)."""
 
     OK = "ok"
     FAILED = "failed"  # invalid after the re-asks
@@ -61,7 +61,7 @@ class SearchStatus(StrEnum):
 
 
 class DownloadStatus(StrEnum):
-    """``downloads.status``: every terminal status a URL can end with (``builder.download``)."""
+    """``downloads.status``: every terminal status a URL can end with (``builder.crawl.download``)."""
 
     OK = "ok"
     DUPLICATE = "duplicate"
@@ -111,7 +111,7 @@ class DedupStatus(StrEnum):
 
 
 class TagStatus(StrEnum):
-    """``tags.status`` (``builder.tagging_rules``)."""
+    """``tags.status`` (``builder.tagging.rules``)."""
 
     OK = "ok"
     RETRY = "retry"

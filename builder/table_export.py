@@ -20,7 +20,7 @@ def export_table(catalog: Catalog, table: str, out: str | Path) -> int:
     """
     import pandas as pd
 
-    from benchmark.files import atomic_path
+    from core.files import atomic_path
 
     names = catalog.tables() + catalog.views()
     if table.endswith(":raw"):

@@ -53,7 +53,7 @@ class BGEM3Encoder:
         if self._model is None:
             from FlagEmbedding import BGEM3FlagModel
 
-            from benchmark.devices import default_device
+            from core.devices import default_device
 
             device = self.device or default_device()
             log.info("loading BGE-M3 from %s on %s", self.path, device)

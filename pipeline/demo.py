@@ -44,9 +44,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmark.clikit import add_workdir
-from benchmark.files import atomic_write_text
 from builder.stagekit import configure, report
+from core.clikit import add_workdir
+from core.files import atomic_write_text
 from pipeline.demo_world import DEMO_CONCEPTS, PER_CELL, PLANTED, make_world, training_pairs
 from pipeline.stages import STAGES
 from pipeline.tiny_models import tiny_bge_m3, tiny_openclip_dir
@@ -113,9 +113,9 @@ def _stage_argv(w: Path, real: bool, seed: int) -> dict[str, list[str]]:
 def control() -> list[str]:
     """The countries without a planted mark: the only sources of semantic and non-relevant
     candidates in the offline demo, so only the cultural image can carry a mark."""
-    from benchmark import tables
+    from core import datatables
 
-    return [c.code for c in tables.countries() if c.code not in PLANTED]
+    return [c.code for c in datatables.countries() if c.code not in PLANTED]
 
 
 def plan(w: Path, real: bool, seed: int) -> list[Step]:
@@ -153,10 +153,10 @@ def prepare(w: Path, real: bool) -> None:
         planted = make_world(w / "world", concepts)
         atomic_write_text(marker, json.dumps({"world_version": WORLD_VERSION, **planted},
                                              indent=1))
-    from benchmark import tables
+    from core import datatables
 
     if not (w / "models" / "bge-m3-tiny" / "config.json").is_file():
-        corpus = tables.concepts() + [f"{c} {k.name}" for c in concepts for k in tables.countries()]
+        corpus = datatables.concepts() + [f"{c} {k.name}" for c in concepts for k in datatables.countries()]
         tiny_bge_m3(w / "models" / "bge-m3-tiny", corpus)
     if not (w / "models" / "clip-tiny" / "open_clip_model.safetensors").is_file():
         tiny_openclip_dir(w / "models" / "clip-tiny")

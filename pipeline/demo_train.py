@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmark.files import atomic_write_text
+from core.files import atomic_write_text
 
 log = logging.getLogger(__name__)
 

@@ -78,9 +78,9 @@ def make_world(root: Path, concepts: list[str], per_cell: int = PER_CELL) -> dic
     (path -> what) and the association (country -> colour, share, images with the mark)."""
     from PIL import Image
 
-    from benchmark import tables
+    from core import datatables
 
-    codes = [c.code for c in tables.countries()]
+    codes = [c.code for c in datatables.countries()]
     marked: dict[str, int] = dict.fromkeys(PLANTED, 0)
     for ci, concept in enumerate(concepts):
         for ki, code in enumerate(codes):
@@ -115,11 +115,11 @@ def training_pairs(concepts: list[str], terms: dict[tuple[str, str], str],
     (concept, country) that has a term in ``terms`` ((concept, country) -> native term)."""
     from PIL import Image
 
-    from benchmark import tables
+    from core import datatables
 
     out = []
     for ci, concept in enumerate(concepts):
-        for ki, code in enumerate(c.code for c in tables.countries()):
+        for ki, code in enumerate(c.code for c in datatables.countries()):
             term = terms.get((concept, code))
             if term is None:
                 continue

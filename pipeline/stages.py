@@ -17,7 +17,9 @@ from types import ModuleType
 
 import annotation
 import triplets
-from builder import concept_dedup, concepts, crawl, image_dedup, queries, tagging
+from builder import concept_dedup, concepts, image_dedup, queries
+from builder.crawl import stage as crawl
+from builder.tagging import stage as tagging
 
 
 @dataclass(frozen=True)
@@ -34,7 +36,7 @@ class Stage:
 
     @property
     def command_line(self) -> str:
-        return self.command or f"python -m {self.module_name}"
+        return self.command or f"python -m {self.module_name.removesuffix('.stage')}"
 
     @property
     def main(self) -> Callable[[list[str] | None], int]:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmark import logs
+from core import logs
 
 _TMP = tempfile.mkdtemp(prefix="xcm-tests-")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -32,7 +32,7 @@ os.environ.pop("GOOGLE_API_KEY", None)
 
 @pytest.fixture(autouse=True)
 def _logging_per_test():
-    """A CLI configures logging once per process (``benchmark.logs``); here each test is a
+    """A CLI configures logging once per process (``core.logs``); here each test is a
     process of its own: the project's handler (added by a CLI in this test, or in a module
     fixture before it) is removed before and after, so it never writes into another test's
     stderr."""

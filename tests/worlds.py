@@ -1,7 +1,7 @@
 """Synthetic work dirs for the tests: a catalog as the stages would leave it.
 
-Every row goes through the writer the stages use themselves (``builder.crawl_records``,
-``builder.download_records``, ``builder.queries``, ``builder.tagging_rules``,
+Every row goes through the writer the stages use themselves (``builder.crawl.records``,
+``builder.crawl.download_records``, ``builder.queries``, ``builder.tagging.rules``,
 ``builder.image_dedup``, ``builder.concepts``), so a change of the schema or of how a stage
 writes a table reaches the test worlds too.
 
@@ -23,17 +23,17 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from benchmark import tables
 from builder.catalog import Catalog
 from builder.concepts import add_concept
-from builder.crawl_records import add_item, add_result, add_search
-from builder.download_records import record_image
+from builder.crawl.download_records import record_image
+from builder.crawl.records import add_item, add_result, add_search
+from builder.crawl.search import Hit, Search
 from builder.image_dedup import add_dedup_group
 from builder.queries import QueryRow, upsert_queries
-from builder.search import Hit, Search
 from builder.statuses import ConceptStatus
-from builder.tagging_rules import record_tag
+from builder.tagging.rules import record_tag
 from builder.workdir import WorkDir
+from core import datatables
 
 TagFn = Callable[[str, str, int], list[str] | None]
 
@@ -140,8 +140,8 @@ def build_world(
     ``status_fn``'s) with its image and tags (``tag_fn``'s; None: untagged); a native query
     with its term for each non-English country if ``native_terms``. Insertion order
     shuffled if asked."""
-    countries = countries or [c.code for c in tables.countries()]
-    langs = {c.code: c.language for c in tables.countries()}
+    countries = countries or [c.code for c in datatables.countries()]
+    langs = {c.code: c.language for c in datatables.countries()}
     cells = [(c, k, i) for c in concepts for k in countries for i in range(per_cell)]
     if shuffle_seed is not None:
         random.Random(shuffle_seed).shuffle(cells)

@@ -10,8 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from benchmark import tables
-from benchmark.data.release import LICENSE_FILE, SPLITS, configs_yaml
+from core import datatables
+from core.release import LICENSE_FILE, SPLITS, configs_yaml
 
 DATASHEET = Path(__file__).resolve().parent.parent / "DATASHEET.md"
 # The triplets are the benchmark's test split; the images config is the pool they index
@@ -100,7 +100,7 @@ def licence_text() -> str:
 def front_matter(features: dict[str, Any], splits: dict[str, dict[str, int]], n_triplets: int) -> dict:
     """YAML metadata: licence, task and size categories (the size of the largest config),
     ``configs`` with ``data_files`` and ``dataset_info`` per config."""
-    langs = sorted({c.language.split("-")[0] for c in tables.countries()})
+    langs = sorted({c.language.split("-")[0] for c in datatables.countries()})
     rows = max([n_triplets, *(s.get("num_examples", 0) for s in splits.values())])
     meta: dict[str, Any] = {
         "pretty_name": "3XCM",
@@ -133,7 +133,7 @@ def _table(header: list[str], rows: list[list[Any]]) -> str:
 
 def numbers_markdown(n: dict[str, Any]) -> str:
     """The card's "Numbers of this build" section (also quoted by the datasheet)."""
-    labels = {c.code: c.name for c in tables.countries()}
+    labels = {c.code: c.name for c in datatables.countries()}
     tags = n["tags"]
     s = n["sampling"]
     parts = [
@@ -215,7 +215,7 @@ def card_text(meta: dict, numbers: dict[str, Any], build: dict[str, Any]) -> str
         "## Images and texts",
         "",
         "Image bytes are the crawled originals, unchanged. The evaluator, image dedup and the "
-        "tagger decode them with one decoder (`benchmark/data/decode.py`): the EXIF "
+        "tagger decode them with one decoder (`core/decode.py`): the EXIF "
         "orientation is applied (`width` and `height` are the upright picture's, as a browser "
         "shows it), 16-bit grey is scaled by 1/257, transparency is composited over white, "
         "every other mode is converted to RGB; files over 64 MiB, 0x0 images and images over "

@@ -10,7 +10,7 @@ unreachable service: the package's own input errors (:class:`~triplets.sources.S
 are one line on stderr, and so are a damaged work-dir database, a full disk and a missing
 optional library; Ctrl-C exits 130 and SIGTERM 143 (``sample``'s run recorded ``interrupted``);
 any other exception is a bug: ``internal error`` is logged and it propagates (one CLI kit,
-``benchmark.clikit``, for all four CLIs).
+``core.clikit``, for all four CLIs).
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from benchmark.clikit import CliKit, add_verbose, add_workdir
-from benchmark.logs import configure_logging
+from core.clikit import CliKit, add_verbose, add_workdir
+from core.logs import configure_logging
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -207,8 +207,8 @@ def build_stage_parser() -> argparse.ArgumentParser:
 
 
 def _user_errors() -> tuple[type[Exception], ...]:
-    from benchmark.data import DataError
-    from benchmark.tables import TableError
+    from core.datatables import TableError
+    from core.errors import DataError
     from triplets.export import ExportError
     from triplets.publish import PublishError
     from triplets.sampling import SamplingError

@@ -22,7 +22,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from benchmark.files import atomic_write_text, sha256_bytes
+from core.files import atomic_write_text, sha256_bytes
 from triplets.card import (
     CROISSANT_FILE,
     DATASHEET,
@@ -337,9 +337,9 @@ def croissant_metadata(folder: Path, features: dict[str, list[dict[str, Any]]],
 
 
 def _languages() -> list[str]:
-    from benchmark import tables
+    from core import datatables
 
-    return [c.language.split("-")[0] for c in tables.countries()]
+    return [c.language.split("-")[0] for c in datatables.countries()]
 
 
 def write_croissant(folder: Path, features: dict[str, list[dict[str, Any]]],

@@ -12,7 +12,7 @@ Layout::
 
 The export refuses (exit 1) when any triplet rule is violated or an image's bytes are missing
 or do not match their sha256. It writes into a temporary sibling folder (every file through
-:mod:`benchmark.files`, so with the user's umask: a release is meant to be shared) and swaps it
+:mod:`core.files`, so with the user's umask: a release is meant to be shared) and swaps it
 in, so a killed export never leaves a half release in place. ``datasets.load_dataset(OUT, "triplets")``
 and ``load_dataset(OUT, "images")`` load the result offline.
 """
@@ -27,16 +27,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmark.data import release as fmt
-from benchmark.files import (
+from builder.catalog import Catalog, utcnow
+from builder.workdir import WorkDir
+from core import release as fmt
+from core.files import (
     FolderNotOursError,
     atomic_write_text,
     claim_folder,
     install_folder,
     sha256_bytes,
 )
-from builder.catalog import Catalog, utcnow
-from builder.workdir import WorkDir
 from triplets.card import card_text, front_matter, licence_text
 from triplets.croissant import write_croissant
 from triplets.pool import Pool, PoolImage, load_pool
@@ -203,7 +203,7 @@ def _check_written(folder: Path, distinct: bool, seed: int | None,
         raise ExportError(f"the written release breaks {len(bad)} rule(s); not installed", bad)
 
 
-#: the kind in the marker that tells a release folder we wrote (see benchmark.files)
+#: the kind in the marker that tells a release folder we wrote (see core.files)
 RELEASE_KIND = "3xcm-release"
 
 
@@ -230,6 +230,6 @@ def _version() -> str:
 
 
 def _git_commit() -> str | None:
-    from benchmark.results import git_commit
+    from core.provenance import git_commit
 
     return git_commit()

@@ -26,11 +26,11 @@ import unicodedata
 from collections import Counter
 from dataclasses import dataclass, field
 
-from benchmark import tables
-from benchmark.text import normalize_term
 from builder.catalog import Catalog
 from builder.query_terms import catalog_terms, table_terms
 from builder.statuses import USABLE_ITEMS
+from core import datatables
+from core.text import normalize_term
 
 log = logging.getLogger(__name__)
 
@@ -130,15 +130,15 @@ def parse_tags(status: str | None, tags_json: str | None) -> tuple[tuple[str, ..
 def load_pool(cat: Catalog) -> Pool:
     """Read the kept images of ``cat`` into a :class:`Pool` (deterministic order)."""
     counts: Counter = Counter()
-    codes = {c.code for c in tables.countries()}
+    codes = {c.code for c in datatables.countries()}
     best: dict[tuple[str, str, str], tuple] = {}
     for r in cat.query(_POOL_SQL):
         counts["kept_items"] += 1
         country = r["country"]
         if country not in codes:
             try:
-                country = tables.country(country).code
-            except tables.TableError:
+                country = datatables.country(country).code
+            except datatables.TableError:
                 counts["skipped_unknown_country"] += 1
                 log.warning("item %s: unknown country %r, left out", r["item_id"], r["country"])
                 continue
@@ -241,6 +241,6 @@ def native_term(pool: Pool, concept: str, country: str) -> str | None:
     term = pool.native_terms.get((concept, country))
     if term:
         return term
-    if tables.country(country).language == "en":
+    if datatables.country(country).language == "en":
         return concept
     return None

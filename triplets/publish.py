@@ -21,7 +21,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from benchmark.files import OWNER_MARKER, read_marker, sha256_file, sha256_text
+from core.files import OWNER_MARKER, read_marker, sha256_file, sha256_text
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +91,7 @@ def check_card_links(out: Path) -> None:
 
 def remote_marker(api: Any, repo_id: str, revision: str | None, remote: list[str]
                   ) -> dict | None:
-    """The repo's :data:`~benchmark.files.OWNER_MARKER` of a release we published (kind
+    """The repo's :data:`~core.files.OWNER_MARKER` of a release we published (kind
     :data:`HUB_KIND`, a ``files`` mapping), or None when it has none or one not ours."""
     if OWNER_MARKER not in remote:
         return None

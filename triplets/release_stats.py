@@ -11,8 +11,8 @@ import json
 from collections import Counter
 from typing import Any
 
-from benchmark import tables
 from builder.catalog import Catalog
+from core import datatables
 from triplets.pool import Pool
 
 
@@ -21,7 +21,7 @@ def _group(cat: Catalog, sql: str) -> dict[str, int]:
 
 
 def _ordered(counter: Counter) -> dict[str, int]:
-    order = {c.code: i for i, c in enumerate(tables.countries())}
+    order = {c.code: i for i, c in enumerate(datatables.countries())}
     return {k: counter[k] for k in sorted(counter, key=lambda k: (order.get(k, 99), k))}
 
 

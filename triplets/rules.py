@@ -1,7 +1,7 @@
 """The triplet rules of a build: the evaluator's one rule set, plus the build record's seed.
 
 Every rule on a triplet row is defined once, in the evaluator
-(:mod:`benchmark.data.rules`: structural rules, unknown images, image labels and tags,
+(:mod:`core.rules`: structural rules, unknown images, image labels and tags,
 ``duplicate_triplet_id``, ``duplicate_triplet``, ``query_text_empty``, ``query_language``,
 ``semantic_language``, ``cultural_untagged`` / ``non_relevant_untagged``,
 ``distinct_images``), so whatever ``python -m triplets validate`` rejects the evaluator
@@ -20,8 +20,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from benchmark.data.rules import ROLES, Violation, summarize, triplet_violations
-from benchmark.data.xcm import TRIPLET_COLUMNS
+from core.release import TRIPLET_COLUMNS
+from core.rules import ROLES, Violation, summarize, triplet_violations
 
 __all__ = ["TRIPLET_COLUMNS", "ImageInfo", "Violation", "check_triplets", "summarize", "ROLES"]
 

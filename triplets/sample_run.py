@@ -14,12 +14,12 @@ import json
 import logging
 from pathlib import Path
 
-from benchmark import tables
-from benchmark.data.release import PROVENANCE_COLUMNS, RELEASE_TRIPLET_COLUMNS  # noqa: F401
-from benchmark.files import atomic_write_text
 from builder.catalog import Catalog
 from builder.stagekit import stage_run
 from builder.workdir import WorkDir
+from core import datatables
+from core.files import atomic_write_text
+from core.release import PROVENANCE_COLUMNS, RELEASE_TRIPLET_COLUMNS  # noqa: F401
 from triplets.pool import Pool, load_pool
 from triplets.rules import TRIPLET_COLUMNS, ImageInfo, Violation, check_triplets
 from triplets.sampling import SampleConfig, SampleResult, release_order, sample_triplets
@@ -37,7 +37,7 @@ STAGE = "triplets"
 def with_locale(rows: list[dict], pool: Pool | None = None) -> list[dict]:
     """Triplet rows with ``query_locale`` (the query country's locale, countries.csv) and, with
     ``pool``, the query term's source and reviewer count (:meth:`Pool.term_source`)."""
-    locale = {c.code: c.locale for c in tables.countries()}
+    locale = {c.code: c.locale for c in datatables.countries()}
     out = []
     for r in rows:
         src, n = pool.term_source(str(r["query_concept"]), str(r["query_country"]),

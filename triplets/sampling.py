@@ -33,8 +33,8 @@ from collections import Counter, defaultdict, deque
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field, replace
 
-from benchmark import tables
-from benchmark.files import sha256_text
+from core import datatables
+from core.files import sha256_text
 from triplets.pool import Pool, PoolImage, native_term
 from triplets.rules import TRIPLET_COLUMNS
 
@@ -57,7 +57,7 @@ class SampleConfig:
         if self.per_image < 1:
             raise SamplingError(f"--per-image must be at least 1, got {self.per_image}")
         if self.candidate_countries is not None:
-            codes = {c.code for c in tables.countries()}
+            codes = {c.code for c in datatables.countries()}
             unknown = sorted(set(self.candidate_countries) - codes)
             if unknown or len(self.candidate_countries) < 2:
                 raise SamplingError(
@@ -184,7 +184,7 @@ def build_rotations(pool: Pool, seed: int) -> tuple[dict, dict, Rotation]:
 def sample_triplets(pool: Pool, cfg: SampleConfig) -> SampleResult:
     """Sample ``cfg.per_image`` triplets per kept image (see the module docstring)."""
     counts: Counter = Counter()
-    lang = {c.code: c.language for c in tables.countries()}
+    lang = {c.code: c.language for c in datatables.countries()}
     semantic, cultural, non_relevant = build_rotations(pool, cfg.seed)
     anchors = list(pool.images)
     rng_for(cfg.seed, "anchors").shuffle(anchors)
@@ -207,7 +207,7 @@ def sample_triplets(pool: Pool, cfg: SampleConfig) -> SampleResult:
 
 def release_order(country: str, concept: str, triplet_id: str) -> tuple:
     """Sort key of triplets everywhere: countries in the table's order, concept, id."""
-    order = {c.code: i for i, c in enumerate(tables.countries())}
+    order = {c.code: i for i, c in enumerate(datatables.countries())}
     return (order.get(country, len(order)), concept, triplet_id)
 
 

@@ -1,7 +1,7 @@
 """Readers that turn a release folder or the authors' CSV into rows for :mod:`triplets.rules`.
 
 The table checks (missing or empty columns, no rows, tags stored as text, duplicate image
-ids) and the authors' format rules are the evaluator's (:mod:`benchmark.data.rules`): the same
+ids) and the authors' format rules are the evaluator's (:mod:`core.rules`): the same
 faults give the same words here and in ``python -m benchmark run``.
 """
 
@@ -11,11 +11,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from benchmark import tables
-from benchmark.data import DataError
-from benchmark.data import release as fmt
-from benchmark.data.build_record import read_build_record
-from benchmark.data.rules import (
+from core import datatables
+from core import release as fmt
+from core.build_record import read_build_record
+from core.errors import DataError
+from core.rules import (
     authors_violations,
     check_columns,
     check_not_empty,
@@ -33,7 +33,7 @@ class SourceError(ValueError):
 # -- release folder ------------------------------------------------------------------------------
 
 def card_configs(release: Path) -> dict[str, dict[str, list[str]]]:
-    """config name -> split -> data file globs (:func:`benchmark.data.release.card_configs`)."""
+    """config name -> split -> data file globs (:func:`core.release.card_configs`)."""
     try:
         return fmt.card_configs(release)
     except DataError as e:
@@ -42,7 +42,7 @@ def card_configs(release: Path) -> dict[str, dict[str, list[str]]]:
 
 def read_config_table(release: Path, config: str, columns: list[str] | None = None):
     """All splits of one config as one frame, today's column names
-    (:func:`benchmark.data.release.read_config_table`)."""
+    (:func:`core.release.read_config_table`)."""
     try:
         return fmt.read_config_table(release, config, columns)
     except DataError as e:
@@ -117,11 +117,11 @@ class AuthorsFile:
 
 def read_authors_csv(path: Path) -> AuthorsFile:
     """The authors' file mapped by the evaluator's reader, with their format's own rules
-    (:func:`benchmark.data.rules.authors_violations`). Image ids given two labels in different
+    (:func:`core.rules.authors_violations`). Image ids given two labels in different
     rows are listed (``conflicting_ids``), not blamed on a row: which row is wrong is not
     decidable."""
-    from benchmark.data.rules import AUTHORS_ROLES
-    from benchmark.data.xcm import authors_to_triplets, read_authors_frame
+    from core.authors import authors_to_triplets, read_authors_frame
+    from core.rules import AUTHORS_ROLES
 
     if not path.is_file():
         raise SourceError(f"--authors-csv: no such file: {path}")
@@ -130,7 +130,7 @@ def read_authors_csv(path: Path) -> AuthorsFile:
         tr = authors_to_triplets(raw)
     except DataError as e:
         raise SourceError(str(e)) from e
-    lang = {c.code: c.language for c in tables.countries()}
+    lang = {c.code: c.language for c in datatables.countries()}
     out = AuthorsFile(rows=tr.to_dict("records"), extra=authors_violations(raw, tr))
     out.same_language_semantic = int(sum(
         lang[a] == lang[b] for a, b in zip(tr["semantic_country"], tr["query_country"], strict=True)
@@ -151,7 +151,7 @@ def counts_table(rows: list[dict]) -> str:
     by_concept = Counter(r["query_concept"] for r in rows)
     lines = [f"{len(rows)} triplets, {len(by_country)} countries, {len(by_concept)} concepts", "",
              "per country:"]
-    order = [c.code for c in tables.countries()]
+    order = [c.code for c in datatables.countries()]
     for code in order + sorted(set(by_country) - set(order)):
         if by_country.get(code):
             lines.append(f"  {code:<5}{by_country[code]:>7}")

@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from benchmark.analysis import core
-from benchmark.config import add_options, from_args
-from benchmark.data import DataError
 from benchmark.results import read_results
 from benchmark.tasks.base import RunConfig
+from core.errors import DataError
+from core.options import add_options, from_args
 
 log = logging.getLogger(__name__)
 

@@ -26,16 +26,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from benchmark import tables
 from benchmark.analysis.projection import MIN_POINTS, save_coords, scatter, umap_2d
 from benchmark.analysis.silhouette import METRICS, pearson, silhouette_by_label
-from benchmark.config import option
 from benchmark.data.xcm import XCMDataset
 from benchmark.embeddings import Embeddings, MultiVector
 from benchmark.metrics.association import association_scores
 from benchmark.results import model_slug, write_results
 from benchmark.tasks.base import RunConfig, RunContext, TaskOutput, open_context, result_file
 from benchmark.tasks.xcm import AssociationConfig, embed_images, embed_texts, load_xcm
+from core import datatables
+from core.options import option
 
 log = logging.getLogger(__name__)
 
@@ -108,7 +108,7 @@ def country_table(sp_by_country: dict[str, Any], sil: dict[str, Any]) -> dict[st
     """Per country: SP (+CI, n), and per metric its language's text silhouette, its image
     silhouette and their sum."""
     out: dict[str, Any] = {}
-    known = {c.code: c for c in tables.countries()}
+    known = {c.code: c for c in datatables.countries()}
     order = [c for c in known if c in sp_by_country] + sorted(set(sp_by_country) - set(known))
     for code in order:
         s = sp_by_country[code]
@@ -182,10 +182,10 @@ def projections(
     imgs: pd.DataFrame, model: str, annotate: int = 1,
 ) -> dict[str, Any]:
     """UMAP of texts (by language) and images (by country): PNG + parquet per kind."""
-    names = tables.language_names()
-    labels = {c.code: c.label for c in tables.countries()}
-    country_order = [c.code for c in tables.countries()]
-    lang_order = list(dict.fromkeys(c.language for c in tables.countries()))
+    names = datatables.language_names()
+    labels = {c.code: c.label for c in datatables.countries()}
+    country_order = [c.code for c in datatables.countries()]
+    lang_order = list(dict.fromkeys(c.language for c in datatables.countries()))
     result: dict[str, Any] = {}
     kinds = [
         ("text", text_x, texts["query_language"].tolist(), names,

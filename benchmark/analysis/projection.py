@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from benchmark import files
+from core import files
 
 log = logging.getLogger(__name__)
 

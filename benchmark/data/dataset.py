@@ -12,11 +12,10 @@ from typing import Any
 
 import pandas as pd
 
-from benchmark import tables
-from benchmark.data import DataError
 from benchmark.data.images import ImageStore
-from benchmark.data.release import TRIPLET_COLUMNS
-from benchmark.data.rules import IMAGE_ID_COLUMNS, first_items
+from core.errors import DataError
+from core.release import TRIPLET_COLUMNS
+from core.rules import IMAGE_ID_COLUMNS, first_items
 
 
 @dataclass
@@ -63,16 +62,3 @@ def unknown_ids_error(tr: pd.DataFrame, known: set[str], triplets: str, images: 
         )
 
 
-def country_codes(names: set[str] | pd.Series, what: str) -> dict[str, str]:
-    """Country name (as the authors write it, or code/label/English name) -> ISO alpha-3;
-    every name not in data/countries.csv is one :class:`DataError` naming them."""
-    iso: dict[str, str] = {}
-    bad = []
-    for n in sorted(set(names)):
-        try:
-            iso[n] = tables.country(n).code
-        except tables.TableError:
-            bad.append(n)
-    if bad:
-        raise DataError(f"{what}: unknown country name(s) {first_items(bad)}")
-    return iso

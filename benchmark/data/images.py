@@ -4,11 +4,11 @@ Folder datasets hash every file to find its cached embeddings; a :class:`FileHas
 per embedding cache, opened by the run and passed to the loaders) remembers those hashes by
 path, size and mtime, so a second run reads only the files that changed.
 
-Every image is decoded by :mod:`benchmark.data.decode` (the builder's decoder too): file
+Every image is decoded by :mod:`core.decode` (the builder's decoder too): file
 size, pixel count and 0x0 checked before decoding, EXIF orientation applied, every mode
 converted to the RGB a viewer shows. A folder holding two files for one image id
 (``ken-0-0.png`` and ``ken-0-0.jpg``) is an error naming both, and a file above
-:data:`~benchmark.data.decode.MAX_FILE_BYTES` is refused without being read.
+:data:`~core.decode.MAX_FILE_BYTES` is refused without being read.
 """
 
 from __future__ import annotations
@@ -21,8 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmark.data import DataError
-from benchmark.data.decode import (
+from core.decode import (
     MAX_FILE_BYTES,
     MAX_PIXELS,
     ImageRefused,
@@ -30,7 +29,8 @@ from benchmark.data.decode import (
     open_image,
     read_image_file,
 )
-from benchmark.files import create_shared, sha256_bytes
+from core.errors import DataError
+from core.files import create_shared, sha256_bytes
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ of these it is, recognised by its configs and columns, never by its name:
 4. one config (e.g. a folder of ``image_metadata`` parquet files, no card) whose columns are
    those of ``image_metadata``: the same, without a ``benchmark`` config.
 
-Anything else is one :class:`~benchmark.data.DataError` line (exit 2).
+Anything else is one :class:`~core.errors.DataError` line (exit 2).
 """
 
 from __future__ import annotations
@@ -22,11 +22,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from benchmark.data import DataError, hf
 from benchmark.data.dataset import XCMDataset
 from benchmark.data.images import FileHashMemo
 from benchmark.data.published import REQUIRED_IMAGE_COLUMNS, load_published
 from benchmark.data.xcm import load_authors_csv, load_release
+from core import hub as hf
+from core.errors import DataError
 
 
 class XCMSourceLike(Protocol):

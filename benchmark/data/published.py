@@ -22,25 +22,26 @@ from typing import Any
 
 import pandas as pd
 
-from benchmark import tables
-from benchmark.data import DataError, hf
 from benchmark.data.dataset import (
     XCMDataset,
-    country_codes,
     referenced_ids,
     require_columns,
     unknown_ids_error,
 )
 from benchmark.data.images import ImageStore
-from benchmark.data.rules import (
+from benchmark.data.xcm import authors_rows
+from core import datatables
+from core import hub as hf
+from core.authors import AUTHORS_COLUMNS, country_codes, read_authors_frame
+from core.errors import DataError
+from core.files import sha256_bytes
+from core.rules import (
     check_columns,
     check_not_empty,
     check_unique_images,
     raise_on_violations,
     triplet_violations,
 )
-from benchmark.data.xcm import AUTHORS_COLUMNS, authors_rows, read_authors_frame
-from benchmark.files import sha256_bytes
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +67,7 @@ def _triplet_rows(what: str, bench: Any, triplets_csv: Path | None) -> tuple[pd.
         check_columns(raw, AUTHORS_COLUMNS, src)
         check_not_empty(len(raw), src)
         return authors_rows(_strings(raw), src), src
-    path = tables.data_path(SHIPPED_TRIPLETS)
+    path = datatables.data_path(SHIPPED_TRIPLETS)
     src = f"data/{SHIPPED_TRIPLETS}"
     log.info("%s has no benchmark config: triplets from %s", what, src)
     return authors_rows(read_authors_frame(path), src), src

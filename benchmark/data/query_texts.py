@@ -33,11 +33,11 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from benchmark import query_table, tables
-from benchmark.data import DataError
-from benchmark.data.rules import first_items, query_text_violations, raise_on_violations
-from benchmark.files import sha256_bytes, sha256_file, sha256_text
-from benchmark.text import StrictDictReader, majority_terms, normalize_term, term_counts
+from core import datatables, query_table
+from core.errors import DataError
+from core.files import sha256_bytes, sha256_file, sha256_text
+from core.rules import first_items, query_text_violations, raise_on_violations
+from core.text import StrictDictReader, majority_terms, normalize_term, term_counts
 
 if TYPE_CHECKING:
     from benchmark.data.dataset import XCMDataset
@@ -127,9 +127,9 @@ def _decode(raw: bytes, what: str) -> str:
 def default_table() -> QueryTable:
     """``native_term`` of ``data/queries.csv`` by (concept, country), with each row's source."""
     try:  # the one reader of the table (validated: locales, sources, reviewers)
-        path = tables.data_path("queries.csv")
+        path = datatables.data_path("queries.csv")
         rows = query_table.query_terms()
-    except tables.TableError as e:
+    except datatables.TableError as e:
         raise DataError(f"no query texts: {e}; pass --queries FILE") from e
     if not rows:
         raise DataError(f"{path}: no rows")
@@ -158,7 +158,7 @@ def read_file(path: Path) -> QueryTable:
     if not rows:
         raise DataError(f"{what}: no query texts (a header and no rows)")
     by_lang: dict[str, list[str]] = {}
-    for c in tables.countries():
+    for c in datatables.countries():
         by_lang.setdefault(c.language, []).append(c.code)
     terms: dict[tuple[str, str], Term] = {}
     empty, conflicts, unknown = [], [], set()
@@ -170,8 +170,8 @@ def read_file(path: Path) -> QueryTable:
             continue
         if key == "country":
             try:
-                codes = [tables.country(k).code]
-            except tables.TableError:
+                codes = [datatables.country(k).code]
+            except datatables.TableError:
                 unknown.add(k)
                 continue
         else:
@@ -197,7 +197,7 @@ def read_file(path: Path) -> QueryTable:
 
 
 def _most_common(pairs: pd.DataFrame, key: list[str], col: str) -> tuple[dict, int]:
-    """(key -> the majority text, :func:`benchmark.text.majority_terms`; number of keys with
+    """(key -> the majority text, :func:`core.text.majority_terms`; number of keys with
     several texts)."""
     texts: dict[tuple, list[Any]] = {}
     for *k, t in pairs[key + [col]].itertuples(index=False):
@@ -324,7 +324,7 @@ def with_texts(ds: XCMDataset, query_source: str | None, queries: Path | None,
                query_term: str = "own") -> XCMDataset:
     """``ds`` with the query texts of the source ``query_source`` / ``queries`` choose applied
     (:func:`table_for`, :func:`with_query_table`) and checked (rule ``query_text`` of
-    :mod:`benchmark.data.rules`: no triplet left without a text)."""
+    :mod:`core.rules`: no triplet left without a text)."""
     table = table_for(ds, query_source, queries)
     texted = with_query_table(ds, table, query_term)
     raise_on_violations(query_text_violations(texted.triplets), table.origin)
@@ -359,7 +359,7 @@ def provenance(table: QueryTable, used: Any) -> dict[str, Any]:
     per_country: dict[str, list[bool]] = {}
     for (_, k, _), s in src.items():
         per_country.setdefault(k, []).append(s == REVIEWED)
-    order = [c.code for c in tables.countries()]
+    order = [c.code for c in datatables.countries()]
     countries = sorted(per_country, key=lambda k: (order.index(k) if k in order else len(order), k))
     return {
         "source": table.kind, "origin": table.origin, "sha256": table.sha256,
@@ -402,7 +402,7 @@ def warn_unreviewed(prov: dict[str, Any], memo: dict[Any, Any]) -> None:
 def key_in_language(table: QueryTable, concept: str, country: str,
                     language: str) -> tuple[str, str] | None:
     """The (concept, country) key of the term that writes ``concept`` in ``language`` for a
-    triplet of ``country`` (``3xcm-matrix``; the rule is :func:`benchmark.query_table.term_country`);
+    triplet of ``country`` (``3xcm-matrix``; the rule is :func:`core.query_table.term_country`);
     None when no country of the language has a term."""
     code = query_table.term_country(table.terms, concept, language, country)
     return None if code is None else (concept, code)
@@ -415,7 +415,7 @@ def generic_texts(table: QueryTable) -> dict[tuple[str, str], str]:
     ``table`` holds data/queries.csv's own term for the key (another source's term is kept)."""
     try:
         rows = query_table.query_terms()
-    except tables.TableError as e:
+    except datatables.TableError as e:
         log.warning("no generic terms for other countries' queries: %s", e)
         return {}
     return {k: rows[k].generic for k, t in table.terms.items()

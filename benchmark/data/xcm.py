@@ -4,44 +4,45 @@ Two of the layouts that give an :class:`~benchmark.data.dataset.XCMDataset` are 
 (:func:`benchmark.data.layouts.open_xcm` chooses among all four; the authors' published hub
 layout is read by :mod:`benchmark.data.published`):
 
-1. the release (docs/release.md, format: :mod:`benchmark.data.release`): configs ``triplets``
+1. the release (docs/release.md, format: :mod:`core.release`): configs ``triplets``
    (split ``test``) and ``images`` loaded with ``datasets.load_dataset`` from a local folder or
    a hub id; query texts: its ``query_text``;
 2. the authors' ``xcm-bench.csv`` with ``--images DIR`` of ``<image_id>.<ext>`` files; query
    texts: ``data/queries.csv`` or a CSV (:mod:`benchmark.data.query_texts`).
 
-The checks are the shared rule set of :mod:`benchmark.data.rules` (``python -m triplets
+The checks are the shared rule set of :mod:`core.rules` (``python -m triplets
 validate`` runs the same). Any problem is one :class:`DataError` line that names the first
 offending rows and counts all of them.
 """
 
 from __future__ import annotations
 
-import csv
 import logging
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from benchmark import tables
-from benchmark.data import DataError, hf, query_texts
-from benchmark.data.build_record import read_build_record
+from benchmark.data import query_texts
 from benchmark.data.dataset import (  # noqa: F401  (re-exported: the dataset type's old home)
     XCMDataset,
-    country_codes,
     referenced_ids,
     require_columns,
     unknown_ids_error,
 )
 from benchmark.data.images import FileHashMemo, ImageStore
-from benchmark.data.release import (  # noqa: F401  (IMAGE_COLUMNS: re-exported)
+from core import hub as hf
+from core.authors import authors_to_triplets, read_authors_frame
+from core.build_record import read_build_record
+from core.errors import DataError
+from core.files import sha256_bytes
+from core.release import (  # noqa: F401  (IMAGE_COLUMNS: re-exported)
     IMAGE_COLUMNS,
     PROVENANCE_COLUMNS,
     TRIPLET_COLUMNS,
     load_configs,
 )
-from benchmark.data.rules import (
+from core.rules import (
     check_columns,
     check_not_empty,
     check_tags,
@@ -51,19 +52,9 @@ from benchmark.data.rules import (
     raise_on_violations,
     triplet_violations,
 )
-from benchmark.files import sha256_bytes
-from benchmark.text import StrictDictReader
 
 log = logging.getLogger(__name__)
 
-AUTHORS_COLUMNS = [
-    "query_index", "query_image_id", "query_concept", "query_country",
-    "semantically_relevant_candidate_image_id", "semantically_relevant_candidate_concept",
-    "semantically_relevant_candidate_country", "culturally_relevant_candidate_image_id",
-    "culturally_relevant_candidate_concept", "culturally_relevant_candidate_country",
-    "non_relevant_candidate_image_id", "non_relevant_candidate_concept",
-    "non_relevant_candidate_country",
-]
 CANDIDATES = ("semantic", "cultural", "non_relevant")
 
 
@@ -140,31 +131,12 @@ def load_release(path_or_id: str, revision: str | None = None) -> XCMDataset:
 
 
 # -- the authors' CSV ---------------------------------------------------------------------------
-def read_authors_frame(path: Path) -> pd.DataFrame:
-    """The authors' triplet file as strings (``dtype=str``, empty cells stay ``""``), with its
-    :data:`AUTHORS_COLUMNS` and at least one row; any problem is one :class:`DataError` line."""
-    path = Path(path)
-    if not path.is_file():
-        raise DataError(f"authors' triplet file {path}: no such file")
-    try:
-        with path.open(newline="", encoding="utf-8-sig") as f:
-            reader = StrictDictReader(f, f"authors' triplet file {path}", DataError)
-            raw = pd.DataFrame(list(reader), columns=reader.fieldnames or [], dtype=str)
-    except (UnicodeDecodeError, csv.Error) as e:
-        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise DataError(f"authors' triplet file {path}: unreadable CSV ({msg})") from e
-    missing = [c for c in AUTHORS_COLUMNS if c not in raw.columns]
-    if missing:
-        raise DataError(f"{path}: not the authors' triplet format (missing column(s) "
-                        f"{', '.join(missing)})")
-    check_not_empty(len(raw), str(path))
-    return raw
 
 
 def authors_rows(raw: pd.DataFrame, what: str) -> pd.DataFrame:
     """The authors' rows in release shape, checked with the triplet rules (those of
     ``python -m triplets validate --authors-csv`` but its audit of the authors' own id
-    encoding, :func:`~benchmark.data.rules.authors_violations`: a file in their format with
+    encoding, :func:`~core.rules.authors_violations`: a file in their format with
     ids of another scheme is scored)."""
     tr = authors_to_triplets(raw)
     raise_on_violations(triplet_violations(tr), what)
@@ -192,28 +164,3 @@ def load_authors_csv(
                                                                     path))
 
 
-def authors_to_triplets(raw: pd.DataFrame) -> pd.DataFrame:
-    """Map the authors' columns to the release's (countries to ISO alpha-3)."""
-    iso = country_codes(set(raw["query_country"])
-                        | set(raw["semantically_relevant_candidate_country"])
-                        | set(raw["culturally_relevant_candidate_country"])
-                        | set(raw["non_relevant_candidate_country"]), "the authors' file")
-    lang = {c.code: c.language for c in tables.countries()}
-    qk = raw["query_country"].map(iso)
-    return pd.DataFrame({
-        "triplet_id": raw["query_index"].astype(str),
-        "query_image_id": raw["query_image_id"],
-        "query_concept": raw["query_concept"],
-        "query_country": qk,
-        "query_language": qk.map(lang),
-        "query_text": "",
-        "semantic_image_id": raw["semantically_relevant_candidate_image_id"],
-        "semantic_country": raw["semantically_relevant_candidate_country"].map(iso),
-        "cultural_image_id": raw["culturally_relevant_candidate_image_id"],
-        "cultural_concept": raw["culturally_relevant_candidate_concept"],
-        "non_relevant_image_id": raw["non_relevant_candidate_image_id"],
-        "non_relevant_concept": raw["non_relevant_candidate_concept"],
-        "non_relevant_country": raw["non_relevant_candidate_country"].map(iso),
-        "semantic_concept": raw["semantically_relevant_candidate_concept"],
-        "cultural_country": raw["culturally_relevant_candidate_country"].map(iso),
-    })

@@ -17,7 +17,7 @@ All give the same :class:`XM3600`: images sorted by id, and the caption pool in 
 order (image, then language in ``data/xm3600_languages.csv`` order, then caption order), so
 tie-breaking by pool position does not depend on the layout. Language codes must be the 36 of
 the languages table (``iw``/``nb``/``tl`` are read as ``he``/``no``/``fil`` and counted).
-Bad or missing files raise :class:`~benchmark.data.DataError` (one line); empty or non-string
+Bad or missing files raise :class:`~core.errors.DataError` (one line); empty or non-string
 captions are dropped and counted in ``notes``.
 """
 
@@ -33,12 +33,12 @@ from typing import Any
 
 import numpy as np
 
-from benchmark import tables
-from benchmark.data import DataError
-from benchmark.data.hf import cache_kwargs, check_spec, image_bytes_reader, one_line
 from benchmark.data.images import FileHashMemo, ImageStore
-from benchmark.files import sha256_bytes
-from benchmark.text import StrictDictReader
+from core import datatables
+from core.errors import DataError
+from core.files import sha256_bytes
+from core.hub import cache_kwargs, check_spec, image_bytes_reader, one_line
+from core.text import StrictDictReader
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +78,7 @@ class XM3600:
 
 
 def _language_codes() -> list[str]:
-    return [lang.code for lang in tables.languages()]
+    return [lang.code for lang in datatables.languages()]
 
 
 class _Collector:
@@ -219,7 +219,7 @@ def load_hub(path_or_id: str, revision: str | None = None) -> XM3600:
 
 def _authors_locales() -> dict[str, str]:
     """Image key -> locale, from the authors' ``captions_index_key_native.csv`` copy."""
-    f = tables.data_file(AUTHORS_LOCALES)
+    f = datatables.data_file(AUTHORS_LOCALES)
     return {r["key"]: r["native"] for r in StrictDictReader(io.StringIO(f.text, newline=""),
                                                              str(f.path), DataError)}
 

@@ -27,7 +27,6 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 from tqdm.auto import tqdm
 
-from benchmark.devices import default_device
 from benchmark.embeddings import (
     Embeddings,
     MultiVector,
@@ -40,6 +39,7 @@ from benchmark.embeddings import (
     maxsim_pairs,
     take,
 )
+from core.devices import default_device
 
 log = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ non-relevant (C) win counts and mean z-scores, overall and per country. Their SP
 ``B_wins / A_wins`` and ``M_sem = A_wins / (A + B + C)``; ours come from the results files.
 Our model names map to theirs through the one table ``data/authors_rq2/model_names.csv``; a
 model whose own name is one of theirs (any case) matches too. Their country names map to ISO
-codes through :func:`benchmark.tables.country`. Differences are ours minus theirs.
+codes through :func:`core.datatables.country`. Differences are ours minus theirs.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from typing import Any
 
 import pandas as pd
 
-from benchmark import tables
-from benchmark.data import DataError
 from benchmark.report.collect import Collection
-from benchmark.text import StrictDictReader
+from core import datatables
+from core.errors import DataError
+from core.text import StrictDictReader
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +40,7 @@ def csv_rows(name: str, folder: Path | None = None) -> list[dict[str, str]]:
     """Rows of one of the authors' CSVs: ``data/authors_rq2/<name>`` through the tables loader,
     or ``folder/<name>`` of a folder the user named (``--authors-dir``)."""
     if folder is None:
-        return tables.data_csv(f"authors_rq2/{name}")
+        return datatables.data_csv(f"authors_rq2/{name}")
     text = (folder / name).read_text(encoding="utf-8")
     return list(StrictDictReader(io.StringIO(text, newline=""), str(folder / name), DataError))
 
@@ -86,7 +86,7 @@ def load_authors(folder: Path | None = None) -> pd.DataFrame:
     """Overall and per-country rows: scope, country (ISO code, '' overall), authors_model,
     experiment, A/B/C wins (int) and z-scores (floats parsed exactly as written)."""
     country = load_scope("country", folder)
-    country["group"] = [tables.country(n).code for n in country["group"]]
+    country["group"] = [datatables.country(n).code for n in country["group"]]
     df = pd.concat([load_scope("overall", folder), country], ignore_index=True)
     return df.rename(columns={"group": "country"})
 
@@ -114,7 +114,7 @@ def their_numbers(row: Any) -> dict[str, Any]:
 
 def _row(model: str, amodel: str, task: str, scope: str, code: str,
          ours: dict[str, Any] | None, theirs: pd.Series | None) -> dict[str, Any]:
-    label = tables.country(code).label if code and code in {c.code for c in tables.countries()} \
+    label = datatables.country(code).label if code and code in {c.code for c in datatables.countries()} \
         else code
     out: dict[str, Any] = {"model": model, "authors_model": amodel, "task": task,
                            "experiment": EXPERIMENTS[task], "scope": scope, "country": code,
@@ -133,7 +133,7 @@ def compare(col: Collection, folder: Path | None = None) -> pd.DataFrame:
     names = model_names(folder)
     known = set(ref["authors_model"])
     rows: list[dict[str, Any]] = []
-    order = {c.code: i for i, c in enumerate(tables.countries())}
+    order = {c.code: i for i, c in enumerate(datatables.countries())}
     for task, experiment in EXPERIMENTS.items():
         for model, res in col.task(task).items():
             amodel = authors_name(model, names, known)

@@ -10,10 +10,11 @@ from typing import Any
 
 import pandas as pd
 
-from benchmark import __version__, files
+from benchmark import __version__
 from benchmark.report import authors, gallery, leaderboard, page, plots
 from benchmark.report.collect import Collection, ReportInputError, collect
 from benchmark.results import model_slug, now_iso
+from core import files
 
 log = logging.getLogger(__name__)
 
@@ -150,7 +151,7 @@ def leaderboard_part(col: Collection) -> tuple[list[str], list[tuple[str, str]]]
     return md, sections
 
 
-#: the kind in the marker of a report folder (see benchmark.files.claim_folder)
+#: the kind in the marker of a report folder (see core.files.claim_folder)
 REPORT_KIND = "3xcm-report"
 
 

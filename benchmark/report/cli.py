@@ -17,10 +17,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from benchmark import files
 from benchmark.report import compare, gallery
 from benchmark.report.build import build_report
 from benchmark.report.collect import ReportInputError
+from core import files
 
 
 def add_parser(sub: Any) -> None:

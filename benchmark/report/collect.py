@@ -7,7 +7,7 @@ results file such as ``[]`` or ``{"foo": 1}``, a results file that fails validat
 listed in ``Collection.skipped`` with its reason. Two files for the same (model, task,
 fingerprint) keep the newest by ``date`` (logged). mteb's results of our three tasks
 (``<model>/<revision>/3XCMT2I.json`` and the others) are read too
-(:mod:`benchmark.report.mteb_results`); mteb results of other tasks are skipped with the reason.
+(:mod:`benchmark.mteb.results`); mteb results of other tasks are skipped with the reason.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from benchmark.data import DataError
-from benchmark.report.mteb_results import from_mteb, is_mteb_result
+from benchmark.mteb.results import from_mteb, is_mteb_result
 from benchmark.results import ResultFile, read_results
+from core.errors import DataError
 
 log = logging.getLogger(__name__)
 

@@ -22,10 +22,10 @@ from typing import Any
 import pandas as pd
 from pydantic import ValidationError
 
-from benchmark import files, tables
-from benchmark.data import DataError
 from benchmark.metrics import significance as sig
 from benchmark.results import ResultFile, read_results
+from core import datatables, files
+from core.errors import DataError
 
 ASSOCIATION_TASKS = ("3xcm", "3xcm-i2i")
 PREVALENCE_TASKS = ("xm3600-i2t",)
@@ -117,7 +117,7 @@ def compare_frames(task: str, da: pd.DataFrame, db: pd.DataFrame, n_resamples: i
     if task in ASSOCIATION_TASKS:
         res = sig.paired_association(da["winner"].to_numpy(), db["winner"].to_numpy(),
                                      da["query_country"].to_numpy(), n_resamples, seed)
-        order = [c.code for c in tables.countries()]
+        order = [c.code for c in datatables.countries()]
         by = res.pop("by_group")
         res["by_country"] = {c: by[c] for c in sorted(
             by, key=lambda c: (order.index(c) if c in order else len(order), c))}

@@ -45,13 +45,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from benchmark import files, query_table, tables
-from benchmark.data import DataError
 from benchmark.data.images import ImageStore
 from benchmark.report import gallery_assets as assets
 from benchmark.report.collect import Collection
 from benchmark.results import ResultFile, model_slug
 from benchmark.topk import cpu_threads
+from core import datatables, files, query_table
+from core.errors import DataError
 
 log = logging.getLogger(__name__)
 
@@ -212,14 +212,14 @@ def english_terms() -> dict[tuple[str, str], str]:
     """(concept, country) -> the English term of the shipped query table."""
     try:
         return {t.key: t.english_term for t in query_table.read_query_table()}
-    except (OSError, tables.TableError):
+    except (OSError, datatables.TableError):
         return {}
 
 
 def triplet_table(df: pd.DataFrame, thumbs: dict[str, str]) -> dict[str, Any]:
     """The shared triplets file: rows in (country order, concept, triplet id) order, with
     repeated strings as indices into small tables."""
-    order = {c.code: i for i, c in enumerate(tables.countries())}
+    order = {c.code: i for i, c in enumerate(datatables.countries())}
     df = df.assign(_o=df["query_country"].map(order).fillna(len(order)))
     df = df.sort_values(["_o", "query_country", "query_concept", "triplet_id"], kind="stable")
     countries = list(dict.fromkeys(df["query_country"]))

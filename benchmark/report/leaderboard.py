@@ -238,12 +238,12 @@ def board_html(b: Board, table_id: str) -> str:
 
 def country_table(col: Collection, task: str = "3xcm") -> tuple[list[str], list[dict[str, Any]]]:
     """(country codes in table order, one row per model: ``model`` + code -> SP or None)."""
-    from benchmark import tables
+    from core import datatables
 
     res = col.task(task)
     present = {c for r in res.values() for c in r.scores.get("by_country", {})}
-    codes = [c.code for c in tables.countries() if c.code in present] + sorted(
-        present - {c.code for c in tables.countries()})
+    codes = [c.code for c in datatables.countries() if c.code in present] + sorted(
+        present - {c.code for c in datatables.countries()})
     out = []
     for model, r in res.items():
         by = r.scores.get("by_country", {})

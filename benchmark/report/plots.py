@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from benchmark import tables
 from benchmark.report import style
+from core import datatables
 
 TIER_COLOURS = {"high": "#1b9e77", "medium": "#d95f02", "low": "#7570b3"}
 
@@ -31,7 +31,7 @@ TIER_COLOURS = {"high": "#1b9e77", "medium": "#d95f02", "low": "#7570b3"}
 def country_order(codes: set[str] | list[str]) -> list[str]:
     """Codes ordered by the Common Crawl share of their language (highest first, unknown last),
     then by the table's order."""
-    table = list(tables.countries())
+    table = list(datatables.countries())
     pos = {c.code: i for i, c in enumerate(table)}
     share = {c.code: c.cc_share for c in table}
 
@@ -52,8 +52,8 @@ def label(code: str) -> str:
 def country_tier(code: str) -> str | None:
     """Resource tier (XM3600 table) of a country's language; None if not listed."""
     try:
-        return tables.language(tables.country(code).language).tier
-    except tables.TableError:
+        return datatables.language(datatables.country(code).language).tier
+    except datatables.TableError:
         return None
 
 
@@ -189,7 +189,7 @@ def language_frequency(models: dict[str, dict[str, Any]], path: Path) -> None:
     """Share of each language among all top-K captions, languages by Common Crawl share;
     ``models``: name -> xm3600-i2t ``scores``. A black tick marks the language's share of the
     caption pool (the expected share without prevalence bias) when the results give it."""
-    langs = list(tables.languages())
+    langs = list(datatables.languages())
     fig, axes = _grid(len(models), ncols=1, w=12, h=3.4)
     for ax, (name, scores) in zip(axes, models.items(), strict=False):
         counts = scores.get("retrieved_language_counts") or {}
@@ -216,7 +216,7 @@ def language_frequency(models: dict[str, dict[str, Any]], path: Path) -> None:
 
 def matrix_heatmap(matrix: dict[str, dict[str, Any]], path: Path, title: str) -> None:
     """SP of each query language (rows) on each image culture (columns)."""
-    names = tables.language_names()
+    names = datatables.language_names()
     _sp_grid(matrix, [f"{names.get(lg, lg)} ({lg})" for lg in matrix], path,
              f"{title}: SP by query language and image culture", (1.5, 1.2),
              xlabel="image culture (query country)", ylabel="query language")

@@ -13,7 +13,7 @@ import logging
 from functools import lru_cache
 from typing import Any
 
-from benchmark import files
+from core import files
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +73,7 @@ def setup() -> Any:
 
 
 def save(fig: Any, path: Any) -> None:
-    """Save ``fig`` as PNG atomically (:func:`benchmark.files.atomic_path`) and close it."""
+    """Save ``fig`` as PNG atomically (:func:`core.files.atomic_path`) and close it."""
     import matplotlib.pyplot as plt
 
     try:

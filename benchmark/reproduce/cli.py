@@ -14,11 +14,11 @@ import argparse
 import sys
 from typing import Any
 
-from benchmark.config import add_options, from_args
 from benchmark.reproduce.plan import ReproduceConfig
 from benchmark.reproduce.render import grouped
 from benchmark.reproduce.run import format_summary
 from benchmark.reproduce.suite import reproduce
+from core.options import add_options, from_args
 
 
 def add_parser(sub: Any) -> None:

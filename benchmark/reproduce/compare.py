@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmark import tables
 from benchmark.report import authors
 from benchmark.report.collect import Collection
 from benchmark.reproduce import spread
@@ -32,6 +31,7 @@ from benchmark.reproduce.consistency import flags_by_cell
 from benchmark.reproduce.paper import PaperTable, alias_of, read_tables
 from benchmark.reproduce.provenance import ModelCheck, check_model
 from benchmark.results import ResultFile
+from core import datatables
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +54,7 @@ def _scores(res: dict[str, ResultFile], task: str) -> dict[str, Any] | None:
 
 
 def _country(label: str) -> str:
-    return tables.country(label).code
+    return datatables.country(label).code
 
 
 # -- column getters: (our results of one model by task, row metric) -> our value ----------------
@@ -254,12 +254,12 @@ def our_group(scores: dict[str, Any], scope: str, group: str) -> dict[str, Any] 
         return scores.get("overall")
     if scope == "country":
         try:
-            code = tables.country(group).code
-        except tables.TableError:
+            code = datatables.country(group).code
+        except datatables.TableError:
             return None
         return (scores.get("by_country") or {}).get(code)
     if scope == "language":
-        codes = {_primary(c.language) for c in tables.countries()
+        codes = {_primary(c.language) for c in datatables.countries()
                  if c.language_name.lower() == group.lower()}
         by = scores.get("by_language") or {}
         return merge([v for k, v in by.items() if _primary(k) in codes

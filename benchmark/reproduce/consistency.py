@@ -17,9 +17,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from benchmark import tables
 from benchmark.report import authors
 from benchmark.reproduce.paper import PaperTable, paper_models, read_tables
+from core import datatables
 
 EXPERIMENT = "text-to-image"  # Tables 2, 8 and 11 are text -> image
 HALF_PP = 0.005  # half a unit of Table 11's last printed digit (percentages, 2 decimals)
@@ -54,7 +54,7 @@ def _counts() -> dict[tuple[str, str], tuple[int, int, int]]:
             alias = by_full.get(r["model"].strip().lower())
             if alias is None or r["experiment"] != EXPERIMENT:
                 continue
-            where = "overall" if scope is None else tables.country(r["country"]).code
+            where = "overall" if scope is None else datatables.country(r["country"]).code
             out[(alias, where)] = (int(r["A_wins"]), int(r["B_wins"]), int(r["C_wins"]))
     return out
 
@@ -64,7 +64,7 @@ def _win_checks(t: PaperTable, counts: dict, per_country: bool) -> list[Flag]:
     for row in t.rows:
         for col, pv in row.values.items():
             metric = row.metric if per_country else col
-            where = tables.country(col).code if per_country else "overall"
+            where = datatables.country(col).code if per_country else "overall"
             c = counts.get((row.model, where))
             if c is None or metric is None:
                 continue

@@ -25,10 +25,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from benchmark import registry, tables, zoo
+from benchmark import registry, zoo
 from benchmark.models import hub
 from benchmark.reproduce import pins
 from benchmark.reproduce.plan import Job, Plan
+from core import datatables
 
 
 @dataclass(frozen=True)
@@ -182,11 +183,11 @@ class JobEstimate:
 
 def rates() -> dict[str, Rate]:
     return {r["family"]: Rate(r["family"], float(r["text_s"]), float(r["image_s"]), r["gpu"],
-                              r["kind"], r["source"]) for r in tables.data_csv("reproduce/item_seconds.csv")}
+                              r["kind"], r["source"]) for r in datatables.data_csv("reproduce/item_seconds.csv")}
 
 
 def workload() -> dict[tuple[str, str], int]:
-    return {(r["dataset"], r["what"]): int(r["count"]) for r in tables.data_csv("reproduce/workload.csv")}
+    return {(r["dataset"], r["what"]): int(r["count"]) for r in datatables.data_csv("reproduce/workload.csv")}
 
 
 def family_of(model: str) -> str:

@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from benchmark import tables
 from benchmark.report.authors import model_names
+from core import datatables
 
 
 @dataclass(frozen=True)
@@ -73,22 +73,22 @@ def decimals(text: str) -> int:
 
 @lru_cache(maxsize=4)
 def _aliases(root: str) -> dict[str, str]:
-    return {r["printed"].strip(): r["alias"].strip() for r in tables.data_csv("paper/aliases.csv")}
+    return {r["printed"].strip(): r["alias"].strip() for r in datatables.data_csv("paper/aliases.csv")}
 
 
 def aliases() -> dict[str, str]:
     """Printed model name -> its Table 6 alias."""
-    return dict(_aliases(str(tables.data_dir())))
+    return dict(_aliases(str(datatables.data_dir())))
 
 
 @lru_cache(maxsize=4)
 def _models(root: str) -> dict[str, str]:
-    return {r["alias"]: r["full_name"] for r in tables.data_csv("paper/table6_models.csv")}
+    return {r["alias"]: r["full_name"] for r in datatables.data_csv("paper/table6_models.csv")}
 
 
 def paper_models() -> dict[str, str]:
     """Table 6: alias -> the model's full name (the authors' name of it)."""
-    return dict(_models(str(tables.data_dir())))
+    return dict(_models(str(datatables.data_dir())))
 
 
 def canonical(printed: str) -> str:
@@ -116,7 +116,7 @@ def _value(text: str) -> PaperValue | None:
 def read_table(key: str) -> PaperTable:
     """One paper table (``key`` of :data:`TABLES`)."""
     file, title = TABLES[key]
-    rows = tables.data_csv(f"paper/{file}")
+    rows = datatables.data_csv(f"paper/{file}")
     if not rows:
         return PaperTable(key, title, file, (), ())
     head = list(rows[0])

@@ -18,8 +18,8 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from benchmark import files
-from benchmark.data import DataError
+from core import files
+from core.errors import DataError
 
 log = logging.getLogger(__name__)
 

@@ -24,13 +24,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmark import files, registry
+from benchmark import registry
 from benchmark.cache import dir_problem
-from benchmark.config import option
-from benchmark.data import DataError
 from benchmark.models import conventions as model_conventions
 from benchmark.reproduce.provenance import recorded_conventions
 from benchmark.results import read_results, results_path
+from core import files
+from core.errors import DataError
+from core.options import option
 
 log = logging.getLogger(__name__)
 
@@ -118,7 +119,7 @@ def dataset_ref(spec: str, revision: str | None = None, flag: str = "--dataset")
     return DatasetRef(spec, revision, None)
 
 
-#: the kind in the marker of a reproduce folder (see benchmark.files.own_folder)
+#: the kind in the marker of a reproduce folder (see core.files.own_folder)
 REPRODUCE_KIND = "3xcm-reproduce"
 
 

@@ -19,10 +19,7 @@ from typing import Any, ClassVar
 
 import pandas as pd
 
-from benchmark import files
 from benchmark.cache import EmbeddingCache, Shard, dir_problem
-from benchmark.config import option
-from benchmark.data import DataError
 from benchmark.data.images import FileHashMemo
 from benchmark.models.base import Adapter
 from benchmark.results import (
@@ -30,11 +27,14 @@ from benchmark.results import (
     ResultFile,
     TaskInfo,
     environment,
-    git_commit,
     model_slug,
     now_iso,
     write_results,
 )
+from core import files
+from core.errors import DataError
+from core.options import option
+from core.provenance import git_commit
 
 DTYPES = ["float32", "float16", "bfloat16"]
 
@@ -84,7 +84,7 @@ class OutputError(Exception):
 def check_output_dir(path: Path, claim: bool = True, *, create: bool = True) -> None:
     """Fail before any compute when results could not be written to ``path``: a file, not
     writable, or (``claim``) a folder holding files that no run of ours wrote (the folder
-    rule of :func:`benchmark.files.own_folder`; a new or empty one is claimed). Without
+    rule of :func:`core.files.own_folder`; a new or empty one is claimed). Without
     ``create`` nothing is made: a missing ``path`` is probed at its nearest existing parent
     and the folder rule is checked, not claimed (a run refused later leaves no folder)."""
     probe = path

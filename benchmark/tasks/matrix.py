@@ -24,9 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmark import tables
-from benchmark.config import option
-from benchmark.data import DataError, query_texts
+from benchmark.data import query_texts
 from benchmark.metrics.association import TIE_ORDER, group_seed, summarize, winners, zscores
 from benchmark.metrics.paired import paired_sp_difference
 from benchmark.tasks.base import RunContext, TaskOutput
@@ -38,6 +36,9 @@ from benchmark.tasks.xcm import (
     load_xcm,
     similarity_settings,
 )
+from core import datatables
+from core.errors import DataError
+from core.options import option
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +52,7 @@ CELL_KEYS = ("n", "wins_sem", "wins_cul", "wins_non", "ties", "M_sem", "M_cul", 
 
 def default_query_languages() -> list[str]:
     """The languages of the benchmark's countries, in table order, without repeats."""
-    return list(dict.fromkeys(c.language for c in tables.countries()))
+    return list(dict.fromkeys(c.language for c in datatables.countries()))
 
 
 def parse_languages(spec: str | None) -> list[str]:
@@ -183,7 +184,7 @@ class XCMMatrix(XCMTextToImage):
         """Per country: own language vs English, with the paired SP difference."""
         out: dict[str, Any] = {}
         country = tr["query_country"].to_numpy()
-        for c in tables.countries():
+        for c in datatables.countries():
             mask = country == c.code
             if not mask.any():
                 continue

@@ -19,15 +19,15 @@ import numpy as np
 import pandas as pd
 
 from benchmark.cache import EmbedStats, embed_cached
-from benchmark.config import option
 from benchmark.data import query_texts
 from benchmark.data.dataset import XCMDataset
 from benchmark.data.layouts import open_xcm
 from benchmark.embeddings import Embeddings
-from benchmark.files import sha256_text
 from benchmark.metrics.association import TIE_ORDER, association_scores, winners, zscores
 from benchmark.models.base import Adapter
 from benchmark.tasks.base import RunContext, Task, TaskConfig, TaskOutput
+from core.files import sha256_text
+from core.options import option
 
 log = logging.getLogger(__name__)
 

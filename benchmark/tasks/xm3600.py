@@ -22,17 +22,18 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from benchmark import chroma, retrieval, shortlist, tables
+from benchmark import chroma, retrieval, shortlist
 from benchmark.cache import EmbedStats, embed_cached
-from benchmark.config import option
-from benchmark.data import DataError
 from benchmark.data.xm3600 import XM3600, load_xm3600
 from benchmark.embeddings import Embeddings, MultiVector, take
-from benchmark.files import sha256_text
 from benchmark.metrics import prevalence as pm
 from benchmark.models.base import Adapter
 from benchmark.models.conventions import TWO_STAGE_L2
 from benchmark.tasks.base import RunContext, Task, TaskConfig, TaskOutput
+from core import datatables
+from core.errors import DataError
+from core.files import sha256_text
+from core.options import option
 
 log = logging.getLogger(__name__)
 
@@ -151,7 +152,7 @@ def score_topk(
 
     Returns (``scores`` as in the results file, per-query metric arrays).
     """
-    langs = tables.languages()
+    langs = datatables.languages()
     codes = [lang.code for lang in langs]
     tier_of = {lang.code: lang.tier for lang in langs}
     g = pm.make_grouping(grouping, [(lang.code, lang.tier) for lang in langs])
@@ -250,7 +251,7 @@ class XM3600ImageToText(Task):
             "query_locale": np.array(ds.locales, dtype=object)[query_images].astype(str),
             **per_q, **top_captions(ds, query_images, topk)}), "query_image", "query_image_id",
             "query_locale")
-        g = pm.make_grouping(grouping, [(x.code, x.tier) for x in tables.languages()])
+        g = pm.make_grouping(grouping, [(x.code, x.tier) for x in datatables.languages()])
         notes = dict(ds.notes, images_without_captions=int((~has_caps).sum()))
         ad = ctx.adapter
         return TaskOutput(

@@ -23,13 +23,13 @@ from pathlib import Path
 
 from PIL import Image
 
-from benchmark.query_table import QueryTerm
 from builder.catalog import Catalog
 from builder.concepts import add_concept, add_instances
 from builder.image_dedup import add_dedup_group
 from builder.published_terms import PublishedTerm, add_published_terms
 from builder.query_terms import upsert_terms
 from builder.statuses import ConceptStatus
+from core.query_table import QueryTerm
 from tests.worlds import open_world
 
 CONCEPTS = ["dance", "food", "market", "temple"]

@@ -20,8 +20,8 @@ import pytest
 from annotation.cli import main
 from annotation.pull import pull
 from annotation.push import push
-from benchmark.tables import data_file
 from builder.catalog import Catalog
+from core.datatables import data_file
 from tests.annotation import synth
 from tests.annotation.browser import (
     Accounts,

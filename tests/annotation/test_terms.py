@@ -20,8 +20,8 @@ from annotation.projects import assign_reviewers, assigned_reviewers
 from annotation.pull import pull
 from annotation.query_review import term_draft, term_key, term_rows
 from annotation.terms import Answer, decide_term
-from benchmark.query_table import QUERY_COLUMNS
 from builder.concepts import add_instances
+from core.query_table import QUERY_COLUMNS
 from tests.annotation import synth
 from tests.annotation.fakes import fake_connection, record_pushed
 

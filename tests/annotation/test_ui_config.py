@@ -21,7 +21,7 @@ from annotation.configs import (
 )
 from annotation.guide_html import markdown_to_html
 from annotation.reviews import parse_export, term_decision
-from benchmark.tables import data_file
+from core.datatables import data_file
 
 
 def _bullets(md: str) -> list[tuple[str, str]]:

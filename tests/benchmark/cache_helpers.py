@@ -82,7 +82,7 @@ def write(cache_dir: str, n: str, shard: str, batch: str, start_file: str) -> di
     """One concurrent writer: embed items ``item0..item{n-1}`` (its shard, or all)."""
     from benchmark import registry
     from benchmark.cache import EmbeddingCache, Shard, embed_cached
-    from benchmark.files import sha256_text
+    from core.files import sha256_text
 
     adapter = registry.load_model("tests.benchmark.cache_helpers:Counting")
     adapter.text_batch_size = int(batch)

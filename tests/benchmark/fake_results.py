@@ -7,10 +7,10 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmark import tables
 from benchmark.metrics.association import association_scores, summarize
 from benchmark.models.base import ModelSpec
 from benchmark.results import ResultFile, TaskInfo, now_iso, write_results
+from core import datatables
 
 
 def _result(model: str, task: str, n: int, scores: dict, **task_extra: object) -> ResultFile:
@@ -24,9 +24,9 @@ def _result(model: str, task: str, n: int, scores: dict, **task_extra: object) -
 def association(seed: int, per_country: int = 40, bias: float = 0.0) -> dict:
     """3xcm-like scores over all countries; ``bias`` raises the cultural similarity."""
     rng = np.random.default_rng(seed)
-    codes = [c.code for c in tables.countries()]
+    codes = [c.code for c in datatables.countries()]
     country = np.repeat(codes, per_country)
-    lang = np.array([tables.country(c).language for c in country])
+    lang = np.array([datatables.country(c).language for c in country])
     sims = rng.normal(0.0, 1.0, (len(country), 3)) + np.array([0.8, bias, 0.0])
     return association_scores(sims, {"country": country, "language": lang}, n_resamples=200,
                               seed=seed)
@@ -34,7 +34,7 @@ def association(seed: int, per_country: int = 40, bias: float = 0.0) -> dict:
 
 def xm3600(seed: int, n: int = 50, ranks: int = 10) -> dict:
     rng = np.random.default_rng(seed)
-    langs = list(tables.languages())
+    langs = list(datatables.languages())
     p = np.array([lg.cc_share for lg in langs]) + 1.0
     draws = rng.choice(len(langs), size=(n, ranks), p=p / p.sum())
     by_language = {lg.code: [int((draws[:, r] == i).sum()) for r in range(ranks)]
@@ -57,11 +57,11 @@ def xm3600(seed: int, n: int = 50, ranks: int = 10) -> dict:
 def matrix(seed: int, per_country: int = 30) -> dict:
     rng = np.random.default_rng(seed)
     keys = ("n", "wins_sem", "wins_cul", "wins_non", "M_sem", "M_cul", "M_non", "SP", "SP_ci95")
-    langs = list(dict.fromkeys(c.language for c in tables.countries()))
+    langs = list(dict.fromkeys(c.language for c in datatables.countries()))
     cell = {}
     for lg in langs:
         cell[lg] = {}
-        for c in tables.countries():
+        for c in datatables.countries():
             w = rng.choice(3, size=per_country, p=[0.6, 0.3, 0.1])
             s = summarize(w, np.zeros(per_country, bool), np.zeros((per_country, 3)), 100, seed)
             cell[lg][c.code] = {k: s[k] for k in keys}
@@ -69,7 +69,7 @@ def matrix(seed: int, per_country: int = 30) -> dict:
                         "english": cell["en"][c.code],
                         "difference": {"n_paired": per_country, "SP_diff": 0.1,
                                        "SP_diff_ci95": [-0.2, 0.4]}}
-               for c in tables.countries()}
+               for c in datatables.countries()}
     return {"matrix": cell, "summary": summary}
 
 
@@ -94,10 +94,10 @@ def write_outcome_run(out: Path, model: str, rates: tuple[float, float, float], 
                       task: str = "3xcm") -> Path:
     """A 3xcm results file with its per-triplet outcomes sidecar (as the task writes them):
     winners drawn with ``rates`` (sem, cul, non), similarities one-hot on the winner."""
-    from benchmark import files
+    from core import files
 
     rng = np.random.default_rng(seed)
-    codes = [c.code for c in tables.countries()]
+    codes = [c.code for c in datatables.countries()]
     country = np.repeat(codes, per_country)
     win = rng.choice(3, size=len(country), p=list(rates))
     sims = np.eye(3)[win]

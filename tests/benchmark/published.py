@@ -29,8 +29,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from benchmark import tables
 from benchmark.synthetic import synth_image
+from core import datatables
 
 AUTHORS_CSV = "authors/xcm-bench.csv"
 ROLE_PREFIXES = {  # authors' column prefix -> (concept column, country column) of that image
@@ -71,7 +71,7 @@ def _card(root: Path, configs: dict[str, tuple[object, str]]) -> str:
 
 def _native_terms() -> dict[tuple[str, str], str]:
     """(concept, ISO country) -> native_term of data/queries.csv (either of its formats)."""
-    text = tables.data_file("queries.csv").text
+    text = datatables.data_file("queries.csv").text
     out: dict[tuple[str, str], str] = {}
     for r in csv.DictReader(io.StringIO(text)):
         if (r.get("native_term") or "").strip():
@@ -81,7 +81,7 @@ def _native_terms() -> dict[tuple[str, str], str]:
 
 def authors_rows(n_triplets: int, seed: int) -> pd.DataFrame:
     """``n_triplets`` rows of the authors' file (seeded choice, file order kept)."""
-    raw = pd.read_csv(tables.data_path(AUTHORS_CSV), dtype=str, keep_default_na=False)
+    raw = pd.read_csv(datatables.data_path(AUTHORS_CSV), dtype=str, keep_default_na=False)
     rng = np.random.default_rng(seed)
     pick = np.sort(rng.choice(len(raw), size=min(n_triplets, len(raw)), replace=False))
     return raw.iloc[pick].reset_index(drop=True)
@@ -90,8 +90,8 @@ def authors_rows(n_triplets: int, seed: int) -> pd.DataFrame:
 def image_table(rows: pd.DataFrame) -> pd.DataFrame:
     """One row per image the triplets name: the ``image_metadata`` columns."""
     terms = _native_terms()
-    concepts = tables.concepts()
-    codes = [c.code for c in tables.countries()]
+    concepts = datatables.concepts()
+    codes = [c.code for c in datatables.countries()]
     seen: dict[str, dict] = {}
     for rec in rows.to_dict("records"):
         for prefix, (ccol, kcol) in ROLE_PREFIXES.items():
@@ -99,7 +99,7 @@ def image_table(rows: pd.DataFrame) -> pd.DataFrame:
             if iid in seen:
                 continue
             concept, name = rec[ccol], rec[kcol]
-            code = tables.country(name).code
+            code = datatables.country(name).code
             _, cidx, rank, lang = iid.rsplit("-", 3)
             variant = 2 * int(rank) + (lang == "nav")
             seen[iid] = {
@@ -219,10 +219,10 @@ def write_published_xm3600(root: Path, n_images: int = 24, seed: int = 0) -> Pat
 
     root = Path(root)
     keys = list(csv.DictReader(io.StringIO(
-        tables.data_file("authors/xm3600-image-locales.csv").text)))
+        datatables.data_file("authors/xm3600-image-locales.csv").text)))
     rng = np.random.default_rng(seed)
     pick = sorted(rng.choice(len(keys), size=min(n_images, len(keys)), replace=False))
-    codes = [lang.code for lang in tables.languages()]
+    codes = [lang.code for lang in datatables.languages()]
     rows = []
     for i in pick:
         key = keys[i]["key"]

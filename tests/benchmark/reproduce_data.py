@@ -9,9 +9,10 @@ from typing import Any
 
 from PIL import Image
 
-from benchmark import registry, tables
+from benchmark import registry
 from benchmark.models.base import ModelSpec
 from benchmark.results import ResultFile, TaskInfo, now_iso, write_results
+from core import datatables
 
 
 def spec(model: str, real: bool = True, **kw: Any) -> ModelSpec:
@@ -53,7 +54,7 @@ def jpeg(i: int) -> bytes:
 def write_official_xm3600(root: Path, n_images: int = 24) -> Path:
     """XM3600 in the official layout (captions.jsonl + images/<key>.jpg): one caption per
     language per image, so the pool holds 36 x ``n_images`` captions (>= 99 for the paper's k)."""
-    codes = [x.code for x in tables.languages()]
+    codes = [x.code for x in datatables.languages()]
     (root / "images").mkdir(parents=True)
     lines = []
     for i in range(n_images):

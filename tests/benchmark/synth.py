@@ -15,11 +15,11 @@ import numpy as np
 import pandas as pd
 from PIL import Image
 
-from benchmark import tables
 from benchmark.embeddings import l2_normalize
-from benchmark.files import sha256_bytes
 from benchmark.models.base import Adapter, ModelSpec
 from benchmark.synthetic import write_release
+from core import datatables
+from core.files import sha256_bytes
 
 
 def coded_png(ci: int, ki: int, v: int) -> bytes:
@@ -37,8 +37,8 @@ def decode_code(img: Any) -> tuple[int, int, int]:
 
 def planted_world(n_concepts: int = 5, per_cell: int = 2, seed: int = 0):
     """(triplets, images) over all 16 countries; query_text = 'c<i>|<CODE>'."""
-    countries = [c.code for c in tables.countries()]
-    lang = {c.code: c.language for c in tables.countries()}
+    countries = [c.code for c in datatables.countries()]
+    lang = {c.code: c.language for c in datatables.countries()}
     concepts = [f"concept{i}" for i in range(n_concepts)]
     rows = []
     for ci, concept in enumerate(concepts):
@@ -106,7 +106,7 @@ class PlantedModel(Adapter):
         super().__init__(ModelSpec(name=name, family="test", checkpoint=f"planted-w{self.w}",
                                    revision="1"), device="cpu", dtype="float32")
         self.vectors = PlantedVectors()
-        self.codes = [c.code for c in tables.countries()]
+        self.codes = [c.code for c in datatables.countries()]
 
     def _encode_text_batch(self, texts: list[str], role: str) -> np.ndarray:
         type(self).calls += 1

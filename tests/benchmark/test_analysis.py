@@ -10,7 +10,6 @@ import pytest
 from scipy.stats import pearsonr
 from sklearn.metrics import silhouette_samples
 
-from benchmark import tables
 from benchmark.analysis.core import pooled
 from benchmark.analysis.silhouette import pearson, silhouette_by_label
 from benchmark.cli import main
@@ -18,6 +17,7 @@ from benchmark.embeddings import MultiVector
 from benchmark.models.base import ModelSpec
 from benchmark.models.hash import HashModel
 from benchmark.synthetic import main as synthetic_main
+from core import datatables
 
 
 def blobs(separation: float, n_per: int = 40, k: int = 4, dim: int = 16, seed: int = 0):
@@ -147,7 +147,7 @@ def test_analyze_no_umap_reuses_cache_and_matches_3xcm(synthetic_run, capsys):
     for code, row in sc["by_country"].items():
         assert row["SP"] == xcm["scores"]["by_country"][code]["SP"]
         assert row["SP_ci95"] == xcm["scores"]["by_country"][code]["SP_ci95"]
-        assert row["language"] == tables.country(code).language
+        assert row["language"] == datatables.country(code).language
     # texts all cached by the 3xcm run; images: only those never a candidate are embedded
     tr = pd.read_parquet(root / "synthetic/triplets")
     cands = set(tr[["semantic_image_id", "cultural_image_id", "non_relevant_image_id"]]
@@ -199,7 +199,7 @@ def test_analyze_with_umap_writes_png_and_parquet(synthetic_run):
         coords = pd.read_parquet(pq)
         assert len(coords) == n and np.isfinite(coords[["x", "y"]].to_numpy()).all()
     assert set(pd.read_parquet(out / "hash/analysis-umap-image.parquet")["country"]) == {
-        c.code for c in tables.countries()}
+        c.code for c in datatables.countries()}
 
 
 def test_analyze_bad_input_is_one_line_exit_2(tmp_path, capsys):
@@ -253,7 +253,7 @@ def test_analyze_reads_the_authors_csv_format(tmp_path):
     from tests.benchmark.synth import coded_png, planted_world
 
     tr, _ = planted_world(n_concepts=3, per_cell=1)
-    name = {c.code: c.authors_name for c in tables.countries()}
+    name = {c.code: c.authors_name for c in datatables.countries()}
     raw = pd.DataFrame({
         "query_index": tr["triplet_id"], "query_image_id": tr["query_image_id"],
         "query_concept": tr["query_concept"], "query_country": tr["query_country"].map(name),
@@ -269,13 +269,13 @@ def test_analyze_reads_the_authors_csv_format(tmp_path):
     })
     raw.to_csv(tmp_path / "bench.csv", index=False)
     (tmp_path / "img").mkdir()
-    codes = [c.code for c in tables.countries()]
+    codes = [c.code for c in datatables.countries()]
     ids = set(tr[["query_image_id", "semantic_image_id", "cultural_image_id",
                   "non_relevant_image_id"]].to_numpy().ravel())
     for iid in ids:
         k, ci, v = iid.split("-")
         (tmp_path / "img" / f"{iid}.png").write_bytes(coded_png(int(ci), codes.index(k), int(v)))
-    langs = sorted({c.language for c in tables.countries()})
+    langs = sorted({c.language for c in datatables.countries()})
     pd.DataFrame([{"concept": c, "language": lg, "text": f"{c} [{lg}]"}
                   for c in sorted(set(tr["query_concept"])) for lg in langs]
                  ).to_csv(tmp_path / "q.csv", index=False)

@@ -12,13 +12,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from benchmark import tables
 from benchmark.cli import main
 from benchmark.synthetic import write_release
+from core import datatables
 from tests.benchmark.synth import planted_world
 from triplets import cli as triplets_cli
 
-AUTHORS = tables.data_path("authors/xcm-bench.csv")
+AUTHORS = datatables.data_path("authors/xcm-bench.csv")
 
 
 def release(path: Path, tr: pd.DataFrame, im: pd.DataFrame) -> Path:
@@ -196,7 +196,7 @@ def test_queries_file_faults(tmp_path, capsys):
 
 
 def _one_image(im: pd.DataFrame, data: bytes) -> tuple[pd.DataFrame, str]:
-    from benchmark.files import sha256_bytes
+    from core.files import sha256_bytes
 
     im = im.copy()
     iid = im.loc[0, "image_id"]

@@ -17,7 +17,7 @@ import pytest
 from benchmark import registry
 from benchmark.cache import CacheError, EmbeddingCache, Shard, embed_cached
 from benchmark.cache_merge import merge_shards
-from benchmark.files import sha256_text
+from core.files import sha256_text
 from tests.benchmark.cache_helpers import passes, vector
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,4 +1,4 @@
-"""The one CLI kit (``benchmark.clikit``) and ``python -m benchmark`` under it."""
+"""The one CLI kit (``core.clikit``) and ``python -m benchmark`` under it."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import sys
 
 import pytest
 
-from benchmark import cli, clikit
+from benchmark import cli
+from core import clikit
 from tests.clikit_helpers import sigterm_when_ready
 
 
@@ -99,7 +100,7 @@ def test_our_bugs_are_logged_as_internal_errors_and_keep_their_traceback(caplog)
     for exc in (ValueError("an invariant broke"), OSError(errno.EBADF, "bad fd"),
                 ModuleNotFoundError("no", name="builder.nope")):
         caplog.clear()
-        with caplog.at_level(logging.CRITICAL, logger="benchmark.clikit"), \
+        with caplog.at_level(logging.CRITICAL, logger="core.clikit"), \
                 pytest.raises(type(exc)):
             kit.run(_raise(exc))
         assert [r.getMessage().startswith("internal error (a bug in 3XCM") for r in
@@ -119,7 +120,7 @@ def test_add_workdir_is_the_one_flag():
 def test_a_bug_in_a_nested_command_is_logged_once(caplog):
     """``builder run`` runs each stage's kit inside its own: one internal-error line."""
     kit = clikit.CliKit(extra="builder")
-    with caplog.at_level(logging.CRITICAL, logger="benchmark.clikit"), \
+    with caplog.at_level(logging.CRITICAL, logger="core.clikit"), \
             pytest.raises(RuntimeError):
         kit.run(lambda: kit.run(_raise(RuntimeError("deep"))))
     assert [r.getMessage() for r in caplog.records] == [

@@ -134,7 +134,7 @@ def test_compare_refuses_other_items(runs, capsys, tmp_path):
     res = json.loads(out["w0"].read_text())
     df = pd.read_parquet(out["w0"].parent / "3xcm.outcomes.parquet").iloc[1:]
     df.to_parquet(d / "3xcm.outcomes.parquet", index=False)
-    from benchmark.files import sha256_file
+    from core.files import sha256_file
 
     res["outcomes"]["sha256"] = sha256_file(d / "3xcm.outcomes.parquet")
     (d / "3xcm.json").write_text(json.dumps(res))

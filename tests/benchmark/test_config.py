@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from benchmark import config
 from benchmark.cli import build_parser, task_classes
-from benchmark.data import DataError
-from benchmark.data.xcm import AUTHORS_COLUMNS, read_authors_frame
 from benchmark.tasks.base import RunConfig, open_context
+from core import options as config
+from core.authors import AUTHORS_COLUMNS, read_authors_frame
+from core.errors import DataError
 
 
 def subparser(name: str) -> argparse.ArgumentParser:

@@ -6,7 +6,8 @@ import sys
 
 import pytest
 
-from benchmark import devices, embeddings, retrieval
+from benchmark import embeddings, retrieval
+from core import devices
 
 
 def test_auto_is_numpy_on_the_cpu_and_torch_on_a_gpu(monkeypatch):

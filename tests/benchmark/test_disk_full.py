@@ -11,10 +11,10 @@ import sqlite3
 from pathlib import Path
 
 from benchmark import cache as cache_mod
-from benchmark import files, tables
 from benchmark.cli import main
+from core import datatables, files
 
-DATA = str(tables.data_dir() / "synthetic-3xcm")
+DATA = str(datatables.data_dir() / "synthetic-3xcm")
 
 
 def _argv(tmp_path: Path) -> list[str]:

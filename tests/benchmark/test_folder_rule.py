@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from benchmark import files, tables
 from benchmark.cli import main
+from core import datatables, files
 
 RESULTS_KIND = "3xcm-results"  # benchmark.results.RESULTS_KIND
 
-DATA = str(tables.data_dir() / "synthetic-3xcm")
+DATA = str(datatables.data_dir() / "synthetic-3xcm")
 
 
 def _project(path: Path) -> dict[str, str]:
@@ -127,9 +127,9 @@ def test_synthetic_release_refuses_a_folder_it_did_not_write(tmp_path, capsys, m
 def test_the_bundled_synthetic_release_is_marked_as_ours():
     """``python -m benchmark.synthetic --out data/synthetic-3xcm`` may write it again."""
     from benchmark import synthetic
-    from benchmark.data import release
+    from core import release
 
-    folder = tables.data_dir() / "synthetic-3xcm"
+    folder = datatables.data_dir() / "synthetic-3xcm"
     assert files.claim_folder(folder, synthetic.SYNTHETIC_KIND) is not None
     marker = files.read_marker(folder)
     assert marker["files"] == {f: files.sha256_file(folder / f) for f in marker["files"]}

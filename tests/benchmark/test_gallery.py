@@ -65,9 +65,9 @@ def test_gallery_data_is_the_outcomes(runs, tmp_path):
     assert [trip["texts"][i] for i in trip["text"]] == df["query_text"].tolist()
     assert [trip["countries"][i] for i in trip["country"]] == df["query_country"].tolist()
     # grouped by country (countries.csv order), then concept
-    from benchmark import tables
+    from core import datatables
 
-    order = [c.code for c in tables.countries()]
+    order = [c.code for c in datatables.countries()]
     keys = [(order.index(trip["countries"][c]), trip["concepts"][k])
             for c, k in zip(trip["country"], trip["concept"], strict=True)]
     assert keys == sorted(keys)

@@ -1,5 +1,5 @@
 """Issue 23: generic terms for other countries' images (the column, its use by term_in_language
-and 3xcm-matrix) and the concept definitions file, read through benchmark.query_table and benchmark.tables."""
+and 3xcm-matrix) and the concept definitions file, read through core.query_table and core.datatables."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import shutil
 
 import pytest
 
-from benchmark import query_table, tables
 from benchmark.cli import main
 from benchmark.data import query_texts
 from benchmark.tasks.matrix import language_plan
+from core import datatables, query_table
 from tests.benchmark.test_matrix import RecordingModel, named_release
 
 
@@ -68,21 +68,21 @@ def test_matrix_asks_other_countries_with_the_generic_term(tmp_path):
 
 def _copy_data(tmp_path, monkeypatch):
     data = tmp_path / "data"
-    shutil.copytree(tables.data_dir(), data)
+    shutil.copytree(datatables.data_dir(), data)
     monkeypatch.setenv("XCM_DATA_DIR", str(data))
     return data / "concept_definitions.csv"
 
 
 def test_concept_definitions_one_per_concept(tmp_path, monkeypatch):
-    d = tables.concept_definitions()
-    assert list(d) == tables.concepts()
+    d = datatables.concept_definitions()
+    assert list(d) == datatables.concepts()
     assert d["hot pot concept"].startswith("the dish: a pot of broth simmering at the table")
     path = _copy_data(tmp_path, monkeypatch)
     rows = list(csv.DictReader(path.open(encoding="utf-8")))
 
     def write(rs):
         with path.open("w", newline="", encoding="utf-8") as f:
-            w = csv.DictWriter(f, fieldnames=tables.DEFINITION_COLUMNS, lineterminator="\n")
+            w = csv.DictWriter(f, fieldnames=datatables.DEFINITION_COLUMNS, lineterminator="\n")
             w.writeheader()
             w.writerows(rs)
 
@@ -91,8 +91,8 @@ def test_concept_definitions_one_per_concept(tmp_path, monkeypatch):
                     ([*rows, rows[0]], "line 141: second definition of 'train'"),
                     ([{**rows[0], "definition": ""}, *rows[1:]], "line 2: 'train' has an empty")]:
         write(rs)
-        with pytest.raises(tables.TableError, match=why):
-            tables.concept_definitions()
+        with pytest.raises(datatables.TableError, match=why):
+            datatables.concept_definitions()
     path.unlink()
-    with pytest.raises(tables.TableError, match="missing table"):
-        tables.concept_definitions()
+    with pytest.raises(datatables.TableError, match="missing table"):
+        datatables.concept_definitions()

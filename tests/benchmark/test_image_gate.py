@@ -11,8 +11,8 @@ import zlib
 import pytest
 from PIL import Image, ImageFile
 
-from benchmark.data import DataError
 from benchmark.data import images as imgs
+from core.errors import DataError
 
 
 def bomb_png(side: int) -> bytes:

@@ -6,12 +6,12 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from benchmark import tables
-from benchmark.data import DataError
 from benchmark.data.layouts import XCMSource, open_xcm
+from core import datatables
+from core.errors import DataError
 from tests.benchmark.published import all_layouts
 
-RELEASE = str(tables.data_dir() / "synthetic-3xcm")
+RELEASE = str(datatables.data_dir() / "synthetic-3xcm")
 
 
 @pytest.fixture(scope="module")

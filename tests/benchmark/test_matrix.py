@@ -9,17 +9,17 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from benchmark import query_table, tables
 from benchmark.cli import main
 from benchmark.embeddings import l2_normalize
 from benchmark.metrics.paired import paired_sp_difference
 from benchmark.models.base import Adapter, ModelSpec
 from benchmark.synthetic import write_release
+from core import datatables, query_table
 from tests.benchmark.synth import PlantedVectors, decode_code, planted_world
 
 PLANTED = {"th": 1.0, "ja": 1.0}  # only Thai and Japanese texts pull towards their culture
-CODES = [c.code for c in tables.countries()]
-LANG_OF = {c.code: c.language for c in tables.countries()}
+CODES = [c.code for c in datatables.countries()]
+LANG_OF = {c.code: c.language for c in datatables.countries()}
 
 
 def text_vector(pv: PlantedVectors, text: str) -> np.ndarray:

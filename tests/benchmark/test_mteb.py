@@ -3,7 +3,7 @@
 - ``benchmark run --model mteb:NAME`` loads the model through mteb's ModelMeta and records it;
 - it agrees with our own adapter of the same checkpoint (``hf_clip:DIR``);
 - ``mteb.evaluate`` on our three tasks gives our evaluator's numbers exactly (in memory) and
-  to mteb's 6 decimals in its JSON; ``python -m benchmark.mteb_run run`` is mteb's CLI with
+  to mteb's 6 decimals in its JSON; ``python -m benchmark.mteb.run run`` is mteb's CLI with
   our tasks; ``benchmark report`` reads mteb's results beside ours.
 """
 
@@ -121,7 +121,7 @@ def _round6(x):
 
 
 def test_mteb_evaluate_gives_our_numbers_exactly(tmp_path, tiny):
-    from benchmark.tasks import mteb_tasks
+    from benchmark.mteb import tasks as mteb_tasks
 
     got = _evaluate(tmp_path, mteb_tasks.tasks(("t2i", "i2i"), dataset=RELEASE))
     for kind, task in (("t2i", "3xcm"), ("i2i", "3xcm-i2i")):
@@ -141,7 +141,7 @@ def test_mteb_evaluate_gives_our_numbers_exactly(tmp_path, tiny):
 
 
 def test_mteb_evaluate_xm3600_gives_our_numbers(tmp_path, tiny):
-    from benchmark.tasks import mteb_tasks
+    from benchmark.mteb import tasks as mteb_tasks
 
     xm = make_official(tmp_path / "xm3600")
     got = _evaluate(tmp_path, mteb_tasks.tasks(("i2t",), xm3600=str(xm)))
@@ -158,7 +158,7 @@ def test_mteb_evaluate_xm3600_gives_our_numbers(tmp_path, tiny):
 
 
 def test_mteb_run_cli_and_report_reads_both(tmp_path, tiny, clip_dir, capsys):
-    from benchmark.mteb_run import main as mteb_main
+    from benchmark.mteb.run import main as mteb_main
     from benchmark.report.collect import collect
 
     folder = tmp_path / "mteb-results"

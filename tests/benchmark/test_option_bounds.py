@@ -9,7 +9,7 @@ import dataclasses
 import pytest
 
 from benchmark import cli
-from benchmark.config import add_options, option
+from core.options import add_options, option
 
 
 def _exit_and_message(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:

@@ -17,8 +17,8 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from benchmark import tables
 from benchmark.cli import main
+from core import datatables
 from tests.benchmark.published import VARIANT, all_layouts, write_published_3xcm
 
 
@@ -42,7 +42,7 @@ def test_miniature_is_the_hub_layout(mini):
     assert meta.column_names == ["image", "image_id", "concept_id", "concept",
                                  "concept_in_native", "concept_country", "country", "title"]
     bench = pq.read_table(next((hub / "benchmark").glob("*.parquet"))).to_pandas()
-    authors = pd.read_csv(tables.data_path("authors/xcm-bench.csv"), dtype=str)
+    authors = pd.read_csv(datatables.data_path("authors/xcm-bench.csv"), dtype=str)
     assert list(bench.columns) == list(authors.columns) and len(bench) == 40
     # rows and ids are the authors' own
     assert set(bench["query_image_id"]) <= set(authors["query_image_id"])

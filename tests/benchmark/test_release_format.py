@@ -9,9 +9,9 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from benchmark import synthetic, tables
-from benchmark.data import release
+from benchmark import synthetic
 from benchmark.data.xcm import load_release
+from core import datatables, release
 from triplets.sources import read_release
 
 NON_IMAGE = [c for c in release.IMAGE_COLUMNS if c != "image"]
@@ -61,7 +61,7 @@ def test_metadata_files_and_locale(written):
     assert (out / release.LICENSE_FILE).read_text().startswith("# Licence")
     assert release.card_configs(out) == {"triplets": {"test": ["triplets/test-*.parquet"]},
                                          "images": {"train": ["images/train-*.parquet"]}}
-    locale = {c.code: c.locale for c in tables.countries()}
+    locale = {c.code: c.locale for c in datatables.countries()}
     got = release.read_config_table(out, "triplets")
     assert got["query_locale"].tolist() == got["query_country"].map(locale).tolist()
 

@@ -11,11 +11,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from benchmark import registry, tables
+from benchmark import registry
 from benchmark.cli import main
 from benchmark.report.authors import model_names
 from benchmark.report.build import build_report
 from benchmark.report.leaderboard import COLUMNS
+from core import datatables
 from tests.benchmark.fake_results import write_fake_results
 
 MODELS = {"clip-l14": 1, "my-own-model": 2}  # one with published numbers, one without
@@ -109,12 +110,12 @@ def test_html_has_one_row_per_model_with_the_json_numbers(report):
         assert f"| {model} | " in md and f"{sp:.3f}" in md
         by = json.loads((root / "results" / model / "3xcm.json").read_text())["scores"]
         row = "| " + " | ".join([model] + [f"{by['by_country'][c.code]['SP']:.2f}"
-                                           for c in tables.countries()]) + " |"
+                                           for c in datatables.countries()]) + " |"
         assert row in md  # the per-country SP table, countries in the table's order
 
 
 def _authors_rows(name: str) -> list[dict[str, str]]:
-    text = tables.data_file(f"authors_rq2/{name}").text
+    text = datatables.data_file(f"authors_rq2/{name}").text
     return list(csv.DictReader(io.StringIO(text, newline="")))
 
 
@@ -125,7 +126,7 @@ def test_comparison_carries_the_authors_numbers_exactly(report):
     assert {r["model"] for r in comp} == {"clip-l14"}  # my-own-model has no published numbers
     theirs = {(r["experiment"], ""): r for r in _authors_rows("overall_aggregated.csv")
               if r["model"] == "clip-vit-large-patch14"}
-    theirs.update({(r["experiment"], tables.country(r["country"]).code): r
+    theirs.update({(r["experiment"], datatables.country(r["country"]).code): r
                    for r in _authors_rows("country_aggregated.csv")
                    if r["model"] == "clip-vit-large-patch14"})
     assert len(comp) == 2 * 17 and len(theirs) == 2 * 17
@@ -192,7 +193,7 @@ def test_malformed_scores_cost_a_figure_not_the_report(tmp_path):
 def test_report_writes_only_into_a_folder_it_wrote(tmp_path, capsys):
     """--output naming a folder of someone else's files is refused (one line, exit 2) and the
     files stay; a report folder is rewritten in place, a user's note in it kept."""
-    from benchmark.files import read_marker
+    from core.files import read_marker
 
     write_fake_results(tmp_path / "r", {"solo": 5}, xm=False, with_matrix=False)
     theirs = tmp_path / "theirs"

@@ -7,17 +7,17 @@ import io
 
 import pytest
 
-from benchmark import tables
 from benchmark.report.collect import collect
 from benchmark.reproduce import paper, render
 from benchmark.reproduce.cells import TOLERANCES, Cell
 from benchmark.reproduce.compare import compare, merge
 from benchmark.reproduce.provenance import why_not_real
+from core import datatables
 from tests.benchmark.reproduce_data import group, spec, write_result
 
 
 def _authors(name: str) -> list[dict[str, str]]:
-    return list(csv.DictReader(io.StringIO(tables.data_file(f"authors_rq2/{name}").text)))
+    return list(csv.DictReader(io.StringIO(datatables.data_file(f"authors_rq2/{name}").text)))
 
 
 def test_every_paper_table_reads_and_every_printed_name_has_an_alias():

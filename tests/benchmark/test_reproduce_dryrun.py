@@ -14,12 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from benchmark import registry, tables
+from benchmark import registry
 from benchmark.cli import main
 from benchmark.models import conventions
 from benchmark.reproduce import dryrun
 from benchmark.reproduce.plan import ReproduceConfig, build_plan
 from benchmark.reproduce.suite import reproduce
+from core import datatables
 
 GME = "Alibaba-NLP/gme-Qwen2-VL-2B-Instruct"
 GME_REV = "ce765ae71b8cdb208203cd8fb64a170b1b84293a"
@@ -132,7 +133,7 @@ def test_the_cli_dry_run_offline(tmp_path, capsys):
 
 
 def _rows(name: str) -> list[dict[str, str]]:
-    return list(csv.DictReader(io.StringIO(tables.data_file(name).text)))
+    return list(csv.DictReader(io.StringIO(datatables.data_file(name).text)))
 
 
 def test_workload_counts_are_the_authors_files():

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmark import tables
 from benchmark.cli import main
+from core import datatables
 from tests.benchmark.models.tiny import tiny_chinese_clip_dir
 from tests.benchmark.reproduce_data import write_official_xm3600
 
@@ -30,7 +30,7 @@ NEEDS_A = "needs tests/benchmark/published.py (piece A)"
 
 
 def bundled(root: Path) -> tuple[str, str]:
-    return str(tables.data_dir() / "synthetic-3xcm"), str(write_official_xm3600(root / "xm"))
+    return str(datatables.data_dir() / "synthetic-3xcm"), str(write_official_xm3600(root / "xm"))
 
 
 def published(root: Path) -> tuple[str, str]:

@@ -7,7 +7,6 @@ import json
 
 import pytest
 
-from benchmark import tables
 from benchmark.cache import EmbeddingCache
 from benchmark.models.base import ModelSpec
 from benchmark.reproduce import pins
@@ -16,6 +15,7 @@ from benchmark.reproduce.plan import DatasetRef, Job, ReproduceConfig
 from benchmark.reproduce.suite import reproduce
 from benchmark.tasks.base import RunContext
 from benchmark.tasks.xm3600 import XM3600Config
+from core import datatables
 from tests.benchmark.reproduce_data import write_official_xm3600
 
 
@@ -104,7 +104,7 @@ def test_an_unpinned_hub_dataset_is_pinned_by_its_fingerprint(tmp_path, xm):
     pinned = Job("hash", "xm3600-i2t", DatasetRef(str(data), revision="v1"), ks=(1,))
     run_mod.check_dataset(ctx(), pinned, XM3600Config(xm3600=str(data)), pin)
     assert len(seen) == 2
-    assert tables.data_dir().is_dir()
+    assert datatables.data_dir().is_dir()
 
 
 def test_dry_run_shows_what_the_first_run_recorded(tmp_path):

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from benchmark import tables
 from benchmark.cli import build_parser, main
 from benchmark.reproduce import run as run_mod
 from benchmark.reproduce.plan import (
@@ -21,9 +20,10 @@ from benchmark.reproduce.plan import (
 )
 from benchmark.reproduce.suite import reproduce
 from benchmark.results import read_results
+from core import datatables
 from tests.benchmark.reproduce_data import write_official_xm3600
 
-XCM = str(tables.data_dir() / "synthetic-3xcm")
+XCM = str(datatables.data_dir() / "synthetic-3xcm")
 
 
 @pytest.fixture(scope="module")

@@ -33,8 +33,8 @@ def test_query_mean_se_resamples_the_outcomes(tmp_path):
     side = path.with_name("xm3600-i2t.outcomes.parquet")
     pd.DataFrame({"query_image_id": [f"i{i}" for i in range(3600)],
                   "query_locale": ["en"] * 3600, "accuracy@5": acc}).to_parquet(side)
-    from benchmark import files
     from benchmark.results import read_results
+    from core import files
 
     raw = read_results(path).model_dump()
     raw["outcomes"] = {"file": side.name, "sha256": files.sha256_file(side), "rows": 3600,

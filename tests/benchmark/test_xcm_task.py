@@ -9,13 +9,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from benchmark import tables
 from benchmark.cli import main
 from benchmark.embeddings import l2_normalize
 from benchmark.synthetic import write_release
+from core import datatables
 from tests.benchmark.synth import PlantedModel, PlantedVectors, planted_world
 
-AUTHORS_CSV = tables.data_path("authors/xcm-bench.csv")
+AUTHORS_CSV = datatables.data_path("authors/xcm-bench.csv")
 PLANTED = "tests.benchmark.synth:PlantedModel"
 
 
@@ -37,7 +37,7 @@ def planted(tmp_path_factory):
 def expected_sp(tr: pd.DataFrame, w: float) -> tuple[float, list[int]]:
     """SP computed independently: the planted vectors, cosine, a plain loop."""
     pv = PlantedVectors()
-    codes = [c.code for c in tables.countries()]
+    codes = [c.code for c in datatables.countries()]
 
     def img(iid):
         k, ci, v = iid.split("-")
@@ -67,7 +67,7 @@ def test_planted_bias_rises_with_culture_weight(planted, tmp_path, monkeypatch):
         assert [o["wins_sem"], o["wins_cul"], o["wins_non"]] == wins
         assert o["SP"] == pytest.approx(sp)
         sps.append(o["SP"])
-        assert set(res["scores"]["by_country"]) == {c.code for c in tables.countries()}
+        assert set(res["scores"]["by_country"]) == {c.code for c in datatables.countries()}
         assert res["task"]["n"] == len(tr) and res["task"]["data_fingerprint"]
         assert res["schema_version"] == 1 and res["model"]["checkpoint"] == f"planted-w{w}"
         lo, hi = o["SP_ci95"]
@@ -112,7 +112,7 @@ def test_authors_csv_counts_per_country(tmp_path):
 
     for i, iid in enumerate(sorted(ids)):
         Image.new("RGB", (4, 4), (i % 256, (i // 256) % 256, 7)).save(img_dir / f"{iid}.png")
-    langs = {c.language for c in tables.countries()}
+    langs = {c.language for c in datatables.countries()}
     q = tmp_path / "queries.csv"
     pd.DataFrame([{"concept": c, "language": lang, "text": f"{c} [{lang}]"}
                   for c in sorted(set(raw["query_concept"])) for lang in sorted(langs)]
@@ -123,7 +123,7 @@ def test_authors_csv_counts_per_country(tmp_path):
                  "--cache-dir", str(tmp_path / "c"), "-q", "--bootstrap", "100"]) == 0
     res = strict_json(out / "hash" / "3xcm.json")
     assert res["task"]["n"] == 11723 and res["task"]["source_format"] == "authors-csv"
-    want = raw["query_country"].map(lambda n: tables.country(n).code).value_counts().to_dict()
+    want = raw["query_country"].map(lambda n: datatables.country(n).code).value_counts().to_dict()
     got = {k: v["n"] for k, v in res["scores"]["by_country"].items()}
     assert got == want
     assert sum(v["n"] for v in res["scores"]["by_concept"].values()) == 11723

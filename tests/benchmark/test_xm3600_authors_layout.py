@@ -9,10 +9,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from benchmark import tables
 from benchmark.cli import main
-from benchmark.data import DataError
 from benchmark.data.xm3600 import load_xm3600
+from core import datatables
+from core.errors import DataError
 from tests.benchmark.test_xm3600_task import TASK, jpeg, make_official
 
 
@@ -27,7 +27,7 @@ def make_authors_copy(root: Path, official: Path) -> Path:
     import datasets
 
     rows = [json.loads(x) for x in (official / "captions.jsonl").read_text().splitlines()]
-    codes = [x.code for x in tables.languages()]
+    codes = [x.code for x in datatables.languages()]
     s = datasets.Value("string")
     features = datasets.Features({"image_key": s, "image": datasets.Image(),
                                   "captions": {c: datasets.List(s) for c in codes},
@@ -47,7 +47,7 @@ def official_from_authors_copy(copy: Path, out: Path) -> Path:
     import pyarrow.parquet as pq
 
     locale = {r["key"]: r["native"] for r in pd.read_csv(
-        tables.data_path("authors/xm3600-image-locales.csv"), dtype=str).to_dict("records")}
+        datatables.data_path("authors/xm3600-image-locales.csv"), dtype=str).to_dict("records")}
     (out / "images").mkdir(parents=True)
     lines = []
     for r in pq.read_table(next(copy.rglob("*.parquet"))).to_pylist():

@@ -13,15 +13,15 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from benchmark import tables
 from benchmark.cache import EmbeddingCache
 from benchmark.cli import main
-from benchmark.data import DataError
 from benchmark.data.xm3600 import load_xm3600
 from benchmark.embeddings import MultiVector
 from benchmark.models.base import Adapter, ModelSpec
 from benchmark.tasks.base import RunContext
 from benchmark.tasks.xm3600 import XM3600Config, XM3600ImageToText, parse_ks
+from core import datatables
+from core.errors import DataError
 
 N_IMAGES = 24
 TASK = "xm3600-i2t"
@@ -31,7 +31,7 @@ TASK = "xm3600-i2t"
 def balanced_counts() -> dict[str, int]:
     """Captions per language: 1 for the 21 low-tier languages, 1 or 2 for the 15 others, so
     an image has 21 low and 21 other captions (the authors' 0.5/0.5 target is the unbiased mix)."""
-    langs = tables.languages()
+    langs = datatables.languages()
     low = [x.code for x in langs if x.tier == "low"]
     rest = [x.code for x in langs if x.tier != "low"]
     counts = dict.fromkeys(low + rest, 1)
@@ -48,7 +48,7 @@ def jpeg(i: int) -> bytes:
 
 def make_official(root: Path, n: int = N_IMAGES) -> Path:
     """captions.jsonl + images/<key>.jpg; one empty caption to be dropped."""
-    codes = [x.code for x in tables.languages()]
+    codes = [x.code for x in datatables.languages()]
     counts = balanced_counts()
     (root / "images").mkdir(parents=True)
     lines = []
@@ -69,7 +69,7 @@ def make_official(root: Path, n: int = N_IMAGES) -> Path:
 def make_hub(root: Path, official: Path, drop: str | None = None) -> Path:
     """The same data in the mteb/xm3600 layout: one parquet split per language + README."""
     rows = [json.loads(x) for x in (official / "captions.jsonl").read_text().splitlines()]
-    codes = [x.code for x in tables.languages()]
+    codes = [x.code for x in datatables.languages()]
     root.mkdir(parents=True)
     yaml = ["---", "configs:", "- config_name: default", "  data_files:"]
     for code in codes:
@@ -112,7 +112,7 @@ class PlantedBias(Adapter):
         super().__init__(ModelSpec(name=f"planted-{self.strength}", family="test",
                                    checkpoint=f"planted-{self.strength}", revision="1"),
                          device="cpu", dtype="float32")
-        self.low = {x.code for x in tables.languages() if x.tier == "low"}
+        self.low = {x.code for x in datatables.languages() if x.tier == "low"}
 
     def conventions(self, modality: str, role: str) -> dict:
         return {"strength": self.strength}
@@ -204,10 +204,10 @@ def test_official_reader(xm):
     assert ds.source_format == "official" and len(ds.image_ids) == N_IMAGES
     assert len(ds.captions) == N_IMAGES * sum(counts.values()) == N_IMAGES * 42
     assert ds.notes["dropped_captions"] == 1
-    assert set(ds.caption_language) == {x.code for x in tables.languages()}
+    assert set(ds.caption_language) == {x.code for x in datatables.languages()}
     # canonical order: image, then language in table order, then caption order
     assert ds.captions[:2] == ["img000|en|0", "img000|en|1"]
-    assert ds.locales[1] == tables.languages()[1].code
+    assert ds.locales[1] == datatables.languages()[1].code
     assert load_xm3600(xm / "captions.jsonl").fingerprint == ds.fingerprint
 
 

@@ -12,12 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from benchmark import cache, registry, tables, zoo
+from benchmark import cache, registry, zoo
 from benchmark.cli import main
 from benchmark.models import conventions as conv
 from benchmark.models.base import ModelSpec
 from benchmark.reproduce import dryrun, provenance
 from benchmark.reproduce.plan import ReproduceConfig, build_plan
+from core import datatables
 
 ROOT = Path(__file__).resolve().parents[2]
 CLIP_REV = "32bd64288804d66eefd0ccbe215aa642df71cc41"
@@ -96,7 +97,7 @@ def test_one_revision_changed_in_the_record_changes_everything(monkeypatch, tmp_
 
 def test_paper_records_match_table_6_and_list_their_downloads():
     table6 = {r["full_name"]: float(r["parameters"].rstrip("M"))
-              for r in tables.data_csv("paper/table6_models.csv")}
+              for r in datatables.data_csv("paper/table6_models.csv")}
     paper = zoo.paper_models()
     assert len(paper) == 10 and all(m.paper for m in paper.values())
     for name, m in paper.items():

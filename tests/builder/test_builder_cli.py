@@ -15,12 +15,12 @@ import pandas as pd
 import pytest
 
 import builder.__main__ as cli
-from benchmark import tables
 from builder import queries
 from builder.catalog import Catalog
 from builder.concepts import run_concepts
-from builder.llm import OfflineLLM
+from builder.llm.client import OfflineLLM
 from builder.workdir import WorkDir
+from core import datatables
 from tests.fakes.gemini import FakeGemini, answer
 
 REPO = Path(__file__).resolve().parents[2]
@@ -130,7 +130,7 @@ class Boom(KeyboardInterrupt):
 
 
 def test_interrupted_stage_resumes_to_the_same_catalog(tmp_path, monkeypatch):
-    countries = tables.resolve_countries("USA,THA,NGA,JPN,KEN")
+    countries = datatables.resolve_countries("USA,THA,NGA,JPN,KEN")
     concepts = ["food", "bicycle", "train", "kite"]
 
     def full(wd):

@@ -42,7 +42,8 @@ def test_random_bytes_are_one_line_naming_the_file(tmp_path, capsys):
 
 
 def test_a_truncated_catalog_is_one_line_in_every_command(tmp_path, capsys):
-    from builder import crawl, tagging
+    from builder.crawl import stage as crawl
+    from builder.tagging import stage as tagging
 
     good = tmp_path / "good"
     with Catalog.open(good):
@@ -62,7 +63,7 @@ def test_a_truncated_catalog_is_one_line_in_every_command(tmp_path, capsys):
 
 def test_a_corrupt_llm_cache_is_one_line_naming_it(tmp_path):
     from builder.catalog import CatalogError
-    from builder.llm_cache import LLMCache
+    from builder.llm.cache import LLMCache
 
     bad = tmp_path / "llm.sqlite"
     bad.write_bytes(b"not a database at all" * 100)

@@ -51,10 +51,10 @@ class Trace:
 
 
 def _stages(work: str, root: Path) -> list[tuple[str, object]]:
-    from builder.crawl import main as crawl
+    from builder.crawl.stage import main as crawl
     from builder.image_dedup import main as dedup
     from builder.queries import main as queries
-    from builder.tagging import main as tagging
+    from builder.tagging.stage import main as tagging
     from triplets.cli import main as trip
 
     w, off = ["--workdir", work], ["--llm", "offline", "--llm-rpm", "0"]
@@ -73,13 +73,13 @@ def _stages(work: str, root: Path) -> list[tuple[str, object]]:
 def run_world(root: Path, n: int, monkeypatch: pytest.MonkeyPatch) -> dict[str, Trace]:
     """Build the ``n``-image world under ``root`` and trace every stage on it."""
     import builder.catalog as bc
-    from benchmark import tables
+    from core import datatables
 
     n_countries, n_concepts = world.shape(n, 10)
     concepts = [f"concept {i:04d}" for i in range(n_concepts)]
     data = world.data_dir(root / "data", n_countries, concepts)
     monkeypatch.setenv("XCM_DATA_DIR", str(data))
-    codes = [c.code for c in tables.countries()]
+    codes = [c.code for c in datatables.countries()]
     world.make_world(root / "world", concepts, codes, n, 10)
     traces: dict[str, Trace] = {}
     current: list[Trace] = []

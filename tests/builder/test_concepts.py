@@ -8,12 +8,12 @@ import re
 
 import pytest
 
-from benchmark import files, tables
 from builder import concepts
 from builder.catalog import Catalog
 from builder.concepts import load_curated, normalize_concept, run_concepts
-from builder.llm import OfflineLLM
+from builder.llm.client import OfflineLLM
 from builder.workdir import WorkDir
+from core import datatables, files
 from tests.fakes.gemini import FakeGemini, Request, answer
 
 KEY = "AIzaFAKE-concepts-sentinel-98765"
@@ -59,7 +59,7 @@ def _argv(wd, *extra) -> list[str]:
 def test_normalize_and_curated_list(tmp_path):
     assert normalize_concept("  Street   Food. ") == "street food"
     cur = load_curated(None)
-    assert cur == [normalize_concept(c) for c in tables.concepts()] and len(cur) == 139
+    assert cur == [normalize_concept(c) for c in datatables.concepts()] and len(cur) == 139
     f = tmp_path / "mine.txt"
     f.write_text("# my list\nTrain\ntrain\n\nHot Pot\n", encoding="utf-8")
     assert load_curated(f) == ["train", "hot pot"]
@@ -69,7 +69,7 @@ def test_normalize_and_curated_list(tmp_path):
 
 def test_offline_run_is_deterministic_and_idempotent(tmp_path):
     cat = Catalog(WorkDir.open(tmp_path / "w"))
-    countries = tables.resolve_countries("USA,JPN,THA,NGA")
+    countries = datatables.resolve_countries("USA,JPN,THA,NGA")
     cur = load_curated(None)
     counts = run_concepts(
         cat, OfflineLLM(), countries, rounds=2, curated=cur, batch_size=2, n_concepts=5
@@ -133,7 +133,7 @@ def test_fake_gemini_end_to_end_and_no_key_leak(fake, tmp_path, capsys, caplog):
     }
     run = cat.last_run("concepts")
     params = json.loads(run["params_json"])
-    assert params["prompt_sha"] == files.sha256_file(tables.data_dir() / "prompts/concepts.txt")
+    assert params["prompt_sha"] == files.sha256_file(datatables.data_dir() / "prompts/concepts.txt")
     usage = json.loads(run["usage_json"])
     assert usage["api_calls"] == 5 and usage["reasks"] == 1 and usage["prompt_tokens"] == 55
     # a re-run: zero API calls, same catalog
@@ -220,7 +220,7 @@ def test_a_prompt_with_an_unknown_placeholder_is_bad_input(tmp_path, monkeypatch
     import shutil
 
     data = tmp_path / "data"
-    shutil.copytree(tables.data_dir(), data)
+    shutil.copytree(datatables.data_dir(), data)
     (data / "prompts" / "concepts.txt").write_text("List for $countries in $language\n")
     monkeypatch.setenv("XCM_DATA_DIR", str(data))
     assert concepts.main(["--workdir", str(tmp_path / "w"), "--llm", "offline"]) == 2

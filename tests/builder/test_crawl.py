@@ -10,8 +10,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from builder.catalog import Catalog
-from builder.crawl import CrawlConfig, crawl, main
-from builder.download import FetchConfig
+from builder.crawl.download import FetchConfig
+from builder.crawl.stage import CrawlConfig, crawl, main
 from tests.fakes.image_server import ImageServer, image_bytes
 
 pytestmark = pytest.mark.integration

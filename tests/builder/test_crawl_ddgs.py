@@ -12,9 +12,9 @@ from ddgs.exceptions import DDGSException, TimeoutException
 
 from builder.catalog import Catalog
 from builder.concepts import add_concept
-from builder.crawl import CrawlConfig, crawl
+from builder.crawl.search import AMBIGUOUS, PROBE_QUERY, DdgsSearch, Search
+from builder.crawl.stage import CrawlConfig, crawl
 from builder.queries import QueryRow, upsert_queries
-from builder.search import AMBIGUOUS, PROBE_QUERY, DdgsSearch, Search
 from builder.statuses import ConceptStatus
 
 
@@ -194,7 +194,7 @@ def test_search_phase_resumes_without_searching_twice(tmp_path: Path, fake_ddgs)
 
 def test_backend_down_stops_with_one_line_and_leaves_queries_pending(
         tmp_path: Path, fake_ddgs, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
-    from builder import crawl as crawl_mod
+    from builder.crawl import stage as crawl_mod
 
     with Catalog.open(tmp_path / "w") as cat:
         add_queries(cat)
@@ -243,7 +243,7 @@ def test_a_run_of_true_empties_is_told_from_a_block_by_the_probe(tmp_path: Path,
 def test_queries_stage_then_crawl_then_dedup(tmp_path: Path, fake_ddgs, monkeypatch) -> None:
     """The real ``queries`` stage (offline) feeds the crawl; downloads come from 127.0.0.1."""
     from builder import queries
-    from builder.crawl import main as crawl_main
+    from builder.crawl.stage import main as crawl_main
     from builder.image_dedup import DedupConfig, image_dedup
     from tests.fakes.image_server import ImageServer, image_bytes
 

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from PIL import ImageFile
 
-import builder.download as dl
-from builder import crawl as crawl_mod
+import builder.crawl.download as dl
 from builder.catalog import Catalog
-from builder.download import Downloader, FetchConfig, FetchResult, inspect_image
+from builder.crawl import stage as crawl_mod
+from builder.crawl.download import Downloader, FetchConfig, FetchResult, inspect_image
 from builder.workdir import WorkDir
 from tests.builder.test_crawl import failing_store, serve_jpegs, urls_argv
 from tests.fakes.image_server import ImageServer, bomb_png, image_bytes
@@ -61,7 +61,7 @@ def test_a_full_or_read_only_disk_stops_the_run_and_nothing_is_blamed_on_the_url
 def test_a_full_catalog_disk_stops_the_run_with_one_line(tmp_path, monkeypatch, capsys):
     import sqlite3
 
-    import builder.crawl as crawl_module
+    import builder.crawl.stage as crawl_module
 
     def full(con, res, run_id):
         raise sqlite3.OperationalError("database or disk is full")
@@ -120,7 +120,7 @@ def test_an_internal_error_is_ours_exit_1_and_the_next_run_fetches_it_again(
 
 
 def test_over_long_host_names_are_bad_urls_without_a_traceback(tmp_path, caplog):
-    from builder.netguard import host_problem
+    from builder.crawl.netguard import host_problem
 
     caplog.set_level(logging.DEBUG)
     long_label = "a" * 64 + ".example"

@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from builder.catalog import Catalog
-from builder.crawl import CrawlConfig, crawl
+from builder.crawl.stage import CrawlConfig, crawl
 from builder.ingest import failure_status, ingest_img2dataset, main
 from builder.workdir import WorkDir
 from tests.builder.test_crawl import write_urls
@@ -234,7 +234,7 @@ def test_a_sample_above_the_byte_cap_is_refused_from_its_size_unread(tmp_path: P
     """A 2 GB sparse sample file (issue 22) and a tar member above the cap: too_large from
     their declared size, neither read."""
     from builder import ingest
-    from builder.download import FetchConfig
+    from builder.crawl.download import FetchConfig
 
     stem = tmp_path / "00000"
     stem.mkdir()

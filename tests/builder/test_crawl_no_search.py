@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from ddgs.exceptions import TimeoutException
 
-from builder import crawl as crawl_mod
 from builder.catalog import Catalog
-from builder.crawl import CrawlConfig, crawl
-from builder.search import DdgsSearch
+from builder.crawl import stage as crawl_mod
+from builder.crawl.search import DdgsSearch
+from builder.crawl.stage import CrawlConfig, crawl
 from tests.builder.test_crawl_ddgs import FakeDDGS, add_queries, backend, fake_ddgs, search
 
 __all__ = ["fake_ddgs"]  # the fixture

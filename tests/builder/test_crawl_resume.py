@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from builder.crawl import main
+from builder.crawl.stage import main
 from tests.builder.test_crawl import write_urls
 from tests.fakes.image_server import ImageServer, image_bytes
 
@@ -69,7 +69,7 @@ def test_kill_and_resume_equals_uninterrupted_run(tmp_path: Path) -> None:
 
         killed = tmp_path / "killed"
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
-        proc = subprocess.Popen([sys.executable, "-m", "builder.crawl", *args,
+        proc = subprocess.Popen([sys.executable, "-m", "builder.crawl.stage", *args,
                                  "--workdir", str(killed)], cwd=ROOT, env=env,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 60

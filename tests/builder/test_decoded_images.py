@@ -9,9 +9,9 @@ import io
 import numpy as np
 from PIL import Image
 
-from builder.download import inspect_image
+from builder.crawl.download import inspect_image
 from builder.image_dedup import phash_hex
-from builder.tagging_rules import Img, image_part
+from builder.tagging.rules import Img, image_part
 from builder.workdir import WorkDir
 
 
@@ -80,7 +80,7 @@ def test_a_urls_csv_row_with_an_extra_field_is_one_error(tmp_path):
     """Every CSV the project reads goes through the strict reader (issue 22)."""
     import pytest
 
-    from builder.search import URL_COLUMNS, urls_searches
+    from builder.crawl.search import URL_COLUMNS, urls_searches
     from builder.stagekit import StageInputError
 
     f = tmp_path / "u.csv"

@@ -9,8 +9,8 @@ import logging
 
 import pytest
 
-from builder import crawl as crawl_mod
 from builder.catalog import Catalog
+from builder.crawl import stage as crawl_mod
 from builder.workdir import WorkDir
 from tests.builder.test_crawl import failing_store, serve_jpegs, urls_argv
 from tests.fakes.image_server import ImageServer

@@ -8,7 +8,7 @@ from email.utils import format_datetime
 
 import pytest
 
-from builder.download import (
+from builder.crawl.download import (
     Downloader,
     FetchConfig,
     FetchResult,
@@ -16,7 +16,7 @@ from builder.download import (
     interleave_hosts,
     robots_opt_out,
 )
-from builder.netguard import address_blocked
+from builder.crawl.netguard import address_blocked
 from builder.retry import parse_retry_after
 from builder.workdir import WorkDir
 from tests.fakes.image_server import ImageServer, bomb_png, image_bytes
@@ -205,7 +205,7 @@ def test_interleave_hosts_round_robin() -> None:
 
 
 def test_http2_option_and_unexpected_errors_are_recorded(tmp_path, monkeypatch) -> None:
-    import builder.download as dl
+    import builder.crawl.download as dl
 
     def boom(*a, **kw):
         raise RuntimeError("decoder exploded")

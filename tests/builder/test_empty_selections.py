@@ -11,7 +11,8 @@ import pytest
 
 import builder.__main__ as builder_cli
 from annotation import cli as annotation_cli
-from builder import concepts, crawl, image_dedup, queries
+from builder import concepts, image_dedup, queries
+from builder.crawl import stage as crawl
 
 
 def _one_error(capsys, needle: str) -> None:

@@ -12,9 +12,10 @@ import pytest
 from PIL import Image
 
 from builder import __main__ as builder_cli
-from builder import concept_dedup, concepts, crawl
+from builder import concept_dedup, concepts
 from builder.catalog import Catalog
-from builder.llm_cache import LLMCache
+from builder.crawl import stage as crawl
+from builder.llm.cache import LLMCache
 
 
 def mode(p: Path) -> int:

@@ -14,7 +14,7 @@ from PIL import Image
 
 from benchmark.models.base import Adapter, ModelSpec, l2_normalize
 from builder.catalog import Catalog
-from builder.crawl import CrawlConfig, crawl
+from builder.crawl.stage import CrawlConfig, crawl
 from builder.image_dedup import (
     DedupConfig,
     UnionFind,
@@ -291,12 +291,12 @@ def test_a_bad_cache_dir_is_one_line(catalog: Catalog, capsys) -> None:
 
 
 def test_pair_device_follows_the_one_backend_rule(monkeypatch):
-    """The pairwise products follow benchmark.devices.torch_device('auto', model device):
+    """The pairwise products follow core.devices.torch_device('auto', model device):
     numpy (None) on the CPU or without a model, torch on the model's GPU."""
     import types
 
-    from benchmark import devices
     from builder import image_dedup
+    from core import devices
 
     assert image_dedup.pair_device(None) is None
     assert image_dedup.pair_device(types.SimpleNamespace(device="cpu")) is None

@@ -1,5 +1,5 @@
 """The crawl at internet scale, round trip through the REAL img2dataset package (issue 17 §3):
-``builder.crawl --export-urls`` -> ``img2dataset`` (its own venv, ``make setup-i2d``, run as a
+``builder.crawl.stage --export-urls`` -> ``img2dataset`` (its own venv, ``make setup-i2d``, run as a
 subprocess against the local image server, re-encoding off) -> ``builder.ingest --img2dataset``
 must leave the same catalog as the built-in downloader on the same URLs.
 
@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from builder.catalog import Catalog
-from builder.crawl import CrawlConfig, crawl
+from builder.crawl.stage import CrawlConfig, crawl
 from builder.ingest import main as ingest_main
 from tests.builder.test_crawl import fetch_cfg, write_urls
 from tests.fakes.image_server import ImageServer

@@ -9,7 +9,8 @@ import time
 import pytest
 from pydantic import BaseModel
 
-from builder.llm import (
+from builder.llm.cache import LLMCache
+from builder.llm.client import (
     GeminiLLM,
     ImagePart,
     LLMConfig,
@@ -19,7 +20,6 @@ from builder.llm import (
     one_of,
     schema_example,
 )
-from builder.llm_cache import LLMCache
 from tests.fakes.gemini import FakeGemini, answer, error, slow
 
 pytestmark = pytest.mark.integration
@@ -243,7 +243,7 @@ def test_client_is_created_once_under_concurrent_first_use(monkeypatch):
     import threading
     import time as _time
 
-    from builder.llm_gemini import GeminiLLM
+    from builder.llm.gemini import GeminiLLM
 
     made = []
 

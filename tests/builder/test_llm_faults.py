@@ -13,8 +13,8 @@ import pytest
 from pydantic import BaseModel
 
 from builder.catalog import RAW_CAP
-from builder.llm import GeminiLLM, LLMConfig, LLMSetupError
-from builder.llm_cache import LLMCache
+from builder.llm.cache import LLMCache
+from builder.llm.client import GeminiLLM, LLMConfig, LLMSetupError
 from tests.fakes.gemini import FakeGemini, answer, blocked, error, finished, trickle
 
 pytestmark = pytest.mark.integration

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from builder.catalog import Catalog
-from builder.crawl import CrawlConfig, crawl
+from builder.crawl.stage import CrawlConfig, crawl
 from tests.builder.test_crawl import fetch_cfg
 from tests.fakes.image_server import image_bytes
 
@@ -60,7 +60,7 @@ def test_a_catalog_with_nfd_concepts_samples_every_anchor(tmp_path):
 
 
 def test_a_tagger_answer_in_nfd_is_a_valid_nfc_tag():
-    from builder.tagging_rules import GroupAnswer, ImageTags, TagAnswer, judge
+    from builder.tagging.rules import GroupAnswer, ImageTags, TagAnswer, judge
 
     ans = GroupAnswer(TagAnswer(images=[ImageTags(index=0, concepts=[NFD, " tea"])]), "{}")
     (v,) = judge(ans, 1, {NFC, "tea"}, final=True)

@@ -13,15 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from benchmark import query_table, tables
 from builder import queries
 from builder.catalog import Catalog
 from builder.concepts import add_concept
-from builder.llm import OfflineLLM
+from builder.llm.client import OfflineLLM
 from builder.queries import run_queries, write_table
 from builder.query_terms import upsert_terms
 from builder.statuses import ConceptStatus
 from builder.workdir import WorkDir
+from core import datatables, query_table
 from tests.fakes.gemini import FakeGemini, answer
 
 KEY = "AIzaFAKE-queries-sentinel-13579"
@@ -92,16 +92,16 @@ ES_PAIRS = {"bus": ("colectivo", "autobús"), "gas station": ("estación de serv
 
 
 def test_countries_carry_their_locale_and_native_name():
-    got = {c.code: c.locale for c in tables.countries()}
+    got = {c.code: c.locale for c in datatables.countries()}
     assert got == LOCALES
-    by = {c.code: c for c in tables.countries()}
+    by = {c.code: c for c in datatables.countries()}
     assert (by["NGA"].native_name, by["THA"].native_name, by["USA"].native_name) == (
         "Nàìjíríà", "ไทย", "United States")
 
 
 def test_shipped_table_one_term_per_concept_and_country():
     terms = query_table.query_terms()
-    concepts, countries = tables.concepts(), tables.countries()
+    concepts, countries = datatables.concepts(), datatables.countries()
     assert len(concepts) == 139 and len(terms) == 139 * 16
     assert set(terms) == {(k, c.code) for k in concepts for c in countries}
     by_code = {c.code: c for c in countries}
@@ -170,7 +170,7 @@ def test_listed_corrections_and_country_variants():
     assert (terms[("combination food", "GBR")], terms[("combination food", "AUS")]) == (
         "set meal", "set meal")
     assert full[("hot pot concept", "GBR")].note.split("; kept: ")[1].startswith("one-word")
-    differ = {c for c in tables.concepts() if terms[(c, "PRT")] != terms[(c, "BRA")]}
+    differ = {c for c in datatables.concepts() if terms[(c, "PRT")] != terms[(c, "BRA")]}
     assert len(differ) >= 20  # the issue measured about 11% of Portugal's terms
 
 
@@ -210,7 +210,7 @@ def test_loader_rejects_bad_rows_and_old_tables(tmp_path):
             w = csv.DictWriter(f, fieldnames=query_table.QUERY_COLUMNS, lineterminator="\n")
             w.writeheader()
             w.writerows([good, row])
-        with pytest.raises(tables.TableError, match=re.escape(why)) as exc:
+        with pytest.raises(datatables.TableError, match=re.escape(why)) as exc:
             query_table.read_query_table(path)
         assert str(exc.value).startswith(f"{path}: 1 bad query row(s); first: line")
     ok = query_table.query_terms()[("train", "PRT")]
@@ -248,7 +248,7 @@ def test_old_table_is_one_line_then_migrated(tmp_path, monkeypatch, capsys):
         "food,USA,en,food United States,food United States,food,generated,false\n",
         encoding="utf-8")
     data = tmp_path / "data"
-    shutil.copytree(tables.data_dir(), data)
+    shutil.copytree(datatables.data_dir(), data)
     shutil.copy(old, data / "queries.csv")
     monkeypatch.setenv("XCM_DATA_DIR", str(data))
     wd = tmp_path / "w"
@@ -273,7 +273,7 @@ def test_old_table_is_one_line_then_migrated(tmp_path, monkeypatch, capsys):
 
 def test_table_source_fills_the_catalog(tmp_path):
     cat = Catalog(WorkDir.open(tmp_path / "w"))
-    counts = run_queries(cat, OfflineLLM(), tables.resolve_countries("THA,NGA,ESP,ARG,PRT,BRA"),
+    counts = run_queries(cat, OfflineLLM(), datatables.resolve_countries("THA,NGA,ESP,ARG,PRT,BRA"),
                          concepts=["food", "train", "bus"])
     assert counts["native_ok"] == 18 and counts["by_source"] == {"table": 18}
     assert counts["terms_by_source"] == {"generated": 18} and counts["groups_this_run"] == 0
@@ -296,7 +296,7 @@ def test_table_source_fills_the_catalog(tmp_path):
         k: shipped[k] for k in qt}
     # a rerun writes nothing new (same terms, same rows)
     before = cat.query("SELECT * FROM query_terms ORDER BY concept, country")
-    run_queries(cat, OfflineLLM(), tables.resolve_countries("THA,NGA,ESP,ARG,PRT,BRA"),
+    run_queries(cat, OfflineLLM(), datatables.resolve_countries("THA,NGA,ESP,ARG,PRT,BRA"),
                 concepts=["food", "train", "bus"])
     after = cat.query("SELECT * FROM query_terms ORDER BY concept, country")
     assert [tuple(r) for r in before] == [tuple(r) for r in after]
@@ -310,7 +310,7 @@ def test_reviewed_terms_win_over_the_table_authors_terms_do_not(tmp_path):
                                   "train", "reviewed", 2, "2026-12-03T10:00:00+00:00"),
             query_table.QueryTerm("bus", "PRT", "pt-PT", "pt", "ônibus", "bus", "authors", 0, "",
                                   "authors' term")], None)
-    run_queries(cat, OfflineLLM(), tables.resolve_countries("PRT"), concepts=["train", "bus"])
+    run_queries(cat, OfflineLLM(), datatables.resolve_countries("PRT"), concepts=["train", "bus"])
     qt = {r["concept"]: r for r in cat.query("SELECT * FROM query_terms")}
     assert (qt["train"]["native_term"], qt["train"]["source"]) == ("comboio de passageiros",
                                                                    "reviewed")
@@ -325,7 +325,7 @@ def test_reviewed_terms_win_over_the_table_authors_terms_do_not(tmp_path):
 
 def test_offline_fallback_without_table(tmp_path):
     cat = Catalog(WorkDir.open(tmp_path / "w"))
-    run_queries(cat, OfflineLLM(), tables.resolve_countries("THA,KEN"),
+    run_queries(cat, OfflineLLM(), datatables.resolve_countries("THA,KEN"),
                 concepts=["food", "bicycle"], use_table=False)
     row = {(r["concept"], r["country"]): r
            for r in cat.query("SELECT * FROM queries WHERE kind='native'")}
@@ -341,7 +341,7 @@ def test_offline_fallback_without_table(tmp_path):
     # of that language
     cat2 = Catalog(WorkDir.open(tmp_path / "w2"))
     data_terms = query_table.query_terms()
-    run_queries(cat2, OfflineLLM(), tables.resolve_countries("THA"), concepts=["food", "bicycle"])
+    run_queries(cat2, OfflineLLM(), datatables.resolve_countries("THA"), concepts=["food", "bicycle"])
     got = {r["concept"]: (r["text"], r["source"])
            for r in cat2.query("SELECT * FROM queries WHERE kind='native'")}
     assert got == {"food": ("อาหาร ไทย", "table"), "bicycle": ("bicycle ไทย", "offline")}
@@ -386,7 +386,7 @@ def test_generated_through_fake_gemini(tmp_path, monkeypatch):
         es = next(c for c in fake.calls() if "(BCP-47: es)" in c.prompt and '"food"' in c.prompt)
         assert "Countries (locale): Spain (es-ES); Argentina (es-AR)" in es.prompt
         # the concept's definition (data/concept_definitions.csv); none for a generated concept
-        assert f'"food"\nWhat it means: {tables.concept_definitions()["food"]}.\n' in es.prompt
+        assert f'"food"\nWhat it means: {datatables.concept_definitions()["food"]}.\n' in es.prompt
         bike = next(c for c in fake.calls() if '"bicycle"' in c.prompt)
         assert "What it means:" not in bike.prompt
         cat = Catalog(WorkDir.open(wd))
@@ -422,7 +422,7 @@ def test_generated_through_fake_gemini(tmp_path, monkeypatch):
 def test_a_country_missing_from_the_table_is_asked_with_the_languages_terms(tmp_path,
                                                                            monkeypatch):
     data = tmp_path / "data"
-    shutil.copytree(tables.data_dir(), data)
+    shutil.copytree(datatables.data_dir(), data)
     query_table.write_query_table(data / "queries.csv",
                              [t for t in query_table.query_terms().values() if t.country != "ARG"])
     monkeypatch.setenv("XCM_DATA_DIR", str(data))
@@ -454,7 +454,7 @@ def test_queries_of_concepts_no_longer_kept_become_stale(tmp_path):
     with cat.tx() as con:
         for name in ("food", "train"):
             add_concept(con, name, "curated", ConceptStatus.KEPT)
-    th = tables.resolve_countries("THA")
+    th = datatables.resolve_countries("THA")
     run_queries(cat, OfflineLLM(), th)
     assert cat.query("SELECT COUNT(*) FROM queries WHERE status='ok'")[0][0] == 4
     with cat.tx() as con:

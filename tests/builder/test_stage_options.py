@@ -1,4 +1,4 @@
-"""Builder options are declared once (``benchmark.config.option`` on the stage's dataclass):
+"""Builder options are declared once (``core.options.option`` on the stage's dataclass):
 defaults from the dataclass, bounds checked where the flag is parsed (exit 2), and one meaning
 of "retries" (the tries after the first) for ``--retries``, ``--search-retries`` and
 ``--llm-retries``."""
@@ -10,10 +10,11 @@ import logging
 
 import pytest
 
-from builder import crawl, llm
-from builder.crawl import CrawlConfig
-from builder.download import FetchConfig
-from builder.llm_base import LLMConfig
+from builder.crawl import stage as crawl
+from builder.crawl.download import FetchConfig
+from builder.crawl.stage import CrawlConfig
+from builder.llm import client as llm
+from builder.llm.base import LLMConfig
 
 
 def test_crawl_defaults_are_the_dataclasses():
@@ -63,7 +64,7 @@ def test_llm_retries_count_the_tries_after_the_first(caplog):
     assert LLMConfig().retry_attempts == 6
     assert _cfg("--llm-retries", "0").retry_attempts == 1
     assert _cfg("--llm-retries", "2").retry_attempts == 3
-    with caplog.at_level(logging.WARNING, logger="builder.llm"):
+    with caplog.at_level(logging.WARNING, logger="builder.llm.client"):
         assert _cfg("--llm-attempts", "3").retry_attempts == 3  # the old meaning, deprecated
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == [
         "--llm-attempts is deprecated and goes in the next release: --llm-attempts 3 is "

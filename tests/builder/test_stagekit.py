@@ -15,13 +15,13 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from benchmark import tables
 from builder import concepts, stagekit
 from builder.catalog import Catalog
-from builder.crawl import CrawlConfig, crawl
+from builder.crawl.stage import CrawlConfig, crawl
 from builder.image_dedup import DedupConfig, image_dedup
-from builder.llm import OfflineLLM
+from builder.llm.client import OfflineLLM
 from builder.queries import QueryRow, upsert_queries
+from core import datatables
 from tests.builder.test_crawl import write_urls
 from tests.fakes.image_server import ImageServer, image_bytes
 
@@ -59,7 +59,7 @@ def test_an_exception_in_an_llm_stage_records_failed_with_the_error(tmp_path, mo
     monkeypatch.setattr(llm, "generate_structured", broken)
     with Catalog.open(tmp_path / "w") as cat:
         with pytest.raises(RuntimeError, match="disk on fire"):
-            concepts.run_concepts(cat, llm, tables.resolve_countries("THA"), curated=["food"])
+            concepts.run_concepts(cat, llm, datatables.resolve_countries("THA"), curated=["food"])
         run = cat.last_run("concepts")
     assert run["status"] == "failed"
     assert run["summary"].splitlines()[0] == "failed: RuntimeError: disk on fire"
@@ -126,7 +126,7 @@ def _main(exc: BaseException) -> int:
 def test_exit_convention(capsys):
     assert _main(stagekit.StageInputError("--rounds must be >= 1")) == 2
     assert capsys.readouterr().err == "error: --rounds must be >= 1\n"
-    assert _main(tables.TableError("unknown country 'Atlantis'")) == 2
+    assert _main(datatables.TableError("unknown country 'Atlantis'")) == 2
     assert capsys.readouterr().err == "error: unknown country 'Atlantis'\n"
     missing = ModuleNotFoundError("No module named 'imagehash'", name="imagehash")
     assert _main(missing) == 2
@@ -221,7 +221,7 @@ def _downloads(wd: Path) -> int:
 
 @pytest.mark.integration
 def test_sigterm_records_interrupted_and_the_same_command_resumes(tmp_path):
-    from builder.crawl import main
+    from builder.crawl.stage import main
 
     with ImageServer(delay=0.05) as srv:
         paths = [srv.add(f"/t/{i}.jpg", image_bytes("JPEG", (40, 30), seed=300 + i))
@@ -230,7 +230,7 @@ def test_sigterm_records_interrupted_and_the_same_command_resumes(tmp_path):
         args = ["--search", f"urls:{write_urls(tmp_path / 'u.csv', rows)}", "--allow-host",
                 "127.0.0.1", "--concurrency", "2", "--retries", "0", "--workdir",
                 str(tmp_path / "w")]
-        proc = subprocess.Popen([sys.executable, "-m", "builder.crawl", *args], cwd=ROOT,
+        proc = subprocess.Popen([sys.executable, "-m", "builder.crawl.stage", *args], cwd=ROOT,
                                 env={**os.environ, "PYTHONPATH": str(ROOT)},
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 60
@@ -310,7 +310,7 @@ def test_a_library_missing_inside_ddgs_is_ours_and_the_search_stays_pending(tmp_
     wd = tmp_path / "w"
     with Catalog.open(wd) as cat:
         _food_query(cat)
-    from builder.crawl import main
+    from builder.crawl.stage import main
 
     assert main(["--workdir", str(wd), "--countries", "THA", "--languages", "english"]) == 2
     with Catalog.open(wd) as cat:

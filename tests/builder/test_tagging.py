@@ -12,14 +12,14 @@ import json
 
 import pytest
 
-from benchmark import files, tables
-from builder import tagging
-from builder import tagging_rules as rules
 from builder.catalog import Catalog
-from builder.crawl_records import add_item
-from builder.llm import GeminiLLM, LLMConfig
-from builder.llm_cache import LLMCache
-from builder.search import Search
+from builder.crawl.records import add_item
+from builder.crawl.search import Search
+from builder.llm.cache import LLMCache
+from builder.llm.client import GeminiLLM, LLMConfig
+from builder.tagging import stage as tagging
+from builder.tagging import rules
+from core import datatables, files
 from tests.fakes.gemini import FakeGemini, answer
 from tests.fakes.gemini_batch import FakeBatches
 from tests.worlds import build_world, png
@@ -91,7 +91,7 @@ def _tags(wd) -> dict[tuple, dict]:
 def _check_outcome(wd) -> None:
     rows = _tags(wd)
     assert len(rows) == 24
-    prompt_sha = files.sha256_file(tables.data_dir() / "prompts" / "tagging.txt")
+    prompt_sha = files.sha256_file(datatables.data_dir() / "prompts" / "tagging.txt")
     for key, r in rows.items():
         assert r["prompt_sha"] == prompt_sha and r["model"] == "gemini:gemini-fake"
         if key == P_OUTSIDE:
@@ -117,7 +117,7 @@ def test_sync_groups_retry_alone_and_record(fake, world):
     assert [len(c.images) for c in calls] == [8, 8, 8, 1, 1, 1]
     assert "numbered from 0 to 7" in calls[0].prompt and "numbered from 0 to 0" in calls[3].prompt
     listed = calls[0].prompt.split("one per line):\n", 1)[1].split("\n\nOutput:", 1)[0].split("\n")
-    assert set(tables.concepts()) <= set(listed) and set(CONCEPTS) <= set(listed)
+    assert set(datatables.concepts()) <= set(listed) and set(CONCEPTS) <= set(listed)
     gen = calls[0].json["generationConfig"]
     assert set(gen["responseSchema"]["properties"]) == {"images"}
     assert counts["kept_images_ok"] == 22 and counts["kept_images_refused"] == 1

@@ -26,19 +26,19 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from benchmark import tables  # noqa: E402
 from benchmark.analysis.core import analyze_arrays, correlation_figures, projections  # noqa: E402
 from benchmark.analysis.silhouette import silhouette_by_label  # noqa: E402
 from benchmark.cache import EmbeddingCache  # noqa: E402
 from benchmark.metrics.association import association_scores  # noqa: E402
+from core import datatables  # noqa: E402
 
 N_IMAGES, N_TEXTS, DIM = 11_723, 1_600, 768
 
 
 def synthetic(seed: int = 0) -> tuple[np.ndarray, list[str], np.ndarray, list[str]]:
     rng = np.random.default_rng(seed)
-    codes = [c.code for c in tables.countries()]
-    langs = list(dict.fromkeys(c.language for c in tables.countries()))
+    codes = [c.code for c in datatables.countries()]
+    langs = list(dict.fromkeys(c.language for c in datatables.countries()))
     img_lab = [codes[i % len(codes)] for i in range(N_IMAGES)]
     txt_lab = [langs[i % len(langs)] for i in range(N_TEXTS)]
     centre_i = {c: rng.standard_normal(DIM) * 0.15 for c in codes}
@@ -91,7 +91,7 @@ def main() -> int:
         with t.step("SP per country (bootstrap 1000)"):
             rng = np.random.default_rng(1)
             country = np.array([img_lab[i] for i in rng.integers(0, N_IMAGES, N_IMAGES)])
-            lang = np.array([tables.country(c).language for c in country])
+            lang = np.array([datatables.country(c).language for c in country])
             sims = rng.standard_normal((N_IMAGES, 3)) + [0.5, 0.2, 0.0]
             scores = association_scores(sims, {"country": country, "language": lang})
         for metric in metrics:  # the silhouettes alone, then the whole analyze_arrays below

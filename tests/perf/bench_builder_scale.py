@@ -70,14 +70,14 @@ def stage_call(stage: str, p: dict[str, str]) -> int:
         from builder.queries import main
         return main([*w, "--countries", "all", *off])
     if stage == "crawl":
-        from builder.crawl import main
+        from builder.crawl.stage import main
         return main([*w, "--countries", "all", "--search", f"folder:{p['world']}"])
     if stage == "image_dedup":
         from builder.image_dedup import main
         return main([*w, "--model", f"open_clip:local-dir:{p['clip']}", "--phash-distance", "4",
                      "--cosine", "0.9999", "--review-cosine", "0.9995", "--cache-dir", p["emb"]])
     if stage == "tagging":
-        from builder.tagging import main
+        from builder.tagging.stage import main
         return main([*w, "--images-per-request", "8", *off])
     if stage == "tag_batch_prep":
         return world.batch_prep(p["work"])

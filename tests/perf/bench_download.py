@@ -101,7 +101,7 @@ class Bench:
     """One side per method; each returns (wall s, CPU s, images ok) of one round."""
 
     def __init__(self, a: argparse.Namespace, urls: Path, tmp: Path):
-        from builder.download import FetchConfig
+        from builder.crawl.download import FetchConfig
 
         self.a, self.urls, self.tmp, self.k = a, urls, tmp, 0
         self.fetch = FetchConfig(concurrency=a.concurrency, per_host=a.per_host,
@@ -113,7 +113,7 @@ class Bench:
 
     def builtin(self) -> tuple[float, float, int]:
         from builder.catalog import Catalog
-        from builder.crawl import CrawlConfig, crawl
+        from builder.crawl.stage import CrawlConfig, crawl
 
         cfg = CrawlConfig(search=f"urls:{self.urls}", fetch=self.fetch)
         with Catalog.open(self._dir("w")) as cat:
@@ -131,7 +131,7 @@ class Bench:
 
     def img2dataset(self, ingest: bool = False) -> tuple[float, float, int]:
         from builder.catalog import Catalog
-        from builder.crawl import CrawlConfig, crawl
+        from builder.crawl.stage import CrawlConfig, crawl
         from builder.ingest import ingest_img2dataset
 
         wd, out, listed = self._dir("w"), self._dir("i2d"), self._dir("urls.parquet")

@@ -59,10 +59,11 @@ def make_release(path: Path, n_triplets: int, px: int) -> float:
     import numpy as np
     from PIL import Image
 
-    from benchmark import files, synthetic, tables
+    from benchmark import synthetic
+    from core import datatables, files
 
     t0 = time.perf_counter()
-    cells = len(synthetic.SYNTHETIC_CONCEPTS) * len(list(tables.countries()))
+    cells = len(synthetic.SYNTHETIC_CONCEPTS) * len(list(datatables.countries()))
     trip, images, _ = synthetic.build_synthetic(seed=0, per_cell=-(-n_triplets // cells))
     trip = trip.iloc[:n_triplets]
     need = set(trip[[c for c in trip.columns if c.endswith("_image_id")]].to_numpy().ravel())

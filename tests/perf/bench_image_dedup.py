@@ -47,12 +47,12 @@ class CachedOnly(Adapter):
 
 def build(root: Path, n: int, n_concepts: int, dim: int, seed: int = 0) -> None:
     """Catalog rows, empty image files, phashes and cached embeddings for ``n`` items."""
-    from benchmark import tables
     from benchmark.cache import EmbeddingCache, namespace
+    from core import datatables
     from tests.worlds import open_world
 
     rng = np.random.default_rng(seed)
-    codes = [c.code for c in tables.countries()]
+    codes = [c.code for c in datatables.countries()]
     concept = np.arange(n) % n_concepts
     shas = [hashlib.sha256(f"img{i}".encode()).hexdigest() for i in range(n)]
     hashes = rng.integers(0, 2**63, n, dtype=np.uint64)

@@ -77,13 +77,13 @@ def run_ours(a: argparse.Namespace, q, d, out: dict) -> tuple:
     out["backend"] = retrieval.get_backend(a.backend, a.device).name
     if not getattr(a, "score", True):
         return top.scores, top.indices
-    from benchmark import tables  # the scoring's imports come after the search's peak
     from benchmark.data.images import ImageStore
     from benchmark.data.xm3600 import XM3600
     from benchmark.tasks.xm3600 import score_topk
+    from core import datatables  # the scoring's imports come after the search's peak
 
     rng = np.random.default_rng(a.seed + 1)
-    codes = [x.code for x in tables.languages()]
+    codes = [x.code for x in datatables.languages()]
     ids = [f"img{i}" for i in range(a.n_queries)]
     ds = XM3600(ids, [codes[i % 36] for i in range(a.n_queries)],
                 ImageStore(ids, dict.fromkeys(ids, ""), lambda k: b""), [""] * a.n_docs,

@@ -22,11 +22,11 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from benchmark import tables  # noqa: E402
 from benchmark.cli import main  # noqa: E402
 from benchmark.metrics.association import association_scores  # noqa: E402
+from core import datatables  # noqa: E402
 
-CSV = tables.data_path("authors/xcm-bench.csv")  # shipped in data/ with its source
+CSV = datatables.data_path("authors/xcm-bench.csv")  # shipped in data/ with its source
 
 
 def authors_loop(tr: pd.DataFrame, text_emb: dict, img_emb: dict) -> list[int]:
@@ -56,7 +56,7 @@ def run() -> None:
         Image.new("RGB", (4, 4), (i % 256, (i // 256) % 256, 3)).save(tmp / "img" / f"{iid}.png")
     q = tmp / "q.csv"
     pd.DataFrame([{"concept": c, "country": k.code, "text": f"{c}/{k.language}"}
-                  for c in sorted(set(raw.query_concept)) for k in tables.countries()]
+                  for c in sorted(set(raw.query_concept)) for k in datatables.countries()]
                  ).to_csv(q, index=False)
     args = ["run", "--model", "hash", "--task", "3xcm", "--triplets-csv", str(CSV), "--images",
             str(tmp / "img"), "--queries", str(q), "--output-dir", str(tmp / "r"),

@@ -131,12 +131,12 @@ def batch_prep(work: str) -> int:
     payload ``submit`` sends) and nothing polled: the request building and its memory."""
     from google.genai import types
 
-    from builder import tagging_batch
     from builder.catalog import Catalog
-    from builder.llm import LLMConfig, make_llm
+    from builder.llm.client import LLMConfig, make_llm
     from builder.prompts import load_prompt
-    from builder.tagging import PROMPT, chunk, concept_list
-    from builder.tagging_rules import Img, TagContext, send_estimate
+    from builder.tagging.rules import Img, TagContext, send_estimate
+    from builder.tagging.stage import PROMPT, chunk, concept_list
+    from builder.tagging.stage import batch as tagging_batch
 
     os.environ.setdefault("GEMINI_API_KEY", "bench-not-a-key")
     sent: dict[str, Any] = {"jobs": 0, "bytes": 0, "error": None}

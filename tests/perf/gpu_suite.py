@@ -99,9 +99,9 @@ def rq2_counts() -> tuple[int, int]:
     """(images, query texts) of the authors' 3XCM triplets."""
     import pandas as pd
 
-    from benchmark import tables
+    from core import datatables
 
-    df = pd.read_csv(tables.data_path("authors/xcm-bench.csv"))
+    df = pd.read_csv(datatables.data_path("authors/xcm-bench.csv"))
     cols = [c for c in df.columns if c.endswith("image_id")]
     images = set().union(*(set(df[c]) for c in cols))
     return len(images), len(df[["query_concept", "query_country"]].drop_duplicates())

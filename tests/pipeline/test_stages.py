@@ -12,8 +12,10 @@ import pytest
 
 import annotation
 import triplets
-from builder import concept_dedup, concepts, crawl, image_dedup, queries, tagging
+from builder import concept_dedup, concepts, image_dedup, queries
+from builder.crawl import stage as crawl
 from builder.stagekit import StageInputError
+from builder.tagging import stage as tagging
 from pipeline import cli
 from pipeline.run import run_stages
 from pipeline.stages import STAGES, Stage, names, stage

@@ -128,7 +128,7 @@ def test_rai_fields_from_the_build_record_and_the_datasheet(release):
     assert (f"stage triplets (run {run['run_id']}, ended {run['ended_at']}): parameters "
             + json.dumps(run["params"], sort_keys=True, separators=(", ", ": "))
             in meta["rai:dataCollection"])
-    assert "Crawl (`builder.crawl`): DuckDuckGo image search" in meta["rai:dataCollection"]
+    assert "Crawl (`builder.crawl.stage`): DuckDuckGo image search" in meta["rai:dataCollection"]
     assert meta["rai:dataPreprocessingProtocol"][-1] == (
         'sampling: {"distinct_language": true, "per_image": 1, "seed": 17}')
     assert any(x.startswith("Errors and noise: Search results can be off-topic")
@@ -150,11 +150,11 @@ def test_without_review_the_analysis_says_so():
 
 def test_datasheet_items_parse_labels_and_continuations():
     text = ("# T\n\n## Uses\n\n- **Intended.** one\n  two\n- **Not intended.** three\n\n"
-            "## Collection process\n\nIntro.\n\n1. **Crawl** (`builder.crawl`): four\n"
+            "## Collection process\n\nIntro.\n\n1. **Crawl** (`builder.crawl.stage`): four\n"
             "   five\n2. **Time frame.** six\n")
     assert datasheet_items(text) == {
         "Uses": {"Intended": "one two", "Not intended": "three"},
-        "Collection process": {"Crawl": "(`builder.crawl`): four five", "Time frame": "six"}}
+        "Collection process": {"Crawl": "(`builder.crawl.stage`): four five", "Time frame": "six"}}
 
 
 def test_the_card_links_croissant(release):

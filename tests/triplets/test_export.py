@@ -11,9 +11,9 @@ import json
 import pytest
 import yaml
 
-from benchmark.query_table import QueryTerm
 from builder.catalog import Catalog
 from builder.query_terms import upsert_terms
+from core.query_table import QueryTerm
 from tests.worlds import build_world
 from triplets import cli
 from triplets.export import export_release
@@ -220,7 +220,7 @@ def _hub_env(monkeypatch, hub):
 def test_publish_replaces_the_release_exactly(release, tmp_path, monkeypatch, capsys):
     """A second release with fewer image shards: the Hub ends with exactly its files (the old
     shards gone, .gitattributes kept), in one commit, and the card's globs load it once."""
-    from benchmark.files import OWNER_MARKER
+    from core.files import OWNER_MARKER
     from tests.fakes.hub import FakeHub
     from triplets.publish import release_files
 
@@ -323,7 +323,7 @@ def test_export_refuses_a_folder_it_did_not_write(release, tmp_path, capsys):
 def test_reexport_into_a_clone_keeps_files_it_did_not_write(release, tmp_path):
     """A git clone of a release (.git/, .gitattributes, notes) is updated in place: only the
     files export wrote change; its marker holds the fingerprint of what it wrote."""
-    from benchmark.files import OWNER_MARKER, read_marker
+    from core.files import OWNER_MARKER, read_marker
     from triplets.publish import release_files
 
     wd, _ = release
@@ -396,7 +396,7 @@ def test_export_on_a_full_disk_is_one_line_and_keeps_the_release(release, tmp_pa
     import errno
     import os
 
-    from benchmark import files
+    from core import files
     from triplets.publish import release_files
 
     wd, _ = release
@@ -449,8 +449,8 @@ def test_each_triplet_carries_its_terms_source_and_reviewers(tmp_path):
 
 
 def test_export_rows_read_alike_by_load_dataset_and_the_format_reader(release, tmp_path):
-    """What export writes, ``datasets`` and :mod:`benchmark.data.release` read as the same rows."""
-    from benchmark.data import release as fmt
+    """What export writes, ``datasets`` and :mod:`core.release` read as the same rows."""
+    from core import release as fmt
 
     _, res = release
     for config, split in fmt.SPLITS.items():

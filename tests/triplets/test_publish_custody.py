@@ -9,7 +9,7 @@ import logging
 
 import pytest
 
-from benchmark.files import OWNER_MARKER, read_marker
+from core.files import OWNER_MARKER, read_marker
 from tests.fakes.hub import FakeHub, Repo
 from tests.triplets.test_export import _hub_env, release
 from triplets import cli

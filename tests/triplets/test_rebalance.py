@@ -12,13 +12,13 @@ from dataclasses import replace
 
 import pytest
 
-from benchmark import tables
+from core import datatables
 from triplets import sampling
 from triplets.pool import Pool, PoolImage
 from triplets.sampling import CANDIDATE_ROLES, SampleConfig, Triplet, eligible, rebalance
 
 COUNTRIES = ["USA", "JPN", "THA", "BRA", "DEU", "FRA"]
-LANG = {c.code: c.language for c in tables.countries()}
+LANG = {c.code: c.language for c in datatables.countries()}
 
 
 def naive_rebalance(triplets, pool, cfg, lang):

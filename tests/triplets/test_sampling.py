@@ -8,9 +8,9 @@ from collections import Counter
 
 import pytest
 
-from benchmark import query_table, tables
 from builder.catalog import Catalog
 from builder.query_terms import upsert_terms
+from core import datatables, query_table
 from tests.worlds import build_world
 from triplets import cli
 from triplets.pool import load_pool
@@ -19,7 +19,7 @@ from triplets.sample_run import pool_image_infos, run_sample
 from triplets.sampling import SampleConfig, sample_triplets
 
 CONCEPTS = ["train", "school", "taxi", "craft", "food", "dance"]
-LANG = {c.code: c.language for c in tables.countries()}
+LANG = {c.code: c.language for c in datatables.countries()}
 
 
 def _pool(wd):
@@ -136,7 +136,7 @@ def test_balance_no_reuse_and_even_spread(tmp_path):
         assert st["distinct_images"] == n and st["max_uses_per_image"] <= 3
     # spread: every country gets n/16 candidates per role (+-1), every concept n/6 (+-3)
     for st in (sem, cul, non):
-        assert set(st["by_country"]) == {c.code for c in tables.countries()}
+        assert set(st["by_country"]) == {c.code for c in datatables.countries()}
         assert max(st["by_country"].values()) - min(st["by_country"].values()) <= 2
         assert max(st["by_concept"].values()) - min(st["by_concept"].values()) <= 6
     assert sum(non["by_country"].values()) == n
@@ -202,7 +202,7 @@ def test_query_text_is_the_query_countrys_own_term(tmp_path):
         rows = list(csv.DictReader(f))
     locale = {(r["query_concept"], r["query_country"]): r["query_locale"] for r in rows}
     assert (locale[("train", "PRT")], locale[("train", "BRA")]) == ("pt-PT", "pt-BR")
-    assert {r["query_locale"] for r in rows} == {c.locale for c in tables.countries()}
+    assert {r["query_locale"] for r in rows} == {c.locale for c in datatables.countries()}
 
 
 def test_an_old_format_query_table_is_one_line_not_a_silent_fallback(tmp_path, monkeypatch,
@@ -210,7 +210,7 @@ def test_an_old_format_query_table_is_one_line_not_a_silent_fallback(tmp_path, m
     import shutil
 
     data = tmp_path / "data"
-    shutil.copytree(tables.data_dir(), data)
+    shutil.copytree(datatables.data_dir(), data)
     (data / "queries.csv").write_text(
         "concept,country,language,english_query,native_query,native_term,source,reviewed\n"
         "train,PRT,pt,train Portugal,trem Portugal,trem,generated,false\n", encoding="utf-8")

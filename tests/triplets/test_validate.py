@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import csv
 
-from benchmark import tables
 from builder.catalog import Catalog
+from core import datatables
 from tests.worlds import build_world
 from triplets import cli
 from triplets.sample_run import run_sample
 from triplets.sampling import SampleConfig
 
-AUTHORS = tables.data_path("authors/xcm-bench.csv")  # copied into data/ with its source
+AUTHORS = datatables.data_path("authors/xcm-bench.csv")  # copied into data/ with its source
 
 
 def _reported(out: str) -> dict[str, set[str]]:

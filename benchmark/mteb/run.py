@@ -1,0 +1,70 @@
+"""``python -m benchmark.mteb.run ...``: mteb's own CLI, with the 3XCM tasks registered.
+
+mteb 2.26 has no plugin or entry-point mechanism for tasks outside its package, so ``mteb run -t
+3XCMT2I`` cannot find ours. This module adds them to mteb's task registry
+(:func:`benchmark.mteb.tasks.register`) and hands the rest of the command line to mteb's
+own parser and ``run``: every mteb option works as in ``mteb run``, and the results are mteb's
+(``--output-folder``, default ``results``)::
+
+    python -m benchmark.mteb.run run -m openai/clip-vit-large-patch14 \\
+        -t 3XCMT2I 3XCMI2I --xcm3-dataset ./release --output-folder mteb-results
+    python -m benchmark.mteb.run run -m openai/clip-vit-large-patch14 \\
+        -t XM3600I2TMixedPool --xcm3-xm3600 ./xm3600 --output-folder mteb-results
+
+Our options (taken out before mteb parses the rest): ``--xcm3-dataset`` (a 3XCM release
+folder or hub id, or the authors' published layout), ``--xcm3-xm3600`` (XM3600 in any of its
+layouts; default: the 3XCM tasks' ``--dataset`` default), ``--xcm3-bootstrap`` and
+``--xcm3-seed`` (our task options of the same names). ``python -m benchmark report
+mteb-results`` then reads what mteb wrote.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+log = logging.getLogger(__name__)
+
+
+def our_options(argv: list[str]) -> tuple[dict[str, object], list[str]]:
+    """Split ``argv`` into our task options and mteb's arguments."""
+    p = argparse.ArgumentParser(add_help=False)
+    p.add_argument("--xcm3-dataset", dest="dataset", default=None)
+    p.add_argument("--xcm3-xm3600", dest="xm3600", default=None)
+    p.add_argument("--xcm3-bootstrap", dest="bootstrap", type=int, default=None)
+    p.add_argument("--xcm3-seed", dest="seed", type=int, default=None)
+    ns, rest = p.parse_known_args(argv)
+    opts = {k: v for k, v in vars(ns).items() if v is not None}
+    for k in ("bootstrap", "seed"):
+        if k in opts and int(opts[k]) < 0:  # type: ignore[call-overload]
+            p.error(f"--xcm3-{k} must be >= 0")
+    return opts, rest
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    from benchmark.models import hub
+
+    try:
+        hub.require(("mteb",), "mteb", "benchmark.mteb.run")
+    except hub.ModelLoadError as e:
+        sys.stderr.write(f"error: {e}\n")
+        return 2
+    from mteb.cli.build_cli import build_cli
+
+    from benchmark.mteb import tasks as mteb_tasks
+
+    opts, rest = our_options(argv)
+    mteb_tasks.register(**opts)
+    logging.basicConfig(level=logging.WARNING, format="%(message)s")
+    args = build_cli().parse_args(rest)
+    if not hasattr(args, "func"):
+        build_cli().print_help()
+        return 2
+    args.func(args)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

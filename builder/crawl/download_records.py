@@ -1,0 +1,147 @@
+"""Catalog writes of downloads, shared by the crawl and the img2dataset ingest.
+
+One URL's outcome (:func:`record_download`: image row (:func:`record_image`), download row,
+its items), items that
+share an already fetched URL (:func:`link_items`), what is fetched again (:func:`reset_transient`),
+what is left to fetch (:func:`pending_urls`, :func:`export_urls` in img2dataset's input
+format), and the final byte-level dedup across URLs (:func:`finalize_duplicates`).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from builder.catalog import Catalog, utcnow
+from builder.crawl.download import OURS, TRANSIENT, FetchResult
+from builder.crawl.netguard import url_refusal
+from builder.statuses import DownloadStatus, ItemStatus
+from core.files import atomic_path
+
+
+def record_image(con: sqlite3.Connection, sha256: str, ext: str, fmt: str, width: int,
+                 height: int, nbytes: int, first_seen: str | None = None,
+                 phash: str | None = None) -> None:
+    """The ``images`` row of a stored image (kept as first seen when it is already there;
+    ``phash``, when known, spares image dedup computing it)."""
+    con.execute(
+        "INSERT OR IGNORE INTO images (sha256, ext, format, width, height, bytes, phash,"
+        " first_seen) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (sha256, ext, fmt, width, height, nbytes, phash, first_seen or utcnow()))
+
+
+def record_download(con: sqlite3.Connection, res: FetchResult, run_id: int | None) -> None:
+    """Write one URL's outcome (image row, download row, its items) inside a transaction."""
+    if res.status == DownloadStatus.OK and res.sha256:
+        record_image(con, res.sha256, res.ext, res.format, res.width, res.height, res.nbytes,
+                     res.fetched_at)
+    con.execute(
+        "INSERT OR REPLACE INTO downloads (url, status, reason, http_status, final_url, sha256, "
+        "bytes, content_type, attempts, fetched_at, run_id, x_robots_tag) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (res.url, res.status, res.reason, res.http_status, res.final_url, res.sha256, res.nbytes,
+         res.content_type, res.attempts, res.fetched_at or utcnow(), run_id, res.x_robots_tag))
+    ok = res.status in (DownloadStatus.OK, DownloadStatus.DUPLICATE)
+    con.execute(
+        "UPDATE items SET sha256=?, status=?, reason=?, updated_at=? WHERE url=? "
+        "AND status IN (?, ?)",
+        (res.sha256 if ok else None, ItemStatus.OK if ok else ItemStatus.FAILED,
+         res.reason if ok else f"{res.status}: {res.reason}", utcnow(), res.url,
+         ItemStatus.PENDING, ItemStatus.FAILED))
+
+
+def link_items(catalog: Catalog) -> int:
+    """Give pending items whose URL was already fetched (by another query) that outcome."""
+    with catalog.tx() as con:
+        cur = con.execute(
+            "UPDATE items SET sha256 = CASE WHEN d.status IN ('ok','duplicate') THEN d.sha256 END,"
+            " status = CASE WHEN d.status IN ('ok','duplicate') THEN 'ok' ELSE 'failed' END,"
+            " reason = CASE WHEN d.status IN ('ok','duplicate') THEN d.reason"
+            " ELSE d.status || ': ' || d.reason END, updated_at = ?"
+            " FROM downloads d WHERE d.url = items.url AND items.status = 'pending'", (utcnow(),))
+        return cur.rowcount
+
+
+def reset_transient(catalog: Catalog, transient: bool = True) -> int:
+    """Forget download outcomes so those URLs are fetched again: always our own failures
+    (``internal_error``: every run retries them), and with ``transient`` (``--retry-failed``)
+    the transient ones too (timeouts, connection and DNS errors, HTTP 429 and 5xx)."""
+    statuses = TRANSIENT if transient else OURS
+    marks = ",".join("?" * len(statuses))
+    cond = (f"status IN ({marks}) AND (status != 'http_error' OR http_status = 429 "
+            f"OR http_status >= 500)")
+    with catalog.tx() as con:
+        con.execute(
+            f"UPDATE items SET status='pending', reason=NULL WHERE status='failed' AND url IN "
+            f"(SELECT url FROM downloads WHERE {cond})", statuses)
+        return con.execute(f"DELETE FROM downloads WHERE {cond}", statuses).rowcount
+
+
+def pending_urls(catalog: Catalog) -> list[str]:
+    """Distinct item URLs with no download outcome yet, in item order."""
+    rows = catalog.query(
+        "SELECT url, MIN(item_id) AS first FROM items WHERE status='pending' AND url NOT IN "
+        "(SELECT url FROM downloads) GROUP BY url ORDER BY first")
+    return [r["url"] for r in rows]
+
+
+def finalize_duplicates(catalog: Catalog) -> int:
+    """Same bytes under several URLs: the URL of the earliest item is ``ok``, the others
+    ``duplicate`` (reason names it). Deterministic, so resumed and uninterrupted runs agree."""
+    rows = catalog.query(
+        "SELECT d.url, d.sha256, d.status, MIN(i.item_id) AS first, im.format, im.width, "
+        "im.height FROM downloads d LEFT JOIN items i ON i.url = d.url "
+        "LEFT JOIN images im ON im.sha256 = d.sha256 WHERE d.status IN ('ok', 'duplicate') "
+        "GROUP BY d.url ORDER BY d.sha256, first IS NULL, first, d.url")
+    canon: dict[str, str] = {}
+    changes = []
+    for r in rows:
+        first = canon.setdefault(r["sha256"], r["url"])
+        want = "ok" if first == r["url"] else "duplicate"
+        if want == "duplicate":
+            changes.append((want, f"same bytes as {first}", r["url"]))
+        elif r["status"] != "ok":
+            changes.append(("ok", f"{r['format']} {r['width']}x{r['height']}", r["url"]))
+    if changes:
+        with catalog.tx() as con:
+            con.executemany("UPDATE downloads SET status=?, reason=? WHERE url=?", changes)
+    return sum(1 for c in changes if c[0] == "duplicate")
+
+
+def export_urls(catalog: Catalog, out: Path, include_done: bool = False,
+                allow_hosts: frozenset[str] = frozenset()) -> int:
+    """Write URLs in img2dataset's input format: parquet with ``url`` plus metadata columns.
+
+    One row per distinct pending URL (all URLs with ``include_done``), carrying its first
+    item's provenance; use it with ``img2dataset --input_format parquet --url_col url
+    --save_additional_columns '[...]'``. img2dataset has no address guard, so URLs the
+    downloader would refuse from the URL alone (not http(s), a non-public address literal not in
+    ``allow_hosts``, an invalid host name: ``netguard.url_refusal``) are left out; they stay
+    pending, and a crawl without ``--export-urls`` records their status. Returns the number
+    of rows.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    where = "" if include_done else "WHERE i.status='pending' AND i.url NOT IN (SELECT url FROM downloads)"
+    rows = catalog.query(
+        "SELECT i.url, i.item_id, i.concept, i.country, i.language, i.rank, i.query_text, "
+        "s.backend, s.region, r.page_url, r.title FROM items i "
+        "JOIN searches s ON s.search_id = i.search_id "
+        "LEFT JOIN search_results r ON r.search_id = i.search_id AND r.rank = i.rank "
+        f"{where} ORDER BY i.item_id")
+    seen: set[str] = set()
+    cols: dict[str, list[Any]] = {k: [] for k in (
+        "url", "item_id", "concept", "country", "language", "rank", "query_text", "backend",
+        "region", "page_url", "title")}
+    for r in rows:
+        if r["url"] in seen or not r["url"].startswith(("http://", "https://")) or url_refusal(
+                r["url"], allow_hosts):
+            continue
+        seen.add(r["url"])
+        for k in cols:
+            cols[k].append(r[k])
+    with atomic_path(out, suffix=".parquet") as tmp:
+        pq.write_table(pa.table(cols), tmp)
+    return len(seen)

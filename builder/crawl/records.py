@@ -1,0 +1,68 @@
+"""Catalog writes of the crawl's search side: searches, search results, items, input errors.
+
+The crawl (:mod:`builder.crawl.stage`) and the img2dataset ingest (:mod:`builder.ingest`) write
+these tables only through the functions here; the download side is
+:mod:`builder.crawl.download_records`. Every writer takes an open connection inside the caller's
+transaction and is idempotent the way the crawl needs (``INSERT OR IGNORE`` on the table's
+key: a resumed run never duplicates a row).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from builder.catalog import utcnow
+from builder.crawl.search import Hit, InputError, Search
+from builder.statuses import ItemStatus, SearchStatus
+
+
+def add_search(con: sqlite3.Connection, s: Search, run_id: int | None = None,
+               status: SearchStatus | str = SearchStatus.PENDING,
+               n_results: int | None = None) -> int:
+    """The ``searches`` row of ``s`` (kept as it is when its (concept, country, kind,
+    backend) is there already); returns its ``search_id``."""
+    cur = con.execute(
+        "INSERT OR IGNORE INTO searches (concept, country, language, kind, query_text, backend,"
+        " region, status, n_results, run_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (s.concept, s.country, s.language, s.kind, s.query_text, s.backend, s.region, status,
+         n_results, run_id))
+    if cur.rowcount:
+        return int(cur.lastrowid)
+    row = con.execute("SELECT search_id FROM searches WHERE concept=? AND country=? AND kind=?"
+                      " AND backend=?", (s.concept, s.country, s.kind, s.backend)).fetchone()
+    return int(row[0])
+
+
+def add_result(con: sqlite3.Connection, search_id: int, hit: Hit) -> None:
+    """The ``search_results`` row of one hit at its raw rank (every field the backend gave)."""
+    con.execute(
+        "INSERT OR IGNORE INTO search_results (search_id, rank, image_url, page_url, title,"
+        " width, height, raw_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (search_id, hit.rank, hit.image_url, hit.page_url, hit.title, hit.width, hit.height,
+         hit.raw_json))
+
+
+def add_item(con: sqlite3.Connection, search_id: int, rank: int, s: Search, url: str, *,
+             status: ItemStatus | str = ItemStatus.PENDING, sha256: str | None = None,
+             group_id: int | None = None, reason: str | None = None) -> int:
+    """The ``items`` row of the hit at ``rank`` of search ``search_id`` (``s`` gives its
+    concept, country, language and query text); kept as it is when there already. Returns
+    its ``item_id``."""
+    cur = con.execute(
+        "INSERT OR IGNORE INTO items (search_id, rank, concept, country, language, query_text,"
+        " url, sha256, status, reason, group_id, updated_at)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (search_id, rank, s.concept, s.country, s.language, s.query_text, url, sha256, status,
+         reason, group_id, utcnow()))
+    if cur.rowcount:
+        return int(cur.lastrowid)
+    row = con.execute("SELECT item_id FROM items WHERE search_id=? AND rank=?",
+                      (search_id, rank)).fetchone()
+    return int(row[0])
+
+
+def add_input_error(con: sqlite3.Connection, e: InputError, run_id: int | None = None) -> None:
+    """The ``crawl_input_errors`` row of one rejected input line (once per source and line)."""
+    con.execute(
+        "INSERT OR IGNORE INTO crawl_input_errors (source, line, reason, raw, run_id) "
+        "VALUES (?, ?, ?, ?, ?)", (e.source, e.line, e.reason, e.raw, run_id))

@@ -1,0 +1,1 @@
+"""The builder's LLM client (Gemini and its offline twin): ``client`` is the front door."""

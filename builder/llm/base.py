@@ -1,0 +1,331 @@
+"""The LLM client's core: one interface for Gemini and its offline twin (see ``builder.llm.client``).
+
+:meth:`BaseLLM.generate_structured` sends one prompt (optionally with image parts), asks for JSON
+matching a pydantic schema, validates the answer (JSON syntax, the schema, then an optional
+caller check), re-asks a bounded number of times with the rejection reason appended, and
+returns an :class:`LLMResult`: ``ok`` with the validated value, ``failed`` with the raw text
+kept and the reason, ``refused`` when the service blocked the prompt or the answer (safety;
+the block reason kept; not re-asked, cached like a failure), or ``error`` for a transport
+error (``transient`` says whether a later run may succeed; never cached). A failed result is
+never a value. Every answer goes through the response
+cache (``builder.llm.cache``). ``builder.llm.offline`` is the deterministic twin; the Gemini
+transport (and its client-side rate limiter) is ``builder.llm.gemini``. Batch mode: :meth:`BaseLLM.prepare`,
+:meth:`BaseLLM.lookup`, :meth:`BaseLLM.check_text`, :meth:`BaseLLM.store`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from builder.catalog import clip_raw
+from builder.llm.cache import LLMCache, cache_key
+from core.files import sha256_bytes, sha256_text
+
+log = logging.getLogger(__name__)
+
+BASE_URL_ENV = "XCM_GEMINI_BASE_URL"  # a proxy or, in tests, the fake server on 127.0.0.1
+RETRY_STATUS_CODES = (408, 429, 500, 502, 503, 504)
+# Parameters that are passed to the model's generation config (all params enter the cache key).
+GENERATION_KEYS = ("temperature", "top_p", "top_k", "seed", "max_output_tokens")
+
+Validator = Callable[[Any], "str | None"]
+
+
+class LLMSetupError(ValueError):
+    """Bad ``--llm`` value, missing or rejected credential, unknown model: one line for the
+    user, exit code 2 (re-exported by ``builder.llm.client``)."""
+
+
+class LLMRefused(Exception):
+    """The service blocked the prompt or the answer (Gemini ``promptFeedback.blockReason``,
+    ``finishReason`` SAFETY and kin): ``reason`` names the block; ``text`` any partial text."""
+
+    def __init__(self, reason: str, text: str | None = None):
+        super().__init__(reason)
+        self.reason, self.text = reason, text
+
+
+@dataclass(frozen=True)
+class ImagePart:
+    """An image sent with a prompt (bytes and MIME type)."""
+
+    data: bytes
+    mime_type: str = "image/jpeg"
+
+    @property
+    def sha256(self) -> str:
+        return sha256_bytes(self.data)
+
+
+@dataclass
+class LLMConfig:
+    """Client settings; ``retry_*`` become ``HttpRetryOptions``."""
+
+    rpm: float = 60.0  # requests per minute, client side; 0 = unlimited
+    max_reasks: int = 2  # re-asks after an invalid answer (so at most 1 + max_reasks asks)
+    temperature: float = 0.0
+    timeout_s: float = 120.0
+    retry_attempts: int = 6  # HTTP attempts per ask (builder.retry: backoff, Retry-After)
+    retry_initial_delay: float = 2.0
+    retry_max_delay: float = 60.0
+    max_retry_after: float = 300.0  # a longer server-given wait gives up (a later run asks)
+    base_url: str | None = None
+    api_version: str | None = None
+    retry_failed: bool = False  # ignore cached validation failures and ask again
+
+
+@dataclass
+class LLMUsage:
+    """Summed per stage run and written to ``stage_runs.usage_json``."""
+
+    requests: int = 0  # generate_structured calls
+    api_calls: int = 0  # asks sent to the model, re-asks included (HTTP retries not counted)
+    cache_hits: int = 0
+    reasks: int = 0
+    failures: int = 0  # invalid after all re-asks
+    refusals: int = 0  # blocked by the service (safety)
+    api_errors: int = 0  # transport errors after the HTTP retries
+    http_retries: int = 0  # HTTP attempts repeated after 429/5xx/timeouts
+    prompt_tokens: int = 0
+    output_tokens: int = 0
+    thought_tokens: int = 0
+    total_tokens: int = 0
+
+    def add_tokens(self, tokens: Mapping[str, int]) -> None:
+        for k in ("prompt_tokens", "output_tokens", "thought_tokens", "total_tokens"):
+            setattr(self, k, getattr(self, k) + int(tokens.get(k, 0) or 0))
+
+    def as_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+
+@dataclass
+class LLMRequest:
+    """One structured request, with its cache identity."""
+
+    prompt: str
+    schema: type[BaseModel]
+    images: tuple[ImagePart, ...]
+    template_sha: str
+    params: dict[str, Any]
+    input_sha: str
+    key: str
+
+
+@dataclass
+class LLMResult:
+    """``status`` is ``ok`` (``value`` is the validated model), ``failed`` (invalid after the
+    re-asks; ``raw`` holds the last text), ``refused`` (blocked by the service; ``error`` is
+    the block reason) or ``error`` (transport; not cached; ``transient``: a later ask may
+    succeed, e.g. 429/5xx/timeouts, as opposed to a request the API rejects)."""
+
+    status: str
+    value: Any = None
+    raw: str | None = None
+    error: str | None = None
+    attempts: int = 0
+    cached: bool = False
+    key: str = ""
+    usage: dict[str, int] = field(default_factory=dict)
+    transient: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+def schema_sha(schema: type[BaseModel]) -> str:
+    """Hash of the pydantic JSON schema: a changed schema is a different request."""
+    return sha256_text(json.dumps(schema.model_json_schema(), sort_keys=True))
+
+
+def one_of(values: Callable[[Any], Sequence[str]], allowed: Sequence[str], what: str) -> Validator:
+    """Validator: every label ``values(answer)`` returns must be in ``allowed``."""
+    allowed_set = set(allowed)
+
+    def check(answer: Any) -> str | None:
+        bad = sorted({v for v in values(answer) if v not in allowed_set})
+        return f"{what} outside the allowed set: {bad[:10]}" if bad else None
+
+    return check
+
+
+class BaseLLM:
+    """Cache, validation, re-asks and usage; subclasses implement :meth:`_complete`."""
+
+    provider = "base"
+
+    def __init__(self, model: str, cache: LLMCache | None, config: LLMConfig | None = None):
+        self.model = model
+        self.cache = cache
+        self.config = config or LLMConfig()
+        self.usage = LLMUsage()
+
+    @property
+    def spec(self) -> str:
+        return f"{self.provider}:{self.model}" if self.provider != "offline" else "offline"
+
+    def reset_usage(self) -> LLMUsage:
+        """Return the usage so far and start a new count (one per stage run)."""
+        used, self.usage = self.usage, LLMUsage()
+        return used
+
+    # -- request identity -------------------------------------------------------------------
+    def prepare(
+        self,
+        prompt: str,
+        schema: type[BaseModel],
+        *,
+        images: Sequence[ImagePart] | None = None,
+        template_sha: str = "",
+        params: Mapping[str, Any] | None = None,
+    ) -> LLMRequest:
+        """The request and its cache key (the key never includes a credential)."""
+        images = tuple(images or ())
+        full = {"temperature": self.config.temperature, **dict(params or {})}
+        full["schema_sha"] = schema_sha(schema)
+        input_sha = sha256_text(prompt + "".join(f"\n{im.mime_type}:{im.sha256}" for im in images))
+        key = cache_key(self.provider, self.model, template_sha, full, input_sha)
+        return LLMRequest(prompt, schema, images, template_sha, full, input_sha, key)
+
+    def lookup(self, req: LLMRequest, validate: Validator | None = None) -> LLMResult | None:
+        """The cached result for ``req`` (re-validated), or None."""
+        if self.cache is None:
+            return None
+        hit = self.cache.get(req.key)
+        if hit is None or (hit.status in ("failed", "refused") and self.config.retry_failed):
+            return None
+        if hit.status == "ok":
+            value, err = self.check_text(req, hit.text, validate)
+            if err is not None:  # the validator changed since it was cached: ask again
+                return None
+            return LLMResult("ok", value, hit.text, None, hit.attempts, True, req.key, hit.usage)
+        return LLMResult(
+            hit.status, None, hit.text, hit.error, hit.attempts, True, req.key, hit.usage
+        )
+
+    def check_text(
+        self, req: LLMRequest, text: str | None, validate: Validator | None = None
+    ) -> tuple[Any, str | None]:
+        """Parse and validate a model text: (value, None) or (None, reason)."""
+        if text is None or not text.strip():
+            return None, "empty answer"
+        try:
+            value = req.schema.model_validate_json(text)
+        except ValidationError as exc:
+            kind = "invalid JSON" if "json_invalid" in str(exc) else "schema mismatch"
+            return None, f"{kind}: {_short(str(exc))}"
+        if validate is not None:
+            reason = validate(value)
+            if reason:
+                return None, f"rejected: {_short(reason)}"
+        return value, None
+
+    def store(self, req: LLMRequest, result: LLMResult) -> None:
+        """Cache an ok, failed or refused result (transport errors are not cached)."""
+        if self.cache is None or result.status not in ("ok", "failed", "refused"):
+            return
+        self.cache.put(
+            req.key,
+            provider=self.provider,
+            model=self.model,
+            template_sha=req.template_sha,
+            params=req.params,
+            input_sha=req.input_sha,
+            status=result.status,
+            text=result.raw if result.ok else clip_raw(result.raw),  # an ok text is the value
+            error=result.error,
+            attempts=result.attempts,
+            usage=result.usage,
+        )
+
+    # -- the call ---------------------------------------------------------------------------
+    def generate_structured(
+        self,
+        prompt: str,
+        schema: type[BaseModel],
+        *,
+        images: Sequence[ImagePart] | None = None,
+        template_sha: str = "",
+        params: Mapping[str, Any] | None = None,
+        validate: Validator | None = None,
+        offline: Callable[[], Any] | None = None,
+    ) -> LLMResult:
+        """Ask for JSON matching ``schema``; cached, validated, re-asked, never raises on the
+        model's answers (transport errors come back as ``status='error'``)."""
+        req = self.prepare(prompt, schema, images=images, template_sha=template_sha, params=params)
+        self.usage.requests += 1
+        hit = self.lookup(req, validate)
+        if hit is not None:
+            self.usage.cache_hits += 1
+            return hit
+        tokens: dict[str, int] = {}
+        text: str | None = None
+        reason = "no answer"
+        asked = prompt
+        attempts = 0
+        for attempt in range(1 + max(0, self.config.max_reasks)):
+            attempts = attempt + 1
+            if attempt:
+                self.usage.reasks += 1
+                asked = _reask_prompt(prompt, reason)
+            try:
+                text, used = self._complete(asked, req, offline)
+            except (ModuleNotFoundError, LLMSetupError):
+                raise  # a missing library, a rejected key: ours to fix, not the request's
+            except LLMRefused as exc:  # a safety block: asking again gets the same block
+                self.usage.refusals += 1
+                log.info("LLM request refused (%s): %s", self.spec, exc.reason)
+                result = LLMResult("refused", None, exc.text, exc.reason, attempts, False,
+                                   req.key, tokens)
+                self.store(req, result)
+                return result
+            except Exception as exc:  # transport: 429/5xx after retries, timeouts, refused
+                self.usage.api_errors += 1
+                notes = "; ".join(getattr(exc, "__notes__", None) or [])
+                msg = f"{type(exc).__name__}: {_short(str(exc))}" + (f" ({notes})" if notes else "")
+                log.warning("LLM request failed (%s): %s", self.spec, msg)
+                return LLMResult("error", None, text, msg, attempts, False, req.key, tokens,
+                                 transient=self.transient(exc))
+            for k, v in used.items():
+                tokens[k] = tokens.get(k, 0) + int(v or 0)
+            self.usage.add_tokens(used)
+            value, err = self.check_text(req, text, validate)
+            if err is None:
+                result = LLMResult("ok", value, text, None, attempts, False, req.key, tokens)
+                self.store(req, result)
+                return result
+            reason = err
+            log.info("LLM answer rejected (attempt %d): %s", attempts, err)
+        self.usage.failures += 1
+        result = LLMResult("failed", None, text, reason, attempts, False, req.key, tokens)
+        self.store(req, result)
+        return result
+
+    def _complete(
+        self, prompt: str, req: LLMRequest, offline: Callable[[], Any] | None
+    ) -> tuple[str | None, dict[str, int]]:
+        raise NotImplementedError  # abstract: GeminiLLM and OfflineLLM implement it
+
+    def transient(self, exc: BaseException) -> bool:
+        """Whether a later ask may succeed after ``exc`` (default: yes; GeminiLLM tells 429,
+        5xx and timeouts from requests the API rejects)."""
+        return True
+
+
+def _reask_prompt(prompt: str, reason: str) -> str:
+    return (
+        f"{prompt}\n\nYour previous answer was rejected ({reason}). "
+        "Answer again with JSON only, matching the response schema exactly."
+    )
+
+
+def _short(text: str, n: int = 300) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= n else text[: n - 3] + "..."

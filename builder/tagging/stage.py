@@ -1,0 +1,356 @@
+"""Stage ``tagging``: every kept image gets the ordered list of concepts it shows (Appendix B).
+
+``python -m builder.tagging [--llm gemini:MODEL|offline] [--images-per-request 8] [--batch]``
+
+The prompt (``data/prompts/tagging.txt``, its sha256 recorded on every tag row and in the
+stage-run record) carries the full concept list of the build; one request holds several
+images, numbered by their order, and asks for structured JSON ``{index: [concept, ...]}``
+(as a list of ``{index, concepts}`` objects, the shape Gemini's response schema supports), in
+priority order. Per image, an answer is valid when its index is answered exactly once, every
+label is in the concept list (no repeats) and the list is not empty. An image whose answer is
+not valid (a label outside the list, a missing index, an empty list: the model refused or saw
+nothing; a safety block of the request) is recorded (``tags.status='retry'`` with the reason
+and the raw answer) and asked again once, alone; if that answer is not valid either, the image
+ends ``failed`` (labels or shape, or a request the API rejects) or ``refused`` (empty list, or
+blocked: the block reason is kept), reason and raw text (clipped) kept. An invalid answer is
+never stored as tags. A transient failure (429/5xx after the retries, a timeout: no answer at
+all) is not the image's: it is recorded ``transient`` and every later run asks again (with
+``--llm-retry-failed`` the ``failed`` ones too). After :data:`TRANSIENT_STOP` requests in a row
+end that way the service is taken to be down: the stage stops asking, says so, and exits 1.
+Requests hold at most ``--images-per-request`` images and :data:`REQUEST_BUDGET` bytes (the
+20 MB inline limit); the progress bar counts images and, while it waits, says on what.
+
+``--batch`` sends the requests through the Gemini Batch API (half price, asynchronous):
+submit, poll, collect; the job name is in the catalog (``tag_batch_jobs``) before polling
+starts, so an interrupted run picks the same job up (see :mod:`builder.tagging.batch`). Both
+paths judge and record answers with the rules of :mod:`builder.tagging.rules`.
+
+``--llm offline`` tags each image with its own crawl concept(s) only: a weaker stand-in for
+the model (it cannot see a second concept in the picture, so cultural and non-relevant
+candidates are filtered only by their crawl concept). It goes through the same validation.
+
+Resumable: tags are written per request; images with a tag row are not asked again (rows in
+``retry`` go straight to the alone phase, rows in ``transient`` are asked again), and the LLM
+response cache makes a re-run free. Exit code 1 when work is left for a later run (a batch job
+still running, transient failures).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from tqdm.auto import tqdm
+
+from builder.catalog import Catalog
+from builder.llm.client import BaseLLM, OfflineLLM, add_llm_args, llm_from_args
+from builder.prompts import load_prompt
+from builder.stagekit import (
+    StageInputError,
+    format_summary,
+    report_run,
+    stage_main,
+    stage_parser,
+    stage_run,
+)
+from builder.statuses import USABLE_ITEMS
+from builder.tagging.rules import (
+    REQUEST_BUDGET,
+    Group,
+    GroupAnswer,
+    Img,
+    TagContext,
+    Verdict,
+    answer_of,
+    judge,
+    record,
+    send_estimate,
+)
+from core import datatables
+
+log = logging.getLogger(__name__)
+
+STAGE = "tagging"
+PROMPT = ("tagging.txt", ("n_images", "last_index", "n_concepts", "concepts"))
+KEPT = USABLE_ITEMS
+TRANSIENT_STOP = 5  # requests in a row with transient errors: the service is down, stop asking
+WAIT_NOTE_EVERY = 2.0  # seconds between "waiting on ..." notes on the progress bar
+
+
+def concept_list(cat: Catalog) -> list[str]:
+    """The build's concepts: kept catalog concepts (else data/concepts.txt) plus crawl concepts."""
+    kept = [r[0] for r in cat.query("SELECT name FROM concepts WHERE status='kept' ORDER BY name")]
+    base = kept or datatables.concepts()
+    crawl = [r[0] for r in cat.query("SELECT DISTINCT concept FROM items ORDER BY concept")]
+    return sorted(set(base) | set(crawl))
+
+
+def images_to_tag(cat: Catalog, retry_failed: bool = False) -> tuple[list[Img], list[Img]]:
+    """(images to ask in groups: no tag row, a ``transient`` one, with ``retry_failed`` a
+    ``failed`` one; images whose row waits for a retry alone), by sha."""
+    rows = cat.query(
+        "SELECT i.sha256, im.ext, im.format, i.concept, MIN(i.rank) AS best, t.status AS tstatus"
+        " FROM items i JOIN images im ON im.sha256 = i.sha256"
+        " LEFT JOIN tags t ON t.sha256 = i.sha256"
+        " WHERE i.status IN ('ok', 'kept') AND i.sha256 IS NOT NULL"
+        " GROUP BY i.sha256, i.concept ORDER BY i.sha256, best, i.concept"
+    )
+    by_sha: dict[str, tuple[Img, str | None]] = {}
+    for r in rows:
+        if r["sha256"] not in by_sha:
+            by_sha[r["sha256"]] = (Img(r["sha256"], r["ext"], r["format"], []), r["tstatus"])
+        by_sha[r["sha256"]][0].crawl_concepts.append(r["concept"])
+    again = {None, "transient"} | ({"failed"} if retry_failed else set())
+    fresh = [img for img, st in by_sha.values() if st in again]
+    retry = [img for img, st in by_sha.values() if st == "retry"]
+    return fresh, retry
+
+
+def offline_answer(group: Group, allowed: set[str]) -> dict[str, Any]:
+    """The documented offline stand-in: each image's own crawl concept(s), nothing else."""
+    return {"images": [{"index": i, "concepts": [c for c in img.crawl_concepts if c in allowed]}
+                       for i, img in enumerate(group.images)]}
+
+
+def ask_sync(ctx: TagContext, group: Group) -> GroupAnswer:
+    """One request through the synchronous client (cache, re-asks on bad JSON, offline twin)."""
+    args = ctx.request_args(group)
+    res = ctx.llm.generate_structured(
+        args.pop("prompt"), args.pop("schema"), **args,
+        offline=lambda: offline_answer(group, ctx.allowed),
+    )
+    return answer_of(res)
+
+
+def chunk(images: list[Img], size: int, cost: Callable[[Img], int] | None = None,
+          budget: int = REQUEST_BUDGET) -> list[Group]:
+    """Consecutive groups of at most ``size`` images and ``budget`` bytes (``cost`` per
+    image; a single image over the budget is a group of its own)."""
+    groups: list[Group] = []
+    cur: list[Img] = []
+    used = 0
+    for img in images:
+        c = cost(img) if cost is not None else 0
+        if cur and (len(cur) >= size or used + c > budget):
+            groups.append(Group(cur))
+            cur, used = [], 0
+        cur.append(img)
+        used += c
+    if cur:
+        groups.append(Group(cur))
+    return groups
+
+
+def drop_missing(cat: Catalog, ctx: TagContext, images: list[Img], run_id: int,
+                 counts: Counter) -> list[Img]:
+    """Images whose bytes are in the work dir; the others get a recorded failure (not asked)."""
+    present, missing = [], []
+    for img in images:
+        (present if ctx.wd.image_path(img.sha256, img.ext).is_file() else missing).append(img)
+    for img in missing:
+        record(cat, ctx, Group([img], alone=True),
+               GroupAnswer(None, None, "image file missing from the work dir"),
+               [Verdict("failed", None, "image file missing from the work dir")], run_id, counts)
+    return present
+
+
+def ask_all(ctx: TagContext, groups: list[Group], workers: int,
+            bar: Any = None) -> Iterator[tuple[Group, GroupAnswer]]:
+    """(group, answer) in group order, ``workers`` requests in flight (the rate limit holds).
+
+    While the next answer is awaited, ``bar`` (a tqdm bar) says what it waits on every
+    :data:`WAIT_NOTE_EVERY` seconds. Closing the iterator cancels the requests not started.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+    from concurrent.futures import TimeoutError as FuturesTimeout
+
+    if callable(getattr(ctx.llm, "client", None)):
+        # Create the client before the threads: GeminiLLM.client() creates it lazily without a
+        # lock, and a client that loses that race is closed under the thread using it.
+        ctx.llm.client()
+    started: dict[int, float] = {}
+
+    def ask(i: int, g: Group) -> GroupAnswer:
+        started[i] = time.monotonic()
+        try:
+            return ask_sync(ctx, g)
+        finally:
+            started.pop(i, None)
+
+    with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="tagging") as ex:
+        futures = [ex.submit(ask, i, g) for i, g in enumerate(groups)]
+        try:
+            for g, fut in zip(groups, futures, strict=True):
+                while True:
+                    try:
+                        ans = fut.result(timeout=WAIT_NOTE_EVERY)
+                        break
+                    except FuturesTimeout:
+                        if bar is not None:
+                            bar.set_postfix_str(waiting_note(started, ctx.llm), refresh=True)
+                if bar is not None:
+                    bar.set_postfix_str("", refresh=False)
+                yield g, ans
+        finally:
+            for fut in futures:
+                fut.cancel()
+
+
+def waiting_note(started: dict[int, float], llm: BaseLLM) -> str:
+    """What the stage waits on: the requests in flight and the oldest one's age."""
+    now = time.monotonic()
+    ages = [now - t for t in list(started.values())]
+    if not ages:
+        return "waiting for the rate limit (--llm-rpm)"
+    limit = getattr(getattr(llm, "config", None), "timeout_s", None)
+    cap = f" (HTTP requests end at {limit:g}s, then retry)" if limit else ""
+    return f"waiting on {len(ages)} request(s), oldest {max(ages):.0f}s{cap}"
+
+
+def run_tagging(
+    catalog: Catalog, llm: BaseLLM, images_per_request: int = 8, batch: bool = False,
+    poll_interval: float = 30.0, batch_timeout: float = 24 * 3600.0, workers: int = 1,
+    batch_job_bytes: int | None = None,
+) -> Counter:
+    """Tag every kept image without tags (see the module docstring); returns the counts.
+
+    ``workers``: synchronous requests in flight at once (answers are recorded in order, each
+    request in its own transaction, so a kill loses at most the requests in flight).
+    ``batch_job_bytes``: the size of one Batch API job (default ``tagging_batch.MAX_JOB_BYTES``).
+    """
+    if images_per_request < 1:
+        raise StageInputError("--images-per-request must be >= 1")
+    template, prompt_sha = load_prompt(*PROMPT)
+    ctx = TagContext(catalog.workdir, llm, template, prompt_sha, concept_list(catalog))
+    retry_failed = bool(getattr(llm.config, "retry_failed", False))
+    use_batch = batch and not isinstance(llm, OfflineLLM)
+    if batch and not use_batch:
+        log.info("--batch with --llm offline: answering synchronously (no API involved)")
+    params = {"llm": llm.spec, "images_per_request": images_per_request, "batch": use_batch,
+              "workers": workers,
+              "prompt_sha": prompt_sha, "n_concepts": len(ctx.concepts)}
+    counts: Counter = Counter()
+
+    def cost(img: Img) -> int:
+        return send_estimate(ctx.wd, img)
+
+    with stage_run(catalog, STAGE, params, llm=llm) as rec:
+        todo = images_to_tag(catalog, retry_failed)
+        counts["images_to_tag"] = len(todo[0]) + len(todo[1])
+        phases: list[tuple[str, Callable[[], list[Group]]]] = [
+            ("first", lambda: chunk(drop_missing(catalog, ctx, images_to_tag(
+                catalog, retry_failed)[0], rec.run_id, counts), images_per_request, cost)),
+            ("retry", lambda: [Group([img], alone=True) for img in drop_missing(
+                catalog, ctx, images_to_tag(catalog)[1], rec.run_id, counts)]),
+        ]
+        for phase, groups_fn in phases:
+            if use_batch:
+                from builder.tagging.batch import MAX_JOB_BYTES, run_batch_phase
+
+                if not run_batch_phase(catalog, ctx, groups_fn, phase, rec.run_id, counts,
+                                       poll_interval, batch_timeout,
+                                       batch_job_bytes or MAX_JOB_BYTES):
+                    counts["batch_pending"] = 1
+                    break
+                continue
+            if not ask_phase(catalog, ctx, groups_fn(), phase, workers, rec.run_id, counts):
+                break
+        counts.update(final_counts(catalog))
+        rec.counts = dict(counts)
+        rec.summary = summary(counts, llm.spec)
+    return counts
+
+
+def ask_phase(cat: Catalog, ctx: TagContext, groups: list[Group], phase: str, workers: int,
+              run_id: int, counts: Counter) -> bool:
+    """Ask and record one phase's requests; False when it stopped on transient errors."""
+    final = phase == "retry"
+    streak = 0
+    total = sum(len(g.images) for g in groups)
+    with tqdm(total=total, desc=f"tagging ({phase})", unit="image", disable=not groups) as bar:
+        answers = ask_all(ctx, groups, workers, bar)
+        try:
+            for group, ans in answers:
+                record(cat, ctx, group, ans, judge(ans, len(group.images), ctx.allowed, final),
+                       run_id, counts)
+                bar.update(len(group.images))
+                streak = streak + 1 if ans.transient else 0
+                if streak >= TRANSIENT_STOP:
+                    counts["stopped_transient"] = streak
+                    counts["stopped_reason"] = ans.error or ""
+                    log.warning("%d requests in a row failed with transient errors (last: "
+                                "%s): the service looks unavailable; stopping", streak, ans.error)
+                    return False
+        finally:
+            answers.close()
+    return True
+
+
+def final_counts(cat: Catalog) -> dict[str, int]:
+    """Tag states over the kept images (what the stage leaves behind)."""
+    out: dict[str, int] = {}
+    for r in cat.query(
+        "SELECT COALESCE(t.status, 'untagged') AS s, COUNT(DISTINCT i.sha256) AS n FROM items i"
+        " LEFT JOIN tags t ON t.sha256 = i.sha256 WHERE i.status IN ('ok', 'kept')"
+        " AND i.sha256 IS NOT NULL GROUP BY s"
+    ):
+        out[f"kept_images_{r['s']}"] = int(r["n"])
+    return out
+
+
+def summary(counts: Counter, spec: str) -> str:
+    states = {k[12:]: v for k, v in counts.items() if k.startswith("kept_images_")}
+    asks = {k: v for k, v in counts.items() if k.startswith(("group_", "alone_"))}
+    text = format_summary(
+        f"tagging ({spec}): {counts.get('images_to_tag', 0)} image(s) to tag this run",
+        {"kept images by tag state": states, "answers per image": asks},
+    )
+    if counts.get("stopped_transient"):
+        text += (f"\n  stopped asking after {counts['stopped_transient']} requests in a row failed"
+                 f" with transient errors (last: {counts.get('stopped_reason')}): the service "
+                 "looks unavailable; run the same command again later")
+    if states.get("transient"):
+        text += (f"\n  {states['transient']} image(s) hit transient errors (429/5xx, timeouts, "
+                 "a failed batch job): not their fault; the next run asks for them again")
+    if counts.get("batch_pending"):
+        text += "\n  batch job still running: run the same command again to collect it"
+    return text
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = stage_parser("builder.tagging.stage", __doc__)
+    p.add_argument("--images-per-request", type=int, default=8,
+                   help="images in one request, keyed by index (default 8)")
+    p.add_argument("--workers", type=int, default=4,
+                   help="synchronous requests in flight (default 4; the --llm-rpm limit holds)")
+    p.add_argument("--batch", action="store_true",
+                   help="use the Gemini Batch API (asynchronous, half price; resumable)")
+    p.add_argument("--poll-interval", type=float, default=30.0,
+                   help="seconds between batch job polls (default 30)")
+    p.add_argument("--batch-timeout", type=float, default=24 * 3600.0,
+                   help="stop polling after this many seconds; re-run to pick the job up")
+    add_llm_args(p)
+    return p
+
+
+def _cli(args: argparse.Namespace) -> int:
+    with Catalog.open(args.workdir) as catalog:
+        llm = llm_from_args(args, catalog.workdir.llm_cache_path)
+        counts = run_tagging(catalog, llm, args.images_per_request, args.batch,
+                             args.poll_interval, args.batch_timeout, args.workers)
+        report_run(catalog, STAGE)  # its last lines say what is left for a later run
+    left = counts.get("batch_pending") or counts.get("stopped_transient") or counts.get(
+        "kept_images_transient")
+    return 1 if left else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return stage_main(build_parser(), _cli, argv)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,3 @@
+"""The shared core every package stands on: files, text, the data/ tables, the CLI kit and
+typed options, logs, devices, the image decoder, and the release format and rules that both
+the triplet tools and the evaluator use. It imports nothing of ours above it."""

@@ -1,0 +1,184 @@
+"""The one image decoder: bytes -> the RGB picture a person sees in a browser or a viewer.
+
+The builder (download validation, image dedup, the tagger's re-encoded images), the evaluator
+(every image a model embeds) and the release's ``width`` / ``height`` all go through
+:func:`decode_image`, so an image is never one picture to the model and another to an
+annotator. In order:
+
+1. **Size before reading.** :func:`read_image_file` stats a file and refuses one above
+   :data:`MAX_FILE_BYTES` (64 MiB) without reading a byte of it.
+2. **Pixels before decoding.** :func:`open_image` reads the header only and refuses an image
+   whose declared width x height exceeds the cap (:data:`MAX_PIXELS`), or is 0 (a 0x0
+   image), before a single pixel is decoded. Pillow's ``Image.MAX_IMAGE_PIXELS`` is not the
+   cap: it sets Pillow's *warning* level, and Pillow raises only at twice that, so a
+   16000x16000 PNG (256 Mpx, 31 KB on disk, 4 GB decoded) would pass it.
+3. **EXIF orientation, once.** The EXIF ``Orientation`` tag is applied
+   (``ImageOps.exif_transpose``): an orientation-6 JPEG stored 64x32 comes out 32x64,
+   upright, as a browser and Label Studio show it. A malformed EXIF block leaves the image
+   as stored.
+4. **Every mode to the RGB a viewer shows** (:func:`to_rgb`):
+
+   ==================  ==================================================================
+   mode                becomes
+   ==================  ==================================================================
+   RGB, L, 1, CMYK,    Pillow's own conversion (``1``: 0 black, 1 white; CMYK as Pillow
+   YCbCr, LAB, HSV     converts it, no ICC profile applied)
+   I;16, I;16B/L/N,    16-bit grey: value / 257, rounded (65535 white, 0 black); values
+   I                   of mode ``I`` outside 0..65535 are clipped to it
+   F                   floating grey: 0.0 black, 1.0 white, clipped; NaN black
+   RGBA, LA, PA, La,   composited over white, as a browser shows a transparent image on a
+   RGBa, P with        white page: ``round(c * a / 255 + 255 * (1 - a / 255))`` per channel
+   transparency
+   ==================  ==================================================================
+
+Pillow's own ``convert("RGB")`` clips 16-bit values at 255 (almost every 16-bit image
+becomes white, and two different 16-bit pictures become near duplicates) and drops alpha
+(transparent pixels show whatever colour they happen to store), which is why it is not used
+for those modes.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+import warnings
+from pathlib import Path
+from typing import Any
+
+from core.errors import DataError
+
+log = logging.getLogger(__name__)
+
+MAX_PIXELS = 178_956_970  # the evaluator's cap (Pillow's own error level, stated explicitly)
+MAX_FILE_BYTES = 64 * 1024 * 1024  # an image file above this is refused unread
+DECODER_VERSION = 2  # bump when the picture of some bytes changes (part of image cache keys)
+
+_SIXTEEN_BIT = ("I;16", "I;16B", "I;16L", "I;16N", "I;16S", "I;16BS", "I;16LS")
+_ALPHA = ("RGBA", "LA", "PA", "La", "RGBa")
+
+
+class ImageRefused(DataError):
+    """An image refused unread or unopened: over the pixel cap, 0x0, or a file too large."""
+
+    def __init__(self, label: str, detail: str, kind: str = "decompression_bomb"):
+        what = {"decompression_bomb": "decompression-bomb cap", "empty_image": "no pixels",
+                "too_large": "file size limit"}[kind]
+        super().__init__(f"refused image {label}: {detail} ({what})")
+        self.label, self.detail, self.kind = label, detail, kind
+
+
+def read_image_file(path: str | Path, label: str | None = None,
+                    max_bytes: int = MAX_FILE_BYTES) -> bytes:
+    """The bytes of an image file, or :class:`ImageRefused` (kind ``too_large``) when it is
+    above ``max_bytes``: the size comes from ``stat``, so a 2 GB file is never read."""
+    path = str(path)
+    size = os.stat(path).st_size
+    if size > max_bytes:
+        raise ImageRefused(label or path, f"file of {size} bytes exceeds the limit of "
+                                          f"{max_bytes} bytes", "too_large")
+    with open(path, "rb") as f:
+        data = f.read(max_bytes + 1)  # a file that grew since the stat is still bounded
+    if len(data) > max_bytes:
+        raise ImageRefused(label or path, f"file of more than {max_bytes} bytes exceeds the "
+                                          "limit", "too_large")
+    return data
+
+
+def open_image(data: bytes, label: str = "image", max_pixels: int = MAX_PIXELS) -> Any:
+    """The PIL image of ``data`` opened from its header only (nothing decoded yet), after
+    checking width x height against ``max_pixels`` and against 0.
+
+    Raises :class:`ImageRefused` over the cap (Pillow's own bomb error, raised at open above
+    its limit, becomes the same refusal) or with no pixels, and :class:`DataError` for bytes
+    Pillow cannot identify (``__cause__`` holds Pillow's exception).
+    """
+    from PIL import Image
+
+    with warnings.catch_warnings():  # our cap decides, not Pillow's warning level
+        warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+        try:
+            im = Image.open(io.BytesIO(data))
+        except Image.DecompressionBombError as e:
+            raise ImageRefused(label, str(e).split(",", 1)[0]) from None
+        except Exception as e:  # noqa: BLE001 - whatever the parser says, it is not an image
+            raise DataError(f"undecodable image {label}: {type(e).__name__}: {e}") from e
+    width, height = im.size
+    if width * height > max_pixels:
+        im.close()
+        raise ImageRefused(
+            label, f"{width}x{height} = {width * height} pixels exceeds the cap {max_pixels}")
+    if width * height == 0:
+        im.close()
+        raise ImageRefused(label, f"{width}x{height} image", "empty_image")
+    return im
+
+
+def decode_image(data: bytes, label: str, max_pixels: int = MAX_PIXELS) -> Any:
+    """Decode bytes to the RGB PIL image a viewer shows (module docstring: EXIF orientation
+    applied, every mode converted), or raise :class:`ImageRefused` (over the pixel cap or
+    0x0, never decoded; bytes above :data:`MAX_FILE_BYTES`) or :class:`DataError` naming
+    ``label``."""
+    if len(data) > MAX_FILE_BYTES:
+        raise ImageRefused(label, f"{len(data)} bytes exceeds the limit of {MAX_FILE_BYTES} "
+                                  "bytes", "too_large")
+    im = open_image(data, label, max_pixels)
+    try:
+        with im:
+            im.load()
+            return to_rgb(upright(im))
+    except Exception as e:  # noqa: BLE001 - any decoder failure is bad data
+        raise DataError(f"undecodable image {label}: {type(e).__name__}: {e}") from e
+
+
+def orientation(im: Any) -> int:
+    """The EXIF ``Orientation`` of an opened image (1, upright, when absent or unreadable)."""
+    try:
+        value = im.getexif().get(0x0112, 1)
+        return int(value) if int(value) in range(1, 9) else 1
+    except Exception:  # noqa: BLE001 - a malformed EXIF block: shown as stored
+        return 1
+
+
+def upright(im: Any) -> Any:
+    """``im`` turned as its EXIF orientation says (a loaded image; itself when upright)."""
+    from PIL import ImageOps
+
+    if orientation(im) == 1:
+        return im
+    try:
+        return ImageOps.exif_transpose(im)
+    except Exception as e:  # noqa: BLE001 - a malformed EXIF block: shown as stored
+        log.debug("EXIF orientation of an image not applied: %s", e)
+        return im
+
+
+def to_rgb(im: Any) -> Any:
+    """The RGB picture of a loaded PIL image of any mode (table in the module docstring)."""
+    import numpy as np
+    from PIL import Image
+
+    mode = im.mode
+    if mode == "RGB":
+        return im.copy()
+    if mode in _SIXTEEN_BIT or mode == "I":
+        a = np.asarray(im).astype(np.int64)
+        grey = (np.clip(a, 0, 65535) + 128) // 257
+        return _grey(grey.astype(np.uint8))
+    if mode == "F":
+        a = np.nan_to_num(np.asarray(im, dtype=np.float64), nan=0.0)
+        return _grey(np.rint(np.clip(a, 0.0, 1.0) * 255).astype(np.uint8))
+    if mode == "P" and ("transparency" in im.info or getattr(im.palette, "mode", "") == "RGBA"):
+        im, mode = im.convert("RGBA"), "RGBA"
+    if mode in _ALPHA:
+        rgba = np.asarray(im.convert("RGBA"), dtype=np.uint32)
+        c, a = rgba[..., :3], rgba[..., 3:4]
+        out = (c * a + 255 * (255 - a) + 127) // 255
+        return Image.fromarray(out.astype(np.uint8), "RGB")
+    return im.convert("RGB")
+
+
+def _grey(a: Any) -> Any:
+    from PIL import Image
+
+    return Image.fromarray(a, "L").convert("RGB")

@@ -1,0 +1,107 @@
+"""``datasets`` access shared by the readers: configs of a folder or hub id, one split, image bytes.
+
+Every failure of the ``datasets`` / hub stack (offline, no such repo, no such config, a broken
+card) becomes one :class:`~core.errors.DataError` line naming the dataset; images are read
+undecoded (``Image(decode=False)``) from the memory-mapped table, one on demand.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from core.errors import DataError
+from core.files import folder_stamp
+
+
+class EmptySplit(DataError):
+    """The split has a schema and no rows (``datasets`` refuses to load it)."""
+
+
+def check_spec(path_or_id: str, flag: str = "--dataset") -> None:
+    """A local folder or a hub id ``ORG/NAME``."""
+    if not Path(path_or_id).exists() and path_or_id.count("/") != 1:
+        raise DataError(f"{flag}: {path_or_id!r} is neither a folder nor a hub id ORG/NAME")
+
+
+def one_line(e: Exception) -> str:
+    """``Type: first line of the message`` (every loader failure is one line)."""
+    text = str(e).strip()
+    return f"{type(e).__name__}: {text.splitlines()[0] if text else ''}".rstrip(": ")
+
+
+def cache_kwargs(path_or_id: str) -> dict[str, str]:
+    """``cache_dir`` for ``datasets.load_dataset`` of a LOCAL folder: one of its own, keyed by
+    its absolute path and its files' names, sizes and modification times.
+
+    datasets 5.2 keys the cache of a local folder by its base name and config only: two
+    folders named alike (two snapshots ``a/rel`` and ``b/rel``), or a folder whose files
+    changed, would be answered with the first one's cached table. Hub ids keep the default
+    cache (keyed by repo and revision)."""
+    p = Path(path_or_id)
+    if not p.exists():
+        return {}
+    import datasets
+
+    key = hashlib.sha256(f"{p.resolve()}\0{folder_stamp(p)}".encode()).hexdigest()[:20]
+    return {"cache_dir": str(Path(datasets.config.HF_DATASETS_CACHE) / "xcm3-local" / key)}
+
+
+def config_names(path_or_id: str, revision: str | None = None) -> list[str]:
+    """The dataset's configs (``["default"]`` for a plain folder of data files)."""
+    import datasets
+
+    check_spec(path_or_id)
+    try:
+        return list(datasets.get_dataset_config_names(path_or_id, revision=revision))
+    except Exception as e:  # noqa: BLE001 - any loader failure is one clear line
+        raise DataError(f"--dataset {path_or_id}: cannot read its configs: {one_line(e)}") from e
+
+
+def load_split(path_or_id: str, config: str | None, split: str | None,
+               revision: str | None = None) -> Any:
+    """One split of one config (``split=None``: the only split, whatever its name)."""
+    import datasets
+
+    what = f"{path_or_id}" + (f" config {config!r}" if config else "")
+    try:
+        ds = datasets.load_dataset(path_or_id, config, split=split, revision=revision,
+                                   **cache_kwargs(path_or_id))
+    except Exception as e:  # noqa: BLE001 - any loader failure is one clear line
+        if isinstance(e, ValueError) and "corresponds to no data" in str(e):
+            raise EmptySplit(f"--dataset {what}: no rows") from e
+        raise DataError(f"--dataset {what}: cannot load: {one_line(e)}") from e
+    if split is None:
+        if len(ds) != 1:
+            raise DataError(f"--dataset {what}: expected one split, found {sorted(ds)}")
+        ds = next(iter(ds.values()))
+    return ds
+
+
+def image_bytes_reader(ds: Any, id_column: str, what: str, embedded_only: bool = False,
+                       ) -> tuple[list[str], Callable[[str], bytes]]:
+    """(image ids in row order, ``id -> bytes``) of a split with an ``image`` column.
+
+    The column is read undecoded: embedded bytes, or (unless ``embedded_only``) a readable
+    local path.
+    """
+    import datasets
+
+    ds = ds.select_columns([id_column, "image"]).cast_column("image", datasets.Image(decode=False))
+    table = ds.data  # pyarrow, memory-mapped
+    ids = [str(x) for x in table.column(id_column).to_pylist()]
+    row = {iid: i for i, iid in reversed(list(enumerate(ids)))}
+    col = table.column("image")
+
+    def read(iid: str) -> bytes:
+        cell = col[row[iid]].as_py() or {}
+        if cell.get("bytes"):
+            return cell["bytes"]
+        if not embedded_only and cell.get("path") and Path(cell["path"]).is_file():
+            return Path(cell["path"]).read_bytes()
+        raise DataError(f"{what}: image {iid} has no embedded bytes"
+                        + ("" if embedded_only else " and no readable path"))
+
+    return ids, read
