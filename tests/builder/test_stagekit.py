@@ -170,7 +170,7 @@ def test_missing_ddgs_is_one_line_and_leaves_the_searches_pending(tmp_path):
     with Catalog.open(wd) as cat:
         _food_query(cat)
     proc = _without("ddgs", ["--workdir", str(wd), "--countries", "THA", "--languages",
-                             "english"], "crawl")
+                             "english"], "crawl.stage")
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.splitlines()[-1] == f"error: the Python module 'ddgs' is missing; {INSTALL}"
     assert "Traceback" not in proc.stderr
