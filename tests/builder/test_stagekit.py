@@ -158,9 +158,13 @@ def test_sigterm_handler_is_installed_only_while_a_stage_runs():
 
 
 # -- a missing optional library: one line, exit 2, nothing blamed on the input ---------------
+STAGE_MODULES = {"crawl": "crawl.stage", "tagging": "tagging.stage"}
+
+
 def _without(module: str, argv: list[str], stage: str, env: dict[str, str] | None = None):
     code = (f"import sys; sys.modules[{module!r}] = None\n"
-            f"from builder.{stage} import main\nsys.exit(main({argv!r}))")
+            f"from builder.{STAGE_MODULES.get(stage, stage)} import main\n"
+            f"sys.exit(main({argv!r}))")
     return subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}, timeout=120)
 
@@ -170,7 +174,7 @@ def test_missing_ddgs_is_one_line_and_leaves_the_searches_pending(tmp_path):
     with Catalog.open(wd) as cat:
         _food_query(cat)
     proc = _without("ddgs", ["--workdir", str(wd), "--countries", "THA", "--languages",
-                             "english"], "crawl.stage")
+                             "english"], "crawl")
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.splitlines()[-1] == f"error: the Python module 'ddgs' is missing; {INSTALL}"
     assert "Traceback" not in proc.stderr
