@@ -84,10 +84,7 @@ def public(obj: Any, root: Path) -> Any:
         return [public(v, root) for v in obj]
     if not isinstance(obj, str):
         return obj
-    try:
-        obj.encode("utf-8")
-    except UnicodeEncodeError:
-        obj = obj.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+    obj = re.sub("[\ud800-\udfff]", "\ufffd", obj)
 
     def local(m: re.Match[str]) -> str:
         text = m.group(0)
