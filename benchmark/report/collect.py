@@ -121,6 +121,11 @@ def _shorten(name: str, keep: int) -> str:
     return _PATH.sub(last, " ".join(name.split()))
 
 
+def short_path(text: str) -> str:
+    """``text`` with each local path cut to its last two parts (``…/data/xcm``)."""
+    return _shorten(text, 2)
+
+
 def display_labels(names: Iterable[str], width: int = 48) -> dict[str, str]:
     """Short unique labels for tables and figures: a local path in a name
     (``open_clip:local-dir:/home/me/ckpt/v2``) keeps its last folders (``…/v2``, more where

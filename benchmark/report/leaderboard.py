@@ -17,7 +17,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from benchmark.report.collect import Collection
+from benchmark.report.collect import Collection, short_path
 from benchmark.report.page import Cell, Row, Table
 
 
@@ -163,7 +163,7 @@ def board_note(b: Board, markdown: bool = True) -> str:
     """What a board holds: its dataset(s), fingerprint, and how neighbours were tested
     (Markdown emphasis, or plain text for the HTML page)."""
     em, code = ("*", "`") if markdown else ("", "")
-    data = ", ".join(f"{t}: {name}" for t, name in b.datasets.items())
+    data = ", ".join(f"{t}: {short_path(name)}" for t, name in b.datasets.items())
     lines = [f"Data fingerprint {code}{b.fingerprint}{code} ({data})."]
     if b.rank:
         from benchmark.metrics.significance import ALPHA
