@@ -160,6 +160,9 @@ def test_serve_starts_label_studio_on_loopback(tmp_path):
         assert who.json()["email"] == "lead@example.com"
         assert password not in (wd.root / "label-studio" / "label-studio.log").read_text(
             errors="replace")
+        folder = wd.root / "label-studio"  # the database holds the token: the owner's only
+        assert {p.stat().st_mode & 0o777 for p in folder.glob("data/*.sqlite3")} == {0o600}
+        assert {p.stat().st_mode & 0o777 for p in (folder, folder / "data")} == {0o700}
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=60)
