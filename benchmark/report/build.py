@@ -66,6 +66,7 @@ class FigureMaker:
         try:
             draw(data, path, *rest)
         except (KeyError, TypeError, ValueError, IndexError, AttributeError) as e:
+            plots.style.setup().close("all")  # the half-drawn figure, not kept open
             msg = f"figure {name}: skipped, malformed scores ({type(e).__name__}: {e})"
             log.warning("%s", msg)
             self.problems.append(msg)
