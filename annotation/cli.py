@@ -120,7 +120,7 @@ def _ls_args(p: argparse.ArgumentParser) -> None:
 
 
 def _serve_ls(args: argparse.Namespace) -> int:
-    from annotation.server import serve
+    from annotation.serve import serve
     from builder.workdir import WorkDir
 
     return serve(WorkDir.open(args.workdir).root, args.port, args.label_studio,

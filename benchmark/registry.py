@@ -122,12 +122,19 @@ def load_user_adapter(target: str, **overrides: Any) -> Any:
     from benchmark.models.base import Adapter, UserAdapter
 
     cls = import_target(target)
+    if not callable(cls):
+        raise RegistryError(f"{target} is a {type(cls).__name__}, not an adapter class")
     kw = accepted(cls, overrides)
     ignored = sorted(set(overrides) - set(kw))
     if ignored:
         log.warning("%s does not accept %s; ignored", target, ", ".join(ignored))
-    obj = cls(**kw)
-    return obj if isinstance(obj, Adapter) else UserAdapter(obj, target, **kw)
+    try:  # the user's code: its failure is one line naming it, never "a bug in 3XCM"
+        obj = cls(**kw)
+        return obj if isinstance(obj, Adapter) else UserAdapter(obj, target, **kw)
+    except Exception as e:  # noqa: BLE001
+        log.debug("%s failed", target, exc_info=True)
+        raise RegistryError(f"{target} is not a usable adapter: {type(e).__name__}: {e} "
+                            "(one needs encode_texts and encode_images: docs/models.md)") from e
 
 
 def load_model(name: str, conventions: str = "reference", **overrides: Any) -> Any:

@@ -34,6 +34,7 @@ from pydantic import BaseModel, ConfigDict
 from benchmark import __version__
 from benchmark.models.base import ModelSpec
 from core import files
+from core.errors import DataError
 
 SCHEMA_VERSION = 1
 
@@ -62,12 +63,26 @@ class ResultFile(BaseModel):
     scores: dict[str, Any]
 
 
+SAFE_SLUG = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
+
+
 def model_slug(name: str) -> str:
-    """File-system safe model name: ``open_clip:ViT-L-14/openai`` -> ``open_clip_ViT-L-14_openai``."""
-    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._")
-    return slug or "model"
+    """The model's folder name: the name itself when it is already a safe one (lower case,
+    ``[a-z0-9._-]``, at most 64 characters), else a readable part and a short hash of the
+    whole name (``open_clip:ViT-L-14/openai`` -> ``open_clip_ViT-L-14_openai-<10 hex>``), so
+    that two names never share a folder, also on a case-insensitive file system."""
+    if SAFE_SLUG.fullmatch(name) and not name.endswith("."):
+        return name
+    readable = re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._-")[:48] or "model"
+    return f"{readable}-{files.sha256_text(name)[:10]}"
 
 
+def schema_problem(raw: dict[str, Any]) -> str | None:
+    """Why a results file's ``schema_version`` is not one this version reads (None: it is)."""
+    v = raw.get("schema_version")
+    if type(v) is int and v == SCHEMA_VERSION:
+        return None
+    return f"schema_version {v!r} is not one this version reads ({SCHEMA_VERSION})"
 
 
 def environment() -> dict[str, Any]:
@@ -115,14 +130,35 @@ def results_path(output_dir: str | Path, model_name: str, task_name: str) -> Pat
     return Path(output_dir) / model_slug(model_name) / f"{task_name}.json"
 
 
+def model_conflict(path: Path, name: str) -> str | None:
+    """Why the results file at ``path`` must not be replaced by one of model ``name`` (it
+    holds another model's results); None when it may."""
+    try:
+        other = json.loads(path.read_text(encoding="utf-8"))["model"]["name"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if other == name:
+        return None
+    return (f"{path} holds the results of model {other!r}, not {name!r}: refusing to "
+            "overwrite it (pass another --output-dir)")
+
+
 def write_results(output_dir: str | Path, result: ResultFile) -> Path:
-    """Validate and write a results file; returns its path."""
+    """Validate and write a results file; returns its path. A file there of another model is
+    never overwritten (DataError)."""
     path = results_path(output_dir, result.model.name, result.task.name)
+    why = model_conflict(path, result.model.name)
+    if why:
+        raise DataError(why)
     files.atomic_write_json(path, sanitize(result.model_dump(mode="python")))
     files.mark_folder(output_dir, RESULTS_KIND, [path])
     return path
 
 
 def read_results(path: str | Path) -> ResultFile:
-    """Load and validate a results file."""
-    return ResultFile.model_validate(json.loads(Path(path).read_text(encoding="utf-8")))
+    """Load and validate a results file; an unknown ``schema_version`` is a DataError."""
+    raw = json.loads(Path(path).read_text(encoding="utf-8"))
+    why = schema_problem(raw) if isinstance(raw, dict) else None
+    if why:
+        raise DataError(f"{path}: {why}")
+    return ResultFile.model_validate(raw)

@@ -215,19 +215,40 @@ def _write_marker(folder: Path, kind: str, files: dict[str, str]) -> str:
     return fingerprint
 
 
+def inside(folder: Path, rel: str) -> Path | None:
+    """``folder/rel`` when ``rel`` names a path inside ``folder`` reached through real folders
+    only (no ``..``, not absolute, no symlinked folder on the way); None otherwise."""
+    parts = Path(rel).parts
+    if not parts or Path(rel).is_absolute() or ".." in parts:
+        return None
+    for i in range(1, len(parts)):
+        if folder.joinpath(*parts[:i]).is_symlink():
+            return None
+    return folder.joinpath(*parts)
+
+
 def install_folder(tmp: str | os.PathLike[str], out: str | os.PathLike[str], kind: str) -> str:
     """Put the files written in ``tmp`` at ``out`` and return their fingerprint. A new or empty
-    ``out`` is swapped in whole; one with our marker of ``kind`` is updated in place: our
-    previous files are replaced or removed, every file we did not write is left untouched."""
+    ``out`` is swapped in whole (with the umask's folder mode, not ``mkdtemp``'s 0700); one
+    with our marker of ``kind`` is updated in place: our previous files are replaced, those we
+    no longer write removed only when they still hold the bytes we wrote and lie inside
+    ``out`` through real folders; every file we did not write is left untouched."""
     tmp, out = Path(tmp), Path(out)
+    if out.is_symlink():
+        raise FolderNotOursError(f"{out} is a symlink; name the folder it points to")
     old = claim_folder(out, kind)
     files = _manifest(tmp)
+    os.chmod(tmp, 0o777 & ~_umask())
     if old is None:
         fingerprint = _write_marker(tmp, kind, files)
         if out.exists():
             out.rmdir()  # claim_folder saw it empty
         tmp.rename(out)
         return fingerprint
+    through = next((rel for rel in files if inside(out, rel) is None), None)
+    if through is not None:
+        raise FolderNotOursError(f"{out / through}: a folder on the way is a symlink; "
+                                 "refusing to write through it")
     # first claim the union, so that an interrupted update leaves nothing orphaned
     _write_marker(out, kind, {**old["files"], **files})
     for rel in files:
@@ -235,12 +256,13 @@ def install_folder(tmp: str | os.PathLike[str], out: str | os.PathLike[str], kin
         dest.parent.mkdir(parents=True, exist_ok=True)
         os.replace(tmp / rel, dest)
     for rel in sorted(set(old["files"]) - set(files)):
-        gone = out / rel
-        if ".." in Path(rel).parts or Path(rel).is_absolute() or not gone.is_file():
-            continue
+        gone = inside(out, rel)
+        if (gone is None or gone.is_symlink() or not gone.is_file()
+                or sha256_file(gone) != old["files"][rel]):
+            continue  # not provably the file we wrote there
         gone.unlink()
         for parent in gone.parents:
-            if parent == out or any(parent.iterdir()):
+            if parent == out or parent.is_symlink() or any(parent.iterdir()):
                 break
             parent.rmdir()
     fingerprint = _write_marker(out, kind, files)
@@ -257,8 +279,8 @@ def mark_folder(path: str | os.PathLike[str], kind: str,
     path = Path(path)
     old = read_marker(path)
     files = dict(old["files"]) if old is not None and old["kind"] == kind else {}
-    for p in written:
-        p = Path(p)
-        if p.is_file():
-            files[p.resolve().relative_to(path.resolve()).as_posix()] = sha256_file(p)
+    root = path.resolve()
+    for p in map(Path, written):
+        if p.is_file() and p.resolve().is_relative_to(root):  # never a file outside ``path``
+            files[p.resolve().relative_to(root).as_posix()] = sha256_file(p)
     return _write_marker(path, kind, files)

@@ -152,6 +152,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     from triplets.export import ExportError, export_release
 
+    if args.shard_mb < 1:
+        raise ExportError(f"--shard-mb must be at least 1, got {args.shard_mb}")
     try:
         res = export_release(args.workdir, args.out, shard_bytes=args.shard_mb * 1024 * 1024)
     except ExportError as e:

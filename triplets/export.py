@@ -21,11 +21,13 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 from builder.catalog import Catalog, utcnow
 from builder.workdir import WorkDir
@@ -65,6 +67,35 @@ class ExportResult:
     n_images: int
     shards: int
     numbers: dict[str, Any]
+
+
+#: a local path (``/…``, ``file:///…``) or a web URL (kept as it is) in a stored string
+_PATHS = re.compile(r"(?:file://)?(?<![\w.~-])/[^\s\"'<>|,;)\]]*|[a-z][a-z0-9+.-]*://\S*", re.I)
+
+
+def public(obj: Any, root: Path) -> Any:
+    """``obj`` as a release may carry it, without the builder's machine: a local path inside
+    the work dir ``root`` becomes relative to it, any other local path keeps only its last
+    part (``<local>/name``), web URLs stay; text that is not valid Unicode (a lone surrogate
+    from a file name that is not UTF-8) gets U+FFFD in its place."""
+    if isinstance(obj, dict):
+        return {public(k, root): public(v, root) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [public(v, root) for v in obj]
+    if not isinstance(obj, str):
+        return obj
+    obj = re.sub("[\ud800-\udfff]", "\ufffd", obj)
+
+    def local(m: re.Match[str]) -> str:
+        text = m.group(0)
+        if "://" in text and not text.lower().startswith("file://"):
+            return text  # a web URL
+        path = Path(unquote(text[7:]) if text.lower().startswith("file://") else text)
+        if path.is_relative_to(root):
+            return path.relative_to(root).as_posix() or "."
+        return f"<local>/{path.name}" if path.name else text
+
+    return _PATHS.sub(local, obj)
 
 
 def image_row(im: PoolImage, data: bytes) -> dict[str, Any]:
@@ -134,7 +165,7 @@ def export_release(
     workdir: str | Path | WorkDir | None, out: str | Path, *, shard_bytes: int = SHARD_BYTES,
 ) -> ExportResult:
     """Write the release folder ``out`` from the work dir's catalog (see the module docstring)."""
-    out = Path(out)
+    out = Path(out).resolve()  # a symlinked --out: the folder it points to
     _claim(out)  # refuse a folder we did not write before any work
     with Catalog.open(workdir) as cat:
         pool = load_pool(cat)
@@ -159,6 +190,9 @@ def export_release(
                  "stage_runs": stage_records(cat), "numbers": numbers}
         provenance = provenance_records(cat, pool)
         wd = cat.workdir
+    root = wd.root.resolve()
+    build, numbers = public(build, root), public(numbers, root)
+    provenance = [public(r, root) for r in provenance]
     out.parent.mkdir(parents=True, exist_ok=True)
     # a fresh folder of our own beside ``out`` (never one of a name a user may have made)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
@@ -178,7 +212,8 @@ def _write_files(wd: WorkDir, tmp: Path, pool: Pool, rows: list[dict], numbers: 
     from tqdm import tqdm
 
     shards = plan_shards(wd, pool.images, shard_bytes)
-    batches = ([image_row(im, _read_image(wd, im)) for im in shard]
+    root = wd.root.resolve()
+    batches = ([public(image_row(im, _read_image(wd, im)), root) for im in shard]
                for shard in tqdm(shards, desc="image shards", unit="shard"))
     split_info = fmt.write_tables(tmp, with_locale(rows, pool), batches, len(shards))
     yaml_feats = fmt.yaml_features()

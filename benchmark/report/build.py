@@ -1,10 +1,18 @@
 """``build_report``: leaderboard, figures and the comparison with the authors, from any set of
-results files (what is absent is left out, never an error)."""
+results files (what is absent is left out, never an error).
+
+The report scales with the number of models: tables hold every model; a figure shows at most
+:data:`MAX_MODELS` of them (panels or heat-map rows, the lowest SP first, its caption says
+so); figures, like tables, are split by data fingerprint. The output folder is claimed before
+anything is written, so an interrupted report resumes with the same command; a malformed
+results or outcomes file costs its own figure or gallery page, with a note.
+"""
 
 from __future__ import annotations
 
-import html
 import logging
+import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -13,103 +21,139 @@ import pandas as pd
 from benchmark import __version__
 from benchmark.report import authors, gallery, leaderboard, page, plots
 from benchmark.report.collect import Collection, ReportInputError, collect
-from benchmark.results import model_slug, now_iso
+from benchmark.report.page import para
+from benchmark.results import ResultFile, model_slug, now_iso
 from core import files
 
 log = logging.getLogger(__name__)
 
+MAX_MODELS = 12  # models in one figure (panels, heat-map rows); every model is in the tables
+Figures = list[tuple[Path, str]]
 
-def association_figures(col: Collection, fig_dir: Path) -> list[tuple[Path, str]]:
+
+def per_dataset(col: Collection, tasks: tuple[str, ...]) -> list[tuple[str, str, Collection]]:
+    """(file-name suffix, caption suffix, runs) per data fingerprint of ``tasks``; no suffix
+    when there is one dataset."""
+    fps = col.fingerprints(tasks)
+    return [("" if len(fps) == 1 else f"-{fp[:12]}", "" if len(fps) == 1 else f", data {fp[:12]}",
+             col.subset(fp)) for fp in fps]
+
+
+def shown(res: dict[str, ResultFile], field: str = "SP") -> tuple[dict[str, ResultFile], str]:
+    """At most :data:`MAX_MODELS` runs, lowest overall ``field`` first, and the caption's note
+    when some are left out."""
+    def key(m: str) -> tuple[bool, float, str]:
+        v = (res[m].scores.get("overall") or {}).get(field)
+        ok = isinstance(v, int | float) and math.isfinite(v)
+        return (not ok, float(v) if ok else 0.0, m)
+
+    keep = sorted(res, key=key)[:MAX_MODELS]
+    note = (f" ({len(keep)} of {len(res)} models, lowest {field} first; every model is in the "
+            "tables)" if len(keep) < len(res) else "")
+    return {m: res[m] for m in keep}, note
+
+
+class FigureMaker:
+    """Draws figures into ``fig_dir`` at once (``draw(data, path, *rest)``); a figure that
+    fails on malformed scores is left out with a note, never the report."""
+
+    def __init__(self, col: Collection, fig_dir: Path, problems: list[str]):
+        self.col, self.fig_dir, self.problems, self.out = col, fig_dir, problems, []
+
+    def __call__(self, name: str, caption: str, draw: Callable[..., Any], data: Any,
+                 *rest: Any) -> None:
+        path = self.fig_dir / f"{name}.png"
+        try:
+            draw(data, path, *rest)
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError) as e:
+            plots.style.setup().close("all")  # the half-drawn figure, not kept open
+            msg = f"figure {name}: skipped, malformed scores ({type(e).__name__}: {e})"
+            log.warning("%s", msg)
+            self.problems.append(msg)
+            return
+        self.out.append((path, caption))
+
+    def label(self, res: dict[str, ResultFile]) -> dict[str, dict[str, Any]]:
+        return {self.col.label(m): r.scores for m, r in res.items()}
+
+
+def association_figures(fig: FigureMaker) -> None:
     """Per-country SP panels and the model x country heat map, for 3xcm and 3xcm-i2i."""
-    out: list[tuple[Path, str]] = []
     for task, what in (("3xcm", "3XCM text -> image"), ("3xcm-i2i", "3XCM image -> image")):
-        models = {m: r.scores for m, r in col.task(task).items()}
-        if not models:
-            continue
-        p = fig_dir / f"sp-by-country-{task}.png"
-        plots.sp_by_country(models, p, what)
-        out.append((p, f"{what}: SP by country with 95% intervals, countries ordered by the "
-                       "Common Crawl share of their language (Fig. 8)"))
-        p = fig_dir / f"sp-heatmap-{task}.png"
-        plots.sp_heatmap(models, p, what)
-        out.append((p, f"{what}: SP by model and country"))
-    return out
+        for suffix, data, sub in per_dataset(fig.col, (task,)):
+            res, note = shown(sub.task(task))
+            models, title = fig.label(res), what + data
+            fig(f"sp-by-country-{task}{suffix}", f"{title}: SP by country with 95% intervals, "
+                "countries ordered by the Common Crawl share of their language (Fig. 8)" + note,
+                plots.sp_by_country, models, title)
+            fig(f"sp-heatmap-{task}{suffix}", f"{title}: SP by model and country" + note,
+                plots.sp_heatmap, models, title)
 
 
-def xm3600_figures(col: Collection, fig_dir: Path) -> list[tuple[Path, str]]:
+def xm3600_figures(fig: FigureMaker) -> None:
     """Rank-by-tier and language-frequency plots of xm3600-i2t (Figs. 6, 7, 13, 14)."""
-    res = col.task("xm3600-i2t")
-    counts = {m: r.scores["retrieved_language_counts"] for m, r in res.items()
-              if isinstance(r.scores.get("retrieved_language_counts"), dict)}
-    if not counts:
-        return []
-    p1, p2 = fig_dir / "xm3600-rank-by-tier.png", fig_dir / "xm3600-language-frequency.png"
-    plots.rank_by_tier({m: res[m].scores for m in counts}, p1, {m: res[m].task.n for m in counts})
-    plots.language_frequency({m: res[m].scores for m in counts}, p2)
-    return [(p1, "XM3600 image -> text: resource tier of the caption at each rank (Figs. 6, 7)"),
-            (p2, "XM3600 image -> text: languages of all retrieved captions (Figs. 13, 14)")]
+    for suffix, data, sub in per_dataset(fig.col, ("xm3600-i2t",)):
+        res = {m: r for m, r in sub.task("xm3600-i2t").items()
+               if isinstance(r.scores.get("retrieved_language_counts"), dict)}
+        res, note = shown(res, "lbkl@10")
+        if not res:
+            continue
+        scores, n = fig.label(res), {fig.col.label(m): r.task.n for m, r in res.items()}
+        fig(f"xm3600-rank-by-tier{suffix}", "XM3600 image -> text: resource tier of the caption "
+            f"at each rank (Figs. 6, 7){data}{note}", plots.rank_by_tier, scores, n)
+        fig(f"xm3600-language-frequency{suffix}", "XM3600 image -> text: languages of all "
+            f"retrieved captions (Figs. 13, 14){data}{note}",
+            plots.language_frequency, scores)
 
 
-def matrix_figures(col: Collection, fig_dir: Path) -> list[tuple[Path, str]]:
+def matrix_figures(fig: FigureMaker) -> None:
     """Per model with 3xcm-matrix: the language x culture heat map and own-vs-English bars."""
-    out: list[tuple[Path, str]] = []
-    for model, r in col.task("3xcm-matrix").items():
-        slug = model_slug(model)
-        if r.scores.get("matrix"):
-            p = fig_dir / f"matrix-{slug}.png"
-            plots.matrix_heatmap(r.scores["matrix"], p, model)
-            out.append((p, f"{model}: SP by query language and image culture (3xcm-matrix)"))
-        if r.scores.get("summary"):
-            p = fig_dir / f"own-vs-english-{slug}.png"
-            plots.own_vs_english(r.scores["summary"], p, model)
-            out.append((p, f"{model}: SP with own-language vs English queries"))
-    return out
+    for suffix, data, sub in per_dataset(fig.col, ("3xcm-matrix",)):
+        for model, r in sorted(sub.task("3xcm-matrix").items())[:MAX_MODELS]:
+            slug, label = model_slug(model) + suffix, fig.col.label(model)
+            if r.scores.get("matrix"):
+                fig(f"matrix-{slug}", f"{label}: SP by query language and image culture "
+                    f"(3xcm-matrix{data})",
+                    plots.matrix_heatmap, r.scores["matrix"], label)
+            if r.scores.get("summary"):
+                fig(f"own-vs-english-{slug}", f"{label}: SP with own-language vs English "
+                    f"queries{data}",
+                    plots.own_vs_english, r.scores["summary"], label)
 
 
-def analysis_section(col: Collection, fig_dir: Path) -> tuple[str, list[tuple[Path, str]]]:
-    """Markdown of the silhouette correlations, and the UMAP PNGs that ``analyze`` wrote
-    (copied into ``fig_dir``)."""
-    lines = ["| model | metric | r(SP, text sil.) | r(SP, image sil.) | r(SP, sum) |",
-             "|---|---|---:|---:|---:|"]
-    figs: list[tuple[Path, str]] = []
-    for model, r in col.task("analysis").items():
+def analysis_part(col: Collection, fig: FigureMaker) -> page.Table:
+    """The silhouette correlations of every model, and the PNGs that ``analyze`` wrote (copied
+    into the figures, for at most :data:`MAX_MODELS` models)."""
+    rows = []
+    for i, (model, r) in enumerate(sorted(col.task("analysis").items())):
         for metric, c in (r.scores.get("correlations") or {}).items():
-            cells = [leaderboard.fmt(c[k]["r"]) + (f" (p={c[k]['p']:.3f})" if c[k]["p"]
-                                                   is not None else "")
-                     for k in ("text", "image", "sum")]
-            lines.append(f"| {model} | {metric} | " + " | ".join(cells) + " |")
-        base = col.paths[(model, "analysis")].parent
-        pngs = [(f"sp-vs-silhouette-{metric}", name, f"{model}: SP vs silhouette ({metric})")
+            rows.append([col.label(model), str(metric)] + [
+                leaderboard.fmt(c[k]["r"]) + (f" (p={c[k]['p']:.3f})" if c[k]["p"] is not None
+                                              else "") for k in ("text", "image", "sum")])
+        if i >= MAX_MODELS:
+            continue
+        base, label = col.paths[(model, "analysis")].parent, col.label(model)
+        pngs = [(f"sp-vs-silhouette-{metric}", name, f"{label}: SP vs silhouette ({metric})")
                 for metric, name in (r.scores.get("figures") or {}).items()]
-        pngs += [(f"umap-{kind}", info["png"], f"{model}: UMAP of the {kind} embeddings")
+        pngs += [(f"umap-{kind}", info["png"], f"{label}: UMAP of the {kind} embeddings")
                  for kind, info in (r.scores.get("umap") or {}).items()
                  if isinstance(info, dict) and info.get("png")]
         for stem, name, caption in pngs:
-            if (base / name).is_file():
-                dest = fig_dir / f"{stem}-{model_slug(model)}.png"
-                files.atomic_write_bytes(dest, (base / name).read_bytes())
-                figs.append((dest, caption))
-    return "\n".join(lines) + "\n", figs
+            src = base / Path(str(name)).name  # never a path outside the model's folder
+            if src.is_file():
+                fig(f"{stem}-{model_slug(model)}", caption,
+                    lambda s, p: files.atomic_write_bytes(p, s.read_bytes()), src)
+    return page.simple_table(["model", "metric", "r(SP, text sil.)", "r(SP, image sil.)",
+                              "r(SP, sum)"], rows, text_cols=2)
 
 
-def guarded(what: str, problems: list[str], fn: Any, *args: Any) -> list[tuple[Path, str]]:
-    """Run one figure builder; a malformed results file costs its figure, not the report."""
-    try:
-        return fn(*args)
-    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as e:
-        msg = f"{what}: skipped, malformed scores ({type(e).__name__}: {e})"
-        log.warning("%s", msg)
-        problems.append(msg)
-        return []
-
-
-def authors_part(col: Collection, output: Path, fig_dir: Path, folder: Path | None,
-                 problems: list[str]) -> tuple[str, str, list[tuple[Path, str]], dict[str, Path]]:
-    """The comparison files, its Markdown and HTML, its figure (nothing when no model has
-    published numbers)."""
+def authors_part(col: Collection, output: Path, folder: Path | None,
+                 fig: FigureMaker) -> tuple[str, list, dict]:
+    """The comparison files, its Markdown, its HTML blocks and scatter (nothing when no model
+    has published numbers)."""
     comp = authors.compare(col, folder)
     if comp.empty:
-        return "", "", [], {}
+        return "", [], {}
     csv_path = output / "authors-comparison.csv"
     with files.atomic_path(csv_path, suffix=".csv") as tmp:
         comp.to_csv(tmp, index=False)
@@ -117,37 +161,33 @@ def authors_part(col: Collection, output: Path, fig_dir: Path, folder: Path | No
     files.atomic_write_text(output / "authors-comparison.md", comp_md)
     country = comp[comp["scope"] == "country"]
     records = country.astype(object).where(country.notna(), None).to_dict("records")
-    p = fig_dir / "authors-sp-scatter.png"
-
-    def scatter() -> list[tuple[Path, str]]:
-        plots.authors_scatter(records, p)
-        return [(p, "Our per-country SP against the authors' published SP (y = x dashed)")]
-
-    figs = guarded("authors scatter", problems, scatter)
-    return comp_md, _comparison_html(comp), figs, {
+    fig("authors-sp-scatter", "Our per-country SP against the authors' published SP (y = x "
+        "dashed)", plots.authors_scatter, records)
+    return comp_md, _comparison_blocks(comp, col), {
         "authors_csv": csv_path, "authors_md": output / "authors-comparison.md"}
 
 
-def leaderboard_part(col: Collection) -> tuple[list[str], list[tuple[str, str]]]:
+def leaderboard_part(col: Collection) -> tuple[list[str], list[tuple[str, list]]]:
     """The leaderboards (one per data fingerprint) and the per-country SP tables of each,
     as Markdown lines and HTML sections."""
     md: list[str] = []
-    sections: list[tuple[str, str]] = []
+    sections: list[tuple[str, list]] = []
     boards = leaderboard.boards(col)
     for i, b in enumerate(boards):
-        head = "Leaderboard" + (f", data {b.fingerprint[:12]}" if len(boards) > 1 else "")
-        md += [f"## {head}", "", leaderboard.board_markdown(b)]
-        sections.append((head, leaderboard.board_html(b, "leaderboard" if i == 0
-                                                      else f"leaderboard-{b.fingerprint[:12]}")))
+        data = f", data {b.fingerprint[:12]}" if len(boards) > 1 else ""
+        table = leaderboard.board_table(b, col.labels, "leaderboard" if i == 0
+                                        else f"leaderboard-{b.fingerprint[:12]}")
+        md += [f"## Leaderboard{data}", "", page.markdown(table), leaderboard.NOTES, "",
+               leaderboard.board_note(b), ""]
+        sections.append((f"Leaderboard{data}", [page.table(table), para(
+            leaderboard.board_note(b, markdown=False), "note")]))
         sub = col.subset(b.fingerprint)
         for task, what in (("3xcm", "text -> image"), ("3xcm-i2i", "image -> image")):
-            codes, by_country = leaderboard.country_table(sub, task)
-            if by_country:
-                cmd = leaderboard.country_markdown(codes, by_country)
-                h = f"SP by country, {what} ({task})" + (
-                    f", data {b.fingerprint[:12]}" if len(boards) > 1 else "")
-                md += [f"## {h}", "", cmd]
-                sections.append((h, _md_table_html(cmd)))
+            t = leaderboard.country_table(sub, task, col.labels)
+            if t is not None:
+                head = f"SP by country, {what} ({task}){data}"
+                md += [f"## {head}", "", page.markdown(t)]
+                sections.append((head, [page.table(t)]))
     return md, sections
 
 
@@ -155,22 +195,36 @@ def leaderboard_part(col: Collection) -> tuple[list[str], list[tuple[str, str]]]
 REPORT_KIND = "3xcm-report"
 
 
+def claim_output(output: Path) -> Path:
+    """Claim ``output`` (new, empty, or a report folder) before anything is written in it;
+    its ``figures/`` and ``gallery/`` must be real folders (a report never writes through a
+    symlink out of the folder it claimed)."""
+    output = output.resolve()
+    try:
+        files.own_folder(output, REPORT_KIND)
+    except files.FolderNotOursError as e:
+        raise ReportInputError(f"--output {e}") from e
+    for sub in ("figures", "gallery"):
+        if (output / sub).is_symlink():
+            raise ReportInputError(f"--output {output}: {sub}/ is a symlink; a report writes "
+                                   "only into real folders inside --output (remove the link)")
+    return output
+
+
 def gallery_part(col: Collection, output: Path, datasets: list[Path] | None, page_size: int,
-                 problems: list[str]) -> tuple[list[str], str, list[Path]]:
-    """The galleries (benchmark.report.gallery): Markdown lines and HTML of the links, and
-    every file written under ``output/gallery``."""
+                 problems: list[str]) -> tuple[list[str], list, list[Path]]:
+    """The galleries (benchmark.report.gallery): Markdown lines, HTML blocks of the links,
+    and every file written under ``output/gallery``."""
     out = gallery.build_galleries(col, output, datasets, page_size)
     problems += out.notes
     if not out.pages:
-        return [], "", []
+        return [], [], []
     md = ["## Galleries", "", "Open `gallery/index.html`; per task and model the items behind "
-          "the scores:", ""] + [f"- [{t}]({p})" for t, p in out.pages] + [""]
-    body = ("<p>The triplets each model got wrong, two models side by side, and XM3600's top "
-            "captions per image (static pages beside this file):</p><ul>"
-            + "".join(f'<li><a href="{html.escape(p)}">{html.escape(t)}</a></li>'
-                      for t, p in out.pages) + "</ul>")
-    written = sorted(p for p in (output / "gallery").rglob("*") if p.is_file())
-    return md, body, written
+          "the scores:", ""] + [f"- [{page.md_cell(t)}]({p})" for t, p in out.pages] + [""]
+    blocks = [para("The triplets each model got wrong, two models side by side, and XM3600's "
+                   "top captions per image (static pages beside this file):"),
+              page.links(out.pages)]
+    return md, blocks, out.written
 
 
 def build_report(paths: list[Path], output: Path, authors_folder: Path | None = None,
@@ -185,87 +239,70 @@ def build_report(paths: list[Path], output: Path, authors_folder: Path | None = 
     col = collect(paths)
     if not col.results:
         raise ReportInputError(f"no results files found under {', '.join(map(str, paths))}")
-    try:  # a folder a user names: new, empty, or one a report was written to
-        files.claim_folder(output, REPORT_KIND)
-    except files.FolderNotOursError as e:
-        raise ReportInputError(f"--output {e}") from e
-    output.mkdir(parents=True, exist_ok=True)
-    fig_dir = output / "figures"
+    output = claim_output(output)
     written: dict[str, Path] = {}
     problems: list[str] = []
+    fig = FigureMaker(col, output / "figures", problems)
     md = [f"# {title}", ""]
-    sections: list[tuple[str, str]] = []
+    sections: list[tuple[str, list]] = []
     if intro:
         md += ["## About", "", intro, ""]
-        sections.append(("About", f"<p>{html.escape(intro)}</p>"))
+        sections.append(("About", [para(intro)]))
     boards_md, boards_html = leaderboard_part(col)
     md += boards_md
     sections += boards_html
-    figs = []
-    for what, fn in (("3xcm figures", association_figures), ("xm3600 figures", xm3600_figures),
-                     ("3xcm-matrix figures", matrix_figures)):
-        figs += guarded(what, problems, fn, col, fig_dir)
+    for make in (association_figures, xm3600_figures, matrix_figures):
+        make(fig)
     if compare_authors:
-        comp_md, comp_html, comp_figs, comp_files = authors_part(col, output, fig_dir,
-                                                                 authors_folder, problems)
+        comp_md, comp_blocks, comp_files = authors_part(col, output, authors_folder, fig)
         if comp_md:
             md.append(comp_md)
-            sections.append(("Comparison with the authors' published numbers", comp_html))
-            figs += comp_figs
+            sections.append(("Comparison with the authors' published numbers", comp_blocks))
             written.update(comp_files)
     if col.task("analysis"):
-        an_md, an_figs = analysis_section(col, fig_dir)
-        md += ["## Silhouette vs SP (Pearson across countries)", "", an_md]
-        sections.append(("Silhouette vs SP", _md_table_html(an_md)))
-        figs += an_figs
+        t = analysis_part(col, fig)
+        md += ["## Silhouette vs SP (Pearson across countries)", "", page.markdown(t)]
+        sections.append(("Silhouette vs SP", [page.table(t)]))
     gallery_files: list[Path] = []
     if galleries:
-        g_md, g_html, gallery_files = gallery_part(col, output, gallery_datasets,
-                                                   gallery_page_size, problems)
+        g_md, g_blocks, gallery_files = gallery_part(col, output, gallery_datasets,
+                                                     gallery_page_size, problems)
         if g_md:
             md += g_md
-            sections.append(("Galleries", g_html))
-    md += ["## Figures", ""] + [f"![{cap}]({p.relative_to(output)})" for p, cap in figs]
-    sections.append(("Figures", "".join(page.figure(p, cap) for p, cap in figs)))
+            sections.append(("Galleries", g_blocks))
+    md += ["## Figures", ""] + [f"![{page.md_cell(cap)}]({p.relative_to(output)})"
+                                for p, cap in fig.out]
+    sections.append(("Figures", [page.figures(fig.out)]))
     notes = [f"{p}: {why}" for p, why in col.skipped] + problems
     if notes:
         md += ["## Skipped", ""] + [f"- {n}" for n in notes]
-        sections.append(("Skipped", "<ul>" + "".join(f"<li>{html.escape(n)}</li>"
-                                                      for n in notes) + "</ul>"))
+        sections.append(("Skipped", [page.bullets(notes)]))
     files.atomic_write_text(output / "leaderboard.md", "\n".join(md) + "\n")
     meta: dict[str, Any] = {"date": now_iso(), "package_version": __version__,
-                            "n_files": len(col.paths)}
+                            "n_files": len(col.runs)}
     files.atomic_write_text(output / "report.html", page.render(title, sections, meta))
     written.update({"leaderboard_md": output / "leaderboard.md",
                     "html": output / "report.html"})
-    written.update({p.stem: p for p, _ in figs})
+    written.update({p.stem: p for p, _ in fig.out})
     if gallery_files:
         written["gallery"] = output / "gallery" / "index.html"
     files.mark_folder(output, REPORT_KIND, [*written.values(), *gallery_files])
     return written
 
 
-def _comparison_html(comp: pd.DataFrame) -> str:
-    keep = ["model", "experiment", "country", "ours_n", "authors_n", "ours_wins_sem",
-            "authors_A_wins", "ours_wins_cul", "authors_B_wins", "ours_wins_non",
-            "authors_C_wins", "ours_SP", "authors_SP", "diff_SP", "ours_z_sem", "authors_z_A",
-            "ours_z_cul", "authors_z_B", "ours_z_non", "authors_z_C"]
-    overall = comp[comp["scope"] == "overall"][keep].drop(columns=["country"])
-    parts = [page.frame_table(overall, "authors-overall")]
+AUTHORS_KEEP = ["model", "experiment", "country", "ours_n", "authors_n", "ours_wins_sem",
+                "authors_A_wins", "ours_wins_cul", "authors_B_wins", "ours_wins_non",
+                "authors_C_wins", "ours_SP", "authors_SP", "diff_SP", "ours_z_sem", "authors_z_A",
+                "ours_z_cul", "authors_z_B", "ours_z_non", "authors_z_C"]
+
+
+def _comparison_blocks(comp: pd.DataFrame, col: Collection) -> list[dict[str, Any]]:
+    comp = comp.assign(model=comp["model"].map(col.label))
+    overall = comp[comp["scope"] == "overall"][AUTHORS_KEEP].drop(columns=["country"])
+    blocks = [page.table(page.frame_table(overall, "authors-overall"))]
     for (model, exp), g in comp[comp["scope"] == "country"].groupby(["model", "experiment"],
                                                                     sort=False):
-        parts.append(f"<details><summary>{html.escape(model)}, {exp}: per country</summary>"
-                     + page.frame_table(g[keep].drop(columns=["model", "experiment"]),
-                                        f"authors-{model_slug(model)}-{exp}") + "</details>")
-    return "".join(parts)
-
-
-def _md_table_html(md: str) -> str:
-    """A Markdown pipe table (as written above) as HTML."""
-    rows = [ln.strip().strip("|").split("|") for ln in md.strip().splitlines()]
-    head, body = rows[0], rows[2:]
-    out = "<table><thead><tr>" + "".join(f"<th>{html.escape(c.strip())}</th>" for c in head)
-    out += "</tr></thead><tbody>"
-    for r in body:
-        out += "<tr>" + "".join(f"<td>{html.escape(c.strip())}</td>" for c in r) + "</tr>"
-    return out + "</tbody></table>"
+        t = page.frame_table(g[AUTHORS_KEEP].drop(columns=["model", "experiment"]),
+                             f"authors-{model_slug(model)}-{exp}")
+        blocks.append(page.table(t, f"{model}, {exp}: per country"))
+    return blocks

@@ -14,14 +14,18 @@ from __future__ import annotations
 
 import json
 import logging
+import re
+from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from pydantic import ValidationError
 
 from benchmark.mteb.results import from_mteb, is_mteb_result
-from benchmark.results import ResultFile, read_results
+from benchmark.results import ResultFile, read_results, schema_problem
 from core.errors import DataError
+from core.files import sha256_text
 
 log = logging.getLogger(__name__)
 
@@ -38,44 +42,57 @@ Key = tuple[str, str, str]  # (model name, task name, data fingerprint)
 @dataclass
 class Collection:
     """Every results file found, by (model, task, data fingerprint); where each came from;
-    what was skipped and why. ``results`` / ``paths``: per (model, task) the newest run over
-    all fingerprints; :meth:`datasets` splits the collection by fingerprint."""
+    what was skipped and why; each model's display label (:func:`display_labels`).
+    ``results`` / ``paths``: per (model, task) the newest run over all fingerprints;
+    :meth:`subset` keeps the runs on one dataset."""
 
     runs: dict[Key, ResultFile] = field(default_factory=dict)
     run_paths: dict[Key, Path] = field(default_factory=dict)
     skipped: list[tuple[str, str]] = field(default_factory=list)
+    labels: dict[str, str] = field(default_factory=dict)
+    _newest: dict[tuple[str, str], Key] | None = field(default=None, repr=False)
+
+    def _keys(self) -> dict[tuple[str, str], Key]:
+        """(model, task) -> the key of its newest run (computed once, not per lookup)."""
+        if self._newest is None:
+            newest: dict[tuple[str, str], Key] = {}
+            for k in sorted(self.runs, key=lambda k: self.runs[k].date):
+                newest[k[:2]] = k
+            self._newest = dict(sorted(newest.items()))
+        return self._newest
 
     @property
     def results(self) -> dict[str, dict[str, ResultFile]]:
         """model name -> task name -> results (the newest of the model's runs of the task)."""
         out: dict[str, dict[str, ResultFile]] = {}
-        for (model, task, _), r in sorted(self.runs.items(), key=lambda kv: kv[1].date):
-            out.setdefault(model, {})[task] = r
-        return dict(sorted(out.items()))
+        for (model, task), k in self._keys().items():
+            out.setdefault(model, {})[task] = self.runs[k]
+        return out
 
     @property
     def paths(self) -> dict[tuple[str, str], Path]:
-        res = self.results
-        return {(m, t): self.run_paths[(m, t, r.task.data_fingerprint)]
-                for m, tasks in res.items() for t, r in tasks.items()}
+        return {mt: self.run_paths[k] for mt, k in self._keys().items()}
 
     @property
     def models(self) -> list[str]:
-        return sorted(self.results)
+        return sorted({m for m, _ in self._keys()})
+
+    def label(self, model: str) -> str:
+        return self.labels.get(model, model)
 
     def task(self, task: str) -> dict[str, ResultFile]:
         """model name -> results of ``task`` (models without it are absent)."""
-        return {m: t[task] for m, t in self.results.items() if task in t}
+        return {m: self.runs[k] for (m, t), k in self._keys().items() if t == task}
 
     def fingerprints(self, tasks: tuple[str, ...] | None = None) -> list[str]:
         """The data fingerprints of the runs (of ``tasks``), in the order first seen."""
         return list(dict.fromkeys(k[2] for k in self.runs if tasks is None or k[1] in tasks))
 
     def subset(self, fingerprint: str) -> Collection:
-        """The runs on one dataset (same ``task.data_fingerprint``)."""
+        """The runs on one dataset (same ``task.data_fingerprint``), with the same labels."""
         keep = [k for k in self.runs if k[2] == fingerprint]
         return Collection({k: self.runs[k] for k in keep},
-                          {k: self.run_paths[k] for k in keep}, [])
+                          {k: self.run_paths[k] for k in keep}, [], self.labels)
 
     def add(self, r: ResultFile, path: Path) -> None:
         key = (r.model.name, r.task.name, r.task.data_fingerprint)
@@ -89,6 +106,42 @@ class Collection:
                 return
         self.runs[key] = r
         self.run_paths[key] = path
+        self._newest = None
+
+
+#: a local path in a model name: at its start or after ``:``, ``=`` or a space
+_PATH = re.compile(r"(?:^|(?<=[:=\s]))(?:[A-Za-z]:[\\/]|~?/)[^\s:]*")
+
+
+def _shorten(name: str, keep: int) -> str:
+    def last(m: re.Match[str]) -> str:
+        parts = [p for p in re.split(r"[\\/]", m.group(0)) if p]
+        return "…/" + "/".join(parts[-keep:])  # never the machine's absolute path
+
+    return _PATH.sub(last, " ".join(name.split()))
+
+
+def short_path(text: str) -> str:
+    """``text`` with each local path cut to its last two parts (``…/data/xcm``)."""
+    return _shorten(text, 2)
+
+
+def display_labels(names: Iterable[str], width: int = 48) -> dict[str, str]:
+    """Short unique labels for tables and figures: a local path in a name
+    (``open_clip:local-dir:/home/me/ckpt/v2``) keeps its last folders (``…/v2``, more where
+    that tells the names apart); a label still shared, or longer than ``width``, ends in
+    ``#`` and a short hash of the whole name."""
+    names = sorted(set(names))
+    labels: dict[str, str] = {}
+    for keep in (1, 2, 3):
+        labels = {n: _shorten(n, keep) for n in names}
+        if len(set(labels.values())) == len(labels):
+            break
+    shared = Counter(labels.values())
+    for n, label in labels.items():
+        if shared[label] > 1 or len(label) > width:
+            labels[n] = f"{label[:width - 10]} #{sha256_text(n)[:8]}"
+    return labels
 
 
 def _json_files(paths: list[Path]) -> list[Path]:
@@ -110,7 +163,7 @@ def not_results(raw: object) -> str | None:
                 float: "number"}.get(type(raw), "null")
         return f"a JSON {kind}, not an object"
     missing = [k for k in ("schema_version", "model", "task", "scores") if k not in raw]
-    return f"no {', '.join(missing)}" if missing else None
+    return f"no {', '.join(missing)}" if missing else schema_problem(raw)
 
 
 def collect(paths: list[Path]) -> Collection:
@@ -143,4 +196,5 @@ def collect(paths: list[Path]) -> Collection:
         col.add(r, path)
     for path, why in col.skipped:
         log.warning("skipped %s: %s", path, why)
+    col.labels = display_labels(m for m, _, _ in col.runs)
     return col

@@ -80,6 +80,8 @@ def load_outcomes(path: Path, r: ResultFile) -> pd.DataFrame:
     if not isinstance(rec, dict) or not isinstance(rec.get("file"), str):
         raise CompareError(f"{path} records no per-item outcomes (written by an older "
                            "version): run the task again")
+    if not isinstance(rec.get("id_column"), str) or not isinstance(rec.get("group_column"), str):
+        raise CompareError(f"{path}: its outcomes record names no id and group columns")
     side = path.parent / Path(rec["file"]).name
     if not side.is_file():
         raise CompareError(f"{side}: the outcomes file of {path} is missing")
@@ -90,10 +92,17 @@ def load_outcomes(path: Path, r: ResultFile) -> pd.DataFrame:
         df = pd.read_parquet(side)
     except Exception as e:  # pyarrow raises several types for a damaged file
         raise CompareError(f"{side}: unreadable outcomes file ({type(e).__name__})") from None
-    need = {rec.get("id_column"), rec.get("group_column")}
+    need = {rec["id_column"], rec["group_column"]}
     if not need <= set(df.columns) or df[rec["id_column"]].duplicated().any():
         raise CompareError(f"{side}: outcomes without unique {rec.get('id_column')} and "
                            f"{rec.get('group_column')} columns")
+    bad = [str(c) for c in df.columns if (str(c).startswith("sim_") or "@" in str(c))
+           and not pd.api.types.is_numeric_dtype(df[c])]
+    if "winner" in df and (not pd.api.types.is_integer_dtype(df["winner"])
+                           or not df["winner"].between(0, 2).all()):
+        bad.insert(0, "winner (not 0, 1 or 2)")
+    if bad:
+        raise CompareError(f"{side}: damaged outcomes file (column {', '.join(bad)})")
     return df.set_index(rec["id_column"])
 
 

@@ -33,7 +33,6 @@ or ``--gallery-dataset``); without them the pages show texts and numbers only (n
 
 from __future__ import annotations
 
-import html
 import io
 import json
 import logging
@@ -46,7 +45,7 @@ import numpy as np
 import pandas as pd
 
 from benchmark.data.images import ImageStore
-from benchmark.report import gallery_assets as assets
+from benchmark.report import page
 from benchmark.report.collect import Collection
 from benchmark.results import ResultFile, model_slug
 from benchmark.topk import cpu_threads
@@ -73,6 +72,7 @@ class GalleryOut:
     pages: list[tuple[str, str]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     thumbs_written: int = 0
+    written: list[Path] = field(default_factory=list)  # every file, thumbnails included
 
 
 def js_assign(var: str, key: str | None, obj: Any) -> str:
@@ -126,7 +126,9 @@ def write_thumbs(store: ImageStore | None, ids: list[str], gallery: Path,
     if bad:
         out.notes.append(f"gallery: {sum(p in bad for p in rel.values())} image(s) could not "
                          "be decoded for thumbnails")
-    return {i: p for i, p in rel.items() if p not in bad}
+    rel = {i: p for i, p in rel.items() if p not in bad}
+    out.written += [gallery / p for p in dict.fromkeys(rel.values())]
+    return rel
 
 
 def _write_thumb(store: ImageStore, iid: str, dest: Path) -> bool:
@@ -252,76 +254,78 @@ def model_data(df: pd.DataFrame, ids: list[str], name: str) -> dict[str, Any]:
             "sims": [[round(float(x), 6) for x in row] for row in sims]}
 
 
-def page_html(title: str, config: dict[str, Any], scripts: list[str], depth: int = 1) -> str:
-    """A gallery page: the shared script and style, the page's data scripts, a mount point."""
-    up = "../" * depth
-    tags = "".join(f'<script src="{html.escape(s)}"></script>' for s in scripts)
-    return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
-            f'<meta name="viewport" content="width=device-width, initial-scale=1">'
-            f"<title>{html.escape(title)}</title>"
-            f'<link rel="stylesheet" href="{up}assets/gallery.css"></head><body>'
-            f'<p class="nav"><a href="{up}index.html">all galleries</a> · '
-            f'<a href="{up}../report.html">report</a></p>'
-            f"<h1>{html.escape(title)}</h1><div id=\"app\" class=\"app\">loading...</div>"
-            f"<script>window.XCM_PAGE={json.dumps(config, ensure_ascii=False)};</script>"
-            f'{tags}<script src="{up}assets/gallery.js"></script></body></html>')
+def write_page(gallery: Path, rel: str, title: str, config: dict[str, Any],
+               scripts: list[str], out: GalleryOut) -> None:
+    """A gallery page (``templates/gallery.html``): the shared script and style, the page's
+    data scripts, its ``config`` as JSON (``tojson``: inert inside ``<script>``)."""
+    up = "../" * rel.count("/")
+    write(gallery / rel, page.render_template("gallery.html", title=title, config=config,
+                                              scripts=scripts, up=up), out)
+    out.pages.append((title, f"gallery/{rel}"))
+
+
+def write(path: Path, text: str, out: GalleryOut) -> None:
+    files.atomic_write_text(path, text)
+    out.written.append(path)
 
 
 # -- the galleries --------------------------------------------------------------------------------
 
 def association_galleries(col: Collection, gallery: Path, task: str, datasets: list[Path],
                           page_size: int, out: GalleryOut) -> None:
-    """The per-model pages and the side-by-side page of one 3XCM task, per dataset."""
+    """The per-model pages and the side-by-side page of one 3XCM task, per dataset; one
+    model's outcomes in memory at a time."""
     for fp in col.fingerprints((task,)):
-        runs = {k[0]: (col.run_paths[k], r) for k, r in col.runs.items()
-                if k[1] == task and k[2] == fp}
-        frames: dict[str, pd.DataFrame] = {}
-        old: list[str] = []
-        for model, (path, r) in sorted(runs.items()):
+        runs = sorted((k[0], col.run_paths[k], r) for k, r in col.runs.items()
+                      if k[1] == task and k[2] == fp)
+        sub, old, models = f"{task}-{fp[:12]}", [], {}
+        trip: dict[str, Any] | None = None
+        first = ""
+        for model, path, r in runs:
             df = usable_outcomes(out, task, model, path, r, NEEDED, old)
             if df is None:
                 continue
-            if frames and set(df["triplet_id"]) != set(next(iter(frames.values()))["triplet_id"]):
-                out.notes.append(f"gallery {task} {model}: other triplets than "
-                                 f"{next(iter(frames))} on the same data: left out")
+            label, slug = col.label(model), model_slug(model)
+            try:
+                if trip is None:
+                    trip = dataset_triplets(df, task, fp, gallery, datasets,
+                                            [str(x[2].task.dataset) for x in runs], out)
+                    write(gallery / sub / "triplets.js", js_assign("XCM_TRIPLETS", None, trip),
+                          out)
+                    first = label
+                elif len(df) != len(trip["ids"]) or set(df["triplet_id"]) != set(trip["ids"]):
+                    out.notes.append(f"gallery {task} {label}: other triplets than {first} on "
+                                     "the same data: left out")
+                    continue
+                data = model_data(df, trip["ids"], label)
+            except (KeyError, TypeError, ValueError, IndexError) as e:
+                out.notes.append(f"gallery {task} {label}: malformed outcomes ({type(e).__name__}"
+                                 f": {e}): left out")
                 continue
-            frames[model] = df
+            write(gallery / sub / f"model-{slug}.js", js_assign("XCM_MODELS", label, data), out)
+            models[label] = f"model-{slug}.js"
+            write_page(gallery, f"{sub}/{slug}.html", f"{label}: {task} triplets it got wrong",
+                       {"kind": "wrong", "task": task, "model": label, "pageSize": page_size,
+                        "thumbRoot": "../"}, ["triplets.js", models[label]], out)
         note_old(out, task, old)
-        if not frames:
-            continue
-        first = next(iter(frames.values()))
-        sub = f"{task}-{fp[:12]}"
-        recorded = [str(runs[m][1].task.dataset) for m in frames]
-        store, why = open_images([*map(str, datasets), *recorded])
-        if why:
-            out.notes.append(f"gallery {task}: {why}")
-        cols = NEEDED[5:9] if task == "3xcm-i2i" else NEEDED[6:9]  # a text query has no image
-        ids = list(dict.fromkeys(np.concatenate([first[c].to_numpy() for c in cols]).astype(str)))
-        thumbs = write_thumbs(store, ids, gallery, out)
-        trip = triplet_table(first, thumbs)
-        trip.update(task=task, fingerprint=fp, n=len(first))
-        files.atomic_write_text(gallery / sub / "triplets.js", js_assign("XCM_TRIPLETS", None, trip))
-        models = {}
-        for model, df in frames.items():
-            slug = model_slug(model)
-            files.atomic_write_text(gallery / sub / f"model-{slug}.js",
-                                    js_assign("XCM_MODELS", model, model_data(df, trip["ids"],
-                                                                                model)))
-            models[model] = f"model-{slug}.js"
-        for model, script in models.items():
-            title = f"{model}: {task} triplets it got wrong"
-            cfg = {"kind": "wrong", "task": task, "model": model, "pageSize": page_size,
-                   "thumbRoot": "../"}
-            files.atomic_write_text(gallery / sub / f"{model_slug(model)}.html",
-                                    page_html(title, cfg, ["triplets.js", script]))
-            out.pages.append((title, f"gallery/{sub}/{model_slug(model)}.html"))
         if len(models) > 1:
-            title = f"{task}: two models side by side (where they disagree)"
-            cfg = {"kind": "compare", "task": task, "models": models, "pageSize": page_size,
-                   "thumbRoot": "../"}
-            files.atomic_write_text(gallery / sub / "compare.html",
-                                    page_html(title, cfg, ["triplets.js"]))
-            out.pages.append((title, f"gallery/{sub}/compare.html"))
+            write_page(gallery, f"{sub}/compare.html",
+                       f"{task}: two models side by side (where they disagree)",
+                       {"kind": "compare", "task": task, "models": models,
+                        "pageSize": page_size, "thumbRoot": "../"}, ["triplets.js"], out)
+
+
+def dataset_triplets(df: pd.DataFrame, task: str, fp: str, gallery: Path, datasets: list[Path],
+                     recorded: list[str], out: GalleryOut) -> dict[str, Any]:
+    """The shared triplets file of one dataset, its thumbnails written."""
+    store, why = open_images([*map(str, datasets), *recorded])
+    if why:
+        out.notes.append(f"gallery {task}: {why}")
+    cols = NEEDED[5:9] if task == "3xcm-i2i" else NEEDED[6:9]  # a text query has no image
+    ids = list(dict.fromkeys(np.concatenate([df[c].to_numpy() for c in cols]).astype(str)))
+    trip = triplet_table(df, write_thumbs(store, ids, gallery, out))
+    trip.update(task=task, fingerprint=fp, n=len(df))
+    return trip
 
 
 def xm3600_galleries(col: Collection, gallery: Path, page_size: int, out: GalleryOut) -> None:
@@ -334,25 +338,31 @@ def xm3600_galleries(col: Collection, gallery: Path, page_size: int, out: Galler
                              old)
         if df is None:
             continue
-        ks = [int(k) for k in getattr(r.task, "ks", None) or []]
-        metrics = [f"{m}@{k}" for m in ("lbkl", "dlbkl") for k in ks if f"{m}@{k}" in df.columns]
-        data = {"name": model, "metrics": metrics,
-                "ids": df["query_image_id"].astype(str).tolist(),
-                "locale": df["query_locale"].astype(str).tolist(),
-                "values": [[None if not np.isfinite(v) else round(float(v), 6) for v in row]
-                           for row in df[metrics].to_numpy(np.float64)] if metrics else [],
-                "captions": [list(map(str, c)) for c in df["top_caption"]],
-                "languages": [list(map(str, c)) for c in df["top_language"]],
-                "relevant": [list(map(bool, c)) for c in df["top_relevant"]]}
-        sub, slug = f"{task}-{fp[:12]}", model_slug(model)
-        files.atomic_write_text(gallery / sub / f"model-{slug}.js",
-                                js_assign("XCM_XM3600", None, data))
-        title = f"{model}: {task} top captions per image"
-        cfg = {"kind": "xm3600", "task": task, "model": model, "pageSize": page_size}
-        files.atomic_write_text(gallery / sub / f"{slug}.html",
-                                page_html(title, cfg, [f"model-{slug}.js"]))
-        out.pages.append((title, f"gallery/{sub}/{slug}.html"))
+        label, sub, slug = col.label(model), f"{task}-{fp[:12]}", model_slug(model)
+        try:
+            data = xm3600_data(df, r, label)
+        except (KeyError, TypeError, ValueError, IndexError) as e:
+            out.notes.append(f"gallery {task} {label}: malformed outcomes ({type(e).__name__}: "
+                             f"{e}): left out")
+            continue
+        write(gallery / sub / f"model-{slug}.js", js_assign("XCM_XM3600", None, data), out)
+        write_page(gallery, f"{sub}/{slug}.html", f"{label}: {task} top captions per image",
+                   {"kind": "xm3600", "task": task, "model": label, "pageSize": page_size},
+                   [f"model-{slug}.js"], out)
     note_old(out, PREVALENCE_TASK, old)
+
+
+def xm3600_data(df: pd.DataFrame, r: ResultFile, label: str) -> dict[str, Any]:
+    ks = [int(k) for k in getattr(r.task, "ks", None) or []]
+    metrics = [f"{m}@{k}" for m in ("lbkl", "dlbkl") for k in ks if f"{m}@{k}" in df.columns]
+    return {"name": label, "metrics": metrics,
+            "ids": df["query_image_id"].astype(str).tolist(),
+            "locale": df["query_locale"].astype(str).tolist(),
+            "values": [[None if not np.isfinite(v) else round(float(v), 6) for v in row]
+                       for row in df[metrics].to_numpy(np.float64)] if metrics else [],
+            "captions": [list(map(str, c)) for c in df["top_caption"]],
+            "languages": [list(map(str, c)) for c in df["top_language"]],
+            "relevant": [list(map(bool, c)) for c in df["top_relevant"]]}
 
 
 def build_galleries(col: Collection, output: Path, datasets: list[Path] | None = None,
@@ -367,13 +377,8 @@ def build_galleries(col: Collection, output: Path, datasets: list[Path] | None =
     xm3600_galleries(col, gallery, page_size, out)
     if not out.pages:
         return out
-    files.atomic_write_text(gallery / "assets" / "gallery.js", assets.SCRIPT)
-    files.atomic_write_text(gallery / "assets" / "gallery.css", assets.STYLE)
-    items = "".join(f'<li><a href="{html.escape(p[len("gallery/"):])}">{html.escape(t)}</a></li>'
-                    for t, p in out.pages)
-    files.atomic_write_text(gallery / "index.html", (
-        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>Galleries</title>'
-        '<link rel="stylesheet" href="assets/gallery.css"></head><body>'
-        '<p class="nav"><a href="../report.html">report</a></p><h1>Galleries</h1>'
-        f"<ul>{items}</ul></body></html>"))
+    for name in ("gallery.js", "gallery.css"):
+        write(gallery / "assets" / name, page.asset(name), out)
+    write(gallery / "index.html", page.render_template(
+        "gallery_index.html", pages=[(t, p[len("gallery/"):]) for t, p in out.pages]), out)
     return out

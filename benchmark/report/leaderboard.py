@@ -7,18 +7,18 @@ shown as missing too. One leaderboard per data fingerprint (:func:`boards`): res
 different data never share a table, and each table names its fingerprint. Rows are sorted
 by 3xcm SP (lower is less biased; an XM3600-only table by LBKL@10), models without it last,
 and each row says whether it differs significantly from the next (:func:`neighbour_tests`:
-paired bootstrap, Holm across the pairs of the table). Rendered as Markdown and as HTML
+paired bootstrap, Holm across the pairs of the table). Rendered (:func:`board_table`) as Markdown and as HTML
 tables whose cells carry the exact JSON value in ``data-value``.
 """
 
 from __future__ import annotations
 
-import html
 import math
 from dataclasses import dataclass
 from typing import Any
 
-from benchmark.report.collect import Collection
+from benchmark.report.collect import Collection, short_path
+from benchmark.report.page import Cell, Row, Table
 
 
 @dataclass(frozen=True)
@@ -163,7 +163,7 @@ def board_note(b: Board, markdown: bool = True) -> str:
     """What a board holds: its dataset(s), fingerprint, and how neighbours were tested
     (Markdown emphasis, or plain text for the HTML page)."""
     em, code = ("*", "`") if markdown else ("", "")
-    data = ", ".join(f"{t}: {name}" for t, name in b.datasets.items())
+    data = ", ".join(f"{t}: {short_path(name)}" for t, name in b.datasets.items())
     lines = [f"Data fingerprint {code}{b.fingerprint}{code} ({data})."]
     if b.rank:
         from benchmark.metrics.significance import ALPHA
@@ -179,26 +179,10 @@ def board_note(b: Board, markdown: bool = True) -> str:
     return " ".join(lines)
 
 
-def to_markdown(table: list[dict[str, Any]], columns: list[Column] | tuple[Column, ...] = COLUMNS,
-                with_vs_next: bool = False) -> str:
-    head = "| model | " + " | ".join(c.header for c in columns) + (
-        " | vs next |" if with_vs_next else " |")
-    sep = "|---|" + "|".join("---:" for _ in columns) + ("|---|" if with_vs_next else "|")
-    lines = [head, sep]
-    for r in table:
-        cells = [fmt(r[c.key], c.digits) for c in columns]
-        if with_vs_next:
-            cells.append(vs_next_text(r.get("vs_next")))
-        lines.append(f"| {r['model']} | " + " | ".join(cells) + " |")
-    notes = ("\nSP = M_cul / M_sem (3XCM text -> image; lower = less cultural self-preference). "
-             "SP (i2i): image -> image. acc@5, nDCG@10: XM3600 image -> text retrieval; "
-             "LBKL@10, DLBKL@10: divergence of the retrieved caption languages from the target "
-             "distribution (lower = less prevalence bias).\n")
-    return "\n".join(lines) + "\n" + notes
-
-
-def board_markdown(b: Board) -> str:
-    return to_markdown(b.rows, b.columns, with_vs_next=bool(b.rank)) + "\n" + board_note(b) + "\n"
+NOTES = ("SP = M_cul / M_sem (3XCM text -> image; lower = less cultural self-preference). "
+         "SP (i2i): image -> image. acc@5, nDCG@10: XM3600 image -> text retrieval; "
+         "LBKL@10, DLBKL@10: divergence of the retrieved caption languages from the target "
+         "distribution (lower = less prevalence bias).")
 
 
 def _data_value(value: Any) -> str:
@@ -207,54 +191,44 @@ def _data_value(value: Any) -> str:
     return repr(value) if _finite(value) else ""
 
 
-def to_html(table: list[dict[str, Any]], columns: list[Column] | tuple[Column, ...] = COLUMNS,
-            table_id: str = "leaderboard", with_vs_next: bool = False) -> str:
-    """An HTML ``<table class="leaderboard">``; each cell's ``data-value`` is the JSON value
-    (the "vs next" cell's: the Holm-adjusted p)."""
-    e = html.escape
-    head = "".join(f'<th data-key="{e(c.key)}" title="{e(c.task)}: {e(c.field)}">'
-                   f"{e(c.header)}</th>" for c in columns)
-    if with_vs_next:
-        head += '<th data-key="vs_next" title="Holm-adjusted paired bootstrap">vs next</th>'
-    body = []
-    for r in table:
-        cells = "".join(f'<td data-key="{e(c.key)}" data-value="{e(_data_value(r[c.key]))}">'
-                        f"{e(fmt(r[c.key], c.digits))}</td>" for c in columns)
-        if with_vs_next:
+def board_table(b: Board, labels: dict[str, str], table_id: str = "leaderboard") -> Table:
+    """The board as a table: a row per model (its display label), each cell's ``data-value``
+    the JSON value (the "vs next" cell's: the Holm-adjusted p)."""
+    head = [Cell("model", cls="text")] + [Cell(c.header, key=c.key, title=f"{c.task}: {c.field}")
+                                          for c in b.columns]
+    if b.rank:
+        head.append(Cell("vs next", key="vs_next", cls="text",
+                         title="Holm-adjusted paired bootstrap"))
+    rows = []
+    for r in b.rows:
+        label = labels.get(r["model"], r["model"])
+        cells = [Cell(label, header=True)] + [Cell(fmt(r[c.key], c.digits), _data_value(r[c.key]),
+                                                    c.key) for c in b.columns]
+        if b.rank:
             t = r.get("vs_next") or {}
-            cls = ' class="differs"' if t.get("significant") else ""
-            cells += (f'<td data-key="vs_next"{cls} data-value="{e(_data_value(t.get("p_holm")))}"'
-                      f' title="{e(str(t.get("why") or ""))}">{e(vs_next_text(t))}</td>')
-        body.append(f'<tr class="model-row" data-model="{e(r["model"])}">'
-                    f'<th scope="row">{e(r["model"])}</th>{cells}</tr>')
-    return (f'<table id="{e(table_id)}" class="leaderboard"><thead><tr><th>model</th>' + head
-            + "</tr></thead><tbody>" + "".join(body) + "</tbody></table>")
+            cells.append(Cell(vs_next_text(t), _data_value(t.get("p_holm")), "vs_next",
+                              "differs" if t.get("significant") else "", str(t.get("why") or "")))
+        rows.append(Row(cells, {"model": label}, "model-row"))
+    return Table(head, rows, table_id, "leaderboard")
 
 
-def board_html(b: Board, table_id: str) -> str:
-    return (to_html(b.rows, b.columns, table_id, with_vs_next=bool(b.rank))
-            + f'<p class="note">{html.escape(board_note(b, markdown=False))}</p>')
-
-
-def country_table(col: Collection, task: str = "3xcm") -> tuple[list[str], list[dict[str, Any]]]:
-    """(country codes in table order, one row per model: ``model`` + code -> SP or None)."""
+def country_table(col: Collection, task: str, labels: dict[str, str]) -> Table | None:
+    """SP per model (rows) and country (columns, ISO 3166-1 alpha-3 codes, as in every table
+    and figure of the report); None when no run of ``task`` has per-country scores."""
     from core import datatables
 
     res = col.task(task)
     present = {c for r in res.values() for c in r.scores.get("by_country", {})}
+    if not present:
+        return None
     codes = [c.code for c in datatables.countries() if c.code in present] + sorted(
         present - {c.code for c in datatables.countries()})
-    out = []
+    rows = []
     for model, r in res.items():
         by = r.scores.get("by_country", {})
-        out.append({"model": model, **{c: (by.get(c) or {}).get("SP") for c in codes}})
-    return codes, out
-
-
-def country_markdown(codes: list[str], table: list[dict[str, Any]]) -> str:
-    """SP per model (rows) and country (columns, ISO 3166-1 alpha-3 codes, as in every table
-    and figure of the report) as a Markdown table."""
-    lines = ["| model | " + " | ".join(codes) + " |", "|---|" + "---:|" * len(codes)]
-    for r in table:
-        lines.append(f"| {r['model']} | " + " | ".join(fmt(r[c], 2) for c in codes) + " |")
-    return "\n".join(lines) + "\n"
+        sp = [(by.get(c) or {}).get("SP") for c in codes]
+        label = labels.get(model, model)
+        rows.append(Row([Cell(label, header=True)] + [Cell(fmt(v, 2), _data_value(v), c)
+                                                      for c, v in zip(codes, sp, strict=True)],
+                        {"model": label}))
+    return Table([Cell("model", cls="text")] + [Cell(c, key=c) for c in codes], rows)

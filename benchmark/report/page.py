@@ -1,78 +1,131 @@
-"""The self-contained HTML report: inline CSS, figures embedded as base64 PNG data URIs, no
-scripts and no external requests, so the single file can be mailed or archived."""
+"""The one template layer of every HTML page: the report, the galleries, the reproduction's
+comparison (``templates/``, Jinja2 with autoescaping). Text from results files, datasets and
+model names reaches a page only as data: escaped by construction, JSON in ``<script>`` through
+``tojson``, each text span direction-isolated (``<bdi>``). A page is a list of sections of
+blocks (:func:`para`, :func:`bullets`, :func:`links`, :func:`figures`, :func:`table`); a
+:class:`Table` renders as HTML and as Markdown from the same cells."""
 
 from __future__ import annotations
 
 import base64
-import html
+from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-CSS = """
-body{font-family:"Noto Sans","DejaVu Sans",sans-serif;margin:2em auto;max-width:1200px;
-color:#222;padding:0 1em}
-table{border-collapse:collapse;margin:1em 0;font-size:0.9em}
-th,td{border:1px solid #ccc;padding:0.25em 0.6em;text-align:right}
-th[scope=row],td.text{text-align:left}
-thead th{background:#f0f0f0}
-tr:nth-child(even) td{background:#fafafa}
-img{max-width:100%;border:1px solid #eee;margin:0.5em 0}
-figure{margin:1.5em 0}
-figcaption{font-size:0.9em;color:#555}
-details{margin:0.5em 0}
-.note{color:#555;font-size:0.9em}
-tr.outside td{background:#fde2e2}
-tr.missing td{color:#888}
-.banner{border:2px solid #c44;background:#fff4f4;padding:0.5em 1em}
-section{overflow-x:auto}
-td.differs{font-weight:bold}
-"""
+TEMPLATES = Path(__file__).with_name("templates")
 
 
-def figure(path: Path, caption: str) -> str:
-    """A ``<figure>`` with the PNG at ``path`` inlined."""
-    data = base64.b64encode(path.read_bytes()).decode("ascii")
-    return (f'<figure><img alt="{html.escape(caption)}" src="data:image/png;base64,{data}">'
-            f"<figcaption>{html.escape(caption)}</figcaption></figure>")
+@lru_cache(maxsize=1)
+def _env() -> Any:
+    import jinja2
+
+    return jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
+                              trim_blocks=True, lstrip_blocks=True)
 
 
-def frame_table(df: pd.DataFrame, table_id: str, digits: int = 3) -> str:
-    """An HTML table of a data frame: numbers rounded for display, exact in ``data-value``."""
-    e = html.escape
-    head = "".join(f"<th>{e(str(c))}</th>" for c in df.columns)
-    body = []
+def render_template(name: str, **context: Any) -> str:
+    return _env().get_template(name).render(**context)
+
+
+def asset(name: str) -> str:
+    """A static file of ``templates/`` (the galleries' script and style sheet)."""
+    return (TEMPLATES / name).read_text(encoding="utf-8")
+
+
+@dataclass
+class Cell:
+    text: str
+    value: str | None = None  # data-value: the exact number behind the rounded text
+    key: str | None = None  # data-key: the column
+    cls: str = ""
+    title: str = ""
+    header: bool = False  # a row's header cell (<th scope=row>)
+
+
+@dataclass
+class Row:
+    cells: list[Cell]
+    attrs: dict[str, str] = field(default_factory=dict)  # data-* attributes of the <tr>
+    cls: str = ""
+
+
+@dataclass
+class Table:
+    head: list[Cell]
+    rows: list[Row]
+    id: str = ""
+    cls: str = ""
+
+
+def md_cell(text: str) -> str:
+    """Text as one Markdown table cell: ``|`` escaped, line breaks as spaces."""
+    return " ".join(str(text).replace("\\", "\\\\").replace("|", "\\|").split())
+
+
+def markdown(t: Table) -> str:
+    """The table as a Markdown pipe table (text columns left-aligned, numbers right)."""
+    lines = ["| " + " | ".join(md_cell(c.text) for c in t.head) + " |",
+             "|" + "|".join("---" if "text" in c.cls else "---:" for c in t.head) + "|"]
+    lines += ["| " + " | ".join(md_cell(c.text) for c in r.cells) + " |" for r in t.rows]
+    return "\n".join(lines) + "\n"
+
+
+def simple_table(head: list[str], rows: list[list[str]], text_cols: int = 1,
+                 classes: list[str] | None = None) -> Table:
+    """A table of plain strings; the first ``text_cols`` columns are text (left-aligned)."""
+    return Table([Cell(h, cls="text" if i < text_cols else "") for i, h in enumerate(head)],
+                 [Row([Cell(x, cls="text" if i < text_cols else "") for i, x in enumerate(r)],
+                      cls=(classes or [""] * len(rows))[j]) for j, r in enumerate(rows)])
+
+
+def frame_table(df: pd.DataFrame, table_id: str, digits: int = 3) -> Table:
+    """A data frame as a table: numbers rounded for display, exact in ``data-value``."""
+    rows = []
     for rec in df.to_dict("records"):
         cells = []
         for c in df.columns:
             v = rec[c]
             if v is None or (not isinstance(v, str) and pd.isna(v)):
-                cells.append(f'<td data-key="{e(c)}" data-value="">-</td>')
+                cells.append(Cell("-", "", str(c)))
             elif isinstance(v, str):
-                cells.append(f'<td class="text" data-key="{e(c)}">{e(v)}</td>')
+                cells.append(Cell(v, None, str(c), "text"))
             elif isinstance(v, int | np.integer):
-                cells.append(f'<td data-key="{e(c)}" data-value="{int(v)}">{int(v)}</td>')
+                cells.append(Cell(str(int(v)), str(int(v)), str(c)))
             else:
-                cells.append(f'<td data-key="{e(c)}" data-value="{float(v)!r}">'
-                             f"{float(v):.{digits}f}</td>")
-        body.append("<tr>" + "".join(cells) + "</tr>")
-    return (f'<table id="{e(table_id)}"><thead><tr>{head}</tr></thead><tbody>'
-            + "".join(body) + "</tbody></table>")
+                cells.append(Cell(f"{float(v):.{digits}f}", repr(float(v)), str(c)))
+        rows.append(Row(cells))
+    return Table([Cell(str(c)) for c in df.columns], rows, table_id)
 
 
-def render(title: str, sections: list[tuple[str, str]], meta: dict[str, Any]) -> str:
-    """The whole page: a title, a line of provenance, then (heading, HTML body) sections."""
-    e = html.escape
-    parts = [f"<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
-             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
-             f"<title>{e(title)}</title><style>{CSS}</style></head><body>",
-             f"<h1>{e(title)}</h1>",
-             f"<p class=\"note\">Generated {e(str(meta.get('date', '')))} by benchmark "
-             f"{e(str(meta.get('package_version', '')))} from {e(str(meta.get('n_files', 0)))} "
-             f"results file(s).</p>"]
-    for heading, body in sections:
-        parts.append(f"<section><h2>{e(heading)}</h2>{body}</section>")
-    parts.append("</body></html>")
-    return "\n".join(parts)
+def para(text: str, cls: str = "") -> dict[str, Any]:
+    return {"kind": "p", "text": text, "cls": cls}
+
+
+def bullets(items: list[str]) -> dict[str, Any]:
+    return {"kind": "list", "items": items}
+
+
+def links(items: list[tuple[str, str]]) -> dict[str, Any]:
+    return {"kind": "links", "items": items}
+
+
+def table(t: Table, summary: str = "") -> dict[str, Any]:
+    """A table block; with ``summary``, folded under it (``<details>``)."""
+    return {"kind": "table", "table": t, "summary": summary}
+
+
+def figures(items: list[tuple[Path, str]]) -> dict[str, Any]:
+    """PNG figures inlined as data URIs (the page is one self-contained file)."""
+    return {"kind": "figures", "items": [
+        ("data:image/png;base64," + base64.b64encode(p.read_bytes()).decode("ascii"), cap)
+        for p, cap in items]}
+
+
+def render(title: str, sections: list[tuple[str, list[dict[str, Any]]]],
+           meta: dict[str, Any]) -> str:
+    """A whole report page: a title, a line of provenance, then (heading, blocks) sections."""
+    return render_template("report.html", title=title, sections=sections, meta=meta)

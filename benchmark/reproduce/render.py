@@ -11,7 +11,6 @@ full-precision values for scripts.
 from __future__ import annotations
 
 import csv
-import html
 import io
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -170,57 +169,41 @@ def to_markdown(comp: Comparison, ctx: Context) -> str:
     return "\n".join(md) + "\n"
 
 
-def _html_table(head: list[str], rows: list[list[str]], classes: list[str] | None = None) -> str:
-    e = html.escape
-    out = "<table><thead><tr>" + "".join(f"<th>{e(h)}</th>" for h in head) + "</tr></thead><tbody>"
-    for i, r in enumerate(rows):
-        cls = f' class="{classes[i]}"' if classes and classes[i] else ""
-        out += f"<tr{cls}>" + "".join(f'<td class="text">{e(x)}</td>' if j < 2 else
-                                      f"<td>{e(x)}</td>" for j, x in enumerate(r)) + "</tr>"
-    return out + "</tbody></table>"
-
-
-def _cells_html(s: Section, fakes: dict[str, str]) -> str:
+def _cells_blocks(s: Section, fakes: dict[str, str]) -> list[dict]:
     rows = [[x.strip("*") for x in cell_row(c, fakes)] for c in s.cells]
     classes = [c.status if c.status in ("outside", "missing") else "" for c in s.cells]
-    body = _html_table(CELL_HEAD, rows, classes)
-    notes = "".join(f'<p class="note">{html.escape(n)}</p>' for n in s.notes)
-    src = f'<p class="note">Source: {html.escape(s.source)}.</p>'
-    if len(s.cells) > FOLD:
-        c = s.counts()
-        body = (f"<details><summary>{len(s.cells)} cells: {c['ok']} within, {c['outside']} "
-                f"outside, {c['missing']} missing</summary>{body}</details>")
-    return src + notes + body
+    c = s.counts()
+    fold = (f"{len(s.cells)} cells: {c['ok']} within, {c['outside']} outside, {c['missing']} "
+            "missing") if len(s.cells) > FOLD else ""
+    return ([page.para(f"Source: {s.source}.", "note")] + [page.para(n, "note") for n in s.notes]
+            + [page.table(page.simple_table(CELL_HEAD, rows, 2, classes), fold)])
 
 
 def to_html(comp: Comparison, ctx: Context) -> str:
     fakes = fake_models(comp)
-    e = html.escape
-    top = ""
-    if fakes:
-        top = ('<div class="banner"><p><strong>These models are not the paper\'s real '
-               "checkpoints: their numbers mean nothing against the paper</strong> (rows "
-               "marked †):</p><ul>" + "".join(f"<li>{e(m)}: {e(w)}</li>" for m, w in fakes.items())
-               + "</ul></div>")
-    models = _html_table(["our model", "paper name", "checkpoint", "revision", "conventions",
-                          "the paper's checkpoint?"], model_rows(comp))
+    top = [{"kind": "banner", "items": [f"{m}: {w}" for m, w in fakes.items()],
+            "text": "These models are not the paper's real checkpoints: their numbers mean "
+                    "nothing against the paper (rows marked †):"}] if fakes else []
+    models = [page.table(page.simple_table(["our model", "paper name", "checkpoint", "revision",
+                                            "conventions", "the paper's checkpoint?"],
+                                           model_rows(comp), 2))]
     if comp.unmatched:
-        models += f'<p class="note">Models with no published numbers: {e(", ".join(comp.unmatched))}.</p>'
+        models.append(page.para(f"Models with no published numbers: "
+                                f"{', '.join(comp.unmatched)}.", "note"))
     sections = [("Models", top + models)]
     if ctx.failures:
-        sections.append(("Failed jobs", "<ul>" + "".join(
-            f"<li>{e(', '.join(jobs))}: {e(why)}</li>" for jobs, why in grouped(ctx.failures))
-            + "</ul>"))
-    sections.append(("Summary", "".join(f'<p class="note">{e(n)}</p>' for n in ctx.notes)
-                     + _html_table(["table", "cells", "within tolerance", "outside",
-                                    "missing (not computed)"], summary_rows(comp))))
-    sections.append(("Tolerances", _html_table(["kind", "tolerance", "why"], [
-        [k, t.label(), t.why] for k, t in TOLERANCES.items()]) + f'<p class="note">{e(SE_NOTE)}</p>'))
+        sections.append(("Failed jobs", [page.bullets([f"{', '.join(jobs)}: {why}"
+                                                       for jobs, why in grouped(ctx.failures)])]))
+    sections.append(("Summary", [page.para(n, "note") for n in ctx.notes] + [page.table(
+        page.simple_table(["table", "cells", "within tolerance", "outside",
+                           "missing (not computed)"], summary_rows(comp)))]))
+    sections.append(("Tolerances", [page.table(page.simple_table(
+        ["kind", "tolerance", "why"], [[k, t.label(), t.why] for k, t in TOLERANCES.items()])),
+        page.para(SE_NOTE, "note")]))
     flags = flag_lines(comp)
     if flags:
-        sections.append(("The paper against its own counts", "<ul>" + "".join(
-            f"<li>{e(f)}</li>" for f in flags) + "</ul>"))
-    sections += [(s.title, _cells_html(s, fakes)) for s in comp.sections]
+        sections.append(("The paper against its own counts", [page.bullets(flags)]))
+    sections += [(s.title, _cells_blocks(s, fakes)) for s in comp.sections]
     return page.render(TITLE, sections, {"date": now_iso(), "package_version": __version__,
                                          "n_files": ctx.n_files})
 

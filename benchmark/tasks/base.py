@@ -27,6 +27,7 @@ from benchmark.results import (
     ResultFile,
     TaskInfo,
     environment,
+    model_conflict,
     model_slug,
     now_iso,
     write_results,
@@ -191,6 +192,9 @@ def open_context(run: RunConfig, shard: Shard | None = None,
     adapter = registry.load_model(run.model, conventions=run.conventions, **overrides)
     check_output_dir(run.output_dir)
     check_output_dir(run.output_dir / model_slug(adapter.spec.name), claim=False)
+    for p in sorted((run.output_dir / model_slug(adapter.spec.name)).glob("*.json")):
+        if why := model_conflict(p, adapter.spec.name):
+            raise OutputError(why)
     if run.batch_size:
         adapter.text_batch_size = adapter.image_batch_size = run.batch_size
     memo = None

@@ -57,9 +57,10 @@ def default_query_languages() -> list[str]:
 
 def parse_languages(spec: str | None) -> list[str]:
     """``--query-languages``: ``all`` (or unset) is every country's language; otherwise a
-    comma list of those lower-case codes. Anything else is a DataError naming the fix."""
+    comma list of those lower-case codes. Anything else (an empty one too) is a DataError
+    naming the fix."""
     known = default_query_languages()
-    if not spec or spec.strip() == "all":
+    if spec is None or spec.strip() == "all":
         return known
     langs = [x.strip() for x in spec.split(",") if x.strip()]
     if not langs:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import random
 import time
 from collections.abc import Callable
@@ -239,9 +240,23 @@ def folder_searches(root: Path) -> tuple[list[Search], list[InputError]]:
     source = f"folder:{root}"
     searches: list[Search] = []
     errors: list[InputError] = []
+
+    def utf8(p: Path, rel: str) -> bool:  # a name that is not UTF-8: an error naming it
+        try:
+            p.name.encode("utf-8")
+        except UnicodeEncodeError:
+            shown = os.fsencode(p.name).decode("utf-8", "backslashreplace")
+            errors.append(InputError(source, rel + shown, "name is not valid UTF-8; rename it"))
+            return False
+        return True
+
     for cdir in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        if not utf8(cdir, ""):
+            continue
         for kdir in sorted(p for p in cdir.iterdir() if not p.name.startswith(".")):
             rel = f"{cdir.name}/{kdir.name}"
+            if not utf8(kdir, f"{cdir.name}/"):
+                continue
             if not kdir.is_dir():
                 errors.append(InputError(source, rel, "expected a country folder"))
                 continue
@@ -250,7 +265,8 @@ def folder_searches(root: Path) -> tuple[list[Search], list[InputError]]:
             except datatables.TableError as e:
                 errors.append(InputError(source, rel, str(e)))
                 continue
-            files = sorted(p for p in kdir.iterdir() if p.is_file() and not p.name.startswith("."))
+            files = sorted(p for p in kdir.iterdir() if p.is_file() and not p.name.startswith(".")
+                           and utf8(p, f"{rel}/"))
             hits = [Hit(rank=i, image_url=f.resolve().as_uri(), title=f.name,
                         raw={"path": f"{rel}/{f.name}"}) for i, f in enumerate(files, start=1)]
             # NFC: macOS writes folder names in NFD ("cafe" + U+0301), a keyboard types NFC

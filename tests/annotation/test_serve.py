@@ -8,6 +8,7 @@ import re
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -98,7 +99,7 @@ def test_cli_serves_on_loopback(tmp_path):
 
 def test_serve_plan_has_the_documented_settings(tmp_path, monkeypatch):
     from annotation.client import AnnotationError
-    from annotation.server import plan
+    from annotation.serve import plan
 
     for k in ("LABEL_STUDIO_USERNAME", "LABEL_STUDIO_PASSWORD", "LABEL_STUDIO_USER_TOKEN"):
         monkeypatch.delenv(k, raising=False)
@@ -159,6 +160,137 @@ def test_serve_starts_label_studio_on_loopback(tmp_path):
         assert who.json()["email"] == "lead@example.com"
         assert password not in (wd.root / "label-studio" / "label-studio.log").read_text(
             errors="replace")
+        folder = wd.root / "label-studio"  # the database holds the token: the owner's only
+        assert {p.stat().st_mode & 0o777 for p in folder.glob("data/*.sqlite3")} == {0o600}
+        assert {p.stat().st_mode & 0o777 for p in (folder, folder / "data")} == {0o700}
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=60)
+
+
+# -- serve: a squatted port, private secrets ---------------------------------------------------
+
+class Stranger:
+    """Another program's HTTP server on a port: answers everything 200 and keeps the headers
+    of every request it gets."""
+
+    def __init__(self) -> None:
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        seen = self.headers = []
+
+        class H(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802
+                seen.append(dict(self.headers))
+                body = b'{"status": "UP", "invite_url": "/phish"}'
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *a: object) -> None:
+                pass
+
+        self.srv = ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.port = self.srv.server_address[1]
+        import threading
+
+        threading.Thread(target=self.srv.serve_forever, args=(0.05,), daemon=True).start()
+
+    def close(self) -> None:
+        self.srv.shutdown()
+        self.srv.server_close()
+
+
+@pytest.fixture
+def fake_ls(tmp_path, monkeypatch):
+    """The stand-in label-studio executable, and the admin's environment of a first start."""
+    exe = tmp_path / "bin" / "label-studio"
+    exe.parent.mkdir()
+    src = (Path(__file__).with_name("fake_label_studio.py")).read_text()
+    exe.write_text(f"#!{sys.executable}\n{src}")
+    exe.chmod(0o755)
+    for k in ("LABEL_STUDIO_USER_TOKEN",):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("LABEL_STUDIO_USERNAME", "lead@example.com")
+    monkeypatch.setenv("LABEL_STUDIO_PASSWORD", "not-printed-pw")
+    return exe
+
+
+def test_serve_refuses_a_taken_port_before_starting(tmp_path, fake_ls, capsys):
+    from annotation.cli import main
+
+    stranger = Stranger()
+    try:
+        wd = WorkDir.open(tmp_path / "wd")
+        assert main(["serve", "--workdir", str(wd.root), "--port", str(stranger.port),
+                     "--label-studio", str(fake_ls)]) == 2
+    finally:
+        stranger.close()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"port {stranger.port} is taken" in err[0]
+    assert stranger.headers == [] and not (wd.root / "label-studio").exists()  # nothing started
+
+
+def test_serve_sends_no_token_to_a_server_it_did_not_start(tmp_path, fake_ls, monkeypatch):
+    """The port is taken between the check and the start (or the check is fooled): Label
+    Studio moves to the next port, the stranger answers /health; serve stops, token unsent."""
+    from annotation import serve
+    from annotation.client import AnnotationError
+
+    monkeypatch.setattr(serve, "port_taken", lambda host, port: False)
+    monkeypatch.setattr(serve.signal, "signal", lambda *a: None)
+    stranger = Stranger()
+    said: list[str] = []
+    try:
+        with pytest.raises(AnnotationError, match="not from the Label Studio started here"):
+            serve.serve(WorkDir.open(tmp_path / "wd").root, stranger.port, str(fake_ls),
+                        said.append)
+    finally:
+        stranger.close()
+    token = (tmp_path / "wd" / "label-studio" / "api_token").read_text().strip()
+    assert stranger.headers and all(token not in str(h) for h in stranger.headers)
+    assert not any("Authorization" in h for h in stranger.headers)
+    assert not any("invitation" in line for line in said)
+
+
+def test_serve_secrets_are_private_from_the_first_byte(tmp_path, fake_ls, monkeypatch):
+    """The token file is 0600 when it appears (written private, then moved into place);
+    label-studio/ and its data dir are 0700; the database Label Studio makes (it holds the
+    token) is 0600 whatever the umask; the own server's invitation link is printed."""
+    from tests.annotation.conftest import _free_port
+
+    real_replace, modes = os.replace, {}
+
+    def replace(src, dst, *a, **k):
+        modes[os.path.basename(dst)] = os.stat(src).st_mode & 0o777
+        return real_replace(src, dst, *a, **k)
+
+    monkeypatch.setattr(os, "replace", replace)
+    old = os.umask(0o022)
+    wd = WorkDir.open(tmp_path / "wd")
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "annotation", "serve", "--workdir", str(wd.root), "--port",
+         str(port), "--label-studio", str(fake_ls)], stdout=subprocess.PIPE, text=True,
+        start_new_session=True)
+    try:
+        from annotation.serve import plan
+
+        lines = []
+        while not any("annotators join" in ln for ln in lines):
+            line = proc.stdout.readline()
+            assert line, f"serve ended: {lines}"
+            lines.append(line)
+        assert f"invitation link: http://127.0.0.1:{port}/user/signup/?token=own" in "".join(lines)
+        folder = wd.root / "label-studio"
+        mode = {p.relative_to(folder).as_posix(): p.stat().st_mode & 0o777
+                for p in [folder, *folder.rglob("*")]}
+        assert mode == {".": 0o700, "data": 0o700, "api_token": 0o600, "label-studio.log": 0o600,
+                        "data/label_studio.sqlite3": 0o600}, mode
+        plan(tmp_path / "wd2", port, str(fake_ls))  # in this process: the token file's birth
+        assert modes["api_token"] == 0o600
+    finally:
+        os.umask(old)
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=10)

@@ -9,7 +9,7 @@ import numpy as np
 
 from benchmark.metrics.association import association_scores, summarize
 from benchmark.models.base import ModelSpec
-from benchmark.results import ResultFile, TaskInfo, now_iso, write_results
+from benchmark.results import ResultFile, TaskInfo, model_slug, now_iso, write_results
 from core import datatables
 
 
@@ -102,7 +102,7 @@ def write_outcome_run(out: Path, model: str, rates: tuple[float, float, float], 
     win = rng.choice(3, size=len(country), p=list(rates))
     sims = np.eye(3)[win]
     scores = association_scores(sims, {"country": country}, n_resamples=100, seed=seed)
-    folder = out / model
+    folder = out / model_slug(model)
     folder.mkdir(parents=True, exist_ok=True)
     side = folder / f"{task}.outcomes.parquet"
     import pandas as pd

@@ -12,6 +12,7 @@ import pytest
 
 from benchmark import launch
 from benchmark.cli import main
+from benchmark.results import model_slug
 from tests.benchmark.cache_helpers import passes
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -100,7 +101,7 @@ def test_one_model_sharded_over_devices_then_scored(tmp_path, monkeypatch, capsy
                "-q", "--cache-shard-file"])
     err = capsys.readouterr().err
     assert rc == 0, err
-    slug = "tests.benchmark.cache_helpers_Counting"
+    slug = model_slug("tests.benchmark.cache_helpers:Counting")
     for line in (f"ok      {slug}.shard-0-of-2 on cpu", f"ok      {slug}.shard-1-of-2 on cpu",
                  f"ok      {slug}.score on cpu"):
         assert line in err

@@ -72,3 +72,12 @@ def test_matrix_rejects_bad_query_languages_before_loading(
     code = cli.main([*RUN, "--query-languages", spec])
     assert code == 2
     assert capsys.readouterr().err.strip().splitlines() == [message]
+
+
+@pytest.mark.parametrize("value", ["", " ", ","])
+def test_an_empty_query_language_list_is_refused(value, tmp_path, capsys):
+    assert cli.main(["run", "--model", "hash", "--task", "3xcm-matrix", "--dataset",
+                     "data/synthetic-3xcm", "--output-dir", str(tmp_path / "r"),
+                     "--query-languages", value, "--no-cache", "-q"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--query-languages: empty list" in err[0]

@@ -174,3 +174,20 @@ def test_a_top_level_module_is_a_user_adapter(tmp_path, monkeypatch):
         registry.load_model("my_adapter:Nope")
     with pytest.raises(registry.RegistryError, match="unknown model 'no_such_module_x:Cls'"):
         registry.load_model("no_such_module_x:Cls")
+
+
+@pytest.mark.parametrize("target, says", [
+    ("collections:OrderedDict", "no callable encode_texts"),  # a class, not an adapter
+    ("os:sep", "is a str, not an adapter class"),
+    ("json:JSONDecodeError", "missing 3 required positional arguments"),  # cannot construct
+])
+def test_a_user_target_that_is_not_an_adapter_is_one_line_exit_2(target, says, tmp_path,
+                                                                  capsys):
+    from benchmark.cli import main
+
+    assert main(["run", "--model", target, "--task", "3xcm", "--dataset",
+                 "data/synthetic-3xcm", "--output-dir", str(tmp_path / "r"), "--no-cache",
+                 "-q"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"error: {target}") and says in err[0]
+    assert not (tmp_path / "r").exists()

@@ -186,8 +186,9 @@ def test_malformed_scores_cost_a_figure_not_the_report(tmp_path):
     path.write_text(json.dumps(data))
     written = build_report([tmp_path / "r"], tmp_path / "out", compare_authors=False)
     md = written["leaderboard_md"].read_text()
-    assert "## Skipped" in md and "3xcm figures: skipped, malformed scores" in md
+    assert "## Skipped" in md and "figure sp-by-country-3xcm-i2i: skipped, malformed scores" in md
     assert written["html"].read_text().count('class="model-row"') == 2
+    assert {"sp-heatmap-3xcm-i2i", "sp-by-country-3xcm"} <= set(written)  # only its figure
 
 
 def test_report_writes_only_into_a_folder_it_wrote(tmp_path, capsys):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -243,3 +244,23 @@ def test_builder_export_downloads_writes_the_provenance_view(tmp_path: Path) -> 
                          str(raw)]) == 0
     with raw.open() as f:
         assert "concept" not in next(csv.reader(f))
+
+
+def test_a_file_name_that_is_not_utf8_is_an_input_error_and_the_crawl_goes_on(
+        tmp_path: Path) -> None:
+    root = tmp_path / "photos"
+    (root / "food" / "THA").mkdir(parents=True)
+    (root / "food" / "THA" / "a.jpg").write_bytes(image_bytes("JPEG", seed=2))
+    bad = os.fsencode(root / "food" / "THA") + b"/caf\xe9.jpg"  # Latin-1, not UTF-8
+    with open(bad, "wb") as f:
+        f.write(image_bytes("JPEG", seed=3))
+    os.mkdir(os.fsencode(root) + b"/dr\xefnk")  # a concept folder, the same
+    with Catalog.open(tmp_path / "w") as cat:
+        crawl(cat, CrawlConfig(search=f"folder:{root}", fetch=fetch_cfg()))
+        rows = [(r["country"], r["title"], r["status"])
+                for r in cat.query("SELECT * FROM downloads_export")]
+        err = [(e["line"], e["reason"]) for e in cat.query(
+            "SELECT line, reason FROM crawl_input_errors ORDER BY line")]
+    assert rows == [("THA", "a.jpg", "ok")]
+    assert err == [("dr\\xefnk", "name is not valid UTF-8; rename it"),
+                   ("food/THA/caf\\xe9.jpg", "name is not valid UTF-8; rename it")]

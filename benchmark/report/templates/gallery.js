@@ -1,53 +1,7 @@
-"""The one script and style sheet of every gallery page (benchmark.report.gallery).
-
-Plain JavaScript, no library and nothing from elsewhere: the page's data scripts set
-``window.XCM_TRIPLETS`` / ``XCM_MODELS`` / ``XCM_XM3600`` and ``window.XCM_PAGE`` says which
-kind of page it is. Texts are set with ``textContent`` only (a query term or a caption is
-data, never markup). The state (filters, page, the two models) is the URL's ``#`` part.
-"""
-
-from __future__ import annotations
-
-STYLE = """
-body{font-family:"Noto Sans","DejaVu Sans",sans-serif;margin:1em auto;max-width:1240px;
-color:#222;padding:0 1em}
-h1{font-size:1.4em}
-.nav{font-size:0.9em}
-.controls{display:flex;flex-wrap:wrap;gap:0.6em 1.2em;align-items:center;margin:0.6em 0;
-padding:0.5em;background:#f4f4f4;border:1px solid #ddd}
-.controls label{font-size:0.9em}
-.summary{margin:0.5em 0;font-size:0.95em}
-.group{margin:1.2em 0 0.3em;font-size:1.05em;border-bottom:1px solid #ccc}
-.cards{display:grid;grid-template-columns:repeat(auto-fill,minmax(560px,1fr));gap:0.8em}
-.card{border:1px solid #ccc;border-radius:4px;padding:0.5em;background:#fff}
-.card header{margin-bottom:0.3em}
-.term{font-size:1.15em;font-weight:bold}
-.eng,.meta{color:#555;font-size:0.9em}
-.cands{display:flex;gap:0.5em}
-figure{margin:0;flex:1;text-align:center;border:3px solid transparent;padding:2px}
-figure img,.noimg{width:150px;height:150px;object-fit:contain;background:#eee;display:block;
-margin:0 auto}
-.noimg{line-height:150px;color:#888;font-size:0.8em}
-figcaption{font-size:0.85em}
-figure.chosen{border-color:#c0392b;background:#fdecea}
-figure.semantic.chosen{border-color:#2e7d32;background:#e8f5e9}
-figure.chosen-a{border-color:#1565c0;background:#e3f2fd}
-figure.chosen-b{border-color:#ef6c00;background:#fff3e0}
-.badge{display:inline-block;font-size:0.75em;padding:0 0.4em;border-radius:3px;color:#fff;
-background:#c0392b;margin-left:0.3em}
-.badge.a{background:#1565c0}
-.badge.b{background:#ef6c00}
-.margin{font-size:0.85em;margin:0.3em 0 0}
-.pager button{margin:0 0.3em}
-ol.captions{margin:0.3em 0;padding-left:1.6em;font-size:0.9em}
-ol.captions li.relevant{background:#e8f5e9}
-.lang{font-family:monospace;color:#555;margin-right:0.4em}
-table.metrics{border-collapse:collapse;font-size:0.8em;margin:0.3em 0}
-table.metrics td,table.metrics th{border:1px solid #ccc;padding:0.1em 0.4em;text-align:right}
-.empty{color:#888;margin:1em 0}
-"""
-
-SCRIPT = r"""
+// The one script of every gallery page (benchmark/report/gallery.py). The page's data
+// scripts set window.XCM_TRIPLETS / XCM_MODELS / XCM_XM3600; window.XCM_PAGE says which kind
+// of page it is. Text is set with textContent only, inside <bdi> (its direction stays its
+// own); the state (filters, page, the two models) is the URL's # part.
 (function () {
   "use strict";
   var P = window.XCM_PAGE, app = document.getElementById("app");
@@ -64,6 +18,7 @@ SCRIPT = r"""
     (kids || []).forEach(function (c) { if (c) e.appendChild(c); });
     return e;
   }
+  function bdi(text, cls) { return el("bdi", {cls: cls || "", text: text}); }
   function fmt(x) { return (x === null || x === undefined) ? "-" : x.toFixed(4); }
   function state() {
     var s = {}, h = new URLSearchParams(location.hash.slice(1));
@@ -111,10 +66,12 @@ SCRIPT = r"""
   }
   function header(T, i) {
     var h = el("header");
-    h.appendChild(el("span", {cls: "term", text: T.texts[T.text[i]]}));
-    h.appendChild(el("span", {cls: "eng", text: " (" + T.english[i] + ")"}));
-    h.appendChild(el("div", {cls: "meta", text: T.countries[T.country[i]] + " \u00b7 " +
-      T.concepts[T.concept[i]] + " \u00b7 triplet " + T.ids[i]}));
+    h.appendChild(bdi(T.texts[T.text[i]], "term"));
+    h.appendChild(el("span", {cls: "eng"}, [document.createTextNode(" ("),
+      bdi(T.english[i]), document.createTextNode(")")]));
+    h.appendChild(el("div", {cls: "meta"}, [bdi(T.countries[T.country[i]]),
+      document.createTextNode(" \u00b7 "), bdi(T.concepts[T.concept[i]]),
+      document.createTextNode(" \u00b7 triplet "), bdi(T.ids[i])]));
     if (P.task === "3xcm-i2i") h.appendChild(el("figure", {cls: "query"},
       [image(T, T.query_image[i], "query image"), el("figcaption", {text: "query image"})]));
     return h;
@@ -125,7 +82,8 @@ SCRIPT = r"""
     rows.forEach(function (i) {
       var g = T.countries[T.country[i]] + " \u00b7 " + T.concepts[T.concept[i]];
       if (g !== last) {
-        list.appendChild(el("h3", {cls: "group", text: g}));
+        list.appendChild(el("h3", {cls: "group"}, [bdi(T.countries[T.country[i]]),
+          document.createTextNode(" \u00b7 "), bdi(T.concepts[T.concept[i]])]));
         grid = el("div", {cls: "cards"}); list.appendChild(grid); last = g;
       }
       grid.appendChild(card(i));
@@ -275,12 +233,12 @@ SCRIPT = r"""
       var ol = el("ol", {cls: "captions"}, D.captions[i].map(function (c, j) {
         var rel = D.relevant[i][j];
         return el("li", {cls: rel ? "relevant" : "", "data-language": D.languages[i][j]}, [
-          el("span", {cls: "lang", text: D.languages[i][j]}), el("span", {cls: "caption", text: c}),
+          bdi(D.languages[i][j], "lang"), bdi(c, "caption"),
           rel ? el("span", {text: " \u2713"}) : null]);
       }));
       list.appendChild(el("article", {cls: "card", "data-image-id": D.ids[i]}, [
-        el("header", {}, [el("span", {cls: "term", text: D.ids[i]}),
-          el("span", {cls: "meta", text: " locale " + D.locale[i]})]),
+        el("header", {}, [bdi(D.ids[i], "term"),
+          el("span", {cls: "meta"}, [document.createTextNode(" locale "), bdi(D.locale[i])])]),
         el("table", {cls: "metrics"}, [tr1, tr2]), ol]));
     });
     if (!pg.rows.length) list.appendChild(el("p", {cls: "empty", text: "No images match."}));
@@ -295,4 +253,3 @@ SCRIPT = r"""
   window.addEventListener("hashchange", route);
   route();
 })();
-"""
