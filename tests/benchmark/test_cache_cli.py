@@ -12,13 +12,14 @@ from pathlib import Path
 import pytest
 
 from benchmark.cli import main
+from benchmark.results import model_slug
 from tests.benchmark.cache_helpers import passes
 from tests.benchmark.test_xm3600_task import make_official
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = str(ROOT / "data" / "synthetic-3xcm")
 MODEL = "tests.benchmark.cache_helpers:Counting"
-SLUG = "tests.benchmark.cache_helpers_Counting"
+SLUG = model_slug(MODEL)
 XCM_TASKS = ["--task", "3xcm", "--task", "3xcm-i2i", "--task", "3xcm-matrix"]
 
 
