@@ -13,7 +13,7 @@ import uuid
 
 import numpy as np
 
-from benchmark.topk import TopK
+from benchmark.retrieval import TopK
 
 log = logging.getLogger(__name__)
 

@@ -13,15 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from benchmark.embeddings import MultiVector
-from benchmark.retrieval import (
-    DEFAULT_CHUNK,
-    NumpyBackend,
-    TopK,
-    backend_maxsim,
-    exact_topk,
-    get_backend,
-)
+from benchmark.embeddings import MultiVector, maxsim_block
+from benchmark.retrieval import DEFAULT_CHUNK, Backend, TopK, exact_topk, get_backend
 
 SHORTLIST_METRICS = ("cosine", "l2")
 TIE_ORDERS = ("index", "shortlist")
@@ -40,7 +33,7 @@ def l2_shortlist_vectors(q: np.ndarray, d: np.ndarray) -> tuple[np.ndarray, np.n
 
 def two_stage_topk(
     queries: MultiVector, docs: MultiVector, k: int, shortlist: int, *,
-    chunk_size: int = DEFAULT_CHUNK, backend: str | NumpyBackend = "auto",
+    chunk_size: int = DEFAULT_CHUNK, backend: str | Backend = "auto",
     device: str | None = None, progress: bool = True, shortlist_metric: str = "cosine",
     ties: str = "index",
 ) -> TopK:
@@ -56,7 +49,7 @@ def two_stage_topk(
         raise ValueError(f"shortlist {shortlist} must be >= k={k}")
     if shortlist_metric not in SHORTLIST_METRICS or ties not in TIE_ORDERS:
         raise ValueError(f"shortlist_metric in {SHORTLIST_METRICS}, ties in {TIE_ORDERS}")
-    bk = backend if isinstance(backend, NumpyBackend) else get_backend(backend, device)
+    bk = backend if isinstance(backend, Backend) else get_backend(backend, device)
     qm, dm = queries.mean_pooled(), docs.mean_pooled()
     if shortlist_metric == "l2":
         qm, dm = l2_shortlist_vectors(qm, dm)
@@ -70,7 +63,7 @@ def two_stage_topk(
         qv = bk.put(q.vectors)
         qm = bk.put(np.ones((1, q.vectors.shape[1]), bool))
         idx = short.indices[i]
-        s = backend_maxsim(bk, qv, qm, bk.put(docs.vectors[idx]), bk.put(dmask_all[idx]))
+        s = maxsim_block(qv, qm, bk.put(docs.vectors[idx]), bk.put(dmask_all[idx]))
         scores[i] = bk.get(s)[0]
     tie_key = short.indices if ties == "index" else np.broadcast_to(
         np.arange(short.indices.shape[1]), short.indices.shape)

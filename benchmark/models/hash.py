@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from benchmark.embeddings import l2_normalize
 from benchmark.models.base import Adapter, ModelSpec
+from core.vectors import l2_normalize
 
 
 def content_seed(data: bytes, salt: str = "") -> int:

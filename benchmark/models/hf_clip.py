@@ -27,9 +27,9 @@ from typing import Any
 
 import numpy as np
 
-from benchmark.embeddings import l2_normalize
 from benchmark.models import hub
 from benchmark.models.base import Adapter
+from core.vectors import l2_normalize
 
 log = logging.getLogger(__name__)
 

@@ -50,9 +50,10 @@ from typing import Any
 
 import numpy as np
 
-from benchmark.embeddings import Embeddings, l2_normalize
+from benchmark.embeddings import Embeddings
 from benchmark.models import hub, qwenvl
 from benchmark.models.base import Adapter
+from core.vectors import l2_normalize
 
 log = logging.getLogger(__name__)
 

@@ -32,11 +32,11 @@ from typing import Any
 
 import numpy as np
 
-from benchmark.embeddings import l2_normalize
 from benchmark.models import hub
 from benchmark.models.base import Adapter, default_device
 from benchmark.models.conventions import resolve_dtype
 from benchmark.models.openclip import OpenCLIPModel
+from core.vectors import l2_normalize
 
 log = logging.getLogger(__name__)
 

@@ -49,8 +49,8 @@ from benchmark.data.images import ImageStore
 from benchmark.report import gallery_assets as assets
 from benchmark.report.collect import Collection
 from benchmark.results import ResultFile, model_slug
-from benchmark.topk import cpu_threads
 from core import datatables, files, query_table
+from core.devices import cpu_threads
 from core.errors import DataError
 
 log = logging.getLogger(__name__)

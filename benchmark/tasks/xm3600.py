@@ -75,7 +75,7 @@ class XM3600Config(TaskConfig):
     chunk_size: int = option(f"captions per score block (default {retrieval.DEFAULT_CHUNK})",
                              retrieval.DEFAULT_CHUNK)
     retrieval_backend: str = option(
-        "auto (default): torch on a GPU, faiss on the CPU (numpy where faiss is missing)",
+        "auto (default): torch on a GPU, faiss on the CPU; numpy: the chunked numpy path",
         "auto", choices=list(retrieval.BACKENDS))
     engine: str | None = option(
         "single-vector models: exact (default) or chromadb (the authors' HNSW index, "
