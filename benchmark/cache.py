@@ -405,7 +405,7 @@ def embed_cached(
                  stats.embedded, modality, stats.cached, stats.other_shards)
         return concat([]), stats
     ordered = [found[k] for k in keys]
-    if adapter.multi_vector or (ordered and np.asarray(ordered[0]).ndim == 2):
+    if adapter.spec.similarity == "maxsim" or (ordered and np.asarray(ordered[0]).ndim == 2):
         return MultiVector.from_list(ordered), stats
     if not ordered:
         return concat([]), stats

@@ -34,12 +34,12 @@ from benchmark.embeddings import (
     concat,
     cosine_pairs,
     cosine_similarity,
-    l2_normalize,
     maxsim,
     maxsim_pairs,
     take,
 )
 from core.devices import default_device
+from core.vectors import l2_normalize
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +48,8 @@ ROLES = ("query", "document")
 
 class ModelSpec(BaseModel):
     """What identifies a model's embeddings: the ``model`` of every results file, and part of
-    the cache key. Unknown keys of older results files are kept (``extra="allow"``)."""
+    the cache key; built by :func:`model_spec`. Unknown keys of older results files are kept
+    (``extra="allow"``)."""
 
     model_config = ConfigDict(extra="allow", frozen=True, protected_namespaces=())
     name: str
@@ -58,6 +59,19 @@ class ModelSpec(BaseModel):
     adapter_version: str = "1"
     multi_vector: bool = False
     extra: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def similarity(self) -> str:
+        """``maxsim`` for a multi-vector model, else ``cosine`` (its record's)."""
+        return "maxsim" if self.multi_vector else "cosine"
+
+
+def model_spec(name: str, family: str, checkpoint: str, revision: str | None = None, *,
+               multi_vector: bool = False, adapter_version: str = "1", **extra: Any) -> ModelSpec:
+    """The one builder of a :class:`ModelSpec`: every adapter's identity (``extra``: what
+    else identifies its weights)."""
+    return ModelSpec(name=name, family=family, checkpoint=checkpoint, revision=revision,
+                     adapter_version=adapter_version, multi_vector=multi_vector, extra=extra)
 
 
 class Adapter:
@@ -87,10 +101,6 @@ class Adapter:
         return {}
 
     # -- contract -------------------------------------------------------------------------
-    @property
-    def multi_vector(self) -> bool:
-        return self.spec.multi_vector
-
     def encode_texts(self, texts: Sequence[str], role: str = "query",
                      batch_size: int | None = None, progress: bool = True) -> Embeddings:
         return self._encode_all("text", texts, role, batch_size, progress)
@@ -216,12 +226,9 @@ class UserAdapter(Adapter):
         for attr in ("encode_texts", "encode_images"):
             if not callable(getattr(obj, attr, None)):
                 raise TypeError(f"{target}: adapter has no callable {attr}(...)")
-        super().__init__(
-            ModelSpec(name=target, family="user", checkpoint=target,
-                      revision=getattr(obj, "revision", None),
-                      adapter_version=str(getattr(obj, "version", "1"))),
-            device=device, dtype=dtype,
-        )
+        super().__init__(model_spec(target, "user", target, getattr(obj, "revision", None),
+                                    adapter_version=str(getattr(obj, "version", "1"))),
+                         device=device, dtype=dtype)
         self.obj = obj
 
     def _encode_text_batch(self, texts: list[str], role: str) -> Embeddings:

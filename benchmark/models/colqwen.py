@@ -51,7 +51,7 @@ import numpy as np
 
 from benchmark.embeddings import Embeddings, MultiVector, as_multi
 from benchmark.models import hub, qwenvl
-from benchmark.models.base import Adapter
+from benchmark.models.base import Adapter, model_spec
 
 log = logging.getLogger(__name__)
 
@@ -144,13 +144,12 @@ class ColQwenModel(Adapter):
         self.scorer = hub.check_choice(what, "scorer", scorer, SCORERS)
         self.normalize_dtype = hub.check_choice(what, "normalize_dtype", normalize_dtype,
                                                 hub.NORMALIZE_DTYPES)
-        folder, spec = hub.hub_spec(name, "colqwen", checkpoint, revision, allow_patterns=_ALLOW,
-                                    multi_vector=True,
-                                    extra={"base": base, "base_revision": base_revision})
-        super().__init__(spec, device=device, dtype=dtype)
-        self._folder, self._what = folder, what
+        folder, rev = hub.locate(checkpoint, revision, what=what, allow_patterns=_ALLOW)
         self._base_folder, self.load_info = resolve_base(folder, what, base, base_revision)
-        self.spec.extra.update(self.load_info)
+        super().__init__(model_spec(name, "colqwen", checkpoint, rev, multi_vector=True, **{
+            "base": base, "base_revision": base_revision, **self.load_info}),
+            device=device, dtype=dtype)
+        self._folder, self._what = folder, what
         self._net: tuple[Any, Any] | None = None  # weights load on the first encode
         has_proc = any((folder / f).is_file() for f in ("preprocessor_config.json", "processor_config.json"))
         proc_folder = folder if has_proc or self._base_folder is None else self._base_folder

@@ -14,10 +14,13 @@ reference|authors`` (``RunConfig.conventions``):
 - ``authors``: what the paper's code did (``data/authors/CONVENTIONS.md``, cited per record in
   ``sources``): loader, dtype, prompts, image tower, scorer and RQ1 retrieval.
 
-A record is data, never code: its descriptive fields are what ``ls --conventions`` shows and
-every results file records (``settings.conventions``); ``target``/``checkpoint``/``revision``
-replace the zoo entry's when set, ``options`` are keyword arguments of the adapter (on top of
-the zoo entry's), ``retrieval`` tells the ``xm3600-i2t`` task how to rank (RQ1 only). The
+A profile is an overlay, data never code: it never declares the model's identity (adapter
+class, checkpoint, revision, similarity: the zoo record's, filled in by :func:`resolve`; a
+profile may ``loads`` another zoo record, as clip-l14's authors profile loads clip-l14-hf's
+transformers snapshot, and say in words how the record's similarity is computed,
+``scorer``). Its descriptive fields are what ``ls --conventions`` shows and every results
+file records (``settings.conventions``); ``options`` are keyword arguments of the adapter (on
+top of the record's), ``retrieval`` tells the ``xm3600-i2t`` task how to rank (RQ1 only). The
 resolved record (profile name, model, actual dtype, every field but ``sources``) is part of
 the embedding-cache key (:func:`benchmark.cache.namespace`), so a profile change never reuses
 vectors of the other profile. :func:`benchmark.registry.load_model` applies a record.
@@ -46,6 +49,8 @@ CLIP_LOAD_DTYPE = "float16 on cuda, float32 on cpu (clip.load)"
 TWO_STAGE_L2 = "two-stage-l2"
 EXACT = "exact"
 RETRIEVALS = (EXACT, TWO_STAGE_L2)
+IDENTITY = ("similarity", "target", "extra", "checkpoint", "revision")  # the zoo record's
+SIMILARITY_WORDS = {"cosine": "cosine", "maxsim": "MaxSim, padding masked"}
 
 
 class ConventionsError(LookupError):
@@ -56,9 +61,9 @@ class ConventionsError(LookupError):
 class Conventions:
     """How one model embeds and scores under one profile.
 
-    Descriptive fields (what is done, in words) sit beside the operative ones (``target``,
-    ``checkpoint``, ``revision``, ``dtype``, ``options``, ``retrieval``); the tests check on
-    tiny checkpoints that the adapter built from a record does exactly what it describes.
+    Descriptive fields (what is done, in words) sit beside the operative ones (``loads``,
+    ``dtype``, ``options``, ``retrieval``); the tests check on tiny checkpoints that the
+    adapter built from a record does exactly what it describes.
     """
 
     implementation: str  # the code path followed (library, class, loader)
@@ -69,15 +74,17 @@ class Conventions:
     document_prompt: str = "{text}"  # how a text document (an XM3600 caption) is written
     pooling: str = ""
     normalization: str = "L2"
-    similarity: str = "cosine"
+    scorer: str = ""  # how the record's similarity is computed, in words ("": its own)
     retrieval: str = EXACT  # xm3600-i2t only: exact, or two-stage-l2 (mean-pooled L2 + MaxSim)
-    target: str | None = None  # adapter "module:Class" replacing the zoo entry's
-    extra: str | None = None  # pip extra of that target
-    checkpoint: str | None = None
-    revision: str | None = None
+    loads: str | None = None  # another zoo record whose identity (weights, adapter) this loads
     options: Mapping[str, Any] = field(default_factory=dict)  # adapter keyword arguments
     sources: str = ""  # where each convention comes from (not part of the cache key)
-    # set by resolve()
+    # set by resolve(): the identity (a loaded record's; None: the model's own) and the run
+    similarity: str | None = None
+    target: str | None = None
+    extra: str | None = None
+    checkpoint: str | None = None
+    revision: str | None = None
     model: str = ""
     profile: str = ""
     deviations: tuple[str, ...] = ()  # what the run changed (e.g. --dtype against the profile)
@@ -85,6 +92,7 @@ class Conventions:
     def as_dict(self) -> dict[str, Any]:
         """JSON-able form (results files, ``ls --conventions``)."""
         d = dataclasses.asdict(self)
+        del d["scorer"], d["loads"]  # recorded as the similarity and the identity they give
         d["options"] = dict(self.options)
         d["deviations"] = list(self.deviations)
         return d
@@ -123,14 +131,13 @@ def _colqwen(dtype_src: str) -> dict[str, Conventions]:
         query_prompt=_COLQWEN_QUERY, document_prompt=_COLQWEN_QUERY,
         pooling="none: one 128-d vector per token (custom_text_proj), padding dropped",
         normalization="L2 per token (float32)",
-        similarity="MaxSim, padding masked",
         sources="colpali-engine <= 0.3.12 process_queries (the prefix the checkpoints were "
                 "trained with; 0.3.13+ dropped it); model cards",
     )
     auth = dataclasses.replace(
         ref, dtype="bfloat16",
-        similarity="colpali score_multi_vector, one document per call (no zero padding "
-                   "enters: equals masked MaxSim)",
+        scorer="colpali score_multi_vector, one document per call (no zero padding "
+               "enters: equals masked MaxSim)",
         retrieval=TWO_STAGE_L2,
         normalization="L2 per token in bfloat16 (ColQwen2_5.forward: proj / proj.norm())",
         options={"scorer": "colpali-per-document", "normalize_dtype": "model"},
@@ -227,12 +234,8 @@ def _jina() -> dict[str, Conventions]:
     return {"reference": ref, "authors": auth}
 
 
-_HF_CLIP = "benchmark.models.hf_clip:HFDualEncoder"
-
-
 def _clip_l14(m: zoo.Model) -> dict[str, Conventions]:
-    """The authors loaded the transformers snapshot of the record's (only) download."""
-    (hf,) = m.downloads
+    """The authors loaded the transformers snapshot (the record's download, clip-l14-hf)."""
     return {
         "reference": Conventions(
             implementation="open_clip ViT-L-14/openai",
@@ -243,8 +246,7 @@ def _clip_l14(m: zoo.Model) -> dict[str, Conventions]:
             sources="open_clip zero-shot code and CLIP_benchmark",
         ),
         "authors": Conventions(
-            implementation="transformers AutoModel + AutoProcessor",
-            target=_HF_CLIP, extra="hf", checkpoint=hf.repo, revision=hf.revision,
+            implementation="transformers AutoModel + AutoProcessor", loads="clip-l14-hf",
             dtype="float32", options={"image_backend": "pil"},
             text="CLIPProcessor: padding=True, truncation at text_config.max_position_embeddings (77)",
             image=f"CLIPImageProcessor, {_PIL}",
@@ -297,7 +299,18 @@ def paper_conventions(records: Mapping[str, zoo.Model]) -> dict[str, dict[str, C
         raise ConventionsError(
             f"conventions builders {sorted(set(_BUILD) - set(records))} have no zoo model with "
             f"profiles; zoo models {sorted(set(records) - set(_BUILD))} have no builder")
-    return {name: _BUILD[name](m) for name, m in records.items()}
+    out = {name: _BUILD[name](m) for name, m in records.items()}
+    known = zoo.models()
+    for name, recs in out.items():
+        for c in recs.values():
+            if bad := [f for f in IDENTITY if getattr(c, f) is not None]:
+                raise ConventionsError(f"{name}: a profile cannot re-declare the record's "
+                                       f"{', '.join(bad)}")
+            base = known.get(c.loads or name, records[name])
+            if c.loads not in (None, *known) or c.scorer and base.similarity not in c.scorer.lower():
+                raise ConventionsError(f"{name}: loads {c.loads!r} / scorer {c.scorer!r} "
+                                       f"disagree with the zoo ({base.similarity})")
+    return out
 
 
 PAPER_CONVENTIONS: dict[str, dict[str, Conventions]] = paper_conventions(zoo.paper_models())
@@ -321,7 +334,12 @@ def resolve(name: str, profile: str) -> Conventions | None:
             f"model {name!r} has no {profile!r} conventions: only the paper's ten models have "
             f"them ({', '.join(PAPER_CONVENTIONS)}); run it with --conventions reference"
         )
-    return dataclasses.replace(recs[profile], model=name, profile=profile)
+    rec = recs[profile]
+    base = zoo.models()[rec.loads] if rec.loads else None
+    ident = {} if base is None else {"target": base.target, "extra": base.extra,
+                                     "checkpoint": base.checkpoint, "revision": base.revision}
+    sim = rec.scorer or SIMILARITY_WORDS[(base or zoo.models()[name]).similarity]
+    return dataclasses.replace(rec, model=name, profile=profile, similarity=sim, **ident)
 
 
 def differences(name: str) -> dict[str, tuple[Any, Any]]:

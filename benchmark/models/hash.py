@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmark.models.base import Adapter, ModelSpec
+from benchmark.models.base import Adapter, model_spec
 from core.vectors import l2_normalize
 
 
@@ -36,10 +36,8 @@ class HashModel(Adapter):
     """Vectors seeded by the sha256 of each input; ``dim`` dimensions, unit norm."""
 
     def __init__(self, name: str = "hash", dim: int = 64, **kw: Any):
-        super().__init__(
-            ModelSpec(name=name, family="hash", checkpoint=f"hash-{dim}", revision="1"),
-            device="cpu", dtype="float32",
-        )
+        super().__init__(model_spec(name, "hash", f"hash-{dim}", "1"), device="cpu",
+                         dtype="float32")
         self.dim = dim
         self.calls = 0  # forward passes (tests count them)
 

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from benchmark.models import hub
-from benchmark.models.base import Adapter
+from benchmark.models.base import Adapter, model_spec
 from core.vectors import l2_normalize
 
 log = logging.getLogger(__name__)
@@ -82,11 +82,11 @@ class HFDualEncoder(Adapter):
 
         from benchmark.models.base import torch_dtype
 
-        folder, spec = hub.hub_spec(name, "hf", checkpoint, revision, allow_patterns=_ALLOW)
+        folder, rev = hub.locate(checkpoint, revision, what=what, allow_patterns=_ALLOW)
         hub.sync_offline_flag()
         model = AutoModel.from_pretrained(str(folder), dtype=torch_dtype(dtype or "float32"))
         family = model.config.model_type
-        super().__init__(spec.model_copy(update={"family": f"hf:{family}"}), device=device,
+        super().__init__(model_spec(name, f"hf:{family}", checkpoint, rev), device=device,
                          dtype=dtype)
         self.model = model.to(device=self.device, dtype=torch_dtype(self.dtype)).eval()
         self.processor = AutoProcessor.from_pretrained(str(folder))

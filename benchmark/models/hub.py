@@ -29,7 +29,7 @@ from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmark.models.base import ModelSpec
+from benchmark.models.base import ModelSpec, model_spec
 from benchmark.registry import RegistryError
 
 log = logging.getLogger(__name__)
@@ -192,11 +192,10 @@ def hub_spec(
     name: str, family: str, checkpoint: str, revision: str | None, *,
     allow_patterns: Sequence[str] | None = None, **fields: Any,
 ) -> tuple[Path, ModelSpec]:
-    """(local folder, :class:`ModelSpec`) of a hub-loaded model: every adapter that loads a
-    checkpoint folder starts here, so the recorded revision is always the one found."""
+    """(local folder, :func:`~benchmark.models.base.model_spec`) of a hub-loaded model, whose
+    recorded revision is the one found (``fields``: the spec's keyword arguments)."""
     folder, rev = locate(checkpoint, revision, what=f"model {name}", allow_patterns=allow_patterns)
-    return folder, ModelSpec(name=name, family=family, checkpoint=checkpoint, revision=rev,
-                             **fields)
+    return folder, model_spec(name, family, checkpoint, rev, **fields)
 
 
 def resolve_file(repo_id: str, filename: str, revision: str | None, *, what: str) -> Path:

@@ -90,8 +90,8 @@ class JinaV4Model(Adapter):
                                                 hub.NORMALIZE_DTYPES)
 
         folder, spec = hub.hub_spec(name, "jina-v4", checkpoint, revision, allow_patterns=_ALLOW,
-                                    multi_vector=multi_vector,
-                                    extra={"task": task, "truncate_dim": truncate_dim})
+                                    multi_vector=multi_vector, task=task,
+                                    truncate_dim=truncate_dim)
         super().__init__(spec, device=device, dtype=dtype)
         cfg = qwenvl.read_config(folder)
         tasks = cfg.get("task_names")
@@ -214,8 +214,7 @@ class JinaCLIPModel(Adapter):
         what = f"model {name}"
         hub.require(("torch", "transformers", "einops"), "hf", what)
         folder, spec = hub.hub_spec(name, "jina-clip", checkpoint, revision,
-                                    extra={"truncate_dim": truncate_dim,
-                                           "code_revision": code_revision})
+                                    truncate_dim=truncate_dim, code_revision=code_revision)
         super().__init__(spec, device=device, dtype=dtype)
         self.model = load_remote_code_model(folder, what, self.dtype, code_revision).to(self.device).eval()
         self.query_task = query_task

@@ -33,9 +33,10 @@ from typing import Any
 import numpy as np
 
 from benchmark.models import hub
-from benchmark.models.base import Adapter, default_device
+from benchmark.models.base import Adapter, model_spec
 from benchmark.models.conventions import resolve_dtype
 from benchmark.models.openclip import OpenCLIPModel
+from core.devices import default_device
 from core.vectors import l2_normalize
 
 log = logging.getLogger(__name__)
@@ -132,14 +133,15 @@ class MCLIPModel(Adapter):
 
         what = f"model {name}"
         hub.require(("torch", "transformers", "open_clip", "multilingual_clip"), "mclip", what)
-        folder, spec = hub.hub_spec(name, "mclip", checkpoint, revision, allow_patterns=_ALLOW)
+        folder, rev = hub.locate(checkpoint, revision, what=what, allow_patterns=_ALLOW)
         device = device or default_device()
         self.image_tower = OpenCLIPModel(
             name=f"{name}/image", checkpoint=image_model, revision=image_revision, device=device,
             dtype=resolve_dtype(image_dtype, device) or dtype,
         )
-        spec.extra.update(image_model=image_model, image_revision=self.image_tower.spec.revision)
-        super().__init__(spec, device=device, dtype=dtype)
+        super().__init__(model_spec(name, "mclip", checkpoint, rev, image_model=image_model,
+                                    image_revision=self.image_tower.spec.revision),
+                         device=device, dtype=dtype)
         self.text_tower = MCLIPTextTower(folder, self.device, torch_dtype(self.dtype))
         img_dim = int(self.image_tower.model.visual.output_dim)
         if img_dim != self.text_tower.dims:

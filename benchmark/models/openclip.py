@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from benchmark.models import hub
-from benchmark.models.base import Adapter, ModelSpec, torch_dtype
+from benchmark.models.base import Adapter, model_spec, torch_dtype
 
 log = logging.getLogger(__name__)
 
@@ -131,11 +131,8 @@ class OpenCLIPModel(Adapter):
             # the hub snapshot the tag's file came from (provenance; the tag is the pin)
             snap = path.parent.name if path.parent.parent.name == "snapshots" else None
             extra = {"weights_file": path.name, "weights_snapshot": snap}
-        super().__init__(
-            ModelSpec(name=name, family="open_clip", checkpoint=checkpoint, revision=revision,
-                      adapter_version="1", extra=extra),
-            device=device, dtype=dtype,
-        )
+        super().__init__(model_spec(name, "open_clip", checkpoint, revision, **extra),
+                         device=device, dtype=dtype)
         hub.sync_offline_flag()
         model, _, preprocess = open_clip.create_model_and_transforms(
             model_name, device=self.device, precision=_PRECISION[self.dtype], **kwargs,

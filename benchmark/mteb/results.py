@@ -20,11 +20,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from benchmark.models.base import ModelSpec
+from benchmark.models.base import model_spec
+from benchmark.mteb.meta import KINDS, from_mteb_scores
 from benchmark.results import ResultFile, TaskInfo
 
-# mteb task name -> our task kind (benchmark.mteb.tasks.NAMES, without importing mteb)
-KINDS = {"3XCMT2I": "t2i", "3XCMI2I": "i2i", "XM3600I2TMixedPool": "i2t"}
 JSON_ROUNDING = 6  # decimals of every float in mteb's TaskResult JSON
 
 
@@ -52,8 +51,6 @@ def _date(raw: dict[str, Any]) -> str:
 
 def from_mteb(raw: dict[str, Any], path: Path) -> ResultFile | str:
     """The :class:`ResultFile` of one mteb ``TaskResult`` of our tasks, or why it is not one."""
-    from benchmark.mteb.tasks import from_mteb_scores
-
     name = str(raw.get("task_name"))
     kind = KINDS.get(name)
     if kind is None:
@@ -73,9 +70,9 @@ def from_mteb(raw: dict[str, Any], path: Path) -> ResultFile | str:
     revision = record.get("revision") or meta.get("revision")
     settings["mteb_json_rounding"] = JSON_ROUNDING
     settings["mteb_version"] = raw.get("mteb_version")
-    spec = ModelSpec(name=f"mteb:{model_name}", family="mteb", checkpoint=model_name,
-                     revision=revision, multi_vector=record.get("similarity_fn_name") == "MaxSim",
-                     extra={"mteb": record or meta})
+    spec = model_spec(f"mteb:{model_name}", "mteb", model_name, revision,
+                      multi_vector=record.get("similarity_fn_name") == "MaxSim",
+                      mteb=record or meta)
     task = TaskInfo.model_validate({**rec["task"],
                                     "dataset_revision_in_mteb": raw.get("dataset_revision")})
     return ResultFile(date=_date(raw), model=spec, task=task, settings=settings,

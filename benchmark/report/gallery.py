@@ -88,7 +88,7 @@ def js_assign(var: str, key: str | None, obj: Any) -> str:
 
 def thumbnail(data: bytes, px: int = THUMB_PX) -> bytes:
     """A JPEG at most ``px`` on its longer side (decoded under the pixel cap)."""
-    from benchmark.data.images import decode_image
+    from core.decode import decode_image
 
     im = decode_image(data, "image").convert("RGB")
     im.thumbnail((px, px))
