@@ -1,19 +1,10 @@
 """Embeddings as arrays, and the one implementation of each way to compare them.
 
-- single vectors: float32 ``(n, d)`` numpy arrays; :func:`cosine_similarity` (of
-  :func:`core.vectors.l2_normalize`d rows);
-- multi-vectors: :class:`MultiVector`, zero-padded ``(n, L, d)`` token vectors with their
-  ``lengths``; padding is never scored;
-- MaxSim (ColBERT late interaction), ``s(q, d) = sum_t max_u <q_t, d_u>`` over the valid tokens
-  of the query and the document (ColPali's ``score_multi_vector``, but with document padding
-  masked instead of scored as zero vectors; a document without tokens scores 0):
-  :func:`maxsim_block` is the kernel on one block of padded tokens (numpy arrays or torch
-  tensors); :func:`maxsim` the full ``(n_q, n_d)`` matrix in bounded blocks, :func:`maxsim_pairs`
-  the row-wise ``s[i] = maxsim(q[i], d[i])`` of triplet scoring; the exact top-k over a pool
-  (:mod:`benchmark.retrieval`) scores its chunks with :func:`maxsim_block`.
-
-Backends: ``"torch"`` (on ``device``, default the GPU when there is one), ``"numpy"``, or
-``"auto"`` (torch on a GPU, numpy on the CPU: :func:`core.devices.torch_device`). Both give the same numbers up to float32 summation order.
+Single vectors: float32 ``(n, d)`` arrays, cosine of unit rows; multi-vectors: a
+:class:`MultiVector` of zero-padded ``(n, L, d)`` tokens and their ``lengths``. MaxSim ``s(q, d)
+= sum_t max_u <q_t, d_u>`` over the valid tokens (ColPali's, padding masked; a document with
+no tokens scores 0): :func:`maxsim_block` on one block (numpy or torch), :func:`maxsim` the
+matrix, :func:`maxsim_pairs` row-wise. :class:`Device`: numpy, or torch on a GPU.
 """
 
 from __future__ import annotations
@@ -182,11 +173,6 @@ class Device:
     def get(self, x: Any) -> np.ndarray:
         return x if isinstance(x, np.ndarray) else x.cpu().numpy()
 
-    def no_grad(self) -> Any:
-        import contextlib
-
-        return contextlib.nullcontext() if self.torch is None else self.torch.inference_mode()
-
 
 def maxsim(
     q: MultiVector, d: MultiVector, *, batch: int = 64, device: str | None = None,
@@ -203,13 +189,12 @@ def maxsim(
     bd = max(1, min(nd, BLOCK_ELEMENTS // (bq * lq * ld)))
     dev = Device(backend, device)
     qmask, dmask = q.mask(), d.mask()
-    with dev.no_grad():
-        for ds in range(0, nd, bd):
-            dv, dm = dev.put(d.vectors[ds : ds + bd]), dev.put(dmask[ds : ds + bd])
-            for qs in range(0, nq, bq):
-                s = maxsim_block(dev.put(q.vectors[qs : qs + bq]), dev.put(qmask[qs : qs + bq]),
-                                 dv, dm)
-                out[qs : qs + bq, ds : ds + bd] = dev.get(s)
+    for ds in range(0, nd, bd):  # (tensors made from numpy: no autograd graph to avoid)
+        dv, dm = dev.put(d.vectors[ds : ds + bd]), dev.put(dmask[ds : ds + bd])
+        for qs in range(0, nq, bq):
+            s = maxsim_block(dev.put(q.vectors[qs : qs + bq]), dev.put(qmask[qs : qs + bq]),
+                             dv, dm)
+            out[qs : qs + bq, ds : ds + bd] = dev.get(s)
     return out
 
 
@@ -229,9 +214,8 @@ def maxsim_pairs(
     b = max(1, min(batch, BLOCK_ELEMENTS // (lq * ld)))
     dev = Device(backend, device)
     qmask, dmask = q.mask(), d.mask()
-    with dev.no_grad():
-        for s in range(0, n, b):
-            block = _pairs_block(dev.put(q.vectors[s : s + b]), dev.put(qmask[s : s + b]),
-                                 dev.put(d.vectors[s : s + b]), dev.put(dmask[s : s + b]))
-            out[s : s + b] = dev.get(block)
+    for s in range(0, n, b):
+        block = _pairs_block(dev.put(q.vectors[s : s + b]), dev.put(qmask[s : s + b]),
+                             dev.put(d.vectors[s : s + b]), dev.put(dmask[s : s + b]))
+        out[s : s + b] = dev.get(block)
     return out

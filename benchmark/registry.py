@@ -1,14 +1,10 @@
 """The one registry: model names and task names -> lazily imported ``"module:Class"``.
 
-Modelled on lm-evaluation-harness's registry: registering a name twice is an error, unknown
-names get close-name suggestions, nothing is imported until it is used. A model name maps to
-its :class:`benchmark.zoo.Model` record (adapter class, pin, options). ``FAMILIES`` handle ``family:argument`` names
-(``open_clip:ViT-L-14/openai``, ``open_clip:local-dir:/path``); any other ``module:Class``
-whose module imports (``my_pkg.my_module:MyModel``, or a top-level ``my_adapter:MyModel`` on
-``sys.path``) loads a user's adapter, with ``device``/``dtype`` passed when its class accepts
-them. The built-in entries are the plain tables of :mod:`benchmark.zoo` (which imports
-nothing of the package), read once when this module is imported; ``register_*`` add a
-user's own.
+As lm-evaluation-harness's: a name registered twice is an error, an unknown one gets close-name
+suggestions, nothing is imported until used. A model name maps to its :class:`benchmark.zoo.Model`
+record (the zoo's tables, read when this module is imported; ``register_model`` adds a
+user's). ``family:ARG`` names load a family's adapter on any checkpoint; any other importable
+``module:Class`` is a user's adapter, given ``device``/``dtype`` when its class accepts them.
 """
 
 from __future__ import annotations
@@ -39,13 +35,18 @@ def register_model(name: str, target: str, *, description: str = "", extra: str 
                    **kwargs: Any) -> None:
     """A user's model: ``kwargs`` are its adapter's arguments (``checkpoint``/``revision``
     pin it)."""
-    if name in MODELS:
-        raise RegistryError(f"model {name!r} registered twice ({MODELS[name].target}, {target})")
     try:
-        MODELS[name] = zoo.Model(name, kwargs.pop("checkpoint", ""), kwargs.pop("revision", None),
-                                 description, options=kwargs, target=target, extra=extra)
+        _add(zoo.Model(name, kwargs.pop("checkpoint", ""), kwargs.pop("revision", None),
+                       description, options=kwargs, target=target, extra=extra))
     except zoo.ZooError as e:
         raise RegistryError(str(e)) from e
+
+
+def _add(m: zoo.Model) -> None:
+    if m.name in MODELS:
+        raise RegistryError(f"model {m.name!r} registered twice ({MODELS[m.name].target}, "
+                            f"{m.target})")
+    MODELS[m.name] = m
 
 
 def register_family(prefix: str, target: str, extra: str = "") -> None:
@@ -107,9 +108,8 @@ def accepted(cls: Any, overrides: dict[str, Any]) -> dict[str, Any]:
 
 
 def load_user_adapter(target: str, **overrides: Any) -> Any:
-    """A user's ``module:Class``: an Adapter subclass as it is, any other class wrapped in
-    :class:`~benchmark.models.base.UserAdapter`; ``device``/``dtype`` go to the constructor
-    when it accepts them (else they are ignored, with a warning)."""
+    """A user's ``module:Class``: an Adapter as it is, any other class in a
+    :class:`~benchmark.models.base.UserAdapter`; ``device``/``dtype`` passed where accepted."""
     from benchmark.models.base import Adapter, UserAdapter
 
     cls = import_target(target)
@@ -124,11 +124,9 @@ def load_user_adapter(target: str, **overrides: Any) -> Any:
 def load_model(name: str, conventions: str = "reference", **overrides: Any) -> Any:
     """Instantiate the adapter for a registered name, a ``family:arg`` or a ``module:Class``.
 
-    ``conventions`` (``reference`` or ``authors``) selects the model's profile
-    (:mod:`benchmark.models.conventions`): its record's target, checkpoint, revision, dtype
-    and adapter options are applied on top of the zoo entry, and the resolved record is set
-    as ``adapter.profile``. Models without profiles take ``reference`` only (profile None).
-    Caller overrides (device, dtype, checkpoint, ...) win, and are recorded as deviations.
+    ``conventions`` selects the model's profile (:mod:`benchmark.models.conventions`: its
+    dtype and options on top of the record, set as ``adapter.profile``; models without
+    profiles take ``reference`` only). Caller overrides win, recorded as deviations.
     """
     from benchmark.models import conventions as conv
 
@@ -198,10 +196,7 @@ def register_zoo(tasks: dict[str, str], families: list[zoo.Family]) -> None:
         if fam.prefix:
             register_family(fam.prefix, fam.target, extra=fam.extra)
         for m in fam.models:
-            if m.name in MODELS:
-                raise RegistryError(f"model {m.name!r} registered twice "
-                                    f"({MODELS[m.name].target}, {fam.target})")
-            MODELS[m.name] = replace(m, target=fam.target, extra=fam.extra)
+            _add(replace(m, target=fam.target, extra=fam.extra))
 
 
 def models() -> dict[str, zoo.Model]:

@@ -1,15 +1,13 @@
 """Exact top-k retrieval: each query's k best pool items by cosine (or inner product) or MaxSim.
 
-Order: score descending, then pool index ascending, i.e. the first k of a stable sort of each
-full score row, ties included. A (float32 score, index) pair is packed into one int64 key with
-that order (:func:`pack_keys`), so selecting the k largest keys is exact.
-
-Two paths (:func:`get_backend`): on the CPU single vectors go through faiss (``faiss.knn``,
-the search of ``IndexFlatIP``) for the top k+1, and a row whose k-th and (k+1)-th scores tie is
-recomputed by the chunked path, which breaks the tie by index; on a GPU (``torch``) the pool
-goes chunk by chunk, each chunk's keys merged into a running top-k (``torch.topk``). MaxSim,
-an adapter's own similarity and the ``numpy`` backend take the chunked path in numpy. torch is
-imported only on the torch path. :mod:`benchmark.shortlist` is the approximate MaxSim variant.
+Order: score descending, then pool index ascending (a stable sort of each full row), ties
+included: a (float32 score, index) pair is packed into one int64 key with that order
+(:func:`pack_keys`), so selecting the k largest keys is exact. On the CPU single vectors go
+through faiss (``faiss.knn``, ``IndexFlatIP``'s search) for the top k+1, rows tied at the cut
+recomputed by the chunked path; on a GPU (``torch``) the pool goes chunk by chunk, each
+chunk's keys merged into a running top-k (``torch.topk``). MaxSim, an adapter's own
+similarity and the ``numpy`` backend take the chunked path in numpy. torch is imported only
+on the torch path; :mod:`benchmark.shortlist` is the approximate MaxSim variant.
 """
 
 from __future__ import annotations
@@ -65,8 +63,7 @@ def unpack_keys(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 class Backend(Device):
-    """Where exact top-k runs: ``faiss`` (single vectors) or ``numpy`` on the CPU, ``torch``
-    on ``device``."""
+    """Where exact top-k runs: ``faiss`` or ``numpy`` on the CPU, ``torch`` on ``device``."""
 
     def __init__(self, name: str, device: str | None = None):
         if name not in BACKENDS:
@@ -75,14 +72,10 @@ class Backend(Device):
         self.name = "torch" if self.torch is not None else "faiss" if name == "auto" else name
 
 
-def get_backend(name: str = "auto", device: str | None = None) -> Backend:
+def get_backend(name: str | Backend = "auto", device: str | None = None) -> Backend:
     """``torch`` on ``device``, ``faiss``, ``numpy``, or ``auto``: torch when the device is a
     GPU (:func:`core.devices.torch_device`, which never imports torch for it), else faiss."""
-    return Backend(name, device)
-
-
-def _backend(backend: str | Backend, device: str | None) -> Backend:
-    return backend if isinstance(backend, Backend) else Backend(backend, device)
+    return name if isinstance(name, Backend) else Backend(name, device)
 
 
 def _check(n_d: int, k: int) -> None:
@@ -100,7 +93,7 @@ def exact_topk(
 ) -> TopK:
     """Exact top-k pool items for every query: cosine (``normalize``) / inner product, or
     MaxSim when either side is a :class:`MultiVector`. ``threads``: faiss's threads."""
-    bk = _backend(backend, device)
+    bk = get_backend(backend, device)
     if isinstance(queries, MultiVector) or isinstance(docs, MultiVector):
         return exact_maxsim_topk(as_multi(queries), as_multi(docs), k, chunk_size=chunk_size,
                                  query_block=query_block, backend=bk, progress=progress)
@@ -162,7 +155,7 @@ def exact_maxsim_topk(
     progress: bool = True,
 ) -> TopK:
     """Exact MaxSim top-k: every query against every pool item, in token-bounded batches."""
-    bk = _backend(backend, device)
+    bk = get_backend(backend, device)
     _check(len(docs), k)
     lq, ld = queries.vectors.shape[1], docs.vectors.shape[1]
     qmask, dmask = queries.mask(), docs.mask()

@@ -1,14 +1,13 @@
 """Every registered model and task, in one place: one typed record per model, plain data that
 imports nothing of the package; :mod:`benchmark.registry` reads it when imported.
 
-A :class:`Model` record is the model's whole identity (like mteb's ``ModelMeta``): its adapter
-class and extra, hub checkpoint and pinned revision, parameters, embedding size, languages,
-modalities, similarity, whether it has the ``reference``/``authors`` conventions profiles
-(overlays that never re-declare this identity), and the hub repos those download. Everything
-else derives from it: the registry and ``ls``, the adapter's arguments (:attr:`Model.kwargs`)
-and so its ``ModelSpec``, the profiles, ``reproduce --dry-run`` and the provenance check. A
-malformed record is a :class:`ZooError` at import. One table per adapter class; revisions
-marked None could not be looked up (no hub access): the adapters record the commit they load.
+A :class:`Model` record is the model's whole identity (like mteb's ``ModelMeta``): adapter
+class and extra, checkpoint and pinned revision, size, languages, modalities, similarity, its
+conventions profiles (overlays that never re-declare it) and the hub repos they download. The
+registry, ``ls``, the adapter's arguments (:attr:`Model.kwargs`, hence its ``ModelSpec``), the
+profiles, ``reproduce --dry-run`` and the provenance check derive from it; a malformed record
+is a :class:`ZooError` at import. One table per adapter class; a revision None could not be
+looked up here (the adapters record the commit they load).
 """
 
 from __future__ import annotations
@@ -43,14 +42,10 @@ class Download:
 
 @dataclass(frozen=True)
 class Model:
-    """One model: its identity, what it embeds, and what it downloads.
-
-    ``parameters`` in millions (None: not recorded); ``embedding_size`` per vector (per token
-    for a multi-vector model); ``languages`` ISO 639 codes (``mul``: multilingual, empty: any
-    input, a test fake); ``profiles``: True for the paper's models, which have ``reference``
-    and ``authors`` conventions (:mod:`benchmark.models.conventions`); ``target`` and
-    ``extra``: the adapter's ``module:Class`` and pip extra (its family table's).
-    """
+    """One model: ``parameters`` in millions; ``embedding_size`` per vector (per token when
+    multi-vector); ``languages`` ISO 639 (``mul``: multilingual; empty: any, a fake);
+    ``profiles``: the paper's models' ``reference`` and ``authors`` conventions; ``target`` and
+    ``extra``: the adapter's ``module:Class`` and pip extra (its family table's)."""
 
     name: str
     checkpoint: str

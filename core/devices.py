@@ -23,12 +23,10 @@ def default_device() -> str:
 
 
 def torch_device(backend: str, device: str | None) -> str | None:
-    """The one rule for a numpy/torch ``backend`` choice (``auto``, ``torch``, ``numpy``):
-    the torch device to compute on, or None for numpy. ``auto`` is torch on a GPU (``device``
-    cuda*, or none given, torch already imported and seeing one) and numpy on the CPU: it
-    never imports torch, as a process that has not imported it holds nothing on a GPU;
-    ``torch`` is torch on ``device`` (default :func:`default_device`) and raises ImportError
-    without torch; ``numpy`` is numpy."""
+    """The torch device a numpy/torch ``backend`` choice computes on, None for numpy: ``auto``
+    is torch on a GPU (``device`` cuda*, or none given and torch, already imported, sees one:
+    it never imports torch, as a process without it holds nothing on a GPU); ``torch`` is
+    torch on ``device`` (ImportError without torch)."""
     if backend == "numpy":
         return None
     if backend == "auto" and (device.startswith("cpu") if device else "torch" not in sys.modules):

@@ -1,24 +1,15 @@
 """The adapter contract, the model identity, and the shared batching base.
 
-An adapter turns texts and images into float32 numpy arrays and says how to compare them:
-
-- ``encode_texts(texts, role=...) -> np.ndarray (n, d)`` or :class:`MultiVector`
-- ``encode_images(images, role=...) -> np.ndarray (n, d)`` or :class:`MultiVector`
-- ``similarity(queries, docs) -> np.ndarray (n_queries, n_docs)``: cosine by default, MaxSim
-  for multi-vector models (both in :mod:`benchmark.embeddings`).
-
-``role`` is ``"query"`` or ``"document"``: models with prompts or instructions (GME, jina-v4)
-encode the two sides differently. Whatever changes an embedding (prompt, instruction, max
-pixels) is returned by :meth:`Adapter.conventions`, which goes into the embedding-cache key and
-the results file. :class:`ModelSpec` is the model's identity, the same record in the adapter,
-the cache key and every results file.
-
-Subclasses implement ``_encode_text_batch`` / ``_encode_image_batch``; the base does batching,
-``torch.inference_mode`` (when torch is in use), the progress bar, and the float32 conversion.
+An adapter embeds texts and images (``role`` query or document: models with prompts differ)
+as float32 arrays or :class:`MultiVector` s and compares them (cosine, or MaxSim for
+multi-vectors: :mod:`benchmark.embeddings`); :meth:`Adapter.conventions` names what shapes an
+embedding (cache key, results), :func:`model_spec` builds its identity (:class:`ModelSpec`).
+Subclasses implement ``_encode_text_batch`` / ``_encode_image_batch``; the base batches.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -123,11 +114,8 @@ class Adapter:
         self, queries: Embeddings, q_idx: np.ndarray, docs: Embeddings,
         d_idx: Sequence[np.ndarray],
     ) -> np.ndarray:
-        """(n, len(d_idx)) scores ``s[i, j] = sim(queries[q_idx[i]], docs[d_idx[j][i]])``.
-
-        Triplet scoring: each unique embedding is normalised once (cosine) and only the index
-        arrays are gathered, instead of normalising every gathered copy.
-        """
+        """(n, len(d_idx)) scores ``s[i, j] = sim(queries[q_idx[i]], docs[d_idx[j][i]])``
+        (triplet scoring: each unique embedding normalised once, only indices gathered)."""
         q_idx = np.asarray(q_idx, np.int64)
         if (self.uses_default_similarity() and not isinstance(queries, MultiVector)
                 and not isinstance(docs, MultiVector)):
@@ -199,21 +187,13 @@ def torch_dtype(name: str) -> Any:
     return {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}[name]
 
 
-class _inference_mode:
+def _inference_mode() -> Any:
     """``torch.inference_mode()`` when torch is importable, else a no-op."""
-
-    def __enter__(self) -> None:
-        try:
-            import torch
-        except ImportError:
-            self._ctx = None
-            return
-        self._ctx = torch.inference_mode()
-        self._ctx.__enter__()
-
-    def __exit__(self, *exc: object) -> None:
-        if self._ctx is not None:
-            self._ctx.__exit__(*exc)
+    try:
+        import torch
+    except ImportError:
+        return contextlib.nullcontext()
+    return torch.inference_mode()
 
 
 class UserAdapter(Adapter):

@@ -1,35 +1,15 @@
 """Model conventions as data: a ``reference`` and an ``authors`` profile per paper model.
 
-Every one of the paper's ten models (``profiles=True`` in :mod:`benchmark.zoo`) has two
-:class:`Conventions` records, built from its zoo record (checkpoint, revision and downloads
-are the record's, the prose is here), selected with ``python -m benchmark run --conventions
-reference|authors`` (``RunConfig.conventions``):
-
-- ``reference``: the model card's intended use. This is what the zoo entry and the adapter's
-  defaults do (the record adds no options); where transformers 5 changed a default the cards
-  relied on, the zoo/adapter default was corrected (the image processors: every card was
-  written for transformers 4.x, whose ``AutoProcessor`` returned the PIL ("slow") image
-  processor; transformers 5 returns the torchvision one, which moves Qwen2-VL pixels by up to
-  0.15 on our test images and more on others).
-- ``authors``: what the paper's code did (``data/authors/CONVENTIONS.md``, cited per record in
-  ``sources``): loader, dtype, prompts, image tower, scorer and RQ1 retrieval.
-
-A profile is an overlay, data never code: it never declares the model's identity (adapter
-class, checkpoint, revision, similarity: the zoo record's, filled in by :func:`resolve`; a
-profile may ``loads`` another zoo record, as clip-l14's authors profile loads clip-l14-hf's
-transformers snapshot, and say in words how the record's similarity is computed,
-``scorer``). Its descriptive fields are what ``ls --conventions`` shows and every results
-file records (``settings.conventions``); ``options`` are keyword arguments of the adapter (on
-top of the record's), ``retrieval`` tells the ``xm3600-i2t`` task how to rank (RQ1 only). The
-resolved record (profile name, model, actual dtype, every field but ``sources``) is part of
-the embedding-cache key (:func:`benchmark.cache.namespace`), so a profile change never reuses
-vectors of the other profile. :func:`benchmark.registry.load_model` applies a record.
-
-Where the authors' code is ambiguous or cannot run as written, the record says which choice
-was made and why (``sources``): M-CLIP XLM-R-L/14 in RQ2 (the written B-16-plus pairing gives
-640-d image vectors against 768-d text vectors, so no score exists) uses the image tower the
-authors' own RQ1 code paired with it; ColQwen2.5's ``score_multi_vector`` was called with one
-document per call (no zero padding ever took part), see docs/models.md.
+``run --conventions reference|authors`` picks, for each of the paper's ten models (``profiles``
+in :mod:`benchmark.zoo`): ``reference``, the model card's intended use (the record and the
+adapter's defaults, corrected where transformers 5 changed what the cards relied on), or
+``authors``, what the paper's code did (``data/authors/CONVENTIONS.md``, cited in ``sources``,
+with the choice made where that code is ambiguous or cannot run). A profile is an overlay,
+data never code: it never declares the model's identity (adapter, checkpoint, revision,
+similarity: the zoo record's, filled in by :func:`resolve`), but may ``loads`` another record
+(clip-l14's authors profile: clip-l14-hf's snapshot) and word the record's similarity
+(``scorer``). The resolved record (all but ``sources``) is recorded in results and keys the
+embedding cache; :func:`benchmark.registry.load_model` applies it.
 """
 
 from __future__ import annotations
@@ -316,16 +296,12 @@ def paper_conventions(records: Mapping[str, zoo.Model]) -> dict[str, dict[str, C
 PAPER_CONVENTIONS: dict[str, dict[str, Conventions]] = paper_conventions(zoo.paper_models())
 
 
-def check_profile(profile: str) -> str:
-    if profile not in PROFILES:
-        raise ConventionsError(f"unknown conventions {profile!r}; choose one of {', '.join(PROFILES)}")
-    return profile
-
-
 def resolve(name: str, profile: str) -> Conventions | None:
     """The record of ``name`` under ``profile``; None for a model without profiles under
     ``reference`` (its adapter's own defaults). ``authors`` for such a model is an error."""
-    check_profile(profile)
+    if profile not in PROFILES:
+        raise ConventionsError(f"unknown conventions {profile!r}; choose one of "
+                               f"{', '.join(PROFILES)}")
     recs = PAPER_CONVENTIONS.get(name)
     if recs is None:
         if profile == DEFAULT_PROFILE:

@@ -1,8 +1,6 @@
-"""``hash``: a deterministic fake model for tests and demos.
-
-Each input's vector is drawn from a normal distribution seeded by the sha256 of its content
-(text bytes, or image pixels), so equal inputs give equal vectors across runs and machines,
-and no weights are needed. Scores from it are chance-level by construction.
+"""``hash``: a deterministic fake model for tests and demos: each input's vector is drawn from a
+normal distribution seeded by the sha256 of its content, so no weights are needed and scores
+are chance-level by construction.
 """
 
 from __future__ import annotations

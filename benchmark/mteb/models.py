@@ -1,27 +1,11 @@
 """mteb family: ``--model mteb:NAME`` runs any model of mteb's registry through its own wrapper.
 
-``mteb:openai/clip-vit-large-patch14`` looks ``NAME`` up with ``mteb.get_model_meta`` (mteb's
-registry only: no hub look-up) and loads it with ``ModelMeta.load_model``, i.e. the code, the
-pinned revision and the loader mteb itself runs. The wrapper (mteb's encoder protocol) is
-called as mteb's own retrieval evaluator calls it: ``encode(DataLoader, task_metadata=,
-hf_split="test", hf_subset="default", prompt_type=)`` with a ``datasets.Dataset`` of ``id`` +
-``text`` or ``id`` + ``image`` columns made into a DataLoader by mteb's ``create_dataloader``,
-one call per batch of ours (``--batch-size``, default 32 as ``mteb.evaluate``).
-
-- Prompt type: texts as queries and images as documents get ``PromptType.query`` /
-  ``PromptType.document`` with the metadata of the 3XCM text->image task (category ``t2i``);
-  images as queries and texts as documents (xm3600-i2t, and the query images of 3xcm-i2i)
-  get the metadata of the XM3600 image->text task (category ``i2t``). Both are the
-  metadata of our tasks inside mteb (:func:`metadata`, shared with :mod:`benchmark.mteb.tasks`), so a model that picks
-  its instruction by task name, type or prompt type gets the same one in both runners.
-- Similarity: ``ModelMeta.similarity_fn_name``: ``cosine`` is our cosine (the same function
-  as mteb's ``cos_sim``); ``MaxSim`` turns 3-d outputs into :class:`MultiVector` (rows that
-  are all zero, mteb's padding, are not tokens) and scores with our MaxSim; any other
-  (``dot``, ``euclidean``, none given) calls the wrapper's own ``similarity``.
-- Identity: the ModelMeta (name, revision, languages, parameters, embedding size, licence,
-  similarity, modalities, loader) is ``spec.extra["mteb"]`` in every results file, and part of
-  every cache key through :meth:`MTEBModel.conventions` (with the task metadata name and
-  prompt type of each side).
+``NAME`` is found by ``mteb.get_model_meta`` (no hub look-up) and loaded by its
+``ModelMeta.load_model``; the wrapper is called as mteb's retrieval evaluator calls it, with
+the metadata of our tasks inside mteb (:func:`metadata`), so a model picks the same
+instruction in both runners. ``cosine`` and ``MaxSim`` are scored by us (3-d outputs become
+:class:`MultiVector`, zero rows being padding), any other similarity by the wrapper. The
+ModelMeta is ``spec.extra["mteb"]`` and part of every cache key. docs/mteb.md.
 """
 
 from __future__ import annotations

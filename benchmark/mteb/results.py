@@ -1,16 +1,11 @@
 """mteb's results of our three tasks, read back as our results files (``benchmark report``).
 
-``mteb.evaluate`` (or ``python -m benchmark.mteb.run run``) writes, per model,
-``<cache>/results/<model>/<revision>/<TaskName>.json`` (mteb's ``TaskResult``) beside a
-``model_meta.json``. A ``TaskResult`` of ``3XCMT2I``, ``3XCMI2I`` or ``XM3600I2TMixedPool``
-carries our task record in its scores (``xcm3``: task, settings, timings), so it becomes a
-:class:`benchmark.results.ResultFile` with the same model name (``mteb:NAME``), task, data
-fingerprint and scores as ``benchmark run --model mteb:NAME`` gives — except that mteb's JSON
-holds every score rounded to 6 decimals (``TaskResult.to_disk``), which the result records as
-``settings.mteb_json_rounding = 6``. A result of any other mteb task, or one of ours without
-its ``xcm3`` record, is not a 3XCM result: the report lists it as skipped with the reason.
-There are no per-item outcomes in mteb's results, so ``compare`` and the leaderboard's
-significance marks do not cover them (the report says so).
+A ``TaskResult`` of ``3XCMT2I``, ``3XCMI2I`` or ``XM3600I2TMixedPool`` (``<cache>/results/
+<model>/<revision>/<TaskName>.json``, beside ``model_meta.json``) carries our task record in
+its scores (``xcm3``), so it becomes the :class:`benchmark.results.ResultFile` that ``benchmark
+run --model mteb:NAME`` gives, but for mteb's rounding of every score to 6 decimals
+(``settings.mteb_json_rounding``) and no per-item outcomes. Any other result is skipped, with
+the reason.
 """
 
 from __future__ import annotations

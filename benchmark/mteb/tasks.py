@@ -1,37 +1,11 @@
 """Our three tasks inside mteb: ``mteb.evaluate(model, tasks=[...])`` scores 3XCM and XM3600.
 
-=====================  ============  ===========================================  ==========
-mteb task name         our task      data                                         main score
-=====================  ============  ===========================================  ==========
-``3XCMT2I``            ``3xcm``      a 3XCM release / the authors' layout         ``sp``
-``3XCMI2I``            ``3xcm-i2i``  the same                                     ``sp``
-``XM3600I2TMixedPool`` ``xm3600-i2t`` XM3600 (official, mteb, authors' layouts)    ``dlbkl_at_10``
-=====================  ============  ===========================================  ==========
-
-Each is an ``mteb.AbsTask`` whose ``load_data`` reads the data with our loaders
-(:mod:`benchmark.data`: the release folder or hub id, the authors' published layout, XM3600 in
-any of its layouts) and whose ``_evaluate_subset`` runs *our* task on the model mteb hands it,
-wrapped in :class:`benchmark.mteb.models.MTEBModel` (the same wrapper ``--model
-mteb:NAME`` uses): the same embedding calls, the same similarity, and the same metric
-functions (:mod:`benchmark.metrics`), so the scores are our evaluator's to the last digit.
-Options are our task configs' fields (``XCMTextToImage(dataset=..., bootstrap=..., seed=...)``;
-seed 0 by default, as ``benchmark run``), not mteb's seed 42.
-
-Scores (one subset ``default``, split ``test``; mteb's own key style, ``@k`` -> ``_at_k``):
-3XCM: ``sp``, ``m_sem``, ``m_cul``, ``m_non`` (win rates), ``wins_*``, ``ties``,
-``sp_ci95_lo``/``hi``, ``z_*``, and the same per group in ``by_country``, ``by_language``,
-``by_concept``; SP is lower-is-better (mteb assumes higher). XM3600: ``accuracy_at_k``,
-``ndcg_at_k``, ``ndcg_authors_at_k``, ``lbkl_at_k``, ``dlbkl_at_k`` (lower is better), per
-locale in ``by_locale``, the rank counts as in our results. ``xcm3`` holds our task record and
-settings (dataset, fingerprint, n, conventions), which the report's reader
-(:mod:`benchmark.mteb.results`) turns back into our results. mteb writes its JSON
-with scores rounded to 6 decimals (``TaskResult.to_disk``); the in-memory TaskResult is exact.
-
-mteb 2.26 has no plugin or entry-point mechanism for external tasks: ``mteb.get_task`` reads a
-registry built from the ``mteb.tasks`` package at import. :func:`register` adds our classes to
-it, which ``python -m benchmark.mteb.run run ...`` does before calling mteb's own CLI.
-
-mteb is imported only when a class is first asked for (module ``__getattr__``).
+``3XCMT2I`` (``3xcm``), ``3XCMI2I`` (``3xcm-i2i``) and ``XM3600I2TMixedPool`` (``xm3600-i2t``)
+are ``mteb.AbsTask`` s that load the data with our loaders and run *our* task on the model mteb
+hands them, wrapped in :class:`benchmark.mteb.models.MTEBModel`: our evaluator's scores to the
+last digit (mteb's JSON rounds to 6 decimals), in mteb's key style (:mod:`benchmark.mteb.meta`),
+with our task record as ``xcm3``. Options are our task configs' fields (seed 0). mteb has no
+plugin mechanism: :func:`register` adds ours to its registry. mteb is imported on first use.
 """
 
 from __future__ import annotations
@@ -164,31 +138,30 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def tasks(kinds: tuple[str, ...] = ("t2i", "i2i", "i2t"), **options: Any) -> list[Any]:
-    """Instances of our mteb tasks (``options``: each task's config fields it has)."""
+def _options(kind: str, options: dict[str, Any]) -> dict[str, Any]:
+    """The ``options`` that are fields of task ``kind``'s config (None left out)."""
     import dataclasses
 
-    out = []
+    fields = {f.name for f in dataclasses.fields(_our_task(kind).config_class)}
+    return {k: v for k, v in options.items() if k in fields and v is not None}
+
+
+def tasks(kinds: tuple[str, ...] = ("t2i", "i2i", "i2t"), **options: Any) -> list[Any]:
+    """Instances of our mteb tasks (``options``: each task's config fields it has)."""
     by_kind = {k: c for c, k in CLASS_NAMES.items()}
-    for kind in kinds:
-        cls = _classes()[by_kind[kind]]
-        fields = {f.name for f in dataclasses.fields(_our_task(kind).config_class)}
-        out.append(cls(**{k: v for k, v in options.items() if k in fields}))
-    return out
+    return [_classes()[by_kind[kind]](**_options(kind, options)) for kind in kinds]
 
 
 def register(**defaults: Any) -> None:
     """Add our tasks to mteb's task registry (for ``mteb.get_task`` / ``mteb run``);
     ``defaults``: options every instance gets (``dataset=``, ``xm3600=``)."""
-    import dataclasses
     import importlib
 
     # the module, not the function of the same name that the package exports
     gt = importlib.import_module("mteb.get_tasks")
     for cls_name, kind in CLASS_NAMES.items():
         cls = _classes()[cls_name]
-        fields = {f.name for f in dataclasses.fields(_our_task(kind).config_class)}
-        cls.defaults = {k: v for k, v in defaults.items() if k in fields and v is not None}
+        cls.defaults = _options(kind, defaults)
         gt._TASKS_REGISTRY[NAMES[kind]] = cls
         if cls not in gt.TASK_LIST:
             gt.TASK_LIST = (*gt.TASK_LIST, cls)
