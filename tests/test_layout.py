@@ -201,3 +201,13 @@ def test_no_name_is_taken_from_a_module_that_only_imports_it():
                         for a in node.names if a.name in names[node.module][1]
                         and f"{node.module}.{a.name}" not in known]
     assert not bad, "re-exported names: " + "; ".join(sorted(bad))
+
+
+def test_a_missing_module_of_any_package_of_ours_is_a_bug_not_a_missing_extra():
+    """core.clikit tells a missing third-party library (install its extra) from a missing
+    module of ours (a bug): every package here is ours."""
+    from core import clikit
+
+    assert set(LAYER) | {"tests"} <= clikit.OUR_PACKAGES
+    for top in LAYER:
+        assert clikit.missing_library(ModuleNotFoundError("x", name=f"{top}.gone"), "x") is None

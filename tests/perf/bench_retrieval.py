@@ -6,7 +6,8 @@ Not collected by pytest (no ``test_`` prefix). Shapes: 3,600 image vectors of di
 against pools of 16,384, 65,536 and 261,375 (the full XM3600 task, RQ1) caption vectors,
 float32, random normal (seeded), top-99 by cosine. Every measurement is a fresh subprocess; the
 clock starts after the data exist and before the first import of the code measured, so each
-time includes that code's imports (first call), and its peak resident memory is its own:
+time (wall clock, and CPU time of all its threads: steadier on a shared machine) includes that
+code's imports (first call), and its peak resident memory is its own:
 
 - ``ours``: ``from benchmark import retrieval``, then :func:`benchmark.retrieval.exact_topk` on
   the raw vectors (it normalises), ``--backend`` (auto: faiss on the CPU);
@@ -44,6 +45,11 @@ def rss_gb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2  # Linux: KiB
 
 
+def cpu_s() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)  # every thread of this process
+    return r.ru_utime + r.ru_stime
+
+
 def child(a: argparse.Namespace) -> dict:
     import numpy as np
 
@@ -55,7 +61,7 @@ def child(a: argparse.Namespace) -> dict:
         d /= np.linalg.norm(d, axis=1, keepdims=True)
     out: dict = {"mode": a.child, "rss_after_data_gb": rss_gb()}
     res = None
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), cpu_s()
     if a.child in ("ours", "ours-unit"):
         from benchmark import retrieval
 
@@ -78,6 +84,7 @@ def child(a: argparse.Namespace) -> dict:
         for s in range(0, a.n_docs, 16384):
             _ = q @ d[s : s + 16384].T
     out["wall_s"] = time.perf_counter() - t0
+    out["cpu_s"] = cpu_s() - c0
     out["peak_rss_gb"] = rss_gb()
     if res is not None and a.save:
         np.savez(a.save, scores=np.asarray(res[0]), indices=np.asarray(res[1]))
@@ -116,18 +123,22 @@ def sweep(a: argparse.Namespace) -> dict:
                 print(json.dumps(runs[-1]), flush=True)
         agree = {m: same_sets(saved[m], saved["faiss"]) for m in ("ours", "ours-unit")}
     best = {m: min(r["wall_s"] for r in runs if r["mode"] == m) for m in MODES}
+    cpu = {m: min(r["cpu_s"] for r in runs if r["mode"] == m) for m in MODES}
     peak = {m: max(r["peak_rss_gb"] for r in runs if r["mode"] == m) for m in MODES}
     search = min(r["search_s"] for r in runs if r["mode"] == "faiss")
     s = {"shape": [a.n_queries, a.n_docs, a.dim], "k": a.k, "threads": a.threads,
          "best_wall_s": best, "faiss_search_s": search, "peak_rss_gb": peak,
          "ratio_ours_to_faiss": best["ours"] / best["faiss"],
-         "ratio_ours_unit_to_faiss": best["ours-unit"] / best["faiss"],
+         "ratio_ours_unit_to_faiss": best["ours-unit"] / best["faiss"], "best_cpu_s": cpu,
+         "cpu_ratio_ours_to_faiss": cpu["ours"] / cpu["faiss"],
+         "cpu_ratio_ours_unit_to_faiss": cpu["ours-unit"] / cpu["faiss"],
          "same_sets_as_faiss": agree, "cpus": os.cpu_count(), "loadavg_before": load0,
          "loadavg_after": os.getloadavg(), "runs": runs}
     print(f"pool {a.n_docs}: ours {best['ours']:.2f} s (peak {peak['ours']:.2f} GB), unit input "
           f"{best['ours-unit']:.2f} s; faiss IndexFlatIP {best['faiss']:.2f} s (search "
           f"{search:.2f} s, peak {peak['faiss']:.2f} GB); ratio ours/faiss "
-          f"{s['ratio_ours_to_faiss']:.3f}, unit {s['ratio_ours_unit_to_faiss']:.3f}; same "
+          f"{s['ratio_ours_to_faiss']:.3f}, unit {s['ratio_ours_unit_to_faiss']:.3f} (CPU time "
+          f"{s['cpu_ratio_ours_to_faiss']:.3f}, unit {s['cpu_ratio_ours_unit_to_faiss']:.3f}); same "
           f"top-k sets {agree['ours']:.4f} / {agree['ours-unit']:.4f}; matmul floor "
           f"{best['matmul']:.2f} s; {a.threads} threads; load {load0[0]:.1f} -> "
           f"{s['loadavg_after'][0]:.1f}", flush=True)
