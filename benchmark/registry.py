@@ -33,8 +33,7 @@ TASKS: dict[str, str] = {}
 
 def register_model(name: str, target: str, *, description: str = "", extra: str = "",
                    **kwargs: Any) -> None:
-    """A user's model: ``kwargs`` are its adapter's arguments (``checkpoint``/``revision``
-    pin it)."""
+    """A user's model; ``kwargs``: its adapter's arguments (``checkpoint``/``revision`` pin it)."""
     try:
         _add(zoo.Model(name, kwargs.pop("checkpoint", ""), kwargs.pop("revision", None),
                        description, options=kwargs, target=target, extra=extra))

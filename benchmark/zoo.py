@@ -117,8 +117,7 @@ M = Model  # the tables below are written with the short name
 
 
 class Family(NamedTuple):
-    """One adapter class: its ``module:Class``, the pip extra of its libraries, its
-    ``prefix:ARG`` family prefix (None: no family), and its registered models."""
+    """One adapter class: ``module:Class``, pip extra, models, ``prefix:ARG`` prefix (or None)."""
 
     target: str
     extra: str

@@ -39,12 +39,9 @@ class ConventionsError(LookupError):
 
 @dataclass(frozen=True)
 class Conventions:
-    """How one model embeds and scores under one profile.
-
-    Descriptive fields (what is done, in words) sit beside the operative ones (``loads``,
-    ``dtype``, ``options``, ``retrieval``); the tests check on tiny checkpoints that the
-    adapter built from a record does exactly what it describes.
-    """
+    """How one model embeds and scores under one profile: what is done in words, beside the
+    operative ``loads``, ``dtype``, ``options`` and ``retrieval`` (the tests check on tiny
+    checkpoints that an adapter built from a record does what it describes)."""
 
     implementation: str  # the code path followed (library, class, loader)
     dtype: str | None = None  # None: --dtype, else the device default (bf16/fp16 GPU, fp32 CPU)
@@ -215,8 +212,7 @@ def _jina() -> dict[str, Conventions]:
 
 
 def _clip_l14(m: zoo.Model) -> dict[str, Conventions]:
-    """The authors loaded the transformers snapshot (the record's download, clip-l14-hf)."""
-    return {
+    return {  # the authors loaded the transformers snapshot (clip-l14-hf)
         "reference": Conventions(
             implementation="open_clip ViT-L-14/openai",
             text="open_clip tokenizer, context 77 (padded and truncated to 77)",
@@ -286,10 +282,10 @@ def paper_conventions(records: Mapping[str, zoo.Model]) -> dict[str, dict[str, C
             if bad := [f for f in IDENTITY if getattr(c, f) is not None]:
                 raise ConventionsError(f"{name}: a profile cannot re-declare the record's "
                                        f"{', '.join(bad)}")
-            base = known.get(c.loads or name, records[name])
-            if c.loads not in (None, *known) or c.scorer and base.similarity not in c.scorer.lower():
+            sim = known.get(c.loads or name, records[name]).similarity
+            if c.loads not in (None, *known) or c.scorer and sim not in c.scorer.lower():
                 raise ConventionsError(f"{name}: loads {c.loads!r} / scorer {c.scorer!r} "
-                                       f"disagree with the zoo ({base.similarity})")
+                                       f"disagree with the zoo ({sim})")
     return out
 
 

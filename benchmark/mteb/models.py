@@ -75,15 +75,9 @@ def format_listing(metas: list[Any]) -> str:
     return "\n".join(lines)
 
 
-def _xm3600_langs() -> dict[str, list[str]]:
-    from mteb.tasks.retrieval.multilingual.xm3600_t2i_retrieval import _LANGUAGES
-
-    return dict(_LANGUAGES)
-
-
 def eval_langs(kind: str) -> list[str]:
     """mteb language codes of a task: the 16 countries' languages, or XM3600's 36."""
-    xm = _xm3600_langs()
+    from mteb.tasks.retrieval.multilingual.xm3600_t2i_retrieval import _LANGUAGES as xm
     if kind == "i2t":
         return sorted({c for codes in xm.values() for c in codes})
     out = set()
@@ -107,7 +101,6 @@ def metadata(kind: str) -> Any:
         license="not specified", annotations_creators="human-annotated",
         sample_creation="found", bibtex_citation="", reference=None,
     )
-
 
 
 def _to_numpy(x: Any) -> np.ndarray:

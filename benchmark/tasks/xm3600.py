@@ -97,8 +97,7 @@ class XM3600Config(TaskConfig):
 
 
 def load_data(ctx: RunContext, cfg: XM3600Config) -> XM3600:
-    """The XM3600 data ``cfg`` names (``--xm3600``, else ``--dataset``, else mteb/xm3600),
-    loaded once per run."""
+    """The XM3600 data ``cfg`` names (``--xm3600``, else ``--dataset``, else mteb/xm3600), once."""
     spec = cfg.xm3600 or cfg.dataset
     key = ("xm3600", spec, cfg.xm3600_images, cfg.revision)
     if key in ctx.memo:
