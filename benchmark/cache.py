@@ -1,22 +1,14 @@
 """On-disk embedding cache: every unique text and image is embedded once per model.
 
-The key of an embedding is (namespace, content sha256), where the namespace is the sha256 of
-the model name, checkpoint, revision, adapter version, modality, role, the model's
-conventions for that modality and role (prompt, instruction, preprocessing) and, for models
-with conventions profiles, the resolved profile record (``--conventions reference|authors``).
-Change any of them and the old vectors are simply not found. Storage: one SQLite file per cache dir
-(``embeddings.sqlite``, WAL), float32 blobs with their shape; multi-vector embeddings store
-their (L, d) token matrix. Location: ``--cache-dir``, ``$XCM_CACHE_DIR``, else
-``~/.cache/xcm3``.
-
-Many writers: :func:`embed_cached` stores every batch as it is computed (a kill costs at most
-one batch), and processes on one machine share the WAL file safely (SQLite locks it). A cache
-on NFS or shared by several machines is not safe for SQLite's WAL (its shared-memory index is
-per machine): there each shard writes its own file (``shard_file``: ``shards/shard-I-of-N.sqlite``
-in rollback-journal mode, one writer) and reads the main file as immutable, and
-:func:`benchmark.cache_merge.merge_shards` (``python -m benchmark cache merge``) folds the shard
-files into the main one once the shards are done. A :class:`Shard` owns the items whose content hash falls in its
-slot, so N processes partition the work with no coordination.
+An embedding's key is (namespace, content sha256); the namespace hashes the model's name,
+checkpoint, revision, adapter version, modality, role, its conventions for them and its
+resolved profile (:func:`namespace`): change any and the old vectors are not found. One SQLite
+file per cache dir (``embeddings.sqlite``, WAL; ``--cache-dir``, ``$XCM_CACHE_DIR``, else
+``~/.cache/xcm3``), float32 blobs with their shape. :func:`embed_cached` stores every batch as
+it comes (a kill loses one batch). On NFS or across machines (WAL is per machine) each shard
+writes its own file (``shards/shard-I-of-N.sqlite``) and reads the main one as immutable;
+``cache merge`` (:mod:`benchmark.cache_merge`) folds them in. A :class:`Shard` owns the items
+whose hash falls in its slot, so N processes share the work with no coordination.
 """
 
 from __future__ import annotations
@@ -28,7 +20,7 @@ import sqlite3
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -56,12 +48,9 @@ def default_cache_dir() -> Path:
 
 
 def namespace(adapter: Adapter, modality: str, role: str) -> str:
-    """Cache namespace of (model, revision, adapter version, modality, conventions).
-
-    The role (query / document) enters the key only when the adapter's conventions differ
-    between the two roles: by the adapter contract, ``conventions`` names everything that
-    shapes an embedding, so an image embedded as a query and as a document with the same
-    conventions is the same vector and is embedded once.
+    """Cache namespace of (model, revision, adapter version, modality, conventions, profile);
+    the role only where the adapter's conventions differ between the roles (they name all
+    that shapes an embedding, so an image is one vector as query and as document).
     """
     spec = adapter.spec
     conv = adapter.conventions(modality, role)
@@ -143,21 +132,23 @@ def dir_problem(path: Path) -> str | None:
     return None
 
 
+def _check_dir(root: Path) -> None:
+    if problem := dir_problem(root):
+        raise CacheError(f"cache dir {root} {problem}: pass another --cache-dir, or --no-cache")
+
+
 def check_cache_dir(root: Path) -> None:
     """One clear :class:`CacheError` when ``root`` cannot hold the cache: a file, not
     creatable, not writable, or an ``embeddings.sqlite`` that is not an embedding cache."""
-    problem = dir_problem(root)
-    if problem:
-        raise CacheError(f"cache dir {root} {problem}: pass another --cache-dir, or --no-cache")
+    _check_dir(root)
     db = root / DB_NAME
     if db.exists():
         _open_db(db, wal=True).close()
 
 
 def _open_writable(path: Path, wal: bool, wait_s: float = 60.0) -> sqlite3.Connection:
-    """Connect, set the journal mode and create the schema. Two processes opening a new cache
-    at once (``--devices`` jobs share one) can get "database is locked" from the journal-mode
-    switch, which SQLite answers without its busy handler: retried for up to ``wait_s``."""
+    """Connect, set the journal mode, create the schema; "database is locked" from the
+    journal-mode switch (two processes opening a new cache; no busy handler) is retried."""
     deadline = time.monotonic() + wait_s
     while True:
         con = sqlite3.connect(path, timeout=wait_s, isolation_level=None)
@@ -195,9 +186,8 @@ def _open_db(path: Path, *, wal: bool, immutable: bool = False) -> sqlite3.Conne
 
 
 def _main_reader(path: Path) -> list[sqlite3.Connection]:
-    """The main file for a shard that writes its own: immutable (no locks, nothing written:
-    safe on NFS while no one writes it). Rows still in its WAL are not seen (they would be
-    embedded again), hence the warning."""
+    """The main file for a shard that writes its own: immutable (no locks: safe on NFS while no
+    one writes it); rows still in its WAL are not seen, hence the warning."""
     wal = Path(f"{path}-wal")
     if wal.exists() and wal.stat().st_size > 0:
         log.warning("%s has rows not yet checkpointed (a writer is running or was killed): "
@@ -211,20 +201,14 @@ def _main_reader(path: Path) -> list[sqlite3.Connection]:
 
 
 class EmbeddingCache:
-    """SQLite-backed (namespace, content sha256) -> float32 array store.
-
-    ``shard``: this process fills only that shard (see :func:`embed_cached`). ``shard_file``:
-    write ``shards/shard-I-of-N.sqlite`` instead of the main file (for a cache on NFS or
-    shared by several machines) and read the main file, if any, as immutable.
-    """
+    """SQLite-backed (namespace, content sha256) -> float32 array store; ``shard``: this
+    process fills only that shard, in ``shards/shard-I-of-N.sqlite`` with ``shard_file`` (the
+    main file, if any, read as immutable)."""
 
     def __init__(self, root: str | os.PathLike[str] | None = None, *,
                  shard: Shard | None = None, shard_file: bool = False):
         self.root = Path(root) if root else default_cache_dir()
-        problem = dir_problem(self.root)  # the files themselves are checked as they are opened
-        if problem:  # (a shard that writes its own file never opens the main one for writing)
-            raise CacheError(f"cache dir {self.root} {problem}: pass another --cache-dir, or "
-                             "--no-cache")
+        _check_dir(self.root)  # (the files are checked as they are opened)
         self.shard = shard
         self.main_path = self.root / DB_NAME
         self.readers: list[sqlite3.Connection] = []
@@ -250,27 +234,12 @@ class EmbeddingCache:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def get_many(self, ns: str, shas: Sequence[str]) -> dict[str, np.ndarray]:
-        try:
-            return self._get_many(ns, shas)
-        except sqlite3.OperationalError:
-            raise
-        except sqlite3.DatabaseError as e:  # a damaged page found on reading
-            raise CacheError(f"{self.path} is corrupt ({e}); move it away or pass another "
-                             f"--cache-dir") from None
-
     def has_many(self, ns: str, shas: Sequence[str]) -> set[str]:
         """The ``shas`` the cache holds under ``ns`` (keys only: no vector is read)."""
-        try:
-            rows = self._select(ns, shas, "sha, shape, length(data)")
-            return {sha for sha, (shape, n) in rows.items() if row_size_fits(shape, n)}
-        except sqlite3.OperationalError:
-            raise
-        except sqlite3.DatabaseError as e:
-            raise CacheError(f"{self.path} is corrupt ({e}); move it away or pass another "
-                             f"--cache-dir") from None
+        rows = self._select(ns, shas, "sha, shape, length(data)")
+        return {sha for sha, (shape, n) in rows.items() if row_size_fits(shape, n)}
 
-    def _get_many(self, ns: str, shas: Sequence[str]) -> dict[str, np.ndarray]:
+    def get_many(self, ns: str, shas: Sequence[str]) -> dict[str, np.ndarray]:
         out: dict[str, np.ndarray] = {}
         bad = 0
         for sha, (shape, data) in self._select(ns, shas, "sha, shape, data").items():
@@ -285,17 +254,24 @@ class EmbeddingCache:
         return out
 
     def _select(self, ns: str, shas: Sequence[str], cols: str) -> dict[str, tuple[Any, ...]]:
-        """``{sha: the other selected columns}`` over the written file, then the readers."""
+        """``{sha: the other selected columns}`` over the written file, then the readers; a
+        damaged page found on reading is a CacheError."""
         out: dict[str, tuple[Any, ...]] = {}
         uniq = list(dict.fromkeys(shas))
-        for con in [self.con, *self.readers]:
-            want = [s for s in uniq if s not in out]
-            for s in range(0, len(want), 900):
-                chunk = want[s : s + 900]
-                marks = ",".join("?" * len(chunk))
-                for row in con.execute(
-                        f"SELECT {cols} FROM emb WHERE ns=? AND sha IN ({marks})", (ns, *chunk)):
-                    out[row[0]] = tuple(row[1:])
+        try:
+            for con in [self.con, *self.readers]:
+                want = [s for s in uniq if s not in out]
+                for s in range(0, len(want), 900):
+                    chunk = want[s : s + 900]
+                    marks = ",".join("?" * len(chunk))
+                    for row in con.execute(f"SELECT {cols} FROM emb WHERE ns=? AND sha IN "
+                                           f"({marks})", (ns, *chunk)):
+                        out[row[0]] = tuple(row[1:])
+        except sqlite3.OperationalError:
+            raise
+        except sqlite3.DatabaseError as e:
+            raise CacheError(f"{self.path} is corrupt ({e}); move it away or pass another "
+                             f"--cache-dir") from None
         return out
 
     def put_many(self, ns: str, items: dict[str, np.ndarray]) -> None:
@@ -339,7 +315,7 @@ def row_vector(shape: Any, data: Any) -> np.ndarray | None:
 @dataclass
 class EmbedStats:
     """What one embedding call did: items asked, unique, found in cache, embedded, left to
-    other shards, seconds."""
+    other shards, seconds (``vars()`` of it is a results file's record)."""
 
     requested: int = 0
     unique: int = 0
@@ -347,15 +323,6 @@ class EmbedStats:
     embedded: int = 0
     other_shards: int = 0
     seconds: float = 0.0
-    by_call: list[dict[str, Any]] = field(default_factory=list)
-
-    def add(self, other: EmbedStats) -> None:
-        self.requested += other.requested
-        self.unique += other.unique
-        self.cached += other.cached
-        self.embedded += other.embedded
-        self.other_shards += other.other_shards
-        self.seconds += other.seconds
 
 
 def embed_cached(
@@ -366,14 +333,10 @@ def embed_cached(
     load: Callable[[list[int]], list[Any]],
     cache: EmbeddingCache | None,
 ) -> tuple[Embeddings, EmbedStats]:
-    """Embeddings for ``keys`` (content sha256 per item) in order, embedding only what the cache
-    lacks. ``load(indices)`` returns the raw items (texts or PIL images) for those positions,
-    so images are decoded only when they must be embedded. Duplicate keys are embedded once.
-
-    The missing items are embedded one adapter batch at a time and each batch is stored at
-    once, so a killed run loses at most one batch. With a sharded cache (``cache.shard``) only
-    that shard's missing items are embedded and stored, and the returned embeddings are empty:
-    a shard run fills the cache and scores nothing.
+    """Embeddings for ``keys`` (content sha256 per item) in order, embedding (once per key)
+    only what the cache lacks, one adapter batch at a time, each stored as it comes;
+    ``load(indices)`` gives the raw items of those positions. With a sharded cache only the
+    shard's missing items are embedded and stored, and nothing is returned.
     """
     t0 = time.perf_counter()
     stats = EmbedStats(requested=len(keys))
@@ -405,7 +368,7 @@ def embed_cached(
                  stats.embedded, modality, stats.cached, stats.other_shards)
         return concat([]), stats
     ordered = [found[k] for k in keys]
-    if adapter.multi_vector or (ordered and np.asarray(ordered[0]).ndim == 2):
+    if adapter.spec.similarity == "maxsim" or (ordered and np.asarray(ordered[0]).ndim == 2):
         return MultiVector.from_list(ordered), stats
     if not ordered:
         return concat([]), stats

@@ -1,9 +1,5 @@
-"""The authors' RQ1 search: a chromadb HNSW collection (``hnsw:space = cosine``, every other
-setting at chromadb's default), top-k read back in chromadb's rank order.
-
-Approximate, unlike :func:`benchmark.retrieval.exact_topk`; ``xm3600-i2t --engine chromadb``
-runs it on the same cached embeddings. Needs the ``chromadb`` extra (1.1.1, the authors'
-release): ``pip install -e '.[chromadb]'``.
+"""The authors' RQ1 search (``xm3600-i2t --engine chromadb``): an in-memory chromadb HNSW
+collection (``hnsw:space = cosine``, chromadb's defaults), approximate; the ``chromadb`` extra.
 """
 
 from __future__ import annotations
@@ -13,7 +9,7 @@ import uuid
 
 import numpy as np
 
-from benchmark.topk import TopK
+from benchmark.retrieval import TopK
 
 log = logging.getLogger(__name__)
 

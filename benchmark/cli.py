@@ -224,8 +224,7 @@ def ls(args: argparse.Namespace) -> int:
     for name, e in sorted(models.items()):
         ck = e.kwargs.get("checkpoint", "")
         flag = " [paper]" if e.paper else ""
-        facts = f"  {record_facts(e.meta)}" if e.meta is not None else ""
-        print(f"  {name:<{width}}  {ck}{flag}{facts}  {e.description}")
+        print(f"  {name:<{width}}  {ck}{flag}  {record_facts(e)}  {e.description}")
     print("model families (family:ARG): " + ", ".join(sorted(registry.FAMILIES)))
     print("tasks:")
     for name, target in sorted(registry.tasks().items()):

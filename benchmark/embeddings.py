@@ -1,18 +1,10 @@
 """Embeddings as arrays, and the one implementation of each way to compare them.
 
-- single vectors: float32 ``(n, d)`` numpy arrays; :func:`l2_normalize`, :func:`cosine_similarity`;
-- multi-vectors: :class:`MultiVector`, zero-padded ``(n, L, d)`` token vectors with their
-  ``lengths``; padding is never scored;
-- MaxSim (ColBERT late interaction), ``s(q, d) = sum_t max_u <q_t, d_u>`` over the valid tokens
-  of the query and the document (ColPali's ``score_multi_vector``, but with document padding
-  masked instead of scored as zero vectors; a document without tokens scores 0):
-  :func:`maxsim_block` is the kernel on one block of padded tokens (numpy arrays or torch
-  tensors); :func:`maxsim` the full ``(n_q, n_d)`` matrix in bounded blocks, :func:`maxsim_pairs`
-  the row-wise ``s[i] = maxsim(q[i], d[i])`` of triplet scoring; the exact top-k over a pool
-  (:mod:`benchmark.retrieval`) scores its chunks with :func:`maxsim_block`.
-
-Backends: ``"torch"`` (on ``device``, default the GPU when there is one), ``"numpy"``, or
-``"auto"`` (torch on a GPU, numpy on the CPU: :func:`core.devices.torch_device`). Both give the same numbers up to float32 summation order.
+Single vectors: float32 ``(n, d)`` arrays, cosine of unit rows; multi-vectors: a
+:class:`MultiVector` of zero-padded ``(n, L, d)`` tokens and their ``lengths``. MaxSim ``s(q, d)
+= sum_t max_u <q_t, d_u>`` over the valid tokens (ColPali's, padding masked; a document with
+no tokens scores 0): :func:`maxsim_block` on one block (numpy or torch), :func:`maxsim` the
+matrix, :func:`maxsim_pairs` row-wise. :class:`Device`: numpy, or torch on a GPU.
 """
 
 from __future__ import annotations
@@ -24,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from core.devices import torch_device
+from core.vectors import l2_normalize
 
 # Elements of one (queries x query tokens x documents x document tokens) score block: 2^25
 # float32 = 128 MiB, small enough for any GPU and for the CPU.
@@ -98,13 +91,6 @@ def concat(parts: Sequence[Embeddings]) -> Embeddings:
     return np.concatenate([np.asarray(p, np.float32) for p in parts], axis=0)
 
 
-def l2_normalize(x: np.ndarray, axis: int = -1) -> np.ndarray:
-    """Unit-norm rows in float32 (zero rows stay zero)."""
-    x = np.asarray(x, dtype=np.float32)
-    n = np.linalg.norm(x, axis=axis, keepdims=True)
-    return x / np.maximum(n, np.float32(1e-12))
-
-
 def check_finite(x: np.ndarray, what: str, sq: np.ndarray | None = None) -> None:
     """Raise on a row holding NaN/inf. One read pass (squared norms ``sq``, given or computed:
     NaN/inf in, NaN/inf out), no (rows, dim) temporary; only rows flagged there (or whose
@@ -165,19 +151,20 @@ def _pairs_block(qv: Any, qm: Any, dv: Any, dm: Any) -> Any:
     return out
 
 
-class _Device:
+class Device:
     """Moves numpy blocks to the backend (torch on a device, or numpy itself) and back."""
 
     def __init__(self, backend: str, device: str | None):
         if backend not in ("auto", "torch", "numpy"):
             raise ValueError(f"unknown MaxSim backend {backend!r} (auto, torch, numpy)")
         self.torch: Any = None
-        dev = torch_device(backend, device)  # auto: torch on a GPU, numpy on the CPU
-        if dev is not None:
+        self.device = torch_device(backend, device)  # auto: torch on a GPU, numpy on the CPU
+        if self.device is not None:
             import torch
 
             self.torch = torch
-            self.dev = torch.device(dev)
+            self.dev = torch.device(self.device)
+        self.device = self.device or "cpu"
 
     def put(self, x: np.ndarray) -> Any:
         x = np.ascontiguousarray(x, np.float32 if x.dtype.kind == "f" else x.dtype)
@@ -185,11 +172,6 @@ class _Device:
 
     def get(self, x: Any) -> np.ndarray:
         return x if isinstance(x, np.ndarray) else x.cpu().numpy()
-
-    def no_grad(self) -> Any:
-        import contextlib
-
-        return contextlib.nullcontext() if self.torch is None else self.torch.inference_mode()
 
 
 def maxsim(
@@ -205,15 +187,14 @@ def maxsim(
     lq, ld = max(q.vectors.shape[1], 1), max(d.vectors.shape[1], 1)
     bq = max(1, min(batch, nq))
     bd = max(1, min(nd, BLOCK_ELEMENTS // (bq * lq * ld)))
-    dev = _Device(backend, device)
+    dev = Device(backend, device)
     qmask, dmask = q.mask(), d.mask()
-    with dev.no_grad():
-        for ds in range(0, nd, bd):
-            dv, dm = dev.put(d.vectors[ds : ds + bd]), dev.put(dmask[ds : ds + bd])
-            for qs in range(0, nq, bq):
-                s = maxsim_block(dev.put(q.vectors[qs : qs + bq]), dev.put(qmask[qs : qs + bq]),
-                                 dv, dm)
-                out[qs : qs + bq, ds : ds + bd] = dev.get(s)
+    for ds in range(0, nd, bd):  # (tensors made from numpy: no autograd graph to avoid)
+        dv, dm = dev.put(d.vectors[ds : ds + bd]), dev.put(dmask[ds : ds + bd])
+        for qs in range(0, nq, bq):
+            s = maxsim_block(dev.put(q.vectors[qs : qs + bq]), dev.put(qmask[qs : qs + bq]),
+                             dv, dm)
+            out[qs : qs + bq, ds : ds + bd] = dev.get(s)
     return out
 
 
@@ -231,11 +212,10 @@ def maxsim_pairs(
         return out
     lq, ld = max(q.vectors.shape[1], 1), max(d.vectors.shape[1], 1)
     b = max(1, min(batch, BLOCK_ELEMENTS // (lq * ld)))
-    dev = _Device(backend, device)
+    dev = Device(backend, device)
     qmask, dmask = q.mask(), d.mask()
-    with dev.no_grad():
-        for s in range(0, n, b):
-            block = _pairs_block(dev.put(q.vectors[s : s + b]), dev.put(qmask[s : s + b]),
-                                 dev.put(d.vectors[s : s + b]), dev.put(dmask[s : s + b]))
-            out[s : s + b] = dev.get(block)
+    for s in range(0, n, b):
+        block = _pairs_block(dev.put(q.vectors[s : s + b]), dev.put(qmask[s : s + b]),
+                             dev.put(d.vectors[s : s + b]), dev.put(dmask[s : s + b]))
+        out[s : s + b] = dev.get(block)
     return out

@@ -1,14 +1,10 @@
 """The one registry: model names and task names -> lazily imported ``"module:Class"``.
 
-Modelled on lm-evaluation-harness's registry: registering a name twice is an error, unknown
-names get close-name suggestions, nothing is imported until it is used. A model entry pins its
-checkpoint and revision. ``FAMILIES`` handle ``family:argument`` names
-(``open_clip:ViT-L-14/openai``, ``open_clip:local-dir:/path``); any other ``module:Class``
-whose module imports (``my_pkg.my_module:MyModel``, or a top-level ``my_adapter:MyModel`` on
-``sys.path``) loads a user's adapter, with ``device``/``dtype`` passed when its class accepts
-them. The built-in entries are the plain tables of :mod:`benchmark.zoo` (which imports
-nothing of the package), read once when this module is imported; ``register_*`` add a
-user's own.
+As lm-evaluation-harness's: a name registered twice is an error, an unknown one gets close-name
+suggestions, nothing is imported until used. A model name maps to its :class:`benchmark.zoo.Model`
+record (the zoo's tables, read when this module is imported; ``register_model`` adds a
+user's). ``family:ARG`` names load a family's adapter on any checkpoint; any other importable
+``module:Class`` is a user's adapter, given ``device``/``dtype`` when its class accepts them.
 """
 
 from __future__ import annotations
@@ -18,7 +14,7 @@ import importlib
 import importlib.util
 import inspect
 import logging
-from dataclasses import dataclass, field
+from dataclasses import replace
 from typing import Any
 
 from benchmark import zoo
@@ -30,31 +26,26 @@ class RegistryError(LookupError):
     """Unknown or duplicate name, or a target that cannot be imported."""
 
 
-@dataclass(frozen=True)
-class ModelEntry:
-    """A registered model: its adapter class and the keyword arguments that pin it."""
-
-    name: str
-    target: str  # "module:Class"
-    kwargs: dict[str, Any] = field(default_factory=dict)
-    description: str = ""
-    extra: str = ""  # pip extra that provides its libraries
-    paper: bool = False  # one of the paper's ten models
-    meta: zoo.Model | None = None  # the zoo record (None: registered by a user)
-
-
-MODELS: dict[str, ModelEntry] = {}
+MODELS: dict[str, zoo.Model] = {}  # name -> its record (zoo.Model: target, pin, options)
 FAMILIES: dict[str, tuple[str, str]] = {}  # prefix -> (target, extra)
 TASKS: dict[str, str] = {}
 
 
-def register_model(
-    name: str, target: str, *, description: str = "", extra: str = "", paper: bool = False,
-    meta: zoo.Model | None = None, **kwargs: Any,
-) -> None:
-    if name in MODELS:
-        raise RegistryError(f"model {name!r} registered twice ({MODELS[name].target}, {target})")
-    MODELS[name] = ModelEntry(name, target, kwargs, description, extra, paper, meta)
+def register_model(name: str, target: str, *, description: str = "", extra: str = "",
+                   **kwargs: Any) -> None:
+    """A user's model; ``kwargs``: its adapter's arguments (``checkpoint``/``revision`` pin it)."""
+    try:
+        _add(zoo.Model(name, kwargs.pop("checkpoint", ""), kwargs.pop("revision", None),
+                       description, options=kwargs, target=target, extra=extra))
+    except zoo.ZooError as e:
+        raise RegistryError(str(e)) from e
+
+
+def _add(m: zoo.Model) -> None:
+    if m.name in MODELS:
+        raise RegistryError(f"model {m.name!r} registered twice ({MODELS[m.name].target}, "
+                            f"{m.target})")
+    MODELS[m.name] = m
 
 
 def register_family(prefix: str, target: str, extra: str = "") -> None:
@@ -116,9 +107,8 @@ def accepted(cls: Any, overrides: dict[str, Any]) -> dict[str, Any]:
 
 
 def load_user_adapter(target: str, **overrides: Any) -> Any:
-    """A user's ``module:Class``: an Adapter subclass as it is, any other class wrapped in
-    :class:`~benchmark.models.base.UserAdapter`; ``device``/``dtype`` go to the constructor
-    when it accepts them (else they are ignored, with a warning)."""
+    """A user's ``module:Class``: an Adapter as it is, any other class in a
+    :class:`~benchmark.models.base.UserAdapter`; ``device``/``dtype`` passed where accepted."""
     from benchmark.models.base import Adapter, UserAdapter
 
     cls = import_target(target)
@@ -140,11 +130,9 @@ def load_user_adapter(target: str, **overrides: Any) -> Any:
 def load_model(name: str, conventions: str = "reference", **overrides: Any) -> Any:
     """Instantiate the adapter for a registered name, a ``family:arg`` or a ``module:Class``.
 
-    ``conventions`` (``reference`` or ``authors``) selects the model's profile
-    (:mod:`benchmark.models.conventions`): its record's target, checkpoint, revision, dtype
-    and adapter options are applied on top of the zoo entry, and the resolved record is set
-    as ``adapter.profile``. Models without profiles take ``reference`` only (profile None).
-    Caller overrides (device, dtype, checkpoint, ...) win, and are recorded as deviations.
+    ``conventions`` selects the model's profile (:mod:`benchmark.models.conventions`: its
+    dtype and options on top of the record, set as ``adapter.profile``; models without
+    profiles take ``reference`` only). Caller overrides win, recorded as deviations.
     """
     from benchmark.models import conventions as conv
 
@@ -157,7 +145,7 @@ def load_model(name: str, conventions: str = "reference", **overrides: Any) -> A
         if rec is not None:
             return _load_profiled(entry, rec, overrides)
         cls = import_target(entry.target, entry.extra)
-        return cls(name=name, **{**entry.kwargs, **overrides})
+        return _checked(entry, cls(name=name, **{**entry.kwargs, **overrides}))
     prefix, sep, arg = name.partition(":")
     if sep and prefix in FAMILIES:
         target, extra = FAMILIES[prefix]
@@ -172,12 +160,19 @@ def load_model(name: str, conventions: str = "reference", **overrides: Any) -> A
     )
 
 
-def _load_profiled(entry: ModelEntry, rec: Any, overrides: dict[str, Any]) -> Any:
-    """An adapter built as a conventions record says, with ``adapter.profile`` set."""
-    import dataclasses
+def _checked(record: zoo.Model, adapter: Any) -> Any:
+    """``adapter`` when it scores as its record says (cosine or MaxSim), else a RegistryError."""
+    sim = getattr(getattr(adapter, "spec", None), "similarity", record.similarity)
+    if sim != record.similarity:
+        raise RegistryError(f"model {record.name}: its adapter scores by {sim}, its record "
+                            f"says {record.similarity}")
+    return adapter
 
-    kwargs = dict(entry.kwargs) if rec.target is None else {}
-    kwargs.update({k: v for k in ("checkpoint", "revision") if (v := getattr(rec, k)) is not None})
+
+def _load_profiled(entry: zoo.Model, rec: Any, overrides: dict[str, Any]) -> Any:
+    """An adapter built as a conventions record says, with ``adapter.profile`` set."""
+    base = MODELS[rec.loads] if rec.loads else entry  # the record whose identity it loads
+    kwargs = dict(base.kwargs)
     kwargs.update(rec.options)
     if rec.dtype is not None:
         kwargs["dtype"] = rec.dtype
@@ -188,10 +183,9 @@ def _load_profiled(entry: ModelEntry, rec: Any, overrides: dict[str, Any]) -> An
     for d in deviations:
         log.warning("model %s: %s", entry.name, d)
     kwargs.update({k: v for k, v in overrides.items() if v is not None or k not in kwargs})
-    cls = import_target(rec.target or entry.target, rec.extra or entry.extra)
-    adapter = cls(name=entry.name, **kwargs)
-    adapter.profile = dataclasses.replace(rec, dtype=adapter.dtype, deviations=deviations)
-    return adapter
+    adapter = import_target(base.target, base.extra)(name=entry.name, **kwargs)
+    adapter.profile = replace(rec, dtype=adapter.dtype, deviations=deviations)
+    return _checked(base, adapter)
 
 
 def load_task(name: str) -> Any:
@@ -208,12 +202,10 @@ def register_zoo(tasks: dict[str, str], families: list[zoo.Family]) -> None:
         if fam.prefix:
             register_family(fam.prefix, fam.target, extra=fam.extra)
         for m in fam.models:
-            pin = {"checkpoint": m.checkpoint, "revision": m.revision} if m.checkpoint else {}
-            register_model(m.name, fam.target, extra=fam.extra, paper=m.paper,
-                           description=m.description, meta=m, **pin, **m.kwargs)
+            _add(replace(m, target=fam.target, extra=fam.extra))
 
 
-def models() -> dict[str, ModelEntry]:
+def models() -> dict[str, zoo.Model]:
     return dict(MODELS)
 
 

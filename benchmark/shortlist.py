@@ -1,10 +1,6 @@
-"""Approximate multi-vector top-k: a shortlist of mean-pooled token vectors (exact, through
-:func:`benchmark.retrieval.exact_topk`), reranked by exact MaxSim; and how well approximate
-lists agree with exact ones (:func:`topk_agreement`).
-
-The paper's ColQwen runs in RQ1 used such a shortlist (faiss ``IndexFlatL2`` on the
-unnormalised mean-pooled vectors, ``shortlist_metric="l2"``, ``ties="shortlist"``); exact
-MaxSim over the whole pool is :func:`benchmark.retrieval.exact_maxsim_topk`.
+"""Approximate multi-vector top-k: a shortlist of mean-pooled token vectors (exact, cosine or, as
+the paper's ColQwen RQ1 runs, faiss ``IndexFlatL2``-style L2), reranked by exact MaxSim; and
+how well approximate lists agree with exact ones (:func:`topk_agreement`).
 """
 
 from __future__ import annotations
@@ -13,15 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from benchmark.embeddings import MultiVector
-from benchmark.retrieval import (
-    DEFAULT_CHUNK,
-    NumpyBackend,
-    TopK,
-    backend_maxsim,
-    exact_topk,
-    get_backend,
-)
+from benchmark.embeddings import MultiVector, maxsim_block
+from benchmark.retrieval import DEFAULT_CHUNK, Backend, TopK, exact_topk, get_backend
 
 SHORTLIST_METRICS = ("cosine", "l2")
 TIE_ORDERS = ("index", "shortlist")
@@ -40,23 +29,20 @@ def l2_shortlist_vectors(q: np.ndarray, d: np.ndarray) -> tuple[np.ndarray, np.n
 
 def two_stage_topk(
     queries: MultiVector, docs: MultiVector, k: int, shortlist: int, *,
-    chunk_size: int = DEFAULT_CHUNK, backend: str | NumpyBackend = "auto",
+    chunk_size: int = DEFAULT_CHUNK, backend: str | Backend = "auto",
     device: str | None = None, progress: bool = True, shortlist_metric: str = "cosine",
     ties: str = "index",
 ) -> TopK:
-    """Approximate MaxSim top-k: a ``shortlist`` of mean-pooled token vectors (exact, chunked),
-    reranked by exact MaxSim. Not exact: report :func:`topk_agreement`.
-
-    ``shortlist_metric``: ``cosine`` of the mean-pooled vectors, or ``l2``: exact Euclidean
-    distance between the unnormalised mean-pooled vectors (the paper's faiss ``IndexFlatL2``).
-    ``ties`` among reranked scores: by pool ``index``, or in ``shortlist`` order (the paper's
-    stable Python sort of the L2 list).
+    """Approximate MaxSim top-k (report :func:`topk_agreement`): a ``shortlist`` by
+    ``shortlist_metric`` (``cosine``, or ``l2`` of the unnormalised mean-pooled vectors, the
+    paper's ``IndexFlatL2``), reranked by MaxSim; ``ties`` by pool ``index`` or in
+    ``shortlist`` order (the paper's stable sort of the L2 list).
     """
     if shortlist < k:
         raise ValueError(f"shortlist {shortlist} must be >= k={k}")
     if shortlist_metric not in SHORTLIST_METRICS or ties not in TIE_ORDERS:
         raise ValueError(f"shortlist_metric in {SHORTLIST_METRICS}, ties in {TIE_ORDERS}")
-    bk = backend if isinstance(backend, NumpyBackend) else get_backend(backend, device)
+    bk = get_backend(backend, device)
     qm, dm = queries.mean_pooled(), docs.mean_pooled()
     if shortlist_metric == "l2":
         qm, dm = l2_shortlist_vectors(qm, dm)
@@ -70,20 +56,12 @@ def two_stage_topk(
         qv = bk.put(q.vectors)
         qm = bk.put(np.ones((1, q.vectors.shape[1]), bool))
         idx = short.indices[i]
-        s = backend_maxsim(bk, qv, qm, bk.put(docs.vectors[idx]), bk.put(dmask_all[idx]))
+        s = maxsim_block(qv, qm, bk.put(docs.vectors[idx]), bk.put(dmask_all[idx]))
         scores[i] = bk.get(s)[0]
     tie_key = short.indices if ties == "index" else np.broadcast_to(
         np.arange(short.indices.shape[1]), short.indices.shape)
-    order = _rerank_order(scores, tie_key, k)
+    order = np.lexsort((tie_key, -scores), axis=-1)[:, :k]  # score desc, then the tie key
     return TopK(np.take_along_axis(scores, order, 1), np.take_along_axis(short.indices, order, 1))
-
-
-def _rerank_order(scores: np.ndarray, tie_key: np.ndarray, k: int) -> np.ndarray:
-    """Per row: positions sorted by (score desc, tie key asc), first k."""
-    out = np.empty((scores.shape[0], k), np.int64)
-    for i in range(scores.shape[0]):
-        out[i] = np.lexsort((tie_key[i], -scores[i]))[:k]
-    return out
 
 
 def topk_agreement(approx: np.ndarray, exact: np.ndarray, ks: list[int]) -> dict[str, Any]:

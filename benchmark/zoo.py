@@ -1,20 +1,13 @@
 """Every registered model and task, in one place: one typed record per model, plain data that
 imports nothing of the package; :mod:`benchmark.registry` reads it when imported.
 
-A :class:`Model` record is the model's whole identity (like mteb's ``ModelMeta``): its
-adapter family, hub checkpoint and pinned revision, parameters, embedding size, languages,
-modalities, similarity, whether it has the ``reference``/``authors`` conventions profiles, and
-the hub repos its authors' conventions download. Everything else is derived from it: the
-registry and ``python -m benchmark ls``, the conventions profiles
-(:mod:`benchmark.models.conventions` builds each paper model's records from its entry here,
-applied by ``registry.load_model``), the ``reproduce --dry-run`` downloads and the
-provenance check (:func:`Model.pinned_downloads`). Records are validated when built: a
-malformed one is a :class:`ZooError` at import.
-
-One table per adapter class, so that work on one model family does not touch another's lines.
-Revisions marked None could not be looked up when this was written (no hub access); the
-adapters record the commit of the snapshot they load (``hub.effective_revision``) in every
-result.
+A :class:`Model` record is the model's whole identity (like mteb's ``ModelMeta``): adapter
+class and extra, checkpoint and pinned revision, size, languages, modalities, similarity, its
+conventions profiles (overlays that never re-declare it) and the hub repos they download. The
+registry, ``ls``, the adapter's arguments (:attr:`Model.kwargs`, hence its ``ModelSpec``), the
+profiles, ``reproduce --dry-run`` and the provenance check derive from it; a malformed record
+is a :class:`ZooError` at import. One table per adapter class; a revision None could not be
+looked up here (the adapters record the commit they load).
 """
 
 from __future__ import annotations
@@ -49,20 +42,17 @@ class Download:
 
 @dataclass(frozen=True)
 class Model:
-    """One model: its identity, what it embeds, and what it downloads.
-
-    ``parameters`` in millions (None: not recorded); ``embedding_size`` per vector (per token
-    for a multi-vector model); ``languages`` ISO 639 codes (``mul``: multilingual, empty: any
-    input, a test fake); ``profiles``: True for the paper's models, which have ``reference``
-    and ``authors`` conventions (:mod:`benchmark.models.conventions`).
-    """
+    """One model: ``parameters`` in millions; ``embedding_size`` per vector (per token when
+    multi-vector); ``languages`` ISO 639 (``mul``: multilingual; empty: any, a fake);
+    ``profiles``: the paper's models' ``reference`` and ``authors`` conventions; ``target`` and
+    ``extra``: the adapter's ``module:Class`` and pip extra (its family table's)."""
 
     name: str
     checkpoint: str
     revision: str | None
     description: str
     paper: bool = False  # one of the paper's ten models
-    kwargs: Mapping[str, Any] = field(default_factory=dict)  # further adapter arguments
+    options: Mapping[str, Any] = field(default_factory=dict)  # further adapter arguments
     parameters: float | None = None
     embedding_size: int | None = None
     languages: tuple[str, ...] = ()
@@ -70,11 +60,20 @@ class Model:
     similarity: str = "cosine"
     profiles: bool = False
     downloads: tuple[Download, ...] = ()
+    target: str = ""
+    extra: str = ""
 
     def __post_init__(self) -> None:
         bad = _problem(self)
         if bad:
             raise ZooError(f"zoo model {self.name!r}: {bad}")
+
+    @property
+    def kwargs(self) -> dict[str, Any]:
+        """The adapter's arguments: the pin, the options, and a multi-vector similarity."""
+        pin = {"checkpoint": self.checkpoint, "revision": self.revision} if self.checkpoint else {}
+        return {**pin, **self.options, **({"multi_vector": True} if self.similarity == "maxsim"
+                                          else {})}
 
     def pinned_downloads(self) -> tuple[Download, ...]:
         """The downloads, a repo that is the checkpoint pinned at the model's revision."""
@@ -87,6 +86,8 @@ def _problem(m: Model) -> str:
     """What is wrong with record ``m`` ('' when nothing)."""
     if not m.name or any(c.isspace() for c in m.name) or ":" in m.name:
         return "the name must be one word without ':'"
+    if m.target and ":" not in m.target:
+        return f"target {m.target!r} is not module:Class"
     if m.revision is not None and not COMMIT.match(m.revision) and ":" not in m.revision:
         return f"revision {m.revision!r} is neither a 40-hex commit nor a tag"
     if m.parameters is not None and not m.parameters > 0:
@@ -116,8 +117,7 @@ M = Model  # the tables below are written with the short name
 
 
 class Family(NamedTuple):
-    """One adapter class: its ``module:Class``, the pip extra of its libraries, its
-    ``prefix:ARG`` family prefix (None: no family), and its registered models."""
+    """One adapter class: ``module:Class``, pip extra, models, ``prefix:ARG`` prefix (or None)."""
 
     target: str
     extra: str
@@ -130,7 +130,8 @@ FAMILIES: list[Family] = []
 
 def family(target: str, extra: str, models: list[Model], prefix: str | None = None) -> None:
     """Add the table of one adapter class (read by the registry, in this order)."""
-    FAMILIES.append(Family(target, extra, models, prefix))
+    FAMILIES.append(Family(target, extra, [replace(m, target=target, extra=extra)
+                                           for m in models], prefix))
 
 
 def models() -> dict[str, Model]:
@@ -189,7 +190,7 @@ family("benchmark.models.hf_clip:HFDualEncoder", "hf", prefix="hf_clip", models=
     # torchvision, whose resized pixels differ); see benchmark/models/conventions.py
     M("chinese-clip-l14", "OFA-Sys/chinese-clip-vit-large-patch14", None,
       "Chinese-CLIP ViT-L/14 (paper: chinese-clip-vit-large-patch14)", paper=True,
-      kwargs={"image_backend": "pil"}, profiles=True, parameters=406.2, embedding_size=768,
+      options={"image_backend": "pil"}, profiles=True, parameters=406.2, embedding_size=768,
       languages=("zh",),
       downloads=(Download("OFA-Sys/chinese-clip-vit-large-patch14", _HF_WEIGHTS),)),
     M("clip-l14-hf", CLIP_L14_HF, CLIP_L14_HF_REVISION,
@@ -214,7 +215,7 @@ _MCLIP_TEXT = "text tower and tokenizer"
 family("benchmark.models.mclip:MCLIPModel", "mclip", models=[
     M("mclip-xlmr-l14", "M-CLIP/XLM-Roberta-Large-Vit-L-14", None,
       "M-CLIP XLM-R Large text tower + OpenAI CLIP ViT-L/14 image tower", paper=True,
-      kwargs={"image_model": "ViT-L-14/openai"}, profiles=True, parameters=998.3,
+      options={"image_model": "ViT-L-14/openai"}, profiles=True, parameters=998.3,
       embedding_size=768, languages=("mul",),
       downloads=(Download("M-CLIP/XLM-Roberta-Large-Vit-L-14", _MCLIP_TEXT),
                  Download("timm/vit_large_patch14_clip_224.openai",
@@ -222,7 +223,7 @@ family("benchmark.models.mclip:MCLIPModel", "mclip", models=[
                           "weights)"))),
     M("mclip-xlmr-b16plus", "M-CLIP/XLM-Roberta-Large-Vit-B-16Plus", None,
       "M-CLIP XLM-R Large text tower + open_clip ViT-B-16-plus-240 (laion400m_e32)", paper=True,
-      kwargs={"image_model": "ViT-B-16-plus-240/laion400m_e32"}, profiles=True,
+      options={"image_model": "ViT-B-16-plus-240/laion400m_e32"}, profiles=True,
       parameters=768.9, embedding_size=640, languages=("mul",),
       downloads=(Download("M-CLIP/XLM-Roberta-Large-Vit-B-16Plus", _MCLIP_TEXT),
                  Download("timm/vit_base_patch16_plus_clip_240.laion400m_e32",
@@ -271,7 +272,7 @@ family("benchmark.models.jina:JinaV4Model", "qwen", prefix="jina_v4", models=[
       downloads=(Download("jinaai/jina-embeddings-v4", _REMOTE),)),
     M("jina-v4-multi", "jinaai/jina-embeddings-v4", _JV4_REV,
       "jina-embeddings-v4, retrieval adapter, multi-vector (MaxSim)",
-      kwargs={"multi_vector": True}, parameters=3934.7, embedding_size=128,
+      parameters=3934.7, embedding_size=128,
       languages=("mul",), similarity="maxsim"),
 ])
 # revision as pinned by mteb (model_implementations/jina_clip.py)

@@ -112,8 +112,8 @@ def embeddings_for(adapter: Any, cache: Any, catalog: Catalog, shas: list[str],
                    chunk: int) -> np.ndarray:
     """Unit-norm image embeddings (n, d) for ``shas``, via the embedding cache, in chunks."""
     from benchmark.cache import embed_cached
-    from benchmark.embeddings import l2_normalize
     from core.decode import decode_image, read_image_file
+    from core.vectors import l2_normalize
 
     ext = {r["sha256"]: r["ext"] for r in catalog.query(
         "SELECT sha256, ext FROM images WHERE sha256 IN (SELECT value FROM json_each(?))",

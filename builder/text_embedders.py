@@ -17,7 +17,7 @@ from typing import Protocol
 
 import numpy as np
 
-from benchmark.embeddings import l2_normalize
+from core.vectors import l2_normalize
 
 log = logging.getLogger(__name__)
 

@@ -40,7 +40,8 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 EXIT_INTERNAL, EXIT_USER, EXIT_INTERRUPTED, EXIT_TERMINATED = 1, 2, 130, 128 + signal.SIGTERM
-OUR_PACKAGES = frozenset({"builder", "benchmark", "annotation", "triplets", "tests"})
+OUR_PACKAGES = frozenset({"core", "benchmark", "builder", "annotation", "triplets", "pipeline",
+                          "tests"})
 WORKDIR_HELP = "work dir (default $XCM_WORKDIR or ./xcm-work)"
 RESUME = "run the same command again to resume"
 

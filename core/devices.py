@@ -1,8 +1,11 @@
-"""The one place that decides the default device: ``cuda`` when torch is installed and sees a
-GPU, else ``cpu``. Every adapter, the retrieval and embedding backends, the CLI's job planner
-and the builder's embedders ask here (``--device`` always wins)."""
+"""The one place that decides the default device (``cuda`` when torch is installed and sees a
+GPU, else ``cpu``; ``--device`` always wins), the numpy/torch rule of every kernel, and the
+cores this process may use."""
 
 from __future__ import annotations
+
+import os
+import sys
 
 
 def has_gpu() -> bool:
@@ -20,14 +23,13 @@ def default_device() -> str:
 
 
 def torch_device(backend: str, device: str | None) -> str | None:
-    """The one rule for a numpy/torch ``backend`` choice (``auto``, ``torch``, ``numpy``):
-    the torch device to compute on, or None for numpy. ``auto`` is torch on a GPU (``device``
-    cuda*, or none given and torch sees one) and numpy on the CPU; ``torch`` is torch on
-    ``device`` (default :func:`default_device`) and raises ImportError without torch;
-    ``numpy`` is numpy. ``auto`` never imports torch for a CPU device."""
+    """The torch device a numpy/torch ``backend`` choice computes on, None for numpy: ``auto``
+    is torch on a GPU (``device`` cuda*, or none given and torch, already imported, sees one:
+    it never imports torch, as a process without it holds nothing on a GPU); ``torch`` is
+    torch on ``device`` (ImportError without torch)."""
     if backend == "numpy":
         return None
-    if backend == "auto" and device is not None and device.startswith("cpu"):
+    if backend == "auto" and (device.startswith("cpu") if device else "torch" not in sys.modules):
         return None
     try:
         import torch
@@ -39,3 +41,11 @@ def torch_device(backend: str, device: str | None) -> str | None:
     if backend == "auto" and torch.device(resolved).type == "cpu":
         return None
     return resolved
+
+
+def cpu_threads() -> int:
+    """The cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1

@@ -28,7 +28,7 @@ import pandas as pd
 
 from benchmark.analysis.projection import MIN_POINTS, save_coords, scatter, umap_2d
 from benchmark.analysis.silhouette import METRICS, pearson, silhouette_by_label
-from benchmark.data.xcm import XCMDataset
+from benchmark.data.dataset import XCMDataset
 from benchmark.embeddings import Embeddings, MultiVector
 from benchmark.metrics.association import association_scores
 from benchmark.results import model_slug, write_results
@@ -270,7 +270,7 @@ def analyze_context(ctx: RunContext, cfg: AnalyzeConfig) -> Path:
         settings={
             "metrics": metrics, "seed": cfg.seed, "bootstrap_resamples": cfg.bootstrap,
             "embeddings": "raw model output" + (", mean-pooled over tokens"
-                                                if adapter.multi_vector else ""),
+                                                if adapter.spec.similarity == "maxsim" else ""),
             "text_items": "distinct (query_language, query_text) of the triplets, role query",
             "image_items": "every image the triplets reference, role document",
             "sp": "3xcm definitions on the same embeddings (benchmark.metrics.association)",

@@ -1,24 +1,15 @@
 """The adapter contract, the model identity, and the shared batching base.
 
-An adapter turns texts and images into float32 numpy arrays and says how to compare them:
-
-- ``encode_texts(texts, role=...) -> np.ndarray (n, d)`` or :class:`MultiVector`
-- ``encode_images(images, role=...) -> np.ndarray (n, d)`` or :class:`MultiVector`
-- ``similarity(queries, docs) -> np.ndarray (n_queries, n_docs)``: cosine by default, MaxSim
-  for multi-vector models (both in :mod:`benchmark.embeddings`).
-
-``role`` is ``"query"`` or ``"document"``: models with prompts or instructions (GME, jina-v4)
-encode the two sides differently. Whatever changes an embedding (prompt, instruction, max
-pixels) is returned by :meth:`Adapter.conventions`, which goes into the embedding-cache key and
-the results file. :class:`ModelSpec` is the model's identity, the same record in the adapter,
-the cache key and every results file.
-
-Subclasses implement ``_encode_text_batch`` / ``_encode_image_batch``; the base does batching,
-``torch.inference_mode`` (when torch is in use), the progress bar, and the float32 conversion.
+An adapter embeds texts and images (``role`` query or document: models with prompts differ)
+as float32 arrays or :class:`MultiVector` s and compares them (cosine, or MaxSim for
+multi-vectors: :mod:`benchmark.embeddings`); :meth:`Adapter.conventions` names what shapes an
+embedding (cache key, results), :func:`model_spec` builds its identity (:class:`ModelSpec`).
+Subclasses implement ``_encode_text_batch`` / ``_encode_image_batch``; the base batches.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -34,12 +25,12 @@ from benchmark.embeddings import (
     concat,
     cosine_pairs,
     cosine_similarity,
-    l2_normalize,
     maxsim,
     maxsim_pairs,
     take,
 )
 from core.devices import default_device
+from core.vectors import l2_normalize
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +39,8 @@ ROLES = ("query", "document")
 
 class ModelSpec(BaseModel):
     """What identifies a model's embeddings: the ``model`` of every results file, and part of
-    the cache key. Unknown keys of older results files are kept (``extra="allow"``)."""
+    the cache key; built by :func:`model_spec`. Unknown keys of older results files are kept
+    (``extra="allow"``)."""
 
     model_config = ConfigDict(extra="allow", frozen=True, protected_namespaces=())
     name: str
@@ -58,6 +50,19 @@ class ModelSpec(BaseModel):
     adapter_version: str = "1"
     multi_vector: bool = False
     extra: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def similarity(self) -> str:
+        """``maxsim`` for a multi-vector model, else ``cosine`` (its record's)."""
+        return "maxsim" if self.multi_vector else "cosine"
+
+
+def model_spec(name: str, family: str, checkpoint: str, revision: str | None = None, *,
+               multi_vector: bool = False, adapter_version: str = "1", **extra: Any) -> ModelSpec:
+    """The one builder of a :class:`ModelSpec`: every adapter's identity (``extra``: what
+    else identifies its weights)."""
+    return ModelSpec(name=name, family=family, checkpoint=checkpoint, revision=revision,
+                     adapter_version=adapter_version, multi_vector=multi_vector, extra=extra)
 
 
 class Adapter:
@@ -87,10 +92,6 @@ class Adapter:
         return {}
 
     # -- contract -------------------------------------------------------------------------
-    @property
-    def multi_vector(self) -> bool:
-        return self.spec.multi_vector
-
     def encode_texts(self, texts: Sequence[str], role: str = "query",
                      batch_size: int | None = None, progress: bool = True) -> Embeddings:
         return self._encode_all("text", texts, role, batch_size, progress)
@@ -113,11 +114,8 @@ class Adapter:
         self, queries: Embeddings, q_idx: np.ndarray, docs: Embeddings,
         d_idx: Sequence[np.ndarray],
     ) -> np.ndarray:
-        """(n, len(d_idx)) scores ``s[i, j] = sim(queries[q_idx[i]], docs[d_idx[j][i]])``.
-
-        Triplet scoring: each unique embedding is normalised once (cosine) and only the index
-        arrays are gathered, instead of normalising every gathered copy.
-        """
+        """(n, len(d_idx)) scores ``s[i, j] = sim(queries[q_idx[i]], docs[d_idx[j][i]])``
+        (triplet scoring: each unique embedding normalised once, only indices gathered)."""
         q_idx = np.asarray(q_idx, np.int64)
         if (self.uses_default_similarity() and not isinstance(queries, MultiVector)
                 and not isinstance(docs, MultiVector)):
@@ -189,21 +187,13 @@ def torch_dtype(name: str) -> Any:
     return {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}[name]
 
 
-class _inference_mode:
+def _inference_mode() -> Any:
     """``torch.inference_mode()`` when torch is importable, else a no-op."""
-
-    def __enter__(self) -> None:
-        try:
-            import torch
-        except ImportError:
-            self._ctx = None
-            return
-        self._ctx = torch.inference_mode()
-        self._ctx.__enter__()
-
-    def __exit__(self, *exc: object) -> None:
-        if self._ctx is not None:
-            self._ctx.__exit__(*exc)
+    try:
+        import torch
+    except ImportError:
+        return contextlib.nullcontext()
+    return torch.inference_mode()
 
 
 class UserAdapter(Adapter):
@@ -216,12 +206,9 @@ class UserAdapter(Adapter):
         for attr in ("encode_texts", "encode_images"):
             if not callable(getattr(obj, attr, None)):
                 raise TypeError(f"{target}: adapter has no callable {attr}(...)")
-        super().__init__(
-            ModelSpec(name=target, family="user", checkpoint=target,
-                      revision=getattr(obj, "revision", None),
-                      adapter_version=str(getattr(obj, "version", "1"))),
-            device=device, dtype=dtype,
-        )
+        super().__init__(model_spec(target, "user", target, getattr(obj, "revision", None),
+                                    adapter_version=str(getattr(obj, "version", "1"))),
+                         device=device, dtype=dtype)
         self.obj = obj
 
     def _encode_text_batch(self, texts: list[str], role: str) -> Embeddings:

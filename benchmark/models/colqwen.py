@@ -1,43 +1,13 @@
 """ColQwen2.5 (``colqwen2.5-v0.2``, ``colqwen2.5-3b-m``, ``colqwen2.5-7b-m``): multi-vector, MaxSim.
 
-Follows colpali-engine's ``ColQwen2_5`` and ``ColQwen2_5_Processor``
-(``colpali_engine/models/qwen2_5/colqwen2_5/``), which the paper's authors ran. colpali-engine
-itself cannot be installed here: 0.3.18 pins ``torch<2.14`` and ``peft<0.21`` against the
-project's torch 2.14.1 (see pyproject's ``qwen`` extra). So this adapter rebuilds it on
-transformers' ``Qwen2_5_VLModel`` (:mod:`benchmark.models.qwenvl`):
-
-- the hub repos hold a PEFT LoRA adapter (``adapter_config.json`` + ``adapter_model.safetensors``,
-  with the ``custom_text_proj`` head as a saved module) on a base checkpoint
-  (``base_model_name_or_path``, e.g. ``vidore/colqwen2.5-base``); the LoRA is merged into the
-  base weights (``W += alpha/r * B @ A``, what ``peft``'s ``merge_and_unload`` computes). A
-  folder with merged weights (``config.json`` + safetensors incl. ``custom_text_proj``) loads too;
-- queries: ``"Query: " + text + "<|endoftext|>" * 10`` (the query augmentation tokens), left
-  padding; images: ``<|im_start|>user\\n<|vision_start|><|image_pad|><|vision_end|>Describe the
-  image.<|im_end|><|endoftext|>``; the processor's pixel bounds from the checkpoint unless
-  ``max_num_visual_tokens`` is given (colpali: ``max_pixels = n * 28 * 28``);
-- every token's last hidden state -> ``custom_text_proj`` (128-d) -> L2 normalisation (in
-  float32; ``normalize_dtype="model"``: in the model's dtype, as colpali does); padding tokens
-  dropped (colpali multiplies them by the attention mask, i.e. zero vectors);
-- text is always processed as a query and images as documents, whatever the role (colpali has
-  one path per modality; the authors embedded captions with ``process_queries``).
-
-Images go through the PIL image processor (``image_backend="pil"``), the one colpali-engine
-got from transformers 4.x (identical to its "slow" ``Qwen2VLImageProcessor``).
-
-Scoring (``scorer``): MaxSim sums, over query tokens, the best dot product over document
-tokens. ``"maxsim"`` (default) masks padding on both sides. colpali's ``score_multi_vector``
-(:func:`colpali_score_multi_vector`) zero-pads the documents of each block of ``batch_size``
-to the block's longest, so a padded zero vector takes part in each max of a shorter document
-(a query token whose best real match is negative then scores 0). The paper's authors called it
-with one document per call (every RQ1 rerank and RQ2 candidate), where no padding exists:
-``"colpali-per-document"`` is that, and equals masked MaxSim (tested against colpali-engine);
-``"colpali-batched"`` scores whole document lists as one ``score_multi_vector`` call would.
-
-Verified here: the whole path on a tiny random Qwen2.5-VL with a LoRA adapter made by ``peft``
-in the test (the merged forward equals peft's unmerged one). Not verifiable offline: the key
-names inside the real adapter files (the loader fails loudly if any LoRA weight does not land
-on a module) and agreement with colpali-engine's embeddings (run the smoke script where the
-weights are).
+colpali-engine's ``ColQwen2_5`` and processor (what the authors ran; not installable with this
+stack) rebuilt on transformers' ``Qwen2_5_VLModel`` (:mod:`benchmark.models.qwenvl`): the hub's
+LoRA merged into its base, texts always as queries (``"Query: " + text + "<|endoftext|>" *
+10``, left padding), images with colpali's prompt (PIL image processor), every token through
+``custom_text_proj`` (128-d), L2-normalised (``normalize_dtype``), padding dropped.
+``scorer``: ``maxsim`` masks padding; ``colpali-per-document`` is colpali's
+``score_multi_vector`` one document per call, as the authors called it (equal to masked
+MaxSim); ``colpali-batched`` zero-pads each block of documents. docs/models.md.
 """
 
 from __future__ import annotations
@@ -51,7 +21,7 @@ import numpy as np
 
 from benchmark.embeddings import Embeddings, MultiVector, as_multi
 from benchmark.models import hub, qwenvl
-from benchmark.models.base import Adapter
+from benchmark.models.base import Adapter, model_spec
 
 log = logging.getLogger(__name__)
 
@@ -144,13 +114,12 @@ class ColQwenModel(Adapter):
         self.scorer = hub.check_choice(what, "scorer", scorer, SCORERS)
         self.normalize_dtype = hub.check_choice(what, "normalize_dtype", normalize_dtype,
                                                 hub.NORMALIZE_DTYPES)
-        folder, spec = hub.hub_spec(name, "colqwen", checkpoint, revision, allow_patterns=_ALLOW,
-                                    multi_vector=True,
-                                    extra={"base": base, "base_revision": base_revision})
-        super().__init__(spec, device=device, dtype=dtype)
-        self._folder, self._what = folder, what
+        folder, rev = hub.locate(checkpoint, revision, what=what, allow_patterns=_ALLOW)
         self._base_folder, self.load_info = resolve_base(folder, what, base, base_revision)
-        self.spec.extra.update(self.load_info)
+        super().__init__(model_spec(name, "colqwen", checkpoint, rev, multi_vector=True, **{
+            "base": base, "base_revision": base_revision, **self.load_info}),
+            device=device, dtype=dtype)
+        self._folder, self._what = folder, what
         self._net: tuple[Any, Any] | None = None  # weights load on the first encode
         has_proc = any((folder / f).is_file() for f in ("preprocessor_config.json", "processor_config.json"))
         proc_folder = folder if has_proc or self._base_folder is None else self._base_folder

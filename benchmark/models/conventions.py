@@ -1,32 +1,15 @@
 """Model conventions as data: a ``reference`` and an ``authors`` profile per paper model.
 
-Every one of the paper's ten models (``profiles=True`` in :mod:`benchmark.zoo`) has two
-:class:`Conventions` records, built from its zoo record (checkpoint, revision and downloads
-are the record's, the prose is here), selected with ``python -m benchmark run --conventions
-reference|authors`` (``RunConfig.conventions``):
-
-- ``reference``: the model card's intended use. This is what the zoo entry and the adapter's
-  defaults do (the record adds no options); where transformers 5 changed a default the cards
-  relied on, the zoo/adapter default was corrected (the image processors: every card was
-  written for transformers 4.x, whose ``AutoProcessor`` returned the PIL ("slow") image
-  processor; transformers 5 returns the torchvision one, which moves Qwen2-VL pixels by up to
-  0.15 on our test images and more on others).
-- ``authors``: what the paper's code did (``data/authors/CONVENTIONS.md``, cited per record in
-  ``sources``): loader, dtype, prompts, image tower, scorer and RQ1 retrieval.
-
-A record is data, never code: its descriptive fields are what ``ls --conventions`` shows and
-every results file records (``settings.conventions``); ``target``/``checkpoint``/``revision``
-replace the zoo entry's when set, ``options`` are keyword arguments of the adapter (on top of
-the zoo entry's), ``retrieval`` tells the ``xm3600-i2t`` task how to rank (RQ1 only). The
-resolved record (profile name, model, actual dtype, every field but ``sources``) is part of
-the embedding-cache key (:func:`benchmark.cache.namespace`), so a profile change never reuses
-vectors of the other profile. :func:`benchmark.registry.load_model` applies a record.
-
-Where the authors' code is ambiguous or cannot run as written, the record says which choice
-was made and why (``sources``): M-CLIP XLM-R-L/14 in RQ2 (the written B-16-plus pairing gives
-640-d image vectors against 768-d text vectors, so no score exists) uses the image tower the
-authors' own RQ1 code paired with it; ColQwen2.5's ``score_multi_vector`` was called with one
-document per call (no zero padding ever took part), see docs/models.md.
+``run --conventions reference|authors`` picks, for each of the paper's ten models (``profiles``
+in :mod:`benchmark.zoo`): ``reference``, the model card's intended use (the record and the
+adapter's defaults, corrected where transformers 5 changed what the cards relied on), or
+``authors``, what the paper's code did (``data/authors/CONVENTIONS.md``, cited in ``sources``,
+with the choice made where that code is ambiguous or cannot run). A profile is an overlay,
+data never code: it never declares the model's identity (adapter, checkpoint, revision,
+similarity: the zoo record's, filled in by :func:`resolve`), but may ``loads`` another record
+(clip-l14's authors profile: clip-l14-hf's snapshot) and word the record's similarity
+(``scorer``). The resolved record (all but ``sources``) is recorded in results and keys the
+embedding cache; :func:`benchmark.registry.load_model` applies it.
 """
 
 from __future__ import annotations
@@ -46,6 +29,8 @@ CLIP_LOAD_DTYPE = "float16 on cuda, float32 on cpu (clip.load)"
 TWO_STAGE_L2 = "two-stage-l2"
 EXACT = "exact"
 RETRIEVALS = (EXACT, TWO_STAGE_L2)
+IDENTITY = ("similarity", "target", "extra", "checkpoint", "revision")  # the zoo record's
+SIMILARITY_WORDS = {"cosine": "cosine", "maxsim": "MaxSim, padding masked"}
 
 
 class ConventionsError(LookupError):
@@ -54,12 +39,9 @@ class ConventionsError(LookupError):
 
 @dataclass(frozen=True)
 class Conventions:
-    """How one model embeds and scores under one profile.
-
-    Descriptive fields (what is done, in words) sit beside the operative ones (``target``,
-    ``checkpoint``, ``revision``, ``dtype``, ``options``, ``retrieval``); the tests check on
-    tiny checkpoints that the adapter built from a record does exactly what it describes.
-    """
+    """How one model embeds and scores under one profile: what is done in words, beside the
+    operative ``loads``, ``dtype``, ``options`` and ``retrieval`` (the tests check on tiny
+    checkpoints that an adapter built from a record does what it describes)."""
 
     implementation: str  # the code path followed (library, class, loader)
     dtype: str | None = None  # None: --dtype, else the device default (bf16/fp16 GPU, fp32 CPU)
@@ -69,15 +51,17 @@ class Conventions:
     document_prompt: str = "{text}"  # how a text document (an XM3600 caption) is written
     pooling: str = ""
     normalization: str = "L2"
-    similarity: str = "cosine"
+    scorer: str = ""  # how the record's similarity is computed, in words ("": its own)
     retrieval: str = EXACT  # xm3600-i2t only: exact, or two-stage-l2 (mean-pooled L2 + MaxSim)
-    target: str | None = None  # adapter "module:Class" replacing the zoo entry's
-    extra: str | None = None  # pip extra of that target
-    checkpoint: str | None = None
-    revision: str | None = None
+    loads: str | None = None  # another zoo record whose identity (weights, adapter) this loads
     options: Mapping[str, Any] = field(default_factory=dict)  # adapter keyword arguments
     sources: str = ""  # where each convention comes from (not part of the cache key)
-    # set by resolve()
+    # set by resolve(): the identity (a loaded record's; None: the model's own) and the run
+    similarity: str | None = None
+    target: str | None = None
+    extra: str | None = None
+    checkpoint: str | None = None
+    revision: str | None = None
     model: str = ""
     profile: str = ""
     deviations: tuple[str, ...] = ()  # what the run changed (e.g. --dtype against the profile)
@@ -85,6 +69,7 @@ class Conventions:
     def as_dict(self) -> dict[str, Any]:
         """JSON-able form (results files, ``ls --conventions``)."""
         d = dataclasses.asdict(self)
+        del d["scorer"], d["loads"]  # recorded as the similarity and the identity they give
         d["options"] = dict(self.options)
         d["deviations"] = list(self.deviations)
         return d
@@ -123,14 +108,13 @@ def _colqwen(dtype_src: str) -> dict[str, Conventions]:
         query_prompt=_COLQWEN_QUERY, document_prompt=_COLQWEN_QUERY,
         pooling="none: one 128-d vector per token (custom_text_proj), padding dropped",
         normalization="L2 per token (float32)",
-        similarity="MaxSim, padding masked",
         sources="colpali-engine <= 0.3.12 process_queries (the prefix the checkpoints were "
                 "trained with; 0.3.13+ dropped it); model cards",
     )
     auth = dataclasses.replace(
         ref, dtype="bfloat16",
-        similarity="colpali score_multi_vector, one document per call (no zero padding "
-                   "enters: equals masked MaxSim)",
+        scorer="colpali score_multi_vector, one document per call (no zero padding "
+               "enters: equals masked MaxSim)",
         retrieval=TWO_STAGE_L2,
         normalization="L2 per token in bfloat16 (ColQwen2_5.forward: proj / proj.norm())",
         options={"scorer": "colpali-per-document", "normalize_dtype": "model"},
@@ -227,13 +211,8 @@ def _jina() -> dict[str, Conventions]:
     return {"reference": ref, "authors": auth}
 
 
-_HF_CLIP = "benchmark.models.hf_clip:HFDualEncoder"
-
-
 def _clip_l14(m: zoo.Model) -> dict[str, Conventions]:
-    """The authors loaded the transformers snapshot of the record's (only) download."""
-    (hf,) = m.downloads
-    return {
+    return {  # the authors loaded the transformers snapshot (clip-l14-hf)
         "reference": Conventions(
             implementation="open_clip ViT-L-14/openai",
             text="open_clip tokenizer, context 77 (padded and truncated to 77)",
@@ -243,8 +222,7 @@ def _clip_l14(m: zoo.Model) -> dict[str, Conventions]:
             sources="open_clip zero-shot code and CLIP_benchmark",
         ),
         "authors": Conventions(
-            implementation="transformers AutoModel + AutoProcessor",
-            target=_HF_CLIP, extra="hf", checkpoint=hf.repo, revision=hf.revision,
+            implementation="transformers AutoModel + AutoProcessor", loads="clip-l14-hf",
             dtype="float32", options={"image_backend": "pil"},
             text="CLIPProcessor: padding=True, truncation at text_config.max_position_embeddings (77)",
             image=f"CLIPImageProcessor, {_PIL}",
@@ -297,22 +275,29 @@ def paper_conventions(records: Mapping[str, zoo.Model]) -> dict[str, dict[str, C
         raise ConventionsError(
             f"conventions builders {sorted(set(_BUILD) - set(records))} have no zoo model with "
             f"profiles; zoo models {sorted(set(records) - set(_BUILD))} have no builder")
-    return {name: _BUILD[name](m) for name, m in records.items()}
+    out = {name: _BUILD[name](m) for name, m in records.items()}
+    known = zoo.models()
+    for name, recs in out.items():
+        for c in recs.values():
+            if bad := [f for f in IDENTITY if getattr(c, f) is not None]:
+                raise ConventionsError(f"{name}: a profile cannot re-declare the record's "
+                                       f"{', '.join(bad)}")
+            sim = known.get(c.loads or name, records[name]).similarity
+            if c.loads not in (None, *known) or c.scorer and sim not in c.scorer.lower():
+                raise ConventionsError(f"{name}: loads {c.loads!r} / scorer {c.scorer!r} "
+                                       f"disagree with the zoo ({sim})")
+    return out
 
 
 PAPER_CONVENTIONS: dict[str, dict[str, Conventions]] = paper_conventions(zoo.paper_models())
 
 
-def check_profile(profile: str) -> str:
-    if profile not in PROFILES:
-        raise ConventionsError(f"unknown conventions {profile!r}; choose one of {', '.join(PROFILES)}")
-    return profile
-
-
 def resolve(name: str, profile: str) -> Conventions | None:
     """The record of ``name`` under ``profile``; None for a model without profiles under
     ``reference`` (its adapter's own defaults). ``authors`` for such a model is an error."""
-    check_profile(profile)
+    if profile not in PROFILES:
+        raise ConventionsError(f"unknown conventions {profile!r}; choose one of "
+                               f"{', '.join(PROFILES)}")
     recs = PAPER_CONVENTIONS.get(name)
     if recs is None:
         if profile == DEFAULT_PROFILE:
@@ -321,7 +306,12 @@ def resolve(name: str, profile: str) -> Conventions | None:
             f"model {name!r} has no {profile!r} conventions: only the paper's ten models have "
             f"them ({', '.join(PAPER_CONVENTIONS)}); run it with --conventions reference"
         )
-    return dataclasses.replace(recs[profile], model=name, profile=profile)
+    rec = recs[profile]
+    base = zoo.models()[rec.loads] if rec.loads else None
+    ident = {} if base is None else {"target": base.target, "extra": base.extra,
+                                     "checkpoint": base.checkpoint, "revision": base.revision}
+    sim = rec.scorer or SIMILARITY_WORDS[(base or zoo.models()[name]).similarity]
+    return dataclasses.replace(rec, model=name, profile=profile, similarity=sim, **ident)
 
 
 def differences(name: str) -> dict[str, tuple[Any, Any]]:

@@ -1,33 +1,13 @@
 """GME-Qwen2-VL (``gme-qwen2-2b``, ``gme-qwen2-7b``): last-token embeddings of a Qwen2-VL.
 
-Follows the model's own ``gme_inference.py`` (``GmeQwen2VL`` in the Alibaba-NLP/gme-Qwen2-VL-*
-repos, also vendored by mteb as ``gme_v_models.py``), which needs transformers < 4.52; this
-adapter re-implements it on transformers 5's ``Qwen2VLModel`` (:mod:`benchmark.models.qwenvl`):
-
-- every input is a chat: ``<|im_start|>system\\n{instruction}<|im_end|>\\n<|im_start|>user\\n
-  {input}<|im_end|>\\n<|im_start|>assistant\\n<|endoftext|>`` where ``input`` is the text, or
-  ``<|vision_start|><|image_pad|><|vision_end|>`` for an image;
-- text queries use the instruction ``Find an image that matches the given text.`` (the model
-  card's text-to-image prompt); everything else (images, text documents) uses GME's default
-  instruction ``You are a helpful assistant.`` (upstream: ``is_query=False``).
-  ``query_instruction=None`` gives every text the default, as upstream's
-  ``get_text_embeddings(texts)`` with no instruction does (the paper's authors);
-- the image processor is the PIL one (``image_backend="pil"``; transformers < 4.52, which
-  ``gme_inference.py`` needs, had no other by default);
-- images are first resized by GME's ``fetch_image`` (``smart_resize`` to multiples of 28
-  within 4..16384 tokens), then by the processor within ``min_image_tokens=256`` ..
-  ``max_image_tokens=1280`` tokens of 28x28 pixels; text is truncated at 1800 tokens;
-- right padding; the embedding is the hidden state of the last non-pad token (the final
-  ``<|endoftext|>``), L2-normalised in float32 (``normalize_dtype="model"``: in the model's
-  dtype, as upstream normalises its float16 output);
-- the language model runs on ``inputs_embeds`` with image features scattered into the
-  ``<|image_pad|>`` positions and **no position ids**, exactly as upstream calls
-  ``self.base.model(inputs_embeds=...)``: sequential positions, not Qwen2-VL's 3-D M-RoPE ids.
-
-Verified here: the whole path on a tiny random Qwen2-VL built in the tests (shapes, norms,
-determinism, instruction use). Not verifiable offline: agreement with the real checkpoints'
-upstream embeddings (run ``python -m benchmark smoke --model gme-qwen2-2b`` where the weights
-are, and compare with ``gme_inference.py`` under transformers 4.51).
+The model's ``gme_inference.py`` (which needs transformers < 4.52) rebuilt on transformers 5's
+``Qwen2VLModel`` (:mod:`benchmark.models.qwenvl`): every input a chat with an instruction (text
+queries the card's text-to-image one, everything else the default; ``query_instruction=None``:
+the default for every text, as the authors), images resized by GME's ``fetch_image`` then
+within 256..1280 image tokens (PIL image processor), texts truncated at 1800 tokens, right
+padding; the embedding is the last token's hidden state, L2-normalised (``normalize_dtype``).
+As upstream, the language model runs on ``inputs_embeds`` with no position ids (sequential
+positions, not M-RoPE's). docs/models.md: the details, and what cannot be verified offline.
 """
 
 from __future__ import annotations

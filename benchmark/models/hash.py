@@ -1,8 +1,6 @@
-"""``hash``: a deterministic fake model for tests and demos.
-
-Each input's vector is drawn from a normal distribution seeded by the sha256 of its content
-(text bytes, or image pixels), so equal inputs give equal vectors across runs and machines,
-and no weights are needed. Scores from it are chance-level by construction.
+"""``hash``: a deterministic fake model for tests and demos: each input's vector is drawn from a
+normal distribution seeded by the sha256 of its content, so no weights are needed and scores
+are chance-level by construction.
 """
 
 from __future__ import annotations
@@ -12,8 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from benchmark.embeddings import l2_normalize
-from benchmark.models.base import Adapter, ModelSpec
+from benchmark.models.base import Adapter, model_spec
+from core.vectors import l2_normalize
 
 
 def content_seed(data: bytes, salt: str = "") -> int:
@@ -36,10 +34,8 @@ class HashModel(Adapter):
     """Vectors seeded by the sha256 of each input; ``dim`` dimensions, unit norm."""
 
     def __init__(self, name: str = "hash", dim: int = 64, **kw: Any):
-        super().__init__(
-            ModelSpec(name=name, family="hash", checkpoint=f"hash-{dim}", revision="1"),
-            device="cpu", dtype="float32",
-        )
+        super().__init__(model_spec(name, "hash", f"hash-{dim}", "1"), device="cpu",
+                         dtype="float32")
         self.dim = dim
         self.calls = 0  # forward passes (tests count them)
 

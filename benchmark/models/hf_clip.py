@@ -1,23 +1,12 @@
 """Dual encoders on transformers' own classes: Chinese-CLIP (``chinese-clip-l14``), SigLIP 2
 (``siglip2-*``), and any CLIP-like checkpoint (``hf_clip:ORG/NAME`` or ``hf_clip:/path``).
 
-``AutoModel`` + ``AutoProcessor`` from the resolved local folder (no remote code); embeddings
-are ``get_text_features`` / ``get_image_features`` (in transformers 5 the projected vector is the
-output's ``pooler_output``), L2-normalised, cosine similarity. Text conventions follow each
-model card:
-
-- Chinese-CLIP (OFA-Sys model card, ``ChineseCLIPProcessor``): ``padding=True`` (longest);
-  truncation at the model's 512 positions only (the card does not truncate);
-- SigLIP / SigLIP 2 (google model cards): ``padding="max_length", max_length=64`` -- the models
-  were trained on text padded to 64 tokens and give different vectors otherwise; the text is
-  used as is (no prompt template);
-- CLIP (HF ``CLIPModel``): longest padding, truncation at 77.
-
-Images go through the checkpoint's image processor (``image_backend="pil"`` loads its PIL
-implementation, the "slow" processor transformers 4.x returned by default and the paper models'
-cards were written for; transformers 5 returns the torchvision one); every tensor it returns
-(``pixel_values``, and for SigLIP 2 NaFlex ``pixel_attention_mask`` / ``spatial_shapes``) is
-passed to ``get_image_features``.
+``AutoModel`` + ``AutoProcessor`` (no remote code), ``get_text_features`` /
+``get_image_features``, L2-normalised. Text as each model card: Chinese-CLIP longest padding
+(truncation at its 512 positions), SigLIP 2 ``padding="max_length", max_length=64`` (as it was
+trained), CLIP longest padding, truncation at 77. Images through the checkpoint's image
+processor (``image_backend="pil"``: the PIL one the cards were written for), every tensor it
+returns passed on (SigLIP 2 NaFlex's masks and shapes too).
 """
 
 from __future__ import annotations
@@ -27,9 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from benchmark.embeddings import l2_normalize
 from benchmark.models import hub
-from benchmark.models.base import Adapter
+from benchmark.models.base import Adapter, model_spec
+from core.vectors import l2_normalize
 
 log = logging.getLogger(__name__)
 
@@ -82,11 +71,11 @@ class HFDualEncoder(Adapter):
 
         from benchmark.models.base import torch_dtype
 
-        folder, spec = hub.hub_spec(name, "hf", checkpoint, revision, allow_patterns=_ALLOW)
+        folder, rev = hub.locate(checkpoint, revision, what=what, allow_patterns=_ALLOW)
         hub.sync_offline_flag()
         model = AutoModel.from_pretrained(str(folder), dtype=torch_dtype(dtype or "float32"))
         family = model.config.model_type
-        super().__init__(spec.model_copy(update={"family": f"hf:{family}"}), device=device,
+        super().__init__(model_spec(name, f"hf:{family}", checkpoint, rev), device=device,
                          dtype=dtype)
         self.model = model.to(device=self.device, dtype=torch_dtype(self.dtype)).eval()
         self.processor = AutoProcessor.from_pretrained(str(folder))

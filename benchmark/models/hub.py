@@ -1,17 +1,12 @@
 """Where model weights come from: local folders, ``$XCM_WEIGHTS_DIR``, the Hugging Face cache.
 
-Every adapter resolves its checkpoint to a local folder (or file) here *before* it calls a
-library's ``from_pretrained``, so the libraries only ever read local files and a missing
-checkpoint fails in milliseconds with one line that says where weights were looked for and how
-to point at a local folder.
-
-Order of the search for a hub id ``org/name`` at ``revision``:
-
-1. the checkpoint itself when it is an existing folder or file (``checkpoint=/path``);
-2. ``$XCM_WEIGHTS_DIR/org/name`` then ``$XCM_WEIGHTS_DIR/name`` (a folder of
-   ``hf download org/name --local-dir ...`` trees, e.g. copied onto an air-gapped machine);
-3. the Hugging Face cache (``$HF_HUB_CACHE``, default ``$HF_HOME/hub``) at that revision;
-4. a download, unless offline (``HF_HUB_OFFLINE=1`` or ``TRANSFORMERS_OFFLINE=1``).
+Every adapter resolves its checkpoint to a local folder (or file) here before any
+``from_pretrained``, so libraries read local files only and a missing checkpoint fails at once
+with one line saying where weights were looked for. The search for ``org/name`` at
+``revision``: the checkpoint itself when it is a path; ``$XCM_WEIGHTS_DIR/org/name``, then
+``$XCM_WEIGHTS_DIR/name`` (``hf download --local-dir`` trees, e.g. on an air-gapped machine);
+the Hugging Face cache at that revision; a download, unless offline (``HF_HUB_OFFLINE=1`` or
+``TRANSFORMERS_OFFLINE=1``).
 
 ``huggingface_hub`` reads ``HF_HUB_OFFLINE`` once, when it is first imported; set later (by a
 CLI flag, or after ``datasets`` imported it), it would be ignored and a missing model would
@@ -29,7 +24,7 @@ from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmark.models.base import ModelSpec
+from benchmark.models.base import ModelSpec, model_spec
 from benchmark.registry import RegistryError
 
 log = logging.getLogger(__name__)
@@ -192,11 +187,10 @@ def hub_spec(
     name: str, family: str, checkpoint: str, revision: str | None, *,
     allow_patterns: Sequence[str] | None = None, **fields: Any,
 ) -> tuple[Path, ModelSpec]:
-    """(local folder, :class:`ModelSpec`) of a hub-loaded model: every adapter that loads a
-    checkpoint folder starts here, so the recorded revision is always the one found."""
+    """(local folder, :func:`~benchmark.models.base.model_spec`) of a hub-loaded model, whose
+    recorded revision is the one found (``fields``: the spec's keyword arguments)."""
     folder, rev = locate(checkpoint, revision, what=f"model {name}", allow_patterns=allow_patterns)
-    return folder, ModelSpec(name=name, family=family, checkpoint=checkpoint, revision=rev,
-                             **fields)
+    return folder, model_spec(name, family, checkpoint, rev, **fields)
 
 
 def resolve_file(repo_id: str, filename: str, revision: str | None, *, what: str) -> Path:
@@ -243,11 +237,6 @@ def folder_fingerprint(path: Path, patterns: Sequence[str] = ("*.json", "*.safet
             for chunk in iter(lambda: fh.read(1 << 22), b""):
                 h.update(chunk)
     return "sha256:" + h.hexdigest()[:16]
-
-
-def torch_device_of(model: object) -> object:
-    """The device of a torch module's first parameter."""
-    return next(model.parameters()).device  # type: ignore[attr-defined]
 
 
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")

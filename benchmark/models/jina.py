@@ -1,44 +1,13 @@
 """Jina: ``jina-v4`` (jina-embeddings-v4, single- and multi-vector) and ``jina-clip-v2``.
 
-jina-embeddings-v4
-    Follows the repo's ``modeling_jina_embeddings_v4.py`` (``JinaEmbeddingsV4Model``,
-    ``JinaEmbeddingsV4Processor``; needs transformers >= 4.52 and ships its own Qwen2.5-VL copy
-    and a custom multi-adapter LoRA layer), re-implemented on transformers 5's
-    ``Qwen2_5_VLModel`` (:mod:`benchmark.models.qwenvl`):
-
-    - the task adapter (``retrieval`` by default) of ``adapters/adapter_model.safetensors`` is
-      merged into the backbone and the ``multi_vector_projector`` (``W += alpha/r * B @ A``,
-      what the custom LoRA layer adds at run time);
-    - texts: ``"Query: " + text`` for queries, ``"Passage: " + text`` for documents
-      (``prompt_name`` query / passage), truncated at 32768 tokens. The paper's authors
-      embedded XM3600 *captions* (the documents of image->text retrieval) with the query prompt;
-      ``document_prompt="query"`` reproduces that;
-    - images: ``<|im_start|>user\\n<|vision_start|><|image_pad|><|vision_end|>Describe the
-      image.<|im_end|>\\n``, within the processor's pixel bounds (``max_pixels`` overrides),
-      through the PIL image processor (``image_backend="pil"``: transformers 4.5x's default,
-      which the remote code ran with);
-    - single vector: mean of the last hidden states over the attention mask for texts, over the
-      positions from ``<|vision_start|>`` to ``<|vision_end|>`` (inclusive) for images;
-      L2-normalised (``normalize_dtype="model"``: first in the model's dtype, as the remote
-      code, whose rounding the float32 re-normalisation keeps); ``truncate_dim`` keeps the
-      first dimensions (Matryoshka) and re-normalises;
-    - multi-vector (``jina-v4-multi``): every token through ``multi_vector_projector`` (128-d),
-      L2-normalised, padding dropped; similarity MaxSim.
-
-    Verified here: the path on a tiny random Qwen2.5-VL in jina's layout, the LoRA merge against
-    an unmerged forward (hooks adding ``B(A(x))``), the poolings and prompts. Not verifiable
-    offline: the exact key names in the real ``adapters/adapter_model.safetensors`` (the loader
-    fails loudly when a LoRA weight lands on no module) and agreement with the remote code.
-
-jina-clip-v2
-    Its text tower is Jina's XLM-RoBERTa with rotary embeddings and flash attention, its image
-    tower EVA02-L; neither exists in transformers, so this adapter runs the model's own remote
-    code (``trust_remote_code``, pinned revision) through its public API:
-    ``encode_text(texts, task="retrieval.query")`` for queries (the model card's query task;
-    documents get no task), ``encode_image(images)``, ``truncate_dim`` optional. The remote code
-    lives in the ``jinaai/jina-clip-implementation`` repo, which must be in the Hugging Face
-    cache too (``code_revision=`` pins it). Unverified: that this remote code imports on transformers 5.23 (its authors
-    targeted 4.4x); when it does not, loading fails with one line saying so.
+jina-embeddings-v4's remote code (transformers >= 4.52) rebuilt on transformers 5's
+``Qwen2_5_VLModel`` (:mod:`benchmark.models.qwenvl`): the task's LoRA merged into the backbone
+and the ``multi_vector_projector``; ``"Query: "`` / ``"Passage: "`` prompts
+(``document_prompt="query"``: the authors' choice); images with its "Describe the image."
+prompt; single vector: the mean over the attention mask (texts) or the vision span (images),
+L2-normalised (``truncate_dim``: Matryoshka); ``jina-v4-multi``: every token through the
+projector, MaxSim. jina-clip-v2 (in no library) runs its own pinned remote code
+(``encode_text`` with ``task="retrieval.query"`` for queries, ``encode_image``). docs/models.md.
 """
 
 from __future__ import annotations
@@ -50,9 +19,10 @@ from typing import Any
 
 import numpy as np
 
-from benchmark.embeddings import Embeddings, l2_normalize
+from benchmark.embeddings import Embeddings
 from benchmark.models import hub, qwenvl
 from benchmark.models.base import Adapter
+from core.vectors import l2_normalize
 
 log = logging.getLogger(__name__)
 
@@ -89,8 +59,8 @@ class JinaV4Model(Adapter):
                                                 hub.NORMALIZE_DTYPES)
 
         folder, spec = hub.hub_spec(name, "jina-v4", checkpoint, revision, allow_patterns=_ALLOW,
-                                    multi_vector=multi_vector,
-                                    extra={"task": task, "truncate_dim": truncate_dim})
+                                    multi_vector=multi_vector, task=task,
+                                    truncate_dim=truncate_dim)
         super().__init__(spec, device=device, dtype=dtype)
         cfg = qwenvl.read_config(folder)
         tasks = cfg.get("task_names")
@@ -213,8 +183,7 @@ class JinaCLIPModel(Adapter):
         what = f"model {name}"
         hub.require(("torch", "transformers", "einops"), "hf", what)
         folder, spec = hub.hub_spec(name, "jina-clip", checkpoint, revision,
-                                    extra={"truncate_dim": truncate_dim,
-                                           "code_revision": code_revision})
+                                    truncate_dim=truncate_dim, code_revision=code_revision)
         super().__init__(spec, device=device, dtype=dtype)
         self.model = load_remote_code_model(folder, what, self.dtype, code_revision).to(self.device).eval()
         self.query_task = query_task

@@ -1,25 +1,13 @@
 """Multilingual-CLIP (``mclip-xlmr-l14``, ``mclip-xlmr-b16plus``): an XLM-R text tower distilled
 into a CLIP image tower's space, paired with that image tower.
 
-Follows ``multilingual_clip.pt_multilingual_clip.MultilingualCLIP`` (package multilingual-clip
-1.0.10): the text embedding is the attention-masked mean of XLM-R's last hidden states, then
-``LinearTransformation`` into the image space. Its ``from_pretrained`` fails on transformers 5
-(it builds the model under a meta-device context), and its constructor downloads the whole
-base XLM-R (``config.modelBase``) only to overwrite it. So the text tower is built here from
-``MCLIPConfig`` and the checkpoint's state dict: XLM-R's config comes from ``modelBase`` when
-that is a local folder, else it is read off the state dict's shapes (vocabulary, width, depth,
-MLP width, positions; 64-d heads and eps 1e-5 as in every XLM-R). Tokens are moved to the
-model's device (upstream's ``forward`` leaves them on the CPU), and truncated at the model's
-514 positions (upstream would fail on longer inputs).
-
-Image towers (open_clip, via :class:`benchmark.models.openclip.OpenCLIPModel`): each text
-tower with the image tower it was trained against, per the M-CLIP model cards --
-XLM-Roberta-Large-Vit-L-14 with OpenAI ViT-L/14 (the authors' ``clip.load("ViT-L/14")``),
-XLM-Roberta-Large-Vit-B-16Plus with open_clip ViT-B-16-plus-240 / laion400m_e32 (the paper's
-authors' RQ2 code pairs *both* text towers with B-16-plus, which cannot score the L/14's 768-d
-text vectors: the ``authors`` conventions say what is used instead). ``image_dtype`` sets the
-image tower's dtype apart from the text tower's (``clip.load``: float16 on CUDA, float32 on the
-CPU; :data:`benchmark.models.conventions.CLIP_LOAD_DTYPE`).
+multilingual-clip 1.0.10's ``MultilingualCLIP`` (attention-masked mean of XLM-R's last hidden
+states, then a linear map) built here from the checkpoint's state dict: its
+``from_pretrained`` fails on transformers 5 and its constructor downloads the whole base XLM-R.
+XLM-R's config comes from ``modelBase`` when local, else from the state dict's shapes; tokens go
+to the model's device and are truncated at its positions. Each text tower is paired with the
+open_clip image tower it was trained against (model cards); ``image_dtype`` sets that tower's
+dtype apart (``clip.load``'s rule: :data:`benchmark.models.conventions.CLIP_LOAD_DTYPE`).
 """
 
 from __future__ import annotations
@@ -32,11 +20,12 @@ from typing import Any
 
 import numpy as np
 
-from benchmark.embeddings import l2_normalize
 from benchmark.models import hub
-from benchmark.models.base import Adapter, default_device
+from benchmark.models.base import Adapter, model_spec
 from benchmark.models.conventions import resolve_dtype
 from benchmark.models.openclip import OpenCLIPModel
+from core.devices import default_device
+from core.vectors import l2_normalize
 
 log = logging.getLogger(__name__)
 
@@ -132,14 +121,15 @@ class MCLIPModel(Adapter):
 
         what = f"model {name}"
         hub.require(("torch", "transformers", "open_clip", "multilingual_clip"), "mclip", what)
-        folder, spec = hub.hub_spec(name, "mclip", checkpoint, revision, allow_patterns=_ALLOW)
+        folder, rev = hub.locate(checkpoint, revision, what=what, allow_patterns=_ALLOW)
         device = device or default_device()
         self.image_tower = OpenCLIPModel(
             name=f"{name}/image", checkpoint=image_model, revision=image_revision, device=device,
             dtype=resolve_dtype(image_dtype, device) or dtype,
         )
-        spec.extra.update(image_model=image_model, image_revision=self.image_tower.spec.revision)
-        super().__init__(spec, device=device, dtype=dtype)
+        super().__init__(model_spec(name, "mclip", checkpoint, rev, image_model=image_model,
+                                    image_revision=self.image_tower.spec.revision),
+                         device=device, dtype=dtype)
         self.text_tower = MCLIPTextTower(folder, self.device, torch_dtype(self.dtype))
         img_dim = int(self.image_tower.model.visual.output_dim)
         if img_dim != self.text_tower.dims:

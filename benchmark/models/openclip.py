@@ -1,23 +1,12 @@
 """open_clip family: ``clip-l14`` and any ``open_clip:MODEL/PRETRAINED`` or ``open_clip:local-dir:PATH``.
 
-Checkpoint forms (the part after ``open_clip:``):
-
-- ``ViT-L-14/openai``: an open_clip architecture and pretrained tag. The weights are resolved
-  by :mod:`benchmark.models.hub` from the tag's Hugging Face repo (cache, ``$XCM_WEIGHTS_DIR``,
-  or a download unless offline) and loaded as a file, with the tag's preprocessing and
-  QuickGELU setting applied explicitly (open_clip 3.x only *warns* on a QuickGELU mismatch,
-  which would silently run OpenAI weights with the wrong activation).
-- ``ViT-L-14/path/to/weights.pt``: an architecture with a local weights file.
-- ``local-dir:/path``: a folder with ``open_clip_config.json`` (+ ``open_clip_model.safetensors``
-  or ``open_clip_pytorch_model.bin``), as written by ``open_clip.push_to_hf_hub.save_for_hf``.
-  Its revision is a fingerprint of the folder's files.
-- ``hf-hub:org/repo``: an open_clip repo on the hub (resolved to a local folder first).
-- ``ViT-L-14/random``: the architecture with random weights (revision ``random-init``): for
-  throughput measurements on machines without the weights (``python -m benchmark smoke``), never scores.
-
-Embeddings: ``encode_image`` / ``encode_text`` with ``normalize=True``, float32 on the host.
-Follows open_clip's own zero-shot code (``open_clip/zero_shot_classifier.py``) and
-CLIP_benchmark: the model's validation transform, its tokenizer and context length, no prompt.
+Checkpoints: ``ViT-L-14/openai`` (an architecture and tag: the tag's weights resolved by
+:mod:`benchmark.models.hub` and loaded as a file, with the tag's preprocessing and QuickGELU
+applied explicitly, as open_clip 3.x only warns on a mismatch), ``ViT-L-14/path/weights.pt``,
+``local-dir:/path`` (an ``open_clip_config.json`` folder; revision: a fingerprint of its
+files), ``hf-hub:org/repo``, ``ViT-L-14/random`` (random weights, ``random-init``: throughput
+only). Embeddings as open_clip's zero-shot code and CLIP_benchmark: the validation transform,
+the tokenizer, no prompt, ``normalize=True``.
 """
 
 from __future__ import annotations
@@ -30,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from benchmark.models import hub
-from benchmark.models.base import Adapter, ModelSpec, torch_dtype
+from benchmark.models.base import Adapter, model_spec, torch_dtype
 
 log = logging.getLogger(__name__)
 
@@ -131,11 +120,8 @@ class OpenCLIPModel(Adapter):
             # the hub snapshot the tag's file came from (provenance; the tag is the pin)
             snap = path.parent.name if path.parent.parent.name == "snapshots" else None
             extra = {"weights_file": path.name, "weights_snapshot": snap}
-        super().__init__(
-            ModelSpec(name=name, family="open_clip", checkpoint=checkpoint, revision=revision,
-                      adapter_version="1", extra=extra),
-            device=device, dtype=dtype,
-        )
+        super().__init__(model_spec(name, "open_clip", checkpoint, revision, **extra),
+                         device=device, dtype=dtype)
         hub.sync_offline_flag()
         model, _, preprocess = open_clip.create_model_and_transforms(
             model_name, device=self.device, precision=_PRECISION[self.dtype], **kwargs,

@@ -1,26 +1,12 @@
 """Shared Qwen2-VL / Qwen2.5-VL machinery for GME, ColQwen2.5 and jina-embeddings-v4.
 
-The three families ship remote code written for transformers 4.4x-4.5x (GME needs <4.52,
-jina-v4 >=4.52); none runs on the pinned transformers 5.23. What they share is a Qwen-VL
-backbone whose last hidden states are pooled or projected. This module builds that backbone
-from transformers' own classes (``Qwen2VLModel`` / ``Qwen2_5_VLModel``) and loads checkpoints
-itself, so every family can use one code path:
-
-- :func:`load_backbone`: ``config.json`` + ``*.safetensors`` of a checkpoint -> the backbone,
-  with the weight names of every layout seen in practice normalised (``model.layers.*`` of the
-  4.4x ``*ForConditionalGeneration`` files and of transformers-5 ``save_pretrained``,
-  ``model.language_model.*`` / ``model.visual.*`` of 4.52+, bare ``visual.*``), loaded
-  strictly: a missing or unexpected backbone weight is an error, never a silent random init.
-  Weights that are not the backbone's (projection heads, ``lm_head``) are returned to the caller.
-- :func:`merge_lora`: a PEFT LoRA adapter folder merged into the weights
-  (``W += scale * B @ A``), the same arithmetic as ``peft``'s ``merge_and_unload``; strict too:
-  every LoRA pair must land on a module. Handles the single-adapter PEFT key layout
-  (``lora_A.weight``) and named multi-adapter layouts (``lora_A.<name>.weight``).
-- :func:`load_processor`: the checkpoint's tokenizer and image processor through transformers'
-  ``Qwen2VLProcessor`` / ``Qwen2_5_VLProcessor`` (never a repo's custom processor class).
-- :func:`load_head`, :func:`last_hidden`, :func:`token_vectors`: a projection head from the
-  leftover weights, the backbone's forward on a processor batch, and per-token unit vectors
-  without padding (ColQwen's and jina-v4's multi-vectors).
+Their remote code needs transformers 4.4x-4.5x, none of it runs on the pinned 5.23; what they
+share is a Qwen-VL backbone whose last hidden states are pooled or projected, built here from
+transformers' own classes: :func:`load_backbone` (every weight-name layout seen normalised,
+loaded strictly: a missing or unexpected weight is an error; the rest returned),
+:func:`merge_lora` (``W += scale * B @ A`` as ``peft``'s ``merge_and_unload``; every pair must
+land), :func:`load_processor` (transformers' processors, never a repo's class),
+:func:`load_head`, :func:`last_hidden`, :func:`token_vectors`.
 """
 
 from __future__ import annotations
@@ -215,13 +201,10 @@ def load_processor(
     folder: Path, arch: str, min_pixels: int | None = None, max_pixels: int | None = None,
     image_backend: str | None = "pil",
 ) -> Any:
-    """transformers' Qwen-VL processor from a checkpoint folder, with pixel bounds applied.
-
-    ``image_backend="pil"`` (default) is the PIL ``Qwen2VLImageProcessorPil``: identical to the
-    "slow" ``Qwen2VLImageProcessor`` of transformers 4.53 (measured: 0.0 difference), which is
-    what GME, ColQwen2.5 and jina-v4 were trained and published with. transformers 5's default
-    (``None`` here) is the torchvision processor, whose resized pixels differ by up to 0.15-0.33.
-    """
+    """transformers' Qwen-VL processor from a checkpoint folder, with pixel bounds applied;
+    ``image_backend="pil"``: the PIL image processor, the "slow" one of transformers 4.x that
+    GME, ColQwen2.5 and jina-v4 were published with (``None``: transformers 5's torchvision
+    one, whose pixels differ; docs/models.md)."""
     from transformers import AutoImageProcessor, Qwen2_5_VLProcessor, Qwen2VLProcessor
 
     cls = Qwen2_5_VLProcessor if arch == "qwen2_5_vl" else Qwen2VLProcessor

@@ -1,31 +1,16 @@
 """mteb family: ``--model mteb:NAME`` runs any model of mteb's registry through its own wrapper.
 
-``mteb:openai/clip-vit-large-patch14`` looks ``NAME`` up with ``mteb.get_model_meta`` (mteb's
-registry only: no hub look-up) and loads it with ``ModelMeta.load_model``, i.e. the code, the
-pinned revision and the loader mteb itself runs. The wrapper (mteb's encoder protocol) is
-called as mteb's own retrieval evaluator calls it: ``encode(DataLoader, task_metadata=,
-hf_split="test", hf_subset="default", prompt_type=)`` with a ``datasets.Dataset`` of ``id`` +
-``text`` or ``id`` + ``image`` columns made into a DataLoader by mteb's ``create_dataloader``,
-one call per batch of ours (``--batch-size``, default 32 as ``mteb.evaluate``).
-
-- Prompt type: texts as queries and images as documents get ``PromptType.query`` /
-  ``PromptType.document`` with the metadata of the 3XCM text->image task (category ``t2i``);
-  images as queries and texts as documents (xm3600-i2t, and the query images of 3xcm-i2i)
-  get the metadata of the XM3600 image->text task (category ``i2t``). Both are the
-  metadata of our tasks inside mteb (:mod:`benchmark.mteb.tasks`), so a model that picks
-  its instruction by task name, type or prompt type gets the same one in both runners.
-- Similarity: ``ModelMeta.similarity_fn_name``: ``cosine`` is our cosine (the same function
-  as mteb's ``cos_sim``); ``MaxSim`` turns 3-d outputs into :class:`MultiVector` (rows that
-  are all zero, mteb's padding, are not tokens) and scores with our MaxSim; any other
-  (``dot``, ``euclidean``, none given) calls the wrapper's own ``similarity``.
-- Identity: the ModelMeta (name, revision, languages, parameters, embedding size, licence,
-  similarity, modalities, loader) is ``spec.extra["mteb"]`` in every results file, and part of
-  every cache key through :meth:`MTEBModel.conventions` (with the task metadata name and
-  prompt type of each side).
+``NAME`` is found by ``mteb.get_model_meta`` (no hub look-up) and loaded by its
+``ModelMeta.load_model``; the wrapper is called as mteb's retrieval evaluator calls it, with
+the metadata of our tasks inside mteb (:func:`metadata`), so a model picks the same
+instruction in both runners. ``cosine`` and ``MaxSim`` are scored by us (3-d outputs become
+:class:`MultiVector`, zero rows being padding), any other similarity by the wrapper. The
+ModelMeta is ``spec.extra["mteb"]`` and part of every cache key. docs/mteb.md.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import Any
 
@@ -33,12 +18,12 @@ import numpy as np
 
 from benchmark.embeddings import Embeddings, MultiVector
 from benchmark.models import hub
-from benchmark.models.base import Adapter, ModelSpec
+from benchmark.models.base import Adapter, model_spec
+from benchmark.mteb.meta import DESCRIPTIONS, EXTRA_LANGS, HF_SUBSET, MAIN, NAMES, OURS, SPLIT
+from core import datatables
 
 log = logging.getLogger(__name__)
 
-HF_SPLIT = "test"
-HF_SUBSET = "default"
 DEFAULT_BATCH = 32  # mteb.evaluate's default encode batch size
 META_FIELDS = ("name", "revision", "release_date", "languages", "n_parameters", "embed_dim",
                "license", "open_weights", "similarity_fn_name", "modalities", "model_type",
@@ -90,6 +75,34 @@ def format_listing(metas: list[Any]) -> str:
     return "\n".join(lines)
 
 
+def eval_langs(kind: str) -> list[str]:
+    """mteb language codes of a task: the 16 countries' languages, or XM3600's 36."""
+    from mteb.tasks.retrieval.multilingual.xm3600_t2i_retrieval import _LANGUAGES as xm
+    if kind == "i2t":
+        return sorted({c for codes in xm.values() for c in codes})
+    out = set()
+    for c in datatables.countries():
+        lang = c.language.split("-")[0]
+        out.add(EXTRA_LANGS.get(lang) or xm[lang][0])
+    return sorted(out)
+
+
+@functools.cache
+def metadata(kind: str) -> Any:
+    """The ``mteb.TaskMetadata`` of task ``kind`` (``t2i``, ``i2i``, ``i2t``)."""
+    from mteb import TaskMetadata
+
+    return TaskMetadata(
+        name=NAMES[kind], description=DESCRIPTIONS[kind],
+        dataset={"path": "xcm3/" + OURS[kind], "revision": "given-at-load"},
+        type="Any2AnyRetrieval", category=kind, modalities=["text", "image"] if kind != "i2i"
+        else ["image"], eval_splits=[SPLIT], eval_langs=eval_langs(kind),
+        main_score=MAIN[kind], domains=["Web"] if kind != "i2t" else ["Encyclopaedic"],
+        license="not specified", annotations_creators="human-annotated",
+        sample_creation="found", bibtex_citation="", reference=None,
+    )
+
+
 def _to_numpy(x: Any) -> np.ndarray:
     if hasattr(x, "detach"):
         x = x.detach().float().cpu().numpy()
@@ -125,12 +138,9 @@ class MTEBModel(Adapter):
         self.meta = meta
         self.record = meta_record(meta)
         sim = self.record["similarity_fn_name"]
-        super().__init__(
-            ModelSpec(name=name, family="mteb", checkpoint=str(meta.name), revision=meta.revision,
-                      adapter_version="1", multi_vector=sim == "MaxSim",
-                      extra={"mteb": self.record}),
-            device=device, dtype="mteb-loader",
-        )
+        super().__init__(model_spec(name, "mteb", str(meta.name), meta.revision,
+                                    multi_vector=sim == "MaxSim", mteb=self.record),
+                         device=device, dtype="mteb-loader")
         if encoder is None:
             hub.sync_offline_flag()
             try:
@@ -151,15 +161,13 @@ class MTEBModel(Adapter):
     @staticmethod
     def task_metadata(modality: str, role: str) -> Any:
         """The TaskMetadata an embedding of ``modality`` in ``role`` is encoded with."""
-        from benchmark.mteb import tasks as mteb_tasks
-
         kind = "t2i" if (modality, role) in (("text", "query"), ("image", "document")) else "i2t"
-        return mteb_tasks.metadata(kind)
+        return metadata(kind)
 
     def conventions(self, modality: str, role: str) -> dict[str, Any]:
         md = self.task_metadata(modality, role)
         return {"mteb": self.record, "task_metadata": md.name, "task_type": md.type,
-                "category": md.category, "prompt_type": role, "hf_split": HF_SPLIT,
+                "category": md.category, "prompt_type": role, "hf_split": SPLIT,
                 "hf_subset": HF_SUBSET}
 
     def _encode(self, column: str, items: list[Any], modality: str, role: str) -> Embeddings:
@@ -175,7 +183,7 @@ class MTEBModel(Adapter):
         ptype = PromptType.query if role == "query" else PromptType.document
         loader = create_dataloader(ds, task_metadata=md, prompt_type=ptype,
                                    batch_size=max(1, len(items)))
-        out = _to_numpy(self.encoder.encode(loader, task_metadata=md, hf_split=HF_SPLIT,
+        out = _to_numpy(self.encoder.encode(loader, task_metadata=md, hf_split=SPLIT,
                                             hf_subset=HF_SUBSET, prompt_type=ptype,
                                             show_progress_bar=False))
         return _multi(out) if out.ndim == 3 else out

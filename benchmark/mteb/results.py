@@ -1,16 +1,11 @@
 """mteb's results of our three tasks, read back as our results files (``benchmark report``).
 
-``mteb.evaluate`` (or ``python -m benchmark.mteb.run run``) writes, per model,
-``<cache>/results/<model>/<revision>/<TaskName>.json`` (mteb's ``TaskResult``) beside a
-``model_meta.json``. A ``TaskResult`` of ``3XCMT2I``, ``3XCMI2I`` or ``XM3600I2TMixedPool``
-carries our task record in its scores (``xcm3``: task, settings, timings), so it becomes a
-:class:`benchmark.results.ResultFile` with the same model name (``mteb:NAME``), task, data
-fingerprint and scores as ``benchmark run --model mteb:NAME`` gives — except that mteb's JSON
-holds every score rounded to 6 decimals (``TaskResult.to_disk``), which the result records as
-``settings.mteb_json_rounding = 6``. A result of any other mteb task, or one of ours without
-its ``xcm3`` record, is not a 3XCM result: the report lists it as skipped with the reason.
-There are no per-item outcomes in mteb's results, so ``compare`` and the leaderboard's
-significance marks do not cover them (the report says so).
+A ``TaskResult`` of ``3XCMT2I``, ``3XCMI2I`` or ``XM3600I2TMixedPool`` (``<cache>/results/
+<model>/<revision>/<TaskName>.json``, beside ``model_meta.json``) carries our task record in
+its scores (``xcm3``), so it becomes the :class:`benchmark.results.ResultFile` that ``benchmark
+run --model mteb:NAME`` gives, but for mteb's rounding of every score to 6 decimals
+(``settings.mteb_json_rounding``) and no per-item outcomes. Any other result is skipped, with
+the reason.
 """
 
 from __future__ import annotations
@@ -20,11 +15,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from benchmark.models.base import ModelSpec
+from benchmark.models.base import model_spec
+from benchmark.mteb.meta import KINDS, from_mteb_scores
 from benchmark.results import ResultFile, TaskInfo
 
-# mteb task name -> our task kind (benchmark.mteb.tasks.NAMES, without importing mteb)
-KINDS = {"3XCMT2I": "t2i", "3XCMI2I": "i2i", "XM3600I2TMixedPool": "i2t"}
 JSON_ROUNDING = 6  # decimals of every float in mteb's TaskResult JSON
 
 
@@ -52,8 +46,6 @@ def _date(raw: dict[str, Any]) -> str:
 
 def from_mteb(raw: dict[str, Any], path: Path) -> ResultFile | str:
     """The :class:`ResultFile` of one mteb ``TaskResult`` of our tasks, or why it is not one."""
-    from benchmark.mteb.tasks import from_mteb_scores
-
     name = str(raw.get("task_name"))
     kind = KINDS.get(name)
     if kind is None:
@@ -73,9 +65,9 @@ def from_mteb(raw: dict[str, Any], path: Path) -> ResultFile | str:
     revision = record.get("revision") or meta.get("revision")
     settings["mteb_json_rounding"] = JSON_ROUNDING
     settings["mteb_version"] = raw.get("mteb_version")
-    spec = ModelSpec(name=f"mteb:{model_name}", family="mteb", checkpoint=model_name,
-                     revision=revision, multi_vector=record.get("similarity_fn_name") == "MaxSim",
-                     extra={"mteb": record or meta})
+    spec = model_spec(f"mteb:{model_name}", "mteb", model_name, revision,
+                      multi_vector=record.get("similarity_fn_name") == "MaxSim",
+                      mteb=record or meta)
     task = TaskInfo.model_validate({**rec["task"],
                                     "dataset_revision_in_mteb": raw.get("dataset_revision")})
     return ResultFile(date=_date(raw), model=spec, task=task, settings=settings,

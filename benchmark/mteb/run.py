@@ -1,21 +1,12 @@
 """``python -m benchmark.mteb.run ...``: mteb's own CLI, with the 3XCM tasks registered.
 
-mteb 2.26 has no plugin or entry-point mechanism for tasks outside its package, so ``mteb run -t
-3XCMT2I`` cannot find ours. This module adds them to mteb's task registry
-(:func:`benchmark.mteb.tasks.register`) and hands the rest of the command line to mteb's
-own parser and ``run``: every mteb option works as in ``mteb run``, and the results are mteb's
-(``--output-folder``, default ``results``)::
+mteb 2.26 has no plugin mechanism for tasks outside its package, so this adds ours to its
+registry (:func:`benchmark.mteb.tasks.register`) and hands the rest of the command line to
+mteb's parser: every ``mteb run`` option works, the results are mteb's. Ours, taken out first:
+``--xcm3-dataset``, ``--xcm3-xm3600``, ``--xcm3-bootstrap``, ``--xcm3-seed`` (docs/mteb.md)::
 
     python -m benchmark.mteb.run run -m openai/clip-vit-large-patch14 \\
         -t 3XCMT2I 3XCMI2I --xcm3-dataset ./release --output-folder mteb-results
-    python -m benchmark.mteb.run run -m openai/clip-vit-large-patch14 \\
-        -t XM3600I2TMixedPool --xcm3-xm3600 ./xm3600 --output-folder mteb-results
-
-Our options (taken out before mteb parses the rest): ``--xcm3-dataset`` (a 3XCM release
-folder or hub id, or the authors' published layout), ``--xcm3-xm3600`` (XM3600 in any of its
-layouts; default: the 3XCM tasks' ``--dataset`` default), ``--xcm3-bootstrap`` and
-``--xcm3-seed`` (our task options of the same names). ``python -m benchmark report
-mteb-results`` then reads what mteb wrote.
 """
 
 from __future__ import annotations

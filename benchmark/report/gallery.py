@@ -48,8 +48,8 @@ from benchmark.data.images import ImageStore
 from benchmark.report import page
 from benchmark.report.collect import Collection
 from benchmark.results import ResultFile, model_slug
-from benchmark.topk import cpu_threads
 from core import datatables, files, query_table
+from core.devices import cpu_threads
 from core.errors import DataError
 
 log = logging.getLogger(__name__)
@@ -88,7 +88,7 @@ def js_assign(var: str, key: str | None, obj: Any) -> str:
 
 def thumbnail(data: bytes, px: int = THUMB_PX) -> bytes:
     """A JPEG at most ``px`` on its longer side (decoded under the pixel cap)."""
-    from benchmark.data.images import decode_image
+    from core.decode import decode_image
 
     im = decode_image(data, "image").convert("RGB")
     im.thumbnail((px, px))

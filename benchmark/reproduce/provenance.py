@@ -60,8 +60,7 @@ def paper_checkpoints(model: str) -> dict[str, str | None]:
     out: dict[str, str | None] = {}
     if entry is not None and entry.kwargs.get("checkpoint"):
         out[entry.kwargs["checkpoint"]] = entry.kwargs.get("revision")
-    record = entry.meta if entry is not None else None
-    for d in record.pinned_downloads() if record is not None else ():
+    for d in entry.pinned_downloads() if entry is not None else ():
         if d.repo_type == "model":
             out.setdefault(d.repo, d.revision)
     return out

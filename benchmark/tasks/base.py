@@ -1,10 +1,8 @@
 """What a task is: a typed config, a ``run`` on a model adapter, and a printed table.
 
-``python -m benchmark run`` fills a :class:`RunConfig` (model, cache, output) and each task's
-own config (a :class:`TaskConfig` subclass) from its flags, opens one :class:`RunContext`
-(adapter, embedding cache, file-hash memo, a memo of loaded datasets shared by the tasks of
-the run), and calls :func:`run_task` for each, which writes the :class:`TaskOutput` as
-``<output-dir>/<model-slug>/<task>.json``. A library caller builds the same objects directly::
+``run`` fills a :class:`RunConfig` and each task's :class:`TaskConfig` from its flags, opens one
+:class:`RunContext` (adapter, caches, a memo of the datasets its tasks load) and writes each
+task's :class:`TaskOutput` through :func:`run_task`. A library caller builds the same objects::
 
     ctx = open_context(RunConfig(model="hash"))
     out, path = run_task(ctx, XCMTextToImage(XCMConfig(dataset="data/synthetic-3xcm")))

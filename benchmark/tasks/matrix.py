@@ -1,18 +1,16 @@
 """``3xcm-matrix``: the same triplets queried in every language, to separate language from
 culture.
 
-In 3XCM as the paper runs it the query language and the query culture coincide (Thai text for
-Thai triplets). Here each triplet keeps its three images and is asked once per query language
-L with its concept written in L: the term of the triplet's own country when it speaks L,
-else that of the first country of L in ``data/countries.csv`` order (USA for en, ESP for es,
-PRT for pt) in its generic form (``generic_term`` of ``data/queries.csv``: no country's proper
-name, e.g. *parlamento*, not PRT's *Assembleia da República*), from the query texts ``--query-source`` / ``--queries`` choose
-(:mod:`benchmark.data.query_texts`; the same default as ``3xcm``).
-``scores.matrix[L][COUNTRY]`` holds the 3xcm scores of query language L on the triplets whose
-query culture is COUNTRY; ``scores.summary[COUNTRY]`` compares the country's own language
-(the paper's number) with English, with a paired bootstrap interval of the SP difference.
-A model whose SP stays high under English queries shows cultural association; one whose SP
-falls to the English level shows a language gap.
+In 3XCM the query language and culture coincide (Thai text for Thai triplets). Here each
+triplet keeps its three images and is asked once per query language L with its concept in L:
+its own country's term when that country speaks L, else the generic term (``generic_term``
+of ``data/queries.csv``, no country's proper name) of the first country of L in
+``data/countries.csv`` (USA for en, ESP for es, PRT for pt), from the query texts
+``--query-source`` chooses (:mod:`benchmark.data.query_texts`). ``scores.matrix[L][COUNTRY]``
+holds the 3xcm scores of language L on COUNTRY's triplets; ``scores.summary[COUNTRY]`` compares
+the country's own language (the paper's number) with English, with a paired bootstrap interval
+of the SP difference: an SP that stays high under English shows cultural association, one that
+falls to the English level a language gap.
 """
 
 from __future__ import annotations

@@ -114,7 +114,7 @@ def embed_candidates(
 
 def similarity_settings(adapter: Adapter, query_modality: str) -> dict[str, Any]:
     """How a 3XCM task scored: the similarity and the conventions of both sides."""
-    return {"similarity": "maxsim" if adapter.multi_vector else "cosine",
+    return {"similarity": adapter.spec.similarity,
             "conventions": {"query": adapter.conventions(query_modality, "query"),
                             "document": adapter.conventions("image", "document")}}
 

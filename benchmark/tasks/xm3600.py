@@ -1,13 +1,10 @@
 """``xm3600-i2t``: prevalence bias, image -> text over one mixed pool of 36 languages.
 
-Every XM3600 image queries the pool of all captions in all languages (exact retrieval,
-:mod:`benchmark.retrieval`; a model's ``authors`` conventions may ask for the paper's
-two-stage search instead); the top-k lists are scored with accuracy@k, NDCG@k (true ideal
-and the authors' ideal, which reads the whole retrieved top-100: at least 100 captions are
-always retrieved), LBKL@k and DLBKL@k
-(:mod:`benchmark.metrics.prevalence`), overall and by the query image's locale, and the
-language / tier found at each rank is counted for the rank-frequency plots. Results
-structure: ``docs/xm3600.md``.
+Every XM3600 image queries the pool of all captions (exact retrieval, :mod:`benchmark.retrieval`,
+or the paper's two-stage search under ``authors`` conventions); the top-k lists are scored with
+accuracy, NDCG (true ideal and the authors', over the whole retrieved top-100), LBKL and DLBKL
+at each k (:mod:`benchmark.metrics.prevalence`), overall and per locale, and the languages and
+tiers at each rank are counted. Results structure: ``docs/xm3600.md``.
 """
 
 from __future__ import annotations
@@ -23,11 +20,10 @@ import numpy as np
 import pandas as pd
 
 from benchmark import chroma, retrieval, shortlist
-from benchmark.cache import EmbedStats, embed_cached
+from benchmark.cache import embed_cached
 from benchmark.data.xm3600 import XM3600, load_xm3600
 from benchmark.embeddings import Embeddings, MultiVector, take
 from benchmark.metrics import prevalence as pm
-from benchmark.models.base import Adapter
 from benchmark.models.conventions import TWO_STAGE_L2
 from benchmark.tasks.base import RunContext, Task, TaskConfig, TaskOutput
 from core import datatables
@@ -75,7 +71,7 @@ class XM3600Config(TaskConfig):
     chunk_size: int = option(f"captions per score block (default {retrieval.DEFAULT_CHUNK})",
                              retrieval.DEFAULT_CHUNK)
     retrieval_backend: str = option(
-        "auto (default): torch on a GPU, faiss on the CPU (numpy where faiss is missing)",
+        "auto (default): torch on a GPU, faiss on the CPU; numpy: the chunked numpy path",
         "auto", choices=list(retrieval.BACKENDS))
     engine: str | None = option(
         "single-vector models: exact (default) or chromadb (the authors' HNSW index, "
@@ -101,8 +97,7 @@ class XM3600Config(TaskConfig):
 
 
 def load_data(ctx: RunContext, cfg: XM3600Config) -> XM3600:
-    """The XM3600 data ``cfg`` names (``--xm3600``, else ``--dataset``, else mteb/xm3600),
-    loaded once per run."""
+    """The XM3600 data ``cfg`` names (``--xm3600``, else ``--dataset``, else mteb/xm3600), once."""
     spec = cfg.xm3600 or cfg.dataset
     key = ("xm3600", spec, cfg.xm3600_images, cfg.revision)
     if key in ctx.memo:
@@ -128,30 +123,17 @@ def embed(ctx: RunContext, ds: XM3600) -> tuple[Embeddings, Embeddings, dict[str
     texts = ds.captions
     cap, tst = embed_cached(ctx.adapter, "text", "document", [sha256_text(t) for t in texts],
                             lambda idx: [texts[i] for i in idx], ctx.cache)
-    timings = {"embed_images_s": ist.seconds, "image_embedding": _stats(ist),
-               "embed_texts_s": tst.seconds, "text_embedding": _stats(tst)}
+    timings = {"embed_images_s": ist.seconds, "image_embedding": vars(ist),
+               "embed_texts_s": tst.seconds, "text_embedding": vars(tst)}
     return img, cap, timings
-
-
-def _stats(s: EmbedStats) -> dict[str, Any]:
-    return {k: v for k, v in vars(s).items() if k != "by_call"}
-
-
-def custom_similarity(adapter: Adapter) -> bool:
-    """Whether the adapter scores with its own similarity (then it scores every block)."""
-    return not adapter.uses_default_similarity()
 
 
 def score_topk(
     ds: XM3600, query_images: np.ndarray, indices: np.ndarray, ks: list[int], grouping: str,
     epsilon: float = pm.EPSILON,
 ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    """All scores of a run from its retrieved pool indices (one row per query image, the
-    whole list: ``ndcg_authors`` reads all of it, the other metrics and the rank counts the
-    first max(ks)).
-
-    Returns (``scores`` as in the results file, per-query metric arrays).
-    """
+    """(``scores`` as in the results file, per-query metric arrays) of the retrieved pool
+    indices, one row per query image (``ndcg_authors`` reads the whole list, the rest max(ks))."""
     langs = datatables.languages()
     codes = [lang.code for lang in langs]
     tier_of = {lang.code: lang.tier for lang in langs}
@@ -276,7 +258,7 @@ class XM3600ImageToText(Task):
         """``--compare-engines``: the overall scores of the other engine on the same
         embeddings, and ``difference`` = this run's engine minus the other, per metric."""
         multi = isinstance(q, MultiVector) or isinstance(d, MultiVector)
-        if multi or custom_similarity(ctx.adapter):
+        if multi or not ctx.adapter.uses_default_similarity():
             return {"engine": engine, "other_engine": None,
                     "note": "not compared: chromadb ranks single-vector cosine models only"}
         other = "exact" if engine == "chromadb" else "chromadb"
@@ -311,17 +293,17 @@ class XM3600ImageToText(Task):
                               "similarity": "maxsim" if multi else "cosine"}
         engine = engine or cfg.engine or (
             "chromadb" if getattr(ad.profile, "profile", None) == "authors" and not multi
-            and not custom_similarity(ad) else "exact")
+            and ad.uses_default_similarity() else "exact")
         st["engine"] = engine
         if engine == "chromadb":
-            if multi or custom_similarity(ad):
+            if multi or not ad.uses_default_similarity():
                 raise DataError("--engine chromadb: single-vector cosine models only")
             top = chroma.chromadb_topk(np.asarray(q), np.asarray(d), kmax)
             st.update(method="chromadb-hnsw", backend="chromadb", device="cpu",
                       chromadb=chroma.chromadb_version(), hnsw=dict(chroma.CHROMADB_SETTINGS),
                       tie_break="chromadb's order")
             return top, st, None
-        if custom_similarity(ad):
+        if not ad.uses_default_similarity():
             st.update(similarity="adapter.similarity", backend="numpy", device="cpu")
             return retrieval.topk_by_function(
                 lambda qs, qe, ds_, de: ad.similarity(take(q, np.arange(qs, qe)),

@@ -15,11 +15,11 @@ import numpy as np
 import pandas as pd
 from PIL import Image
 
-from benchmark.embeddings import l2_normalize
 from benchmark.models.base import Adapter, ModelSpec
 from benchmark.synthetic import write_release
 from core import datatables
 from core.files import sha256_bytes
+from core.vectors import l2_normalize
 
 
 def coded_png(ci: int, ki: int, v: int) -> bytes:

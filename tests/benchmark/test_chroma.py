@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from benchmark import chroma
-from benchmark.embeddings import l2_normalize
+from core.vectors import l2_normalize
 
 pytest.importorskip("chromadb", reason="chromadb not installed: pip install -e '.[chromadb]'")
 

@@ -36,6 +36,6 @@ def test_without_torch_auto_is_numpy_and_torch_is_an_import_error(monkeypatch):
 def test_retrieval_and_maxsim_follow_the_same_rule(monkeypatch):
     pytest.importorskip("torch")
     assert retrieval.get_backend("auto", "cpu").name in ("faiss", "numpy")
-    assert embeddings._Device("auto", "cpu").torch is None
-    assert embeddings._Device("torch", "cpu").torch is not None
+    assert embeddings.Device("auto", "cpu").torch is None
+    assert embeddings.Device("torch", "cpu").torch is not None
     assert retrieval.get_backend("torch", "cpu").name == "torch"

@@ -10,11 +10,11 @@ import pandas as pd
 import pytest
 
 from benchmark.cli import main
-from benchmark.embeddings import l2_normalize
 from benchmark.metrics.paired import paired_sp_difference
 from benchmark.models.base import Adapter, ModelSpec
 from benchmark.synthetic import write_release
 from core import datatables, query_table
+from core.vectors import l2_normalize
 from tests.benchmark.synth import PlantedVectors, decode_code, planted_world
 
 PLANTED = {"th": 1.0, "ja": 1.0}  # only Thai and Japanese texts pull towards their culture

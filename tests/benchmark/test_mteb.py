@@ -121,26 +121,28 @@ def _round6(x):
 
 
 def test_mteb_evaluate_gives_our_numbers_exactly(tmp_path, tiny):
+    from benchmark.mteb import meta
     from benchmark.mteb import tasks as mteb_tasks
 
     got = _evaluate(tmp_path, mteb_tasks.tasks(("t2i", "i2i"), dataset=RELEASE))
     for kind, task in (("t2i", "3xcm"), ("i2i", "3xcm-i2i")):
         mine = ours(tmp_path, f"mteb:{TINY_NAME}", task)
-        tr = got[mteb_tasks.NAMES[kind]]
+        tr = got[meta.NAMES[kind]]
         scores = tr.scores["test"][0]
         assert scores["main_score"] == mine["scores"]["overall"]["SP"]
-        back = mteb_tasks.from_mteb_scores(kind, scores)
+        back = meta.from_mteb_scores(kind, scores)
         for group in ("overall", "by_country", "by_language", "by_concept"):
             assert back[group] == mine["scores"][group], (task, group)  # every digit
         assert tr.dataset_revision == mine["task"]["data_fingerprint"]
         # mteb's JSON: the same numbers to its 6 decimals
-        f = next((tmp_path / "mteb").rglob(f"{mteb_tasks.NAMES[kind]}.json"))
+        f = next((tmp_path / "mteb").rglob(f"{meta.NAMES[kind]}.json"))
         disk = json.loads(f.read_text())["scores"]["test"][0]
-        assert mteb_tasks.from_mteb_scores(kind, disk)["by_country"] == _round6(
+        assert meta.from_mteb_scores(kind, disk)["by_country"] == _round6(
             mine["scores"]["by_country"])
 
 
 def test_mteb_evaluate_xm3600_gives_our_numbers(tmp_path, tiny):
+    from benchmark.mteb import meta
     from benchmark.mteb import tasks as mteb_tasks
 
     xm = make_official(tmp_path / "xm3600")
@@ -151,7 +153,7 @@ def test_mteb_evaluate_xm3600_gives_our_numbers(tmp_path, tiny):
                  str(xm), "--output-dir", str(out), "--cache-dir", str(tmp_path / "c"),
                  "--device", "cpu"]) == 0
     mine = json.loads(next(out.glob("*/xm3600-i2t.json")).read_text())
-    back = mteb_tasks.from_mteb_scores("i2t", tr.scores["test"][0])
+    back = meta.from_mteb_scores("i2t", tr.scores["test"][0])
     assert back["overall"] == mine["scores"]["overall"]
     assert back["by_locale"] == mine["scores"]["by_locale"]
     assert tr.scores["test"][0]["main_score"] == mine["scores"]["overall"]["dlbkl@10"]

@@ -5,22 +5,18 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from benchmark import faiss_search as fs
 from benchmark import retrieval as rt
 from benchmark import shortlist as sl
-from benchmark.embeddings import MultiVector, l2_normalize, maxsim
+from benchmark.embeddings import MultiVector, check_finite, maxsim
+from core.vectors import l2_normalize
 
 BACKENDS = ["numpy", "faiss", "torch", "torch-tensors"]
 
 
 def backend(name: str):
-    """``torch-tensors``: torch on the CPU but kept as tensors through the selection, the
-    code path a GPU takes (no GPU in CI)."""
-    if name != "torch-tensors":
-        return name
-    bk = rt.TorchBackend("cpu")
-    bk.on_cpu = False
-    return bk
+    """``torch-tensors``: a torch backend object on the CPU, passed as it is: the code path a
+    GPU takes (no GPU in CI)."""
+    return rt.get_backend("torch", "cpu") if name == "torch-tensors" else name
 
 
 def full_topk(sims: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -159,8 +155,8 @@ def test_topk_agreement_hand():
 @pytest.mark.parametrize("threads", [1, 2, 5])
 @pytest.mark.parametrize("chunk", [3, 64, 1000])
 def test_threaded_cpu_kernel_equals_full_sort(threads, chunk):
-    """The numpy path's worker threads take tiles out of order between them: the merged
-    lists still equal a stable full sort, ties included."""
+    """Any chunk size and query block of the numpy path (``threads`` is faiss's and changes
+    nothing here): the merged lists equal a stable full sort, ties included."""
     q, d = int_data(8, 37, 2500, hi=2)
     got = rt.exact_topk(q, d, 50, chunk_size=chunk, query_block=16, backend="numpy",
                         normalize=False, progress=False, threads=threads)
@@ -199,97 +195,96 @@ def test_cpu_default_is_faiss_and_ties_at_the_cut_are_by_index():
 
 
 def test_faiss_pool_blocks_and_finite_check_is_exact():
-    """Pool blocks smaller than the pool (and than k+1 at the tail) merge to the full sort;
-    zero rows stay zero; squares that overflow are not mistaken for NaN/inf."""
+    """Every chunk size gives the full sort on the faiss path; zero rows stay zero; squares
+    that overflow are not mistaken for NaN/inf."""
     q, d = int_data(5, 9, 203)
     d[7] = 0
-    bk = rt.get_backend("faiss")
     for block in (1, 16, 50, 1000):
-        got = fs.faiss_topk(bk, q, d, 20, normalize=False, pool_block=block)
+        got = rt.exact_topk(q, d, 20, chunk_size=block, backend="faiss", normalize=False,
+                            progress=False)
         s, i = full_topk(q @ d.T, 20)
         assert np.array_equal(got.indices, i) and np.array_equal(got.scores, s)
     rng = np.random.default_rng(4)
     raw = rng.standard_normal((300, 8)).astype(np.float32) * 3
     qn = l2_normalize(rng.standard_normal((4, 8)).astype(np.float32))
-    got = fs.faiss_topk(bk, qn, raw, 30, normalize=True, pool_block=64)
+    got = rt.exact_topk(qn, raw, 30, backend="faiss", progress=False)
     s, i = full_topk(qn @ l2_normalize(raw).T, 30)
     assert np.array_equal(got.indices, i)
     np.testing.assert_allclose(got.scores, s, atol=1e-6)
     big = np.full((3, 4), 3e30, np.float32)  # squares overflow, values finite: accepted
-    rt.check_finite(big, "pool")
+    check_finite(big, "pool")
     big[2, 1] = np.nan
     with pytest.raises(ValueError, match="1 pool vector.*first row 2"):
-        rt.check_finite(big, "pool")
+        check_finite(big, "pool")
 
 
-def test_faiss_sgemm_block_only_where_memory_stays_under_faiss():
-    """faiss's larger sgemm block is used only where this search's extra memory (unit queries,
-    normalising buffer, sgemm block) stays within IndexFlatIP's (pool copy + default block);
-    the setting is restored after a search."""
-    faiss = pytest.importorskip("faiss")
-    q = np.empty((3600, 768), np.float32)  # shapes only: the pages are never touched
-    default = faiss.cvar.distance_compute_blas_database_bs
-    assert default == 1024
-    # 16k pool, half of it buffered: 11 + 25 + 59 MB > 50 + 15 MB -> faiss's default
-    assert fs._database_bs(faiss, q, np.empty((16384, 768), np.float32), 8192) == 1024
-    # unit pool of 16k (no buffer): 11 + 59 <= 50 + 15? no -> default
-    assert fs._database_bs(faiss, q, np.empty((16384, 768), np.float32), 0) == 1024
-    # 65k pool, 16k buffered: 11 + 50 + 59 <= 201 + 15 -> the larger block
-    assert fs._database_bs(faiss, q, np.empty((65536, 768), np.float32), 16384) == 4096
-    bk = rt.get_backend("faiss")
-    qs, d = int_data(5, 9, 203)
-    fs.faiss_topk(bk, qs, d, 20, normalize=True, pool_block=16)
-    assert faiss.cvar.distance_compute_blas_database_bs == default
+def test_a_cpu_search_never_imports_torch():
+    """The CPU path (auto, no device given) decides without torch: a fresh process that runs
+    an exact search, MaxSim included, has not imported it."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = ("import sys, numpy as np; from benchmark import retrieval as rt; "
+            "from benchmark.embeddings import MultiVector; "
+            "x = np.random.default_rng(0).standard_normal((50, 8)).astype(np.float32); "
+            "rt.exact_topk(x[:5], x, 3, progress=False); "
+            "m = MultiVector.from_list([x[:2], x[2:5]]); rt.exact_topk(m, m, 1, progress=False); "
+            "print('torch' in sys.modules)")
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=root, env={**__import__("os").environ, "PYTHONPATH": str(root)})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False"
 
 
 def test_faiss_pool_normalised_per_block_in_one_read():
-    """Unit blocks are searched in place, the others scaled; the lists equal a full sort of
-    the normalised pool; a NaN in a later block raises with the whole pool's count."""
+    """A pool with unit and raw rows: the lists equal a full sort of the normalised pool; a
+    NaN anywhere raises with the whole pool's count."""
     rng = np.random.default_rng(7)
     raw = rng.standard_normal((600, 8)).astype(np.float32) * 3
     pool = np.concatenate([l2_normalize(raw[:300]), raw[300:]])
     qn = l2_normalize(rng.standard_normal((6, 8)).astype(np.float32))
-    bk = rt.get_backend("faiss")
     for block in (50, 300, 1000):
-        got = fs.faiss_topk(bk, qn, pool, 40, normalize=True, pool_block=block)
+        got = rt.exact_topk(qn, pool, 40, chunk_size=block, backend="faiss", progress=False)
         s, i = full_topk(qn @ l2_normalize(pool).T, 40)
         assert np.array_equal(got.indices, i)
         np.testing.assert_allclose(got.scores, s, atol=1e-6)
     pool[[450, 590], 3] = np.nan
     with pytest.raises(ValueError, match="2 pool vector.*first row 450"):
-        fs.faiss_topk(bk, qn, pool, 40, normalize=True, pool_block=50)
+        rt.exact_topk(qn, pool, 40, backend="faiss", progress=False)
 
 
 def test_faiss_unit_pool_is_searched_whole_in_place(monkeypatch):
     """A pool of unit rows (as the cache stores them) goes through one faiss.knn call over
-    all of it, unscaled; a raw pool goes block by block through the buffer; both equal the
-    full sort of the normalised pool."""
+    all of it, the caller's array itself; a raw pool through one call over its normalised
+    copy; both equal the full sort of the normalised pool."""
     faiss = pytest.importorskip("faiss")
     rng = np.random.default_rng(11)
     raw = rng.standard_normal((900, 8)).astype(np.float32) * 2
     qn = l2_normalize(rng.standard_normal((5, 8)).astype(np.float32))
     s, i = full_topk(qn @ l2_normalize(raw).T, 30)
-    calls: list[int] = []
+    calls: list[np.ndarray] = []
     real = faiss.knn
-    monkeypatch.setattr(faiss, "knn", lambda x, y, *a, **kw: calls.append(len(y)) or real(
+    monkeypatch.setattr(faiss, "knn", lambda x, y, *a, **kw: calls.append(y) or real(
         x, y, *a, **kw))
-    bk = rt.get_backend("faiss")
-    monkeypatch.setattr(fs, "FAISS_POOL_BLOCK", 256)
-    got = fs.faiss_topk(bk, qn, l2_normalize(raw), 30, normalize=True)
-    assert calls == [900] and np.array_equal(got.indices, i)
+    unit = l2_normalize(raw)
+    got = rt.exact_topk(qn, unit, 30, backend="faiss", progress=False)
+    assert len(calls) == 1 and calls[0] is unit and np.array_equal(got.indices, i)
     calls.clear()
-    got = fs.faiss_topk(bk, qn, raw, 30, normalize=True)
-    assert calls == [256, 256, 256, 132] and np.array_equal(got.indices, i)
+    got = rt.exact_topk(qn, raw, 30, backend="faiss", progress=False)
+    assert [len(c) for c in calls] == [900] and calls[0] is not raw
+    assert np.array_equal(got.indices, i)
     np.testing.assert_allclose(got.scores, s, atol=1e-6)
 
 
 def test_faiss_ties_at_the_cut_of_a_raw_pool_are_by_index():
-    """Raw rows that normalise to the same vector tie; the recomputed rows (tile by tile,
-    normalised there) give the stable order, with no copy of the pool."""
+    """Raw rows that normalise to the same vector tie; the recomputed rows give the stable
+    order."""
     q = np.array([[1.0, 0.0], [0.0, 1.0]], np.float32)
     d = np.concatenate([np.array([[2.0, 0.0]] * 300, np.float32),
                         np.array([[0.0, 5.0]] * 5, np.float32),
                         np.array([[3.0, 0.0]] * 200, np.float32)])
-    got = fs.faiss_topk(rt.get_backend("faiss"), q, d, 10, normalize=True)
+    got = rt.exact_topk(q, d, 10, backend="faiss", progress=False)
     assert got.indices.tolist() == [list(range(10)), list(range(300, 305)) + list(range(5))]
     np.testing.assert_allclose(got.scores[0], 1.0, atol=1e-6)

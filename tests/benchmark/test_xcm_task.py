@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 
 from benchmark.cli import main
-from benchmark.embeddings import l2_normalize
 from benchmark.synthetic import write_release
 from core import datatables
+from core.vectors import l2_normalize
 from tests.benchmark.synth import PlantedModel, PlantedVectors, planted_world
 
 AUTHORS_CSV = datatables.data_path("authors/xcm-bench.csv")

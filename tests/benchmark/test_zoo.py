@@ -151,3 +151,59 @@ def test_the_models_table_of_the_docs_agrees_with_the_records():
         assert star == r.paper and dim == r.embedding_size, name
         if rev != "same":
             assert rev == (f"`{r.revision}`" if r.revision else "None"), name
+
+
+def test_a_profile_cannot_redeclare_the_records_identity(monkeypatch):
+    """A conventions profile is an overlay: a checkpoint, revision, adapter or similarity of
+    its own is refused; what it loads and how it words its scorer must agree with the zoo."""
+    records = dict(zoo.paper_models())
+    for bad, words in ((conv.Conventions("x", checkpoint="a/b"), "re-declare the record's "
+                        "checkpoint"), (conv.Conventions("x", similarity="dot"), "similarity"),
+                       (conv.Conventions("x", loads="no-such-model"), "loads 'no-such-model'"),
+                       (conv.Conventions("x", scorer="cosine of pooled tokens"), "maxsim")):
+        monkeypatch.setitem(conv._BUILD, "colqwen2.5-v0.2",
+                            lambda m, bad=bad: {"reference": bad, "authors": bad})
+        with pytest.raises(conv.ConventionsError, match=words):
+            conv.paper_conventions(records)
+    rec = conv.resolve("clip-l14", "authors")  # loads clip-l14-hf: its identity, derived
+    hf = zoo.models()["clip-l14-hf"]
+    assert (rec.target, rec.extra, rec.checkpoint, rec.revision) == (
+        hf.target, hf.extra, hf.checkpoint, hf.revision)
+    assert conv.resolve("clip-l14", "reference").checkpoint is None  # the model's own
+
+
+def test_the_similarity_is_the_records_alone():
+    """jina-v4-multi says maxsim once, in its record: the adapter is told (multi_vector) from
+    it, and an adapter that scores otherwise than its record is refused at load."""
+    multi = registry.models()["jina-v4-multi"]
+    assert multi.similarity == "maxsim" and "multi_vector" not in multi.options
+    assert multi.kwargs["multi_vector"] is True
+    assert "multi_vector" not in registry.models()["jina-v4"].kwargs
+    registry.register_model("claims-cosine", "tests.benchmark.test_zoo:MultiVectorHash")
+    try:
+        with pytest.raises(registry.RegistryError, match="scores by maxsim, its record says cosine"):
+            registry.load_model("claims-cosine")
+    finally:
+        del registry.MODELS["claims-cosine"]
+
+
+class MultiVectorHash:
+    """An adapter whose spec says multi-vector (MaxSim)."""
+
+    def __init__(self, name: str, **kw):
+        from benchmark.models.base import model_spec
+
+        self.spec = model_spec(name, "test", "x", multi_vector=True)
+
+
+def test_one_builder_of_model_spec():
+    """Every adapter's ModelSpec comes from models.base.model_spec (no hand-built copies)."""
+    import ast
+
+    hits = []
+    for p in (ROOT / "benchmark").rglob("*.py"):
+        for node in ast.walk(ast.parse(p.read_text())):
+            if (isinstance(node, ast.Call) and getattr(node.func, "id", getattr(
+                    node.func, "attr", None)) == "ModelSpec"):
+                hits.append(p.relative_to(ROOT).as_posix())
+    assert hits == ["benchmark/models/base.py"]

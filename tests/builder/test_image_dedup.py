@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from benchmark.models.base import Adapter, ModelSpec, l2_normalize
+from benchmark.models.base import Adapter, ModelSpec
 from builder.catalog import Catalog
 from builder.crawl.stage import CrawlConfig, crawl
 from builder.image_dedup import (
@@ -23,6 +23,7 @@ from builder.image_dedup import (
     main,
     phash_ints,
 )
+from core.vectors import l2_normalize
 
 
 def base(seed: int, size: tuple[int, int] = (160, 120)) -> Image.Image:

@@ -89,7 +89,7 @@ def run() -> None:
         t0 = time.perf_counter()
         authors_loop(tr, text_emb, img_emb)
         loop = min(loop, time.perf_counter() - t0)
-    from benchmark.models.base import cosine_similarity  # noqa: F401
+    from benchmark.embeddings import cosine_similarity  # noqa: F401
 
     texts = sorted(text_emb)
     ids = sorted(img_emb)
