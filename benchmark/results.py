@@ -31,9 +31,8 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from benchmark import __version__
 from benchmark.models.base import ModelSpec
-from core import files
+from core import __version__, files
 
 SCHEMA_VERSION = 1
 

@@ -2,7 +2,7 @@
 
 - Flags: :func:`stage_parser` gives every stage ``--workdir`` and ``-v``.
 - The main body: :func:`stage_main` parses the flags, configures logging once per process
-  (``core.logs``, so in ``python -m builder run`` every stage logs the same way) and runs
+  (``core.logs``, so in ``python -m pipeline run`` every stage logs the same way) and runs
   the stage under :data:`KIT`, the builder's use of the one CLI kit (``core.clikit``, the
   same exit convention as the other three CLIs): 0 done; 2 with one line on stderr for what the
   user must fix (:func:`user_errors`: bad input, a missing credential, an unreachable service,
@@ -10,12 +10,12 @@
   machine: a full or read-only disk) and for a missing optional library ("install the builder
   extra ..."); 130 after Ctrl-C and 143 after SIGTERM (one line: run the same command again to
   resume). Any other exception is our bug: ``internal error`` is logged and it propagates with
-  its traceback. ``python -m builder`` runs under the same :func:`cli_main`, so in
-  ``builder run`` SIGTERM also reaches the ``review`` and ``triplets`` entry points.
+  its traceback. ``python -m pipeline`` runs under the same :func:`cli_main`, so in
+  ``pipeline run`` SIGTERM also reaches the ``review`` and ``triplets`` entry points.
 - The run record: a stage's library function wraps its work in :func:`stage_run`; the record
   ends ``done``, ``interrupted`` (Ctrl-C, SIGTERM) or ``failed`` (any other exception: the
   first line of the summary says ``failed: <error>``). A run killed with SIGKILL stays
-  ``running`` until ``builder status`` or the next run finds its process gone (PID, host and
+  ``running`` until ``pipeline status`` or the next run finds its process gone (PID, host and
   start time in the record: :mod:`builder.liveness`); the next run resumes from the catalog.
 - Output: :func:`report` is the one place a stage writes its own report (stdout) or its one
   error line (stderr); everything else logs.
@@ -72,7 +72,7 @@ def damaged_database(exc: BaseException) -> str | None:
     return None if why is None else f"a database in the work dir is damaged ({why})"
 
 
-#: the builder's use of the CLI kit (``python -m builder`` and every stage)
+#: the builder's use of the CLI kit (``python -m pipeline`` and every stage)
 KIT = clikit.CliKit(extra="builder", user_errors=user_errors, error_lines=(damaged_database,),
                     database=WORKDIR_DB)
 
@@ -149,7 +149,7 @@ def stage_main(
 
 def cli_main(fn: Callable[[], int | None]) -> int:
     """Run a command body with SIGTERM raising, under the exit convention (module doc); also
-    what ``python -m builder`` (and so ``builder run``) runs under."""
+    what ``python -m pipeline`` (and so ``pipeline run``) runs under."""
     return KIT.run(fn)
 
 

@@ -1,10 +1,10 @@
 """Every status a catalog row can hold, one ``StrEnum`` per status column.
 
-The catalog's CHECK constraints (migration ``m0500_status_checks``) allow exactly these values;
+The catalog's CHECK constraints (``builder.migrations``) allow exactly these values;
 ``COLUMNS`` maps each checked ``(table, column)`` to its enum. A ``StrEnum`` member is its
-string (``ItemStatus.KEPT == "kept"``), so members go into SQL parameters and f-strings as
-they are. Adding a value needs a migration that widens the column's CHECK (a test compares
-the two).
+string (``ItemStatus.KEPT == "kept"``); SQL takes it as a parameter, never spelled in the
+query (a test refuses a quoted status in SQL). Adding a value needs a migration that widens
+the column's CHECK (a test compares the two).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``python -m builder export TABLE --out FILE``: one catalog table or view as CSV or parquet."""
+"""``python -m pipeline export TABLE --out FILE``: one catalog table or view as CSV or parquet."""
 
 from __future__ import annotations
 

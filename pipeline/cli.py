@@ -1,4 +1,4 @@
-"""``python -m pipeline`` (alias ``python -m builder``): the state of a build, exports, the runner.
+"""``python -m pipeline``: the state of a build, exports, the runner.
 
 - ``python -m pipeline [status] [--json]``: each stage of ``pipeline.stages.STAGES`` with its
   state (``not run``, ``running``, ``done``, ``failed``, ``interrupted``), the last run's
@@ -29,8 +29,8 @@ from pipeline.status import build_status, format_status
 log = logging.getLogger(__name__)
 
 
-def build_parser(prog: str = "python -m pipeline") -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m pipeline", description=__doc__.split("\n\n")[0])
     add_workdir(p)
     sub = p.add_subparsers(dest="command")
     s = sub.add_parser("status", help="stage states and counts (the default)")
@@ -65,8 +65,8 @@ def _stage_args(specs: list[str]) -> dict[str, list[str]]:
     return extra
 
 
-def main(argv: list[str] | None = None, prog: str = "python -m pipeline") -> int:
-    args = build_parser(prog).parse_args(argv)
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     configure()
 
     def body() -> int:

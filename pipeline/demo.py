@@ -1,8 +1,7 @@
 """The whole 3XCM pipeline in miniature: build a release, load it, train a model with a planted
 bias, score it, and say whether the evaluator found what was planted.
 
-``python -m pipeline.demo [--workdir W] [--real] [--seed S]`` (``python -m builder.demo`` is an
-alias).
+``python -m pipeline.demo [--workdir W] [--real] [--seed S]``.
 
 Default (offline): a small generated world (:mod:`pipeline.demo_world`), a ``folder:`` image
 tree ``world/<concept>/<country>/*.jpg`` over six concepts and all 16 countries, in which four
@@ -292,8 +291,8 @@ def run_demo(workdir: str | Path, real: bool = False, seed: int = 0) -> dict[str
     return out
 
 
-def main(argv: list[str] | None = None, prog: str = "python -m pipeline.demo") -> int:
-    p = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m pipeline.demo", description=__doc__.split("\n\n")[0])
     add_workdir(p, default=DEFAULT_WORKDIR, help=f"demo folder (default {DEFAULT_WORKDIR})")
     p.add_argument("--real", action="store_true",
                    help="real services on a small scope (needs network and GEMINI_API_KEY)")

@@ -72,7 +72,7 @@ def image_row(im: PoolImage, data: bytes) -> dict[str, Any]:
         "image_id": im.image_id,
         "image": {"bytes": data, "path": f"{im.image_id}.{im.ext}"},
         "concept": im.concept, "country": im.country, "query_language": im.query_language,
-        "search_query": im.query_text, "search_rank": im.search_rank, "source_url": im.source_url,
+        "search_query": im.search_query, "search_rank": im.search_rank, "source_url": im.source_url,
         "page_url": im.page_url, "title": im.title, "tags": list(im.tags or ()),
         "sha256": im.sha256, "width": im.width, "height": im.height,
     }
@@ -122,7 +122,7 @@ def provenance_records(cat: Catalog, pool: Pool) -> list[dict[str, Any]]:
     for im in pool.images:
         rec = {"image_id": im.image_id, "sha256": im.sha256, "item_id": im.item_id,
                "concept": im.concept, "country": im.country, "query_language": im.query_language,
-               "search_query": im.query_text, "search_rank": im.search_rank,
+               "search_query": im.search_query, "search_rank": im.search_rank,
                "source_url": im.source_url, "page_url": im.page_url, "title": im.title}
         rec.update({k: v for k, v in rows.get(im.item_id, {}).items() if k != "item_id"})
         rec["reviews"] = reviews.get(im.item_id, [])

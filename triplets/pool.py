@@ -47,7 +47,7 @@ class PoolImage:
     concept: str
     country: str  # ISO 3166-1 alpha-3
     query_language: str  # BCP-47 of the query that found it
-    query_text: str
+    search_query: str  # the search string that found it
     search_rank: int
     source_url: str
     page_url: str | None
@@ -101,7 +101,7 @@ def make_image_id(country: str, concept: str, sha256: str) -> str:
 
 
 _POOL_SQL = """
-SELECT i.item_id, i.concept, i.country, i.language, i.query_text, i.url, i.sha256, i.rank,
+SELECT i.item_id, i.concept, i.country, i.language, i.search_query, i.url, i.sha256, i.rank,
        im.width, im.height, im.ext, sr.page_url, sr.title,
        t.status AS tag_status, t.tags_json
 FROM items i
@@ -143,7 +143,7 @@ def load_pool(cat: Catalog) -> Pool:
                 log.warning("item %s: unknown country %r, left out", r["item_id"], r["country"])
                 continue
         key = (normalize_term(r["concept"]), country, r["sha256"])  # NFC: one identity
-        rank_key = (int(r["rank"]), r["language"], r["query_text"], int(r["item_id"]))
+        rank_key = (int(r["rank"]), r["language"], r["search_query"], int(r["item_id"]))
         if key in best:
             counts["merged_occurrences"] += 1
             if rank_key >= best[key][0]:
@@ -163,7 +163,7 @@ def load_pool(cat: Catalog) -> Pool:
                 concept=concept,
                 country=country,
                 query_language=r["language"],
-                query_text=normalize_term(r["query_text"]),
+                search_query=normalize_term(r["search_query"]),
                 search_rank=int(r["rank"]),
                 source_url=r["url"],
                 page_url=r["page_url"],

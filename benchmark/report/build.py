@@ -10,11 +10,10 @@ from typing import Any
 
 import pandas as pd
 
-from benchmark import __version__
 from benchmark.report import authors, gallery, leaderboard, page, plots
 from benchmark.report.collect import Collection, ReportInputError, collect
 from benchmark.results import model_slug, now_iso
-from core import files
+from core import __version__, files
 
 log = logging.getLogger(__name__)
 

@@ -34,7 +34,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from builder import __version__
 from builder.crawl.netguard import (
     BLOCK_PREFIX,
     DNS_PREFIX,
@@ -46,6 +45,7 @@ from builder.retry import parse_retry_after
 from builder.stagekit import local_failure
 from builder.statuses import DownloadStatus
 from builder.workdir import WorkDir
+from core import __version__
 from core.options import option
 
 log = logging.getLogger(__name__)

@@ -126,14 +126,14 @@ def export_urls(catalog: Catalog, out: Path, include_done: bool = False,
 
     where = "" if include_done else "WHERE i.status='pending' AND i.url NOT IN (SELECT url FROM downloads)"
     rows = catalog.query(
-        "SELECT i.url, i.item_id, i.concept, i.country, i.language, i.rank, i.query_text, "
+        "SELECT i.url, i.item_id, i.concept, i.country, i.language, i.rank, i.search_query, "
         "s.backend, s.region, r.page_url, r.title FROM items i "
         "JOIN searches s ON s.search_id = i.search_id "
         "LEFT JOIN search_results r ON r.search_id = i.search_id AND r.rank = i.rank "
         f"{where} ORDER BY i.item_id")
     seen: set[str] = set()
     cols: dict[str, list[Any]] = {k: [] for k in (
-        "url", "item_id", "concept", "country", "language", "rank", "query_text", "backend",
+        "url", "item_id", "concept", "country", "language", "rank", "search_query", "backend",
         "region", "page_url", "title")}
     for r in rows:
         if r["url"] in seen or not r["url"].startswith(("http://", "https://")) or url_refusal(

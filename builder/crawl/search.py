@@ -69,7 +69,7 @@ class Search:
     country: str
     language: str
     kind: str  # english / native / folder / urls:<language>
-    query_text: str
+    search_query: str
     backend: str
     region: str | None = None
     hits: list[Hit] | None = None  # known up front for folder: and urls: sources
@@ -150,7 +150,7 @@ class DdgsSearch:
             return t.out is None and (not t.no_results or t.n <= self.empty_retries)
 
         def log_retry(t: _Try, attempt: int, delay: float) -> None:
-            log.warning("search %r (%s): %s; retry %d in %.0fs", s.query_text, s.region,
+            log.warning("search %r (%s): %s; retry %d in %.0fs", s.search_query, s.region,
                         t.why, attempt, delay)
 
         count = 0
@@ -189,7 +189,7 @@ class DdgsSearch:
         self.requests += 1
         try:
             raw = DDGS(timeout=self.timeout).images(
-                s.query_text, region=s.region or "wt-wt", safesearch=self.safesearch,
+                s.search_query, region=s.region or "wt-wt", safesearch=self.safesearch,
                 max_results=self.per_query, backend="duckduckgo")
         except (RatelimitException, TimeoutException, DDGSException) as e:
             msg, kind = str(e) or type(e).__name__, type(e).__name__

@@ -169,9 +169,9 @@ def register(catalog: Catalog, searches: list[Search], errors: list[InputError],
     for e in errors:
         log.warning("%s line %s: %s", e.source, e.line, e.reason)
     done = {(r[0], r[1], r[2], r[3]): r[4] for r in catalog.query(
-        "SELECT concept, country, kind, backend, query_text FROM searches")}
+        "SELECT concept, country, kind, backend, search_query FROM searches")}
     changed = [s for s in searches
-               if done.get((s.concept, s.country, s.kind, s.backend), s.query_text) != s.query_text]
+               if done.get((s.concept, s.country, s.kind, s.backend), s.search_query) != s.search_query]
     if changed:
         log.warning("%d queries changed since they were searched; the earlier searches are kept "
                     "(e.g. %s/%s %s)", len(changed), changed[0].concept, changed[0].country,

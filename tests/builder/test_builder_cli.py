@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-import builder.__main__ as cli
+import pipeline.cli as cli
 from builder import queries
 from builder.catalog import Catalog
 from builder.concepts import run_concepts

@@ -165,7 +165,7 @@ def test_fake_gemini_end_to_end_and_no_key_leak(fake, tmp_path, capsys, caplog):
     ]
     assert json.loads(cands[1]["instances_json"])["JPN"] == "Train of Japan"
     cat.close()
-    import builder.__main__ as cli
+    import pipeline.cli as cli
 
     for table in ("stage_runs", "llm_requests", "concepts"):
         for ext in ("csv", "parquet"):

@@ -17,8 +17,8 @@ from builder.crawl.records import add_item
 from builder.crawl.search import Search
 from builder.llm.cache import LLMCache
 from builder.llm.client import GeminiLLM, LLMConfig
-from builder.tagging import stage as tagging
 from builder.tagging import rules
+from builder.tagging import stage as tagging
 from core import datatables, files
 from tests.fakes.gemini import FakeGemini, answer
 from tests.fakes.gemini_batch import FakeBatches
@@ -179,7 +179,7 @@ def test_offline_tags_each_image_with_its_crawl_concepts(world, capsys):
         (r,) = con.execute("SELECT * FROM items WHERE concept='train' AND country='USA' AND"
                            " rank=1").fetchall()
         add_item(con, r["search_id"], r["rank"] + 100,
-                 Search("craft", r["country"], r["language"], "native", r["query_text"], "folder"),
+                 Search("craft", r["country"], r["language"], "native", r["search_query"], "folder"),
                  r["url"] + "#dup", status="ok", sha256=r["sha256"])
     assert tagging.main(["--workdir", str(world.root), "--llm", "offline",
                          "--images-per-request", "5"]) == 0

@@ -228,7 +228,7 @@ def test_cli_sample_prints_summary(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "triplets: 48 from 48 kept images x 1 (seed 9, distinct language on)" in out
     assert cli.main(["sample", "--workdir", str(wd.root), "--seed", "9", "--per-image", "0"]) == 2
-    # as a stage of `python -m builder run`: no command means sample, seed 0 by default
+    # as a stage of `python -m pipeline run`: no command means sample, seed 0 by default
     import triplets
 
     assert triplets.main(["--workdir", str(wd.root)]) == 0
