@@ -30,6 +30,7 @@ import random
 import sqlite3
 from collections import Counter
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import BaseModel, Field
@@ -37,12 +38,12 @@ from tqdm import tqdm
 
 from builder.catalog import Catalog, record_llm_request
 from builder.concept_list import load_curated, normalize_concept
-from builder.llm.client import BaseLLM, LLMResult, add_llm_args, llm_from_args
+from builder.llm.base import BaseLLM, LLMConfig, LLMResult
+from builder.llm.client import llm_for
 from builder.prompts import load_prompt
 from builder.stagekit import (
     StageInputError,
     format_summary,
-    report,
     report_run,
     stage_main,
     stage_parser,
@@ -50,13 +51,31 @@ from builder.stagekit import (
 )
 from builder.statuses import ConceptStatus
 from core import datatables
+from core.clikit import report
 from core.files import atomic_write_text
+from core.options import from_args, group, option
 from core.text import normalize_term
 
 log = logging.getLogger(__name__)
 
 STAGE = "concepts"
 PROMPT_FILE = "prompts/concepts.txt"
+
+
+@dataclass
+class ConceptsConfig:
+    """The stage's flags (``core.options``)."""
+
+    countries: str = option("all or codes/names, comma-separated", "all")
+    rounds: int = option("prompt rounds to merge (default 1)", 1)
+    batch_size: int = option("countries per request", 16)
+    n_concepts: int = option("concepts asked per request", 60)
+    temperature: float = option("sampling temperature", 1.0)
+    curated: str | None = option("curated list file (default data/concepts.txt)", None)
+    no_curated: bool = option("no curated list: generated only", False)
+    export_candidates: str | None = option("write candidates as CSV and exit", None,
+                                           metavar="FILE")
+    llm: LLMConfig = group("LLM", LLMConfig)
 
 
 class CountryInstance(BaseModel):
@@ -348,33 +367,23 @@ def export_candidates(catalog: Catalog, out: str | Path) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = stage_parser("builder.concepts", __doc__)
-    p.add_argument("--countries", default="all", help="all or codes/names, comma-separated")
-    p.add_argument("--rounds", type=int, default=1, help="prompt rounds to merge (default 1)")
-    p.add_argument("--batch-size", type=int, default=16, help="countries per request")
-    p.add_argument("--n-concepts", type=int, default=60, help="concepts asked per request")
-    p.add_argument("--temperature", type=float, default=1.0, help="sampling temperature")
-    cur = p.add_mutually_exclusive_group()
-    cur.add_argument(
-        "--curated", default=None, help="curated list file (default data/concepts.txt)"
-    )
-    cur.add_argument("--no-curated", action="store_true", help="no curated list: generated only")
-    p.add_argument("--export-candidates", metavar="FILE", help="write candidates as CSV and exit")
-    add_llm_args(p)
-    return p
+    return stage_parser("builder.concepts", __doc__, ConceptsConfig)
 
 
 def _cli(args: argparse.Namespace) -> int:
-    countries = datatables.resolve_countries(args.countries)  # bad input before the catalog opens
+    cfg = from_args(ConceptsConfig, args)
+    if cfg.curated is not None and cfg.no_curated:
+        raise StageInputError("give --curated FILE or --no-curated, not both")
+    countries = datatables.resolve_countries(cfg.countries)  # bad input before the catalog opens
     with Catalog.open(args.workdir) as catalog:
-        if args.export_candidates:
-            n = export_candidates(catalog, args.export_candidates)
-            report(f"wrote {n} candidate concepts to {args.export_candidates}")
+        if cfg.export_candidates:
+            n = export_candidates(catalog, cfg.export_candidates)
+            report(f"wrote {n} candidate concepts to {cfg.export_candidates}")
             return 0
-        curated = None if args.no_curated else load_curated(args.curated)
-        llm = llm_from_args(args, catalog.workdir.llm_cache_path)
-        counts = run_concepts(catalog, llm, countries, args.rounds, curated, args.batch_size,
-                              args.n_concepts, args.temperature)
+        curated = None if cfg.no_curated else load_curated(cfg.curated)
+        llm = llm_for(cfg.llm, catalog.workdir.llm_cache_path)
+        counts = run_concepts(catalog, llm, countries, cfg.rounds, curated, cfg.batch_size,
+                              cfg.n_concepts, cfg.temperature)
         report_run(catalog, STAGE)
         if counts["requests_not_ok"]:
             log.warning("%d requests not ok: see llm_requests", counts["requests_not_ok"])

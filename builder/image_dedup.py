@@ -41,15 +41,15 @@ from builder.catalog import Catalog, utcnow
 from builder.stagekit import (
     StageInputError,
     concept_filter,
-    report,
     stage_main,
     stage_parser,
     stage_run,
 )
 from builder.statuses import USABLE_ITEMS, DedupStatus, ItemStatus
 from builder.unionfind import UnionFind
+from core.clikit import report
 from core.errors import DataError
-from core.options import add_options, from_args, option
+from core.options import from_args, option
 
 log = logging.getLogger(__name__)
 
@@ -423,9 +423,8 @@ def _load_model(name: str) -> Any:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = stage_parser("builder.image_dedup", "Near-duplicate groups within each concept.")
-    add_options(p, DedupConfig)
-    return p
+    return stage_parser("builder.image_dedup", "Near-duplicate groups within each concept.",
+                        DedupConfig)
 
 
 def config_from_args(a: argparse.Namespace) -> DedupConfig:

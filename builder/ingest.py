@@ -35,6 +35,7 @@ import tarfile
 from collections import Counter, deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -46,13 +47,27 @@ from builder.crawl.download_records import finalize_duplicates, link_items, reco
 from builder.crawl.netguard import url_refusal
 from builder.crawl.records import add_input_error
 from builder.crawl.search import InputError
-from builder.stagekit import StageInputError, report, stage_main, stage_parser, stage_run
+from builder.stagekit import StageInputError, stage_main, stage_parser, stage_run
 from builder.workdir import WorkDir
+from core.clikit import report
+from core.options import from_args, option
 
 log = logging.getLogger(__name__)
 
 STAGE = "ingest"
 IMAGE_EXTS = ("jpg", "jpeg", "png", "webp", "gif", "bmp", "tif", "tiff")
+
+
+@dataclass
+class IngestConfig:
+    """The stage's flags (``core.options``)."""
+
+    img2dataset: str = option("img2dataset output folder", metavar="DIR")
+    max_bytes: int = option("byte cap per image", 20 * 1024 * 1024)
+    max_pixels: int = option("pixel cap per image", 89_478_485)
+    allow_host: tuple[str, ...] = option(
+        "a non-public address (or localhost) whose images are accepted; exactly what is named, "
+        "as the crawl's --allow-host", (), metavar="HOST")
 
 
 #: img2dataset's error text (urllib's, mostly) -> the crawl's status, first match wins. The
@@ -277,23 +292,18 @@ def _summary(counts: Counter[str]) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = stage_parser("builder.ingest", "Ingest img2dataset output into the catalog.")
-    p.add_argument("--img2dataset", required=True, metavar="DIR", help="img2dataset output folder")
-    p.add_argument("--max-bytes", type=int, default=20 * 1024 * 1024, help="byte cap per image")
-    p.add_argument("--max-pixels", type=int, default=89_478_485, help="pixel cap per image")
-    p.add_argument("--allow-host", action="append", default=[], metavar="HOST",
-                   help="a non-public address (or localhost) whose images are accepted; exactly "
-                        "what is named, as the crawl's --allow-host")
-    return p
+    return stage_parser("builder.ingest", "Ingest img2dataset output into the catalog.",
+                        IngestConfig)
 
 
 def _cli(args: argparse.Namespace) -> int:
-    if args.max_bytes < 1 or args.max_pixels < 1:
+    cfg = from_args(IngestConfig, args)
+    if cfg.max_bytes < 1 or cfg.max_pixels < 1:
         raise StageInputError("--max-bytes and --max-pixels must be at least 1")
-    fetch = FetchConfig(max_bytes=args.max_bytes, max_pixels=args.max_pixels,
-                        allow_hosts=frozenset(h.lower() for h in args.allow_host))
+    fetch = FetchConfig(max_bytes=cfg.max_bytes, max_pixels=cfg.max_pixels,
+                        allow_hosts=frozenset(h.lower() for h in cfg.allow_host))
     with Catalog.open(args.workdir) as catalog:
-        counts = ingest_img2dataset(catalog, Path(args.img2dataset).expanduser(), fetch)
+        counts = ingest_img2dataset(catalog, Path(cfg.img2dataset).expanduser(), fetch)
     report(_summary(Counter(counts)))
     return 0
 

@@ -30,16 +30,11 @@ from typing import Any
 
 from builder.catalog import Catalog, utcnow
 from builder.query_terms import english_term, our_terms, upsert_terms
-from builder.stagekit import (
-    StageInputError,
-    format_summary,
-    report,
-    stage_main,
-    stage_parser,
-    stage_run,
-)
+from builder.stagekit import StageInputError, format_summary, stage_main, stage_parser, stage_run
 from core import datatables, query_table
-from core.text import majority_terms, normalize_term
+from core.clikit import report
+from core.options import from_args, option
+from core.text import majority_terms, normalize_term, same_term
 
 log = logging.getLogger(__name__)
 
@@ -192,10 +187,6 @@ class CountryDiff:
         return self.equal + len(self.differ)
 
 
-def _same(a: str, b: str) -> bool:
-    return normalize_term(a).casefold() == normalize_term(b).casefold()
-
-
 def _pick_dataset(catalog: Catalog, dataset: str | None) -> str:
     have = [r[0] for r in catalog.query(
         "SELECT DISTINCT dataset FROM published_terms ORDER BY dataset")]
@@ -229,7 +220,7 @@ def diff_terms(catalog: Catalog, dataset: str | None = None) -> tuple[str, dict[
                 d.only_ours += mine is not None
             elif mine is None:
                 d.only_theirs.append(concept)
-            elif _same(mine.native_term, their["term"]):
+            elif same_term(mine.native_term, their["term"]):
                 d.equal += 1
             else:
                 d.differ.append((concept, mine.native_term, mine.source, their["term"],
@@ -264,27 +255,40 @@ def format_diff(key: str, diff: dict[str, CountryDiff]) -> str:
     return "\n".join(lines)
 
 
+@dataclass
+class ImportConfig:
+    """``import``'s flags."""
+
+    published: str = option("a published release: local folder (parquet + card) or hub id",
+                            metavar="DATASET")
+    revision: str | None = option("hub revision (commit, tag or branch)", None)
+
+
+@dataclass
+class DiffConfig:
+    """``diff``'s flags."""
+
+    dataset: str | None = option("the imported dataset to compare with (needed when several "
+                                 "were imported)", None)
+
+
+CONFIGS = {"import": ImportConfig, "diff": DiffConfig}
+
+
 def build_parser(command: str) -> argparse.ArgumentParser:
     doc = __doc__.split("\n\n")[1 if command == "import" else 2]
-    p = stage_parser(f"builder.queries {command}", doc)
-    if command == "import":
-        p.add_argument("--published", required=True, metavar="DATASET",
-                       help="a published release: local folder (parquet + card) or hub id")
-        p.add_argument("--revision", help="hub revision (commit, tag or branch)")
-    else:
-        p.add_argument("--dataset", help="the imported dataset to compare with (needed when "
-                                         "several were imported)")
-    return p
+    return stage_parser(f"builder.queries {command}", doc, CONFIGS[command])
 
 
 def _cli(args: argparse.Namespace) -> int:
+    cfg = from_args(CONFIGS[args.command], args)
     with Catalog.open(args.workdir) as catalog:
-        if args.command == "import":
-            import_published(catalog, args.published, args.revision)
+        if isinstance(cfg, ImportConfig):
+            import_published(catalog, cfg.published, cfg.revision)
             run = catalog.last_run(STAGE)
             report(run["summary"] if run is not None else "imported")
         else:
-            report(format_diff(*diff_terms(catalog, args.dataset)))
+            report(format_diff(*diff_terms(catalog, cfg.dataset)))
     return 0
 
 

@@ -19,7 +19,7 @@ native row ``status='failed'`` with the reason (raw text in ``llm_requests``); t
 again. Queries of a concept no longer kept are marked ``status='stale'``.
 
 Beside the stage: ``import --published DATASET`` and ``diff`` (the authors' published terms,
-:mod:`builder.published_terms`), ``migrate-table OLD --out NEW`` (an old per-language table),
+:mod:`builder.published_terms`),
 ``--write-table FILE`` (the catalog's terms in the ``data/queries.csv`` format).
 """
 
@@ -40,7 +40,8 @@ from tqdm import tqdm
 
 from builder.catalog import Catalog, record_llm_request
 from builder.concept_list import load_curated
-from builder.llm.client import BaseLLM, LLMResult, add_llm_args, llm_from_args
+from builder.llm.base import BaseLLM, LLMConfig, LLMResult
+from builder.llm.client import llm_for
 from builder.prompts import load_prompt
 from builder.query_terms import (
     catalog_terms,
@@ -51,10 +52,7 @@ from builder.query_terms import (
 )
 from builder.stagekit import (
     StageInputError,
-    cli_main,
-    configure,
     format_summary,
-    report,
     report_run,
     stage_main,
     stage_parser,
@@ -62,14 +60,27 @@ from builder.stagekit import (
 )
 from builder.statuses import QueryStatus
 from core import datatables, query_table
+from core.clikit import report
+from core.options import from_args, group, option
 
 log = logging.getLogger(__name__)
 
 STAGE = "queries"
 PROMPT = ("queries.txt", ("concept", "definition", "language", "language_name", "countries",
                           "known_terms"))
-SUBCOMMANDS = ("import", "diff", "migrate-table")
+SUBCOMMANDS = ("import", "diff")
 NO_TERM = "offline: no native term"
+
+
+@dataclass
+class QueriesConfig:
+    """The stage's flags (``core.options``)."""
+
+    countries: str = option("all or codes/names, comma-separated", "all")
+    no_table: bool = option("ignore data/queries.csv (ask the LLM)", False)
+    write_table: str | None = option("write the catalog's terms as a data/queries.csv and exit",
+                                     None, metavar="FILE")
+    llm: LLMConfig = group("LLM", LLMConfig)
 
 
 class CountryTerm(BaseModel):
@@ -377,58 +388,27 @@ def write_table(catalog: Catalog, out: str | Path) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = stage_parser("builder.queries", __doc__)
-    p.epilog = ("other commands: import --published DATASET | diff [--dataset D] | "
-                "migrate-table OLD --out NEW (each with --help)")
-    p.add_argument("--countries", default="all", help="all or codes/names, comma-separated")
-    p.add_argument("--no-table", action="store_true", help="ignore data/queries.csv (ask the LLM)")
-    p.add_argument("--write-table", metavar="FILE",
-                   help="write the catalog's terms as a data/queries.csv and exit")
-    add_llm_args(p)
+    p = stage_parser("builder.queries", __doc__, QueriesConfig)
+    p.epilog = "other commands: import --published DATASET | diff [--dataset D] (each with --help)"
     return p
 
 
 def _cli(args: argparse.Namespace) -> int:
-    countries = datatables.resolve_countries(args.countries)  # bad input before the catalog opens
+    cfg = from_args(QueriesConfig, args)
+    countries = datatables.resolve_countries(cfg.countries)  # bad input before the catalog opens
     with Catalog.open(args.workdir) as catalog:
-        if args.write_table:
-            n = write_table(catalog, args.write_table)
-            report(f"wrote {n} query terms to {args.write_table}")
+        if cfg.write_table:
+            n = write_table(catalog, cfg.write_table)
+            report(f"wrote {n} query terms to {cfg.write_table}")
             return 0
-        llm = llm_from_args(args, catalog.workdir.llm_cache_path)
-        run_queries(catalog, llm, countries, use_table=not args.no_table)
+        llm = llm_for(cfg.llm, catalog.workdir.llm_cache_path)
+        run_queries(catalog, llm, countries, use_table=not cfg.no_table)
         report_run(catalog, STAGE)
     return 0
 
 
-def migrate_table(old: str | Path, out: str | Path) -> str:
-    """Convert an old per-language query table to the per-country format; the report line."""
-    if not Path(old).is_file():
-        raise StageInputError(f"migrate-table: no such file {old}")
-    terms, counts = query_table.migrate_old_query_table(old)
-    n = query_table.write_query_table(out, terms)
-    skipped = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()) if k != "migrated")
-    return (f"wrote {n} query terms to {out}" + (f" ({skipped})" if skipped else "")
-            + "; none is reviewed: native speakers review them (python -m annotation push "
-              "--kind queries)")
-
-
-def _migrate_main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="python -m builder.queries migrate-table",
-                                description="convert an old query table (one term per "
-                                            "language, column 'reviewed') to one term per "
-                                            "(concept, country) with the country's locale")
-    p.add_argument("old", help="the old queries.csv")
-    p.add_argument("--out", required=True, help="the new table to write")
-    args = p.parse_args(argv)
-    configure()
-    return cli_main(lambda: report(migrate_table(args.old, args.out)))
-
-
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] == "migrate-table":
-        return _migrate_main(argv[1:])
     if argv and argv[0] in SUBCOMMANDS:
         from builder import published_terms
 

@@ -34,16 +34,8 @@ from typing import Any
 from builder.catalog import Catalog, CatalogError, corrupt_reason
 from builder.statuses import RunStatus
 from core import clikit
-from core.clikit import (  # noqa: F401 - the builder's names for the kit's parts
-    EXIT_INTERRUPTED,
-    EXIT_TERMINATED,
-    EXIT_USER,
-    LOCAL_ERRNOS,
-    OUR_PACKAGES,
-    report,
-    sigterm_raises,
-)
-from core.clikit import Terminated as StageTerminated
+from core.clikit import report
+from core.options import add_options
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +51,7 @@ class StageInputError(ValueError):
 
 def user_errors() -> tuple[type[BaseException], ...]:
     """The exceptions that are one line and exit 2 (imported lazily: ``--help`` stays light)."""
-    from builder.llm.client import LLMSetupError
+    from builder.llm.base import LLMSetupError
     from core.datatables import TableError
 
     return (StageInputError, LLMSetupError, TableError, CatalogError)
@@ -96,12 +88,16 @@ def add_common_args(parser: argparse.ArgumentParser) -> None:
     clikit.add_verbose(parser)
 
 
-def stage_parser(prog: str, doc: str | None) -> argparse.ArgumentParser:
-    """A stage's parser: ``python -m <prog>``, the docstring's first paragraph, common flags."""
+def stage_parser(prog: str, doc: str | None, config: type | None = None
+                 ) -> argparse.ArgumentParser:
+    """A stage's parser: ``python -m <prog>``, the docstring's first paragraph, common flags,
+    and the flags of its ``config`` dataclass (``core.options``)."""
     p = argparse.ArgumentParser(
         prog=f"python -m {prog}", description=(doc or "").split("\n\n")[0] or None
     )
     add_common_args(p)
+    if config is not None:
+        add_options(p, config)
     return p
 
 
@@ -128,7 +124,7 @@ def local_failure(exc: BaseException) -> str | None:
 
 def describe(exc: BaseException) -> str:
     """One line for the run record: what ended the run."""
-    if isinstance(exc, StageTerminated):
+    if isinstance(exc, clikit.Terminated):
         return "SIGTERM"
     if isinstance(exc, KeyboardInterrupt):
         return "KeyboardInterrupt"

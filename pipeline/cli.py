@@ -18,10 +18,10 @@ import logging
 import shlex
 
 from builder.catalog import Catalog
-from builder.stagekit import StageInputError, cli_main, configure, report
+from builder.stagekit import StageInputError, cli_main, configure
 from builder.table_export import export_table
 from builder.workdir import WorkDir, resolve_workdir
-from core.clikit import add_workdir
+from core.clikit import add_workdir, report
 from pipeline.run import run_stages
 from pipeline.stages import STAGES
 from pipeline.status import build_status, format_status

@@ -43,8 +43,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from builder.stagekit import configure, report
-from core.clikit import add_workdir
+from builder.stagekit import configure
+from core.clikit import add_workdir, report
 from core.files import atomic_write_text
 from pipeline.demo_world import DEMO_CONCEPTS, PER_CELL, PLANTED, make_world, training_pairs
 from pipeline.stages import STAGES

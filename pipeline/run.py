@@ -8,7 +8,8 @@ from __future__ import annotations
 import logging
 import shlex
 
-from builder.stagekit import StageInputError, report
+from builder.stagekit import StageInputError
+from core.clikit import report
 from pipeline.stages import STAGES, Stage, names
 
 log = logging.getLogger(__name__)

@@ -10,8 +10,8 @@ published   ``concept_in_native`` of its query image (the authors' own term)    
                                                                                 published layout
 release     the release's own ``query_text`` column                             a release
 table       ``native_term`` of ``data/queries.csv`` for (concept, country)      ``--triplets-csv``
-FILE        a CSV ``concept,country,text`` (or the older ``concept,language,    never (``--queries
-            text``: a term for every country of that language)                 FILE`` names one)
+FILE        a CSV ``concept,country,text`` (or ``concept,language,text``: a    never
+            term for every country of that language)
 ==========  ==================================================================  ===============
 
 Every source becomes a :class:`QueryTable` keyed by (concept, ISO country), each term with
@@ -93,14 +93,10 @@ class QueryTable:
         return t.source
 
 
-def resolve_source(query_source: str | None, queries: Path | None, layout: str) -> tuple[str, Path | None]:
-    """(kind, file) from ``--query-source`` and ``--queries`` for a dataset ``layout``
-    (release / published / authors-csv)."""
+def resolve_source(query_source: str | None, layout: str) -> tuple[str, Path | None]:
+    """(kind, file) from ``--query-source`` for a dataset ``layout`` (release / published /
+    authors-csv)."""
     spec = (query_source or "auto").strip()
-    if queries is not None:
-        if spec not in ("auto", str(queries)):
-            raise DataError(f"--queries {queries} and --query-source {spec} disagree: give one")
-        return "file", Path(queries)
     if spec == "auto":
         return DEFAULT_FOR_LAYOUT[layout], None
     if spec in KINDS:
@@ -130,7 +126,7 @@ def default_table() -> QueryTable:
         path = datatables.data_path("queries.csv")
         rows = query_table.query_terms()
     except datatables.TableError as e:
-        raise DataError(f"no query texts: {e}; pass --queries FILE") from e
+        raise DataError(f"no query texts: {e}; pass --query-source FILE") from e
     if not rows:
         raise DataError(f"{path}: no rows")
     terms = {k: Term(t.native_term, t.source) for k, t in rows.items() if t.native_term.strip()}
@@ -144,7 +140,7 @@ def read_file(path: Path) -> QueryTable:
     """A user's CSV: ``concept,country,text`` (country: ISO code, label or name) or the older
     ``concept,language,text`` (a term for every country of that language); an optional
     ``source`` column gives each term's review status."""
-    what = f"--queries {path}"
+    what = f"--query-source {path}"
     if not path.is_file():
         raise DataError(f"{what}: no such file")
     raw = path.read_bytes()
@@ -295,10 +291,10 @@ def load_table(kind: str, path: Path | None) -> QueryTable:
     return read_file(path) if kind == "file" and path is not None else default_table()
 
 
-def table_for(ds: XCMDataset, query_source: str | None, queries: Path | None) -> QueryTable:
-    """The query texts ``--query-source`` / ``--queries`` choose for ``ds``: the dataset's own
-    (published, release) or a table (``data/queries.csv``, a FILE)."""
-    kind, path = resolve_source(query_source, queries, ds.source_format)
+def table_for(ds: XCMDataset, query_source: str | None) -> QueryTable:
+    """The query texts ``--query-source`` chooses for ``ds``: the dataset's own (published,
+    release) or a table (``data/queries.csv``, a FILE)."""
+    kind, path = resolve_source(query_source, ds.source_format)
     if kind == "published":
         return from_published(ds.image_meta, ds.dataset_id)
     if kind == "release":
@@ -320,12 +316,11 @@ def with_query_table(ds: XCMDataset, table: QueryTable, query_term: str = "own")
     return replace(ds, triplets=tr, query_texts={**provenance(table, tr), **notes})
 
 
-def with_texts(ds: XCMDataset, query_source: str | None, queries: Path | None,
-               query_term: str = "own") -> XCMDataset:
-    """``ds`` with the query texts of the source ``query_source`` / ``queries`` choose applied
+def with_texts(ds: XCMDataset, query_source: str | None, query_term: str = "own") -> XCMDataset:
+    """``ds`` with the query texts of the source ``query_source`` chooses applied
     (:func:`table_for`, :func:`with_query_table`) and checked (rule ``query_text`` of
     :mod:`core.rules`: no triplet left without a text)."""
-    table = table_for(ds, query_source, queries)
+    table = table_for(ds, query_source)
     texted = with_query_table(ds, table, query_term)
     raise_on_violations(query_text_violations(texted.triplets), table.origin)
     return texted

@@ -6,7 +6,7 @@ Thai triplets). Here each triplet keeps its three images and is asked once per q
 L with its concept written in L: the term of the triplet's own country when it speaks L,
 else that of the first country of L in ``data/countries.csv`` order (USA for en, ESP for es,
 PRT for pt) in its generic form (``generic_term`` of ``data/queries.csv``: no country's proper
-name, e.g. *parlamento*, not PRT's *Assembleia da República*), from the query texts ``--query-source`` / ``--queries`` choose
+name, e.g. *parlamento*, not PRT's *Assembleia da República*), from the query texts ``--query-source`` chooses
 (:mod:`benchmark.data.query_texts`; the same default as ``3xcm``).
 ``scores.matrix[L][COUNTRY]`` holds the 3xcm scores of query language L on the triplets whose
 query culture is COUNTRY; ``scores.summary[COUNTRY]`` compares the country's own language
@@ -123,7 +123,7 @@ class XCMMatrix(XCMTextToImage):
         cfg = self.config
         ds = load_xcm(ctx, cfg, with_texts=False)
         langs = parse_languages(cfg.query_languages)
-        table = query_texts.table_for(ds, cfg.query_source, cfg.queries)
+        table = query_texts.table_for(ds, cfg.query_source)
         _, text_for, _, _ = language_plan(table, ds.triplets, langs)
         embed_candidates(ctx, ds)
         embed_texts(ctx, sorted({t for lang in langs for t in text_for[lang]}), "query")
@@ -133,7 +133,7 @@ class XCMMatrix(XCMTextToImage):
         ds = load_xcm(ctx, cfg, with_texts=False)
         tr = ds.triplets
         langs = parse_languages(cfg.query_languages)
-        table = query_texts.table_for(ds, cfg.query_source, cfg.queries)
+        table = query_texts.table_for(ds, cfg.query_source)
         rows_for, text_for, skipped, used = language_plan(table, tr, langs)
         prov = query_texts.provenance(table, used)
         query_texts.warn_unreviewed(prov, ctx.memo)

@@ -55,12 +55,12 @@ from builder.crawl.search import (
 from builder.stagekit import (
     StageInputError,
     concept_filter,
-    report,
     stage_main,
     stage_parser,
     stage_run,
 )
 from core import datatables
+from core.clikit import report
 from core.options import add_options, from_args, option
 
 log = logging.getLogger(__name__)

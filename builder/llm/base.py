@@ -26,6 +26,7 @@ from pydantic import BaseModel, ValidationError
 from builder.catalog import clip_raw
 from builder.llm.cache import LLMCache, cache_key
 from core.files import sha256_bytes, sha256_text
+from core.options import option
 
 log = logging.getLogger(__name__)
 
@@ -63,21 +64,34 @@ class ImagePart:
         return sha256_bytes(self.data)
 
 
+DEFAULT_MODEL = "gemini-2.5-flash"
+DEFAULT_SPEC = f"gemini:{DEFAULT_MODEL}"
+
+
 @dataclass
 class LLMConfig:
-    """Client settings; ``retry_*`` become ``HttpRetryOptions``."""
+    """The client's settings; those with a flag are the ``--llm*`` options of every LLM stage
+    (``core.options``: default and bound declared here once)."""
 
-    rpm: float = 60.0  # requests per minute, client side; 0 = unlimited
-    max_reasks: int = 2  # re-asks after an invalid answer (so at most 1 + max_reasks asks)
+    spec: str = option(f"gemini:MODEL or offline (default {DEFAULT_SPEC})", DEFAULT_SPEC,
+                       flags=("--llm",))
+    rpm: float = option("requests per minute (0 = no limit)", 60.0, flags=("--llm-rpm",),
+                        minimum=0)
+    max_reasks: int = option("re-asks after an invalid answer", 2, flags=("--llm-max-reasks",),
+                             minimum=0)
+    timeout_s: float = option("seconds per HTTP request, all of it: connect, upload, answer",
+                              120.0, flags=("--llm-timeout",), above=0)
+    retries: int = option("HTTP retries on 429/5xx/timeouts: extra attempts after the first "
+                          "(Retry-After honoured)", 5, flags=("--llm-retries",), minimum=0)
+    retry_initial_delay: float = option("first backoff delay (s)", 2.0,
+                                        flags=("--llm-retry-delay",), minimum=0)
+    retry_failed: bool = option("ask again where the cache holds a failure", False,
+                                flags=("--llm-retry-failed",))
     temperature: float = 0.0
-    timeout_s: float = 120.0
-    retry_attempts: int = 6  # HTTP attempts per ask (builder.retry: backoff, Retry-After)
-    retry_initial_delay: float = 2.0
     retry_max_delay: float = 60.0
     max_retry_after: float = 300.0  # a longer server-given wait gives up (a later run asks)
     base_url: str | None = None
     api_version: str | None = None
-    retry_failed: bool = False  # ignore cached validation failures and ask again
 
 
 @dataclass

@@ -126,7 +126,7 @@ class GeminiLLM(BaseLLM):
         from builder.retry import Backoff, call
 
         c = self.config
-        policy = Backoff(max(0, c.retry_attempts - 1), c.retry_initial_delay, c.retry_max_delay,
+        policy = Backoff(c.retries, c.retry_initial_delay, c.retry_max_delay,
                          c.max_retry_after)
 
         def attempt() -> _Call:

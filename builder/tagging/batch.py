@@ -28,7 +28,7 @@ from collections.abc import Callable
 from typing import Any
 
 from builder.catalog import Catalog, utcnow
-from builder.llm.client import LLMRequest, LLMResult, LLMSetupError
+from builder.llm.base import LLMRequest, LLMResult, LLMSetupError
 from builder.llm.gemini import block_reason, response_text, response_tokens
 from builder.tagging.rules import (
     Group,

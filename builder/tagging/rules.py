@@ -26,7 +26,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from builder.catalog import Catalog, clip_raw, utcnow
-from builder.llm.client import BaseLLM, ImagePart
+from builder.llm.base import BaseLLM, ImagePart
 from builder.workdir import WorkDir
 from core.text import normalize_term
 

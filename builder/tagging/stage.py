@@ -42,12 +42,15 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from tqdm.auto import tqdm
 
 from builder.catalog import Catalog
-from builder.llm.client import BaseLLM, OfflineLLM, add_llm_args, llm_from_args
+from builder.llm.base import BaseLLM, LLMConfig
+from builder.llm.client import llm_for
+from builder.llm.offline import OfflineLLM
 from builder.prompts import load_prompt
 from builder.stagekit import (
     StageInputError,
@@ -71,6 +74,7 @@ from builder.tagging.rules import (
     send_estimate,
 )
 from core import datatables
+from core.options import from_args, group, option
 
 log = logging.getLogger(__name__)
 
@@ -321,27 +325,30 @@ def summary(counts: Counter, spec: str) -> str:
     return text
 
 
+@dataclass
+class TaggingConfig:
+    """The stage's flags (``core.options``)."""
+
+    images_per_request: int = option("images in one request, keyed by index (default 8)", 8)
+    workers: int = option("synchronous requests in flight (default 4; the --llm-rpm limit "
+                          "holds)", 4)
+    batch: bool = option("use the Gemini Batch API (asynchronous, half price; resumable)", False)
+    poll_interval: float = option("seconds between batch job polls (default 30)", 30.0)
+    batch_timeout: float = option("stop polling after this many seconds; re-run to pick the "
+                                  "job up", 24 * 3600.0)
+    llm: LLMConfig = group("LLM", LLMConfig)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = stage_parser("builder.tagging.stage", __doc__)
-    p.add_argument("--images-per-request", type=int, default=8,
-                   help="images in one request, keyed by index (default 8)")
-    p.add_argument("--workers", type=int, default=4,
-                   help="synchronous requests in flight (default 4; the --llm-rpm limit holds)")
-    p.add_argument("--batch", action="store_true",
-                   help="use the Gemini Batch API (asynchronous, half price; resumable)")
-    p.add_argument("--poll-interval", type=float, default=30.0,
-                   help="seconds between batch job polls (default 30)")
-    p.add_argument("--batch-timeout", type=float, default=24 * 3600.0,
-                   help="stop polling after this many seconds; re-run to pick the job up")
-    add_llm_args(p)
-    return p
+    return stage_parser("builder.tagging.stage", __doc__, TaggingConfig)
 
 
 def _cli(args: argparse.Namespace) -> int:
+    cfg = from_args(TaggingConfig, args)
     with Catalog.open(args.workdir) as catalog:
-        llm = llm_from_args(args, catalog.workdir.llm_cache_path)
-        counts = run_tagging(catalog, llm, args.images_per_request, args.batch,
-                             args.poll_interval, args.batch_timeout, args.workers)
+        llm = llm_for(cfg.llm, catalog.workdir.llm_cache_path)
+        counts = run_tagging(catalog, llm, cfg.images_per_request, cfg.batch,
+                             cfg.poll_interval, cfg.batch_timeout, cfg.workers)
         report_run(catalog, STAGE)  # its last lines say what is left for a later run
     left = counts.get("batch_pending") or counts.get("stopped_transient") or counts.get(
         "kept_images_transient")

@@ -18,7 +18,7 @@ import pipeline.cli as cli
 from builder import queries
 from builder.catalog import Catalog
 from builder.concepts import run_concepts
-from builder.llm.client import OfflineLLM
+from builder.llm.offline import OfflineLLM
 from builder.workdir import WorkDir
 from core import datatables
 from tests.fakes.gemini import FakeGemini, answer

@@ -11,7 +11,7 @@ import pytest
 from builder import concepts
 from builder.catalog import Catalog
 from builder.concepts import load_curated, normalize_concept, run_concepts
-from builder.llm.client import OfflineLLM
+from builder.llm.offline import OfflineLLM
 from builder.workdir import WorkDir
 from core import datatables, files
 from tests.fakes.gemini import FakeGemini, Request, answer

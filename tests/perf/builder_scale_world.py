@@ -132,7 +132,8 @@ def batch_prep(work: str) -> int:
     from google.genai import types
 
     from builder.catalog import Catalog
-    from builder.llm.client import LLMConfig, make_llm
+    from builder.llm.base import LLMConfig
+    from builder.llm.client import make_llm
     from builder.prompts import load_prompt
     from builder.tagging.rules import Img, TagContext, send_estimate
     from builder.tagging.stage import PROMPT, chunk, concept_list
