@@ -49,7 +49,7 @@ from builder.stagekit import (
     stage_parser,
     stage_run,
 )
-from builder.statuses import ConceptStatus
+from builder.statuses import ConceptStatus, LLMStatus
 from core import datatables
 from core.clikit import report
 from core.files import atomic_write_text
@@ -193,9 +193,9 @@ def run_concepts(
         done = {
             r["item"]
             for r in catalog.query(
-                "SELECT item FROM llm_requests WHERE stage=? AND status='ok' AND llm=?"
+                "SELECT item FROM llm_requests WHERE stage=? AND status=? AND llm=?"
                 " AND prompt_sha=?",
-                (STAGE, llm.spec, prompt_sha),
+                (STAGE, LLMStatus.OK, llm.spec, prompt_sha),
             )
         }
         items = [(r, b) for r in range(1, rounds + 1) for b in batches]
@@ -289,7 +289,7 @@ def _counts(catalog: Catalog, status: Counter) -> dict:
         )
     }
     failed = catalog.query(
-        "SELECT COUNT(*) FROM llm_requests WHERE stage=? AND status!='ok'", (STAGE,)
+        "SELECT COUNT(*) FROM llm_requests WHERE stage=? AND status!=?", (STAGE, LLMStatus.OK)
     )[0][0]
     return {
         "requests": dict(status),

@@ -292,8 +292,8 @@ def _concept_items(catalog: Catalog, concept: str) -> list[Item]:
         f"SELECT i.item_id, i.sha256, i.rank, im.width * im.height AS px FROM items i "
         f"JOIN images im ON im.sha256 = i.sha256 WHERE i.concept=? AND i.status IN ({marks}) "
         f"AND (i.group_id IS NULL OR i.group_id NOT IN "
-        f"(SELECT group_id FROM dedup_groups WHERE status='reviewed')) ORDER BY i.item_id",
-        (concept, *OPEN))
+        f"(SELECT group_id FROM dedup_groups WHERE status=?)) ORDER BY i.item_id",
+        (concept, *OPEN, DedupStatus.REVIEWED))
     return [Item(r["item_id"], r["sha256"], r["rank"], r["px"]) for r in rows]
 
 
@@ -306,9 +306,9 @@ def _drop_missing(catalog: Catalog, items: list[Item]) -> set[int]:
             if not catalog.workdir.image_path(it.sha256, ext.get(it.sha256, "")).is_file()}
     if gone:
         with catalog.tx() as con:
-            con.executemany("UPDATE items SET status='failed', reason=?, updated_at=? "
-                            "WHERE item_id=?", [("image_dedup: stored image file is missing",
-                                                 utcnow(), i) for i in sorted(gone)])
+            con.executemany("UPDATE items SET status=?, reason=?, updated_at=? WHERE item_id=?",
+                            [(ItemStatus.FAILED, "image_dedup: stored image file is missing",
+                              utcnow(), i) for i in sorted(gone)])
     return gone
 
 
@@ -331,10 +331,11 @@ def dedup_concept(catalog: Catalog, concept: str, cfg: DedupConfig, adapter: Any
     now = utcnow()
     with catalog.tx() as con:
         ids = [it.item_id for it in items]
-        con.execute("DELETE FROM dedup_groups WHERE concept=? AND status != 'reviewed'", (concept,))
-        con.executemany("UPDATE items SET status='kept', reason='no near duplicate', "
+        con.execute("DELETE FROM dedup_groups WHERE concept=? AND status != ?",
+                    (concept, DedupStatus.REVIEWED))
+        con.executemany("UPDATE items SET status=?, reason='no near duplicate', "
                         "group_id=NULL, dedup_json=NULL, updated_at=? WHERE item_id=?",
-                        [(now, i) for i in ids])
+                        [(ItemStatus.KEPT, now, i) for i in ids])
         for g in groups:
             ev = {"members": g["members"], "edges": g["edges"],
                   "thresholds": {"phash_distance": cfg.phash_distance, "cosine": cfg.cosine,

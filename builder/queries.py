@@ -58,7 +58,7 @@ from builder.stagekit import (
     stage_parser,
     stage_run,
 )
-from builder.statuses import QueryStatus
+from builder.statuses import ConceptStatus, QueryStatus
 from core import datatables, query_table
 from core.clikit import report
 from core.options import from_args, group, option
@@ -102,7 +102,8 @@ def native_query(term: query_table.QueryTerm, c: datatables.Country) -> str:
 
 
 def target_concepts(catalog: Catalog) -> list[str]:
-    rows = catalog.query("SELECT name FROM concepts WHERE status='kept' ORDER BY name")
+    rows = catalog.query("SELECT name FROM concepts WHERE status=? ORDER BY name",
+                         (ConceptStatus.KEPT,))
     if rows:
         return [r["name"] for r in rows]
     if catalog.query("SELECT COUNT(*) FROM concepts")[0][0]:
@@ -355,21 +356,22 @@ def _mark_stale(catalog: Catalog, concepts: list[str]) -> None:
 
 
 def _counts(catalog: Catalog, groups: int) -> dict:
-    def grouped(sql: str) -> dict:
-        return dict(catalog.query(sql))
+    def grouped(sql: str, *params: str) -> dict:
+        return dict(catalog.query(sql, params))
 
     native = "FROM queries WHERE kind='native'"
+    ok, stale = QueryStatus.OK, QueryStatus.STALE
     return {
         "groups_this_run": groups,
-        "native_ok": catalog.query(f"SELECT COUNT(*) {native} AND status='ok'")[0][0],
-        "native_not_ok": catalog.query(f"SELECT COUNT(*) {native} AND status!='ok'")[0][0],
+        "native_ok": catalog.query(f"SELECT COUNT(*) {native} AND status=?", (ok,))[0][0],
+        "native_not_ok": catalog.query(f"SELECT COUNT(*) {native} AND status!=?", (ok,))[0][0],
         "by_source": grouped(f"SELECT source, COUNT(*) {native} GROUP BY source"),
         "terms_by_source": grouped("SELECT source, COUNT(*) FROM query_terms GROUP BY source"),
-        "by_status": grouped(f"SELECT status, COUNT(*) {native} AND status!='ok' GROUP BY status"),
-        "by_country": grouped(f"SELECT country, COUNT(*) {native} AND status='ok'"
-                              " GROUP BY country"),
+        "by_status": grouped(f"SELECT status, COUNT(*) {native} AND status!=? GROUP BY status", ok),
+        "by_country": grouped(f"SELECT country, COUNT(*) {native} AND status=? GROUP BY country",
+                              ok),
         "not_ok_by_concept": grouped(f"SELECT concept, COUNT(*) {native} AND status NOT IN"
-                                     " ('ok', 'stale') GROUP BY concept"),
+                                     " (?, ?) GROUP BY concept", ok, stale),
     }
 
 
@@ -377,7 +379,8 @@ def write_table(catalog: Catalog, out: str | Path) -> int:
     """Write the catalog's terms (of concepts whose queries are current) in the
     ``data/queries.csv`` format; returns rows."""
     current = {(r[0], r[1]) for r in catalog.query(
-        "SELECT concept, country FROM queries WHERE kind='native' AND status='ok'")}
+        "SELECT concept, country FROM queries WHERE kind='native' AND status=?",
+        (QueryStatus.OK,))}
     try:  # the catalog keeps no generic_term: the shipped row's where the term is the same
         shipped = query_table.query_terms()
     except datatables.TableError:

@@ -36,7 +36,8 @@ QUERY_COLUMNS = [
 ]
 # an older export may lack these; they read as empty
 OPTIONAL_QUERY_COLUMNS = ("generic_term",)
-QUERY_SOURCES = ("generated", "authors", "reviewed")
+REVIEWED = "reviewed"  # the source of a term native speakers reviewed
+QUERY_SOURCES = ("generated", "authors", REVIEWED)
 
 
 @dataclass(frozen=True)
@@ -66,7 +67,7 @@ class QueryTerm:
 
     @property
     def reviewed(self) -> bool:
-        return self.source == "reviewed"
+        return self.source == REVIEWED
 
     def row(self) -> dict[str, str]:
         """The CSV row (``QUERY_COLUMNS``)."""

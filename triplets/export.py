@@ -28,7 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from builder.catalog import Catalog, utcnow
+from builder.statuses import USABLE_ITEMS
 from builder.workdir import WorkDir
+from core import __version__
 from core import release as fmt
 from core.files import (
     FolderNotOursError,
@@ -112,7 +114,7 @@ def provenance_records(cat: Catalog, pool: Pool) -> list[dict[str, Any]]:
         " t.model AS tag_model, t.prompt_sha AS tag_prompt_sha"
         " FROM items i LEFT JOIN searches s ON s.search_id = i.search_id"
         " LEFT JOIN downloads d ON d.url = i.url LEFT JOIN images im ON im.sha256 = i.sha256"
-        " LEFT JOIN tags t ON t.sha256 = i.sha256 WHERE i.status IN ('ok', 'kept')")}
+        " LEFT JOIN tags t ON t.sha256 = i.sha256 WHERE i.status IN (?, ?)", USABLE_ITEMS)}
     reviews: dict[int, list[dict]] = {}
     for r in cat.query("SELECT item_id, kind, annotator, decision FROM reviews WHERE current=1"
                        " AND item_id IS NOT NULL ORDER BY review_id"):
@@ -154,7 +156,7 @@ def export_release(
             sampling["candidate_countries"] = list(candidates)
         numbers = release_numbers(cat, pool, rows, sampling)
         build = {"format": fmt.FORMAT, "format_version": FORMAT_VERSION,
-                 "exported_at": utcnow(), "package_version": _version(),
+                 "exported_at": utcnow(), "package_version": __version__,
                  "git_commit": _git_commit(), "sampling": sampling,
                  "stage_runs": stage_records(cat), "numbers": numbers}
         provenance = provenance_records(cat, pool)
@@ -221,12 +223,6 @@ def _swap_in(tmp: Path, out: Path) -> None:
         install_folder(tmp, out, RELEASE_KIND)
     except FolderNotOursError as e:
         raise ExportError(f"--out {e}") from e
-
-
-def _version() -> str:
-    from builder import __version__
-
-    return __version__
 
 
 def _git_commit() -> str | None:

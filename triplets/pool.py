@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 from builder.catalog import Catalog
 from builder.query_terms import catalog_terms, table_terms
-from builder.statuses import USABLE_ITEMS
+from builder.statuses import USABLE_ITEMS, QueryStatus
 from core import datatables
 from core.text import normalize_term
 
@@ -108,7 +108,7 @@ FROM items i
 JOIN images im ON im.sha256 = i.sha256
 LEFT JOIN search_results sr ON sr.search_id = i.search_id AND sr.rank = i.rank
 LEFT JOIN tags t ON t.sha256 = i.sha256
-WHERE i.status IN ('ok', 'kept') AND i.sha256 IS NOT NULL
+WHERE i.status IN (?, ?) AND i.sha256 IS NOT NULL
 """
 
 
@@ -132,7 +132,7 @@ def load_pool(cat: Catalog) -> Pool:
     counts: Counter = Counter()
     codes = {c.code for c in datatables.countries()}
     best: dict[tuple[str, str, str], tuple] = {}
-    for r in cat.query(_POOL_SQL):
+    for r in cat.query(_POOL_SQL, USABLE_ITEMS):
         counts["kept_items"] += 1
         country = r["country"]
         if country not in codes:
@@ -186,7 +186,7 @@ def load_pool(cat: Catalog) -> Pool:
 def _count_missing_image_rows(cat: Catalog) -> int:
     row = cat.query(
         "SELECT COUNT(*) AS n FROM items i LEFT JOIN images im ON im.sha256 = i.sha256"
-        " WHERE i.status IN ('ok', 'kept') AND i.sha256 IS NOT NULL AND im.sha256 IS NULL"
+        " WHERE i.status IN (?, ?) AND i.sha256 IS NOT NULL AND im.sha256 IS NULL", USABLE_ITEMS
     )
     return int(row[0]["n"])
 
@@ -220,8 +220,8 @@ def load_terms(cat: Catalog) -> dict[tuple[str, str], tuple[str, str, int]]:
                                           int(t.reviewers))
            for k, t in catalog_terms(cat).items() if t.native_term}
     for r in cat.query(
-        "SELECT concept, country, native_term FROM queries WHERE kind='native' AND status='ok'"
-        " AND native_term IS NOT NULL AND native_term != ''"
+        "SELECT concept, country, native_term FROM queries WHERE kind='native' AND status=?"
+        " AND native_term IS NOT NULL AND native_term != ''", (QueryStatus.OK,)
     ):
         out.setdefault((normalize_term(r["concept"]), r["country"]),
                        (normalize_term(r["native_term"]), "generated", 0))

@@ -59,6 +59,7 @@ from builder.stagekit import (
     stage_parser,
     stage_run,
 )
+from builder.statuses import ConceptStatus, QueryStatus, SearchStatus
 from core import datatables
 from core.clikit import report
 from core.options import add_options, from_args, option
@@ -122,11 +123,11 @@ def plan_ddgs(catalog: Catalog, cfg: CrawlConfig) -> list[Search]:
     kinds = list(cfg.languages)
     has_concepts = catalog.query("SELECT COUNT(*) AS n FROM concepts")[0]["n"] > 0
     rows = catalog.query(
-        f"SELECT concept, country, kind, language, text FROM queries WHERE status='ok' "
+        f"SELECT concept, country, kind, language, text FROM queries WHERE status=? "
         f"AND country IN ({','.join('?' * len(codes))}) AND kind IN ({','.join('?' * len(kinds))})"
-        + (" AND concept IN (SELECT name FROM concepts WHERE status='kept')" if has_concepts
-           else "")
-        + " ORDER BY concept, country, kind", (*codes, *kinds))
+        + (" AND concept IN (SELECT name FROM concepts WHERE status=?)" if has_concepts else "")
+        + " ORDER BY concept, country, kind",
+        (QueryStatus.OK, *codes, *kinds, *([ConceptStatus.KEPT] if has_concepts else [])))
     if not rows:
         raise StageInputError("no queries in the catalog for these countries and languages: run "
                          "`python -m builder.queries` first (or use --search folder:PATH / "
@@ -249,7 +250,7 @@ def _none_succeeded(catalog: Catalog, todo: list[tuple[int, Search]],
     ``pending`` and :class:`SearchUnavailable` is raised, whatever the number of queries."""
     if not outcomes or any(o.status not in ("failed", "empty") for _, o in outcomes):
         return
-    if catalog.query("SELECT 1 FROM searches WHERE status='ok' LIMIT 1"):
+    if catalog.query("SELECT 1 FROM searches WHERE status=? LIMIT 1", (SearchStatus.OK,)):
         return  # an earlier run's searches got results: this crawl has something to fetch
     if any(o.status == "empty" and not o.ambiguous for _, o in outcomes):
         return  # a definite "no results" is an answer
@@ -269,8 +270,8 @@ def _stop_searching(catalog: Catalog, streak: list[tuple[int, Outcome]],
     """Put the streak's searches back to ``pending`` (never really answered) and stop
     (``every``: they are all the queries of the run)."""
     with catalog.tx() as con:
-        con.executemany("UPDATE searches SET status='pending' WHERE search_id=?",
-                        [(i,) for i, _ in streak])
+        con.executemany("UPDATE searches SET status=? WHERE search_id=?",
+                        [(SearchStatus.PENDING, i) for i, _ in streak])
     last = streak[-1][1]
     if every:
         raise SearchUnavailable(

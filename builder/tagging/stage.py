@@ -60,7 +60,7 @@ from builder.stagekit import (
     stage_parser,
     stage_run,
 )
-from builder.statuses import USABLE_ITEMS
+from builder.statuses import USABLE_ITEMS, ConceptStatus
 from builder.tagging.rules import (
     REQUEST_BUDGET,
     Group,
@@ -87,7 +87,8 @@ WAIT_NOTE_EVERY = 2.0  # seconds between "waiting on ..." notes on the progress 
 
 def concept_list(cat: Catalog) -> list[str]:
     """The build's concepts: kept catalog concepts (else data/concepts.txt) plus crawl concepts."""
-    kept = [r[0] for r in cat.query("SELECT name FROM concepts WHERE status='kept' ORDER BY name")]
+    kept = [r[0] for r in cat.query("SELECT name FROM concepts WHERE status=? ORDER BY name",
+                                    (ConceptStatus.KEPT,))]
     base = kept or datatables.concepts()
     crawl = [r[0] for r in cat.query("SELECT DISTINCT concept FROM items ORDER BY concept")]
     return sorted(set(base) | set(crawl))
@@ -100,8 +101,8 @@ def images_to_tag(cat: Catalog, retry_failed: bool = False) -> tuple[list[Img], 
         "SELECT i.sha256, im.ext, im.format, i.concept, MIN(i.rank) AS best, t.status AS tstatus"
         " FROM items i JOIN images im ON im.sha256 = i.sha256"
         " LEFT JOIN tags t ON t.sha256 = i.sha256"
-        " WHERE i.status IN ('ok', 'kept') AND i.sha256 IS NOT NULL"
-        " GROUP BY i.sha256, i.concept ORDER BY i.sha256, best, i.concept"
+        " WHERE i.status IN (?, ?) AND i.sha256 IS NOT NULL"
+        " GROUP BY i.sha256, i.concept ORDER BY i.sha256, best, i.concept", USABLE_ITEMS
     )
     by_sha: dict[str, tuple[Img, str | None]] = {}
     for r in rows:
@@ -299,8 +300,8 @@ def final_counts(cat: Catalog) -> dict[str, int]:
     out: dict[str, int] = {}
     for r in cat.query(
         "SELECT COALESCE(t.status, 'untagged') AS s, COUNT(DISTINCT i.sha256) AS n FROM items i"
-        " LEFT JOIN tags t ON t.sha256 = i.sha256 WHERE i.status IN ('ok', 'kept')"
-        " AND i.sha256 IS NOT NULL GROUP BY s"
+        " LEFT JOIN tags t ON t.sha256 = i.sha256 WHERE i.status IN (?, ?)"
+        " AND i.sha256 IS NOT NULL GROUP BY s", USABLE_ITEMS
     ):
         out[f"kept_images_{r['s']}"] = int(r["n"])
     return out
