@@ -105,7 +105,7 @@ def sanitize(obj: Any) -> Any:
     return obj
 
 
-#: the kind in the marker of a results folder (see core.files.own_folder): ``run``,
+#: the kind in the marker of a results folder (see core.files.claim): ``run``,
 #: ``analyze`` and ``reproduce`` write only into a new or empty folder or one marked so
 RESULTS_KIND = "3xcm-results"
 

@@ -173,7 +173,7 @@ def read_marker(path: str | os.PathLike[str]) -> dict | None:
     return obj
 
 
-def claim_folder(path: str | os.PathLike[str], kind: str) -> dict | None:
+def may_write_into(path: str | os.PathLike[str], kind: str) -> dict | None:
     """May we write into ``path``? Yes when it is absent or empty (returns None) or holds our
     marker of ``kind`` (returns it); otherwise :class:`FolderNotOursError`."""
     path = Path(path)
@@ -191,12 +191,12 @@ def claim_folder(path: str | os.PathLike[str], kind: str) -> dict | None:
     return None
 
 
-def own_folder(path: str | os.PathLike[str], kind: str) -> Path:
+def claim(path: str | os.PathLike[str], kind: str) -> Path:
     """Claim ``path`` for a command of ``kind`` that writes files into it one by one (results,
-    reproduce): :func:`claim_folder`, then create it and leave our (empty) marker at once, so
+    reproduce): :func:`may_write_into`, then create it and leave our (empty) marker at once, so
     that the next run, or a process started beside this one, finds the folder ours."""
     path = Path(path)
-    if claim_folder(path, kind) is None:
+    if may_write_into(path, kind) is None:
         path.mkdir(parents=True, exist_ok=True)
         if read_marker(path) is None:
             _write_marker(path, kind, {})
@@ -220,12 +220,12 @@ def install_folder(tmp: str | os.PathLike[str], out: str | os.PathLike[str], kin
     ``out`` is swapped in whole; one with our marker of ``kind`` is updated in place: our
     previous files are replaced or removed, every file we did not write is left untouched."""
     tmp, out = Path(tmp), Path(out)
-    old = claim_folder(out, kind)
+    old = may_write_into(out, kind)
     files = _manifest(tmp)
     if old is None:
         fingerprint = _write_marker(tmp, kind, files)
         if out.exists():
-            out.rmdir()  # claim_folder saw it empty
+            out.rmdir()  # may_write_into saw it empty
         tmp.rename(out)
         return fingerprint
     # first claim the union, so that an interrupted update leaves nothing orphaned

@@ -1,5 +1,7 @@
 """The query table ``data/queries.csv`` (docs/queries.md): one term per (concept, country), in
 the country's locale, read through :mod:`core.datatables` (countries, concepts, the data folder).
+The texts one evaluation scores, from this table or any other source, are
+``benchmark.data.query_texts.QueryTexts``.
 
 :data:`QUERY_COLUMNS`, :class:`QueryTerm`, the one reader :func:`read_query_table` and the
 one writer :func:`write_query_table` (also for exports of reviewed terms);

@@ -23,6 +23,7 @@ from typing import Any
 import pandas as pd
 
 from core import files
+from core.build_record import check_written
 from core.errors import DataError
 
 FORMAT = "3xcm-release"
@@ -126,6 +127,7 @@ def write_metadata(folder: Path, card: str, build: dict[str, Any], licence: str)
     """The card, ``build.json`` (``format`` and ``format_version`` set here) and the licence."""
     folder = Path(folder)
     build = {**build, "format": FORMAT, "format_version": FORMAT_VERSION}
+    check_written(build)
     files.atomic_write_text(folder / "README.md", card)
     files.atomic_write_text(folder / LICENSE_FILE, licence)
     files.atomic_write_text(folder / "build.json", json.dumps(

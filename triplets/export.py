@@ -35,8 +35,8 @@ from core import release as fmt
 from core.files import (
     FolderNotOursError,
     atomic_write_text,
-    claim_folder,
     install_folder,
+    may_write_into,
     sha256_bytes,
 )
 from triplets.card import card_text, front_matter, licence_text
@@ -211,7 +211,7 @@ RELEASE_KIND = "3xcm-release"
 
 def _claim(out: Path) -> None:
     try:
-        claim_folder(out, RELEASE_KIND)
+        may_write_into(out, RELEASE_KIND)
     except FolderNotOursError as e:
         raise ExportError(f"--out {e}") from e
 

@@ -150,7 +150,7 @@ def leaderboard_part(col: Collection) -> tuple[list[str], list[tuple[str, str]]]
     return md, sections
 
 
-#: the kind in the marker of a report folder (see core.files.claim_folder)
+#: the kind in the marker of a report folder (see core.files.may_write_into)
 REPORT_KIND = "3xcm-report"
 
 
@@ -185,7 +185,7 @@ def build_report(paths: list[Path], output: Path, authors_folder: Path | None = 
     if not col.results:
         raise ReportInputError(f"no results files found under {', '.join(map(str, paths))}")
     try:  # a folder a user names: new, empty, or one a report was written to
-        files.claim_folder(output, REPORT_KIND)
+        files.may_write_into(output, REPORT_KIND)
     except files.FolderNotOursError as e:
         raise ReportInputError(f"--output {e}") from e
     output.mkdir(parents=True, exist_ok=True)

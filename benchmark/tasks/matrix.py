@@ -75,7 +75,7 @@ def parse_languages(spec: str | None) -> list[str]:
 
 
 def language_plan(
-    table: query_texts.QueryTable, tr: Any, langs: list[str],
+    table: query_texts.QueryTexts, tr: Any, langs: list[str],
 ) -> tuple[dict[str, np.ndarray], dict[str, list[str]], dict[str, Any], set[tuple[str, str]]]:
     """Per query language: the rows that have a term in it, their texts, the skipped
     triplets and concepts; and every (concept, country) key of a term used."""
