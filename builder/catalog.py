@@ -1,18 +1,11 @@
 """The catalog: ``catalog.sqlite`` in the work dir, the single source of truth of a build.
 
-SQLite in WAL mode, schema versioned by ``builder.migrations`` (``PRAGMA user_version``).
-Stages record each run in ``stage_runs`` (parameters, fingerprint, counts, summary, usage,
-package version, start/end) through :meth:`Catalog.start_run` / :meth:`Catalog.finish_run`.
-Writes go through short transactions (``with catalog.tx() as con``) so a kill at any moment
-leaves a consistent catalog that the next run resumes from.
-
-Opening is safe under concurrency and refuses what is not a catalog: a new catalog is built
-(migrated) under a temporary name and linked into place, so no process ever sees a half-made
-one, and a 0-byte ``catalog.sqlite`` is never a new build but an error; migrations of an
-existing catalog run under ``BEGIN IMMEDIATE`` and re-read the version inside the transaction,
-so concurrent runs apply each migration once. A file that is not a SQLite database (or a
-damaged one) is one :class:`CatalogError` line naming the file, not a sqlite traceback.
-"""
+SQLite in WAL mode, schema by ``builder.migrations`` (``PRAGMA user_version``). Stages record
+each run in ``stage_runs`` (:meth:`Catalog.start_run` / :meth:`Catalog.finish_run`); writes go
+through short transactions (``with catalog.tx() as con``), so a kill leaves a consistent
+catalog the next run resumes from. A new catalog is built under a temporary name and linked into
+place (no process sees a half-made one); a file that is not a usable catalog (0 bytes, not
+SQLite, damaged, newer) is one :class:`CatalogError` line naming it."""
 
 from __future__ import annotations
 

@@ -1,23 +1,6 @@
-"""Stage ``concept_dedup``: merge near-synonymous concepts by BGE-M3 cosine similarity.
-
-``python -m builder.concept_dedup --threshold 0.92``: every concept in the catalog is embedded
-(BGE-M3 dense, float32, L2-normalised; ``--embedder hash`` is the test fake), two concepts whose
-cosine is >= the threshold are linked, and the connected components of those links (union-find)
-are the clusters. In each cluster:
-
-- curated concepts are all kept (the curated list is authoritative); every other member is
-  merged into the curated member it is most similar to;
-- without a curated member, the representative is the most frequent concept (most
-  per-country instances over all rounds; ties: shorter name, then alphabetical) and the others
-  are merged into it.
-
-A merged concept gets ``status='merged'``, ``merged_into`` and ``similarity`` (its cosine to the
-concept it was merged into; in a chain a~b~c that can be below the threshold: the link that
-joined it is in the report). When a curated list is in force, a cluster with no curated member
-is ``dropped`` (reason ``not in the curated list``) unless ``--keep-uncurated``. The whole
-decision is written in one transaction, so a kill leaves the previous state and a re-run
-recomputes the same result. ``exports/concept_merges.csv`` lists every merged pair.
-"""
+"""Stage ``concept_dedup``: merge near-synonymous concepts (BGE-M3 cosine >= ``--threshold``,
+union-find clusters; curated names are kept) in one transaction; ``exports/concept_merges.csv``
+lists every merge. docs/builder.md, "Stage concept_dedup"."""
 
 from __future__ import annotations
 

@@ -1,23 +1,6 @@
-"""Stage ``concepts``: ask the LLM for culturally distinctive concepts with per-country instances.
-
-``python -m builder.concepts --countries all --rounds N`` sends the concept prompt
-(``data/prompts/concepts.txt``, after the paper's Appendix A; its sha256 goes into the stage-run
-record and the cache key) once per round and batch of countries, and stores every candidate
-concept with its per-country instance (``concepts``, ``concept_instances``). Rounds are merged
-by concept name (normalised: lower case, single spaces). The answer is the paper's mapping
-``{concept: {country: instance}}``; Gemini's Developer API cannot constrain free-form object
-keys, so the response schema writes it as a list of ``{concept, instances: [{country,
-instance}]}`` and the stage turns it back into the mapping. An answer naming a country outside
-the requested batch is re-asked, then recorded as failed with its raw text (``llm_requests``).
-
-The curated list (``data/concepts.txt`` by default, ``--curated FILE`` to replace it,
-``--no-curated`` to build from generated concepts alone) is added with ``source='curated'``;
-concept dedup keeps curated names. ``--export-candidates FILE`` writes the candidates (with
-counts and instances) as CSV for a person to curate.
-
-Offline (``--llm offline``): for each round and batch, a deterministic sample (seeded by round
-and countries) of the curated list, each with the instance ``"<concept> in <country name>"``.
-"""
+"""Stage ``concepts``: the LLM's culturally distinctive concepts with an instance per country
+(prompt ``data/prompts/concepts.txt``, rounds x batches of countries), plus the curated list;
+``--export-candidates`` for a person to curate. docs/builder.md, "Stage concepts"."""
 
 from __future__ import annotations
 
@@ -59,7 +42,6 @@ from core.text import normalize_term
 log = logging.getLogger(__name__)
 
 STAGE = "concepts"
-PROMPT_FILE = "prompts/concepts.txt"
 
 
 @dataclass

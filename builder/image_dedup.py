@@ -1,28 +1,6 @@
-"""Stage ``image_dedup``: near-duplicate groups within each concept.
-
-``python -m builder.image_dedup [--phash-distance 4] [--cosine 0.95] [--review-cosine 0.90]
-[--model clip-l14] [--concepts all|LIST] [--workdir W]``
-
-Per concept, over the downloaded items (``items`` with an image):
-
-1. perceptual hashes (imagehash ``phash``, 64 bits, cached in ``images.phash``): Hamming
-   distance <= ``--phash-distance`` links near-exact copies (re-encodings, resizes);
-2. image embeddings from any registered model (``--model``; loaded through
-   ``benchmark.registry.load_model``, batched, on the GPU when present, cached in the
-   evaluator's embedding cache, so a re-run does no model work): cosine >= ``--cosine`` links
-   near duplicates; ``--review-cosine`` <= cosine < ``--cosine`` is the review band;
-3. the pairwise search runs in blocks of rows (phash XOR + popcount, and a matrix product), so
-   memory stays bounded by ``--block-elements`` whatever the concept's size;
-4. union-find: the automatic links form groups; in each, one item is kept (largest resolution,
-   then best raw search rank, then lowest item id) and the others become ``near_duplicate``
-   (``duplicate`` when the bytes are identical) with the group id and the evidence (phash
-   distance, cosine to the kept item). Groups joined by a review-band link become
-   ``needs_review`` (their representatives wait for the Label Studio review); every other item
-   is ``kept``.
-
-Each concept is rewritten in one transaction, so a kill loses at most the concept in flight,
-and a re-run gives the same statuses. Groups already ``reviewed`` are left alone.
-"""
+"""Stage ``image_dedup``: near-duplicate groups within each concept, from perceptual hashes and
+image embeddings (any registered model, cached), searched in bounded blocks and joined by
+union-find; one transaction per concept, reviewed groups left alone. docs/crawl.md."""
 
 from __future__ import annotations
 

@@ -1,28 +1,6 @@
-"""img2dataset interop: ingest img2dataset's output into the catalog with the crawl's
-validation and provenance.
-
-``python -m builder.ingest --img2dataset DIR [--allow-host HOST] [--workdir W]``
-
-For crawls too large for one machine: ``python -m builder.crawl --export-urls urls.parquet``
-writes the pending URLs; img2dataset (Spark / Ray / multiprocessing) downloads them with
-re-encoding off, so the stored bytes are the served bytes (docs/crawl.md has the commands)::
-
-    img2dataset --url_list urls.parquet --input_format parquet --url_col url \\
-        --save_additional_columns '["item_id","concept","country","language","rank"]' \\
-        --disable_all_reencoding True --output_format files --output_folder DIR
-
-and this command brings the result back. It reads every shard's metadata (``DIR/NNNNN.parquet``,
-or the ``.json`` sidecars when the parquet is missing) and takes the bytes from the ``files``
-layout (``DIR/NNNNN/<key>.<ext>``), the ``parquet`` layout (a ``jpg``/``png``/``webp`` column)
-or the ``webdataset`` layout (``DIR/NNNNN.tar``). The bytes go through the same checks as a
-download (byte cap, Pillow decode under the pixel cap, content-addressed atomic store), each
-URL gets one status and reason (img2dataset's errors map to the built-in downloader's
-statuses), and URLs already in ``downloads`` are skipped (idempotent). img2dataset has no
-address guard: a URL whose host is a non-public address literal (or ``localhost``) is
-``blocked_host`` unless ``--allow-host`` names it. Resized or re-encoded images (img2dataset's
-defaults) are accepted, and their reason says so (the sha256 img2dataset computed of the
-served bytes differs from the stored one).
-"""
+"""img2dataset interop: its output (files, parquet or webdataset shards) into the catalog
+through the crawl's checks, address guard and statuses; idempotent. docs/crawl.md, "More than
+one machine: img2dataset"."""
 
 from __future__ import annotations
 

@@ -1,21 +1,11 @@
-"""The authors' published query terms beside ours: ``import --published`` and ``diff``.
+"""The authors' published query terms beside ours.
 
-``python -m builder.queries import --published DATASET [--revision R]`` reads the config
-``image_metadata`` of a published 3XCM release (a local folder of parquet shards + a dataset
-card, or a hub id; ``datasets.load_dataset``, only the columns ``concept``,
-``concept_in_native`` and ``country``) and stores per (concept, country) the authors' term in
-``published_terms``. Their countries are names ("Argentina"), mapped through
-``core.datatables.country``; a row of an unknown country or with an empty term is counted and
-left out. The images of one (concept, country) may carry different terms: the majority is
-stored (a tie goes to the term that sorts first), with how many images carry it, and the
-import's summary lists every (concept, country) whose images disagree. Where we have no term
-(none in the catalog, none in ``data/queries.csv``) the authors' term also goes into
-``query_terms`` with ``source=authors``. Importing a dataset again replaces its terms.
+``python -m builder.queries import --published DATASET [--revision R]`` stores per (concept,
+country) the majority of the authors' ``concept_in_native`` (of a published release's
+``image_metadata``) in ``published_terms``, and in ``query_terms`` where we have no term.
 
-``python -m builder.queries diff [--dataset D]`` prints, per country, how many of our terms
-(the rule of :mod:`builder.query_terms`, ``authors`` terms left out) equal theirs (after Unicode
-NFC, case folding and collapsing spaces) and lists the others side by side.
-"""
+``python -m builder.queries diff [--dataset D]`` prints per country how many of our terms equal
+theirs and lists the others side by side (docs/queries.md)."""
 
 from __future__ import annotations
 

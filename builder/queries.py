@@ -1,27 +1,7 @@
-"""Stage ``queries``: the text query of every kept concept in every country, and its searches.
-
-For every kept concept (``concepts.status='kept'``; with no concepts in the catalog, the curated
-list ``data/concepts.txt``) and every chosen country the stage decides ONE term, kept in the
-catalog's ``query_terms``: the concept as people of that country type it, in the country's
-locale (es-AR is not es-ES, pt-PT is not pt-BR), with an English search term beside it. The
-rule (:mod:`builder.query_terms`): a reviewed term in the catalog, else the row of
-``data/queries.csv``, else an earlier term in the catalog (generated, or the authors' from
-``import --published``), else the LLM: one structured, cached request per (concept, language)
-for the countries still without a term (prompt ``data/prompts/queries.txt``), answered per
-country, so countries sharing a language get their own word where usage differs. ``--llm
-offline`` answers with the term of another country of that language, else the English label
-(reason ``offline: no native term``).
-
-Each term gives two rows of ``queries`` for the crawl: ``english`` (``"<english_term> <country
-name>"``, the paper's "train Japan") and ``native`` (``"<native_term> <country name in its
-language>"``), both carrying ``native_term``, 3XCM's text query. A failed request leaves the
-native row ``status='failed'`` with the reason (raw text in ``llm_requests``); the next run asks
-again. Queries of a concept no longer kept are marked ``status='stale'``.
-
-Beside the stage: ``import --published DATASET`` and ``diff`` (the authors' published terms,
-:mod:`builder.published_terms`),
-``--write-table FILE`` (the catalog's terms in the ``data/queries.csv`` format).
-"""
+"""Stage ``queries``: the text query of every kept concept in every country (one term per
+concept and country, :mod:`builder.query_terms`'s rule), and its english and native search
+queries; beside it ``import``/``diff`` (:mod:`builder.published_terms`) and ``--write-table``.
+docs/builder.md, "Stage queries"."""
 
 from __future__ import annotations
 

@@ -1,25 +1,8 @@
-"""The stage kit: what every builder stage shares, in one place.
-
-- Flags: :func:`stage_parser` gives every stage ``--workdir`` and ``-v``.
-- The main body: :func:`stage_main` parses the flags, configures logging once per process
-  (``core.logs``, so in ``python -m pipeline run`` every stage logs the same way) and runs
-  the stage under :data:`KIT`, the builder's use of the one CLI kit (``core.clikit``, the
-  same exit convention as the other three CLIs): 0 done; 2 with one line on stderr for what the
-  user must fix (:func:`user_errors`: bad input, a missing credential, an unreachable service,
-  an unusable catalog; a damaged work-dir database; also what the stage cannot do on this
-  machine: a full or read-only disk) and for a missing optional library ("install the builder
-  extra ..."); 130 after Ctrl-C and 143 after SIGTERM (one line: run the same command again to
-  resume). Any other exception is our bug: ``internal error`` is logged and it propagates with
-  its traceback. ``python -m pipeline`` runs under the same :func:`cli_main`, so in
-  ``pipeline run`` SIGTERM also reaches the ``review`` and ``triplets`` entry points.
-- The run record: a stage's library function wraps its work in :func:`stage_run`; the record
-  ends ``done``, ``interrupted`` (Ctrl-C, SIGTERM) or ``failed`` (any other exception: the
-  first line of the summary says ``failed: <error>``). A run killed with SIGKILL stays
-  ``running`` until ``pipeline status`` or the next run finds its process gone (PID, host and
-  start time in the record: :mod:`builder.liveness`); the next run resumes from the catalog.
-- Output: :func:`report` is the one place a stage writes its own report (stdout) or its one
-  error line (stderr); everything else logs.
-"""
+"""The stage kit: what every builder stage shares. :func:`stage_parser` (``--workdir``, ``-v``
+and the stage's config dataclass), :func:`stage_main` (logging once per process, the exit
+convention of ``core.clikit`` through :data:`KIT`: 2 and one line for what the user must fix
+or a missing library, 130/143 after Ctrl-C/SIGTERM), :func:`stage_run` (the run record ends
+``done``, ``interrupted`` or ``failed``; a killed run is found by :mod:`builder.liveness`)."""
 
 from __future__ import annotations
 
@@ -39,7 +22,6 @@ from core.options import add_options
 
 log = logging.getLogger(__name__)
 
-BUILDER_EXTRA = "pip install -e '.[builder]'"
 NOISY_LOGGERS = ("httpx", "httpcore", "primp")  # a line per HTTP request
 WORKDIR_DB = "the work dir's database"
 
@@ -83,11 +65,6 @@ def concept_filter(spec: str, flag: str = "--concepts") -> set[str] | None:
     return names
 
 
-def add_common_args(parser: argparse.ArgumentParser) -> None:
-    clikit.add_workdir(parser)
-    clikit.add_verbose(parser)
-
-
 def stage_parser(prog: str, doc: str | None, config: type | None = None
                  ) -> argparse.ArgumentParser:
     """A stage's parser: ``python -m <prog>``, the docstring's first paragraph, common flags,
@@ -95,7 +72,8 @@ def stage_parser(prog: str, doc: str | None, config: type | None = None
     p = argparse.ArgumentParser(
         prog=f"python -m {prog}", description=(doc or "").split("\n\n")[0] or None
     )
-    add_common_args(p)
+    clikit.add_workdir(p)
+    clikit.add_verbose(p)
     if config is not None:
         add_options(p, config)
     return p
@@ -111,11 +89,6 @@ def configure(verbose: bool = False) -> None:
 
 
 # -- errors ----------------------------------------------------------------------------------
-def missing_library(exc: BaseException) -> str | None:
-    """The install line when ``exc`` is a missing third-party module, else None."""
-    return clikit.missing_library(exc, "builder")
-
-
 def local_failure(exc: BaseException) -> str | None:
     """One line when ``exc`` is a failure of this machine (a full or read-only disk, no write
     permission, out of file handles: what stops a stage, never an item's fault), else None."""
@@ -128,7 +101,7 @@ def describe(exc: BaseException) -> str:
         return "SIGTERM"
     if isinstance(exc, KeyboardInterrupt):
         return "KeyboardInterrupt"
-    text = missing_library(exc) or f"{type(exc).__name__}: {exc}"
+    text = clikit.missing_library(exc, "builder") or f"{type(exc).__name__}: {exc}"
     text = " ".join(text.split())
     return text if len(text) <= 500 else text[:497] + "..."
 

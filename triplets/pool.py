@@ -1,21 +1,7 @@
-"""The image pool the sampler draws from: the kept images of a work dir's catalog.
-
-An *image* of the pool is one (concept, country, sha256): ``items`` holds one row per search
-occurrence, so the same picture found by the English and the native query of one concept and
-country is one pool image (the occurrence with the best search rank represents it). The same
-bytes found for two concepts or two countries are two pool images; the sampler never puts two
-images with equal bytes into one triplet.
-
-**Kept** (the rule every part of ``triplets`` uses): ``items.status`` is ``ok`` (downloaded,
-decoded, not flagged by image dedup) or ``kept`` (a human review kept it), the item has a
-``sha256`` and an ``images`` row. Everything else (``pending``, ``failed``, ``duplicate``,
-``near_duplicate``, ``needs_review``, ``removed``) is out of the release.
-
-**Tags** come from the ``tags`` table (status ``ok``, a JSON list of concepts in priority
-order). An image without valid tags stays in the pool (it can be an anchor or a semantic
-candidate) but can never be a cultural or non-relevant candidate: nothing proves it does not
-show the query concept. The loader counts such images.
-"""
+"""The image pool the sampler draws from: the kept images of a work dir's catalog, one per
+(concept, country, sha256) (its best-ranked search occurrence). **Kept** is the rule every part
+of ``triplets`` uses: ``items.status`` ``ok`` or ``kept`` with an image row. An image without
+valid tags stays in the pool but is never a cultural or non-relevant candidate."""
 
 from __future__ import annotations
 
@@ -34,7 +20,6 @@ from core.text import normalize_term
 
 log = logging.getLogger(__name__)
 
-KEPT_STATUSES = USABLE_ITEMS
 
 
 @dataclass(frozen=True)

@@ -1,28 +1,9 @@
-"""Seeded, balanced sampling of 3XCM triplets from the kept, tagged image pool.
-
-Every kept image of concept ``c`` and country ``k`` anchors ``per_image`` triplets whose query
-is ``c`` in ``k``'s native language (its native term). Candidates:
-
-- semantic: an image of ``c`` from another country (with ``distinct_language``, the default,
-  also of another language: USA/UK/AUS share English, ESP/ARG Spanish, PRT/BRA Portuguese);
-- cultural: an image of ``k``, of another concept, with valid tags that do not include ``c``;
-- non-relevant: an image of neither ``c`` nor ``k``, with valid tags that do not include ``c``.
-No triplet holds two images with the same bytes. With ``candidate_countries`` (a controlled
-design), the semantic and non-relevant candidates come only from those countries: the cultural
-candidate is then the one image of the query's country, and the other two are drawn from a
-fixed set (e.g. countries known to carry no planted association, as in ``python -m
-pipeline.demo``).
-
-Balance: each role draws from a rotation (least recently used first) that starts interleaved
-over countries and concepts (round robin, seeded order). A drawn image moves to the back, so no
-image is reused in a role before every eligible image of that role was used once, and the
-draws spread evenly over countries and concepts. Anchors are processed in a seeded order.
-A repair pass (:func:`rebalance`) then moves a candidate that serves a role at least twice more
-often than an eligible alternative to the least-used alternative.
-
-Determinism: the pool is sorted by image id, every random choice comes from a generator seeded
-by sha256 of (seed, purpose), so the same catalog and seed give the same triplets, byte for byte.
-"""
+"""Seeded, balanced sampling of 3XCM triplets from the kept, tagged image pool
+(docs/release.md, "sample"): each kept image anchors ``per_image`` triplets; its semantic,
+cultural and non-relevant candidates come from least-recently-used rotations interleaved over
+countries and concepts, then a repair pass (:func:`rebalance`) evens out over-used candidates.
+Every random choice comes from a generator seeded by sha256 of (seed, purpose): the same
+catalog and seed give the same triplets, byte for byte."""
 
 from __future__ import annotations
 
@@ -101,8 +82,7 @@ class Triplet:
     non_relevant_item_id: int = 0
 
     def release_row(self) -> dict[str, str]:
-        d = asdict(self)
-        return {k: d[k] for k in TRIPLET_COLUMNS}
+        return {k: getattr(self, k) for k in TRIPLET_COLUMNS}
 
 
 @dataclass
@@ -199,16 +179,19 @@ def sample_triplets(pool: Pool, cfg: SampleConfig) -> SampleResult:
                 used[a.image_id].update(
                     (t.semantic_image_id, t.cultural_image_id, t.non_relevant_image_id))
     out, counts["rebalanced_candidates"] = rebalance(out, pool, cfg, lang)
-    out.sort(key=lambda t: release_order(t.query_country, t.query_concept, t.triplet_id))
+    order = release_order()
+    out.sort(key=lambda t: order(t.query_country, t.query_concept, t.triplet_id))
     counts["triplets"] = len(out)
     counts["anchors"] = len(anchors)
     return SampleResult(out, counts, balance_stats(out, pool))
 
 
-def release_order(country: str, concept: str, triplet_id: str) -> tuple:
-    """Sort key of triplets everywhere: countries in the table's order, concept, id."""
+def release_order() -> Callable[[str, str, str], tuple]:
+    """The sort key of triplets everywhere, of (country, concept, triplet id): countries in
+    the table's order, then concept and id."""
     order = {c.code: i for i, c in enumerate(datatables.countries())}
-    return (order.get(country, len(order)), concept, triplet_id)
+    return lambda country, concept, triplet_id: (order.get(country, len(order)), concept,
+                                                 triplet_id)
 
 
 CANDIDATE_ROLES = ("semantic", "cultural", "non_relevant")

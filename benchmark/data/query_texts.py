@@ -1,26 +1,13 @@
-"""The text queries of 3XCM: where they come from, and the record of that in every result.
+"""The text queries one evaluation scores, and the record of them in every result.
 
-A 3XCM text query is one term per (concept, country): the concept as people in that country
-would type it. Four sources, chosen with ``--query-source`` (``auto`` picks the dataset's own):
-
-==========  ==================================================================  ===============
-source      the query text of a triplet                                         default for
-==========  ==================================================================  ===============
-published   ``concept_in_native`` of its query image (the authors' own term)    the authors'
-                                                                                published layout
-release     the release's own ``query_text`` column                             a release
-table       ``native_term`` of ``data/queries.csv`` for (concept, country)      ``--triplets-csv``
-FILE        a CSV ``concept,country,text`` (or ``concept,language,text``: a    never
-            term for every country of that language)
-==========  ==================================================================  ===============
-
-Every source becomes a :class:`QueryTexts` (the rows of ``data/queries.csv`` itself are
-``core.query_table.QueryTerm``) keyed by (concept, ISO country), each term with
-its review status (``source``: generated / authors / reviewed / ...; a term counts as reviewed
-only when ``source == "reviewed"``; a published or release term is reviewed when
-``data/queries.csv`` holds the same term as reviewed). :func:`provenance` is what a result
-records (the table's sha256, its source mix, the share of reviewed terms per country) and
-:func:`warn_unreviewed` logs one warning per run when unreviewed terms are scored.
+A 3XCM text query is one term per (concept, country). ``--query-source`` chooses where they come
+from (``auto``: the dataset's own): ``published`` (each query image's ``concept_in_native``),
+``release`` (the release's ``query_text``), ``table`` (``data/queries.csv``, whose rows are
+``core.query_table.QueryTerm``) or a CSV FILE (``concept,country,text``, or
+``concept,language,text``: every country of that language). Every source becomes a
+:class:`QueryTexts` keyed by (concept, ISO country), each term with its review status (reviewed
+only when ``source == "reviewed"``); :func:`provenance` is what a result records and
+:func:`warn_unreviewed` warns once per run when unreviewed terms are scored.
 """
 
 from __future__ import annotations

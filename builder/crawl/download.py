@@ -1,23 +1,9 @@
-"""Image downloads: downloaded bytes are untrusted input.
-
-:class:`Downloader` fetches URLs with httpx (async), bounded concurrency overall and per host, a
-total deadline per attempt, bounded retries (``builder.retry``: exponential backoff with jitter)
-on 429, 5xx, timeouts and connection errors (``Retry-After`` honoured up to a cap), and
-redirects followed by hand (at most ``max_redirects`` hops; each hop must be http/https; a
-repeated URL is a ``redirect_loop``). Every TCP connection goes through
-``builder.crawl.netguard.GuardedBackend`` (non-public addresses refused at connect time;
-``allow_hosts`` admits exactly what was named; over-long host names are ``invalid_url``).
-Bodies are streamed
-under a byte cap; ``X-Robots-Tag: noai / noimageai / noindex`` opts an image out before its body
-is read. The bytes must then decode with Pillow under a pixel cap (:func:`inspect_image`) and
-are stored content-addressed via ``WorkDir.store_image_bytes``.
-
-Every URL ends with exactly one :class:`FetchResult` whose ``status`` is one of
-:data:`STATUSES` and whose ``reason`` says why. Our own failures are not the URL's: a full or
-read-only disk, or a missing library, while storing stops the run (``stagekit.local_failure``:
-one line, exit 2, run ``failed``; the URL in flight stays pending), and an unexpected exception
-on one URL (a bug of ours) is ``internal_error``, which every later run fetches again.
-"""
+"""Image downloads: the bytes are untrusted input. :class:`Downloader` fetches with httpx
+through the address guard (``builder.crawl.netguard``), bounded concurrency, deadlines,
+retries (``builder.retry``) and hand-followed redirects, under a byte cap; the bytes must
+decode under a pixel cap (:func:`inspect_image`) before they are stored. Every URL ends with
+one :class:`FetchResult` (a status of :data:`STATUSES` and its reason); our own failures are
+never the URL's. docs/crawl.md, "Downloads are untrusted input"."""
 
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
-"""Catalog writes of downloads, shared by the crawl and the img2dataset ingest.
-
-One URL's outcome (:func:`record_download`: image row (:func:`record_image`), download row,
-its items), items that
-share an already fetched URL (:func:`link_items`), what is fetched again (:func:`reset_transient`),
-what is left to fetch (:func:`pending_urls`, :func:`export_urls` in img2dataset's input
-format), and the final byte-level dedup across URLs (:func:`finalize_duplicates`).
-"""
+"""Catalog writes of downloads, shared by the crawl and the img2dataset ingest: one URL's
+outcome (:func:`record_download`), linking items to fetched URLs, what is fetched again, what is
+left to fetch (and its img2dataset export), and the byte-level dedup across URLs."""
 
 from __future__ import annotations
 

@@ -1,14 +1,7 @@
-"""The downloader's address guard: which hosts a download may contact, checked at connect time.
-
-:class:`GuardedBackend` is the httpcore network backend of every download connection: it
-resolves the host itself, refuses private, loopback, link-local, reserved, multicast and
-unspecified addresses (:func:`address_blocked`) and connects to the address it checked, so a
-DNS answer cannot change between the check and the connection. ``allow_hosts`` admits exactly
-what was named (:func:`host_key`): an address admits URLs that name that address, a name admits
-that name whatever it resolves to; allowing ``127.0.0.1`` does not admit ``localhost``. A host
-name longer than DNS allows is refused before any lookup (:func:`host_problem`). Refusals travel
-as ``httpcore.ConnectError`` messages with a prefix the downloader turns into a status.
-"""
+"""The downloader's address guard, checked at connect time: :class:`GuardedBackend` resolves
+the host itself, refuses non-public addresses (:func:`address_blocked`) and connects to the
+address it checked (no DNS change in between); ``allow_hosts`` admits exactly what was named
+(:func:`host_key`); an over-long host name is refused before any lookup (:func:`host_problem`)."""
 
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
-"""Catalog writes of the crawl's search side: searches, search results, items, input errors.
-
-The crawl (:mod:`builder.crawl.stage`) and the img2dataset ingest (:mod:`builder.ingest`) write
-these tables only through the functions here; the download side is
-:mod:`builder.crawl.download_records`. Every writer takes an open connection inside the caller's
-transaction and is idempotent the way the crawl needs (``INSERT OR IGNORE`` on the table's
-key: a resumed run never duplicates a row).
-"""
+"""Catalog writes of the crawl's search side (searches, search results, items, input errors),
+for the crawl and the img2dataset ingest; each takes the caller's connection and is idempotent
+(``INSERT OR IGNORE`` on the table's key). The download side: :mod:`builder.crawl.download_records`."""
 
 from __future__ import annotations
 

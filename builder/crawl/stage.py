@@ -1,25 +1,7 @@
-"""Stage ``crawl``: image search for every kept concept x country x query language, then the
-download of the top results, with provenance and one status + reason per URL.
-
-``python -m builder.crawl --countries all [--concepts all|LIST] [--languages english,native]
-[--per-query 10] [--search ddgs|folder:PATH|urls:FILE] [--workdir W]``
-
-Phases (each resumable; a kill -9 at any moment loses at most the work in flight):
-
-1. plan: one ``searches`` row per query (``pending``), from the catalog's ``queries`` table
-   (ddgs) or from the folder / URL file (which need no earlier stage);
-2. search: each pending search runs once; its results (``search_results``, raw rank and every
-   backend field) and one ``items`` row per result are written in the same transaction as its
-   status, so a finished search is never run again;
-3. download: every item URL without a ``downloads`` row is fetched once (``builder.crawl.download``);
-   each result is committed as soon as it is known (bytes first, atomically, then the row), so
-   a completed image is never fetched again;
-4. finalize: URLs whose bytes equal an earlier URL's become ``duplicate`` (deterministically:
-   the URL of the earliest item keeps ``ok``), and the summary is recorded in ``stage_runs``.
-
-``--export-urls F.parquet`` writes the pending URLs in img2dataset's input format instead of
-downloading; ``python -m builder.ingest --img2dataset DIR`` brings the results back.
-"""
+"""Stage ``crawl``: image search for every kept concept x country x query kind, then the
+download of the top results, one status and reason per URL: plan, search, download,
+finalize (byte duplicates), each phase resumable; ``--export-urls`` hands the downloads to
+img2dataset (:mod:`builder.ingest`). docs/crawl.md."""
 
 from __future__ import annotations
 

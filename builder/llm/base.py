@@ -1,17 +1,10 @@
-"""The LLM client's core: one interface for Gemini and its offline twin (see ``builder.llm.client``).
-
-:meth:`BaseLLM.generate_structured` sends one prompt (optionally with image parts), asks for JSON
-matching a pydantic schema, validates the answer (JSON syntax, the schema, then an optional
-caller check), re-asks a bounded number of times with the rejection reason appended, and
-returns an :class:`LLMResult`: ``ok`` with the validated value, ``failed`` with the raw text
-kept and the reason, ``refused`` when the service blocked the prompt or the answer (safety;
-the block reason kept; not re-asked, cached like a failure), or ``error`` for a transport
-error (``transient`` says whether a later run may succeed; never cached). A failed result is
-never a value. Every answer goes through the response
-cache (``builder.llm.cache``). ``builder.llm.offline`` is the deterministic twin; the Gemini
-transport (and its client-side rate limiter) is ``builder.llm.gemini``. Batch mode: :meth:`BaseLLM.prepare`,
-:meth:`BaseLLM.lookup`, :meth:`BaseLLM.check_text`, :meth:`BaseLLM.store`.
-"""
+"""The LLM client's core: one interface for Gemini and its offline twin (``builder.llm.client``
+makes one). :meth:`BaseLLM.generate_structured` asks for JSON matching a pydantic schema,
+validates it (syntax, schema, the caller's check), re-asks a bounded number of times and returns
+an :class:`LLMResult`: ``ok`` with the value, ``failed`` (raw text and reason kept),
+``refused`` (blocked; cached like a failure) or ``error`` (transport; never cached). Every
+answer goes through the response cache (``builder.llm.cache``); batch mode uses
+:meth:`BaseLLM.prepare`, :meth:`BaseLLM.lookup`, :meth:`BaseLLM.check_text`, :meth:`BaseLLM.store`."""
 
 from __future__ import annotations
 

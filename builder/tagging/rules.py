@@ -1,17 +1,7 @@
-"""The tagging stage's shared core: request and answer types, the per-image validity rules
-(:func:`judge`) and the ``tags`` rows they become (:func:`record_rows`).
-
-Both ways of asking, synchronous (``builder.tagging.stage``) and the Gemini Batch API
-(``builder.tagging.batch``), build requests from a :class:`TagContext` and judge and record
-answers here, so the two paths follow one set of rules.
-
-Tag states (``tags.status``): ``ok`` (valid tags), ``retry`` (to be asked again alone),
-``failed`` (invalid answers, or a request the API rejects, asked alone too: permanent),
-``refused`` (the model answered an empty list, or the service blocked the image: the block
-reason is kept) and ``transient`` (429/5xx after the retries, timeouts, a batch job that
-failed or expired: not the image's fault; every later run asks again). Raw invalid answers
-are kept clipped (``catalog.clip_raw``: "truncated from N bytes").
-"""
+"""The tagging stage's shared core, so the synchronous and the Batch API path follow one set of
+rules: request and answer types (:class:`TagContext`), the per-image validity rules
+(:func:`judge`) and the ``tags`` rows they become (:func:`record_rows`; states ``ok``,
+``retry``, ``failed``, ``refused``, ``transient``; invalid raw answers kept clipped)."""
 
 from __future__ import annotations
 

@@ -1,46 +1,14 @@
-"""Stage ``tagging``: every kept image gets the ordered list of concepts it shows (Appendix B).
-
-``python -m builder.tagging [--llm gemini:MODEL|offline] [--images-per-request 8] [--batch]``
-
-The prompt (``data/prompts/tagging.txt``, its sha256 recorded on every tag row and in the
-stage-run record) carries the full concept list of the build; one request holds several
-images, numbered by their order, and asks for structured JSON ``{index: [concept, ...]}``
-(as a list of ``{index, concepts}`` objects, the shape Gemini's response schema supports), in
-priority order. Per image, an answer is valid when its index is answered exactly once, every
-label is in the concept list (no repeats) and the list is not empty. An image whose answer is
-not valid (a label outside the list, a missing index, an empty list: the model refused or saw
-nothing; a safety block of the request) is recorded (``tags.status='retry'`` with the reason
-and the raw answer) and asked again once, alone; if that answer is not valid either, the image
-ends ``failed`` (labels or shape, or a request the API rejects) or ``refused`` (empty list, or
-blocked: the block reason is kept), reason and raw text (clipped) kept. An invalid answer is
-never stored as tags. A transient failure (429/5xx after the retries, a timeout: no answer at
-all) is not the image's: it is recorded ``transient`` and every later run asks again (with
-``--llm-retry-failed`` the ``failed`` ones too). After :data:`TRANSIENT_STOP` requests in a row
-end that way the service is taken to be down: the stage stops asking, says so, and exits 1.
-Requests hold at most ``--images-per-request`` images and :data:`REQUEST_BUDGET` bytes (the
-20 MB inline limit); the progress bar counts images and, while it waits, says on what.
-
-``--batch`` sends the requests through the Gemini Batch API (half price, asynchronous):
-submit, poll, collect; the job name is in the catalog (``tag_batch_jobs``) before polling
-starts, so an interrupted run picks the same job up (see :mod:`builder.tagging.batch`). Both
-paths judge and record answers with the rules of :mod:`builder.tagging.rules`.
-
-``--llm offline`` tags each image with its own crawl concept(s) only: a weaker stand-in for
-the model (it cannot see a second concept in the picture, so cultural and non-relevant
-candidates are filtered only by their crawl concept). It goes through the same validation.
-
-Resumable: tags are written per request; images with a tag row are not asked again (rows in
-``retry`` go straight to the alone phase, rows in ``transient`` are asked again), and the LLM
-response cache makes a re-run free. Exit code 1 when work is left for a later run (a batch job
-still running, transient failures).
-"""
+"""Stage ``tagging``: every kept image gets the ordered list of concepts it shows (the paper's
+Appendix B), in requests of several images, synchronously or through the Batch API
+(:mod:`builder.tagging.batch`); answers judged and recorded by :mod:`builder.tagging.rules`.
+Resumable; exit 1 when work is left for a later run. docs/release.md, "Stage tagging"."""
 
 from __future__ import annotations
 
 import argparse
 import logging
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -186,10 +154,17 @@ def ask_all(ctx: TagContext, groups: list[Group], workers: int,
         finally:
             started.pop(i, None)
 
+    ahead = max(1, workers) * 4  # requests asked ahead of the recording: memory stays flat
+    pending = iter(enumerate(groups))
+    futures: deque[tuple[Group, Any]] = deque()
     with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="tagging") as ex:
-        futures = [ex.submit(ask, i, g) for i, g in enumerate(groups)]
         try:
-            for g, fut in zip(groups, futures, strict=True):
+            while True:
+                while len(futures) < ahead and (nxt := next(pending, None)) is not None:
+                    futures.append((nxt[1], ex.submit(ask, *nxt)))
+                if not futures:
+                    return
+                g, fut = futures.popleft()
                 while True:
                     try:
                         ans = fut.result(timeout=WAIT_NOTE_EVERY)
@@ -201,7 +176,7 @@ def ask_all(ctx: TagContext, groups: list[Group], workers: int,
                     bar.set_postfix_str("", refresh=False)
                 yield g, ans
         finally:
-            for fut in futures:
+            for _, fut in futures:
                 fut.cancel()
 
 

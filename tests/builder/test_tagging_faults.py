@@ -198,7 +198,7 @@ def test_batch_jobs_are_built_one_at_a_time(fake, world, monkeypatch):
     """A phase holds one job's requests (their image bytes) at a time: each job is submitted
     before the next job's requests are built (issue 27: the whole pool's bytes in memory
     before the first job made a million-image phase need hundreds of GB)."""
-    from builder.tagging.stage import batch as tagging_batch
+    from builder.tagging import batch as tagging_batch
 
     FakeBatches(fake, polls_before_done=0)
     llm = make_llm(fake, world)
