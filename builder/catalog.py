@@ -156,9 +156,8 @@ def connect_readonly(path: Path) -> sqlite3.Connection:
 
 class Catalog:
     """Connection to one work dir's catalog; creates (atomically) or migrates on open.
-    ``readonly=True`` (commands that only read: ``pipeline status``, ``export``) opens an
-    existing catalog without writing anything, so it works on a read-only disk; a catalog
-    that lacks migrations is read as it is."""
+    ``readonly=True`` opens an existing catalog without writing (status, export: a read-only
+    disk works)."""
 
     def __init__(self, workdir: WorkDir, readonly: bool = False):
         self.workdir = workdir

@@ -37,8 +37,7 @@ OPEN = (*USABLE_ITEMS, ItemStatus.DUPLICATE, ItemStatus.NEAR_DUPLICATE, ItemStat
 
 @dataclass
 class DedupConfig:
-    """The stage's parameters; the fields declared with ``option`` are its flags
-    (``core.options.add_options``: default and range declared here once)."""
+    """The stage's parameters; the ``option`` fields are its flags."""
 
     phash_distance: int = option("max Hamming distance (0-64)", 4, minimum=0, maximum=64)
     cosine: float = option("automatic cosine threshold", 0.95, minimum=-1.0, maximum=1.0)
@@ -56,9 +55,8 @@ class DedupConfig:
 
 # -- features --------------------------------------------------------------------------------
 def phash_hex(path: Any) -> str:
-    """64-bit perceptual hash (imagehash.phash) of an image file, as 16 hex digits, of the
-    picture the evaluator's decoder gives (EXIF orientation applied, every mode as a viewer
-    shows it)."""
+    """64-bit perceptual hash (imagehash.phash) as 16 hex digits, of the picture the evaluator's
+    decoder gives."""
     import imagehash
 
     from core.decode import decode_image, read_image_file
@@ -118,9 +116,8 @@ def phash_ints(hexes: list[str | None]) -> tuple[np.ndarray, np.ndarray]:
 
 
 def pair_device(adapter: Any) -> str | None:
-    """Where the pairwise products run when ``DedupConfig.pair_device`` is None: the project's one
-    numpy/torch rule (:func:`core.devices.torch_device` ``auto``) on the model's device:
-    torch on its GPU, numpy (None) on the CPU or without a model."""
+    """Where the pairwise products run by default: torch on the model's GPU, numpy (None) on the
+    CPU or without a model (``core.devices.torch_device``)."""
     from core.devices import torch_device
 
     return torch_device("auto", str(getattr(adapter, "device", "") or "cpu"))
@@ -140,13 +137,9 @@ def candidate_pairs(hashes: np.ndarray, valid: np.ndarray, emb: np.ndarray | Non
                     max_distance: int, min_cosine: float, block_elements: int,
                     device: str | None = None
                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """All pairs i < j with phash distance <= ``max_distance`` or cosine >= ``min_cosine``.
-
-    Rows are processed in blocks of ``block_elements // n`` against the later columns, so the
-    working memory is O(block_elements). The matrix products run in numpy, or in torch on
-    ``device`` (the embedding model's GPU when there is one). Returns (i, j, distance,
-    cosine); cosine is NaN when there are no embeddings.
-    """
+    """All pairs i < j with phash distance <= ``max_distance`` or cosine >= ``min_cosine``, in
+    blocks of rows (working memory O(``block_elements``)), numpy or torch on ``device``. Returns
+    (i, j, distance, cosine); cosine NaN without embeddings."""
     n = len(hashes)
     rows = max(1, min(n, block_elements // max(n, 1)))
     upper = np.triu(np.ones((rows, rows), dtype=bool), k=1)  # j > i inside the diagonal block

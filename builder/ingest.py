@@ -86,12 +86,9 @@ def failure_status(error: str | None, i2d_status: str | None) -> tuple[str, int 
 
 
 def _shard_records(root: Path, counts: Counter[str]) -> Iterator[tuple[Path, dict[str, Any]]]:
-    """(shard path stem, metadata record) for every sample of every finished shard.
-
-    img2dataset writes ``NNNNN_stats.json`` when a shard is done (its incremental mode resumes
-    from them): where the folder has any, a shard without one is still being written (or was
-    interrupted) and is skipped (``incomplete_shard``; ingest again after img2dataset finished
-    it). A folder without stats files (assembled by hand) is read whole."""
+    """(shard path stem, metadata record) for every sample of every finished shard: where the
+    folder has ``NNNNN_stats.json`` files, a shard without one is still being written and is
+    skipped (``incomplete_shard``); a folder without any is read whole."""
     import pyarrow.parquet as pq
 
     metas = sorted(p for p in root.glob("*.parquet"))

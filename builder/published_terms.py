@@ -63,10 +63,8 @@ def dataset_key(dataset: str) -> str:
 
 
 def read_published(dataset: str, revision: str | None = None) -> list[dict[str, Any]]:
-    """The ``concept, concept_in_native, country`` rows of every split of ``image_metadata``.
-
-    A local folder gets a ``datasets`` cache of its own (:func:`core.hub.cache_kwargs`:
-    datasets 5.2 would answer it with the cached table of another folder of the same name)."""
+    """The ``concept, concept_in_native, country`` rows of ``image_metadata``; a local folder
+    gets a ``datasets`` cache of its own (another folder of the same name shares none)."""
     import datasets
 
     from core.hub import cache_kwargs

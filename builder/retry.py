@@ -36,10 +36,8 @@ class Backoff:
 
 @dataclass
 class Tried(Generic[T]):
-    """The last result, how many attempts it took, and why the retries stopped: ``None`` (the
-    result needs no retry), ``"attempts"`` (out of attempts), ``"server_wait"`` (the server
-    asked for a wait above ``max_server_wait``) or ``"deadline"`` (the next wait would pass
-    the deadline)."""
+    """The last result, its attempts, and why the retries stopped: None (no retry needed),
+    ``"attempts"``, ``"server_wait"`` (a wait over ``max_server_wait``) or ``"deadline"``."""
 
     result: T
     attempts: int

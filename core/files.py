@@ -1,13 +1,6 @@
-"""The one place for atomic file writes and content hashes (every package uses these).
-
-A write goes to a temp file in the target's folder, is flushed and fsynced, then
-``os.replace``d over the target, so a reader sees the old file or the new one, never half of
-one, and a crash loses at most the file being written.
-
-Permissions: ``tempfile.mkstemp`` creates files 0600. What a user shares (results, reports,
-exports, the release) gets the usual ``0666 & ~umask`` (``private=False``, the default); the
-catalog's images and the caches may pass ``private=True`` to stay 0600.
-"""
+"""The one place for atomic file writes and content hashes. A write goes to a temp file beside
+the target, is fsynced and ``os.replace``d over it: a reader sees the old file or the new one,
+never half. Shared outputs get ``0666 & ~umask`` (the default); ``private=True`` keeps 0600."""
 
 from __future__ import annotations
 
@@ -52,11 +45,8 @@ def create_shared(path: str | os.PathLike[str]) -> None:
 @contextmanager
 def atomic_path(path: str | os.PathLike[str], *, private: bool = False,
                 suffix: str = "") -> Iterator[Path]:
-    """Yield a temp path beside ``path``; on success fsync it and move it over ``path``.
-
-    For writers that want a file name (``DataFrame.to_parquet``, ``Figure.savefig``).
-    ``suffix`` keeps an extension some writers look at (``.png``, ``.parquet``).
-    """
+    """Yield a temp path beside ``path`` (``suffix`` kept for writers that look at it); on success
+    fsync it and move it over ``path``."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=f"{suffix}.tmp",

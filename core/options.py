@@ -23,10 +23,8 @@ T = TypeVar("T")
 def option(help: str, default: Any = dataclasses.MISSING, *, flags: tuple[str, ...] = (),
            minimum: float | None = None, above: float | None = None,
            maximum: float | None = None, **argparse_kw: Any) -> Any:
-    """A dataclass field with its flag's help text (and extra argparse keywords: choices,
-    metavar; ``flags`` replaces the default ``--field-name``; ``minimum`` is the smallest
-    value an ``int`` or ``float`` flag accepts, ``maximum`` the largest and ``above`` a bound
-    it must exceed, all checked when the flag is parsed)."""
+    """A dataclass field with its flag's help text and argparse keywords; ``flags`` replaces
+    ``--field-name``; ``minimum`` / ``maximum`` / ``above`` bound a number, checked when parsed."""
     meta = {"help": help, "flags": flags, "argparse": argparse_kw, "minimum": minimum,
             "above": above, "maximum": maximum}
     return dataclasses.field(default=default, metadata=meta)

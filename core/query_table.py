@@ -1,14 +1,8 @@
-"""The query table ``data/queries.csv`` (docs/queries.md): one term per (concept, country), in
-the country's locale, read through :mod:`core.datatables` (countries, concepts, the data folder).
-The texts one evaluation scores, from this table or any other source, are
-``benchmark.data.query_texts.QueryTexts``.
-
-:data:`QUERY_COLUMNS`, :class:`QueryTerm`, the one reader :func:`read_query_table` and the
-one writer :func:`write_query_table` (also for exports of reviewed terms);
-:func:`term_country` is the rule for asking one country's images in another country's language,
-where another country's images get the term's ``generic_term`` (no country's proper name such
-as PRT's parliament).
-"""
+"""The query table ``data/queries.csv`` (docs/queries.md): one term per (concept, country) in
+the country's locale. :class:`QueryTerm` (a row), the one reader :func:`read_query_table` and
+writer :func:`write_query_table`, and :func:`term_country`, the rule for asking one country's
+images in another country's language (with the row's ``generic_term``). The texts one
+evaluation scores, from this table or another source, are ``benchmark.data.query_texts``'s."""
 
 from __future__ import annotations
 
@@ -210,15 +204,10 @@ def generic_terms() -> dict[tuple[str, str], str]:
 
 def term_country(keys: Container[tuple[str, str]], concept: str, language: str,
                  country_code: str) -> str | None:
-    """Whose term writes ``concept`` in ``language`` for the images of ``country_code``.
-
-    The rule (``3xcm-matrix``): a country whose language it is gets its own term (ARG's Spanish
-    query is the es-AR term); any other country gets the term of the first country of that
-    language in countries.csv order that has one (USA for English, ESP for Spanish, PRT for
-    Portuguese). ``keys``: the (concept, country) pairs that have a term; None when none fits.
-    The text a query uses for another country's images is that row's generic term
-    (:func:`term_in_language`, :func:`generic_terms`).
-    """
+    """Whose term writes ``concept`` in ``language`` for the images of ``country_code``, or None:
+    the country's own where it speaks the language (ARG's Spanish query is the es-AR term), else
+    that of the first country of the language in countries.csv order with one (USA, ESP, PRT);
+    ``keys``: the (concept, country) pairs that have a term."""
     own = next((c for c in countries() if c.code == country_code), None)
     if own is not None and own.language == language and (concept, own.code) in keys:
         return own.code

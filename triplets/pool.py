@@ -192,15 +192,9 @@ CONCEPT_LABEL = "concept label"  # an English-speaking country's query without a
 
 
 def load_terms(cat: Catalog) -> dict[tuple[str, str], tuple[str, str, int]]:
-    """(concept, country) -> (the text query of that concept in that country, its source,
-    its number of reviewers).
-
-    In order: the catalog's ``query_terms`` (what the queries stage decided, the term the crawl
-    searched with, or a term native speakers reviewed since), the ``native_term`` of its
-    ``queries`` rows (work dirs built before ``query_terms``; source ``generated``), then the
-    row of that country in ``data/queries.csv``. Never another country's term: Portugal's
-    query is pt-PT, not pt-BR.
-    """
+    """(concept, country) -> (its text query, source, reviewers): the catalog's ``query_terms``,
+    else the ``native_term`` of its ``queries`` rows, else the country's row of
+    ``data/queries.csv``; never another country's term."""
     out = {(normalize_term(k[0]), k[1]): (normalize_term(t.native_term), t.source,
                                           int(t.reviewers))
            for k, t in catalog_terms(cat).items() if t.native_term}

@@ -1,10 +1,6 @@
-"""The sampling stage on a work dir: pool -> triplets -> catalog ``triplets`` + a CSV export.
-
-``run_sample`` replaces the catalog's triplets in one transaction (a kill leaves the previous
-set or the new one, never a mix) and writes ``exports/triplets.csv`` atomically. The stage-run
-record (:func:`builder.stagekit.stage_run`) holds the seed, ``per_image``,
-``distinct_language``, the counts and the balance.
-"""
+"""The sampling stage on a work dir: pool -> triplets, stored in the catalog (replaced in one
+transaction) and ``exports/triplets.csv`` (atomic); the run record holds the settings, counts
+and balance."""
 
 from __future__ import annotations
 
@@ -139,11 +135,8 @@ def summary_text(result: SampleResult, pool: Pool, cfg: SampleConfig) -> str:
 
 
 def read_workdir_triplets(cat: Catalog, pool: Pool) -> tuple[list[dict], int | None, bool]:
-    """The catalog's triplets as release rows (+ seed and the distinct-language setting).
-
-    An item id that is no longer a kept pool image becomes an id ``missing-item-<id>`` so the
-    validator reports it as a missing image.
-    """
+    """The catalog's triplets as release rows (+ seed and the distinct-language setting); an item
+    that is no longer a kept pool image becomes ``missing-item-<id>``, which validation reports."""
     by_item = pool.by_item()
     rows: list[dict] = []
     seeds: set[int] = set()

@@ -199,10 +199,8 @@ CANDIDATE_ROLES = ("semantic", "cultural", "non_relevant")
 
 def eligible(role: str, im: PoolImage, a: PoolImage, taken: set[str], cfg: SampleConfig,
              lang: dict[str, str]) -> bool:
-    """Whether ``im`` may be the ``role`` candidate of anchor ``a`` (module docstring rules).
-
-    ``taken``: sha256 of the triplet's other candidates (no two images with equal bytes).
-    """
+    """Whether ``im`` may be the ``role`` candidate of anchor ``a``; ``taken``: sha256 of the
+    triplet's other candidates."""
     c, k = a.concept, a.country
     if im.sha256 == a.sha256 or im.sha256 in taken:
         return False
@@ -218,9 +216,9 @@ def eligible(role: str, im: PoolImage, a: PoolImage, taken: set[str], cfg: Sampl
 
 
 class UseBuckets:
-    """The images of one candidate group (in group order) bucketed by how often they serve a
-    role, so the least-used eligible image is found without walking the whole group (a walk
-    per triplet made :func:`rebalance` O(n^2): 18 of 19 s of sampling at 30,000 images)."""
+    """The images of one candidate group bucketed by how often they serve a role, so the
+    least-used eligible image is found without walking the group (a walk per triplet was
+    O(n^2))."""
 
     def __init__(self, images: list[PoolImage], uses: Counter):
         self.images = images
@@ -251,11 +249,8 @@ class UseBuckets:
 def rebalance(triplets: list[Triplet], pool: Pool, cfg: SampleConfig,
               lang: dict[str, str]) -> tuple[list[Triplet], int]:
     """Repair the greedy draws: where an image serves a role at least twice more often than an
-    eligible alternative, give the triplet the least-used alternative (deterministic order:
-    of the alternatives with the fewest uses, the first by image id).
-
-    Returns the triplets and the number of candidates moved.
-    """
+    eligible alternative, give the triplet the least-used alternative (the first by image id);
+    returns the triplets and the number of candidates moved."""
     by_id = pool.by_id()
     ordered = sorted(pool.images, key=lambda im: im.image_id)
     groups: dict[str, dict[str, list[PoolImage]]] = {r: defaultdict(list) for r in CANDIDATE_ROLES}
@@ -319,11 +314,8 @@ def _one(
     counts: Counter,
     avoid: set[str],
 ) -> Triplet | None:
-    """One triplet for anchor ``a`` (round ``j``), or None with the reason counted.
-
-    ``avoid``: candidates this anchor got in earlier rounds (taken again only if nothing else
-    is eligible).
-    """
+    """One triplet for anchor ``a`` (round ``j``), or None with the reason counted; ``avoid``: its
+    candidates of earlier rounds, taken again only if nothing else is eligible."""
     semantic, cultural, non_relevant = rotations
     c, k = a.concept, a.country
     text = native_term(pool, c, k)

@@ -39,7 +39,6 @@ SOURCE_HELP = (
     "published layout, query_text for a release, data/queries.csv for --triplets-csv with "
     "--images), published, release, table (native_term of data/queries.csv by concept and "
     "country), or a CSV FILE")
-REVIEWED = "reviewed"
 QUERY_TERMS = ("own", "majority")
 QUERY_TERM_HELP = (
     "where a dataset gives a (concept, country) several texts (the authors' published layout: "
@@ -200,7 +199,7 @@ def _reviewed_source(pair: tuple[str, str], text: str, fallback: str,
                      default: QueryTexts | None) -> str:
     t = default.terms.get(pair) if default else None
     if t is not None and t.text == text:
-        return t.source if fallback == "unmatched" or t.source == REVIEWED else fallback
+        return t.source if fallback == "unmatched" or t.source == query_table.REVIEWED else fallback
     return fallback
 
 
@@ -328,11 +327,9 @@ def apply_table(tr: pd.DataFrame, table: QueryTexts) -> pd.DataFrame:
 
 
 def provenance(table: QueryTexts, used: Any) -> dict[str, Any]:
-    """What a result records about its query texts: source, origin, the table's sha256 and
-    source mix, and the terms scored (``used``: the triplets, whose query concept, country and
-    text are the terms; or (concept, country) keys, each with the table's term): their source
-    mix and the share reviewed per country. A term is one (concept, country, text): a pair
-    scored with two texts (``--query-term own``) counts twice."""
+    """What a result records about its query texts: source, origin, the table's sha256 and source
+    mix, and of the terms scored (``used``: the triplets, or (concept, country) keys) the source
+    mix and the share reviewed per country; a pair scored with two texts counts twice."""
     if isinstance(used, pd.DataFrame):
         used = zip(used["query_concept"], used["query_country"], used["query_text"], strict=True)
     else:
@@ -341,7 +338,7 @@ def provenance(table: QueryTexts, used: Any) -> dict[str, Any]:
     src = {p: table.source_of(*p) for p in terms}
     per_country: dict[str, list[bool]] = {}
     for (_, k, _), s in src.items():
-        per_country.setdefault(k, []).append(s == REVIEWED)
+        per_country.setdefault(k, []).append(s == query_table.REVIEWED)
     order = [c.code for c in datatables.countries()]
     countries = sorted(per_country, key=lambda k: (order.index(k) if k in order else len(order), k))
     return {
@@ -351,7 +348,7 @@ def provenance(table: QueryTexts, used: Any) -> dict[str, Any]:
         "used_source_mix": dict(sorted(Counter(src.values()).items())),
         "reviewed_share_by_country": {k: sum(per_country[k]) / len(per_country[k])
                                       for k in countries},
-        "unreviewed_terms": sum(s != REVIEWED for s in src.values()),
+        "unreviewed_terms": sum(s != query_table.REVIEWED for s in src.values()),
         "review_status_from": table.status_from,
         **_reviewer_counts(table, terms),
         **table.notes,
@@ -392,10 +389,9 @@ def key_in_language(table: QueryTexts, concept: str, country: str,
 
 
 def generic_texts(table: QueryTexts) -> dict[tuple[str, str], str]:
-    """(concept, country) key -> the text ``3xcm-matrix`` asks for *other* countries' images
-    with that key's term: the row's ``generic_term`` in ``data/queries.csv`` (a country's own
-    proper name such as PRT's *Assembleia da República* becomes *parlamento*), only where
-    ``table`` holds data/queries.csv's own term for the key (another source's term is kept)."""
+    """(concept, country) key -> the text ``3xcm-matrix`` asks for *other* countries' images: the
+    row's ``generic_term`` of ``data/queries.csv`` (PRT's *Assembleia da República* becomes
+    *parlamento*), where ``table`` holds that row's own term."""
     try:
         rows = query_table.query_terms()
     except datatables.TableError as e:

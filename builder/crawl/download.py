@@ -128,11 +128,8 @@ def make_client(cfg: FetchConfig, connections: int | None = None,
 
 # -- headers ---------------------------------------------------------------------------------
 def robots_opt_out(value: str | None) -> str | None:
-    """The opt-out directive of an ``X-Robots-Tag`` value that applies to us, else None.
-
-    Directives may carry a crawler prefix (``googlebot: noindex``); only unprefixed ones and
-    those for ``*`` or this project count.
-    """
+    """The opt-out directive of an ``X-Robots-Tag`` value that applies to us (unprefixed, ``*``
+    or this project), else None."""
     if not value:
         return None
     agent = None
@@ -148,11 +145,8 @@ def robots_opt_out(value: str | None) -> str | None:
 
 # -- validation ------------------------------------------------------------------------------
 def inspect_image(data: bytes, max_pixels: int) -> tuple[str, str, dict[str, Any]]:
-    """(status, reason, info) for bytes that claim to be an image. The pixel count is checked
-    from the header (``core.decode.open_image``, the evaluator's gate too) before
-    anything is decoded; only then is the image decoded in full, by the evaluator's decoder
-    (EXIF orientation applied: ``width`` x ``height`` are the upright picture's, as a
-    browser shows it)."""
+    """(status, reason, info) for bytes that claim to be an image: the pixel count checked from
+    the header first, then decoded in full by the evaluator's decoder (width x height upright)."""
     from PIL import Image, UnidentifiedImageError
 
     from core.decode import ImageRefused, open_image, to_rgb, upright
@@ -205,10 +199,8 @@ def _now() -> str:
 
 
 async def _until_first_error(jobs: list[Awaitable[None]]) -> None:
-    """Run the workers; the first that raises (a full disk, a missing library) stops the
-    others (cancelled, and awaited while the clients and the thread pool are still open, so
-    none of them fails later on a closed client or pool and is logged as an error of its URL),
-    then its exception is raised."""
+    """Run the workers; the first that raises (a full disk, a missing library) stops and awaits
+    the others while the clients are still open, then its exception is raised."""
     tasks = [asyncio.ensure_future(j) for j in jobs]
     try:
         await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)

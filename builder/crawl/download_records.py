@@ -112,16 +112,9 @@ def finalize_duplicates(catalog: Catalog) -> int:
 
 def export_urls(catalog: Catalog, out: Path, include_done: bool = False,
                 allow_hosts: frozenset[str] = frozenset()) -> int:
-    """Write URLs in img2dataset's input format: parquet with ``url`` plus metadata columns.
-
-    One row per distinct pending URL (all URLs with ``include_done``), carrying its first
-    item's provenance; use it with ``img2dataset --input_format parquet --url_col url
-    --save_additional_columns '[...]'``. img2dataset has no address guard, so URLs the
-    downloader would refuse from the URL alone (not http(s), a non-public address literal not in
-    ``allow_hosts``, an invalid host name: ``netguard.url_refusal``) are left out; they stay
-    pending, and a crawl without ``--export-urls`` records their status. Returns the number
-    of rows.
-    """
+    """Write the URLs to fetch in img2dataset's input format (parquet: ``url`` and each item's
+    provenance; all URLs with ``include_done``); those the downloader would refuse from the URL
+    alone (``netguard.url_refusal``) are left out and stay pending. Returns the number of rows."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 

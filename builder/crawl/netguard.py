@@ -108,13 +108,9 @@ class GuardedBackend:
 
 
 def url_refusal(url: str, allow_hosts: Iterable[str] = ()) -> tuple[str, str] | None:
-    """(status, reason) for a URL no download may contact, judged from the URL alone, or None.
-
-    For fetchers that have no address guard of their own (img2dataset): a host name longer
-    than DNS allows is ``invalid_url``; a host that is a non-public address literal is
-    ``blocked_host`` unless named in ``allow_hosts`` (exactly, as :class:`GuardedBackend`). A
-    name that *resolves* to a private address cannot be judged here (the fetcher resolves it
-    on its own network)."""
+    """(status, reason) for a URL no download may contact, judged from the URL alone (for
+    fetchers without an address guard: img2dataset), or None: an over-long host is
+    ``invalid_url``, a non-public address literal not in ``allow_hosts`` ``blocked_host``."""
     from urllib.parse import urlsplit
 
     try:

@@ -54,9 +54,8 @@ KINDS = ("english", "native")
 
 @dataclass
 class CrawlConfig:
-    """Parameters of one crawl run (recorded in ``stage_runs``; no secrets). The fields
-    declared with ``option`` are the CLI's flags (``core.options.add_options``): each
-    default and bound is declared here once, with :class:`FetchConfig`'s."""
+    """Parameters of one crawl run (recorded in ``stage_runs``; no secrets); the ``option``
+    fields are its flags, :class:`FetchConfig`'s those of the downloads."""
 
     countries: str = option("all or a comma-separated list (codes, labels)", "all")
     concepts: str = option("all or a comma-separated list of concepts", "all")
@@ -186,16 +185,10 @@ def _todo(catalog: Catalog, searches: list[Search], retry_failed: bool) -> list[
 
 def run_searches(catalog: Catalog, searches: list[Search], backend: Any, run_id: int,
                  retry_failed: bool = False, failure_limit: int = 0) -> Counter[str]:
-    """Run every pending (and, with ``retry_failed``, failed or ambiguous) search once; one tx
-    each.
-
-    The block detector: after ``failure_limit`` consecutive searches (0: no limit) that failed
-    or got the ambiguous "No results found." (``Outcome.ambiguous``), the backend's
-    ``probe()`` (when it has one) decides for a run of ambiguous answers: results mean those
-    queries truly have no images (they stay ``empty``, the run goes on); otherwise (or for a
-    run of failures) those searches go back to ``pending`` and :class:`SearchUnavailable` is
-    raised (CLI: one line, exit 2).
-    """
+    """Run every pending (with ``retry_failed`` also failed or ambiguous) search once, one
+    transaction each. After ``failure_limit`` searches in a row that failed or got the ambiguous
+    "No results found." (0: no limit), the backend's probe decides: those searches go back to
+    ``pending`` and :class:`SearchUnavailable` is raised, unless the probe shows the answers true."""
     counts: Counter[str] = Counter()
     streak: list[tuple[int, Outcome]] = []
     outcomes: list[tuple[int, Outcome]] = []  # of the queries the backend was asked
@@ -226,10 +219,9 @@ def run_searches(catalog: Catalog, searches: list[Search], backend: Any, run_id:
 
 def _none_succeeded(catalog: Catalog, todo: list[tuple[int, Search]],
                     outcomes: list[tuple[int, Outcome]], backend: Any) -> None:
-    """A run in which the backend answered no query (each failed, or got only the ambiguous
-    "No results found." and the probe query got nothing either) is not a crawl with 0
-    images: unless an earlier run's searches got results, its searches go back to
-    ``pending`` and :class:`SearchUnavailable` is raised, whatever the number of queries."""
+    """A run in which the backend answered no query is not a crawl with 0 images: unless an
+    earlier run's searches got results, its searches go back to ``pending`` and
+    :class:`SearchUnavailable` is raised."""
     if not outcomes or any(o.status not in ("failed", "empty") for _, o in outcomes):
         return
     if catalog.query("SELECT 1 FROM searches WHERE status=? LIMIT 1", (SearchStatus.OK,)):

@@ -127,10 +127,9 @@ class LLMRequest:
 
 @dataclass
 class LLMResult:
-    """``status`` is ``ok`` (``value`` is the validated model), ``failed`` (invalid after the
-    re-asks; ``raw`` holds the last text), ``refused`` (blocked by the service; ``error`` is
-    the block reason) or ``error`` (transport; not cached; ``transient``: a later ask may
-    succeed, e.g. 429/5xx/timeouts, as opposed to a request the API rejects)."""
+    """``ok`` (``value`` validated), ``failed`` (invalid after the re-asks; ``raw`` kept),
+    ``refused`` (blocked; ``error`` is why) or ``error`` (transport, not cached; ``transient``
+    when a later ask may succeed)."""
 
     status: str
     value: Any = None

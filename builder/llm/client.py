@@ -1,15 +1,7 @@
-"""The LLM client of the builder: ``--llm gemini:MODEL`` (default ``gemini:gemini-2.5-flash``,
-``google-genai``) or ``--llm offline`` (no network, deterministic), one interface
-(``builder.llm.base``; the flags are :class:`builder.llm.base.LLMConfig`'s).
-
-Every answer goes through the response cache (``builder.llm.cache``): a re-run makes zero API
-calls. Transport: the builder's one retry policy (``builder.retry``), a deadline on the whole of
-every HTTP request (``--llm-timeout``; ``builder.llm.http``) and a client-side rate limit. A
-rejected key or an unknown model is ``LLMSetupError`` (one line, exit 2). The API key comes
-from ``GEMINI_API_KEY`` or ``GOOGLE_API_KEY`` only and goes to the ``genai.Client`` alone (not
-logged, not in the cache key, not in the catalog). Offline answers are the stage's documented
-ones (``offline=``) or a schema-shaped placeholder seeded by the input hash, computed each time.
-"""
+"""The LLM client of the builder: :func:`make_llm` gives ``--llm gemini:MODEL`` (default
+``gemini:gemini-2.5-flash``) or ``--llm offline`` (no network, deterministic), one interface
+(``builder.llm.base``). The API key comes from ``GEMINI_API_KEY`` or ``GOOGLE_API_KEY`` only and
+goes to the ``genai.Client`` alone (not logged, not in the cache key, not in the catalog)."""
 
 from __future__ import annotations
 

@@ -95,10 +95,8 @@ def send_estimate(wd: WorkDir, img: Img) -> int:
 
 
 def image_part(wd: WorkDir, img: Img) -> ImagePart:
-    """The bytes to send: as stored when Gemini reads the format, the file is not huge and
-    its picture is the stored pixels as they are (RGB or grey, no EXIF turn); otherwise the
-    evaluator's decoder's picture (upright, every mode as a viewer shows it), downscaled to
-    ``MAX_SIDE``, as PNG."""
+    """The bytes to send: as stored when Gemini reads the format, the file is small and its
+    pixels are the picture; otherwise the evaluator's decoder's picture, downscaled, as PNG."""
     from core.decode import decode_image, open_image, orientation
 
     data = wd.image_path(img.sha256, img.ext).read_bytes()

@@ -133,11 +133,8 @@ def drop_missing(cat: Catalog, ctx: TagContext, images: list[Img], run_id: int,
 
 def ask_all(ctx: TagContext, groups: list[Group], workers: int,
             bar: Any = None) -> Iterator[tuple[Group, GroupAnswer]]:
-    """(group, answer) in group order, ``workers`` requests in flight (the rate limit holds).
-
-    While the next answer is awaited, ``bar`` (a tqdm bar) says what it waits on every
-    :data:`WAIT_NOTE_EVERY` seconds. Closing the iterator cancels the requests not started.
-    """
+    """(group, answer) in group order, ``workers`` requests in flight; while it waits, ``bar``
+    says on what. Closing the iterator cancels the requests not started."""
     from concurrent.futures import ThreadPoolExecutor
     from concurrent.futures import TimeoutError as FuturesTimeout
 
@@ -196,12 +193,8 @@ def run_tagging(
     poll_interval: float = 30.0, batch_timeout: float = 24 * 3600.0, workers: int = 1,
     batch_job_bytes: int | None = None,
 ) -> Counter:
-    """Tag every kept image without tags (see the module docstring); returns the counts.
-
-    ``workers``: synchronous requests in flight at once (answers are recorded in order, each
-    request in its own transaction, so a kill loses at most the requests in flight).
-    ``batch_job_bytes``: the size of one Batch API job (default ``tagging_batch.MAX_JOB_BYTES``).
-    """
+    """Tag every kept image without tags; returns the counts. ``workers``: synchronous requests
+    in flight; ``batch_job_bytes``: the size of one Batch API job."""
     if images_per_request < 1:
         raise StageInputError("--images-per-request must be >= 1")
     template, prompt_sha = load_prompt(*PROMPT)
