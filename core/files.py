@@ -4,11 +4,9 @@ never half. Shared outputs get ``0666 & ~umask`` (the default); ``private=True``
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import json
 import os
-import sqlite3
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -117,28 +115,6 @@ def folder_stamp(path: str | os.PathLike[str]) -> str:
         rel = p.name if p == path else p.relative_to(path).as_posix()
         h.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
     return "files:" + h.hexdigest()[:16]
-
-
-# --- this machine's failures -----------------------------------------------------------------
-#: errno values that mean this machine cannot write (a full or read-only disk, a quota)
-_DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS})
-_SQLITE_DISK = ("database or disk is full", "attempt to write a readonly database",
-                "disk I/O error")
-
-
-def disk_failure(exc: BaseException) -> str | None:
-    """One line when ``exc`` is this machine's failure to write (a full or read-only disk: our
-    side, never the input's), else None. Atomic writes leave the old file in place, so the
-    line says that nothing written before is lost and the same command resumes."""
-    if isinstance(exc, OSError) and exc.errno in _DISK_ERRNOS:
-        where = f" {exc.filename}" if exc.filename else ""
-        why = exc.strerror or str(exc)
-    elif isinstance(exc, sqlite3.OperationalError) and any(m in str(exc) for m in _SQLITE_DISK):
-        where, why = " a database", str(exc)
-    else:
-        return None
-    return (f"cannot write{where}: {why}; files written before are kept: free space (or fix "
-            "the disk) and run the same command again")
 
 
 # --- folders a user names -------------------------------------------------------------------

@@ -151,17 +151,6 @@ def schema_sha(schema: type[BaseModel]) -> str:
     return sha256_text(json.dumps(schema.model_json_schema(), sort_keys=True))
 
 
-def one_of(values: Callable[[Any], Sequence[str]], allowed: Sequence[str], what: str) -> Validator:
-    """Validator: every label ``values(answer)`` returns must be in ``allowed``."""
-    allowed_set = set(allowed)
-
-    def check(answer: Any) -> str | None:
-        bad = sorted({v for v in values(answer) if v not in allowed_set})
-        return f"{what} outside the allowed set: {bad[:10]}" if bad else None
-
-    return check
-
-
 class BaseLLM:
     """Cache, validation, re-asks and usage; subclasses implement :meth:`_complete`."""
 

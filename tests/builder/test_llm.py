@@ -9,7 +9,7 @@ import time
 import pytest
 from pydantic import BaseModel
 
-from builder.llm.base import ImagePart, LLMConfig, LLMSetupError, one_of
+from builder.llm.base import ImagePart, LLMConfig, LLMSetupError
 from builder.llm.cache import LLMCache
 from builder.llm.client import make_llm
 from builder.llm.gemini import GeminiLLM
@@ -19,6 +19,14 @@ from tests.fakes.gemini import FakeGemini, answer, error, slow
 pytestmark = pytest.mark.integration
 
 KEY = "AIzaFAKE-sentinel-key-0123456789"
+
+
+def one_of(values, allowed, what):
+    """A validator: every label ``values(answer)`` returns must be in ``allowed``."""
+    def check(answer):
+        bad = sorted({v for v in values(answer) if v not in set(allowed)})
+        return f"{what} outside the allowed set: {bad[:10]}" if bad else None
+    return check
 
 
 class Tags(BaseModel):
