@@ -1,6 +1,7 @@
-"""Stage ``concept_dedup``: merge near-synonymous concepts (BGE-M3 cosine >= ``--threshold``,
-union-find clusters; curated names are kept) in one transaction; ``exports/concept_merges.csv``
-lists every merge. docs/builder.md, "Stage concept_dedup"."""
+"""Stage ``concept_dedup``: merge near-synonymous concepts.
+
+BGE-M3 cosine >= ``--threshold``, union-find clusters, curated names kept, in one transaction;
+``exports/concept_merges.csv`` lists every merge. docs/builder.md, "Stage concept_dedup"."""
 
 from __future__ import annotations
 

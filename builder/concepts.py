@@ -1,5 +1,6 @@
-"""Stage ``concepts``: the LLM's culturally distinctive concepts with an instance per country
-(prompt ``data/prompts/concepts.txt``, rounds x batches of countries), plus the curated list;
+"""Stage ``concepts``: the LLM's culturally distinctive concepts with an instance per country.
+
+Prompt ``data/prompts/concepts.txt``, rounds x batches of countries, plus the curated list;
 ``--export-candidates`` for a person to curate. docs/builder.md, "Stage concepts"."""
 
 from __future__ import annotations

@@ -1,6 +1,8 @@
-"""Stage ``image_dedup``: near-duplicate groups within each concept, from perceptual hashes and
-image embeddings (any registered model, cached), searched in bounded blocks and joined by
-union-find; one transaction per concept, reviewed groups left alone. docs/crawl.md."""
+"""Stage ``image_dedup``: near-duplicate groups within each concept.
+
+Perceptual hashes and image embeddings (any registered model, cached), searched in bounded
+blocks and joined by union-find; one transaction per concept, reviewed groups left alone.
+docs/crawl.md."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
-"""Stage ``queries``: the text query of every kept concept in every country (one term per
-concept and country, :mod:`builder.query_terms`'s rule), and its english and native search
-queries; beside it ``import``/``diff`` (:mod:`builder.published_terms`) and ``--write-table``.
-docs/builder.md, "Stage queries"."""
+"""Stage ``queries``: the text query of every kept concept in every country.
+
+One term per concept and country (:mod:`builder.query_terms`'s rule) and its english and
+native search queries; beside it ``import``/``diff`` (:mod:`builder.published_terms`) and
+``--write-table``. docs/builder.md, "Stage queries"."""
 
 from __future__ import annotations
 

@@ -1,14 +1,9 @@
-"""``python -m pipeline``: the state of a build, exports, the runner.
+"""The state of a build, exports, the runner.
 
-- ``python -m pipeline [status] [--json]``: each stage of ``pipeline.stages.STAGES`` with its
-  state (``not run``, ``running``, ``done``, ``failed``, ``interrupted``), the last run's
-  start/end and counts, and the row count of every catalog table.
-- ``python -m pipeline export TABLE --out FILE``: any catalog table as ``.csv`` or ``.parquet``.
-- ``python -m pipeline run [--from STAGE] [--to STAGE] [--llm SPEC] [--embedder SPEC]
-  [--stage-args STAGE=ARGS ...]``: calls each stage's ``main`` in order (each resumes from the
-  catalog); ``--llm`` / ``--embedder`` go to every stage that accepts them; stops at the first
-  stage that returns non-zero.
-"""
+``python -m pipeline``: ``status`` (the default; ``--json``: each stage's state, last run
+and counts, every table's rows), ``export TABLE --out FILE`` (``.csv`` or ``.parquet``) and ``run
+[--from S] [--to S] [--llm SPEC] [--embedder SPEC] [--stage-args S=ARGS]`` (each stage's
+``main`` in order, each resuming; stops at the first non-zero exit)."""
 
 from __future__ import annotations
 

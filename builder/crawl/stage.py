@@ -1,7 +1,8 @@
-"""Stage ``crawl``: image search for every kept concept x country x query kind, then the
-download of the top results, one status and reason per URL: plan, search, download,
-finalize (byte duplicates), each phase resumable; ``--export-urls`` hands the downloads to
-img2dataset (:mod:`builder.ingest`). docs/crawl.md."""
+"""Stage ``crawl``: image search for every kept concept, country and query kind, then the
+download of the top results, one status and reason per URL.
+
+Plan, search, download, finalize (byte duplicates), each phase resumable; ``--export-urls``
+hands the downloads to img2dataset (:mod:`builder.ingest`). docs/crawl.md."""
 
 from __future__ import annotations
 

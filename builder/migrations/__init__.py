@@ -1,12 +1,8 @@
-"""Catalog schema migrations: ``m0001_base`` is the schema of 0.1.0; what changes after it
-comes as a new module ``mNNNN_<name>.py`` with ``VERSION: int`` above every other and
-``SQL: str`` (a script), and optionally ``apply(con)`` for what SQL alone cannot do (it may
-raise :class:`MigrationError`). Never edit a migration that has been released.
-
-``PRAGMA user_version`` holds the highest applied version; :func:`apply_missing` applies the
-ones above it, in order, in one ``BEGIN IMMEDIATE`` transaction with foreign keys off (as
-SQLite's manual asks for table rebuilds), so of several processes each is applied once.
-"""
+"""Catalog schema migrations: ``m0001_base`` is the schema of 0.1.0; a later change is a new
+module ``mNNNN_<name>.py`` with a higher ``VERSION``, ``SQL`` (a script) and optionally
+``apply(con)`` (which may raise :class:`MigrationError`). Never edit a released migration.
+``PRAGMA user_version`` holds the highest applied; :func:`apply_missing` applies the ones above
+it in one ``BEGIN IMMEDIATE`` transaction, foreign keys off, so each is applied once."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""Stage ``tagging``: every kept image gets the ordered list of concepts it shows (the paper's
-Appendix B), in requests of several images, synchronously or through the Batch API
+"""Stage ``tagging``: every kept image gets the ordered list of concepts it shows.
+
+The paper's Appendix B, in requests of several images, synchronously or through the Batch API
 (:mod:`builder.tagging.batch`); answers judged and recorded by :mod:`builder.tagging.rules`.
 Resumable; exit 1 when work is left for a later run. docs/release.md, "Stage tagging"."""
 
