@@ -65,7 +65,7 @@ browser:
 	fi
 
 # The whole pipeline offline on a generated world (the stages of pipeline/stages.py -> release
-# -> evaluator); python -m builder.demo is an alias.
+# -> evaluator).
 demo: $(VENV)/.installed
 	$(VENV)/bin/python -m pipeline.demo
 

@@ -1,7 +1,7 @@
 """Human review of 3XCM in Label Studio: push tasks, pull annotations, decide, measure agreement.
 
 ``python -m annotation push|pull|status|serve-images|sync`` (see ``docs/annotation.md`` and
-``ARCHITECTURE.md``). :func:`main` is the ``review`` stage of ``python -m builder run``: the
+``ARCHITECTURE.md``). :func:`main` is the ``review`` stage of ``python -m pipeline run``: the
 ``sync`` command, its flags without the command word.
 """
 

@@ -4,7 +4,7 @@ Commands: ``push`` (tasks to Label Studio), ``pull`` (annotations back, decision
 ``status`` (progress), ``serve`` (Label Studio for a work dir), ``assign`` (reviewers of a locale for the query-term review; catalog
 only), ``serve-images`` (read-only image server on 127.0.0.1), and ``sync``
 (push the duplicate groups, then pull; without ``LABEL_STUDIO_URL`` it only says that the human
-review is not configured). ``python -m builder run`` runs ``sync`` as its ``review`` stage
+review is not configured). ``python -m pipeline run`` runs ``sync`` as its ``review`` stage
 through :func:`stage_main` (``annotation.main``), which takes ``sync``'s flags with no command
 word. Connection: ``LABEL_STUDIO_URL`` and ``LABEL_STUDIO_API_KEY``. Errors a user can fix
 (:class:`~annotation.client.AnnotationError`, a request the server refused or could not
@@ -375,5 +375,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def stage_main(argv: list[str] | None = None) -> int:
-    """The ``review`` stage of ``python -m builder run``: ``sync`` with ``argv`` as its flags."""
+    """The ``review`` stage of ``python -m pipeline run``: ``sync`` with ``argv`` as its flags."""
     return _run(build_stage_parser().parse_args(argv))

@@ -29,7 +29,7 @@ from annotation.agreement import KEEP, NEEDS_REVIEW, REMOVE, Decision, agreement
 from annotation.agreement import tag_precision_recall as score_tags
 from annotation.reviews import ReviewRow
 from builder.catalog import Catalog, utcnow
-from builder.statuses import ItemStatus
+from builder.statuses import DedupStatus, ItemStatus
 
 VOTE = {"keep": KEEP, "none_duplicates": KEEP, "confirmed_keep": KEEP,
         "remove": REMOVE, "confirmed_remove": REMOVE}
@@ -111,16 +111,18 @@ def duplicate_summary(rows: list[ReviewRow], required: int) -> dict[str, Any]:
 def _set_group(con: Any, gid: int, outcomes: list[str | None]) -> tuple[str, int]:
     """``reviewed`` (and a kept item that survived) once every shown image is decided."""
     if any(o in (None, NEEDS_REVIEW) for o in outcomes):
-        cur = con.execute("UPDATE dedup_groups SET status='needs_review' WHERE group_id=? AND"
-                          " status IS NOT 'needs_review'", (gid,))
+        cur = con.execute("UPDATE dedup_groups SET status=:s WHERE group_id=:g AND status IS NOT"
+                          " :s", {"s": DedupStatus.NEEDS_REVIEW, "g": gid})
         return "groups set needs_review", cur.rowcount
     kept_ids = [r[0] for r in con.execute(
-        "SELECT item_id FROM items WHERE group_id=? AND status='kept' ORDER BY item_id", (gid,))]
+        "SELECT item_id FROM items WHERE group_id=? AND status=? ORDER BY item_id",
+        (gid, ItemStatus.KEPT))]
     old = con.execute("SELECT kept_item_id FROM dedup_groups WHERE group_id=?", (gid,)).fetchone()
     kept = old[0] if old and old[0] in kept_ids else (kept_ids[0] if kept_ids else None)
     cur = con.execute(
-        "UPDATE dedup_groups SET status='reviewed', kept_item_id=? WHERE group_id=? AND"
-        " (status IS NOT 'reviewed' OR kept_item_id IS NOT ?)", (kept, gid, kept))
+        "UPDATE dedup_groups SET status=:s, kept_item_id=:k WHERE group_id=:g AND"
+        " (status IS NOT :s OR kept_item_id IS NOT :k)",
+        {"s": DedupStatus.REVIEWED, "k": kept, "g": gid})
     return "groups set reviewed", cur.rowcount
 
 

@@ -21,6 +21,7 @@ from typing import Any
 from annotation.client import AnnotationError, Connection
 from annotation.configs import ProjectSpec
 from builder.catalog import Catalog, utcnow
+from builder.statuses import ConceptStatus
 
 log = logging.getLogger(__name__)
 
@@ -152,7 +153,8 @@ def recorded_choices(cat: Catalog, kind: str, server: str) -> list[str] | None:
 
 def tag_concepts(cat: Catalog) -> list[str]:
     """The concepts offered in the tag check: the catalog's kept concepts, else the table."""
-    rows = cat.query("SELECT name FROM concepts WHERE status = 'kept' ORDER BY name")
+    rows = cat.query("SELECT name FROM concepts WHERE status = ? ORDER BY name",
+                     (ConceptStatus.KEPT,))
     if rows:
         return [r["name"] for r in rows]
     from core import datatables

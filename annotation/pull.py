@@ -56,6 +56,7 @@ from annotation.terms import (
 )
 from builder.catalog import Catalog
 from builder.stagekit import stage_run
+from core import query_table
 from core.files import atomic_write_text
 
 log = logging.getLogger(__name__)
@@ -224,7 +225,8 @@ def _pull_queries(
             "annotators": annotator_counts(current),
         }
     path = write_queries_csv(cat)
-    reviewed = cat.query("SELECT COUNT(*) FROM query_terms WHERE source = 'reviewed'")[0][0]
+    reviewed = cat.query("SELECT COUNT(*) FROM query_terms WHERE source = ?",
+                         (query_table.REVIEWED,))[0][0]
     return {"kind": "queries", "server": conn.server, "min_annotators": required,
             "locales": locales, "queries_csv": str(path), "reviewed_terms": reviewed}
 

@@ -45,6 +45,7 @@ from annotation.quorum import server_overlaps
 from annotation.reconcile import image_order, reconcile
 from builder.catalog import Catalog
 from builder.stagekit import stage_run
+from builder.statuses import DedupStatus, TagStatus
 from core.files import sha256_text
 
 log = logging.getLogger(__name__)
@@ -134,8 +135,8 @@ def duplicate_drafts(
     meaning)."""
     skipped: Counter = Counter()
     if statuses is None:
-        groups = cat.query("SELECT * FROM dedup_groups WHERE status IS NOT 'reviewed'"
-                           " ORDER BY group_id")
+        groups = cat.query("SELECT * FROM dedup_groups WHERE status IS NOT ? ORDER BY group_id",
+                           (DedupStatus.REVIEWED,))
     else:
         marks = ",".join("?" * len(statuses))
         groups = cat.query(
@@ -196,7 +197,7 @@ def tag_drafts(
     skipped: Counter = Counter()
     rows = cat.query(
         "SELECT t.sha256, t.tags_json, t.model, im.ext FROM tags t JOIN images im"
-        " ON im.sha256 = t.sha256 WHERE t.status = 'ok' ORDER BY t.sha256"
+        " ON im.sha256 = t.sha256 WHERE t.status = ? ORDER BY t.sha256", (TagStatus.OK,)
     )
     chosen = (list(rows) if sample is None
               else random.Random(seed).sample(list(rows), min(sample, len(rows))))

@@ -107,8 +107,8 @@ def _images(cat: Catalog, links: ImageLinks, concept: str, country: str) -> list
     rows = cat.query(
         "SELECT i.sha256, im.ext FROM items i JOIN images im ON im.sha256 = i.sha256"
         f" WHERE i.concept = ? AND i.country = ? AND i.status IN ({marks})"
-        " ORDER BY i.status = 'kept' DESC, i.rank, i.item_id",
-        (concept, country, *SHOWN_STATUSES))
+        " ORDER BY i.status = ? DESC, i.rank, i.item_id",
+        (concept, country, *SHOWN_STATUSES, ItemStatus.KEPT))
     out: dict[str, dict[str, str]] = {}
     for r in rows:
         if r["sha256"] in out or not cat.workdir.image_path(r["sha256"], r["ext"]).is_file():

@@ -23,7 +23,7 @@ from typing import Any
 
 from builder.catalog import Catalog, utcnow
 from core.files import sha256_text
-from core.text import normalize_term
+from core.text import normalize_term, same_term
 
 log = logging.getLogger(__name__)
 
@@ -111,11 +111,6 @@ def duplicate_decisions(ann: Mapping[str, Any], n_images: int) -> list[str]:
     if none and any(d.endswith("remove") for d in out):
         return ["contradiction"] * n_images
     return out
-
-
-def same_term(a: str, b: str) -> bool:
-    """Two terms are the same answer when they differ only in case or spacing."""
-    return normalize_term(a).casefold() == normalize_term(b).casefold()
 
 
 def term_decision(ann: Mapping[str, Any], proposed: str) -> tuple[str, str | None]:

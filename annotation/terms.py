@@ -141,11 +141,11 @@ def _write(con: Any, data: Mapping[str, Any], d: TermDecision, run_id: int | Non
     note = (f"review: corrected from '{data['proposed']}' by {d.reviewers} native speakers"
             f" ({data['locale']})" if d.outcome == "corrected" else data.get("proposed_note"))
     return con.execute(
-        "UPDATE query_terms SET native_term=?, source='reviewed', reviewers=?, reviewed_at=?,"
-        " note=?, run_id=? WHERE concept=? AND country=? AND NOT (native_term IS ? AND"
-        " source='reviewed' AND reviewers IS ? AND reviewed_at IS ? AND note IS ?)",
-        (d.term, d.reviewers, d.decided_at, note, run_id, data["concept"], data["country"],
-         d.term, d.reviewers, d.decided_at, note)).rowcount
+        "UPDATE query_terms SET native_term=:t, source=:src, reviewers=:n, reviewed_at=:at,"
+        " note=:note, run_id=:run WHERE concept=:c AND country=:k AND NOT (native_term IS :t"
+        " AND source=:src AND reviewers IS :n AND reviewed_at IS :at AND note IS :note)",
+        {"t": d.term, "src": query_table.REVIEWED, "n": d.reviewers, "at": d.decided_at,
+         "note": note, "run": run_id, "c": data["concept"], "k": data["country"]}).rowcount
 
 
 def record_term_review(con: sqlite3.Connection, project_id: int, task_id: int,

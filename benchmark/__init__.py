@@ -3,7 +3,3 @@
 This package imports nothing from ``builder``, ``annotation`` or ``triplets``: it works on a
 published dataset alone. Heavy libraries are imported inside the adapters that need them.
 """
-
-from __future__ import annotations
-
-__version__ = "0.1.0"

@@ -31,9 +31,8 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from benchmark import __version__
 from benchmark.models.base import ModelSpec
-from core import files
+from core import __version__, files
 from core.errors import DataError
 
 SCHEMA_VERSION = 1
@@ -121,7 +120,7 @@ def sanitize(obj: Any) -> Any:
     return obj
 
 
-#: the kind in the marker of a results folder (see core.files.own_folder): ``run``,
+#: the kind in the marker of a results folder (see core.files.claim): ``run``,
 #: ``analyze`` and ``reproduce`` write only into a new or empty folder or one marked so
 RESULTS_KIND = "3xcm-results"
 

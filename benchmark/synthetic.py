@@ -126,7 +126,7 @@ def build_synthetic(seed: int = 0, per_cell: int = 2,
     return pd.DataFrame(trip), images, stats
 
 
-#: the kind in the marker of a folder ``--out`` wrote (see core.files.claim_folder)
+#: the kind in the marker of a folder ``--out`` wrote (see core.files.may_write_into)
 SYNTHETIC_KIND = "3xcm-synthetic"
 
 
@@ -138,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     configure_logging()
     try:  # a folder a user names: new, empty, or one this command wrote (its marker)
-        files.claim_folder(args.out, SYNTHETIC_KIND)
+        files.may_write_into(args.out, SYNTHETIC_KIND)
     except files.FolderNotOursError as e:
         log.error("--out %s", e)
         return 2

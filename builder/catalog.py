@@ -1,19 +1,11 @@
 """The catalog: ``catalog.sqlite`` in the work dir, the single source of truth of a build.
 
-SQLite in WAL mode, schema versioned by ``builder.migrations`` (the applied set in
-``schema_migrations``; ``PRAGMA user_version`` holds the highest).
-Stages record each run in ``stage_runs`` (parameters, fingerprint, counts, summary, usage,
-package version, start/end) through :meth:`Catalog.start_run` / :meth:`Catalog.finish_run`.
-Writes go through short transactions (``with catalog.tx() as con``) so a kill at any moment
-leaves a consistent catalog that the next run resumes from.
-
-Opening is safe under concurrency and refuses what is not a catalog: a new catalog is built
-(migrated) under a temporary name and linked into place, so no process ever sees a half-made
-one, and a 0-byte ``catalog.sqlite`` is never a new build but an error; migrations of an
-existing catalog run under ``BEGIN IMMEDIATE`` and re-read what is applied inside the transaction,
-so concurrent first runs apply each migration once. A file that is not a SQLite database (or a
-damaged one) is one :class:`CatalogError` line naming the file, not a sqlite traceback.
-"""
+SQLite in WAL mode, schema by ``builder.migrations`` (``PRAGMA user_version``). Stages record
+each run in ``stage_runs`` (:meth:`Catalog.start_run` / :meth:`Catalog.finish_run`); writes go
+through short transactions (``with catalog.tx() as con``), so a kill leaves a consistent
+catalog the next run resumes from. A new catalog is built under a temporary name and linked into
+place (no process sees a half-made one); a file that is not a usable catalog (0 bytes, not
+SQLite, damaged, newer) is one :class:`CatalogError` line naming it."""
 
 from __future__ import annotations
 
@@ -28,10 +20,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from builder import __version__, liveness
-from builder.migrations import MigrationError, all_migrations, applied_versions, apply_missing
+from builder import liveness, migrations
 from builder.statuses import RunStatus
 from builder.workdir import WorkDir
+from core import __version__
 from core.files import sha256_text
 
 log = logging.getLogger(__name__)
@@ -77,9 +69,8 @@ def connect(path: Path) -> sqlite3.Connection:
 
 
 def apply_migrations(con: sqlite3.Connection) -> None:
-    """Apply every migration the catalog lacks (:func:`builder.migrations.apply_missing`:
-    the set recorded in ``schema_migrations``, under ``BEGIN IMMEDIATE``)."""
-    applied = apply_missing(con)
+    """Apply every migration the catalog lacks (:func:`builder.migrations.apply_missing`)."""
+    applied = migrations.apply_missing(con)
     if applied:
         log.debug("catalog migrations applied: %s", ", ".join(m.name for m in applied))
 
@@ -165,9 +156,8 @@ def connect_readonly(path: Path) -> sqlite3.Connection:
 
 class Catalog:
     """Connection to one work dir's catalog; creates (atomically) or migrates on open.
-    ``readonly=True`` (commands that only read: ``builder status``, ``export``) opens an
-    existing catalog without writing anything, so it works on a read-only disk; a catalog
-    that lacks migrations is read as it is."""
+    ``readonly=True`` opens an existing catalog without writing (status, export: a read-only
+    disk works)."""
 
     def __init__(self, workdir: WorkDir, readonly: bool = False):
         self.workdir = workdir
@@ -194,7 +184,7 @@ class Catalog:
             if cannot_write(self.path, exc):
                 raise CatalogError(
                     f"cannot write {self.path} ({exc}: a read-only disk or no write "
-                    "permission); fix that and run the same command again (python -m builder "
+                    "permission); fix that and run the same command again (python -m pipeline "
                     "status only reads it)") from None
             why = corrupt_reason(exc)
             if why is None:
@@ -216,12 +206,11 @@ class Catalog:
             if why is None:
                 raise
             raise CatalogError(unusable(self.path, why)) from None
-        known = max(m.version for m in all_migrations())
-        if self.schema_version > known:
+        try:
+            self._refuse_newer()
+        except CatalogError:
             self.con.close()
-            raise CatalogError(
-                f"{self.path} has catalog schema v{self.schema_version}, newer than this "
-                f"package knows (v{known}): upgrade the package (pip install -e .)")
+            raise
 
     @classmethod
     def open(cls, workdir: str | Path | WorkDir | None = None) -> Catalog:
@@ -242,20 +231,19 @@ class Catalog:
     def schema_version(self) -> int:
         return int(self.con.execute("PRAGMA user_version").fetchone()[0])
 
-    def migrate(self) -> None:
-        """Apply every migration the catalog lacks (:func:`apply_migrations`); a catalog with a
-        migration this package does not know (a newer version, or one of a range that landed
-        later) is refused."""
-        known = {m.version for m in all_migrations()}
-        unknown = sorted((applied_versions(self.con) or set()) - known)
-        if self.schema_version > max(known) or unknown:
-            newer = unknown[-1] if unknown else self.schema_version
+    def _refuse_newer(self) -> None:
+        if self.schema_version > migrations.latest():
             raise CatalogError(
-                f"{self.path} has catalog schema v{newer}, newer than this package knows "
-                f"(v{max(known)}): upgrade the package (pip install -e .)")
+                f"{self.path} has catalog schema v{self.schema_version}, newer than this "
+                f"package knows (v{migrations.latest()}): upgrade the package (pip install -e .)")
+
+    def migrate(self) -> None:
+        """Apply every migration the catalog lacks (:func:`apply_migrations`); a catalog of a
+        newer package is refused."""
+        self._refuse_newer()
         try:
             apply_migrations(self.con)
-        except MigrationError as exc:  # rolled back: the catalog is as it was
+        except migrations.MigrationError as exc:  # rolled back: the catalog is as it was
             raise CatalogError(f"{self.path}: {exc}") from None
 
     # -- transactions ---------------------------------------------------------------------
@@ -304,11 +292,8 @@ class Catalog:
 
     def stale_runs(self) -> list[int]:
         """The ``running`` runs whose process is gone (:func:`builder.liveness.gone`)."""
-        cols = {r[1] for r in self.con.execute("PRAGMA table_info(stage_runs)")}
-        if "pid" not in cols:  # an older catalog opened read-only: no PID was recorded
-            return []
         rows = self.query("SELECT run_id, pid, host, proc_start FROM stage_runs "
-                          "WHERE status='running'")
+                          "WHERE status=?", (RunStatus.RUNNING,))
         return [r["run_id"] for r in rows if liveness.gone(r["pid"], r["host"], r["proc_start"])]
 
     def _mark_stale(self, con: sqlite3.Connection) -> list[int]:
@@ -318,8 +303,9 @@ class Catalog:
                               (run_id,)).fetchone()
             why = stale_reason(row["pid"], row["host"])
             summary = why + (f"\n{row['summary']}" if row["summary"] else "")
-            con.execute("UPDATE stage_runs SET status='interrupted', summary=?, ended_at=? "
-                        "WHERE run_id=? AND status='running'", (summary, utcnow(), run_id))
+            con.execute("UPDATE stage_runs SET status=?, summary=?, ended_at=? "
+                        "WHERE run_id=? AND status=?", (RunStatus.INTERRUPTED, summary,
+                                                        utcnow(), run_id, RunStatus.RUNNING))
             log.warning("run %d was left running by process %s on %s, which is gone: recorded "
                         "interrupted", run_id, row["pid"], row["host"])
         return stale

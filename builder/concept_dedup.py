@@ -1,23 +1,7 @@
-"""Stage ``concept_dedup``: merge near-synonymous concepts by BGE-M3 cosine similarity.
+"""Stage ``concept_dedup``: merge near-synonymous concepts.
 
-``python -m builder.concept_dedup --threshold 0.92``: every concept in the catalog is embedded
-(BGE-M3 dense, float32, L2-normalised; ``--embedder hash`` is the test fake), two concepts whose
-cosine is >= the threshold are linked, and the connected components of those links (union-find)
-are the clusters. In each cluster:
-
-- curated concepts are all kept (the curated list is authoritative); every other member is
-  merged into the curated member it is most similar to;
-- without a curated member, the representative is the most frequent concept (most
-  per-country instances over all rounds; ties: shorter name, then alphabetical) and the others
-  are merged into it.
-
-A merged concept gets ``status='merged'``, ``merged_into`` and ``similarity`` (its cosine to the
-concept it was merged into; in a chain a~b~c that can be below the threshold: the link that
-joined it is in the report). When a curated list is in force, a cluster with no curated member
-is ``dropped`` (reason ``not in the curated list``) unless ``--keep-uncurated``. The whole
-decision is written in one transaction, so a kill leaves the previous state and a re-run
-recomputes the same result. ``exports/concept_merges.csv`` lists every merged pair.
-"""
+BGE-M3 cosine >= ``--threshold``, union-find clusters, curated names kept, in one transaction;
+``exports/concept_merges.csv`` lists every merge. docs/builder.md, "Stage concept_dedup"."""
 
 from __future__ import annotations
 
@@ -44,12 +28,27 @@ from builder.statuses import ConceptStatus
 from builder.text_embedders import TextEncoder, make_encoder
 from builder.unionfind import UnionFind
 from core.files import atomic_write_text
+from core.options import from_args, option
 
 log = logging.getLogger(__name__)
 
 STAGE = "concept_dedup"
 REPORT = "concept_merges.csv"
 DEFAULT_THRESHOLD = 0.92
+
+
+@dataclass
+class ConceptDedupConfig:
+    """The stage's flags (``core.options``)."""
+
+    threshold: float = option(f"cosine link threshold (default {DEFAULT_THRESHOLD})",
+                              DEFAULT_THRESHOLD)
+    embedder: str = option("bge-m3 (BAAI/bge-m3), bge-m3:/local/dir, or hash (test fake)",
+                           "bge-m3")
+    device: str | None = option("cpu / cuda / cuda:1 (default: cuda if present)", None)
+    batch_size: int = option("texts per embedding batch", 32)
+    keep_uncurated: bool = option("keep clusters without a curated member (default: dropped)",
+                                  False)
 
 
 def cosine_matrix(vectors: np.ndarray) -> np.ndarray:
@@ -219,35 +218,17 @@ def write_report(path: Path, decisions: list[Decision]) -> Path:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = stage_parser("builder.concept_dedup", __doc__)
-    p.add_argument(
-        "--threshold",
-        type=float,
-        default=DEFAULT_THRESHOLD,
-        help=f"cosine link threshold (default {DEFAULT_THRESHOLD})",
-    )
-    p.add_argument(
-        "--embedder",
-        default="bge-m3",
-        help="bge-m3 (BAAI/bge-m3), bge-m3:/local/dir, or hash (test fake)",
-    )
-    p.add_argument("--device", default=None, help="cpu / cuda / cuda:1 (default: cuda if present)")
-    p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument(
-        "--keep-uncurated",
-        action="store_true",
-        help="keep clusters without a curated member (default: dropped)",
-    )
-    return p
+    return stage_parser("builder.concept_dedup", __doc__, ConceptDedupConfig)
 
 
 def _cli(args: argparse.Namespace) -> int:
+    cfg = from_args(ConceptDedupConfig, args)
     try:
-        encoder = make_encoder(args.embedder, device=args.device, batch_size=args.batch_size)
+        encoder = make_encoder(cfg.embedder, device=cfg.device, batch_size=cfg.batch_size)
     except ValueError as exc:
         raise StageInputError(str(exc)) from exc
     with Catalog.open(args.workdir) as catalog:
-        run_concept_dedup(catalog, encoder, args.threshold, args.keep_uncurated)
+        run_concept_dedup(catalog, encoder, cfg.threshold, cfg.keep_uncurated)
         report_run(catalog, STAGE)
     return 0
 

@@ -1,9 +1,5 @@
-"""The curated concept list and concept-name normalisation (shared by the concept stages).
-
-``data/concepts.txt`` is the default list; ``--curated FILE`` replaces it (one name a line,
-``#`` comments). Names are normalised (lower case, single spaces, no surrounding punctuation)
-and kept in file order without repeats.
-"""
+"""The curated concept list (``data/concepts.txt``, or ``--curated FILE``: a name a line, ``#``
+comments) and concept-name normalisation (lower case, single spaces, no surrounding punctuation)."""
 
 from __future__ import annotations
 

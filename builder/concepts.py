@@ -1,23 +1,7 @@
-"""Stage ``concepts``: ask the LLM for culturally distinctive concepts with per-country instances.
+"""Stage ``concepts``: the LLM's culturally distinctive concepts with an instance per country.
 
-``python -m builder.concepts --countries all --rounds N`` sends the concept prompt
-(``data/prompts/concepts.txt``, after the paper's Appendix A; its sha256 goes into the stage-run
-record and the cache key) once per round and batch of countries, and stores every candidate
-concept with its per-country instance (``concepts``, ``concept_instances``). Rounds are merged
-by concept name (normalised: lower case, single spaces). The answer is the paper's mapping
-``{concept: {country: instance}}``; Gemini's Developer API cannot constrain free-form object
-keys, so the response schema writes it as a list of ``{concept, instances: [{country,
-instance}]}`` and the stage turns it back into the mapping. An answer naming a country outside
-the requested batch is re-asked, then recorded as failed with its raw text (``llm_requests``).
-
-The curated list (``data/concepts.txt`` by default, ``--curated FILE`` to replace it,
-``--no-curated`` to build from generated concepts alone) is added with ``source='curated'``;
-concept dedup keeps curated names. ``--export-candidates FILE`` writes the candidates (with
-counts and instances) as CSV for a person to curate.
-
-Offline (``--llm offline``): for each round and batch, a deterministic sample (seeded by round
-and countries) of the curated list, each with the instance ``"<concept> in <country name>"``.
-"""
+Prompt ``data/prompts/concepts.txt``, rounds x batches of countries, plus the curated list;
+``--export-candidates`` for a person to curate. docs/builder.md, "Stage concepts"."""
 
 from __future__ import annotations
 
@@ -30,6 +14,7 @@ import random
 import sqlite3
 from collections import Counter
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import BaseModel, Field
@@ -37,26 +22,43 @@ from tqdm import tqdm
 
 from builder.catalog import Catalog, record_llm_request
 from builder.concept_list import load_curated, normalize_concept
-from builder.llm.client import BaseLLM, LLMResult, add_llm_args, llm_from_args
+from builder.llm.base import BaseLLM, LLMConfig, LLMResult
+from builder.llm.client import llm_for
 from builder.prompts import load_prompt
 from builder.stagekit import (
     StageInputError,
     format_summary,
-    report,
     report_run,
     stage_main,
     stage_parser,
     stage_run,
 )
-from builder.statuses import ConceptStatus
+from builder.statuses import ConceptStatus, LLMStatus
 from core import datatables
+from core.clikit import report
 from core.files import atomic_write_text
+from core.options import from_args, group, option
 from core.text import normalize_term
 
 log = logging.getLogger(__name__)
 
 STAGE = "concepts"
-PROMPT_FILE = "prompts/concepts.txt"
+
+
+@dataclass
+class ConceptsConfig:
+    """The stage's flags (``core.options``)."""
+
+    countries: str = option("all or codes/names, comma-separated", "all")
+    rounds: int = option("prompt rounds to merge (default 1)", 1)
+    batch_size: int = option("countries per request", 16)
+    n_concepts: int = option("concepts asked per request", 60)
+    temperature: float = option("sampling temperature", 1.0)
+    curated: str | None = option("curated list file (default data/concepts.txt)", None)
+    no_curated: bool = option("no curated list: generated only", False)
+    export_candidates: str | None = option("write candidates as CSV and exit", None,
+                                           metavar="FILE")
+    llm: LLMConfig = group("LLM", LLMConfig)
 
 
 class CountryInstance(BaseModel):
@@ -174,9 +176,9 @@ def run_concepts(
         done = {
             r["item"]
             for r in catalog.query(
-                "SELECT item FROM llm_requests WHERE stage=? AND status='ok' AND llm=?"
+                "SELECT item FROM llm_requests WHERE stage=? AND status=? AND llm=?"
                 " AND prompt_sha=?",
-                (STAGE, llm.spec, prompt_sha),
+                (STAGE, LLMStatus.OK, llm.spec, prompt_sha),
             )
         }
         items = [(r, b) for r in range(1, rounds + 1) for b in batches]
@@ -270,7 +272,7 @@ def _counts(catalog: Catalog, status: Counter) -> dict:
         )
     }
     failed = catalog.query(
-        "SELECT COUNT(*) FROM llm_requests WHERE stage=? AND status!='ok'", (STAGE,)
+        "SELECT COUNT(*) FROM llm_requests WHERE stage=? AND status!=?", (STAGE, LLMStatus.OK)
     )[0][0]
     return {
         "requests": dict(status),
@@ -348,33 +350,23 @@ def export_candidates(catalog: Catalog, out: str | Path) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = stage_parser("builder.concepts", __doc__)
-    p.add_argument("--countries", default="all", help="all or codes/names, comma-separated")
-    p.add_argument("--rounds", type=int, default=1, help="prompt rounds to merge (default 1)")
-    p.add_argument("--batch-size", type=int, default=16, help="countries per request")
-    p.add_argument("--n-concepts", type=int, default=60, help="concepts asked per request")
-    p.add_argument("--temperature", type=float, default=1.0, help="sampling temperature")
-    cur = p.add_mutually_exclusive_group()
-    cur.add_argument(
-        "--curated", default=None, help="curated list file (default data/concepts.txt)"
-    )
-    cur.add_argument("--no-curated", action="store_true", help="no curated list: generated only")
-    p.add_argument("--export-candidates", metavar="FILE", help="write candidates as CSV and exit")
-    add_llm_args(p)
-    return p
+    return stage_parser("builder.concepts", __doc__, ConceptsConfig)
 
 
 def _cli(args: argparse.Namespace) -> int:
-    countries = datatables.resolve_countries(args.countries)  # bad input before the catalog opens
+    cfg = from_args(ConceptsConfig, args)
+    if cfg.curated is not None and cfg.no_curated:
+        raise StageInputError("give --curated FILE or --no-curated, not both")
+    countries = datatables.resolve_countries(cfg.countries)  # bad input before the catalog opens
     with Catalog.open(args.workdir) as catalog:
-        if args.export_candidates:
-            n = export_candidates(catalog, args.export_candidates)
-            report(f"wrote {n} candidate concepts to {args.export_candidates}")
+        if cfg.export_candidates:
+            n = export_candidates(catalog, cfg.export_candidates)
+            report(f"wrote {n} candidate concepts to {cfg.export_candidates}")
             return 0
-        curated = None if args.no_curated else load_curated(args.curated)
-        llm = llm_from_args(args, catalog.workdir.llm_cache_path)
-        counts = run_concepts(catalog, llm, countries, args.rounds, curated, args.batch_size,
-                              args.n_concepts, args.temperature)
+        curated = None if cfg.no_curated else load_curated(cfg.curated)
+        llm = llm_for(cfg.llm, catalog.workdir.llm_cache_path)
+        counts = run_concepts(catalog, llm, countries, cfg.rounds, curated, cfg.batch_size,
+                              cfg.n_concepts, cfg.temperature)
         report_run(catalog, STAGE)
         if counts["requests_not_ok"]:
             log.warning("%d requests not ok: see llm_requests", counts["requests_not_ok"])

@@ -1,28 +1,8 @@
 """Stage ``image_dedup``: near-duplicate groups within each concept.
 
-``python -m builder.image_dedup [--phash-distance 4] [--cosine 0.95] [--review-cosine 0.90]
-[--model clip-l14] [--concepts all|LIST] [--workdir W]``
-
-Per concept, over the downloaded items (``items`` with an image):
-
-1. perceptual hashes (imagehash ``phash``, 64 bits, cached in ``images.phash``): Hamming
-   distance <= ``--phash-distance`` links near-exact copies (re-encodings, resizes);
-2. image embeddings from any registered model (``--model``; loaded through
-   ``benchmark.registry.load_model``, batched, on the GPU when present, cached in the
-   evaluator's embedding cache, so a re-run does no model work): cosine >= ``--cosine`` links
-   near duplicates; ``--review-cosine`` <= cosine < ``--cosine`` is the review band;
-3. the pairwise search runs in blocks of rows (phash XOR + popcount, and a matrix product), so
-   memory stays bounded by ``--block-elements`` whatever the concept's size;
-4. union-find: the automatic links form groups; in each, one item is kept (largest resolution,
-   then best raw search rank, then lowest item id) and the others become ``near_duplicate``
-   (``duplicate`` when the bytes are identical) with the group id and the evidence (phash
-   distance, cosine to the kept item). Groups joined by a review-band link become
-   ``needs_review`` (their representatives wait for the Label Studio review); every other item
-   is ``kept``.
-
-Each concept is rewritten in one transaction, so a kill loses at most the concept in flight,
-and a re-run gives the same statuses. Groups already ``reviewed`` are left alone.
-"""
+Perceptual hashes and image embeddings (any registered model, cached), searched in bounded
+blocks and joined by union-find; one transaction per concept, reviewed groups left alone.
+docs/crawl.md."""
 
 from __future__ import annotations
 
@@ -41,15 +21,15 @@ from builder.catalog import Catalog, utcnow
 from builder.stagekit import (
     StageInputError,
     concept_filter,
-    report,
     stage_main,
     stage_parser,
     stage_run,
 )
 from builder.statuses import USABLE_ITEMS, DedupStatus, ItemStatus
 from builder.unionfind import UnionFind
+from core.clikit import report
 from core.errors import DataError
-from core.options import add_options, from_args, option
+from core.options import from_args, option
 
 log = logging.getLogger(__name__)
 
@@ -59,8 +39,7 @@ OPEN = (*USABLE_ITEMS, ItemStatus.DUPLICATE, ItemStatus.NEAR_DUPLICATE, ItemStat
 
 @dataclass
 class DedupConfig:
-    """The stage's parameters; the fields declared with ``option`` are its flags
-    (``core.options.add_options``: default and range declared here once)."""
+    """The stage's parameters; the ``option`` fields are its flags."""
 
     phash_distance: int = option("max Hamming distance (0-64)", 4, minimum=0, maximum=64)
     cosine: float = option("automatic cosine threshold", 0.95, minimum=-1.0, maximum=1.0)
@@ -78,9 +57,8 @@ class DedupConfig:
 
 # -- features --------------------------------------------------------------------------------
 def phash_hex(path: Any) -> str:
-    """64-bit perceptual hash (imagehash.phash) of an image file, as 16 hex digits, of the
-    picture the evaluator's decoder gives (EXIF orientation applied, every mode as a viewer
-    shows it)."""
+    """64-bit perceptual hash (imagehash.phash) as 16 hex digits, of the picture the evaluator's
+    decoder gives."""
     import imagehash
 
     from core.decode import decode_image, read_image_file
@@ -140,9 +118,8 @@ def phash_ints(hexes: list[str | None]) -> tuple[np.ndarray, np.ndarray]:
 
 
 def pair_device(adapter: Any) -> str | None:
-    """Where the pairwise products run when ``DedupConfig.pair_device`` is None: the project's one
-    numpy/torch rule (:func:`core.devices.torch_device` ``auto``) on the model's device:
-    torch on its GPU, numpy (None) on the CPU or without a model."""
+    """Where the pairwise products run by default: torch on the model's GPU, numpy (None) on the
+    CPU or without a model (``core.devices.torch_device``)."""
     from core.devices import torch_device
 
     return torch_device("auto", str(getattr(adapter, "device", "") or "cpu"))
@@ -162,13 +139,9 @@ def candidate_pairs(hashes: np.ndarray, valid: np.ndarray, emb: np.ndarray | Non
                     max_distance: int, min_cosine: float, block_elements: int,
                     device: str | None = None
                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """All pairs i < j with phash distance <= ``max_distance`` or cosine >= ``min_cosine``.
-
-    Rows are processed in blocks of ``block_elements // n`` against the later columns, so the
-    working memory is O(block_elements). The matrix products run in numpy, or in torch on
-    ``device`` (the embedding model's GPU when there is one). Returns (i, j, distance,
-    cosine); cosine is NaN when there are no embeddings.
-    """
+    """All pairs i < j with phash distance <= ``max_distance`` or cosine >= ``min_cosine``, in
+    blocks of rows (working memory O(``block_elements``)), numpy or torch on ``device``. Returns
+    (i, j, distance, cosine); cosine NaN without embeddings."""
     n = len(hashes)
     rows = max(1, min(n, block_elements // max(n, 1)))
     upper = np.triu(np.ones((rows, rows), dtype=bool), k=1)  # j > i inside the diagonal block
@@ -292,8 +265,8 @@ def _concept_items(catalog: Catalog, concept: str) -> list[Item]:
         f"SELECT i.item_id, i.sha256, i.rank, im.width * im.height AS px FROM items i "
         f"JOIN images im ON im.sha256 = i.sha256 WHERE i.concept=? AND i.status IN ({marks}) "
         f"AND (i.group_id IS NULL OR i.group_id NOT IN "
-        f"(SELECT group_id FROM dedup_groups WHERE status='reviewed')) ORDER BY i.item_id",
-        (concept, *OPEN))
+        f"(SELECT group_id FROM dedup_groups WHERE status=?)) ORDER BY i.item_id",
+        (concept, *OPEN, DedupStatus.REVIEWED))
     return [Item(r["item_id"], r["sha256"], r["rank"], r["px"]) for r in rows]
 
 
@@ -306,9 +279,9 @@ def _drop_missing(catalog: Catalog, items: list[Item]) -> set[int]:
             if not catalog.workdir.image_path(it.sha256, ext.get(it.sha256, "")).is_file()}
     if gone:
         with catalog.tx() as con:
-            con.executemany("UPDATE items SET status='failed', reason=?, updated_at=? "
-                            "WHERE item_id=?", [("image_dedup: stored image file is missing",
-                                                 utcnow(), i) for i in sorted(gone)])
+            con.executemany("UPDATE items SET status=?, reason=?, updated_at=? WHERE item_id=?",
+                            [(ItemStatus.FAILED, "image_dedup: stored image file is missing",
+                              utcnow(), i) for i in sorted(gone)])
     return gone
 
 
@@ -331,10 +304,11 @@ def dedup_concept(catalog: Catalog, concept: str, cfg: DedupConfig, adapter: Any
     now = utcnow()
     with catalog.tx() as con:
         ids = [it.item_id for it in items]
-        con.execute("DELETE FROM dedup_groups WHERE concept=? AND status != 'reviewed'", (concept,))
-        con.executemany("UPDATE items SET status='kept', reason='no near duplicate', "
+        con.execute("DELETE FROM dedup_groups WHERE concept=? AND status != ?",
+                    (concept, DedupStatus.REVIEWED))
+        con.executemany("UPDATE items SET status=?, reason='no near duplicate', "
                         "group_id=NULL, dedup_json=NULL, updated_at=? WHERE item_id=?",
-                        [(now, i) for i in ids])
+                        [(ItemStatus.KEPT, now, i) for i in ids])
         for g in groups:
             ev = {"members": g["members"], "edges": g["edges"],
                   "thresholds": {"phash_distance": cfg.phash_distance, "cosine": cfg.cosine,
@@ -423,9 +397,8 @@ def _load_model(name: str) -> Any:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = stage_parser("builder.image_dedup", "Near-duplicate groups within each concept.")
-    add_options(p, DedupConfig)
-    return p
+    return stage_parser("builder.image_dedup", "Near-duplicate groups within each concept.",
+                        DedupConfig)
 
 
 def config_from_args(a: argparse.Namespace) -> DedupConfig:

@@ -1,28 +1,6 @@
-"""img2dataset interop: ingest img2dataset's output into the catalog with the crawl's
-validation and provenance.
-
-``python -m builder.ingest --img2dataset DIR [--allow-host HOST] [--workdir W]``
-
-For crawls too large for one machine: ``python -m builder.crawl --export-urls urls.parquet``
-writes the pending URLs; img2dataset (Spark / Ray / multiprocessing) downloads them with
-re-encoding off, so the stored bytes are the served bytes (docs/crawl.md has the commands)::
-
-    img2dataset --url_list urls.parquet --input_format parquet --url_col url \\
-        --save_additional_columns '["item_id","concept","country","language","rank"]' \\
-        --disable_all_reencoding True --output_format files --output_folder DIR
-
-and this command brings the result back. It reads every shard's metadata (``DIR/NNNNN.parquet``,
-or the ``.json`` sidecars when the parquet is missing) and takes the bytes from the ``files``
-layout (``DIR/NNNNN/<key>.<ext>``), the ``parquet`` layout (a ``jpg``/``png``/``webp`` column)
-or the ``webdataset`` layout (``DIR/NNNNN.tar``). The bytes go through the same checks as a
-download (byte cap, Pillow decode under the pixel cap, content-addressed atomic store), each
-URL gets one status and reason (img2dataset's errors map to the built-in downloader's
-statuses), and URLs already in ``downloads`` are skipped (idempotent). img2dataset has no
-address guard: a URL whose host is a non-public address literal (or ``localhost``) is
-``blocked_host`` unless ``--allow-host`` names it. Resized or re-encoded images (img2dataset's
-defaults) are accepted, and their reason says so (the sha256 img2dataset computed of the
-served bytes differs from the stored one).
-"""
+"""img2dataset interop: its output (files, parquet or webdataset shards) into the catalog
+through the crawl's checks, address guard and statuses; idempotent. docs/crawl.md, "More than
+one machine: img2dataset"."""
 
 from __future__ import annotations
 
@@ -35,6 +13,7 @@ import tarfile
 from collections import Counter, deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -46,13 +25,27 @@ from builder.crawl.download_records import finalize_duplicates, link_items, reco
 from builder.crawl.netguard import url_refusal
 from builder.crawl.records import add_input_error
 from builder.crawl.search import InputError
-from builder.stagekit import StageInputError, report, stage_main, stage_parser, stage_run
+from builder.stagekit import StageInputError, stage_main, stage_parser, stage_run
 from builder.workdir import WorkDir
+from core.clikit import report
+from core.options import from_args, option
 
 log = logging.getLogger(__name__)
 
 STAGE = "ingest"
 IMAGE_EXTS = ("jpg", "jpeg", "png", "webp", "gif", "bmp", "tif", "tiff")
+
+
+@dataclass
+class IngestConfig:
+    """The stage's flags (``core.options``)."""
+
+    img2dataset: str = option("img2dataset output folder", metavar="DIR")
+    max_bytes: int = option("byte cap per image", 20 * 1024 * 1024)
+    max_pixels: int = option("pixel cap per image", 89_478_485)
+    allow_host: tuple[str, ...] = option(
+        "a non-public address (or localhost) whose images are accepted; exactly what is named, "
+        "as the crawl's --allow-host", (), metavar="HOST")
 
 
 #: img2dataset's error text (urllib's, mostly) -> the crawl's status, first match wins. The
@@ -93,12 +86,9 @@ def failure_status(error: str | None, i2d_status: str | None) -> tuple[str, int 
 
 
 def _shard_records(root: Path, counts: Counter[str]) -> Iterator[tuple[Path, dict[str, Any]]]:
-    """(shard path stem, metadata record) for every sample of every finished shard.
-
-    img2dataset writes ``NNNNN_stats.json`` when a shard is done (its incremental mode resumes
-    from them): where the folder has any, a shard without one is still being written (or was
-    interrupted) and is skipped (``incomplete_shard``; ingest again after img2dataset finished
-    it). A folder without stats files (assembled by hand) is read whole."""
+    """(shard path stem, metadata record) for every sample of every finished shard: where the
+    folder has ``NNNNN_stats.json`` files, a shard without one is still being written and is
+    skipped (``incomplete_shard``); a folder without any is read whole."""
     import pyarrow.parquet as pq
 
     metas = sorted(p for p in root.glob("*.parquet"))
@@ -277,23 +267,18 @@ def _summary(counts: Counter[str]) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = stage_parser("builder.ingest", "Ingest img2dataset output into the catalog.")
-    p.add_argument("--img2dataset", required=True, metavar="DIR", help="img2dataset output folder")
-    p.add_argument("--max-bytes", type=int, default=20 * 1024 * 1024, help="byte cap per image")
-    p.add_argument("--max-pixels", type=int, default=89_478_485, help="pixel cap per image")
-    p.add_argument("--allow-host", action="append", default=[], metavar="HOST",
-                   help="a non-public address (or localhost) whose images are accepted; exactly "
-                        "what is named, as the crawl's --allow-host")
-    return p
+    return stage_parser("builder.ingest", "Ingest img2dataset output into the catalog.",
+                        IngestConfig)
 
 
 def _cli(args: argparse.Namespace) -> int:
-    if args.max_bytes < 1 or args.max_pixels < 1:
+    cfg = from_args(IngestConfig, args)
+    if cfg.max_bytes < 1 or cfg.max_pixels < 1:
         raise StageInputError("--max-bytes and --max-pixels must be at least 1")
-    fetch = FetchConfig(max_bytes=args.max_bytes, max_pixels=args.max_pixels,
-                        allow_hosts=frozenset(h.lower() for h in args.allow_host))
+    fetch = FetchConfig(max_bytes=cfg.max_bytes, max_pixels=cfg.max_pixels,
+                        allow_hosts=frozenset(h.lower() for h in cfg.allow_host))
     with Catalog.open(args.workdir) as catalog:
-        counts = ingest_img2dataset(catalog, Path(args.img2dataset).expanduser(), fetch)
+        counts = ingest_img2dataset(catalog, Path(cfg.img2dataset).expanduser(), fetch)
     report(_summary(Counter(counts)))
     return 0
 

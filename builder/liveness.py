@@ -1,11 +1,6 @@
-"""Is the process of a ``running`` stage run still there? (PID, host and start time.)
-
-:func:`this_process` is what :meth:`builder.catalog.Catalog.start_run` records; :func:`gone`
-judges a recorded run: on the same host, a process id with no process, or with a process that
-started at another time (the id was reused after a reboot or a wrap), is gone. A run recorded
-on another host, or before these columns existed (no PID), is never judged gone: we cannot
-know, and ``running`` is what the record says.
-"""
+"""Is the process of a ``running`` stage run still there? :func:`this_process` is what
+``Catalog.start_run`` records; :func:`gone` judges a run of this host by PID and process start
+time (a reused PID is another process); a run of another host is never judged."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""The builder's prompts: files of ``data/prompts/``, read through ``core.datatables``.
-
-:func:`load_prompt` returns the prompt as a :class:`string.Template` and the sha256 of the
-file (recorded in the stage-run parameters, on the rows the prompt produced, and in the LLM
-cache key). A prompt that is missing or uses a placeholder the stage does not fill is bad
-input (one line, exit 2).
-"""
+"""The builder's prompts, ``data/prompts/*.txt``: :func:`load_prompt` gives a template checked
+against the stage's placeholders (else one line, exit 2) and the file's sha256 (recorded in the
+run, on the rows it produced and in the LLM cache key)."""
 
 from __future__ import annotations
 

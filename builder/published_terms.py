@@ -1,21 +1,11 @@
-"""The authors' published query terms beside ours: ``import --published`` and ``diff``.
+"""The authors' published query terms beside ours.
 
-``python -m builder.queries import --published DATASET [--revision R]`` reads the config
-``image_metadata`` of a published 3XCM release (a local folder of parquet shards + a dataset
-card, or a hub id; ``datasets.load_dataset``, only the columns ``concept``,
-``concept_in_native`` and ``country``) and stores per (concept, country) the authors' term in
-``published_terms``. Their countries are names ("Argentina"), mapped through
-``core.datatables.country``; a row of an unknown country or with an empty term is counted and
-left out. The images of one (concept, country) may carry different terms: the majority is
-stored (a tie goes to the term that sorts first), with how many images carry it, and the
-import's summary lists every (concept, country) whose images disagree. Where we have no term
-(none in the catalog, none in ``data/queries.csv``) the authors' term also goes into
-``query_terms`` with ``source=authors``. Importing a dataset again replaces its terms.
+``python -m builder.queries import --published DATASET [--revision R]`` stores per (concept,
+country) the majority of the authors' ``concept_in_native`` (of a published release's
+``image_metadata``) in ``published_terms``, and in ``query_terms`` where we have no term.
 
-``python -m builder.queries diff [--dataset D]`` prints, per country, how many of our terms
-(the rule of :mod:`builder.query_terms`, ``authors`` terms left out) equal theirs (after Unicode
-NFC, case folding and collapsing spaces) and lists the others side by side.
-"""
+``python -m builder.queries diff [--dataset D]`` prints per country how many of our terms equal
+theirs and lists the others side by side (docs/queries.md)."""
 
 from __future__ import annotations
 
@@ -30,16 +20,11 @@ from typing import Any
 
 from builder.catalog import Catalog, utcnow
 from builder.query_terms import english_term, our_terms, upsert_terms
-from builder.stagekit import (
-    StageInputError,
-    format_summary,
-    report,
-    stage_main,
-    stage_parser,
-    stage_run,
-)
+from builder.stagekit import StageInputError, format_summary, stage_main, stage_parser, stage_run
 from core import datatables, query_table
-from core.text import majority_terms, normalize_term
+from core.clikit import report
+from core.options import from_args, option
+from core.text import majority_terms, normalize_term, same_term
 
 log = logging.getLogger(__name__)
 
@@ -78,10 +63,8 @@ def dataset_key(dataset: str) -> str:
 
 
 def read_published(dataset: str, revision: str | None = None) -> list[dict[str, Any]]:
-    """The ``concept, concept_in_native, country`` rows of every split of ``image_metadata``.
-
-    A local folder gets a ``datasets`` cache of its own (:func:`core.hub.cache_kwargs`:
-    datasets 5.2 would answer it with the cached table of another folder of the same name)."""
+    """The ``concept, concept_in_native, country`` rows of ``image_metadata``; a local folder
+    gets a ``datasets`` cache of its own (another folder of the same name shares none)."""
     import datasets
 
     from core.hub import cache_kwargs
@@ -192,10 +175,6 @@ class CountryDiff:
         return self.equal + len(self.differ)
 
 
-def _same(a: str, b: str) -> bool:
-    return normalize_term(a).casefold() == normalize_term(b).casefold()
-
-
 def _pick_dataset(catalog: Catalog, dataset: str | None) -> str:
     have = [r[0] for r in catalog.query(
         "SELECT DISTINCT dataset FROM published_terms ORDER BY dataset")]
@@ -229,7 +208,7 @@ def diff_terms(catalog: Catalog, dataset: str | None = None) -> tuple[str, dict[
                 d.only_ours += mine is not None
             elif mine is None:
                 d.only_theirs.append(concept)
-            elif _same(mine.native_term, their["term"]):
+            elif same_term(mine.native_term, their["term"]):
                 d.equal += 1
             else:
                 d.differ.append((concept, mine.native_term, mine.source, their["term"],
@@ -264,27 +243,40 @@ def format_diff(key: str, diff: dict[str, CountryDiff]) -> str:
     return "\n".join(lines)
 
 
+@dataclass
+class ImportConfig:
+    """``import``'s flags."""
+
+    published: str = option("a published release: local folder (parquet + card) or hub id",
+                            metavar="DATASET")
+    revision: str | None = option("hub revision (commit, tag or branch)", None)
+
+
+@dataclass
+class DiffConfig:
+    """``diff``'s flags."""
+
+    dataset: str | None = option("the imported dataset to compare with (needed when several "
+                                 "were imported)", None)
+
+
+CONFIGS = {"import": ImportConfig, "diff": DiffConfig}
+
+
 def build_parser(command: str) -> argparse.ArgumentParser:
     doc = __doc__.split("\n\n")[1 if command == "import" else 2]
-    p = stage_parser(f"builder.queries {command}", doc)
-    if command == "import":
-        p.add_argument("--published", required=True, metavar="DATASET",
-                       help="a published release: local folder (parquet + card) or hub id")
-        p.add_argument("--revision", help="hub revision (commit, tag or branch)")
-    else:
-        p.add_argument("--dataset", help="the imported dataset to compare with (needed when "
-                                         "several were imported)")
-    return p
+    return stage_parser(f"builder.queries {command}", doc, CONFIGS[command])
 
 
 def _cli(args: argparse.Namespace) -> int:
+    cfg = from_args(CONFIGS[args.command], args)
     with Catalog.open(args.workdir) as catalog:
-        if args.command == "import":
-            import_published(catalog, args.published, args.revision)
+        if isinstance(cfg, ImportConfig):
+            import_published(catalog, cfg.published, cfg.revision)
             run = catalog.last_run(STAGE)
             report(run["summary"] if run is not None else "imported")
         else:
-            report(format_diff(*diff_terms(catalog, args.dataset)))
+            report(format_diff(*diff_terms(catalog, cfg.dataset)))
     return 0
 
 

@@ -1,27 +1,8 @@
-"""Stage ``queries``: the text query of every kept concept in every country, and its searches.
+"""Stage ``queries``: the text query of every kept concept in every country.
 
-For every kept concept (``concepts.status='kept'``; with no concepts in the catalog, the curated
-list ``data/concepts.txt``) and every chosen country the stage decides ONE term, kept in the
-catalog's ``query_terms``: the concept as people of that country type it, in the country's
-locale (es-AR is not es-ES, pt-PT is not pt-BR), with an English search term beside it. The
-rule (:mod:`builder.query_terms`): a reviewed term in the catalog, else the row of
-``data/queries.csv``, else an earlier term in the catalog (generated, or the authors' from
-``import --published``), else the LLM: one structured, cached request per (concept, language)
-for the countries still without a term (prompt ``data/prompts/queries.txt``), answered per
-country, so countries sharing a language get their own word where usage differs. ``--llm
-offline`` answers with the term of another country of that language, else the English label
-(reason ``offline: no native term``).
-
-Each term gives two rows of ``queries`` for the crawl: ``english`` (``"<english_term> <country
-name>"``, the paper's "train Japan") and ``native`` (``"<native_term> <country name in its
-language>"``), both carrying ``native_term``, 3XCM's text query. A failed request leaves the
-native row ``status='failed'`` with the reason (raw text in ``llm_requests``); the next run asks
-again. Queries of a concept no longer kept are marked ``status='stale'``.
-
-Beside the stage: ``import --published DATASET`` and ``diff`` (the authors' published terms,
-:mod:`builder.published_terms`), ``migrate-table OLD --out NEW`` (an old per-language table),
-``--write-table FILE`` (the catalog's terms in the ``data/queries.csv`` format).
-"""
+One term per concept and country (:mod:`builder.query_terms`'s rule) and its english and
+native search queries; beside it ``import``/``diff`` (:mod:`builder.published_terms`) and
+``--write-table``. docs/builder.md, "Stage queries"."""
 
 from __future__ import annotations
 
@@ -40,7 +21,8 @@ from tqdm import tqdm
 
 from builder.catalog import Catalog, record_llm_request
 from builder.concept_list import load_curated
-from builder.llm.client import BaseLLM, LLMResult, add_llm_args, llm_from_args
+from builder.llm.base import BaseLLM, LLMConfig, LLMResult
+from builder.llm.client import llm_for
 from builder.prompts import load_prompt
 from builder.query_terms import (
     catalog_terms,
@@ -51,25 +33,35 @@ from builder.query_terms import (
 )
 from builder.stagekit import (
     StageInputError,
-    cli_main,
-    configure,
     format_summary,
-    report,
     report_run,
     stage_main,
     stage_parser,
     stage_run,
 )
-from builder.statuses import QueryStatus
+from builder.statuses import ConceptStatus, QueryStatus
 from core import datatables, query_table
+from core.clikit import report
+from core.options import from_args, group, option
 
 log = logging.getLogger(__name__)
 
 STAGE = "queries"
 PROMPT = ("queries.txt", ("concept", "definition", "language", "language_name", "countries",
                           "known_terms"))
-SUBCOMMANDS = ("import", "diff", "migrate-table")
+SUBCOMMANDS = ("import", "diff")
 NO_TERM = "offline: no native term"
+
+
+@dataclass
+class QueriesConfig:
+    """The stage's flags (``core.options``)."""
+
+    countries: str = option("all or codes/names, comma-separated", "all")
+    no_table: bool = option("ignore data/queries.csv (ask the LLM)", False)
+    write_table: str | None = option("write the catalog's terms as a data/queries.csv and exit",
+                                     None, metavar="FILE")
+    llm: LLMConfig = group("LLM", LLMConfig)
 
 
 class CountryTerm(BaseModel):
@@ -91,7 +83,8 @@ def native_query(term: query_table.QueryTerm, c: datatables.Country) -> str:
 
 
 def target_concepts(catalog: Catalog) -> list[str]:
-    rows = catalog.query("SELECT name FROM concepts WHERE status='kept' ORDER BY name")
+    rows = catalog.query("SELECT name FROM concepts WHERE status=? ORDER BY name",
+                         (ConceptStatus.KEPT,))
     if rows:
         return [r["name"] for r in rows]
     if catalog.query("SELECT COUNT(*) FROM concepts")[0][0]:
@@ -344,21 +337,22 @@ def _mark_stale(catalog: Catalog, concepts: list[str]) -> None:
 
 
 def _counts(catalog: Catalog, groups: int) -> dict:
-    def grouped(sql: str) -> dict:
-        return dict(catalog.query(sql))
+    def grouped(sql: str, *params: str) -> dict:
+        return dict(catalog.query(sql, params))
 
     native = "FROM queries WHERE kind='native'"
+    ok, stale = QueryStatus.OK, QueryStatus.STALE
     return {
         "groups_this_run": groups,
-        "native_ok": catalog.query(f"SELECT COUNT(*) {native} AND status='ok'")[0][0],
-        "native_not_ok": catalog.query(f"SELECT COUNT(*) {native} AND status!='ok'")[0][0],
+        "native_ok": catalog.query(f"SELECT COUNT(*) {native} AND status=?", (ok,))[0][0],
+        "native_not_ok": catalog.query(f"SELECT COUNT(*) {native} AND status!=?", (ok,))[0][0],
         "by_source": grouped(f"SELECT source, COUNT(*) {native} GROUP BY source"),
         "terms_by_source": grouped("SELECT source, COUNT(*) FROM query_terms GROUP BY source"),
-        "by_status": grouped(f"SELECT status, COUNT(*) {native} AND status!='ok' GROUP BY status"),
-        "by_country": grouped(f"SELECT country, COUNT(*) {native} AND status='ok'"
-                              " GROUP BY country"),
+        "by_status": grouped(f"SELECT status, COUNT(*) {native} AND status!=? GROUP BY status", ok),
+        "by_country": grouped(f"SELECT country, COUNT(*) {native} AND status=? GROUP BY country",
+                              ok),
         "not_ok_by_concept": grouped(f"SELECT concept, COUNT(*) {native} AND status NOT IN"
-                                     " ('ok', 'stale') GROUP BY concept"),
+                                     " (?, ?) GROUP BY concept", ok, stale),
     }
 
 
@@ -366,7 +360,8 @@ def write_table(catalog: Catalog, out: str | Path) -> int:
     """Write the catalog's terms (of concepts whose queries are current) in the
     ``data/queries.csv`` format; returns rows."""
     current = {(r[0], r[1]) for r in catalog.query(
-        "SELECT concept, country FROM queries WHERE kind='native' AND status='ok'")}
+        "SELECT concept, country FROM queries WHERE kind='native' AND status=?",
+        (QueryStatus.OK,))}
     try:  # the catalog keeps no generic_term: the shipped row's where the term is the same
         shipped = query_table.query_terms()
     except datatables.TableError:
@@ -377,58 +372,27 @@ def write_table(catalog: Catalog, out: str | Path) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = stage_parser("builder.queries", __doc__)
-    p.epilog = ("other commands: import --published DATASET | diff [--dataset D] | "
-                "migrate-table OLD --out NEW (each with --help)")
-    p.add_argument("--countries", default="all", help="all or codes/names, comma-separated")
-    p.add_argument("--no-table", action="store_true", help="ignore data/queries.csv (ask the LLM)")
-    p.add_argument("--write-table", metavar="FILE",
-                   help="write the catalog's terms as a data/queries.csv and exit")
-    add_llm_args(p)
+    p = stage_parser("builder.queries", __doc__, QueriesConfig)
+    p.epilog = "other commands: import --published DATASET | diff [--dataset D] (each with --help)"
     return p
 
 
 def _cli(args: argparse.Namespace) -> int:
-    countries = datatables.resolve_countries(args.countries)  # bad input before the catalog opens
+    cfg = from_args(QueriesConfig, args)
+    countries = datatables.resolve_countries(cfg.countries)  # bad input before the catalog opens
     with Catalog.open(args.workdir) as catalog:
-        if args.write_table:
-            n = write_table(catalog, args.write_table)
-            report(f"wrote {n} query terms to {args.write_table}")
+        if cfg.write_table:
+            n = write_table(catalog, cfg.write_table)
+            report(f"wrote {n} query terms to {cfg.write_table}")
             return 0
-        llm = llm_from_args(args, catalog.workdir.llm_cache_path)
-        run_queries(catalog, llm, countries, use_table=not args.no_table)
+        llm = llm_for(cfg.llm, catalog.workdir.llm_cache_path)
+        run_queries(catalog, llm, countries, use_table=not cfg.no_table)
         report_run(catalog, STAGE)
     return 0
 
 
-def migrate_table(old: str | Path, out: str | Path) -> str:
-    """Convert an old per-language query table to the per-country format; the report line."""
-    if not Path(old).is_file():
-        raise StageInputError(f"migrate-table: no such file {old}")
-    terms, counts = query_table.migrate_old_query_table(old)
-    n = query_table.write_query_table(out, terms)
-    skipped = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()) if k != "migrated")
-    return (f"wrote {n} query terms to {out}" + (f" ({skipped})" if skipped else "")
-            + "; none is reviewed: native speakers review them (python -m annotation push "
-              "--kind queries)")
-
-
-def _migrate_main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="python -m builder.queries migrate-table",
-                                description="convert an old query table (one term per "
-                                            "language, column 'reviewed') to one term per "
-                                            "(concept, country) with the country's locale")
-    p.add_argument("old", help="the old queries.csv")
-    p.add_argument("--out", required=True, help="the new table to write")
-    args = p.parse_args(argv)
-    configure()
-    return cli_main(lambda: report(migrate_table(args.old, args.out)))
-
-
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] == "migrate-table":
-        return _migrate_main(argv[1:])
     if argv and argv[0] in SUBCOMMANDS:
         from builder import published_terms
 

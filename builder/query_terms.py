@@ -1,14 +1,7 @@
-"""The catalog's query terms (``query_terms``, migration 102): one per (concept, country).
-
-Which term a (concept, country) has, when several places know one (the rule the queries stage,
-``diff`` and ``import --published`` share):
-
-1. a ``reviewed`` term in the catalog (native speakers decided it; nothing overrides it);
-2. the row of ``data/queries.csv`` (unless ``--no-table``), with its own source;
-3. any other term in the catalog (``generated`` by an earlier run, or ``authors`` from an
-   imported published release);
-4. none: the queries stage asks the LLM.
-"""
+"""The catalog's query terms (``query_terms``): one per (concept, country). Where several places
+know one, the rule the queries stage, ``diff`` and ``import --published`` share: a ``reviewed``
+term in the catalog, else the row of ``data/queries.csv`` (unless ``--no-table``), else any
+other term in the catalog (generated, or the authors'), else none: the stage asks the LLM."""
 
 from __future__ import annotations
 
@@ -20,6 +13,7 @@ from builder.catalog import Catalog
 from core import datatables, query_table
 
 log = logging.getLogger(__name__)
+
 
 def _term(row: sqlite3.Row) -> query_table.QueryTerm:
     return query_table.QueryTerm(
@@ -39,8 +33,8 @@ def catalog_terms(catalog: Catalog) -> dict[tuple[str, str], query_table.QueryTe
 
 
 def table_terms(use_table: bool = True) -> dict[tuple[str, str], query_table.QueryTerm]:
-    """(concept, country) -> the term of ``data/queries.csv``; {} without a table. An old-format
-    or malformed table is the user's to fix (:class:`tables.TableError`), never skipped."""
+    """(concept, country) -> the term of ``data/queries.csv``; {} without a table. A malformed
+    table is the user's to fix (``TableError``), never skipped."""
     if not use_table:
         return {}
     path = datatables.data_dir() / "queries.csv"

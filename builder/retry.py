@@ -1,13 +1,7 @@
-"""The builder's one retry policy (image search requests, image downloads), on tenacity.
-
-A call is repeated while its *result* says it is worth another try (the callers turn transient
-errors into results; any exception propagates at once). Between attempts it waits
-``min(cap, first * 2 ** (attempt - 1))`` seconds times a jitter drawn from [1, 1.5], unless
-the result carries a server-given wait (``Retry-After``): that wait is used instead, and one
-longer than ``max_server_wait`` gives up at once. At most ``1 + retries`` attempts, and with a
-``deadline`` no wait is begun that would take the waits of the call past it. The sleep
-function is injectable, so tests run without waiting.
-"""
+"""The builder's one retry policy (searches, downloads, Gemini calls), on tenacity: a call is
+repeated while its result says another try is worth it, waiting an exponential backoff with
+jitter or the server's ``Retry-After`` (one over ``max_server_wait`` gives up at once), at most
+``1 + retries`` attempts and within a ``deadline``; the sleep is injectable for tests."""
 
 from __future__ import annotations
 
@@ -42,10 +36,8 @@ class Backoff:
 
 @dataclass
 class Tried(Generic[T]):
-    """The last result, how many attempts it took, and why the retries stopped: ``None`` (the
-    result needs no retry), ``"attempts"`` (out of attempts), ``"server_wait"`` (the server
-    asked for a wait above ``max_server_wait``) or ``"deadline"`` (the next wait would pass
-    the deadline)."""
+    """The last result, its attempts, and why the retries stopped: None (no retry needed),
+    ``"attempts"``, ``"server_wait"`` (a wait over ``max_server_wait``) or ``"deadline"``."""
 
     result: T
     attempts: int

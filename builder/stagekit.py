@@ -1,25 +1,8 @@
-"""The stage kit: what every builder stage shares, in one place.
-
-- Flags: :func:`stage_parser` gives every stage ``--workdir`` and ``-v``.
-- The main body: :func:`stage_main` parses the flags, configures logging once per process
-  (``core.logs``, so in ``python -m builder run`` every stage logs the same way) and runs
-  the stage under :data:`KIT`, the builder's use of the one CLI kit (``core.clikit``, the
-  same exit convention as the other three CLIs): 0 done; 2 with one line on stderr for what the
-  user must fix (:func:`user_errors`: bad input, a missing credential, an unreachable service,
-  an unusable catalog; a damaged work-dir database; also what the stage cannot do on this
-  machine: a full or read-only disk) and for a missing optional library ("install the builder
-  extra ..."); 130 after Ctrl-C and 143 after SIGTERM (one line: run the same command again to
-  resume). Any other exception is our bug: ``internal error`` is logged and it propagates with
-  its traceback. ``python -m builder`` runs under the same :func:`cli_main`, so in
-  ``builder run`` SIGTERM also reaches the ``review`` and ``triplets`` entry points.
-- The run record: a stage's library function wraps its work in :func:`stage_run`; the record
-  ends ``done``, ``interrupted`` (Ctrl-C, SIGTERM) or ``failed`` (any other exception: the
-  first line of the summary says ``failed: <error>``). A run killed with SIGKILL stays
-  ``running`` until ``builder status`` or the next run finds its process gone (PID, host and
-  start time in the record: :mod:`builder.liveness`); the next run resumes from the catalog.
-- Output: :func:`report` is the one place a stage writes its own report (stdout) or its one
-  error line (stderr); everything else logs.
-"""
+"""The stage kit: what every builder stage shares. :func:`stage_parser` (``--workdir``, ``-v``
+and the stage's config dataclass), :func:`stage_main` (logging once per process, the exit
+convention of ``core.clikit`` through :data:`KIT`: 2 and one line for what the user must fix
+or a missing library, 130/143 after Ctrl-C/SIGTERM), :func:`stage_run` (the run record ends
+``done``, ``interrupted`` or ``failed``; a killed run is found by :mod:`builder.liveness`)."""
 
 from __future__ import annotations
 
@@ -34,20 +17,11 @@ from typing import Any
 from builder.catalog import Catalog, CatalogError, corrupt_reason
 from builder.statuses import RunStatus
 from core import clikit
-from core.clikit import (  # noqa: F401 - the builder's names for the kit's parts
-    EXIT_INTERRUPTED,
-    EXIT_TERMINATED,
-    EXIT_USER,
-    LOCAL_ERRNOS,
-    OUR_PACKAGES,
-    report,
-    sigterm_raises,
-)
-from core.clikit import Terminated as StageTerminated
+from core.clikit import report
+from core.options import add_options
 
 log = logging.getLogger(__name__)
 
-BUILDER_EXTRA = "pip install -e '.[builder]'"
 NOISY_LOGGERS = ("httpx", "httpcore", "primp")  # a line per HTTP request
 WORKDIR_DB = "the work dir's database"
 
@@ -59,7 +33,7 @@ class StageInputError(ValueError):
 
 def user_errors() -> tuple[type[BaseException], ...]:
     """The exceptions that are one line and exit 2 (imported lazily: ``--help`` stays light)."""
-    from builder.llm.client import LLMSetupError
+    from builder.llm.base import LLMSetupError
     from core.datatables import TableError
 
     return (StageInputError, LLMSetupError, TableError, CatalogError)
@@ -72,7 +46,7 @@ def damaged_database(exc: BaseException) -> str | None:
     return None if why is None else f"a database in the work dir is damaged ({why})"
 
 
-#: the builder's use of the CLI kit (``python -m builder`` and every stage)
+#: the builder's use of the CLI kit (``python -m pipeline`` and every stage)
 KIT = clikit.CliKit(extra="builder", user_errors=user_errors, error_lines=(damaged_database,),
                     database=WORKDIR_DB)
 
@@ -91,17 +65,17 @@ def concept_filter(spec: str, flag: str = "--concepts") -> set[str] | None:
     return names
 
 
-def add_common_args(parser: argparse.ArgumentParser) -> None:
-    clikit.add_workdir(parser)
-    clikit.add_verbose(parser)
-
-
-def stage_parser(prog: str, doc: str | None) -> argparse.ArgumentParser:
-    """A stage's parser: ``python -m <prog>``, the docstring's first paragraph, common flags."""
+def stage_parser(prog: str, doc: str | None, config: type | None = None
+                 ) -> argparse.ArgumentParser:
+    """A stage's parser: ``python -m <prog>``, the docstring's first paragraph, common flags,
+    and the flags of its ``config`` dataclass (``core.options``)."""
     p = argparse.ArgumentParser(
         prog=f"python -m {prog}", description=(doc or "").split("\n\n")[0] or None
     )
-    add_common_args(p)
+    clikit.add_workdir(p)
+    clikit.add_verbose(p)
+    if config is not None:
+        add_options(p, config)
     return p
 
 
@@ -115,11 +89,6 @@ def configure(verbose: bool = False) -> None:
 
 
 # -- errors ----------------------------------------------------------------------------------
-def missing_library(exc: BaseException) -> str | None:
-    """The install line when ``exc`` is a missing third-party module, else None."""
-    return clikit.missing_library(exc, "builder")
-
-
 def local_failure(exc: BaseException) -> str | None:
     """One line when ``exc`` is a failure of this machine (a full or read-only disk, no write
     permission, out of file handles: what stops a stage, never an item's fault), else None."""
@@ -128,11 +97,11 @@ def local_failure(exc: BaseException) -> str | None:
 
 def describe(exc: BaseException) -> str:
     """One line for the run record: what ended the run."""
-    if isinstance(exc, StageTerminated):
+    if isinstance(exc, clikit.Terminated):
         return "SIGTERM"
     if isinstance(exc, KeyboardInterrupt):
         return "KeyboardInterrupt"
-    text = missing_library(exc) or f"{type(exc).__name__}: {exc}"
+    text = clikit.missing_library(exc, "builder") or f"{type(exc).__name__}: {exc}"
     text = " ".join(text.split())
     return text if len(text) <= 500 else text[:497] + "..."
 
@@ -149,7 +118,7 @@ def stage_main(
 
 def cli_main(fn: Callable[[], int | None]) -> int:
     """Run a command body with SIGTERM raising, under the exit convention (module doc); also
-    what ``python -m builder`` (and so ``builder run``) runs under."""
+    what ``python -m pipeline`` (and so ``pipeline run``) runs under."""
     return KIT.run(fn)
 
 

@@ -1,11 +1,6 @@
-"""Every status a catalog row can hold, one ``StrEnum`` per status column.
-
-The catalog's CHECK constraints (migration ``m0500_status_checks``) allow exactly these values;
-``COLUMNS`` maps each checked ``(table, column)`` to its enum. A ``StrEnum`` member is its
-string (``ItemStatus.KEPT == "kept"``), so members go into SQL parameters and f-strings as
-they are. Adding a value needs a migration that widens the column's CHECK (a test compares
-the two).
-"""
+"""Every status a catalog row can hold, one ``StrEnum`` per status column (``COLUMNS``): the
+catalog's CHECK constraints allow exactly these values (a test compares the two), and SQL takes
+the members as parameters (a test refuses a quoted status in SQL)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``python -m builder export TABLE --out FILE``: one catalog table or view as CSV or parquet."""
+"""``python -m pipeline export TABLE --out FILE``: one catalog table or view as CSV or parquet."""
 
 from __future__ import annotations
 
@@ -13,11 +13,8 @@ log = logging.getLogger(__name__)
 
 def export_table(catalog: Catalog, table: str, out: str | Path) -> int:
     """Write one catalog table or view to CSV or parquet (by extension); returns the row count.
-
-    Where a view ``<table>_export`` exists (e.g. ``downloads_export``: one row per search
-    result with its provenance and download outcome), ``export <table>`` writes the view, the
-    user-facing form of that table; name the bare table with ``<table>:raw``.
-    """
+    ``export T`` writes the view ``T_export`` where there is one (its user-facing form);
+    ``T:raw`` the bare table."""
     import pandas as pd
 
     from core.files import atomic_path

@@ -1,13 +1,7 @@
-"""Text embedders of the builder (concept dedup): BGE-M3 dense vectors and a hash-seeded fake.
-
-``--embedder bge-m3`` loads ``BAAI/bge-m3`` (or ``bge-m3:/local/dir``) with FlagEmbedding's
-``BGEM3FlagModel(path, use_fp16=False, devices=[device])``: full-precision weights, dense
-vectors only, returned as float32 and L2-normalised in float32 before any thresholding (half
-precision moves cosines near a 0.92 threshold). ``--embedder hash`` is the deterministic fake
-for tests and air-gapped demos: each text's vector is ``benchmark.models.hash.hash_vector`` of
-its UTF-8 bytes (a Gaussian seeded by their sha256, the evaluator's ``hash`` model's draw), so
-distinct texts are nearly orthogonal and equal texts identical; ``planted`` vectors override it.
-"""
+"""Text embedders of concept dedup: ``--embedder bge-m3`` (``BAAI/bge-m3`` or
+``bge-m3:/local/dir``, FlagEmbedding, full precision, dense vectors L2-normalised in float32:
+half precision moves cosines near the threshold) and ``--embedder hash``, the deterministic fake
+(the evaluator's ``hash`` model's draw: distinct texts nearly orthogonal)."""
 
 from __future__ import annotations
 

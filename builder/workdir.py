@@ -1,12 +1,5 @@
-"""The build's work dir: catalog, content-addressed images, LLM cache, exports.
-
-Layout (docs/builder.md)::
-
-    catalog.sqlite               single source of truth (WAL)
-    images/ab/<sha256>.<ext>     original bytes, content-addressed, written atomically
-    cache/llm.sqlite             LLM responses keyed by request hash
-    exports/                     CSV/parquet exports and the release
-"""
+"""The build's work dir: ``catalog.sqlite``, content-addressed ``images/ab/<sha256>.<ext>``
+(written atomically), ``cache/llm.sqlite``, ``exports/`` (docs/builder.md)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """The schema of a release's ``build.json``, checked wherever one is read (``benchmark run``
 on a local release, ``triplets validate --release``): not an object, or a field of the wrong
-type, is a :class:`~core.errors.DataError` (one line, exit 2), never a traceback."""
+type, is a :class:`~core.errors.DataError` (one line, exit 2), never a traceback; the writer
+(``core.release.write_metadata``) checks what it writes against the same schema."""
 
 from __future__ import annotations
 
@@ -8,36 +9,48 @@ import json
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, StrictBool, StrictInt, StrictStr, ValidationError
+
 from core.errors import DataError
 
 
-def _models() -> Any:
-    from pydantic import BaseModel, ConfigDict, StrictBool, StrictInt, StrictStr
+class Sampling(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    seed: StrictInt | None = None
+    per_image: StrictInt | None = None
+    distinct_language: StrictBool = False
 
-    class Sampling(BaseModel):
-        model_config = ConfigDict(extra="allow")
-        seed: StrictInt | None = None
-        per_image: StrictInt | None = None
-        distinct_language: StrictBool = False
 
-    class BuildRecord(BaseModel):
-        model_config = ConfigDict(extra="allow")
-        format: StrictStr | None = None
-        format_version: StrictInt | None = None
-        exported_at: StrictStr | None = None
-        package_version: StrictStr | None = None
-        git_commit: StrictStr | None = None
-        sampling: Sampling = Sampling()
-        stage_runs: list[dict[str, Any]] = []
-        numbers: dict[str, Any] = {}
+class BuildRecord(BaseModel):
+    """``build.json``: the fields with a known type (others are kept as they are)."""
 
-    return BuildRecord
+    model_config = ConfigDict(extra="allow")
+    format: StrictStr | None = None
+    format_version: StrictInt | None = None
+    exported_at: StrictStr | None = None
+    package_version: StrictStr | None = None
+    git_commit: StrictStr | None = None
+    sampling: Sampling = Sampling()
+    stage_runs: list[dict[str, Any]] = []
+    numbers: dict[str, Any] = {}
+
+
+def _first_problem(e: ValidationError) -> str:
+    first = e.errors()[0]
+    where = ".".join(str(x) for x in first["loc"]) or "(top)"
+    return f"build.json field {where}: {first['msg']} ({e.error_count()} problem(s))"
+
+
+def check_written(build: dict[str, Any]) -> None:
+    """A record about to be written holds to the schema (else ValueError: our bug)."""
+    try:
+        BuildRecord.model_validate(build)
+    except ValidationError as e:
+        raise ValueError(f"refusing to write {_first_problem(e)}") from e
 
 
 def parse_build_record(text: str, what: str) -> dict[str, Any]:
     """``build.json`` text as a dict whose known fields have their types, else DataError."""
-    from pydantic import ValidationError
-
     try:
         obj = json.loads(text)
     except json.JSONDecodeError as e:
@@ -45,12 +58,9 @@ def parse_build_record(text: str, what: str) -> dict[str, Any]:
     if not isinstance(obj, dict):
         raise DataError(f"{what}: build.json must be a JSON object, not {type(obj).__name__}")
     try:
-        record = _models().model_validate(obj)
+        record = BuildRecord.model_validate(obj)
     except ValidationError as e:
-        first = e.errors()[0]
-        where = ".".join(str(x) for x in first["loc"]) or "(top)"
-        raise DataError(f"{what}: build.json field {where}: {first['msg']} "
-                        f"({e.error_count()} problem(s))") from e
+        raise DataError(f"{what}: {_first_problem(e)}") from e
     return {**obj, "sampling": {**(obj.get("sampling") or {}),
                                 **record.sampling.model_dump(include={"seed", "per_image",
                                                                       "distinct_language"})}}

@@ -1,6 +1,6 @@
 """The CLI kit: one exit convention and the common flags for all four command lines.
 
-``python -m benchmark``, ``python -m builder`` (and each ``python -m builder.<stage>``),
+``python -m benchmark``, ``python -m pipeline`` (and each ``python -m builder.<stage>``),
 ``python -m annotation`` and ``python -m triplets`` run their command body through
 :meth:`CliKit.run`, which maps what ended it the same way everywhere:
 

@@ -1,21 +1,12 @@
-"""The one place for atomic file writes and content hashes (every package uses these).
-
-A write goes to a temp file in the target's folder, is flushed and fsynced, then
-``os.replace``d over the target, so a reader sees the old file or the new one, never half of
-one, and a crash loses at most the file being written.
-
-Permissions: ``tempfile.mkstemp`` creates files 0600. What a user shares (results, reports,
-exports, the release) gets the usual ``0666 & ~umask`` (``private=False``, the default); the
-catalog's images and the caches may pass ``private=True`` to stay 0600.
-"""
+"""The one place for atomic file writes and content hashes. A write goes to a temp file beside
+the target, is fsynced and ``os.replace``d over it: a reader sees the old file or the new one,
+never half. Shared outputs get ``0666 & ~umask`` (the default); ``private=True`` keeps 0600."""
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import json
 import os
-import sqlite3
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -52,11 +43,8 @@ def create_shared(path: str | os.PathLike[str]) -> None:
 @contextmanager
 def atomic_path(path: str | os.PathLike[str], *, private: bool = False,
                 suffix: str = "") -> Iterator[Path]:
-    """Yield a temp path beside ``path``; on success fsync it and move it over ``path``.
-
-    For writers that want a file name (``DataFrame.to_parquet``, ``Figure.savefig``).
-    ``suffix`` keeps an extension some writers look at (``.png``, ``.parquet``).
-    """
+    """Yield a temp path beside ``path`` (``suffix`` kept for writers that look at it); on success
+    fsync it and move it over ``path``."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=f"{suffix}.tmp",
@@ -129,28 +117,6 @@ def folder_stamp(path: str | os.PathLike[str]) -> str:
     return "files:" + h.hexdigest()[:16]
 
 
-# --- this machine's failures -----------------------------------------------------------------
-#: errno values that mean this machine cannot write (a full or read-only disk, a quota)
-_DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS})
-_SQLITE_DISK = ("database or disk is full", "attempt to write a readonly database",
-                "disk I/O error")
-
-
-def disk_failure(exc: BaseException) -> str | None:
-    """One line when ``exc`` is this machine's failure to write (a full or read-only disk: our
-    side, never the input's), else None. Atomic writes leave the old file in place, so the
-    line says that nothing written before is lost and the same command resumes."""
-    if isinstance(exc, OSError) and exc.errno in _DISK_ERRNOS:
-        where = f" {exc.filename}" if exc.filename else ""
-        why = exc.strerror or str(exc)
-    elif isinstance(exc, sqlite3.OperationalError) and any(m in str(exc) for m in _SQLITE_DISK):
-        where, why = " a database", str(exc)
-    else:
-        return None
-    return (f"cannot write{where}: {why}; files written before are kept: free space (or fix "
-            "the disk) and run the same command again")
-
-
 # --- folders a user names -------------------------------------------------------------------
 #: the marker a command leaves in a folder it wrote: its kind, a fingerprint and every file
 OWNER_MARKER = ".3xcm-written.json"
@@ -173,7 +139,7 @@ def read_marker(path: str | os.PathLike[str]) -> dict | None:
     return obj
 
 
-def claim_folder(path: str | os.PathLike[str], kind: str) -> dict | None:
+def may_write_into(path: str | os.PathLike[str], kind: str) -> dict | None:
     """May we write into ``path``? Yes when it is absent or empty (returns None) or holds our
     marker of ``kind`` (returns it); otherwise :class:`FolderNotOursError`."""
     path = Path(path)
@@ -191,12 +157,12 @@ def claim_folder(path: str | os.PathLike[str], kind: str) -> dict | None:
     return None
 
 
-def own_folder(path: str | os.PathLike[str], kind: str) -> Path:
+def claim(path: str | os.PathLike[str], kind: str) -> Path:
     """Claim ``path`` for a command of ``kind`` that writes files into it one by one (results,
-    reproduce): :func:`claim_folder`, then create it and leave our (empty) marker at once, so
+    reproduce): :func:`may_write_into`, then create it and leave our (empty) marker at once, so
     that the next run, or a process started beside this one, finds the folder ours."""
     path = Path(path)
-    if claim_folder(path, kind) is None:
+    if may_write_into(path, kind) is None:
         path.mkdir(parents=True, exist_ok=True)
         if read_marker(path) is None:
             _write_marker(path, kind, {})
@@ -236,13 +202,13 @@ def install_folder(tmp: str | os.PathLike[str], out: str | os.PathLike[str], kin
     tmp, out = Path(tmp), Path(out)
     if out.is_symlink():
         raise FolderNotOursError(f"{out} is a symlink; name the folder it points to")
-    old = claim_folder(out, kind)
+    old = may_write_into(out, kind)
     files = _manifest(tmp)
     os.chmod(tmp, 0o777 & ~_umask())
     if old is None:
         fingerprint = _write_marker(tmp, kind, files)
         if out.exists():
-            out.rmdir()  # claim_folder saw it empty
+            out.rmdir()  # may_write_into saw it empty
         tmp.rename(out)
         return fingerprint
     through = next((rel for rel in files if inside(out, rel) is None), None)

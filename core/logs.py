@@ -1,7 +1,7 @@
 """Logging is configured once per process, by whichever CLI runs first, in one format.
 
 Library modules only call ``logging.getLogger(__name__)``. A CLI calls
-:func:`configure_logging`; a later call in the same process (``python -m builder run`` calling
+:func:`configure_logging`; a later call in the same process (``python -m pipeline run`` calling
 each stage's ``main``) changes only the level, so every stage logs the same way. The handler
 writes to ``sys.stderr`` as it is when a record is logged (pytest swaps it per test), and the
 HTTP clients' one-line-per-request INFO logs show only with ``verbose``.

@@ -1,10 +1,12 @@
 """Typed configs: dataclasses whose fields carry their help text; the CLI builds flags from them.
 
 A config field is declared with :func:`option`; :func:`add_options` adds one argparse flag per
-field (``--field-name``; ``bool`` fields are ``store_true``; ``X | None`` takes ``X``; a field
-without a default is a required flag) and :func:`from_args` fills the dataclass from the parsed
-namespace. A library caller builds the dataclass directly. A field shared by several configs
-(``--dataset`` of every task) is declared once in a base class, and added once per parser.
+field (``--field-name``; ``bool`` fields are ``store_true``; ``X | None`` takes ``X``;
+``tuple[X, ...]`` is a repeatable flag; a field without a default is a required flag) and
+:func:`from_args` fills the dataclass from the parsed namespace. A library caller builds the
+dataclass directly. A field shared by several configs (``--dataset`` of every task) is declared
+once in a base class, and added once per parser; a config inside another (a stage's LLM
+settings) is a :func:`group` field, its flags under a title.
 """
 
 from __future__ import annotations
@@ -21,13 +23,16 @@ T = TypeVar("T")
 def option(help: str, default: Any = dataclasses.MISSING, *, flags: tuple[str, ...] = (),
            minimum: float | None = None, above: float | None = None,
            maximum: float | None = None, **argparse_kw: Any) -> Any:
-    """A dataclass field with its flag's help text (and extra argparse keywords: choices,
-    metavar; ``flags`` replaces the default ``--field-name``; ``minimum`` is the smallest
-    value an ``int`` or ``float`` flag accepts, ``maximum`` the largest and ``above`` a bound
-    it must exceed, all checked when the flag is parsed)."""
+    """A dataclass field with its flag's help text and argparse keywords; ``flags`` replaces
+    ``--field-name``; ``minimum`` / ``maximum`` / ``above`` bound a number, checked when parsed."""
     meta = {"help": help, "flags": flags, "argparse": argparse_kw, "minimum": minimum,
             "above": above, "maximum": maximum}
     return dataclasses.field(default=default, metadata=meta)
+
+
+def group(title: str, cls: type) -> Any:
+    """A field holding config ``cls`` (default ``cls()``), its flags under ``title``."""
+    return dataclasses.field(default_factory=cls, metadata={"group": title})
 
 
 def _bounded(typ: type, minimum: float | None, above: float | None = None,
@@ -65,17 +70,17 @@ def add_options(parser: argparse.ArgumentParser | Any, cls: type, *,
     """Add the flags of config dataclass ``cls`` to ``parser`` (those not in ``seen``, which
     is updated; under an argument group ``title`` when given and when any flag is new)."""
     seen = set() if seen is None else seen
-    new = [f for f in dataclasses.fields(cls) if f.name not in seen and "help" in f.metadata]
-    if not new:
-        return
-    target = parser.add_argument_group(title) if title else parser
     hints = typing.get_type_hints(cls)
+    new = [f for f in dataclasses.fields(cls) if f.name not in seen and "help" in f.metadata]
+    target = parser.add_argument_group(title) if title and new else parser
     for f in new:
         seen.add(f.name)
         meta = f.metadata
         kw: dict[str, Any] = {"help": meta["help"], "dest": f.name, **meta["argparse"]}
         typ = _flag_type(hints[f.name])
-        if typ is bool:
+        if typing.get_origin(typ) is tuple:  # a repeatable flag: each use adds one value
+            kw.update(action="append", type=typing.get_args(typ)[0])
+        elif typ is bool:
             kw["action"] = "store_true"
         elif typ in (int, float) and any(meta.get(k) is not None
                                          for k in ("minimum", "above", "maximum")):
@@ -83,15 +88,29 @@ def add_options(parser: argparse.ArgumentParser | Any, cls: type, *,
                                   meta.get("maximum"))
         else:
             kw["type"] = typ
+        if meta["flags"] and typ is not bool and kw.get("action") != "append":  # named by its flag, not by the field
+            kw.setdefault("metavar", meta["flags"][0].lstrip("-").replace("-", "_").upper())
         if f.default is dataclasses.MISSING:
             kw["required"] = True
         elif typ is not bool:
-            kw["default"] = f.default
+            kw["default"] = None if kw.get("action") == "append" else f.default
         target.add_argument(*(meta["flags"] or (f"--{f.name.replace('_', '-')}",)), **kw)
+    for f in dataclasses.fields(cls):
+        if "group" in f.metadata:
+            add_options(parser, hints[f.name], seen=seen, title=f.metadata["group"])
 
 
 def from_args(cls: type[T], args: argparse.Namespace) -> T:
-    """An instance of config dataclass ``cls`` from parsed flags (fields the parser lacks keep
-    their defaults)."""
-    names = [f.name for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
-    return cls(**{n: getattr(args, n) for n in names if hasattr(args, n)})
+    """An instance of config dataclass ``cls`` from parsed flags (fields without a flag, or
+    whose flag the parser lacks, keep their defaults; a :func:`group` field from its flags)."""
+    hints = typing.get_type_hints(cls)
+    kw: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+        if "group" in f.metadata:
+            kw[f.name] = from_args(hints[f.name], args)
+        elif "help" in f.metadata and hasattr(args, f.name):
+            value = getattr(args, f.name)
+            if typing.get_origin(hints[f.name]) is tuple:  # a repeatable flag
+                value = f.default if value is None else tuple(value)
+            kw[f.name] = value
+    return cls(**kw)

@@ -1,26 +1,20 @@
-"""The query table ``data/queries.csv`` (docs/queries.md): one term per (concept, country), in
-the country's locale, read through :mod:`core.datatables` (countries, concepts, the data folder).
-
-:data:`QUERY_COLUMNS`, :class:`QueryTerm`, the one reader :func:`read_query_table` (an old
-per-language table is refused with the command that converts it, :func:`migrate_old_query_table`
-converts it) and the one writer :func:`write_query_table` (also for exports of reviewed terms);
-:func:`term_country` is the rule for asking one country's images in another country's language,
-where another country's images get the term's ``generic_term`` (no country's proper name such
-as PRT's parliament).
-"""
+"""The query table ``data/queries.csv`` (docs/queries.md): one term per (concept, country) in
+the country's locale. :class:`QueryTerm` (a row), the one reader :func:`read_query_table` and
+writer :func:`write_query_table`, and :func:`term_country`, the rule for asking one country's
+images in another country's language (with the row's ``generic_term``). The texts one
+evaluation scores, from this table or another source, are ``benchmark.data.query_texts``'s."""
 
 from __future__ import annotations
 
 import csv
 import io
 import re
-from collections import Counter
 from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 
-from core.datatables import Country, TableError, concepts, countries, country, data_dir
+from core.datatables import Country, TableError, concepts, countries, data_dir
 from core.text import StrictDictReader, normalize_term
 
 QUERY_COLUMNS = [
@@ -38,12 +32,8 @@ QUERY_COLUMNS = [
 ]
 # an older export may lack these; they read as empty
 OPTIONAL_QUERY_COLUMNS = ("generic_term",)
-QUERY_SOURCES = ("generated", "authors", "reviewed")
-MIGRATE_COMMAND = "python -m builder.queries migrate-table {path} --out NEW.csv"
-
-
-class OldQueryTableError(TableError):
-    """A query table in the old format (one term per language, a ``reviewed`` column)."""
+REVIEWED = "reviewed"  # the source of a term native speakers reviewed
+QUERY_SOURCES = ("generated", "authors", REVIEWED)
 
 
 @dataclass(frozen=True)
@@ -73,7 +63,7 @@ class QueryTerm:
 
     @property
     def reviewed(self) -> bool:
-        return self.source == "reviewed"
+        return self.source == REVIEWED
 
     def row(self) -> dict[str, str]:
         """The CSV row (``QUERY_COLUMNS``)."""
@@ -142,8 +132,7 @@ def parse_query_rows(rows: Iterable[Mapping[str, str | None]], where: str) -> li
 
 
 def read_query_table(path: str | Path | None = None) -> list[QueryTerm]:
-    """The query table at ``path`` (default ``data/queries.csv``), validated. An old-format
-    table is refused with :class:`OldQueryTableError` naming the command that converts it."""
+    """The query table at ``path`` (default ``data/queries.csv``), validated."""
     path = Path(path) if path is not None else data_dir() / "queries.csv"
     if not path.is_file():
         raise TableError(f"missing query table {path}")
@@ -151,11 +140,6 @@ def read_query_table(path: str | Path | None = None) -> list[QueryTerm]:
         with path.open(newline="", encoding="utf-8") as f:
             reader = StrictDictReader(f, str(path), TableError)
             header = list(reader.fieldnames or [])
-            if "locale" not in header and {"reviewed", "native_query"} & set(header):
-                raise OldQueryTableError(
-                    f"{path} is an old-format query table (one term per language, column "
-                    "'reviewed'); terms are now per (concept, country) with a locale: convert "
-                    f"it with `{MIGRATE_COMMAND.format(path=path)}`")
             missing = [c for c in QUERY_COLUMNS
                        if c not in header and c not in OPTIONAL_QUERY_COLUMNS]
             if missing:
@@ -218,57 +202,12 @@ def generic_terms() -> dict[tuple[str, str], str]:
     return out
 
 
-def migrate_old_query_table(path: str | Path) -> tuple[list[QueryTerm], Counter]:
-    """The terms of an old-format table (``concept, country, language, english_query,
-    native_query, native_term, source, reviewed``), per (concept, country), not reviewed.
-
-    ``english_term`` is the old English query without its country name; an old
-    ``reviewed=true`` left no reviewer record, so it becomes a note asking for a review, not
-    ``source=reviewed``. Returns the terms and counts (migrated, skipped and why)."""
-    path = Path(path)
-    counts: Counter = Counter()
-    out: dict[tuple[str, str], QueryTerm] = {}
-    with path.open(newline="", encoding="utf-8") as f:
-        reader = StrictDictReader(f, str(path), TableError)
-        missing = [c for c in ("concept", "country", "native_term") if c not in
-                   (reader.fieldnames or [])]
-        if missing:
-            raise TableError(f"{path}: not a query table (missing columns {missing})")
-        for r in reader:
-            concept, term = normalize_term(r.get("concept")), normalize_term(r.get("native_term"))
-            try:
-                c = country(r.get("country") or "")
-            except TableError:
-                counts["skipped_unknown_country"] += 1
-                continue
-            if not concept or not term or (concept, c.code) in out:
-                counts["skipped_empty" if not concept or not term else "skipped_duplicate"] += 1
-                continue
-            english = normalize_term(r.get("english_query")).removesuffix(f" {c.name}").strip() or concept
-            old_source = normalize_term(r.get("source"))
-            notes = ["migrated from the per-language table"]
-            if old_source and old_source not in ("generated", "authors"):
-                notes.append(f"old source {old_source}")
-            if normalize_term(r.get("reviewed")).lower() in ("true", "1", "yes"):
-                notes.append("old table said reviewed=true with no reviewer record: review again")
-            source = old_source if old_source in ("generated", "authors") else "generated"
-            out[(concept, c.code)] = query_term(concept, c, term, english, source,
-                                                "; ".join(notes))
-            counts["migrated"] += 1
-    return list(out.values()), counts
-
-
 def term_country(keys: Container[tuple[str, str]], concept: str, language: str,
                  country_code: str) -> str | None:
-    """Whose term writes ``concept`` in ``language`` for the images of ``country_code``.
-
-    The rule (``3xcm-matrix``): a country whose language it is gets its own term (ARG's Spanish
-    query is the es-AR term); any other country gets the term of the first country of that
-    language in countries.csv order that has one (USA for English, ESP for Spanish, PRT for
-    Portuguese). ``keys``: the (concept, country) pairs that have a term; None when none fits.
-    The text a query uses for another country's images is that row's generic term
-    (:func:`term_in_language`, :func:`generic_terms`).
-    """
+    """Whose term writes ``concept`` in ``language`` for the images of ``country_code``, or None:
+    the country's own where it speaks the language (ARG's Spanish query is the es-AR term), else
+    that of the first country of the language in countries.csv order with one (USA, ESP, PRT);
+    ``keys``: the (concept, country) pairs that have a term."""
     own = next((c for c in countries() if c.code == country_code), None)
     if own is not None and own.language == language and (concept, own.code) in keys:
         return own.code

@@ -11,10 +11,6 @@ write a release through :func:`write_tables` and :func:`write_metadata`; the eva
     build.json                             format, format_version, sampling, ... (schema:
                                            :mod:`core.build_record`)
     LICENSE.md                             the licence terms (the card's ``license_link``)
-
-Format version 2 names the ``images`` column holding the search string ``search_query``;
-version 1 called it ``query_text`` like the triplets' benchmark query: the readers accept both
-(:func:`rename_old_columns`).
 """
 
 from __future__ import annotations
@@ -27,6 +23,7 @@ from typing import Any
 import pandas as pd
 
 from core import files
+from core.build_record import check_written
 from core.errors import DataError
 
 FORMAT = "3xcm-release"
@@ -46,8 +43,6 @@ IMAGE_COLUMNS = [
     "image_id", "image", "concept", "country", "query_language", "search_query", "search_rank",
     "source_url", "page_url", "title", "tags", "sha256", "width", "height",
 ]
-#: format version 1's name of an ``images`` column -> its name now
-OLD_IMAGE_NAMES = {"query_text": "search_query"}
 _INT_COLUMNS = {"query_term_reviewers", "search_rank", "width", "height"}
 
 
@@ -132,6 +127,7 @@ def write_metadata(folder: Path, card: str, build: dict[str, Any], licence: str)
     """The card, ``build.json`` (``format`` and ``format_version`` set here) and the licence."""
     folder = Path(folder)
     build = {**build, "format": FORMAT, "format_version": FORMAT_VERSION}
+    check_written(build)
     files.atomic_write_text(folder / "README.md", card)
     files.atomic_write_text(folder / LICENSE_FILE, licence)
     files.atomic_write_text(folder / "build.json", json.dumps(
@@ -148,14 +144,6 @@ def release_files(folder: Path) -> list[Path]:
 
 
 # -- readers --------------------------------------------------------------------------------------
-def rename_old_columns(frame: pd.DataFrame, config: str) -> pd.DataFrame:
-    """A version-1 ``images`` table with today's column names (``query_text`` -> ``search_query``)."""
-    if config != "images":
-        return frame
-    old = {o: n for o, n in OLD_IMAGE_NAMES.items() if o in frame.columns and n not in frame.columns}
-    return frame.rename(columns=old) if old else frame
-
-
 def card_configs(release: Path) -> dict[str, dict[str, list[str]]]:
     """config name -> split -> data file globs, from the card's YAML front matter."""
     import yaml
@@ -195,32 +183,26 @@ def config_paths(release: Path, config: str) -> list[Path]:
 
 
 def read_config_table(release: Path, config: str, columns: list[str] | None = None) -> pd.DataFrame:
-    """All splits of one config as one frame (no image decoding, today's column names); of
-    ``columns`` only those the files have."""
+    """All splits of one config as one frame (no image decoding); of ``columns`` only those
+    the files have."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    old = {n: o for o, n in OLD_IMAGE_NAMES.items()} if config == "images" else {}
-    want = None if columns is None else [*columns, *(old[c] for c in columns if c in old)]
     parts = []
     for p in config_paths(release, config):
         have = pq.read_schema(p).names
-        parts.append(pq.read_table(p, columns=None if want is None else
-                                   [c for c in want if c in have]))
-    return rename_old_columns(pa.concat_tables(parts, promote_options="default").to_pandas(), config)
+        parts.append(pq.read_table(p, columns=None if columns is None else
+                                   [c for c in columns if c in have]))
+    return pa.concat_tables(parts, promote_options="default").to_pandas()
 
 
 def load_configs(path_or_id: str, revision: str | None = None) -> tuple[pd.DataFrame, Any]:
-    """(``triplets`` test split as a frame, ``images`` as a ``datasets.Dataset`` with today's
-    column names) through ``datasets.load_dataset``; a local folder or a hub id."""
+    """(``triplets`` test split as a frame, ``images`` as a ``datasets.Dataset``) through
+    ``datasets.load_dataset``; a local folder or a hub id."""
     from core import hub as hf
 
     try:
         tr = hf.load_split(path_or_id, "triplets", "test", revision).to_pandas()
     except hf.EmptySplit:  # a header and no rows: datasets will not load it
         tr = pd.DataFrame(columns=TRIPLET_COLUMNS)
-    imgs = hf.load_split(path_or_id, "images", None, revision)
-    for old, new in OLD_IMAGE_NAMES.items():
-        if old in imgs.column_names and new not in imgs.column_names:
-            imgs = imgs.rename_column(old, new)
-    return tr, imgs
+    return tr, hf.load_split(path_or_id, "images", None, revision)

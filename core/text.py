@@ -1,21 +1,9 @@
-"""One identity per text: the normalisation of names and terms, and the strict CSV reader.
-
-``benchmark`` is the lowest layer, so the builder, the annotation tools and the triplet tools
-import these too; no other module normalises a name or reads a CSV its own way.
-
-- :func:`normalize_term`: Unicode NFC, outer whitespace stripped, inner runs of whitespace
-  one space. macOS writes file names in NFD ("cafe" + U+0301); the same word typed on a
-  keyboard is NFC ("caf" + U+00E9). Every name and term is normalised where it enters
-  (folder names, CSV cells, the catalog, the release, the query table, annotation exports),
-  so the two spellings are one concept, one term.
-- :func:`majority_terms`: the one rule that picks a term among several (the images of one
-  concept and country in a published dataset or a release): the most frequent normalised
-  spelling, a tie to the smallest.
-- :class:`StrictDictReader`: ``csv.DictReader`` that refuses a row with more or fewer fields
-  than the header (``DictReader`` puts extra fields under the key ``None`` and fills missing
-  ones with ``None``: a row ``food,DEU,Es,sen`` scored the text "Es"), naming the file and
-  line.
-"""
+"""One identity per text, below every package: :func:`normalize_term` (Unicode NFC, outer
+space stripped, inner runs one space: a macOS file name in NFD and the same word typed are one
+term), :func:`same_term` (the same answer, case and spacing aside), :func:`majority_terms` (the
+one rule that picks a term among several: the most frequent spelling, a tie to the smallest)
+and :class:`StrictDictReader` (a CSV row with more or fewer fields than the header is refused,
+naming the file and line, where ``csv.DictReader`` shifts or drops values)."""
 
 from __future__ import annotations
 
@@ -29,6 +17,11 @@ from typing import Any
 def normalize_term(text: Any) -> str:
     """NFC of ``text`` (``None`` is ``""``), stripped, inner whitespace runs one space."""
     return " ".join(unicodedata.normalize("NFC", str(text if text is not None else "")).split())
+
+
+def same_term(a: str, b: str) -> bool:
+    """Two terms are the same when they differ only in case, spacing or Unicode form."""
+    return normalize_term(a).casefold() == normalize_term(b).casefold()
 
 
 def term_counts(terms: Iterable[Any] | Mapping[Any, int]) -> Counter[str]:

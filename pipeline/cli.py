@@ -1,14 +1,9 @@
-"""``python -m pipeline`` (alias ``python -m builder``): the state of a build, exports, the runner.
+"""The state of a build, exports, the runner.
 
-- ``python -m pipeline [status] [--json]``: each stage of ``pipeline.stages.STAGES`` with its
-  state (``not run``, ``running``, ``done``, ``failed``, ``interrupted``), the last run's
-  start/end and counts, and the row count of every catalog table.
-- ``python -m pipeline export TABLE --out FILE``: any catalog table as ``.csv`` or ``.parquet``.
-- ``python -m pipeline run [--from STAGE] [--to STAGE] [--llm SPEC] [--embedder SPEC]
-  [--stage-args STAGE=ARGS ...]``: calls each stage's ``main`` in order (each resumes from the
-  catalog); ``--llm`` / ``--embedder`` go to every stage that accepts them; stops at the first
-  stage that returns non-zero.
-"""
+``python -m pipeline``: ``status`` (the default; ``--json``: each stage's state, last run
+and counts, every table's rows), ``export TABLE --out FILE`` (``.csv`` or ``.parquet``) and ``run
+[--from S] [--to S] [--llm SPEC] [--embedder SPEC] [--stage-args S=ARGS]`` (each stage's
+``main`` in order, each resuming; stops at the first non-zero exit)."""
 
 from __future__ import annotations
 
@@ -18,10 +13,10 @@ import logging
 import shlex
 
 from builder.catalog import Catalog
-from builder.stagekit import StageInputError, cli_main, configure, report
+from builder.stagekit import StageInputError, cli_main, configure
 from builder.table_export import export_table
 from builder.workdir import WorkDir, resolve_workdir
-from core.clikit import add_workdir
+from core.clikit import add_workdir, report
 from pipeline.run import run_stages
 from pipeline.stages import STAGES
 from pipeline.status import build_status, format_status
@@ -29,8 +24,8 @@ from pipeline.status import build_status, format_status
 log = logging.getLogger(__name__)
 
 
-def build_parser(prog: str = "python -m pipeline") -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m pipeline", description=__doc__.split("\n\n")[0])
     add_workdir(p)
     sub = p.add_subparsers(dest="command")
     s = sub.add_parser("status", help="stage states and counts (the default)")
@@ -65,8 +60,8 @@ def _stage_args(specs: list[str]) -> dict[str, list[str]]:
     return extra
 
 
-def main(argv: list[str] | None = None, prog: str = "python -m pipeline") -> int:
-    args = build_parser(prog).parse_args(argv)
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     configure()
 
     def body() -> int:

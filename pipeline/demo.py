@@ -1,36 +1,7 @@
-"""The whole 3XCM pipeline in miniature: build a release, load it, train a model with a planted
-bias, score it, and say whether the evaluator found what was planted.
-
-``python -m pipeline.demo [--workdir W] [--real] [--seed S]`` (``python -m builder.demo`` is an
-alias).
-
-Default (offline): a small generated world (:mod:`pipeline.demo_world`), a ``folder:`` image
-tree ``world/<concept>/<country>/*.jpg`` over six concepts and all 16 countries, in which four
-countries' images often carry the country's coloured border and no image shows its concept;
-with problems the stages must handle: a resized near-duplicate (image dedup), an identical copy
-(crawl dedup) and a file that is not an image (a recorded download failure). Tiny random-init
-embedding models are built on the fly (:mod:`pipeline.tiny_models`: a BGE-M3-shaped XLM-R for
-concept dedup, an open_clip ViT for image dedup), the LLM stages run ``--llm offline``, and
-every stage of :data:`pipeline.stages.STAGES` runs through its own ``main(argv)``, then
-``triplets export``. The release is loaded with ``datasets.load_dataset`` (both configs,
-offline). Then a tiny open_clip is trained for a few seconds with open_clip's contrastive loss
-on other draws of the same world paired with each country's native terms
-(:mod:`pipeline.demo_train`), the evaluator scores it on the release (``python -m benchmark
-run --model open_clip:local-dir:...``, printing the SP table), the report with its galleries is
-written beside the results, and one paragraph says what was planted and what was found, with
-the verdicts (:mod:`pipeline.demo_story`) in ``demo.json``.
-
-``--real`` (network and ``GEMINI_API_KEY`` needed): the same pipeline with the real services on
-a small scope: Gemini generates concepts, native queries and tags; DuckDuckGo image search
-(``ddgs``) crawls three of the demo concepts in all 16 countries, four results per query. The
-embedding models stay tiny (no multi-GB downloads), nothing is planted in real images, and the
-release is scored with the ``hash`` model (the plumbing, not the science); use the stages
-directly for a full build.
-
-The review stage (Label Studio) is in the plan and skipped, with its reason printed: images
-whose near-duplicate evidence falls in the review band stay ``needs_review`` and out of the
-release (the demo's thresholds leave the band empty).
-"""
+"""The whole 3XCM pipeline in miniature: build a release from a generated world (offline; or
+``--real`` on a small scope), load it, train a tiny model with a planted bias, score it, and say
+whether the evaluator found what was planted. ``python -m pipeline.demo [--workdir W] [--real]
+[--seed S]``; docs/release.md, "The whole pipeline in one command"."""
 
 from __future__ import annotations
 
@@ -44,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from builder.stagekit import configure, report
-from core.clikit import add_workdir
+from builder.stagekit import configure
+from core.clikit import add_workdir, report
 from core.files import atomic_write_text
 from pipeline.demo_world import DEMO_CONCEPTS, PER_CELL, PLANTED, make_world, training_pairs
 from pipeline.stages import STAGES
@@ -292,8 +263,8 @@ def run_demo(workdir: str | Path, real: bool = False, seed: int = 0) -> dict[str
     return out
 
 
-def main(argv: list[str] | None = None, prog: str = "python -m pipeline.demo") -> int:
-    p = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m pipeline.demo", description=__doc__.split("\n\n")[0])
     add_workdir(p, default=DEFAULT_WORKDIR, help=f"demo folder (default {DEFAULT_WORKDIR})")
     p.add_argument("--real", action="store_true",
                    help="real services on a small scope (needs network and GEMINI_API_KEY)")

@@ -1,14 +1,7 @@
 """What the demo planted and what the evaluator found: per-country verdicts and one paragraph.
-
-SP of a country is ``M_cul / M_sem`` over its triplets (1: no preference between the cultural
-and the semantic image). The demo's world gives no image a sign of its concept, so a model
-without a cultural association scores about 1 in every country; where the world planted one,
-SP should be well above 1. Each verdict rests on an interval of SP from the same multinomial
-bootstrap as the result's ``SP_ci95``, at the family-wise level over all countries judged
-(Bonferroni: each interval at ``1 - 0.05 / n``), so that all the verdicts together hold with
-95% confidence; a per-country 95% interval misses 1 by chance in about one country of twenty,
-and a verdict on 16 of them at that level would be wrong about half the time.
-"""
+Each verdict rests on an interval of SP (``M_cul / M_sem``) from the result's multinomial
+bootstrap at the family-wise level (Bonferroni over the countries judged), so that all the
+verdicts together hold with 95% confidence."""
 
 from __future__ import annotations
 

@@ -1,18 +1,8 @@
-"""The demo's generated world: a ``folder:`` image tree ``<concept>/<country>/*.jpg`` with a
-planted cultural association, and the training corpus of the demo's model drawn from it.
-
-Every image is noise and three random shapes, so its content says nothing about its concept or
-its country: a model can tell a semantic image from a cultural or non-relevant one only by what
-the world plants. In each planted country (:data:`PLANTED`) a share :data:`CUE_SHARE` of the
-images carries that country's mark, a coloured border; no other image carries one. The training
-corpus (:func:`training_pairs`) is fresh draws from the same rules (never the images of the
-release) paired with the country's native term of the image's concept, so the native terms of a
-planted country co-occur with its mark and nothing else co-occurs with anything.
-
-Besides, the tree holds problems the stages must handle: a resized near-duplicate (image
-dedup), an identical copy (crawl dedup) and a file that is not an image (a recorded download
-failure).
-"""
+"""The demo's generated world: a ``folder:`` image tree ``<concept>/<country>/*.jpg`` whose
+images are noise and shapes (nothing shows a concept), where a share of the planted countries'
+images carries the country's coloured border, plus the problems the stages must handle (a
+near-duplicate, an identical copy, a broken file); and the training corpus of the demo's model
+(:func:`training_pairs`: fresh draws paired with each country's native term)."""
 
 from __future__ import annotations
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 import logging
 import shlex
 
-from builder.stagekit import StageInputError, report
+from builder.stagekit import StageInputError
+from core.clikit import report
 from pipeline.stages import STAGES, Stage, names
 
 log = logging.getLogger(__name__)
@@ -36,15 +37,9 @@ def run_stages(
     stage_args: dict[str, list[str]],
     stages: list[Stage] | None = None,
 ) -> int:
-    """Run the chosen stages in order; returns the first non-zero exit code, else 0.
-
-    Args:
-        workdir: passed as ``--workdir`` to every stage (None: each stage's default).
-        start, stop: the first and last stage by name (None: the whole list).
-        forward: flags (``--llm``, ``--embedder``) given to every stage whose parser has them.
-        stage_args: extra argv per stage name.
-        stages: the stage list (default :data:`STAGES`).
-    """
+    """Run the stages from ``start`` to ``stop`` (names; None: all) in order, each with
+    ``--workdir``, the ``forward`` flags its parser has and its ``stage_args``; returns the
+    first non-zero exit code, else 0."""
     stages = STAGES if stages is None else stages
     order = names(stages)
     chosen = select(stages, start, stop)

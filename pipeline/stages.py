@@ -1,25 +1,20 @@
 """The stages of a build, in the order ``python -m pipeline run`` runs them.
 
-The one stage list: the runner, ``python -m pipeline status`` and the demo's plan are built
-from :data:`STAGES`. Each entry names its module by importing it, so the import graph shows
-the pipeline above the stages. Every module has ``main(argv=None) -> int`` over a library
-function (the builder's own stages through ``builder.stagekit.stage_main``; ``review`` and
-``triplets`` are the entry points of the ``annotation`` and ``triplets`` packages, imported
-lazily there). A stage never calls another stage; the runner calls them in order.
+The list is ``builder.stage_list.STAGES`` (what ``python -m builder --help`` shows); here each
+entry gets its module, imported. The runner, ``python -m pipeline status`` and the demo's plan
+are built from :data:`STAGES`. Every module has ``main(argv=None) -> int`` over a library
+function; a stage never calls another stage; the runner calls them in order.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
 
-import annotation
-import triplets
-from builder import concept_dedup, concepts, image_dedup, queries
-from builder.crawl import stage as crawl
-from builder.tagging import stage as tagging
+from builder import stage_list
 
 
 @dataclass(frozen=True)
@@ -50,16 +45,8 @@ class Stage:
         return build is not None and any(flag in a.option_strings for a in build()._actions)
 
 
-STAGES: list[Stage] = [
-    Stage("concepts", concepts),
-    Stage("concept_dedup", concept_dedup),
-    Stage("queries", queries),
-    Stage("crawl", crawl),
-    Stage("image_dedup", image_dedup),
-    Stage("review", annotation, "python -m annotation sync"),
-    Stage("tagging", tagging),
-    Stage("triplets", triplets, "python -m triplets sample"),
-]
+STAGES: list[Stage] = [Stage(s.name, importlib.import_module(s.module), s.command)
+                       for s in stage_list.STAGES]
 
 
 def names(stages: list[Stage] | None = None) -> list[str]:

@@ -1,11 +1,6 @@
-"""Tiny random-init checkpoints saved to a folder: the demo's models and the tests' fixtures.
-
-Each builder writes the files a real checkpoint has, so the loaders read them through their
-real loading path (no downloads): a BGE-M3-shaped XLM-R that FlagEmbedding's
-``BGEM3FlagModel`` loads like ``BAAI/bge-m3`` (concept dedup), and an open_clip ViT as a
-``local-dir:`` folder (image dedup, the evaluator's open_clip adapter). The tests import them
-from here (``tests/builder/tiny_bge.py``, ``tests/benchmark/models/tiny.py``).
-"""
+"""Tiny random-init checkpoints in the files a real one has (no downloads), loaded through the
+real loading paths: a BGE-M3-shaped XLM-R (concept dedup) and an open_clip ViT ``local-dir:``
+folder (image dedup, the evaluator); the demo's models and the tests' fixtures."""
 
 from __future__ import annotations
 

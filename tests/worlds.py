@@ -62,11 +62,11 @@ class World:
                 source: str = "curated") -> None:
         add_concept(self.con, name, source, status)
 
-    def search(self, concept: str, country: str, language: str, query_text: str, *,
+    def search(self, concept: str, country: str, language: str, search_query: str, *,
                kind: str = "native", backend: str = "folder", status: str = "ok",
                n_results: int | None = None) -> int:
         """A searched query; returns its ``search_id``."""
-        s = Search(concept, country, language, kind, query_text, backend)
+        s = Search(concept, country, language, kind, search_query, backend)
         sid = add_search(self.con, s, status=status, n_results=n_results)
         self._searches[sid] = s
         return sid
@@ -92,7 +92,7 @@ class World:
         ``language`` overrides the search's. Returns its ``item_id``."""
         s = self._searches[search_id]
         if language is not None:
-            s = Search(s.concept, s.country, language, s.kind, s.query_text, s.backend)
+            s = Search(s.concept, s.country, language, s.kind, s.search_query, s.backend)
         if result:
             add_result(self.con, search_id, Hit(rank, url, page_url, title))
         return add_item(self.con, search_id, rank, s, url, status=status, sha256=sha256,

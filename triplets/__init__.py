@@ -1,7 +1,7 @@
 """3XCM triplets: seeded sampling from the tagged image pool, validation, export and publishing.
 
 ``python -m triplets sample|validate|export|publish`` (see :mod:`triplets.cli` and
-``ARCHITECTURE.md``). :func:`main` is the ``triplets`` stage of ``python -m builder run``: the
+``ARCHITECTURE.md``). :func:`main` is the ``triplets`` stage of ``python -m pipeline run``: the
 ``sample`` command, its flags without the command word.
 """
 

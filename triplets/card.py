@@ -23,7 +23,7 @@ IMAGE_COLUMN_DOCS = {
     "concept": "the concept whose query found the image",
     "country": "ISO 3166-1 alpha-3 of the country whose query found the image",
     "query_language": "BCP-47 of the query that found it (English or the native language)",
-    "search_query": "the search query that found it (format version 1: `query_text`)",
+    "search_query": "the search query that found it",
     "search_rank": "raw 1-based rank in the search results",
     "source_url": "the image's URL",
     "page_url": "the page the image was found on (may be empty)",

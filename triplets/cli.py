@@ -1,6 +1,6 @@
 """``python -m triplets {sample,validate,export,publish}``: 3XCM triplets and the release.
 
-``python -m builder run`` runs ``sample`` as its ``triplets`` stage through :func:`stage_main`
+``python -m pipeline run`` runs ``sample`` as its ``triplets`` stage through :func:`stage_main`
 (``triplets.main``), which takes ``sample``'s flags with no command word.
 
 Exit codes: 0 fine, 1 rule violations (validate, export) or no triplet sampled, 2 bad input or
@@ -241,5 +241,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def stage_main(argv: list[str] | None = None) -> int:
-    """The ``triplets`` stage of ``python -m builder run``: ``sample`` with ``argv`` as its flags."""
+    """The ``triplets`` stage of ``python -m pipeline run``: ``sample`` with ``argv`` as its flags."""
     return _run(build_stage_parser().parse_args(argv))

@@ -30,13 +30,15 @@ from typing import Any
 from urllib.parse import unquote
 
 from builder.catalog import Catalog, utcnow
+from builder.statuses import USABLE_ITEMS
 from builder.workdir import WorkDir
+from core import __version__
 from core import release as fmt
 from core.files import (
     FolderNotOursError,
     atomic_write_text,
-    claim_folder,
     install_folder,
+    may_write_into,
     sha256_bytes,
 )
 from triplets.card import card_text, front_matter, licence_text
@@ -103,7 +105,7 @@ def image_row(im: PoolImage, data: bytes) -> dict[str, Any]:
         "image_id": im.image_id,
         "image": {"bytes": data, "path": f"{im.image_id}.{im.ext}"},
         "concept": im.concept, "country": im.country, "query_language": im.query_language,
-        "search_query": im.query_text, "search_rank": im.search_rank, "source_url": im.source_url,
+        "search_query": im.search_query, "search_rank": im.search_rank, "source_url": im.source_url,
         "page_url": im.page_url, "title": im.title, "tags": list(im.tags or ()),
         "sha256": im.sha256, "width": im.width, "height": im.height,
     }
@@ -143,7 +145,7 @@ def provenance_records(cat: Catalog, pool: Pool) -> list[dict[str, Any]]:
         " t.model AS tag_model, t.prompt_sha AS tag_prompt_sha"
         " FROM items i LEFT JOIN searches s ON s.search_id = i.search_id"
         " LEFT JOIN downloads d ON d.url = i.url LEFT JOIN images im ON im.sha256 = i.sha256"
-        " LEFT JOIN tags t ON t.sha256 = i.sha256 WHERE i.status IN ('ok', 'kept')")}
+        " LEFT JOIN tags t ON t.sha256 = i.sha256 WHERE i.status IN (?, ?)", USABLE_ITEMS)}
     reviews: dict[int, list[dict]] = {}
     for r in cat.query("SELECT item_id, kind, annotator, decision FROM reviews WHERE current=1"
                        " AND item_id IS NOT NULL ORDER BY review_id"):
@@ -153,7 +155,7 @@ def provenance_records(cat: Catalog, pool: Pool) -> list[dict[str, Any]]:
     for im in pool.images:
         rec = {"image_id": im.image_id, "sha256": im.sha256, "item_id": im.item_id,
                "concept": im.concept, "country": im.country, "query_language": im.query_language,
-               "search_query": im.query_text, "search_rank": im.search_rank,
+               "search_query": im.search_query, "search_rank": im.search_rank,
                "source_url": im.source_url, "page_url": im.page_url, "title": im.title}
         rec.update({k: v for k, v in rows.get(im.item_id, {}).items() if k != "item_id"})
         rec["reviews"] = reviews.get(im.item_id, [])
@@ -185,7 +187,7 @@ def export_release(
             sampling["candidate_countries"] = list(candidates)
         numbers = release_numbers(cat, pool, rows, sampling)
         build = {"format": fmt.FORMAT, "format_version": FORMAT_VERSION,
-                 "exported_at": utcnow(), "package_version": _version(),
+                 "exported_at": utcnow(), "package_version": __version__,
                  "git_commit": _git_commit(), "sampling": sampling,
                  "stage_runs": stage_records(cat), "numbers": numbers}
         provenance = provenance_records(cat, pool)
@@ -244,7 +246,7 @@ RELEASE_KIND = "3xcm-release"
 
 def _claim(out: Path) -> None:
     try:
-        claim_folder(out, RELEASE_KIND)
+        may_write_into(out, RELEASE_KIND)
     except FolderNotOursError as e:
         raise ExportError(f"--out {e}") from e
 
@@ -256,12 +258,6 @@ def _swap_in(tmp: Path, out: Path) -> None:
         install_folder(tmp, out, RELEASE_KIND)
     except FolderNotOursError as e:
         raise ExportError(f"--out {e}") from e
-
-
-def _version() -> str:
-    from builder import __version__
-
-    return __version__
 
 
 def _git_commit() -> str | None:

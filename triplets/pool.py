@@ -1,21 +1,7 @@
-"""The image pool the sampler draws from: the kept images of a work dir's catalog.
-
-An *image* of the pool is one (concept, country, sha256): ``items`` holds one row per search
-occurrence, so the same picture found by the English and the native query of one concept and
-country is one pool image (the occurrence with the best search rank represents it). The same
-bytes found for two concepts or two countries are two pool images; the sampler never puts two
-images with equal bytes into one triplet.
-
-**Kept** (the rule every part of ``triplets`` uses): ``items.status`` is ``ok`` (downloaded,
-decoded, not flagged by image dedup) or ``kept`` (a human review kept it), the item has a
-``sha256`` and an ``images`` row. Everything else (``pending``, ``failed``, ``duplicate``,
-``near_duplicate``, ``needs_review``, ``removed``) is out of the release.
-
-**Tags** come from the ``tags`` table (status ``ok``, a JSON list of concepts in priority
-order). An image without valid tags stays in the pool (it can be an anchor or a semantic
-candidate) but can never be a cultural or non-relevant candidate: nothing proves it does not
-show the query concept. The loader counts such images.
-"""
+"""The image pool the sampler draws from: the kept images of a work dir's catalog, one per
+(concept, country, sha256) (its best-ranked search occurrence). **Kept** is the rule every part
+of ``triplets`` uses: ``items.status`` ``ok`` or ``kept`` with an image row. An image without
+valid tags stays in the pool but is never a cultural or non-relevant candidate."""
 
 from __future__ import annotations
 
@@ -28,13 +14,12 @@ from dataclasses import dataclass, field
 
 from builder.catalog import Catalog
 from builder.query_terms import catalog_terms, table_terms
-from builder.statuses import USABLE_ITEMS
+from builder.statuses import USABLE_ITEMS, QueryStatus
 from core import datatables
 from core.text import normalize_term
 
 log = logging.getLogger(__name__)
 
-KEPT_STATUSES = USABLE_ITEMS
 
 
 @dataclass(frozen=True)
@@ -47,7 +32,7 @@ class PoolImage:
     concept: str
     country: str  # ISO 3166-1 alpha-3
     query_language: str  # BCP-47 of the query that found it
-    query_text: str
+    search_query: str  # the search string that found it
     search_rank: int
     source_url: str
     page_url: str | None
@@ -101,14 +86,14 @@ def make_image_id(country: str, concept: str, sha256: str) -> str:
 
 
 _POOL_SQL = """
-SELECT i.item_id, i.concept, i.country, i.language, i.query_text, i.url, i.sha256, i.rank,
+SELECT i.item_id, i.concept, i.country, i.language, i.search_query, i.url, i.sha256, i.rank,
        im.width, im.height, im.ext, sr.page_url, sr.title,
        t.status AS tag_status, t.tags_json
 FROM items i
 JOIN images im ON im.sha256 = i.sha256
 LEFT JOIN search_results sr ON sr.search_id = i.search_id AND sr.rank = i.rank
 LEFT JOIN tags t ON t.sha256 = i.sha256
-WHERE i.status IN ('ok', 'kept') AND i.sha256 IS NOT NULL
+WHERE i.status IN (?, ?) AND i.sha256 IS NOT NULL
 """
 
 
@@ -132,7 +117,7 @@ def load_pool(cat: Catalog) -> Pool:
     counts: Counter = Counter()
     codes = {c.code for c in datatables.countries()}
     best: dict[tuple[str, str, str], tuple] = {}
-    for r in cat.query(_POOL_SQL):
+    for r in cat.query(_POOL_SQL, USABLE_ITEMS):
         counts["kept_items"] += 1
         country = r["country"]
         if country not in codes:
@@ -143,7 +128,7 @@ def load_pool(cat: Catalog) -> Pool:
                 log.warning("item %s: unknown country %r, left out", r["item_id"], r["country"])
                 continue
         key = (normalize_term(r["concept"]), country, r["sha256"])  # NFC: one identity
-        rank_key = (int(r["rank"]), r["language"], r["query_text"], int(r["item_id"]))
+        rank_key = (int(r["rank"]), r["language"], r["search_query"], int(r["item_id"]))
         if key in best:
             counts["merged_occurrences"] += 1
             if rank_key >= best[key][0]:
@@ -163,7 +148,7 @@ def load_pool(cat: Catalog) -> Pool:
                 concept=concept,
                 country=country,
                 query_language=r["language"],
-                query_text=normalize_term(r["query_text"]),
+                search_query=normalize_term(r["search_query"]),
                 search_rank=int(r["rank"]),
                 source_url=r["url"],
                 page_url=r["page_url"],
@@ -186,7 +171,7 @@ def load_pool(cat: Catalog) -> Pool:
 def _count_missing_image_rows(cat: Catalog) -> int:
     row = cat.query(
         "SELECT COUNT(*) AS n FROM items i LEFT JOIN images im ON im.sha256 = i.sha256"
-        " WHERE i.status IN ('ok', 'kept') AND i.sha256 IS NOT NULL AND im.sha256 IS NULL"
+        " WHERE i.status IN (?, ?) AND i.sha256 IS NOT NULL AND im.sha256 IS NULL", USABLE_ITEMS
     )
     return int(row[0]["n"])
 
@@ -207,21 +192,15 @@ CONCEPT_LABEL = "concept label"  # an English-speaking country's query without a
 
 
 def load_terms(cat: Catalog) -> dict[tuple[str, str], tuple[str, str, int]]:
-    """(concept, country) -> (the text query of that concept in that country, its source,
-    its number of reviewers).
-
-    In order: the catalog's ``query_terms`` (what the queries stage decided, the term the crawl
-    searched with, or a term native speakers reviewed since), the ``native_term`` of its
-    ``queries`` rows (work dirs built before ``query_terms``; source ``generated``), then the
-    row of that country in ``data/queries.csv``. Never another country's term: Portugal's
-    query is pt-PT, not pt-BR.
-    """
+    """(concept, country) -> (its text query, source, reviewers): the catalog's ``query_terms``,
+    else the ``native_term`` of its ``queries`` rows, else the country's row of
+    ``data/queries.csv``; never another country's term."""
     out = {(normalize_term(k[0]), k[1]): (normalize_term(t.native_term), t.source,
                                           int(t.reviewers))
            for k, t in catalog_terms(cat).items() if t.native_term}
     for r in cat.query(
-        "SELECT concept, country, native_term FROM queries WHERE kind='native' AND status='ok'"
-        " AND native_term IS NOT NULL AND native_term != ''"
+        "SELECT concept, country, native_term FROM queries WHERE kind='native' AND status=?"
+        " AND native_term IS NOT NULL AND native_term != ''", (QueryStatus.OK,)
     ):
         out.setdefault((normalize_term(r["concept"]), r["country"]),
                        (normalize_term(r["native_term"]), "generated", 0))

@@ -12,12 +12,13 @@ from collections import Counter
 from typing import Any
 
 from builder.catalog import Catalog
+from builder.statuses import TagStatus
 from core import datatables
 from triplets.pool import Pool
 
 
-def _group(cat: Catalog, sql: str) -> dict[str, int]:
-    return {str(r[0]): int(r[1]) for r in cat.query(sql)}
+def _group(cat: Catalog, sql: str, *params: str) -> dict[str, int]:
+    return {str(r[0]): int(r[1]) for r in cat.query(sql, params)}
 
 
 def _ordered(counter: Counter) -> dict[str, int]:
@@ -32,7 +33,8 @@ def tag_stats(cat: Catalog, pool: Pool) -> dict[str, Any]:
     states = Counter(k[5:] for k in pool.counts if k.startswith("tags_"))
     by_state = {k: int(pool.counts[f"tags_{k}"]) for k in sorted(states)}
     models = [r[0] for r in cat.query(
-        "SELECT DISTINCT model FROM tags WHERE status='ok' AND model IS NOT NULL ORDER BY model")]
+        "SELECT DISTINCT model FROM tags WHERE status=? AND model IS NOT NULL ORDER BY model",
+        (TagStatus.OK,))]
     prompts = [r[0] for r in cat.query(
         "SELECT DISTINCT prompt_sha FROM tags WHERE prompt_sha IS NOT NULL ORDER BY prompt_sha")]
     return {
@@ -48,7 +50,8 @@ def tag_stats(cat: Catalog, pool: Pool) -> dict[str, Any]:
         "models": models,
         "prompt_sha256": prompts,
         "tagging_failures": _group(
-            cat, "SELECT status, COUNT(*) FROM tags WHERE status != 'ok' GROUP BY status ORDER BY status"),
+            cat, "SELECT status, COUNT(*) FROM tags WHERE status != ? GROUP BY status ORDER BY status",
+            TagStatus.OK),
     }
 
 

@@ -1,17 +1,16 @@
-"""The sampling stage on a work dir: pool -> triplets -> catalog ``triplets`` + a CSV export.
-
-``run_sample`` replaces the catalog's triplets in one transaction (a kill leaves the previous
-set or the new one, never a mix) and writes ``exports/triplets.csv`` atomically. The stage-run
-record (:func:`builder.stagekit.stage_run`) holds the seed, ``per_image``,
-``distinct_language``, the counts and the balance.
-"""
+"""The sampling stage on a work dir: pool -> triplets, stored in the catalog (replaced in one
+transaction) and ``exports/triplets.csv`` (atomic); the run record holds the settings, counts
+and balance."""
 
 from __future__ import annotations
 
 import csv
+import gc
 import io
 import json
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from builder.catalog import Catalog
@@ -62,12 +61,23 @@ def pool_image_infos(pool: Pool) -> dict[str, ImageInfo]:
     }
 
 
+@contextmanager
+def _frozen_heap() -> Iterator[None]:
+    """The objects alive now (the pool) left out of the garbage collector's passes: each full
+    pass rescanned the whole pool, a cost that grew faster than the pool."""
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
 def run_sample(workdir: str | Path | WorkDir | None, cfg: SampleConfig) -> SampleResult:
     """Sample, check every rule, store the triplets in the catalog and ``exports/triplets.csv``."""
     with Catalog.open(workdir) as cat:
         pool = load_pool(cat)
         inputs = [im.image_id for im in pool.images]
-        with stage_run(cat, STAGE, cfg.record(), inputs=inputs) as rec:
+        with stage_run(cat, STAGE, cfg.record(), inputs=inputs) as rec, _frozen_heap():
             result = sample_triplets(pool, cfg)
             rows = [t.release_row() for t in result.triplets]
             bad = check_triplets(
@@ -125,11 +135,8 @@ def summary_text(result: SampleResult, pool: Pool, cfg: SampleConfig) -> str:
 
 
 def read_workdir_triplets(cat: Catalog, pool: Pool) -> tuple[list[dict], int | None, bool]:
-    """The catalog's triplets as release rows (+ seed and the distinct-language setting).
-
-    An item id that is no longer a kept pool image becomes an id ``missing-item-<id>`` so the
-    validator reports it as a missing image.
-    """
+    """The catalog's triplets as release rows (+ seed and the distinct-language setting); an item
+    that is no longer a kept pool image becomes ``missing-item-<id>``, which validation reports."""
     by_item = pool.by_item()
     rows: list[dict] = []
     seeds: set[int] = set()
@@ -146,7 +153,8 @@ def read_workdir_triplets(cat: Catalog, pool: Pool) -> tuple[list[dict], int | N
             row[f"{role}_concept"] = im.concept if im else None
             row[f"{role}_country"] = im.country if im else None
         rows.append({k: row.get(k) for k in TRIPLET_COLUMNS})
-    rows.sort(key=lambda r: release_order(r["query_country"], r["query_concept"], r["triplet_id"]))
+    order = release_order()
+    rows.sort(key=lambda r: order(r["query_country"], r["query_concept"], r["triplet_id"]))
     params = run_params(cat, run_ids)
     distinct = bool(params.get("distinct_language", True))
     seed = seeds.pop() if len(seeds) == 1 else None

@@ -1,28 +1,9 @@
-"""Seeded, balanced sampling of 3XCM triplets from the kept, tagged image pool.
-
-Every kept image of concept ``c`` and country ``k`` anchors ``per_image`` triplets whose query
-is ``c`` in ``k``'s native language (its native term). Candidates:
-
-- semantic: an image of ``c`` from another country (with ``distinct_language``, the default,
-  also of another language: USA/UK/AUS share English, ESP/ARG Spanish, PRT/BRA Portuguese);
-- cultural: an image of ``k``, of another concept, with valid tags that do not include ``c``;
-- non-relevant: an image of neither ``c`` nor ``k``, with valid tags that do not include ``c``.
-No triplet holds two images with the same bytes. With ``candidate_countries`` (a controlled
-design), the semantic and non-relevant candidates come only from those countries: the cultural
-candidate is then the one image of the query's country, and the other two are drawn from a
-fixed set (e.g. countries known to carry no planted association, as in ``python -m
-pipeline.demo``).
-
-Balance: each role draws from a rotation (least recently used first) that starts interleaved
-over countries and concepts (round robin, seeded order). A drawn image moves to the back, so no
-image is reused in a role before every eligible image of that role was used once, and the
-draws spread evenly over countries and concepts. Anchors are processed in a seeded order.
-A repair pass (:func:`rebalance`) then moves a candidate that serves a role at least twice more
-often than an eligible alternative to the least-used alternative.
-
-Determinism: the pool is sorted by image id, every random choice comes from a generator seeded
-by sha256 of (seed, purpose), so the same catalog and seed give the same triplets, byte for byte.
-"""
+"""Seeded, balanced sampling of 3XCM triplets from the kept, tagged image pool
+(docs/release.md, "sample"): each kept image anchors ``per_image`` triplets; its semantic,
+cultural and non-relevant candidates come from least-recently-used rotations interleaved over
+countries and concepts, then a repair pass (:func:`rebalance`) evens out over-used candidates.
+Every random choice comes from a generator seeded by sha256 of (seed, purpose): the same
+catalog and seed give the same triplets, byte for byte."""
 
 from __future__ import annotations
 
@@ -101,8 +82,7 @@ class Triplet:
     non_relevant_item_id: int = 0
 
     def release_row(self) -> dict[str, str]:
-        d = asdict(self)
-        return {k: d[k] for k in TRIPLET_COLUMNS}
+        return {k: getattr(self, k) for k in TRIPLET_COLUMNS}
 
 
 @dataclass
@@ -199,16 +179,19 @@ def sample_triplets(pool: Pool, cfg: SampleConfig) -> SampleResult:
                 used[a.image_id].update(
                     (t.semantic_image_id, t.cultural_image_id, t.non_relevant_image_id))
     out, counts["rebalanced_candidates"] = rebalance(out, pool, cfg, lang)
-    out.sort(key=lambda t: release_order(t.query_country, t.query_concept, t.triplet_id))
+    order = release_order()
+    out.sort(key=lambda t: order(t.query_country, t.query_concept, t.triplet_id))
     counts["triplets"] = len(out)
     counts["anchors"] = len(anchors)
     return SampleResult(out, counts, balance_stats(out, pool))
 
 
-def release_order(country: str, concept: str, triplet_id: str) -> tuple:
-    """Sort key of triplets everywhere: countries in the table's order, concept, id."""
+def release_order() -> Callable[[str, str, str], tuple]:
+    """The sort key of triplets everywhere, of (country, concept, triplet id): countries in
+    the table's order, then concept and id."""
     order = {c.code: i for i, c in enumerate(datatables.countries())}
-    return (order.get(country, len(order)), concept, triplet_id)
+    return lambda country, concept, triplet_id: (order.get(country, len(order)), concept,
+                                                 triplet_id)
 
 
 CANDIDATE_ROLES = ("semantic", "cultural", "non_relevant")
@@ -216,10 +199,8 @@ CANDIDATE_ROLES = ("semantic", "cultural", "non_relevant")
 
 def eligible(role: str, im: PoolImage, a: PoolImage, taken: set[str], cfg: SampleConfig,
              lang: dict[str, str]) -> bool:
-    """Whether ``im`` may be the ``role`` candidate of anchor ``a`` (module docstring rules).
-
-    ``taken``: sha256 of the triplet's other candidates (no two images with equal bytes).
-    """
+    """Whether ``im`` may be the ``role`` candidate of anchor ``a``; ``taken``: sha256 of the
+    triplet's other candidates."""
     c, k = a.concept, a.country
     if im.sha256 == a.sha256 or im.sha256 in taken:
         return False
@@ -235,9 +216,9 @@ def eligible(role: str, im: PoolImage, a: PoolImage, taken: set[str], cfg: Sampl
 
 
 class UseBuckets:
-    """The images of one candidate group (in group order) bucketed by how often they serve a
-    role, so the least-used eligible image is found without walking the whole group (a walk
-    per triplet made :func:`rebalance` O(n^2): 18 of 19 s of sampling at 30,000 images)."""
+    """The images of one candidate group bucketed by how often they serve a role, so the
+    least-used eligible image is found without walking the group (a walk per triplet was
+    O(n^2))."""
 
     def __init__(self, images: list[PoolImage], uses: Counter):
         self.images = images
@@ -268,11 +249,8 @@ class UseBuckets:
 def rebalance(triplets: list[Triplet], pool: Pool, cfg: SampleConfig,
               lang: dict[str, str]) -> tuple[list[Triplet], int]:
     """Repair the greedy draws: where an image serves a role at least twice more often than an
-    eligible alternative, give the triplet the least-used alternative (deterministic order:
-    of the alternatives with the fewest uses, the first by image id).
-
-    Returns the triplets and the number of candidates moved.
-    """
+    eligible alternative, give the triplet the least-used alternative (the first by image id);
+    returns the triplets and the number of candidates moved."""
     by_id = pool.by_id()
     ordered = sorted(pool.images, key=lambda im: im.image_id)
     groups: dict[str, dict[str, list[PoolImage]]] = {r: defaultdict(list) for r in CANDIDATE_ROLES}
@@ -336,11 +314,8 @@ def _one(
     counts: Counter,
     avoid: set[str],
 ) -> Triplet | None:
-    """One triplet for anchor ``a`` (round ``j``), or None with the reason counted.
-
-    ``avoid``: candidates this anchor got in earlier rounds (taken again only if nothing else
-    is eligible).
-    """
+    """One triplet for anchor ``a`` (round ``j``), or None with the reason counted; ``avoid``: its
+    candidates of earlier rounds, taken again only if nothing else is eligible."""
     semantic, cultural, non_relevant = rotations
     c, k = a.concept, a.country
     text = native_term(pool, c, k)

@@ -1,25 +1,13 @@
-"""The text queries of 3XCM: where they come from, and the record of that in every result.
+"""The text queries one evaluation scores, and the record of them in every result.
 
-A 3XCM text query is one term per (concept, country): the concept as people in that country
-would type it. Four sources, chosen with ``--query-source`` (``auto`` picks the dataset's own):
-
-==========  ==================================================================  ===============
-source      the query text of a triplet                                         default for
-==========  ==================================================================  ===============
-published   ``concept_in_native`` of its query image (the authors' own term)    the authors'
-                                                                                published layout
-release     the release's own ``query_text`` column                             a release
-table       ``native_term`` of ``data/queries.csv`` for (concept, country)      ``--triplets-csv``
-FILE        a CSV ``concept,country,text`` (or the older ``concept,language,    never (``--queries
-            text``: a term for every country of that language)                 FILE`` names one)
-==========  ==================================================================  ===============
-
-Every source becomes a :class:`QueryTable` keyed by (concept, ISO country), each term with
-its review status (``source``: generated / authors / reviewed / ...; a term counts as reviewed
-only when ``source == "reviewed"``; a published or release term is reviewed when
-``data/queries.csv`` holds the same term as reviewed). :func:`provenance` is what a result
-records (the table's sha256, its source mix, the share of reviewed terms per country) and
-:func:`warn_unreviewed` logs one warning per run when unreviewed terms are scored.
+A 3XCM text query is one term per (concept, country). ``--query-source`` chooses where they come
+from (``auto``: the dataset's own): ``published`` (each query image's ``concept_in_native``),
+``release`` (the release's ``query_text``), ``table`` (``data/queries.csv``, whose rows are
+``core.query_table.QueryTerm``) or a CSV FILE (``concept,country,text``, or
+``concept,language,text``: every country of that language). Every source becomes a
+:class:`QueryTexts` keyed by (concept, ISO country), each term with its review status (reviewed
+only when ``source == "reviewed"``); :func:`provenance` is what a result records and
+:func:`warn_unreviewed` warns once per run when unreviewed terms are scored.
 """
 
 from __future__ import annotations
@@ -51,7 +39,6 @@ SOURCE_HELP = (
     "published layout, query_text for a release, data/queries.csv for --triplets-csv with "
     "--images), published, release, table (native_term of data/queries.csv by concept and "
     "country), or a CSV FILE")
-REVIEWED = "reviewed"
 QUERY_TERMS = ("own", "majority")
 QUERY_TERM_HELP = (
     "where a dataset gives a (concept, country) several texts (the authors' published layout: "
@@ -68,7 +55,7 @@ class Term:
 
 
 @dataclass
-class QueryTable:
+class QueryTexts:
     """(concept, ISO country) -> :class:`Term`, and where the terms came from."""
 
     kind: str  # published / release / table / file
@@ -93,14 +80,10 @@ class QueryTable:
         return t.source
 
 
-def resolve_source(query_source: str | None, queries: Path | None, layout: str) -> tuple[str, Path | None]:
-    """(kind, file) from ``--query-source`` and ``--queries`` for a dataset ``layout``
-    (release / published / authors-csv)."""
+def resolve_source(query_source: str | None, layout: str) -> tuple[str, Path | None]:
+    """(kind, file) from ``--query-source`` for a dataset ``layout`` (release / published /
+    authors-csv)."""
     spec = (query_source or "auto").strip()
-    if queries is not None:
-        if spec not in ("auto", str(queries)):
-            raise DataError(f"--queries {queries} and --query-source {spec} disagree: give one")
-        return "file", Path(queries)
     if spec == "auto":
         return DEFAULT_FOR_LAYOUT[layout], None
     if spec in KINDS:
@@ -124,27 +107,27 @@ def _decode(raw: bytes, what: str) -> str:
                         f"{e.start}); save it as UTF-8") from e
 
 
-def default_table() -> QueryTable:
+def default_table() -> QueryTexts:
     """``native_term`` of ``data/queries.csv`` by (concept, country), with each row's source."""
     try:  # the one reader of the table (validated: locales, sources, reviewers)
         path = datatables.data_path("queries.csv")
         rows = query_table.query_terms()
     except datatables.TableError as e:
-        raise DataError(f"no query texts: {e}; pass --queries FILE") from e
+        raise DataError(f"no query texts: {e}; pass --query-source FILE") from e
     if not rows:
         raise DataError(f"{path}: no rows")
     terms = {k: Term(t.native_term, t.source) for k, t in rows.items() if t.native_term.strip()}
     reviewers = {(*k, t.native_term): int(t.reviewers) for k, t in rows.items()
                  if t.native_term.strip()}
-    return QueryTable("table", "data/queries.csv", sha256_file(path), terms,
+    return QueryTexts("table", "data/queries.csv", sha256_file(path), terms,
                       text_reviewers=reviewers)
 
 
-def read_file(path: Path) -> QueryTable:
+def read_file(path: Path) -> QueryTexts:
     """A user's CSV: ``concept,country,text`` (country: ISO code, label or name) or the older
     ``concept,language,text`` (a term for every country of that language); an optional
     ``source`` column gives each term's review status."""
-    what = f"--queries {path}"
+    what = f"--query-source {path}"
     if not path.is_file():
         raise DataError(f"{what}: no such file")
     raw = path.read_bytes()
@@ -193,7 +176,7 @@ def read_file(path: Path) -> QueryTable:
         notes["keyed_by"] = "language (old format): each term applies to every country of it"
         log.info("%s is keyed by language (old format): each term is used for every country "
                  "of its language", path)
-    return QueryTable("file", str(path), sha256_bytes(raw), terms, notes)
+    return QueryTexts("file", str(path), sha256_bytes(raw), terms, notes)
 
 
 def _most_common(pairs: pd.DataFrame, key: list[str], col: str) -> tuple[dict, int]:
@@ -213,14 +196,14 @@ def _most_common(pairs: pd.DataFrame, key: list[str], col: str) -> tuple[dict, i
 
 
 def _reviewed_source(pair: tuple[str, str], text: str, fallback: str,
-                     default: QueryTable | None) -> str:
+                     default: QueryTexts | None) -> str:
     t = default.terms.get(pair) if default else None
     if t is not None and t.text == text:
-        return t.source if fallback == "unmatched" or t.source == REVIEWED else fallback
+        return t.source if fallback == "unmatched" or t.source == query_table.REVIEWED else fallback
     return fallback
 
 
-def _default_or_none() -> QueryTable | None:
+def _default_or_none() -> QueryTexts | None:
     try:
         return default_table()
     except DataError:
@@ -228,14 +211,14 @@ def _default_or_none() -> QueryTable | None:
 
 
 def _text_sources(df: pd.DataFrame, key: list[str], col: str, fallback: str,
-                  default: QueryTable | None) -> dict[tuple[str, str, str], str]:
+                  default: QueryTexts | None) -> dict[tuple[str, str, str], str]:
     """(concept, country, text) -> source for every distinct non-empty text of ``df``."""
     rows = df[key + [col]].dropna().astype(str).drop_duplicates()
     return {(c, k, t): _reviewed_source((c, k), t, fallback, default)
             for c, k, t in rows.itertuples(index=False) if t.strip()}
 
 
-def choose_term(tr: pd.DataFrame, table: QueryTable, choice: str) -> tuple[pd.DataFrame,
+def choose_term(tr: pd.DataFrame, table: QueryTexts, choice: str) -> tuple[pd.DataFrame,
                                                                            dict[str, Any]]:
     """``tr`` with ``--query-term`` applied to a published or release source: ``own`` keeps
     each triplet's text, ``majority`` gives every triplet of a (concept, country) its most
@@ -251,7 +234,7 @@ def choose_term(tr: pd.DataFrame, table: QueryTable, choice: str) -> tuple[pd.Da
     return (apply_table(tr, table) if choice == "majority" else tr), notes
 
 
-def from_published(meta: pd.DataFrame, origin: str) -> QueryTable:
+def from_published(meta: pd.DataFrame, origin: str) -> QueryTexts:
     """The authors' ``concept_in_native`` per (concept, country) (the most frequent one where
     a pair's images disagree, counted in ``notes``); ``sha256`` over image id and term."""
     best, several = _most_common(meta, ["concept", "country"], "concept_in_native")
@@ -261,12 +244,12 @@ def from_published(meta: pd.DataFrame, origin: str) -> QueryTable:
                                                 strict=True))
     notes = {"pairs_with_several_terms": several} if several else {}
     texts = _text_sources(meta, ["concept", "country"], "concept_in_native", "authors", default)
-    return QueryTable("published", origin, sha256_text("\n".join(lines)), terms, notes, texts,
+    return QueryTexts("published", origin, sha256_text("\n".join(lines)), terms, notes, texts,
                       status_from="the text matched against data/queries.csv (the authors' "
                                   "layout records none)")
 
 
-def from_release(tr: pd.DataFrame, origin: str) -> QueryTable:
+def from_release(tr: pd.DataFrame, origin: str) -> QueryTexts:
     """The release's ``query_text`` per (concept, country); a term's source is that of
     ``data/queries.csv`` where the table holds the same term, else ``unmatched``."""
     best, several = _most_common(tr, ["query_concept", "query_country"], "query_text")
@@ -279,26 +262,26 @@ def from_release(tr: pd.DataFrame, origin: str) -> QueryTable:
         texts = {(c, k, t): str(s) for c, k, t, s, _ in rows.itertuples(index=False)}
         reviewers = {(c, k, t): int(n) for c, k, t, _, n in rows.itertuples(index=False)}
         terms = {k: Term(v, texts.get((*k, v), "unmatched")) for k, v in best.items()}
-        return QueryTable("release", origin, sha256_text("\n".join(lines)), terms, notes, texts,
+        return QueryTexts("release", origin, sha256_text("\n".join(lines)), terms, notes, texts,
                           reviewers, "release columns query_term_source, query_term_reviewers")
     default = _default_or_none()
     terms = {k: Term(v, _reviewed_source(k, v, "unmatched", default)) for k, v in best.items()}
     texts = _text_sources(tr, ["query_concept", "query_country"], "query_text", "unmatched",
                           default)
-    return QueryTable("release", origin, sha256_text("\n".join(lines)), terms, notes, texts,
+    return QueryTexts("release", origin, sha256_text("\n".join(lines)), terms, notes, texts,
                       status_from="the text matched against data/queries.csv (the release "
                                   "has no query_term_source column)")
 
 
-def load_table(kind: str, path: Path | None) -> QueryTable:
+def load_table(kind: str, path: Path | None) -> QueryTexts:
     """The ``table`` or ``file`` source (the others are built from the dataset)."""
     return read_file(path) if kind == "file" and path is not None else default_table()
 
 
-def table_for(ds: XCMDataset, query_source: str | None, queries: Path | None) -> QueryTable:
-    """The query texts ``--query-source`` / ``--queries`` choose for ``ds``: the dataset's own
-    (published, release) or a table (``data/queries.csv``, a FILE)."""
-    kind, path = resolve_source(query_source, queries, ds.source_format)
+def table_for(ds: XCMDataset, query_source: str | None) -> QueryTexts:
+    """The query texts ``--query-source`` chooses for ``ds``: the dataset's own (published,
+    release) or a table (``data/queries.csv``, a FILE)."""
+    kind, path = resolve_source(query_source, ds.source_format)
     if kind == "published":
         return from_published(ds.image_meta, ds.dataset_id)
     if kind == "release":
@@ -307,7 +290,7 @@ def table_for(ds: XCMDataset, query_source: str | None, queries: Path | None) ->
 
 
 # -- using and recording them -------------------------------------------------------------------
-def with_query_table(ds: XCMDataset, table: QueryTable, query_term: str = "own") -> XCMDataset:
+def with_query_table(ds: XCMDataset, table: QueryTexts, query_term: str = "own") -> XCMDataset:
     """``ds`` with the query texts of ``table`` (``table`` / ``file`` sources) and their
     provenance; the texts of a published or release source are the dataset's own, each
     triplet's (``query_term`` own) or its pair's most frequent (majority)."""
@@ -320,18 +303,17 @@ def with_query_table(ds: XCMDataset, table: QueryTable, query_term: str = "own")
     return replace(ds, triplets=tr, query_texts={**provenance(table, tr), **notes})
 
 
-def with_texts(ds: XCMDataset, query_source: str | None, queries: Path | None,
-               query_term: str = "own") -> XCMDataset:
-    """``ds`` with the query texts of the source ``query_source`` / ``queries`` choose applied
+def with_texts(ds: XCMDataset, query_source: str | None, query_term: str = "own") -> XCMDataset:
+    """``ds`` with the query texts of the source ``query_source`` chooses applied
     (:func:`table_for`, :func:`with_query_table`) and checked (rule ``query_text`` of
     :mod:`core.rules`: no triplet left without a text)."""
-    table = table_for(ds, query_source, queries)
+    table = table_for(ds, query_source)
     texted = with_query_table(ds, table, query_term)
     raise_on_violations(query_text_violations(texted.triplets), table.origin)
     return texted
 
 
-def apply_table(tr: pd.DataFrame, table: QueryTable) -> pd.DataFrame:
+def apply_table(tr: pd.DataFrame, table: QueryTexts) -> pd.DataFrame:
     """``tr`` with ``query_text`` from the table by (query_concept, query_country); a pair
     without a term is one error line naming them."""
     keys = list(zip(tr["query_concept"], tr["query_country"], strict=True))
@@ -344,12 +326,10 @@ def apply_table(tr: pd.DataFrame, table: QueryTable) -> pd.DataFrame:
     return out
 
 
-def provenance(table: QueryTable, used: Any) -> dict[str, Any]:
-    """What a result records about its query texts: source, origin, the table's sha256 and
-    source mix, and the terms scored (``used``: the triplets, whose query concept, country and
-    text are the terms; or (concept, country) keys, each with the table's term): their source
-    mix and the share reviewed per country. A term is one (concept, country, text): a pair
-    scored with two texts (``--query-term own``) counts twice."""
+def provenance(table: QueryTexts, used: Any) -> dict[str, Any]:
+    """What a result records about its query texts: source, origin, the table's sha256 and source
+    mix, and of the terms scored (``used``: the triplets, or (concept, country) keys) the source
+    mix and the share reviewed per country; a pair scored with two texts counts twice."""
     if isinstance(used, pd.DataFrame):
         used = zip(used["query_concept"], used["query_country"], used["query_text"], strict=True)
     else:
@@ -358,7 +338,7 @@ def provenance(table: QueryTable, used: Any) -> dict[str, Any]:
     src = {p: table.source_of(*p) for p in terms}
     per_country: dict[str, list[bool]] = {}
     for (_, k, _), s in src.items():
-        per_country.setdefault(k, []).append(s == REVIEWED)
+        per_country.setdefault(k, []).append(s == query_table.REVIEWED)
     order = [c.code for c in datatables.countries()]
     countries = sorted(per_country, key=lambda k: (order.index(k) if k in order else len(order), k))
     return {
@@ -368,14 +348,14 @@ def provenance(table: QueryTable, used: Any) -> dict[str, Any]:
         "used_source_mix": dict(sorted(Counter(src.values()).items())),
         "reviewed_share_by_country": {k: sum(per_country[k]) / len(per_country[k])
                                       for k in countries},
-        "unreviewed_terms": sum(s != REVIEWED for s in src.values()),
+        "unreviewed_terms": sum(s != query_table.REVIEWED for s in src.values()),
         "review_status_from": table.status_from,
         **_reviewer_counts(table, terms),
         **table.notes,
     }
 
 
-def _reviewer_counts(table: QueryTable, terms: list[tuple[str, str, str | None]]
+def _reviewer_counts(table: QueryTexts, terms: list[tuple[str, str, str | None]]
                      ) -> dict[str, Any]:
     """``used_reviewer_counts``: reviewers -> number of used terms (where the source records
     reviewers: a release with its provenance columns, data/queries.csv)."""
@@ -399,7 +379,7 @@ def warn_unreviewed(prov: dict[str, Any], memo: dict[Any, Any]) -> None:
                     prov["unreviewed_terms"], prov["used_terms"], prov["source"], prov["origin"])
 
 
-def key_in_language(table: QueryTable, concept: str, country: str,
+def key_in_language(table: QueryTexts, concept: str, country: str,
                     language: str) -> tuple[str, str] | None:
     """The (concept, country) key of the term that writes ``concept`` in ``language`` for a
     triplet of ``country`` (``3xcm-matrix``; the rule is :func:`core.query_table.term_country`);
@@ -408,11 +388,10 @@ def key_in_language(table: QueryTable, concept: str, country: str,
     return None if code is None else (concept, code)
 
 
-def generic_texts(table: QueryTable) -> dict[tuple[str, str], str]:
-    """(concept, country) key -> the text ``3xcm-matrix`` asks for *other* countries' images
-    with that key's term: the row's ``generic_term`` in ``data/queries.csv`` (a country's own
-    proper name such as PRT's *Assembleia da República* becomes *parlamento*), only where
-    ``table`` holds data/queries.csv's own term for the key (another source's term is kept)."""
+def generic_texts(table: QueryTexts) -> dict[tuple[str, str], str]:
+    """(concept, country) key -> the text ``3xcm-matrix`` asks for *other* countries' images: the
+    row's ``generic_term`` of ``data/queries.csv`` (PRT's *Assembleia da República* becomes
+    *parlamento*), where ``table`` holds that row's own term."""
     try:
         rows = query_table.query_terms()
     except datatables.TableError as e:

@@ -18,12 +18,11 @@ from typing import Any
 
 import pandas as pd
 
-from benchmark import __version__
 from benchmark.report import authors, gallery, leaderboard, page, plots
 from benchmark.report.collect import Collection, ReportInputError, collect
 from benchmark.report.page import para
 from benchmark.results import ResultFile, model_slug, now_iso
-from core import files
+from core import __version__, files
 
 log = logging.getLogger(__name__)
 
@@ -191,7 +190,7 @@ def leaderboard_part(col: Collection) -> tuple[list[str], list[tuple[str, list]]
     return md, sections
 
 
-#: the kind in the marker of a report folder (see core.files.claim_folder)
+#: the kind in the marker of a report folder (see core.files.may_write_into)
 REPORT_KIND = "3xcm-report"
 
 
@@ -201,7 +200,7 @@ def claim_output(output: Path) -> Path:
     symlink out of the folder it claimed)."""
     output = output.resolve()
     try:
-        files.own_folder(output, REPORT_KIND)
+        files.claim(output, REPORT_KIND)
     except files.FolderNotOursError as e:
         raise ReportInputError(f"--output {e}") from e
     for sub in ("figures", "gallery"):

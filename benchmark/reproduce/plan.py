@@ -119,7 +119,7 @@ def dataset_ref(spec: str, revision: str | None = None, flag: str = "--dataset")
     return DatasetRef(spec, revision, None)
 
 
-#: the kind in the marker of a reproduce folder (see core.files.own_folder)
+#: the kind in the marker of a reproduce folder (see core.files.claim)
 REPRODUCE_KIND = "3xcm-reproduce"
 
 
@@ -130,7 +130,7 @@ def check_output_dir(path: Path) -> None:
     if problem:
         raise PlanError(f"--output-dir {path} {problem}")
     try:
-        files.own_folder(path, REPRODUCE_KIND)
+        files.claim(path, REPRODUCE_KIND)
     except files.FolderNotOursError as e:
         raise PlanError(f"--output-dir {e}") from e
 

@@ -15,12 +15,11 @@ import io
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from benchmark import __version__
 from benchmark.report import page
 from benchmark.reproduce.cells import TOLERANCES, Cell, Section
 from benchmark.reproduce.compare import Comparison
 from benchmark.results import now_iso
-from core import files
+from core import __version__, files
 
 TITLE = "Reproducing the paper: our numbers against the published ones"
 MARK = {"ok": "✓", "outside": "✗ outside", "missing": "missing", "unpublished": "unpublished"}

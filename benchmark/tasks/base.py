@@ -83,7 +83,7 @@ class OutputError(Exception):
 def check_output_dir(path: Path, claim: bool = True, *, create: bool = True) -> None:
     """Fail before any compute when results could not be written to ``path``: a file, not
     writable, or (``claim``) a folder holding files that no run of ours wrote (the folder
-    rule of :func:`core.files.own_folder`; a new or empty one is claimed). Without
+    rule of :func:`core.files.claim`; a new or empty one is claimed). Without
     ``create`` nothing is made: a missing ``path`` is probed at its nearest existing parent
     and the folder rule is checked, not claimed (a run refused later leaves no folder)."""
     probe = path
@@ -94,7 +94,7 @@ def check_output_dir(path: Path, claim: bool = True, *, create: bool = True) -> 
         raise OutputError(f"output dir {path} {problem}: pass another --output-dir")
     if claim or not create:
         try:
-            (files.own_folder if create else files.claim_folder)(path, RESULTS_KIND)
+            (files.claim if create else files.may_write_into)(path, RESULTS_KIND)
         except files.FolderNotOursError as e:
             raise OutputError(f"--output-dir {e}") from e
 

@@ -74,7 +74,7 @@ def parse_languages(spec: str | None) -> list[str]:
 
 
 def language_plan(
-    table: query_texts.QueryTable, tr: Any, langs: list[str],
+    table: query_texts.QueryTexts, tr: Any, langs: list[str],
 ) -> tuple[dict[str, np.ndarray], dict[str, list[str]], dict[str, Any], set[tuple[str, str]]]:
     """Per query language: the rows that have a term in it, their texts, the skipped
     triplets and concepts; and every (concept, country) key of a term used."""
@@ -122,7 +122,7 @@ class XCMMatrix(XCMTextToImage):
         cfg = self.config
         ds = load_xcm(ctx, cfg, with_texts=False)
         langs = parse_languages(cfg.query_languages)
-        table = query_texts.table_for(ds, cfg.query_source, cfg.queries)
+        table = query_texts.table_for(ds, cfg.query_source)
         _, text_for, _, _ = language_plan(table, ds.triplets, langs)
         embed_candidates(ctx, ds)
         embed_texts(ctx, sorted({t for lang in langs for t in text_for[lang]}), "query")
@@ -132,7 +132,7 @@ class XCMMatrix(XCMTextToImage):
         ds = load_xcm(ctx, cfg, with_texts=False)
         tr = ds.triplets
         langs = parse_languages(cfg.query_languages)
-        table = query_texts.table_for(ds, cfg.query_source, cfg.queries)
+        table = query_texts.table_for(ds, cfg.query_source)
         rows_for, text_for, skipped, used = language_plan(table, tr, langs)
         prov = query_texts.provenance(table, used)
         query_texts.warn_unreviewed(prov, ctx.memo)

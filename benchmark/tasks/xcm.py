@@ -48,9 +48,6 @@ class AssociationConfig(TaskConfig):
     images: Path | None = option("folder of <image_id>.<ext> (with --triplets-csv)", None)
     query_source: str = option(query_texts.SOURCE_HELP, "auto", metavar="SOURCE")
     query_term: str = option(query_texts.QUERY_TERM_HELP, "own", choices=list(query_texts.QUERY_TERMS))
-    queries: Path | None = option(
-        "CSV concept,country,text of query texts (or concept,language,text: every country of "
-        "that language); the same as --query-source FILE", None)
     bootstrap: int = option("bootstrap resamples for SP intervals (default 1000)", 1000,
                             minimum=0)
 
@@ -75,10 +72,9 @@ def load_xcm(ctx: RunContext, cfg: AssociationConfig, *, with_texts: bool = True
     ds = ctx.memo[key]
     if not with_texts:
         return ds
-    tkey = (*key, "texts", cfg.query_source, cfg.queries, cfg.query_term)
+    tkey = (*key, "texts", cfg.query_source, cfg.query_term)
     if tkey not in ctx.memo:
-        ctx.memo[tkey] = query_texts.with_texts(ds, cfg.query_source, cfg.queries,
-                                                cfg.query_term)
+        ctx.memo[tkey] = query_texts.with_texts(ds, cfg.query_source, cfg.query_term)
     return ctx.memo[tkey]
 
 

@@ -1,23 +1,9 @@
-"""Image downloads: downloaded bytes are untrusted input.
-
-:class:`Downloader` fetches URLs with httpx (async), bounded concurrency overall and per host, a
-total deadline per attempt, bounded retries (``builder.retry``: exponential backoff with jitter)
-on 429, 5xx, timeouts and connection errors (``Retry-After`` honoured up to a cap), and
-redirects followed by hand (at most ``max_redirects`` hops; each hop must be http/https; a
-repeated URL is a ``redirect_loop``). Every TCP connection goes through
-``builder.crawl.netguard.GuardedBackend`` (non-public addresses refused at connect time;
-``allow_hosts`` admits exactly what was named; over-long host names are ``invalid_url``).
-Bodies are streamed
-under a byte cap; ``X-Robots-Tag: noai / noimageai / noindex`` opts an image out before its body
-is read. The bytes must then decode with Pillow under a pixel cap (:func:`inspect_image`) and
-are stored content-addressed via ``WorkDir.store_image_bytes``.
-
-Every URL ends with exactly one :class:`FetchResult` whose ``status`` is one of
-:data:`STATUSES` and whose ``reason`` says why. Our own failures are not the URL's: a full or
-read-only disk, or a missing library, while storing stops the run (``stagekit.local_failure``:
-one line, exit 2, run ``failed``; the URL in flight stays pending), and an unexpected exception
-on one URL (a bug of ours) is ``internal_error``, which every later run fetches again.
-"""
+"""Image downloads: the bytes are untrusted input. :class:`Downloader` fetches with httpx
+through the address guard (``builder.crawl.netguard``), bounded concurrency, deadlines,
+retries (``builder.retry``) and hand-followed redirects, under a byte cap; the bytes must
+decode under a pixel cap (:func:`inspect_image`) before they are stored. Every URL ends with
+one :class:`FetchResult` (a status of :data:`STATUSES` and its reason); our own failures are
+never the URL's. docs/crawl.md, "Downloads are untrusted input"."""
 
 from __future__ import annotations
 
@@ -34,7 +20,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from builder import __version__
 from builder.crawl.netguard import (
     BLOCK_PREFIX,
     DNS_PREFIX,
@@ -46,6 +31,7 @@ from builder.retry import parse_retry_after
 from builder.stagekit import local_failure
 from builder.statuses import DownloadStatus
 from builder.workdir import WorkDir
+from core import __version__
 from core.options import option
 
 log = logging.getLogger(__name__)
@@ -142,11 +128,8 @@ def make_client(cfg: FetchConfig, connections: int | None = None,
 
 # -- headers ---------------------------------------------------------------------------------
 def robots_opt_out(value: str | None) -> str | None:
-    """The opt-out directive of an ``X-Robots-Tag`` value that applies to us, else None.
-
-    Directives may carry a crawler prefix (``googlebot: noindex``); only unprefixed ones and
-    those for ``*`` or this project count.
-    """
+    """The opt-out directive of an ``X-Robots-Tag`` value that applies to us (unprefixed, ``*``
+    or this project), else None."""
     if not value:
         return None
     agent = None
@@ -162,11 +145,8 @@ def robots_opt_out(value: str | None) -> str | None:
 
 # -- validation ------------------------------------------------------------------------------
 def inspect_image(data: bytes, max_pixels: int) -> tuple[str, str, dict[str, Any]]:
-    """(status, reason, info) for bytes that claim to be an image. The pixel count is checked
-    from the header (``core.decode.open_image``, the evaluator's gate too) before
-    anything is decoded; only then is the image decoded in full, by the evaluator's decoder
-    (EXIF orientation applied: ``width`` x ``height`` are the upright picture's, as a
-    browser shows it)."""
+    """(status, reason, info) for bytes that claim to be an image: the pixel count checked from
+    the header first, then decoded in full by the evaluator's decoder (width x height upright)."""
     from PIL import Image, UnidentifiedImageError
 
     from core.decode import ImageRefused, open_image, to_rgb, upright
@@ -219,10 +199,8 @@ def _now() -> str:
 
 
 async def _until_first_error(jobs: list[Awaitable[None]]) -> None:
-    """Run the workers; the first that raises (a full disk, a missing library) stops the
-    others (cancelled, and awaited while the clients and the thread pool are still open, so
-    none of them fails later on a closed client or pool and is logged as an error of its URL),
-    then its exception is raised."""
+    """Run the workers; the first that raises (a full disk, a missing library) stops and awaits
+    the others while the clients are still open, then its exception is raised."""
     tasks = [asyncio.ensure_future(j) for j in jobs]
     try:
         await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)

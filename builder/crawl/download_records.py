@@ -1,11 +1,6 @@
-"""Catalog writes of downloads, shared by the crawl and the img2dataset ingest.
-
-One URL's outcome (:func:`record_download`: image row (:func:`record_image`), download row,
-its items), items that
-share an already fetched URL (:func:`link_items`), what is fetched again (:func:`reset_transient`),
-what is left to fetch (:func:`pending_urls`, :func:`export_urls` in img2dataset's input
-format), and the final byte-level dedup across URLs (:func:`finalize_duplicates`).
-"""
+"""Catalog writes of downloads, shared by the crawl and the img2dataset ingest: one URL's
+outcome (:func:`record_download`), linking items to fetched URLs, what is fetched again, what is
+left to fetch (and its img2dataset export), and the byte-level dedup across URLs."""
 
 from __future__ import annotations
 
@@ -54,12 +49,16 @@ def record_download(con: sqlite3.Connection, res: FetchResult, run_id: int | Non
 def link_items(catalog: Catalog) -> int:
     """Give pending items whose URL was already fetched (by another query) that outcome."""
     with catalog.tx() as con:
+        got = "d.status IN (:ok, :duplicate)"
         cur = con.execute(
-            "UPDATE items SET sha256 = CASE WHEN d.status IN ('ok','duplicate') THEN d.sha256 END,"
-            " status = CASE WHEN d.status IN ('ok','duplicate') THEN 'ok' ELSE 'failed' END,"
-            " reason = CASE WHEN d.status IN ('ok','duplicate') THEN d.reason"
-            " ELSE d.status || ': ' || d.reason END, updated_at = ?"
-            " FROM downloads d WHERE d.url = items.url AND items.status = 'pending'", (utcnow(),))
+            f"UPDATE items SET sha256 = CASE WHEN {got} THEN d.sha256 END,"
+            f" status = CASE WHEN {got} THEN :item_ok ELSE :failed END,"
+            f" reason = CASE WHEN {got} THEN d.reason ELSE d.status || ': ' || d.reason END,"
+            " updated_at = :now FROM downloads d WHERE d.url = items.url"
+            " AND items.status = :pending",
+            {"ok": DownloadStatus.OK, "duplicate": DownloadStatus.DUPLICATE, "now": utcnow(),
+             "item_ok": ItemStatus.OK, "failed": ItemStatus.FAILED,
+             "pending": ItemStatus.PENDING})
         return cur.rowcount
 
 
@@ -69,20 +68,21 @@ def reset_transient(catalog: Catalog, transient: bool = True) -> int:
     the transient ones too (timeouts, connection and DNS errors, HTTP 429 and 5xx)."""
     statuses = TRANSIENT if transient else OURS
     marks = ",".join("?" * len(statuses))
-    cond = (f"status IN ({marks}) AND (status != 'http_error' OR http_status = 429 "
-            f"OR http_status >= 500)")
+    cond = f"status IN ({marks}) AND (status != ? OR http_status = 429 OR http_status >= 500)"
+    params = (*statuses, DownloadStatus.HTTP_ERROR)
     with catalog.tx() as con:
         con.execute(
-            f"UPDATE items SET status='pending', reason=NULL WHERE status='failed' AND url IN "
-            f"(SELECT url FROM downloads WHERE {cond})", statuses)
-        return con.execute(f"DELETE FROM downloads WHERE {cond}", statuses).rowcount
+            f"UPDATE items SET status=?, reason=NULL WHERE status=? AND url IN "
+            f"(SELECT url FROM downloads WHERE {cond})",
+            (ItemStatus.PENDING, ItemStatus.FAILED, *params))
+        return con.execute(f"DELETE FROM downloads WHERE {cond}", params).rowcount
 
 
 def pending_urls(catalog: Catalog) -> list[str]:
     """Distinct item URLs with no download outcome yet, in item order."""
     rows = catalog.query(
-        "SELECT url, MIN(item_id) AS first FROM items WHERE status='pending' AND url NOT IN "
-        "(SELECT url FROM downloads) GROUP BY url ORDER BY first")
+        "SELECT url, MIN(item_id) AS first FROM items WHERE status=? AND url NOT IN "
+        "(SELECT url FROM downloads) GROUP BY url ORDER BY first", (ItemStatus.PENDING,))
     return [r["url"] for r in rows]
 
 
@@ -92,48 +92,42 @@ def finalize_duplicates(catalog: Catalog) -> int:
     rows = catalog.query(
         "SELECT d.url, d.sha256, d.status, MIN(i.item_id) AS first, im.format, im.width, "
         "im.height FROM downloads d LEFT JOIN items i ON i.url = d.url "
-        "LEFT JOIN images im ON im.sha256 = d.sha256 WHERE d.status IN ('ok', 'duplicate') "
-        "GROUP BY d.url ORDER BY d.sha256, first IS NULL, first, d.url")
+        "LEFT JOIN images im ON im.sha256 = d.sha256 WHERE d.status IN (?, ?) "
+        "GROUP BY d.url ORDER BY d.sha256, first IS NULL, first, d.url",
+        (DownloadStatus.OK, DownloadStatus.DUPLICATE))
     canon: dict[str, str] = {}
     changes = []
     for r in rows:
         first = canon.setdefault(r["sha256"], r["url"])
-        want = "ok" if first == r["url"] else "duplicate"
-        if want == "duplicate":
-            changes.append((want, f"same bytes as {first}", r["url"]))
-        elif r["status"] != "ok":
-            changes.append(("ok", f"{r['format']} {r['width']}x{r['height']}", r["url"]))
+        if first != r["url"]:
+            changes.append((DownloadStatus.DUPLICATE, f"same bytes as {first}", r["url"]))
+        elif r["status"] != DownloadStatus.OK:
+            changes.append((DownloadStatus.OK, f"{r['format']} {r['width']}x{r['height']}",
+                            r["url"]))
     if changes:
         with catalog.tx() as con:
             con.executemany("UPDATE downloads SET status=?, reason=? WHERE url=?", changes)
-    return sum(1 for c in changes if c[0] == "duplicate")
+    return sum(1 for c in changes if c[0] == DownloadStatus.DUPLICATE)
 
 
 def export_urls(catalog: Catalog, out: Path, include_done: bool = False,
                 allow_hosts: frozenset[str] = frozenset()) -> int:
-    """Write URLs in img2dataset's input format: parquet with ``url`` plus metadata columns.
-
-    One row per distinct pending URL (all URLs with ``include_done``), carrying its first
-    item's provenance; use it with ``img2dataset --input_format parquet --url_col url
-    --save_additional_columns '[...]'``. img2dataset has no address guard, so URLs the
-    downloader would refuse from the URL alone (not http(s), a non-public address literal not in
-    ``allow_hosts``, an invalid host name: ``netguard.url_refusal``) are left out; they stay
-    pending, and a crawl without ``--export-urls`` records their status. Returns the number
-    of rows.
-    """
+    """Write the URLs to fetch in img2dataset's input format (parquet: ``url`` and each item's
+    provenance; all URLs with ``include_done``); those the downloader would refuse from the URL
+    alone (``netguard.url_refusal``) are left out and stay pending. Returns the number of rows."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    where = "" if include_done else "WHERE i.status='pending' AND i.url NOT IN (SELECT url FROM downloads)"
+    where = "" if include_done else "WHERE i.status=? AND i.url NOT IN (SELECT url FROM downloads)"
     rows = catalog.query(
-        "SELECT i.url, i.item_id, i.concept, i.country, i.language, i.rank, i.query_text, "
+        "SELECT i.url, i.item_id, i.concept, i.country, i.language, i.rank, i.search_query, "
         "s.backend, s.region, r.page_url, r.title FROM items i "
         "JOIN searches s ON s.search_id = i.search_id "
         "LEFT JOIN search_results r ON r.search_id = i.search_id AND r.rank = i.rank "
-        f"{where} ORDER BY i.item_id")
+        f"{where} ORDER BY i.item_id", () if include_done else (ItemStatus.PENDING,))
     seen: set[str] = set()
     cols: dict[str, list[Any]] = {k: [] for k in (
-        "url", "item_id", "concept", "country", "language", "rank", "query_text", "backend",
+        "url", "item_id", "concept", "country", "language", "rank", "search_query", "backend",
         "region", "page_url", "title")}
     for r in rows:
         if r["url"] in seen or not r["url"].startswith(("http://", "https://")) or url_refusal(

@@ -1,14 +1,7 @@
-"""The downloader's address guard: which hosts a download may contact, checked at connect time.
-
-:class:`GuardedBackend` is the httpcore network backend of every download connection: it
-resolves the host itself, refuses private, loopback, link-local, reserved, multicast and
-unspecified addresses (:func:`address_blocked`) and connects to the address it checked, so a
-DNS answer cannot change between the check and the connection. ``allow_hosts`` admits exactly
-what was named (:func:`host_key`): an address admits URLs that name that address, a name admits
-that name whatever it resolves to; allowing ``127.0.0.1`` does not admit ``localhost``. A host
-name longer than DNS allows is refused before any lookup (:func:`host_problem`). Refusals travel
-as ``httpcore.ConnectError`` messages with a prefix the downloader turns into a status.
-"""
+"""The downloader's address guard, checked at connect time: :class:`GuardedBackend` resolves
+the host itself, refuses non-public addresses (:func:`address_blocked`) and connects to the
+address it checked (no DNS change in between); ``allow_hosts`` admits exactly what was named
+(:func:`host_key`); an over-long host name is refused before any lookup (:func:`host_problem`)."""
 
 from __future__ import annotations
 
@@ -115,13 +108,9 @@ class GuardedBackend:
 
 
 def url_refusal(url: str, allow_hosts: Iterable[str] = ()) -> tuple[str, str] | None:
-    """(status, reason) for a URL no download may contact, judged from the URL alone, or None.
-
-    For fetchers that have no address guard of their own (img2dataset): a host name longer
-    than DNS allows is ``invalid_url``; a host that is a non-public address literal is
-    ``blocked_host`` unless named in ``allow_hosts`` (exactly, as :class:`GuardedBackend`). A
-    name that *resolves* to a private address cannot be judged here (the fetcher resolves it
-    on its own network)."""
+    """(status, reason) for a URL no download may contact, judged from the URL alone (for
+    fetchers without an address guard: img2dataset), or None: an over-long host is
+    ``invalid_url``, a non-public address literal not in ``allow_hosts`` ``blocked_host``."""
     from urllib.parse import urlsplit
 
     try:

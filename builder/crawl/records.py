@@ -1,11 +1,6 @@
-"""Catalog writes of the crawl's search side: searches, search results, items, input errors.
-
-The crawl (:mod:`builder.crawl.stage`) and the img2dataset ingest (:mod:`builder.ingest`) write
-these tables only through the functions here; the download side is
-:mod:`builder.crawl.download_records`. Every writer takes an open connection inside the caller's
-transaction and is idempotent the way the crawl needs (``INSERT OR IGNORE`` on the table's
-key: a resumed run never duplicates a row).
-"""
+"""Catalog writes of the crawl's search side (searches, search results, items, input errors),
+for the crawl and the img2dataset ingest; each takes the caller's connection and is idempotent
+(``INSERT OR IGNORE`` on the table's key). The download side: :mod:`builder.crawl.download_records`."""
 
 from __future__ import annotations
 
@@ -22,9 +17,9 @@ def add_search(con: sqlite3.Connection, s: Search, run_id: int | None = None,
     """The ``searches`` row of ``s`` (kept as it is when its (concept, country, kind,
     backend) is there already); returns its ``search_id``."""
     cur = con.execute(
-        "INSERT OR IGNORE INTO searches (concept, country, language, kind, query_text, backend,"
+        "INSERT OR IGNORE INTO searches (concept, country, language, kind, search_query, backend,"
         " region, status, n_results, run_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (s.concept, s.country, s.language, s.kind, s.query_text, s.backend, s.region, status,
+        (s.concept, s.country, s.language, s.kind, s.search_query, s.backend, s.region, status,
          n_results, run_id))
     if cur.rowcount:
         return int(cur.lastrowid)
@@ -49,10 +44,10 @@ def add_item(con: sqlite3.Connection, search_id: int, rank: int, s: Search, url:
     concept, country, language and query text); kept as it is when there already. Returns
     its ``item_id``."""
     cur = con.execute(
-        "INSERT OR IGNORE INTO items (search_id, rank, concept, country, language, query_text,"
+        "INSERT OR IGNORE INTO items (search_id, rank, concept, country, language, search_query,"
         " url, sha256, status, reason, group_id, updated_at)"
         " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (search_id, rank, s.concept, s.country, s.language, s.query_text, url, sha256, status,
+        (search_id, rank, s.concept, s.country, s.language, s.search_query, url, sha256, status,
          reason, group_id, utcnow()))
     if cur.rowcount:
         return int(cur.lastrowid)

@@ -1,24 +1,7 @@
-"""Image-search backends of the crawl stage (``--search``).
-
-- ``ddgs`` (default): :class:`DdgsSearch`, the ``ddgs`` package with ``backend="duckduckgo"``
-  (its Bing engine ignores the region) and the country's DuckDuckGo region. One request at a
-  time, jittered pacing between requests, and bounded retries (``builder.retry``). ddgs 9.16
-  raises the same ``DDGSException("No results found.")`` for a block and for a query that truly
-  has no images (and never raises its ``RatelimitException``), so one query cannot tell them
-  apart: that answer is retried ``empty_retries`` times (default 1), then the query is recorded
-  ``empty`` with a reason saying the answer is ambiguous (:data:`AMBIGUOUS`; ``--retry-failed``
-  searches it again). The run as a whole tells them apart (``builder.crawl.stage.run_searches``):
-  several such answers in a row, on different queries, are checked with one probe query that
-  always has images (:meth:`DdgsSearch.probe`); if the probe gets "No results found." too, the
-  backend is blocking us and the run stops, those queries left ``pending``. Timeouts and other
-  ddgs errors are retried ``retries`` times, then the query is ``failed`` with the reason.
-- ``folder:PATH``: :func:`folder_searches`, a local tree ``PATH/<concept>/<country>/*``.
-- ``urls:FILE``: :func:`urls_searches`, a CSV ``concept,country,language,rank,image_url,
-  page_url,title`` (country ISO alpha-3 or any key ``tables.country`` knows, language BCP-47).
-
-Folder and URL sources need no earlier stage; their bad rows become :class:`InputError`\\ s,
-which the crawl records in ``crawl_input_errors``.
-"""
+"""Image-search backends of the crawl stage (``--search``): ``ddgs`` (:class:`DdgsSearch`:
+paced, bounded retries; its ambiguous "No results found." is told from a block by a probe
+query, :data:`AMBIGUOUS`), ``folder:PATH`` (:func:`folder_searches`) and ``urls:FILE``
+(:func:`urls_searches`), whose bad rows are :class:`InputError`\ s. docs/crawl.md."""
 
 from __future__ import annotations
 
@@ -70,7 +53,7 @@ class Search:
     country: str
     language: str
     kind: str  # english / native / folder / urls:<language>
-    query_text: str
+    search_query: str
     backend: str
     region: str | None = None
     hits: list[Hit] | None = None  # known up front for folder: and urls: sources
@@ -151,7 +134,7 @@ class DdgsSearch:
             return t.out is None and (not t.no_results or t.n <= self.empty_retries)
 
         def log_retry(t: _Try, attempt: int, delay: float) -> None:
-            log.warning("search %r (%s): %s; retry %d in %.0fs", s.query_text, s.region,
+            log.warning("search %r (%s): %s; retry %d in %.0fs", s.search_query, s.region,
                         t.why, attempt, delay)
 
         count = 0
@@ -190,7 +173,7 @@ class DdgsSearch:
         self.requests += 1
         try:
             raw = DDGS(timeout=self.timeout).images(
-                s.query_text, region=s.region or "wt-wt", safesearch=self.safesearch,
+                s.search_query, region=s.region or "wt-wt", safesearch=self.safesearch,
                 max_results=self.per_query, backend="duckduckgo")
         except (RatelimitException, TimeoutException, DDGSException) as e:
             msg, kind = str(e) or type(e).__name__, type(e).__name__

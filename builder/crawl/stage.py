@@ -1,25 +1,8 @@
-"""Stage ``crawl``: image search for every kept concept x country x query language, then the
-download of the top results, with provenance and one status + reason per URL.
+"""Stage ``crawl``: image search for every kept concept, country and query kind, then the
+download of the top results, one status and reason per URL.
 
-``python -m builder.crawl --countries all [--concepts all|LIST] [--languages english,native]
-[--per-query 10] [--search ddgs|folder:PATH|urls:FILE] [--workdir W]``
-
-Phases (each resumable; a kill -9 at any moment loses at most the work in flight):
-
-1. plan: one ``searches`` row per query (``pending``), from the catalog's ``queries`` table
-   (ddgs) or from the folder / URL file (which need no earlier stage);
-2. search: each pending search runs once; its results (``search_results``, raw rank and every
-   backend field) and one ``items`` row per result are written in the same transaction as its
-   status, so a finished search is never run again;
-3. download: every item URL without a ``downloads`` row is fetched once (``builder.crawl.download``);
-   each result is committed as soon as it is known (bytes first, atomically, then the row), so
-   a completed image is never fetched again;
-4. finalize: URLs whose bytes equal an earlier URL's become ``duplicate`` (deterministically:
-   the URL of the earliest item keeps ``ok``), and the summary is recorded in ``stage_runs``.
-
-``--export-urls F.parquet`` writes the pending URLs in img2dataset's input format instead of
-downloading; ``python -m builder.ingest --img2dataset DIR`` brings the results back.
-"""
+Plan, search, download, finalize (byte duplicates), each phase resumable; ``--export-urls``
+hands the downloads to img2dataset (:mod:`builder.ingest`). docs/crawl.md."""
 
 from __future__ import annotations
 
@@ -55,12 +38,13 @@ from builder.crawl.search import (
 from builder.stagekit import (
     StageInputError,
     concept_filter,
-    report,
     stage_main,
     stage_parser,
     stage_run,
 )
+from builder.statuses import ConceptStatus, QueryStatus, SearchStatus
 from core import datatables
+from core.clikit import report
 from core.options import add_options, from_args, option
 
 log = logging.getLogger(__name__)
@@ -71,9 +55,8 @@ KINDS = ("english", "native")
 
 @dataclass
 class CrawlConfig:
-    """Parameters of one crawl run (recorded in ``stage_runs``; no secrets). The fields
-    declared with ``option`` are the CLI's flags (``core.options.add_options``): each
-    default and bound is declared here once, with :class:`FetchConfig`'s."""
+    """Parameters of one crawl run (recorded in ``stage_runs``; no secrets); the ``option``
+    fields are its flags, :class:`FetchConfig`'s those of the downloads."""
 
     countries: str = option("all or a comma-separated list (codes, labels)", "all")
     concepts: str = option("all or a comma-separated list of concepts", "all")
@@ -122,11 +105,11 @@ def plan_ddgs(catalog: Catalog, cfg: CrawlConfig) -> list[Search]:
     kinds = list(cfg.languages)
     has_concepts = catalog.query("SELECT COUNT(*) AS n FROM concepts")[0]["n"] > 0
     rows = catalog.query(
-        f"SELECT concept, country, kind, language, text FROM queries WHERE status='ok' "
+        f"SELECT concept, country, kind, language, text FROM queries WHERE status=? "
         f"AND country IN ({','.join('?' * len(codes))}) AND kind IN ({','.join('?' * len(kinds))})"
-        + (" AND concept IN (SELECT name FROM concepts WHERE status='kept')" if has_concepts
-           else "")
-        + " ORDER BY concept, country, kind", (*codes, *kinds))
+        + (" AND concept IN (SELECT name FROM concepts WHERE status=?)" if has_concepts else "")
+        + " ORDER BY concept, country, kind",
+        (QueryStatus.OK, *codes, *kinds, *([ConceptStatus.KEPT] if has_concepts else [])))
     if not rows:
         raise StageInputError("no queries in the catalog for these countries and languages: run "
                          "`python -m builder.queries` first (or use --search folder:PATH / "
@@ -169,9 +152,9 @@ def register(catalog: Catalog, searches: list[Search], errors: list[InputError],
     for e in errors:
         log.warning("%s line %s: %s", e.source, e.line, e.reason)
     done = {(r[0], r[1], r[2], r[3]): r[4] for r in catalog.query(
-        "SELECT concept, country, kind, backend, query_text FROM searches")}
+        "SELECT concept, country, kind, backend, search_query FROM searches")}
     changed = [s for s in searches
-               if done.get((s.concept, s.country, s.kind, s.backend), s.query_text) != s.query_text]
+               if done.get((s.concept, s.country, s.kind, s.backend), s.search_query) != s.search_query]
     if changed:
         log.warning("%d queries changed since they were searched; the earlier searches are kept "
                     "(e.g. %s/%s %s)", len(changed), changed[0].concept, changed[0].country,
@@ -203,16 +186,10 @@ def _todo(catalog: Catalog, searches: list[Search], retry_failed: bool) -> list[
 
 def run_searches(catalog: Catalog, searches: list[Search], backend: Any, run_id: int,
                  retry_failed: bool = False, failure_limit: int = 0) -> Counter[str]:
-    """Run every pending (and, with ``retry_failed``, failed or ambiguous) search once; one tx
-    each.
-
-    The block detector: after ``failure_limit`` consecutive searches (0: no limit) that failed
-    or got the ambiguous "No results found." (``Outcome.ambiguous``), the backend's
-    ``probe()`` (when it has one) decides for a run of ambiguous answers: results mean those
-    queries truly have no images (they stay ``empty``, the run goes on); otherwise (or for a
-    run of failures) those searches go back to ``pending`` and :class:`SearchUnavailable` is
-    raised (CLI: one line, exit 2).
-    """
+    """Run every pending (with ``retry_failed`` also failed or ambiguous) search once, one
+    transaction each. After ``failure_limit`` searches in a row that failed or got the ambiguous
+    "No results found." (0: no limit), the backend's probe decides: those searches go back to
+    ``pending`` and :class:`SearchUnavailable` is raised, unless the probe shows the answers true."""
     counts: Counter[str] = Counter()
     streak: list[tuple[int, Outcome]] = []
     outcomes: list[tuple[int, Outcome]] = []  # of the queries the backend was asked
@@ -243,13 +220,12 @@ def run_searches(catalog: Catalog, searches: list[Search], backend: Any, run_id:
 
 def _none_succeeded(catalog: Catalog, todo: list[tuple[int, Search]],
                     outcomes: list[tuple[int, Outcome]], backend: Any) -> None:
-    """A run in which the backend answered no query (each failed, or got only the ambiguous
-    "No results found." and the probe query got nothing either) is not a crawl with 0
-    images: unless an earlier run's searches got results, its searches go back to
-    ``pending`` and :class:`SearchUnavailable` is raised, whatever the number of queries."""
+    """A run in which the backend answered no query is not a crawl with 0 images: unless an
+    earlier run's searches got results, its searches go back to ``pending`` and
+    :class:`SearchUnavailable` is raised."""
     if not outcomes or any(o.status not in ("failed", "empty") for _, o in outcomes):
         return
-    if catalog.query("SELECT 1 FROM searches WHERE status='ok' LIMIT 1"):
+    if catalog.query("SELECT 1 FROM searches WHERE status=? LIMIT 1", (SearchStatus.OK,)):
         return  # an earlier run's searches got results: this crawl has something to fetch
     if any(o.status == "empty" and not o.ambiguous for _, o in outcomes):
         return  # a definite "no results" is an answer
@@ -269,8 +245,8 @@ def _stop_searching(catalog: Catalog, streak: list[tuple[int, Outcome]],
     """Put the streak's searches back to ``pending`` (never really answered) and stop
     (``every``: they are all the queries of the run)."""
     with catalog.tx() as con:
-        con.executemany("UPDATE searches SET status='pending' WHERE search_id=?",
-                        [(i,) for i, _ in streak])
+        con.executemany("UPDATE searches SET status=? WHERE search_id=?",
+                        [(SearchStatus.PENDING, i) for i, _ in streak])
     last = streak[-1][1]
     if every:
         raise SearchUnavailable(

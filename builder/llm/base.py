@@ -1,17 +1,10 @@
-"""The LLM client's core: one interface for Gemini and its offline twin (see ``builder.llm.client``).
-
-:meth:`BaseLLM.generate_structured` sends one prompt (optionally with image parts), asks for JSON
-matching a pydantic schema, validates the answer (JSON syntax, the schema, then an optional
-caller check), re-asks a bounded number of times with the rejection reason appended, and
-returns an :class:`LLMResult`: ``ok`` with the validated value, ``failed`` with the raw text
-kept and the reason, ``refused`` when the service blocked the prompt or the answer (safety;
-the block reason kept; not re-asked, cached like a failure), or ``error`` for a transport
-error (``transient`` says whether a later run may succeed; never cached). A failed result is
-never a value. Every answer goes through the response
-cache (``builder.llm.cache``). ``builder.llm.offline`` is the deterministic twin; the Gemini
-transport (and its client-side rate limiter) is ``builder.llm.gemini``. Batch mode: :meth:`BaseLLM.prepare`,
-:meth:`BaseLLM.lookup`, :meth:`BaseLLM.check_text`, :meth:`BaseLLM.store`.
-"""
+"""The LLM client's core: one interface for Gemini and its offline twin (``builder.llm.client``
+makes one). :meth:`BaseLLM.generate_structured` asks for JSON matching a pydantic schema,
+validates it (syntax, schema, the caller's check), re-asks a bounded number of times and returns
+an :class:`LLMResult`: ``ok`` with the value, ``failed`` (raw text and reason kept),
+``refused`` (blocked; cached like a failure) or ``error`` (transport; never cached). Every
+answer goes through the response cache (``builder.llm.cache``); batch mode uses
+:meth:`BaseLLM.prepare`, :meth:`BaseLLM.lookup`, :meth:`BaseLLM.check_text`, :meth:`BaseLLM.store`."""
 
 from __future__ import annotations
 
@@ -26,6 +19,7 @@ from pydantic import BaseModel, ValidationError
 from builder.catalog import clip_raw
 from builder.llm.cache import LLMCache, cache_key
 from core.files import sha256_bytes, sha256_text
+from core.options import option
 
 log = logging.getLogger(__name__)
 
@@ -63,21 +57,34 @@ class ImagePart:
         return sha256_bytes(self.data)
 
 
+DEFAULT_MODEL = "gemini-2.5-flash"
+DEFAULT_SPEC = f"gemini:{DEFAULT_MODEL}"
+
+
 @dataclass
 class LLMConfig:
-    """Client settings; ``retry_*`` become ``HttpRetryOptions``."""
+    """The client's settings; those with a flag are the ``--llm*`` options of every LLM stage
+    (``core.options``: default and bound declared here once)."""
 
-    rpm: float = 60.0  # requests per minute, client side; 0 = unlimited
-    max_reasks: int = 2  # re-asks after an invalid answer (so at most 1 + max_reasks asks)
+    spec: str = option(f"gemini:MODEL or offline (default {DEFAULT_SPEC})", DEFAULT_SPEC,
+                       flags=("--llm",))
+    rpm: float = option("requests per minute (0 = no limit)", 60.0, flags=("--llm-rpm",),
+                        minimum=0)
+    max_reasks: int = option("re-asks after an invalid answer", 2, flags=("--llm-max-reasks",),
+                             minimum=0)
+    timeout_s: float = option("seconds per HTTP request, all of it: connect, upload, answer",
+                              120.0, flags=("--llm-timeout",), above=0)
+    retries: int = option("HTTP retries on 429/5xx/timeouts: extra attempts after the first "
+                          "(Retry-After honoured)", 5, flags=("--llm-retries",), minimum=0)
+    retry_initial_delay: float = option("first backoff delay (s)", 2.0,
+                                        flags=("--llm-retry-delay",), minimum=0)
+    retry_failed: bool = option("ask again where the cache holds a failure", False,
+                                flags=("--llm-retry-failed",))
     temperature: float = 0.0
-    timeout_s: float = 120.0
-    retry_attempts: int = 6  # HTTP attempts per ask (builder.retry: backoff, Retry-After)
-    retry_initial_delay: float = 2.0
     retry_max_delay: float = 60.0
     max_retry_after: float = 300.0  # a longer server-given wait gives up (a later run asks)
     base_url: str | None = None
     api_version: str | None = None
-    retry_failed: bool = False  # ignore cached validation failures and ask again
 
 
 @dataclass
@@ -120,10 +127,9 @@ class LLMRequest:
 
 @dataclass
 class LLMResult:
-    """``status`` is ``ok`` (``value`` is the validated model), ``failed`` (invalid after the
-    re-asks; ``raw`` holds the last text), ``refused`` (blocked by the service; ``error`` is
-    the block reason) or ``error`` (transport; not cached; ``transient``: a later ask may
-    succeed, e.g. 429/5xx/timeouts, as opposed to a request the API rejects)."""
+    """``ok`` (``value`` validated), ``failed`` (invalid after the re-asks; ``raw`` kept),
+    ``refused`` (blocked; ``error`` is why) or ``error`` (transport, not cached; ``transient``
+    when a later ask may succeed)."""
 
     status: str
     value: Any = None
@@ -143,17 +149,6 @@ class LLMResult:
 def schema_sha(schema: type[BaseModel]) -> str:
     """Hash of the pydantic JSON schema: a changed schema is a different request."""
     return sha256_text(json.dumps(schema.model_json_schema(), sort_keys=True))
-
-
-def one_of(values: Callable[[Any], Sequence[str]], allowed: Sequence[str], what: str) -> Validator:
-    """Validator: every label ``values(answer)`` returns must be in ``allowed``."""
-    allowed_set = set(allowed)
-
-    def check(answer: Any) -> str | None:
-        bad = sorted({v for v in values(answer) if v not in allowed_set})
-        return f"{what} outside the allowed set: {bad[:10]}" if bad else None
-
-    return check
 
 
 class BaseLLM:

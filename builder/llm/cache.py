@@ -1,14 +1,7 @@
-"""The LLM response cache: ``cache/llm.sqlite`` in the work dir.
-
-A response is stored under ``sha256(provider, model, prompt-template sha, parameters, input sha)``
-(:func:`cache_key`), so a re-run of a stage with the same inputs makes no API call. Valid answers
-are stored with ``status='ok'``; answers that stayed invalid after the bounded re-asks are stored
-with ``status='failed'`` and their raw text, so a re-run reproduces the same failure without
-paying for it again (``--llm-retry-failed`` ignores cached failures). Transport errors (429/5xx
-after retries, timeouts) are never cached: the next run asks again.
-
-Nothing secret goes in: the key parts are model names, hashes and generation parameters.
-"""
+"""The LLM response cache ``cache/llm.sqlite``: answers under ``sha256(provider, model,
+prompt-template sha, parameters, input sha)`` (:func:`cache_key`), so a re-run makes no API
+call; answers that stayed invalid are cached ``failed`` with their raw text
+(``--llm-retry-failed`` asks again); transport errors never. Nothing secret goes in."""
 
 from __future__ import annotations
 

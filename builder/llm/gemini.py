@@ -1,19 +1,7 @@
-"""Gemini through ``google-genai`` (imported on first use): the real side of ``builder.llm.client``.
-
-Every API call (``generate_content``, the Batch API's ``create`` / ``get``) goes through
-:meth:`GeminiLLM.call_api`: the client-side :class:`RateLimiter`, a deadline on the whole HTTP
-request (``builder.llm.http``: a trickling answer ends at ``--llm-timeout``), and the builder's
-one retry policy (``builder.retry``) on 408/429/5xx, timeouts and connection errors, with the
-server's ``Retry-After`` header or Google's ``RetryInfo.retryDelay`` as the wait (a wait over
-``max_retry_after`` gives up at once; a later run asks again). google-genai's own retries are
-off, so there is one policy. A rejected API key (401, 403, ``API_KEY_INVALID``) or an unknown
-model (404) is :class:`LLMSetupError`: the stage stops with one line instead of blaming every
-item. Requests use structured output (``response_mime_type='application/json'``,
-``response_schema=<pydantic model>``); image parts go first, then the text. A blocked prompt
-(``promptFeedback.blockReason``) or a blocked answer (``finishReason`` SAFETY, PROHIBITED_CONTENT,
-...) raises :class:`LLMRefused` with the reason (the result is ``refused``, not "empty
-answer"). The API key is held by the ``genai.Client`` only (``repr`` hides it).
-"""
+"""Gemini through ``google-genai`` (imported on first use). Every API call goes through
+:meth:`GeminiLLM.call_api`: the rate limit, a deadline on the whole request, the builder's one
+retry policy (google-genai's own retries off). A rejected key or unknown model is
+:class:`LLMSetupError`; a blocked prompt or answer :class:`LLMRefused`. docs/builder.md, "The LLM"."""
 
 from __future__ import annotations
 
@@ -126,7 +114,7 @@ class GeminiLLM(BaseLLM):
         from builder.retry import Backoff, call
 
         c = self.config
-        policy = Backoff(max(0, c.retry_attempts - 1), c.retry_initial_delay, c.retry_max_delay,
+        policy = Backoff(c.retries, c.retry_initial_delay, c.retry_max_delay,
                          c.max_retry_after)
 
         def attempt() -> _Call:

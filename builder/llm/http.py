@@ -1,14 +1,6 @@
-"""The Gemini client's HTTP: one ``httpx.Client`` whose every request has a total deadline.
-
-httpx's timeouts bound each socket operation, not a request: a server that trickles its answer
-(a byte a second) never trips them, and the request never ends. :func:`make_client` builds the
-client ``google-genai`` uses (``HttpOptions(httpx_client=...)``) with a network backend whose
-streams check a per-thread deadline on every connect, read and write; inside
-:func:`deadline` the whole request (connect, TLS, send, headers, body) ends with
-``httpx.ReadTimeout`` (or ``ConnectTimeout`` / ``WriteTimeout``) once the deadline passes.
-Each request runs in its caller's thread (the sync client), so the tagging stage's worker
-threads each get their own deadline.
-"""
+"""The Gemini client's HTTP: one ``httpx.Client`` whose every request ends at a total deadline
+(:func:`deadline`), since httpx's timeouts bound each socket operation and a trickling answer
+would never end; per thread, so each tagging worker has its own."""
 
 from __future__ import annotations
 

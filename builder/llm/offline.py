@@ -1,9 +1,5 @@
-"""The offline LLM: deterministic answers, no network (``--llm offline``).
-
-A stage that passes an ``offline`` callable gets its documented offline answer; otherwise the
-answer is a deterministic instance of the response schema whose strings carry the request's
-input hash (:func:`schema_example`). Offline answers are computed, never cached.
-"""
+"""The offline LLM (``--llm offline``): no network; the stage's documented offline answer, else
+a schema-shaped placeholder carrying the input hash (:func:`schema_example`); never cached."""
 
 from __future__ import annotations
 

@@ -1,22 +1,7 @@
-"""The tagging stage's Gemini Batch API path: submit, poll, collect, resume by job name.
-
-One phase (``first``: groups of images; ``retry``: single images) becomes one or more batch
-jobs of inlined requests (``client.batches.create``): the API takes about 20 MB of inlined
-requests per job, so the phase's requests are split into consecutive jobs of at most
-:data:`MAX_JOB_BYTES` (images base64-encoded, prompt, JSON), each a job of its own. Cache hits
-are answered before submitting and never sent. Each job's name and its requests (the image
-hashes of every request, in order) go into ``tag_batch_jobs`` right after its creation, so a
-run killed while jobs are queued or running picks every one of them up: it polls
-(``client.batches.get``) until each reaches a terminal state, then collects its inlined
-responses, parses each ``response`` text itself (the batch path gives no ``.parsed``),
-validates it with the same schema and per-image rules as the synchronous path, stores valid
-answers in the LLM cache, and records the tags and the job state ``collected`` in one
-transaction. A job that ends FAILED, CANCELLED or EXPIRED, or one that could not be created
-(429/5xx after the retries), is a transient failure of each of its images (``transient``: the
-next run asks again); a per-request error is judged like the synchronous path's (transient for
-429/5xx, else asked alone); a blocked request is ``refused`` with the block reason. All API
-calls go through ``GeminiLLM.call_api`` (rate limit, deadline, retries with Retry-After).
-"""
+"""The tagging stage's Gemini Batch API path: the phase's requests in jobs of at most
+:data:`MAX_JOB_BYTES`, each job's name in ``tag_batch_jobs`` before polling (a killed run picks
+it up), answers judged as on the synchronous path; a failed or expired job is a transient
+failure of its images. docs/release.md, "Stage tagging"."""
 
 from __future__ import annotations
 
@@ -28,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from builder.catalog import Catalog, utcnow
-from builder.llm.client import LLMRequest, LLMResult, LLMSetupError
+from builder.llm.base import LLMRequest, LLMResult, LLMSetupError
 from builder.llm.gemini import block_reason, response_text, response_tokens
 from builder.tagging.rules import (
     Group,

@@ -1,17 +1,7 @@
-"""The tagging stage's shared core: request and answer types, the per-image validity rules
-(:func:`judge`) and the ``tags`` rows they become (:func:`record_rows`).
-
-Both ways of asking, synchronous (``builder.tagging.stage``) and the Gemini Batch API
-(``builder.tagging.batch``), build requests from a :class:`TagContext` and judge and record
-answers here, so the two paths follow one set of rules.
-
-Tag states (``tags.status``): ``ok`` (valid tags), ``retry`` (to be asked again alone),
-``failed`` (invalid answers, or a request the API rejects, asked alone too: permanent),
-``refused`` (the model answered an empty list, or the service blocked the image: the block
-reason is kept) and ``transient`` (429/5xx after the retries, timeouts, a batch job that
-failed or expired: not the image's fault; every later run asks again). Raw invalid answers
-are kept clipped (``catalog.clip_raw``: "truncated from N bytes").
-"""
+"""The tagging stage's shared core, so the synchronous and the Batch API path follow one set of
+rules: request and answer types (:class:`TagContext`), the per-image validity rules
+(:func:`judge`) and the ``tags`` rows they become (:func:`record_rows`; states ``ok``,
+``retry``, ``failed``, ``refused``, ``transient``; invalid raw answers kept clipped)."""
 
 from __future__ import annotations
 
@@ -26,7 +16,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from builder.catalog import Catalog, clip_raw, utcnow
-from builder.llm.client import BaseLLM, ImagePart
+from builder.llm.base import BaseLLM, ImagePart
 from builder.workdir import WorkDir
 from core.text import normalize_term
 
@@ -105,10 +95,8 @@ def send_estimate(wd: WorkDir, img: Img) -> int:
 
 
 def image_part(wd: WorkDir, img: Img) -> ImagePart:
-    """The bytes to send: as stored when Gemini reads the format, the file is not huge and
-    its picture is the stored pixels as they are (RGB or grey, no EXIF turn); otherwise the
-    evaluator's decoder's picture (upright, every mode as a viewer shows it), downscaled to
-    ``MAX_SIDE``, as PNG."""
+    """The bytes to send: as stored when Gemini reads the format, the file is small and its
+    pixels are the picture; otherwise the evaluator's decoder's picture, downscaled, as PNG."""
     from core.decode import decode_image, open_image, orientation
 
     data = wd.image_path(img.sha256, img.ext).read_bytes()

@@ -1,53 +1,25 @@
-"""Stage ``tagging``: every kept image gets the ordered list of concepts it shows (Appendix B).
+"""Stage ``tagging``: every kept image gets the ordered list of concepts it shows.
 
-``python -m builder.tagging [--llm gemini:MODEL|offline] [--images-per-request 8] [--batch]``
-
-The prompt (``data/prompts/tagging.txt``, its sha256 recorded on every tag row and in the
-stage-run record) carries the full concept list of the build; one request holds several
-images, numbered by their order, and asks for structured JSON ``{index: [concept, ...]}``
-(as a list of ``{index, concepts}`` objects, the shape Gemini's response schema supports), in
-priority order. Per image, an answer is valid when its index is answered exactly once, every
-label is in the concept list (no repeats) and the list is not empty. An image whose answer is
-not valid (a label outside the list, a missing index, an empty list: the model refused or saw
-nothing; a safety block of the request) is recorded (``tags.status='retry'`` with the reason
-and the raw answer) and asked again once, alone; if that answer is not valid either, the image
-ends ``failed`` (labels or shape, or a request the API rejects) or ``refused`` (empty list, or
-blocked: the block reason is kept), reason and raw text (clipped) kept. An invalid answer is
-never stored as tags. A transient failure (429/5xx after the retries, a timeout: no answer at
-all) is not the image's: it is recorded ``transient`` and every later run asks again (with
-``--llm-retry-failed`` the ``failed`` ones too). After :data:`TRANSIENT_STOP` requests in a row
-end that way the service is taken to be down: the stage stops asking, says so, and exits 1.
-Requests hold at most ``--images-per-request`` images and :data:`REQUEST_BUDGET` bytes (the
-20 MB inline limit); the progress bar counts images and, while it waits, says on what.
-
-``--batch`` sends the requests through the Gemini Batch API (half price, asynchronous):
-submit, poll, collect; the job name is in the catalog (``tag_batch_jobs``) before polling
-starts, so an interrupted run picks the same job up (see :mod:`builder.tagging.batch`). Both
-paths judge and record answers with the rules of :mod:`builder.tagging.rules`.
-
-``--llm offline`` tags each image with its own crawl concept(s) only: a weaker stand-in for
-the model (it cannot see a second concept in the picture, so cultural and non-relevant
-candidates are filtered only by their crawl concept). It goes through the same validation.
-
-Resumable: tags are written per request; images with a tag row are not asked again (rows in
-``retry`` go straight to the alone phase, rows in ``transient`` are asked again), and the LLM
-response cache makes a re-run free. Exit code 1 when work is left for a later run (a batch job
-still running, transient failures).
-"""
+The paper's Appendix B, in requests of several images, synchronously or through the Batch API
+(:mod:`builder.tagging.batch`); answers judged and recorded by :mod:`builder.tagging.rules`.
+Resumable; exit 1 when work is left for a later run. docs/release.md, "Stage tagging"."""
 
 from __future__ import annotations
 
 import argparse
 import logging
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from tqdm.auto import tqdm
 
 from builder.catalog import Catalog
-from builder.llm.client import BaseLLM, OfflineLLM, add_llm_args, llm_from_args
+from builder.llm.base import BaseLLM, LLMConfig
+from builder.llm.client import llm_for
+from builder.llm.offline import OfflineLLM
 from builder.prompts import load_prompt
 from builder.stagekit import (
     StageInputError,
@@ -57,7 +29,7 @@ from builder.stagekit import (
     stage_parser,
     stage_run,
 )
-from builder.statuses import USABLE_ITEMS
+from builder.statuses import USABLE_ITEMS, ConceptStatus
 from builder.tagging.rules import (
     REQUEST_BUDGET,
     Group,
@@ -71,6 +43,7 @@ from builder.tagging.rules import (
     send_estimate,
 )
 from core import datatables
+from core.options import from_args, group, option
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +56,8 @@ WAIT_NOTE_EVERY = 2.0  # seconds between "waiting on ..." notes on the progress 
 
 def concept_list(cat: Catalog) -> list[str]:
     """The build's concepts: kept catalog concepts (else data/concepts.txt) plus crawl concepts."""
-    kept = [r[0] for r in cat.query("SELECT name FROM concepts WHERE status='kept' ORDER BY name")]
+    kept = [r[0] for r in cat.query("SELECT name FROM concepts WHERE status=? ORDER BY name",
+                                    (ConceptStatus.KEPT,))]
     base = kept or datatables.concepts()
     crawl = [r[0] for r in cat.query("SELECT DISTINCT concept FROM items ORDER BY concept")]
     return sorted(set(base) | set(crawl))
@@ -96,8 +70,8 @@ def images_to_tag(cat: Catalog, retry_failed: bool = False) -> tuple[list[Img], 
         "SELECT i.sha256, im.ext, im.format, i.concept, MIN(i.rank) AS best, t.status AS tstatus"
         " FROM items i JOIN images im ON im.sha256 = i.sha256"
         " LEFT JOIN tags t ON t.sha256 = i.sha256"
-        " WHERE i.status IN ('ok', 'kept') AND i.sha256 IS NOT NULL"
-        " GROUP BY i.sha256, i.concept ORDER BY i.sha256, best, i.concept"
+        " WHERE i.status IN (?, ?) AND i.sha256 IS NOT NULL"
+        " GROUP BY i.sha256, i.concept ORDER BY i.sha256, best, i.concept", USABLE_ITEMS
     )
     by_sha: dict[str, tuple[Img, str | None]] = {}
     for r in rows:
@@ -160,11 +134,8 @@ def drop_missing(cat: Catalog, ctx: TagContext, images: list[Img], run_id: int,
 
 def ask_all(ctx: TagContext, groups: list[Group], workers: int,
             bar: Any = None) -> Iterator[tuple[Group, GroupAnswer]]:
-    """(group, answer) in group order, ``workers`` requests in flight (the rate limit holds).
-
-    While the next answer is awaited, ``bar`` (a tqdm bar) says what it waits on every
-    :data:`WAIT_NOTE_EVERY` seconds. Closing the iterator cancels the requests not started.
-    """
+    """(group, answer) in group order, ``workers`` requests in flight; while it waits, ``bar``
+    says on what. Closing the iterator cancels the requests not started."""
     from concurrent.futures import ThreadPoolExecutor
     from concurrent.futures import TimeoutError as FuturesTimeout
 
@@ -181,10 +152,17 @@ def ask_all(ctx: TagContext, groups: list[Group], workers: int,
         finally:
             started.pop(i, None)
 
+    ahead = max(1, workers) * 4  # requests asked ahead of the recording: memory stays flat
+    pending = iter(enumerate(groups))
+    futures: deque[tuple[Group, Any]] = deque()
     with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="tagging") as ex:
-        futures = [ex.submit(ask, i, g) for i, g in enumerate(groups)]
         try:
-            for g, fut in zip(groups, futures, strict=True):
+            while True:
+                while len(futures) < ahead and (nxt := next(pending, None)) is not None:
+                    futures.append((nxt[1], ex.submit(ask, *nxt)))
+                if not futures:
+                    return
+                g, fut = futures.popleft()
                 while True:
                     try:
                         ans = fut.result(timeout=WAIT_NOTE_EVERY)
@@ -196,7 +174,7 @@ def ask_all(ctx: TagContext, groups: list[Group], workers: int,
                     bar.set_postfix_str("", refresh=False)
                 yield g, ans
         finally:
-            for fut in futures:
+            for _, fut in futures:
                 fut.cancel()
 
 
@@ -216,12 +194,8 @@ def run_tagging(
     poll_interval: float = 30.0, batch_timeout: float = 24 * 3600.0, workers: int = 1,
     batch_job_bytes: int | None = None,
 ) -> Counter:
-    """Tag every kept image without tags (see the module docstring); returns the counts.
-
-    ``workers``: synchronous requests in flight at once (answers are recorded in order, each
-    request in its own transaction, so a kill loses at most the requests in flight).
-    ``batch_job_bytes``: the size of one Batch API job (default ``tagging_batch.MAX_JOB_BYTES``).
-    """
+    """Tag every kept image without tags; returns the counts. ``workers``: synchronous requests
+    in flight; ``batch_job_bytes``: the size of one Batch API job."""
     if images_per_request < 1:
         raise StageInputError("--images-per-request must be >= 1")
     template, prompt_sha = load_prompt(*PROMPT)
@@ -295,8 +269,8 @@ def final_counts(cat: Catalog) -> dict[str, int]:
     out: dict[str, int] = {}
     for r in cat.query(
         "SELECT COALESCE(t.status, 'untagged') AS s, COUNT(DISTINCT i.sha256) AS n FROM items i"
-        " LEFT JOIN tags t ON t.sha256 = i.sha256 WHERE i.status IN ('ok', 'kept')"
-        " AND i.sha256 IS NOT NULL GROUP BY s"
+        " LEFT JOIN tags t ON t.sha256 = i.sha256 WHERE i.status IN (?, ?)"
+        " AND i.sha256 IS NOT NULL GROUP BY s", USABLE_ITEMS
     ):
         out[f"kept_images_{r['s']}"] = int(r["n"])
     return out
@@ -321,27 +295,30 @@ def summary(counts: Counter, spec: str) -> str:
     return text
 
 
+@dataclass
+class TaggingConfig:
+    """The stage's flags (``core.options``)."""
+
+    images_per_request: int = option("images in one request, keyed by index (default 8)", 8)
+    workers: int = option("synchronous requests in flight (default 4; the --llm-rpm limit "
+                          "holds)", 4)
+    batch: bool = option("use the Gemini Batch API (asynchronous, half price; resumable)", False)
+    poll_interval: float = option("seconds between batch job polls (default 30)", 30.0)
+    batch_timeout: float = option("stop polling after this many seconds; re-run to pick the "
+                                  "job up", 24 * 3600.0)
+    llm: LLMConfig = group("LLM", LLMConfig)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = stage_parser("builder.tagging.stage", __doc__)
-    p.add_argument("--images-per-request", type=int, default=8,
-                   help="images in one request, keyed by index (default 8)")
-    p.add_argument("--workers", type=int, default=4,
-                   help="synchronous requests in flight (default 4; the --llm-rpm limit holds)")
-    p.add_argument("--batch", action="store_true",
-                   help="use the Gemini Batch API (asynchronous, half price; resumable)")
-    p.add_argument("--poll-interval", type=float, default=30.0,
-                   help="seconds between batch job polls (default 30)")
-    p.add_argument("--batch-timeout", type=float, default=24 * 3600.0,
-                   help="stop polling after this many seconds; re-run to pick the job up")
-    add_llm_args(p)
-    return p
+    return stage_parser("builder.tagging.stage", __doc__, TaggingConfig)
 
 
 def _cli(args: argparse.Namespace) -> int:
+    cfg = from_args(TaggingConfig, args)
     with Catalog.open(args.workdir) as catalog:
-        llm = llm_from_args(args, catalog.workdir.llm_cache_path)
-        counts = run_tagging(catalog, llm, args.images_per_request, args.batch,
-                             args.poll_interval, args.batch_timeout, args.workers)
+        llm = llm_for(cfg.llm, catalog.workdir.llm_cache_path)
+        counts = run_tagging(catalog, llm, cfg.images_per_request, cfg.batch,
+                             cfg.poll_interval, cfg.batch_timeout, cfg.workers)
         report_run(catalog, STAGE)  # its last lines say what is left for a later run
     left = counts.get("batch_pending") or counts.get("stopped_transient") or counts.get(
         "kept_images_transient")

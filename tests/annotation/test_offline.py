@@ -122,7 +122,7 @@ def test_server_url_drops_credentials():
 def test_cli_one_line_errors(tmp_path, monkeypatch, capsys):
     monkeypatch.delenv("LABEL_STUDIO_URL", raising=False)
     monkeypatch.delenv("LABEL_STUDIO_API_KEY", raising=False)
-    # the builder's review stage without a server: a notice, exit 0, so `builder run` goes on
+    # the builder's review stage without a server: a notice, exit 0, so `pipeline run` goes on
     assert annotation.main(["--workdir", str(tmp_path)]) == 0
     assert "LABEL_STUDIO_URL is not set" in capsys.readouterr().out
     assert main(["sync", "--workdir", str(tmp_path)]) == 0

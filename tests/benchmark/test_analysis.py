@@ -280,7 +280,7 @@ def test_analyze_reads_the_authors_csv_format(tmp_path):
                   for c in sorted(set(tr["query_concept"])) for lg in langs]
                  ).to_csv(tmp_path / "q.csv", index=False)
     assert main(["analyze", "--model", "hash", "--triplets-csv", str(tmp_path / "bench.csv"),
-                 "--images", str(tmp_path / "img"), "--queries", str(tmp_path / "q.csv"),
+                 "--images", str(tmp_path / "img"), "--query-source", str(tmp_path / "q.csv"),
                  "--output-dir", str(tmp_path / "out"), "--cache-dir", str(tmp_path / "c"),
                  "--no-umap", "-q", "--bootstrap", "10"]) == 0
     res = json.loads((tmp_path / "out/hash/analysis.json").read_text())

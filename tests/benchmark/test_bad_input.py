@@ -172,7 +172,7 @@ def test_duplicate_rows_in_the_authors_csv(tmp_path, capsys):
 
 def test_queries_file_faults(tmp_path, capsys):
     csv, imgs, raw = _authors_subset(tmp_path)
-    args = ["--triplets-csv", str(csv), "--images", str(imgs), "--queries"]
+    args = ["--triplets-csv", str(csv), "--images", str(imgs), "--query-source"]
     q = tmp_path / "q.csv"
     q.write_bytes("concept,country,text\ntrain,Argentina,tr\xe9n\n".encode("latin-1"))
     rc, line = evaluate([*args, str(q)], tmp_path, capsys)
@@ -254,9 +254,9 @@ def test_a_queries_row_with_more_or_fewer_fields_is_refused(row, fields, tmp_pat
     csv, imgs, raw = _authors_subset(tmp_path)
     q = tmp_path / "q.csv"
     q.write_text(f"concept,country,text\ntrain,ARG,tren\n{row}\n", encoding="utf-8")
-    rc, line = evaluate(["--triplets-csv", str(csv), "--images", str(imgs), "--queries", str(q)],
+    rc, line = evaluate(["--triplets-csv", str(csv), "--images", str(imgs), "--query-source", str(q)],
                         tmp_path, capsys)
-    assert rc == 2 and line.endswith(f"--queries {q}: line 3 has {fields} field(s), the header "
+    assert rc == 2 and line.endswith(f"--query-source {q}: line 3 has {fields} field(s), the header "
                                      "has 3 (concept,country,text)")
 
 

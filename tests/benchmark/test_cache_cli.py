@@ -105,9 +105,9 @@ def test_output_dir_or_cache_dir_a_file_or_corrupt(tmp_path, counted, capsys):
     (tmp_path / "bad" / "embeddings.sqlite").write_bytes(b"garbage!" * 1000)
     assert run(tmp_path, cache="bad") == 2
     assert "not a readable embedding cache" in one_error_line(capsys)
-    from core.files import own_folder
+    from core.files import claim
 
-    own_folder(tmp_path / "out2", "3xcm-results")  # a results folder of ours, then
+    claim(tmp_path / "out2", "3xcm-results")  # a results folder of ours, then
     (tmp_path / "out2" / SLUG).write_text("a file where the model's folder goes")
     assert run(tmp_path, out="out2") == 2
     assert "is a file" in one_error_line(capsys)

@@ -118,7 +118,7 @@ def test_add_workdir_is_the_one_flag():
 
 
 def test_a_bug_in_a_nested_command_is_logged_once(caplog):
-    """``builder run`` runs each stage's kit inside its own: one internal-error line."""
+    """``pipeline run`` runs each stage's kit inside its own: one internal-error line."""
     kit = clikit.CliKit(extra="builder")
     with caplog.at_level(logging.CRITICAL, logger="core.clikit"), \
             pytest.raises(RuntimeError):

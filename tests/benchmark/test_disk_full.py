@@ -12,7 +12,7 @@ from pathlib import Path
 
 from benchmark import cache as cache_mod
 from benchmark.cli import main
-from core import datatables, files
+from core import clikit, datatables, files
 
 DATA = str(datatables.data_dir() / "synthetic-3xcm")
 
@@ -76,4 +76,4 @@ def test_other_os_errors_are_not_called_a_full_disk(tmp_path, monkeypatch):
     monkeypatch.setattr(files.os, "fsync", boom)
     with pytest.raises(OSError, match="bad file descriptor"):
         main(_argv(tmp_path))
-    assert files.disk_failure(sqlite3.OperationalError("no such table: emb")) is None
+    assert clikit.local_failure(sqlite3.OperationalError("no such table: emb")) is None

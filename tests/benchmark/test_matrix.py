@@ -68,7 +68,7 @@ def test_matrix_shows_the_planted_cells(tmp_path):
     pd.DataFrame(rows).to_csv(tmp_path / "q.csv", index=False)
     terms = {(r["concept"], r["language"]): r["text"] for r in rows}
     assert main(["run", "--model", "tests.benchmark.test_matrix:LanguagePullModel", "--task",
-                 "3xcm-matrix", "--dataset", str(tmp_path / "rel"), "--queries",
+                 "3xcm-matrix", "--dataset", str(tmp_path / "rel"), "--query-source",
                  str(tmp_path / "q.csv"), "--output-dir", str(tmp_path / "out"), "--cache-dir",
                  str(tmp_path / "c"), "-q", "--bootstrap", "200"]) == 0
     res = json.loads((tmp_path / "out" / "langpull" / "3xcm-matrix.json").read_text())

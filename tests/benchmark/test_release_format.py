@@ -10,9 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from benchmark import synthetic
-from benchmark.data.xcm import load_release
 from core import datatables, release
-from triplets.sources import read_release
 
 NON_IMAGE = [c for c in release.IMAGE_COLUMNS if c != "image"]
 
@@ -64,22 +62,3 @@ def test_metadata_files_and_locale(written):
     locale = {c.code: c.locale for c in datatables.countries()}
     got = release.read_config_table(out, "triplets")
     assert got["query_locale"].tolist() == got["query_country"].map(locale).tolist()
-
-
-def test_a_version_1_release_is_read_with_todays_names(written, tmp_path):
-    out, _, im = written
-    old = tmp_path / "v1"
-    v1 = im.rename(columns={"search_query": "query_text"})
-    tr = release.read_config_table(out, "triplets")
-    synthetic.write_release(old, tr, v1, "version 1")
-    assert "query_text" in pq.read_schema(release.shard_path(old, "images")).names
-    assert "search_query" not in pq.read_schema(release.shard_path(old, "images")).names
-    got = release.read_config_table(old, "images", ["image_id", "search_query"])
-    assert dict(zip(got.image_id, got.search_query, strict=True)) == dict(
-        zip(im.image_id, im.search_query, strict=True))
-    _, imgs = release.load_configs(str(old))
-    assert "search_query" in imgs.column_names and "query_text" not in imgs.column_names
-    ds = load_release(str(old))
-    assert ds.fingerprint == load_release(str(out)).fingerprint
-    rows, images, _ = read_release(old)
-    assert len(rows) == len(tr) and set(images) == set(im.image_id)

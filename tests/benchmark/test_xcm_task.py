@@ -119,7 +119,7 @@ def test_authors_csv_counts_per_country(tmp_path):
                  ).to_csv(q, index=False)
     out = tmp_path / "r"
     assert main(["run", "--model", "hash", "--task", "3xcm", "--triplets-csv", str(AUTHORS_CSV),
-                 "--images", str(img_dir), "--queries", str(q), "--output-dir", str(out),
+                 "--images", str(img_dir), "--query-source", str(q), "--output-dir", str(out),
                  "--cache-dir", str(tmp_path / "c"), "-q", "--bootstrap", "100"]) == 0
     res = strict_json(out / "hash" / "3xcm.json")
     assert res["task"]["n"] == 11723 and res["task"]["source_format"] == "authors-csv"

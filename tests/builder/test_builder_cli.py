@@ -14,11 +14,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-import builder.__main__ as cli
+import pipeline.cli as cli
 from builder import queries
 from builder.catalog import Catalog
 from builder.concepts import run_concepts
-from builder.llm.client import OfflineLLM
+from builder.llm.offline import OfflineLLM
 from builder.workdir import WorkDir
 from core import datatables
 from tests.fakes.gemini import FakeGemini, answer

@@ -1,7 +1,7 @@
 """The catalog under bad files and concurrency (issue 15): a file that is not a catalog (random
 bytes, a truncated copy, 0 bytes, a newer schema) is one line naming it, exit 2, and is left as
-it was; concurrent first runs on a new work dir, and concurrent upgrades of an old catalog, all
-succeed and apply each migration once."""
+it was; concurrent first runs on a new work dir, and concurrent opens of a database with no
+schema yet, all succeed and apply each migration once."""
 
 from __future__ import annotations
 
@@ -15,17 +15,16 @@ from typing import Any
 
 import pytest
 
-from builder import __main__ as builder_cli
 from builder.catalog import Catalog
-from builder.migrations import all_migrations, split_sql
-from builder.workdir import WorkDir
+from builder.migrations import latest
+from pipeline import cli as pipeline_cli
 
 ROOT = Path(__file__).resolve().parents[2]
-NEWEST = max(m.version for m in all_migrations())
+NEWEST = latest()
 
 
 def _status(wd: Path, capsys) -> tuple[int, list[str]]:
-    rc = builder_cli.main(["--workdir", str(wd), "status"])
+    rc = pipeline_cli.main(["--workdir", str(wd), "status"])
     return rc, capsys.readouterr().err.strip().splitlines()
 
 
@@ -148,10 +147,7 @@ def _check(wd: Path, runs: list[subprocess.CompletedProcess]) -> bool:
         assert con.execute("PRAGMA user_version").fetchone()[0] == NEWEST
         assert con.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         cols = [r[1] for r in con.execute("PRAGMA table_info(downloads)")]
-        assert cols.count("x_robots_tag") == 1
-        recorded = [r[0] for r in con.execute("SELECT version FROM schema_migrations "
-                                              "ORDER BY version")]
-        assert recorded == [m.version for m in all_migrations()]  # every one, each once
+        assert cols.count("x_robots_tag") == 1  # the schema made once
     finally:
         con.close()
     return raced
@@ -177,62 +173,11 @@ def test_concurrent_first_runs_on_a_new_work_dir_all_succeed(tmp_path):
 
 
 @pytest.mark.slow
-def test_concurrent_upgrades_of_an_old_catalog_apply_each_migration_once(tmp_path):
-    base = all_migrations()[0]
-
-    def old_catalog(wd: Path) -> None:
+def test_concurrent_opens_of_a_database_without_schema_apply_it_once(tmp_path):
+    def bare(wd: Path) -> None:
         wd.mkdir()
         con = sqlite3.connect(wd / "catalog.sqlite", isolation_level=None)
-        con.execute("PRAGMA journal_mode=WAL")
-        for stmt in split_sql(base.sql):
-            con.execute(stmt)
-        con.execute(f"PRAGMA user_version = {base.version}")
+        con.execute("PRAGMA journal_mode=WAL")  # a database at user_version 0, no tables
         con.close()
 
-    _rounds(tmp_path, old_catalog)
-
-
-def test_migrations_that_landed_below_the_version_are_applied(tmp_path):
-    """Ranges land out of order (102 and 301 after 400): a catalog made before them, at
-    user_version 400 and with no schema_migrations record, gets them on its next open, once;
-    the migrations it had are back-filled from its schema, not run again."""
-
-    path = tmp_path / "w" / "catalog.sqlite"
-    path.parent.mkdir()
-    con = sqlite3.connect(path, isolation_level=None)
-    old = [m for m in all_migrations() if m.version not in (102, 301)]
-    for mig in old:
-        for stmt in split_sql(mig.sql):
-            con.execute(stmt)
-    con.execute("PRAGMA user_version = 400")
-    # raw: a row of the old (m0400) schema, written before the migration runner knew it
-    con.execute("INSERT INTO concepts (name, source, status) VALUES ('train', 'curated', 'kept')")
-    con.close()
-    cat = Catalog(WorkDir.open(tmp_path / "w"))
-    names = {r[0] for r in cat.query("SELECT name FROM sqlite_master WHERE type='table'")}
-    assert {"query_terms", "published_terms", "term_reviews", "ls_reviewers"} <= names
-    cols = {r[1] for r in cat.query("PRAGMA table_info(reviews)")}
-    assert "answer" in cols
-    done = {r["version"]: r["applied_at"] for r in cat.query("SELECT * FROM schema_migrations")}
-    assert set(done) == {m.version for m in all_migrations()}
-    assert done[400] == "before schema_migrations" and done[102] != "before schema_migrations"
-    assert cat.schema_version == max(done)
-    assert cat.query("SELECT name FROM concepts")[0][0] == "train"  # nothing rebuilt
-    cat.close()
-    again = Catalog(WorkDir.open(tmp_path / "w"))  # a second open applies nothing
-    assert again.query("SELECT COUNT(*) FROM schema_migrations")[0][0] == len(done)
-    again.close()
-
-
-def test_a_catalog_with_a_migration_this_package_lacks_is_refused(tmp_path):
-    """A newer package may add a migration inside a range (103) below the highest (400): an
-    older package opening that catalog must refuse it, not take it for its own."""
-    from builder.catalog import CatalogError
-
-    cat = Catalog(WorkDir.open(tmp_path / "w"))
-    with cat.tx() as con:
-        # raw: a migration record no package writer makes (one of a newer package)
-        con.execute("INSERT INTO schema_migrations VALUES (103, 'm0103_future', 'x')")
-    cat.close()
-    with pytest.raises(CatalogError, match="schema v103, newer than this package"):
-        Catalog(WorkDir.open(tmp_path / "w"))
+    _rounds(tmp_path, bare)

@@ -26,7 +26,7 @@ from tests.perf import builder_scale_world as world
 
 SMALL = 800
 #: Tables that stay small whatever the pool (one row per run, project, job or reviewer).
-SMALL_TABLES = {"stage_runs", "ls_projects", "schema_migrations", "tag_batch_jobs",
+SMALL_TABLES = {"stage_runs", "ls_projects", "tag_batch_jobs",
                 "ls_reviewers", "sqlite_master", "json_each", "concepts"}
 _LITERAL = re.compile(r"'(?:[^']|'')*'|\b\d+(?:\.\d+)?\b")
 _LIST = re.compile(r"\?(?:\s*,\s*\?)+")

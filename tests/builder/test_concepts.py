@@ -11,7 +11,7 @@ import pytest
 from builder import concepts
 from builder.catalog import Catalog
 from builder.concepts import load_curated, normalize_concept, run_concepts
-from builder.llm.client import OfflineLLM
+from builder.llm.offline import OfflineLLM
 from builder.workdir import WorkDir
 from core import datatables, files
 from tests.fakes.gemini import FakeGemini, Request, answer
@@ -165,7 +165,7 @@ def test_fake_gemini_end_to_end_and_no_key_leak(fake, tmp_path, capsys, caplog):
     ]
     assert json.loads(cands[1]["instances_json"])["JPN"] == "Train of Japan"
     cat.close()
-    import builder.__main__ as cli
+    import pipeline.cli as cli
 
     for table in ("stage_runs", "llm_requests", "concepts"):
         for ext in ("csv", "parquet"):

@@ -202,7 +202,7 @@ def test_export_urls_for_img2dataset(tmp_path: Path, server: ImageServer) -> Non
     assert sum(server.hits.values()) == 0 and pending == 4
     assert [(r["url"].rsplit("/", 1)[1], r["concept"], r["country"], r["rank"]) for r in table] == [
         ("a.jpg", "food", "JPN", 1), ("b.png", "food", "JPN", 2)]
-    assert {"url", "item_id", "language", "page_url", "title", "query_text", "backend"} <= set(
+    assert {"url", "item_id", "language", "page_url", "title", "search_query", "backend"} <= set(
         table[0])
 
 
@@ -222,8 +222,8 @@ def test_cli_bad_input_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str
 
 
 def test_builder_export_downloads_writes_the_provenance_view(tmp_path: Path) -> None:
-    """`python -m builder export downloads` writes the downloads_export view's columns."""
-    from builder.__main__ import main as builder_main
+    """`python -m pipeline export downloads` writes the downloads_export view's columns."""
+    from pipeline.cli import main as pipeline_main
 
     root = tmp_path / "photos"
     (root / "food" / "THA").mkdir(parents=True)
@@ -231,7 +231,7 @@ def test_builder_export_downloads_writes_the_provenance_view(tmp_path: Path) -> 
     with Catalog.open(tmp_path / "w") as cat:
         crawl(cat, CrawlConfig(search=f"folder:{root}", fetch=fetch_cfg()))
     out = tmp_path / "downloads.csv"
-    assert builder_main(["--workdir", str(tmp_path / "w"), "export", "downloads", "--out",
+    assert pipeline_main(["--workdir", str(tmp_path / "w"), "export", "downloads", "--out",
                          str(out)]) == 0
     with out.open() as f:
         rows = list(csv.DictReader(f))
@@ -240,7 +240,7 @@ def test_builder_export_downloads_writes_the_provenance_view(tmp_path: Path) -> 
     assert need <= set(rows[0]) and len(rows) == 1
     assert (rows[0]["concept"], rows[0]["country"], rows[0]["status"]) == ("food", "THA", "ok")
     raw = tmp_path / "raw.csv"
-    assert builder_main(["--workdir", str(tmp_path / "w"), "export", "downloads:raw", "--out",
+    assert pipeline_main(["--workdir", str(tmp_path / "w"), "export", "downloads:raw", "--out",
                          str(raw)]) == 0
     with raw.open() as f:
         assert "concept" not in next(csv.reader(f))

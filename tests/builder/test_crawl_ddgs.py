@@ -173,8 +173,8 @@ def test_search_phase_resumes_without_searching_twice(tmp_path: Path, fake_ddgs)
         fake_ddgs.crash_on = "house-th"
         with pytest.raises(KeyboardInterrupt):
             crawl(cat, CrawlConfig(skip_download=True), backend=backend([]))
-        done = {(r["query_text"], r["region"]) for r in cat.query(
-            "SELECT query_text, region FROM searches WHERE status='ok'")}
+        done = {(r["search_query"], r["region"]) for r in cat.query(
+            "SELECT search_query, region FROM searches WHERE status='ok'")}
         assert ("food-th", "th-th") in done and ("house-th", "th-th") not in done
         assert cat.last_run("crawl")["status"] == "interrupted"
         fake_ddgs.crash_on = None
@@ -232,7 +232,7 @@ def test_a_run_of_true_empties_is_told_from_a_block_by_the_probe(tmp_path: Path,
         crawl(cat, CrawlConfig(skip_download=True, languages=("english",),
                                max_failed_searches=3), backend=backend([]))
         st = {r[0]: (r[1], r[2]) for r in cat.query(
-            "SELECT query_text, status, n_results FROM searches")}
+            "SELECT search_query, status, n_results FROM searches")}
     assert st == {"unknown a1": ("empty", 0), "unknown a2": ("empty", 0),
                   "unknown a3": ("empty", 0), "unknown a4": ("empty", 0), "bread": ("ok", 10)}
     assert fake_ddgs.calls[PROBE_QUERY] == 1  # once, after the third

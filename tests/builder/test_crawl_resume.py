@@ -27,10 +27,10 @@ def snapshot(workdir: Path) -> dict[str, list]:
     """Catalog content that must not depend on interruptions (no times, run ids, attempts)."""
     con = sqlite3.connect(workdir / "catalog.sqlite")
     q = {
-        "searches": "SELECT search_id, concept, country, language, kind, query_text, region, "
+        "searches": "SELECT search_id, concept, country, language, kind, search_query, region, "
                     "status, reason, n_results FROM searches ORDER BY search_id",
         "results": "SELECT * FROM search_results ORDER BY search_id, rank",
-        "items": "SELECT item_id, search_id, rank, concept, country, language, query_text, "
+        "items": "SELECT item_id, search_id, rank, concept, country, language, search_query, "
                  "replace(url, ':{port}', ':PORT'), sha256, status, reason FROM items ORDER BY item_id",
         "downloads": "SELECT replace(url, ':{port}', ':PORT'), status, "
                      "replace(reason, ':{port}', ':PORT'), http_status, sha256, bytes, "

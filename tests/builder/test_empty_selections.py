@@ -1,5 +1,5 @@
 """A selection that selects nothing is bad input, never "run nothing" or "run everything":
-an empty ``--countries`` / ``--concepts`` list, ``builder run`` with ``--from`` after
+an empty ``--countries`` / ``--concepts`` list, ``pipeline run`` with ``--from`` after
 ``--to``, and ``--stage-args`` for a stage that is unknown or not run. One line, exit 2, and
 no work dir is created."""
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-import builder.__main__ as builder_cli
+import pipeline.cli as pipeline_cli
 from annotation import cli as annotation_cli
 from builder import concepts, image_dedup, queries
 from builder.crawl import stage as crawl
@@ -56,7 +56,7 @@ def test_empty_concepts(tmp_path, capsys, stage, extra, spec):
 ])
 def test_builder_run_selecting_no_stage(tmp_path, capsys, argv, needle):
     wd = tmp_path / "w"
-    assert builder_cli.main(["--workdir", str(wd), "run", "--llm", "offline", *argv]) == 2
+    assert pipeline_cli.main(["--workdir", str(wd), "run", "--llm", "offline", *argv]) == 2
     _one_error(capsys, needle)
     assert not wd.exists()
 

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from builder import __main__ as builder_cli
 from builder import concept_dedup, concepts
 from builder.catalog import Catalog
 from builder.crawl import stage as crawl
 from builder.llm.cache import LLMCache
+from pipeline import cli as pipeline_cli
 
 
 def mode(p: Path) -> int:
@@ -41,7 +41,7 @@ def test_exports_follow_the_umask_and_the_work_dir_state_is_private(tmp_path, um
     assert crawl.main(["--workdir", str(wd), "--search", f"folder:{tmp_path / 'photos'}",
                        "--export-urls", str(urls)]) == 0
     out = tmp_path / "items.csv"
-    assert builder_cli.main(["--workdir", str(wd), "export", "items", "--out", str(out)]) == 0
+    assert pipeline_cli.main(["--workdir", str(wd), "export", "items", "--out", str(out)]) == 0
     assert concepts.main(["--workdir", str(wd), "--llm", "offline", "--countries", "THA"]) == 0
     assert concept_dedup.main(["--workdir", str(wd), "--embedder", "hash"]) == 0
     LLMCache(wd / "cache" / "llm.sqlite").close()

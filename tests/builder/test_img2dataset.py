@@ -111,7 +111,7 @@ def snapshot(wd: Path) -> dict[str, Any]:
         images = [tuple(r) for r in cat.query(
             "SELECT sha256, ext, format, width, height, bytes FROM images ORDER BY sha256")]
         items = [tuple(r) for r in cat.query(
-            "SELECT item_id, url, concept, country, language, rank, query_text, status, sha256 "
+            "SELECT item_id, url, concept, country, language, rank, search_query, status, sha256 "
             "FROM items ORDER BY item_id")]
         files = {p.name: p.read_bytes() for p in cat.workdir.images_dir.rglob("*.*")}
     return {"downloads": downloads, "export": export, "images": images, "items": items,

@@ -9,22 +9,24 @@ import time
 import pytest
 from pydantic import BaseModel
 
+from builder.llm.base import ImagePart, LLMConfig, LLMSetupError
 from builder.llm.cache import LLMCache
-from builder.llm.client import (
-    GeminiLLM,
-    ImagePart,
-    LLMConfig,
-    LLMSetupError,
-    OfflineLLM,
-    make_llm,
-    one_of,
-    schema_example,
-)
+from builder.llm.client import make_llm
+from builder.llm.gemini import GeminiLLM
+from builder.llm.offline import OfflineLLM, schema_example
 from tests.fakes.gemini import FakeGemini, answer, error, slow
 
 pytestmark = pytest.mark.integration
 
 KEY = "AIzaFAKE-sentinel-key-0123456789"
+
+
+def one_of(values, allowed, what):
+    """A validator: every label ``values(answer)`` returns must be in ``allowed``."""
+    def check(answer):
+        bad = sorted({v for v in values(answer) if v not in set(allowed)})
+        return f"{what} outside the allowed set: {bad[:10]}" if bad else None
+    return check
 
 
 class Tags(BaseModel):
@@ -45,7 +47,7 @@ def make(fake, tmp_path, **cfg) -> GeminiLLM:
         retry_max_delay=0.05,
         rpm=0,
         timeout_s=5,
-        retry_attempts=3,
+        retries=2,
     )
     base.update(cfg)
     return GeminiLLM("gemini-fake", LLMCache(tmp_path / "llm.sqlite"), KEY, LLMConfig(**base))
@@ -93,7 +95,7 @@ def test_429_then_success_is_retried_by_http_options(fake, tmp_path):
 
 def test_persistent_500_is_an_error_not_cached(fake, tmp_path):
     fake.push(error(500), error(500), error(500))
-    llm = make(fake, tmp_path, retry_attempts=3)
+    llm = make(fake, tmp_path, retries=2)
     res = llm.generate_structured("p", Tags)
     assert res.status == "error" and "500" in res.error and res.value is None
     assert len(fake.calls()) == 3 and llm.usage.api_errors == 1
@@ -144,7 +146,7 @@ def test_slow_answers_time_out_then_succeed(fake, tmp_path):
     llm = make(fake, tmp_path, timeout_s=2)
     assert llm.generate_structured("fast enough", Tags).ok
     fake.push(slow(answer(GOOD), 1.5), slow(answer(GOOD), 1.5))
-    llm = make(fake, tmp_path, timeout_s=0.4, retry_attempts=2)
+    llm = make(fake, tmp_path, timeout_s=0.4, retries=1)
     t0 = time.monotonic()
     res = llm.generate_structured("too slow", Tags)
     assert res.status == "error" and "Timeout" in res.error
@@ -229,7 +231,7 @@ def test_connection_refused_is_an_error_and_v1beta_is_served(fake, tmp_path):
     s.bind(("127.0.0.1", 0))
     port = s.getsockname()[1]
     s.close()  # nothing listens there now
-    llm = make(fake, tmp_path, base_url=f"http://127.0.0.1:{port}", retry_attempts=2)
+    llm = make(fake, tmp_path, base_url=f"http://127.0.0.1:{port}", retries=1)
     res = llm.generate_structured("p", Tags)
     assert res.status == "error" and "Connect" in res.error and llm.usage.api_errors == 1
     fake.push(answer(GOOD))

@@ -13,8 +13,9 @@ import pytest
 from pydantic import BaseModel
 
 from builder.catalog import RAW_CAP
+from builder.llm.base import LLMConfig, LLMSetupError
 from builder.llm.cache import LLMCache
-from builder.llm.client import GeminiLLM, LLMConfig, LLMSetupError
+from builder.llm.gemini import GeminiLLM
 from tests.fakes.gemini import FakeGemini, answer, blocked, error, finished, trickle
 
 pytestmark = pytest.mark.integration
@@ -37,7 +38,7 @@ def fake():
 
 def make(fake, tmp_path, **cfg) -> tuple[GeminiLLM, list[float]]:
     base = dict(base_url=fake.url, retry_initial_delay=0.01, retry_max_delay=0.05, rpm=0,
-                timeout_s=5, retry_attempts=3)
+                timeout_s=5, retries=2)
     llm = GeminiLLM("gemini-fake", LLMCache(tmp_path / "llm.sqlite"), KEY,
                     LLMConfig(**{**base, **cfg}))
     sleeps: list[float] = []
@@ -50,7 +51,7 @@ def test_a_trickling_answer_ends_at_the_timeout(fake, tmp_path):
     """200 bytes at 0.1 s a byte is 20 s; every read returns within the 1 s timeout, so only a
     deadline on the whole request ends it."""
     fake.push(trickle(answer(GOOD), 0.1), trickle(answer(GOOD), 0.1))
-    llm, _ = make(fake, tmp_path, timeout_s=1.0, retry_attempts=2)
+    llm, _ = make(fake, tmp_path, timeout_s=1.0, retries=1)
     t0 = time.monotonic()
     res = llm.generate_structured("p", Tags)
     elapsed = time.monotonic() - t0

@@ -16,7 +16,7 @@ import pytest
 from builder import queries
 from builder.catalog import Catalog
 from builder.concepts import add_concept
-from builder.llm.client import OfflineLLM
+from builder.llm.offline import OfflineLLM
 from builder.queries import run_queries, write_table
 from builder.query_terms import upsert_terms
 from builder.statuses import ConceptStatus
@@ -234,41 +234,8 @@ def test_loader_rejects_bad_rows_and_old_tables(tmp_path):
     old.write_text("concept,country,language,english_query,native_query,native_term,source,"
                    "reviewed\ntrain,PRT,pt,train Portugal,trem Portugal,trem,generated,false\n",
                    encoding="utf-8")
-    with pytest.raises(query_table.OldQueryTableError, match="migrate-table"):
+    with pytest.raises(datatables.TableError, match="not a query table"):
         query_table.read_query_table(old)
-
-
-def test_old_table_is_one_line_then_migrated(tmp_path, monkeypatch, capsys):
-    old = tmp_path / "old.csv"
-    old.write_text(
-        "concept,country,language,english_query,native_query,native_term,source,reviewed\n"
-        "train,PRT,pt,train Portugal,trem Portugal,trem,table,true\n"
-        "train,Brazil,pt,train Brazil,trem Brasil,trem,generated,false\n"
-        "train,XXX,pt,train X,trem X,trem,generated,false\n"
-        "food,USA,en,food United States,food United States,food,generated,false\n",
-        encoding="utf-8")
-    data = tmp_path / "data"
-    shutil.copytree(datatables.data_dir(), data)
-    shutil.copy(old, data / "queries.csv")
-    monkeypatch.setenv("XCM_DATA_DIR", str(data))
-    wd = tmp_path / "w"
-    assert queries.main(["--workdir", str(wd), "--llm", "offline"]) == 2
-    err = [ln for ln in capsys.readouterr().err.splitlines() if "Traceback" in ln
-           or ln.startswith("error:")]
-    assert len(err) == 1 and "old-format query table" in err[0]
-    assert f"python -m builder.queries migrate-table {data / 'queries.csv'}" in err[0]
-    new = tmp_path / "new.csv"
-    assert queries.main(["migrate-table", str(old), "--out", str(new)]) == 0
-    out = capsys.readouterr().out
-    assert f"wrote 3 query terms to {new} (skipped_unknown_country 1)" in out
-    got = {t.key: t for t in query_table.read_query_table(new)}
-    assert got[("train", "PRT")].locale == "pt-PT" and got[("train", "BRA")].locale == "pt-BR"
-    prt = got[("train", "PRT")]
-    assert (prt.source, prt.reviewers, prt.english_term) == ("generated", 0, "train")
-    assert "old source table" in prt.note and "reviewed=true" in prt.note
-    assert got[("food", "USA")].english_term == "food"
-    assert queries.main(["migrate-table", str(tmp_path / "nope.csv"), "--out", str(new)]) == 2
-    assert "no such file" in capsys.readouterr().err
 
 
 def test_table_source_fills_the_catalog(tmp_path):

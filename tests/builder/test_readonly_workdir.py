@@ -1,4 +1,4 @@
-"""A read-only work dir (issue 22): ``builder status`` and ``export`` open the catalog
+"""A read-only work dir (issue 22): ``pipeline status`` and ``export`` open the catalog
 read-only and work; a writer says "cannot write PATH" (exit 2), never that the catalog is not
 usable and should be moved away."""
 
@@ -14,8 +14,8 @@ import pytest
 
 import builder.catalog as catalog_mod
 from builder import concepts
-from builder.__main__ import main as builder_main
 from builder.catalog import Catalog
+from pipeline.cli import main as pipeline_main
 
 
 def _made(root: Path) -> Path:
@@ -26,12 +26,12 @@ def _made(root: Path) -> Path:
 
 def _check(root: Path, capsys, tmp_path: Path) -> None:
     capsys.readouterr()
-    assert builder_main(["--workdir", str(root), "status", "--json"]) == 0
+    assert pipeline_main(["--workdir", str(root), "status", "--json"]) == 0
     st = json.loads(capsys.readouterr().out)
     assert {s["stage"]: s["state"] for s in st["stages"]}["concepts"] == "done"
     assert st["tables"]["stage_runs"] == 1
     out = tmp_path / "runs.csv"
-    assert builder_main(["--workdir", str(root), "export", "stage_runs", "--out", str(out)]) == 0
+    assert pipeline_main(["--workdir", str(root), "export", "stage_runs", "--out", str(out)]) == 0
     assert out.read_text().count("\n") == 2
     capsys.readouterr()
     assert concepts.main(["--workdir", str(root), "--llm", "offline"]) == 2

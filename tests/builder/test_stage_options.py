@@ -6,15 +6,14 @@ of "retries" (the tries after the first) for ``--retries``, ``--search-retries``
 from __future__ import annotations
 
 import argparse
-import logging
 
 import pytest
 
 from builder.crawl import stage as crawl
 from builder.crawl.download import FetchConfig
 from builder.crawl.stage import CrawlConfig
-from builder.llm import client as llm
 from builder.llm.base import LLMConfig
+from core.options import add_options, from_args
 
 
 def test_crawl_defaults_are_the_dataclasses():
@@ -51,33 +50,24 @@ def test_crawl_bounds_are_usage_errors(argv, message, capsys, tmp_path):
 
 def _llm_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser()
-    llm.add_llm_args(p)
+    add_options(p, LLMConfig, title="LLM")
     return p
 
 
 def _cfg(*argv: str) -> LLMConfig:
-    return llm.llm_config_from_args(_llm_parser().parse_args(list(argv)))
+    return from_args(LLMConfig, _llm_parser().parse_args(list(argv)))
 
 
-def test_llm_retries_count_the_tries_after_the_first(caplog):
-    assert _cfg() == LLMConfig()  # the defaults are the client's: 6 attempts = 5 retries
-    assert LLMConfig().retry_attempts == 6
-    assert _cfg("--llm-retries", "0").retry_attempts == 1
-    assert _cfg("--llm-retries", "2").retry_attempts == 3
-    with caplog.at_level(logging.WARNING, logger="builder.llm.client"):
-        assert _cfg("--llm-attempts", "3").retry_attempts == 3  # the old meaning, deprecated
-    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == [
-        "--llm-attempts is deprecated and goes in the next release: --llm-attempts 3 is "
-        "--llm-retries 2 (retries: the tries after the first)"]
-    from builder.stagekit import StageInputError
-
-    with pytest.raises(StageInputError, match="not both"):
-        _cfg("--llm-retries", "1", "--llm-attempts", "2")
+def test_llm_retries_count_the_tries_after_the_first():
+    assert _cfg() == LLMConfig()  # the defaults are the client's: 5 retries = 6 attempts
+    assert LLMConfig().retries == 5
+    assert _cfg("--llm-retries", "0").retries == 0
+    assert _cfg("--llm-retries", "2", "--llm", "offline").retries == 2
+    assert _cfg("--llm", "offline").spec == "offline"
 
 
 @pytest.mark.parametrize("argv", [["--llm-retries", "-1"], ["--llm-rpm", "-1"],
-                                  ["--llm-max-reasks", "-1"], ["--llm-timeout", "0"],
-                                  ["--llm-attempts", "0"]])
+                                  ["--llm-max-reasks", "-1"], ["--llm-timeout", "0"]])
 def test_llm_bounds_are_usage_errors(argv, capsys):
     with pytest.raises(SystemExit) as e:
         _llm_parser().parse_args(argv)

@@ -19,9 +19,9 @@ from builder import concepts, stagekit
 from builder.catalog import Catalog
 from builder.crawl.stage import CrawlConfig, crawl
 from builder.image_dedup import DedupConfig, image_dedup
-from builder.llm.client import OfflineLLM
+from builder.llm.offline import OfflineLLM
 from builder.queries import QueryRow, upsert_queries
-from core import datatables
+from core import clikit, datatables
 from tests.builder.test_crawl import write_urls
 from tests.fakes.image_server import ImageServer, image_bytes
 
@@ -137,7 +137,7 @@ def test_exit_convention(capsys):
         _main(ModuleNotFoundError("No module named 'builder.nope'", name="builder.nope"))
     with pytest.raises(ValueError):
         _main(ValueError("an internal invariant broke"))
-    assert _main(stagekit.StageTerminated()) == 143
+    assert _main(clikit.Terminated()) == 143
     assert "SIGTERM" in capsys.readouterr().err
 
 
@@ -162,6 +162,7 @@ STAGE_MODULES = {"crawl": "crawl.stage", "tagging": "tagging.stage"}
 
 
 def _without(module: str, argv: list[str], stage: str, env: dict[str, str] | None = None):
+    stage = {"crawl": "crawl.stage", "tagging": "tagging.stage"}.get(stage, stage)
     code = (f"import sys; sys.modules[{module!r}] = None\n"
             f"from builder.{STAGE_MODULES.get(stage, stage)} import main\n"
             f"sys.exit(main({argv!r}))")
@@ -174,7 +175,7 @@ def test_missing_ddgs_is_one_line_and_leaves_the_searches_pending(tmp_path):
     with Catalog.open(wd) as cat:
         _food_query(cat)
     proc = _without("ddgs", ["--workdir", str(wd), "--countries", "THA", "--languages",
-                             "english"], "crawl")
+                             "english"], "crawl.stage")
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.splitlines()[-1] == f"error: the Python module 'ddgs' is missing; {INSTALL}"
     assert "Traceback" not in proc.stderr

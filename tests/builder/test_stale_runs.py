@@ -10,8 +10,8 @@ import sys
 import time
 
 from builder import liveness
-from builder.__main__ import main as builder_main
 from builder.catalog import Catalog
+from pipeline.cli import main as pipeline_main
 
 SCRIPT = """
 import sys, time
@@ -24,7 +24,7 @@ with Catalog.open(sys.argv[1]) as cat:
 
 def _status(tmp_path, capsys) -> dict:
     capsys.readouterr()
-    assert builder_main(["--workdir", str(tmp_path), "status", "--json"]) == 0
+    assert pipeline_main(["--workdir", str(tmp_path), "status", "--json"]) == 0
     st = json.loads(capsys.readouterr().out)
     return {s["stage"]: s for s in st["stages"]}
 

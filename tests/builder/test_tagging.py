@@ -15,8 +15,9 @@ import pytest
 from builder.catalog import Catalog
 from builder.crawl.records import add_item
 from builder.crawl.search import Search
+from builder.llm.base import LLMConfig
 from builder.llm.cache import LLMCache
-from builder.llm.client import GeminiLLM, LLMConfig
+from builder.llm.gemini import GeminiLLM
 from builder.tagging import rules
 from builder.tagging import stage as tagging
 from core import datatables, files
@@ -78,7 +79,7 @@ def world(tmp_path):
 
 
 def make_llm(fake, wd) -> GeminiLLM:
-    cfg = LLMConfig(base_url=fake.url, rpm=0, retry_attempts=1, retry_initial_delay=0.01,
+    cfg = LLMConfig(base_url=fake.url, rpm=0, retries=0, retry_initial_delay=0.01,
                     retry_max_delay=0.02, timeout_s=5)
     return GeminiLLM("gemini-fake", LLMCache(wd.llm_cache_path), KEY, cfg)
 
@@ -179,7 +180,7 @@ def test_offline_tags_each_image_with_its_crawl_concepts(world, capsys):
         (r,) = con.execute("SELECT * FROM items WHERE concept='train' AND country='USA' AND"
                            " rank=1").fetchall()
         add_item(con, r["search_id"], r["rank"] + 100,
-                 Search("craft", r["country"], r["language"], "native", r["query_text"], "folder"),
+                 Search("craft", r["country"], r["language"], "native", r["search_query"], "folder"),
                  r["url"] + "#dup", status="ok", sha256=r["sha256"])
     assert tagging.main(["--workdir", str(world.root), "--llm", "offline",
                          "--images-per-request", "5"]) == 0

@@ -1,7 +1,7 @@
-"""Benchmark: how every builder stage grows with the pool (issue 27).
+"""Benchmark: how every builder stage grows with the pool.
 
-``python tests/perf/bench_builder_scale.py [--sizes 10000,30000,100000] [--per-cell 10]
-[--root DIR] [--stages all|LIST] [--json OUT]``
+``python tests/perf/bench_builder_scale.py [--sizes 1536,6144,24576] [--per-cell 10]
+[--root DIR] [--stages all|LIST] [--json OUT] [--fresh]``
 
 For each size ``n`` a generated offline world (``builder_scale_world.py``: tiny PNGs made on
 the fly in a ``folder:`` tree, countries 16 -> 40 and concepts scaled with ``n``) is built by
@@ -16,13 +16,20 @@ generated export of three annotators per task: parse, store, decide, apply), ``t
 (``triplets export``), ``eval_cached`` (``benchmark run --model hash --task 3xcm`` on the
 release, second run: scoring from the embedding cache).
 
-Per stage and size: wall seconds of the stage itself (the child imports its heavy libraries
-first), peak RSS of the child and its RSS before the stage, SQL statements per image (every
-catalog connection traced), items/s; then the growth exponent ``b`` of time ∝ n^b between
-consecutive sizes and fitted over all sizes. A second run with the same ``--root`` and
-``--json`` reuses the worlds (``world.json``) and replaces the numbers of the stages it runs
-again (``--stages triplets,validate`` after a fix). ``--table F.json`` prints a saved table.
-Not collected by pytest.
+Per stage and size: wall and CPU seconds of the stage itself (``time.process_time`` of the
+child, which imports its heavy libraries first; the CPU time is the one to read on a shared
+machine), peak RSS of the child and its RSS before the stage, SQL statements per image (every
+catalog connection traced), items/s; then growth exponents of CPU time: ``b`` of time ∝ n^b
+between consecutive sizes and fitted over all sizes, and the marginal-cost exponent ``b marg``
+of time = a + c·n^b over three consecutive sizes (a fixed cost, such as imports, cancels out:
+the exponent of what each further image costs). The small default sizes (x4 steps) show the
+marginal exponent; ``--sizes 10000,30000,100000`` the large scale.
+
+A second run with the same ``--root`` and ``--json`` reuses the worlds (``world.json``) and
+replaces the numbers of the stages it runs again; the stages then resume from the catalog the
+first run left (a finished stage has little left to do): ``--fresh`` starts every size from an
+empty work dir, release and caches instead. ``--table F.json`` prints a saved table. Not
+collected by pytest.
 """
 
 from __future__ import annotations
@@ -185,6 +192,23 @@ def run_stage(stage: str, root: Path) -> dict[str, Any]:
     return json.loads(lines[-1])
 
 
+def marginal_exponent(sizes: list[int], times: list[float]) -> list[float]:
+    """``b`` of t = a + c·n^b through each three consecutive points (NaN where the time does
+    not grow): (n3^b - n2^b) / (n2^b - n1^b) = (t3 - t2) / (t2 - t1), solved by bisection."""
+    out = []
+    for i in range(len(sizes) - 2):
+        (n1, n2, n3), (t1, t2, t3) = sizes[i:i + 3], times[i:i + 3]
+        if not (t3 > t2 > t1):
+            out.append(float("nan"))
+            continue
+        want, lo, hi = (t3 - t2) / (t2 - t1), 0.01, 4.0
+        for _ in range(60):
+            b = (lo + hi) / 2
+            lo, hi = (b, hi) if (n3**b - n2**b) / (n2**b - n1**b) < want else (lo, b)
+        out.append((lo + hi) / 2)
+    return out
+
+
 def exponents(sizes: list[int], times: list[float]) -> tuple[list[float], float]:
     """b between consecutive sizes and the least-squares fit over all of them."""
     x, y = np.log(sizes), np.log(np.maximum(times, 1e-6))
@@ -202,7 +226,8 @@ def table(results: dict[int, dict[str, Any]], stages: list[str]) -> str:
     sizes = sorted(results)
     head = (["stage"] + [f"wall s@{n}" for n in sizes] + [f"cpu s@{n}" for n in sizes]
             + [f"peak MB@{n}" for n in sizes]
-            + [f"sql/img@{sizes[-1]}", f"img/s@{sizes[-1]}", "b wall", "b cpu (steps)", "b cpu"])
+            + [f"sql/img@{sizes[-1]}", f"img/s@{sizes[-1]}", "b wall", "b cpu (steps)", "b cpu",
+               "b marg cpu"])
     out = [" | ".join(head), " | ".join("---" for _ in head)]
     for s in stages:
         have = [n for n in sizes if s in results[n]["stages"]]  # a run stopped part-way
@@ -218,18 +243,21 @@ def table(results: dict[int, dict[str, Any]], stages: list[str]) -> str:
         out.append(" | ".join([
             s, *col("wall", ".2f"), *col("cpu", ".2f"), *col("rss_peak_mb", ".0f"),
             f"{rows[-1]['sql'] / have[-1]:.2f}", f"{have[-1] / max(wall[-1], 1e-6):.0f}",
-            f"{fit_w:.2f}", "/".join(f"{b:.2f}" for b in steps), f"{fit_c:.2f}"]))
+            f"{fit_w:.2f}", "/".join(f"{b:.2f}" for b in steps), f"{fit_c:.2f}",
+            "/".join(f"{b:.2f}" for b in marginal_exponent(have, cpu)) or "-"]))
     return "\n".join(out)
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--sizes", default="10000,30000,100000")
+    ap.add_argument("--sizes", default="1536,6144,24576")
     ap.add_argument("--per-cell", type=int, default=10)
     ap.add_argument("--root", default=None, help="folder of the worlds (default: a temp dir)")
     ap.add_argument("--stages", default="all")
     ap.add_argument("--json", default=None, help="write the measurements here")
     ap.add_argument("--table", default=None, help="print the table of an earlier --json file")
+    ap.add_argument("--fresh", action="store_true",
+                    help="start each size from an empty work dir, release and caches")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.child:
@@ -248,6 +276,11 @@ def main(argv: list[str] | None = None) -> int:
         results = {int(k): v for k, v in json.loads(Path(a.json).read_text()).items()}
     for n in (int(s) for s in a.sizes.split(",")):
         root = base / f"n{n}"
+        if a.fresh:
+            import shutil
+
+            for k in ("work", "emb", "release", "results"):
+                shutil.rmtree(root / k, ignore_errors=True)
         info = prepare(root, n, a.per_cell)
         print(f"n={n}: {info['countries']} countries x {info['concepts']} concepts, world "
               f"{info['world_s']:.0f} s, planted {info['planted']}", flush=True)

@@ -59,7 +59,7 @@ def run() -> None:
                   for c in sorted(set(raw.query_concept)) for k in datatables.countries()]
                  ).to_csv(q, index=False)
     args = ["run", "--model", "hash", "--task", "3xcm", "--triplets-csv", str(CSV), "--images",
-            str(tmp / "img"), "--queries", str(q), "--output-dir", str(tmp / "r"),
+            str(tmp / "img"), "--query-source", str(q), "--output-dir", str(tmp / "r"),
             "--cache-dir", str(tmp / "c"), "-q"]
     t0 = time.perf_counter()
     main(args)

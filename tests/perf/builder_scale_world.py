@@ -132,11 +132,12 @@ def batch_prep(work: str) -> int:
     from google.genai import types
 
     from builder.catalog import Catalog
-    from builder.llm.client import LLMConfig, make_llm
+    from builder.llm.base import LLMConfig
+    from builder.llm.client import make_llm
     from builder.prompts import load_prompt
+    from builder.tagging import batch as tagging_batch
     from builder.tagging.rules import Img, TagContext, send_estimate
     from builder.tagging.stage import PROMPT, chunk, concept_list
-    from builder.tagging.stage import batch as tagging_batch
 
     os.environ.setdefault("GEMINI_API_KEY", "bench-not-a-key")
     sent: dict[str, Any] = {"jobs": 0, "bytes": 0, "error": None}

@@ -75,7 +75,7 @@ def test_release_loads_offline_and_round_trips_every_column(release, tmp_path):
         assert (row["concept"], row["country"], row["query_language"], row["search_query"],
                 row["search_rank"], row["source_url"], row["page_url"], row["title"],
                 tuple(row["tags"])) == (im.concept, im.country, im.query_language,
-                                        im.query_text, im.search_rank, im.source_url,
+                                        im.search_query, im.search_rank, im.source_url,
                                         im.page_url, im.title, im.tags)
 
 

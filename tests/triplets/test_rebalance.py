@@ -75,7 +75,7 @@ def make_pool(per_cell: int, n_concepts: int = 10) -> Pool:
                 iid = f"{k.lower()}-c{c:02d}-{i:04d}"
                 images.append(PoolImage(
                     image_id=iid, item_id=len(images) + 1, sha256=f"{iid}-sha", concept=f"c{c:02d}",
-                    country=k, query_language=LANG[k], query_text="q", search_rank=1,
+                    country=k, query_language=LANG[k], search_query="q", search_rank=1,
                     source_url="u", page_url=None, title=None, width=8, height=8, ext="png",
                     tags=(f"c{c:02d}",) if (c + i) % 7 else None))
     images.sort(key=lambda im: im.image_id)

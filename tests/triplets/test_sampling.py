@@ -218,8 +218,7 @@ def test_an_old_format_query_table_is_one_line_not_a_silent_fallback(tmp_path, m
     wd = build_world(tmp_path / "w", ["train", "taxi"], per_cell=1, native_terms=False)
     assert cli.main(["sample", "--workdir", str(wd.root)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "old-format query table" in err[0]
-    assert "python -m builder.queries migrate-table" in err[0]
+    assert len(err) == 1 and "not a query table (missing columns" in err[0]
 
 
 def test_cli_sample_prints_summary(tmp_path, capsys):
@@ -228,7 +227,7 @@ def test_cli_sample_prints_summary(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "triplets: 48 from 48 kept images x 1 (seed 9, distinct language on)" in out
     assert cli.main(["sample", "--workdir", str(wd.root), "--seed", "9", "--per-image", "0"]) == 2
-    # as a stage of `python -m builder run`: no command means sample, seed 0 by default
+    # as a stage of `python -m pipeline run`: no command means sample, seed 0 by default
     import triplets
 
     assert triplets.main(["--workdir", str(wd.root)]) == 0
