@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import logging
 import math
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -104,7 +105,35 @@ def run(args: argparse.Namespace) -> int:
         from_args(cls.config_class, args)
     if len(models) > 1 or devices:
         return launch_run(args, cfg, scale, models, devices, sharded_over_devices)
-    ctx = open_context(cfg, shard, scale.cache_shard_file)
+    out = cfg.output_dir
+    before = {p.name for p in out.iterdir()} if out.is_dir() else None
+    try:
+        return run_tasks(cfg, classes, args, shard, scale.cache_shard_file)
+    except BaseException:
+        leave_nothing(out, before)
+        raise
+
+
+def leave_nothing(out: Path, before: set[str] | None) -> None:
+    """After a refused or failed run: remove what it made in ``out`` and nothing else (new
+    empty folders, our marker while it lists no file); ``before``: the names that were in
+    ``out`` (None: it did not exist)."""
+    if not out.is_dir():
+        return
+    for p in out.iterdir():
+        if before is not None and p.name in before:
+            continue
+        if p.is_dir() and not any(p.iterdir()):
+            p.rmdir()
+        elif p.name == files.OWNER_MARKER and (files.read_marker(out) or {}).get("files") == {}:
+            p.unlink()
+    if before is None and not any(out.iterdir()):
+        out.rmdir()
+
+
+def run_tasks(cfg: RunConfig, classes: list[Any], args: argparse.Namespace,
+              shard: Shard | None, shard_file: bool) -> int:
+    ctx = open_context(cfg, shard, shard_file)
     for cls in classes:
         task = cls(from_args(cls.config_class, args))
         if shard is not None:
@@ -282,6 +311,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     configure_logging()
     args = build_parser().parse_args(argv)
+    if getattr(args, "quiet", False):  # warnings, errors and the results line only
+        configure_logging(quiet=True)
+        for var in ("TQDM_DISABLE", "HF_HUB_DISABLE_PROGRESS_BARS",
+                    "HF_DATASETS_DISABLE_PROGRESS_BARS"):
+            os.environ[var] = "1"
     kit = CliKit(extra="all", user_errors=lambda: USER_ERRORS,
                  resume=lambda: resume_line(args))
     return kit.run(lambda: args.handler(args))

@@ -58,7 +58,8 @@ class RunConfig:
         "model conventions: reference (the model card's intended use) or authors (what the "
         "paper's code did; paper models only). `ls --conventions` shows the differences",
         "reference", choices=["reference", "authors"])
-    quiet: bool = option("no table on stdout", False, flags=("-q", "--quiet"))
+    quiet: bool = option("no table on stdout, no progress bars, no INFO logs", False,
+                         flags=("-q", "--quiet"))
 
 
 @dataclass

@@ -135,3 +135,36 @@ def test_the_bundled_synthetic_release_is_marked_as_ours():
     assert marker["files"] == {f: files.sha256_file(folder / f) for f in marker["files"]}
     assert sorted(marker["files"]) == sorted(
         str(p.relative_to(folder)) for p in release.release_files(folder))
+
+
+@pytest.mark.parametrize("dataset", [[], ["--dataset", "/nonexistent/release"]])
+def test_a_refused_dataset_leaves_nothing(tmp_path, capsys, dataset):
+    """A run refused after the model loaded (no --dataset, one that does not exist) removes
+    the folder and the marker it made; in a folder of ours it removes only what it made."""
+    def run(out: Path) -> int:
+        return main(["run", "--model", "hash", "--task", "3xcm", *dataset, "--output-dir",
+                     str(out), "--cache-dir", str(tmp_path / "c"), "-q"])
+
+    assert run(tmp_path / "new") == 2 and not (tmp_path / "new").exists()
+    capsys.readouterr()
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert run(empty) == 2 and list(empty.iterdir()) == []
+    ours = tmp_path / "ours"
+    assert _run(ours, tmp_path) == 0
+    before = sorted(p.relative_to(ours).as_posix() for p in ours.rglob("*"))
+    (ours / "hash" / "3xcm.json").rename(ours / "kept.json")  # its hash/ folder now empty
+    (ours / "hash" / "3xcm.outcomes.parquet").unlink()
+    assert run(ours) == 2
+    assert (ours / "hash").is_dir() and files.read_marker(ours)["files"]  # not ours to undo
+    assert len(before) == 4
+
+
+def test_run_quiet_prints_no_logs_and_no_bars(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("TQDM_DISABLE", raising=False)
+    for var in ("HF_HUB_DISABLE_PROGRESS_BARS", "HF_DATASETS_DISABLE_PROGRESS_BARS"):
+        monkeypatch.setenv(var, "0")  # restored after the test (run -q sets them)
+    assert _run(tmp_path / "q", tmp_path) == 0
+    out, err = capsys.readouterr()
+    assert out == "" and " INFO " not in err and "it/s" not in err and "text/s" not in err
+    assert err.strip().splitlines()[-1] == f"results: {tmp_path / 'q' / 'hash' / '3xcm.json'}"
