@@ -43,6 +43,7 @@ from benchmark.tasks.base import (
     ScaleConfig,
     TaskConfig,
     check_output_dir,
+    leaves_nothing_if_refused,
     open_context,
     run_task,
 )
@@ -105,30 +106,8 @@ def run(args: argparse.Namespace) -> int:
         from_args(cls.config_class, args)
     if len(models) > 1 or devices:
         return launch_run(args, cfg, scale, models, devices, sharded_over_devices)
-    out = cfg.output_dir
-    before = {p.name for p in out.iterdir()} if out.is_dir() else None
-    try:
+    with leaves_nothing_if_refused(cfg.output_dir):
         return run_tasks(cfg, classes, args, shard, scale.cache_shard_file)
-    except BaseException:
-        leave_nothing(out, before)
-        raise
-
-
-def leave_nothing(out: Path, before: set[str] | None) -> None:
-    """After a refused or failed run: remove what it made in ``out`` and nothing else (new
-    empty folders, our marker while it lists no file); ``before``: the names that were in
-    ``out`` (None: it did not exist)."""
-    if not out.is_dir():
-        return
-    for p in out.iterdir():
-        if before is not None and p.name in before:
-            continue
-        if p.is_dir() and not any(p.iterdir()):
-            p.rmdir()
-        elif p.name == files.OWNER_MARKER and (files.read_marker(out) or {}).get("files") == {}:
-            p.unlink()
-    if before is None and not any(out.iterdir()):
-        out.rmdir()
 
 
 def run_tasks(cfg: RunConfig, classes: list[Any], args: argparse.Namespace,

@@ -13,6 +13,8 @@ the run), and calls :func:`run_task` for each, which writes the :class:`TaskOutp
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -99,6 +101,28 @@ def check_output_dir(path: Path, claim: bool = True, *, create: bool = True) -> 
             (files.own_folder if create else files.claim_folder)(path, RESULTS_KIND)
         except files.FolderNotOursError as e:
             raise OutputError(f"--output-dir {e}") from e
+
+
+@contextmanager
+def leaves_nothing_if_refused(out: Path) -> Iterator[None]:
+    """Inside, a run that raises removes what it made in ``out`` and nothing else: new empty
+    folders, and our marker while it lists no file (``out`` too when it was new)."""
+    before = {p.name for p in out.iterdir()} if out.is_dir() else None
+    try:
+        yield
+    except BaseException:
+        if out.is_dir():
+            for p in out.iterdir():
+                if before is not None and p.name in before:
+                    continue
+                if p.is_dir() and not any(p.iterdir()):
+                    p.rmdir()
+                elif p.name == files.OWNER_MARKER and (files.read_marker(out) or {}).get(
+                        "files") == {}:
+                    p.unlink()
+            if before is None and not any(out.iterdir()):
+                out.rmdir()
+        raise
 
 
 @dataclass

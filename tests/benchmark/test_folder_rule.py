@@ -158,6 +158,10 @@ def test_a_refused_dataset_leaves_nothing(tmp_path, capsys, dataset):
     assert run(ours) == 2
     assert (ours / "hash").is_dir() and files.read_marker(ours)["files"]  # not ours to undo
     assert len(before) == 4
+    capsys.readouterr()
+    assert main(["analyze", "--model", "hash", *dataset, "--output-dir", str(tmp_path / "a"),
+                 "--no-cache", "-q"]) == 2
+    assert not (tmp_path / "a").exists()
 
 
 def test_run_quiet_prints_no_logs_and_no_bars(tmp_path, capsys, monkeypatch):
