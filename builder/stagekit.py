@@ -48,7 +48,7 @@ from core.clikit import Terminated as StageTerminated
 log = logging.getLogger(__name__)
 
 BUILDER_EXTRA = "pip install -e '.[builder]'"
-NOISY_LOGGERS = ("httpx", "httpcore", "primp")  # a line per HTTP request
+NOISY_LOGGERS = ("httpx", "httpcore", "primp", "ddgs")  # a line per request
 WORKDIR_DB = "the work dir's database"
 
 
