@@ -42,6 +42,7 @@ from builder.prompts import load_prompt
 from builder.stagekit import (
     StageInputError,
     format_summary,
+    nothing_succeeded,
     report,
     report_run,
     stage_main,
@@ -180,6 +181,7 @@ def run_concepts(
             )
         }
         items = [(r, b) for r in range(1, rounds + 1) for b in batches]
+        fresh, ok, last = 0, 0, None
         for rnd, batch in tqdm(items, desc="concepts", unit="request"):
             item = f"round={rnd};countries={','.join(c.code for c in batch)}"
             if item in done:
@@ -197,11 +199,14 @@ def run_concepts(
                 offline=lambda b=batch, r=rnd: offline_answer(curated or [], b, r, n_concepts),
             )
             status[res.status] += 1
+            if not res.cached:  # answered now (a cached failure is no news)
+                fresh, ok, last = fresh + 1, ok + res.ok, res.error or last
             _store(catalog, item, rnd, batch, res, llm.spec, prompt_sha, rec.run_id)
         if curated is not None:
             _apply_curated(catalog, curated, rec.run_id)
         rec.counts = _counts(catalog, status)
         rec.summary = _summary(rec.counts)
+        nothing_succeeded(STAGE, fresh, ok, last)
     log.debug("%s", rec.summary)
     return rec.counts
 

@@ -40,7 +40,14 @@ from tqdm import tqdm
 
 from builder.catalog import Catalog, record_llm_request
 from builder.concept_list import load_curated
-from builder.llm.client import BaseLLM, LLMResult, add_llm_args, llm_from_args
+from builder.llm.client import (
+    BaseLLM,
+    LLMResult,
+    LLMSetupError,
+    OfflineLLM,
+    add_llm_args,
+    llm_from_args,
+)
 from builder.prompts import load_prompt
 from builder.query_terms import (
     catalog_terms,
@@ -54,6 +61,7 @@ from builder.stagekit import (
     cli_main,
     configure,
     format_summary,
+    nothing_succeeded,
     report,
     report_run,
     stage_main,
@@ -307,13 +315,16 @@ def run_queries(
         known = {k: t for k in set(cat) | set(table)
                  if (t := resolve(cat.get(k), table.get(k))[0]) is not None}
         ctx = _Ctx(known, llm, template, prompt_sha, rec.run_id, _definitions())
-        asked = 0
+        asked, fresh, ok, last = 0, 0, 0, None
         for concept in tqdm(concepts, desc="queries", unit="concept"):
             store, rows, missing = _known(concept, countries, cat, table, ctx)
             _write(catalog, store, rows, None, ctx)
             for lang, group in missing.items():  # each answer stored as it comes (resumable)
-                _write(catalog, *_asked(concept, lang, group, ctx), ctx)
+                new, rows, (item, res) = _asked(concept, lang, group, ctx)
+                _write(catalog, new, rows, (item, res), ctx)
                 asked += 1
+                if not res.cached:  # answered now (a cached failure is no news)
+                    fresh, ok, last = fresh + 1, ok + res.ok, res.error or last
         rec.counts = _counts(catalog, asked)
         rec.summary = format_summary(
             f"queries: {rec.counts['native_ok']} native queries ok, "
@@ -323,6 +334,7 @@ def run_queries(
              "not ok by status": rec.counts["by_status"],
              "native ok by country": rec.counts["by_country"],
              "not ok by concept": rec.counts["not_ok_by_concept"]})
+        nothing_succeeded(STAGE, fresh, ok, last)
     log.debug("%s", rec.summary)
     return rec.counts
 
@@ -388,6 +400,13 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _needs_llm(catalog: Catalog, countries: list[datatables.Country], use_table: bool) -> bool:
+    """Whether some (concept, country) has no term in the catalog nor the table."""
+    cat, table = catalog_terms(catalog), table_terms(use_table)
+    return any(resolve(cat.get((k, c.code)), table.get((k, c.code)))[0] is None
+               for k in target_concepts(catalog) for c in countries)
+
+
 def _cli(args: argparse.Namespace) -> int:
     countries = datatables.resolve_countries(args.countries)  # bad input before the catalog opens
     with Catalog.open(args.workdir) as catalog:
@@ -395,7 +414,13 @@ def _cli(args: argparse.Namespace) -> int:
             n = write_table(catalog, args.write_table)
             report(f"wrote {n} query terms to {args.write_table}")
             return 0
-        llm = llm_from_args(args, catalog.workdir.llm_cache_path)
+        try:
+            llm = llm_from_args(args, catalog.workdir.llm_cache_path)
+        except LLMSetupError:  # no key: fine while the table and catalog hold every term
+            if _needs_llm(catalog, countries, not args.no_table):
+                raise
+            log.info("every term is in the table or the catalog: no LLM needed")
+            llm = OfflineLLM(None)
         run_queries(catalog, llm, countries, use_table=not args.no_table)
         report_run(catalog, STAGE)
     return 0

@@ -57,6 +57,16 @@ class StageInputError(ValueError):
     one line on stderr, exit code 2."""
 
 
+def nothing_succeeded(stage: str, tried: int, ok: int, last: str | None,
+                      what: str = "requests") -> None:
+    """A run that asked ``tried`` times and got no answer is not ``done``: raised inside
+    :func:`stage_run`, it ends ``failed`` with the reason (one line, exit 2)."""
+    if tried and not ok:
+        raise StageInputError(f"{stage}: none of {tried} {what} succeeded (last: {last}); "
+                              "what was answered before is kept: run the same command again, "
+                              "or build offline (docs/offline.md)")
+
+
 def user_errors() -> tuple[type[BaseException], ...]:
     """The exceptions that are one line and exit 2 (imported lazily: ``--help`` stays light)."""
     from builder.llm.client import LLMSetupError

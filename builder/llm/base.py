@@ -75,6 +75,8 @@ class LLMConfig:
     retry_initial_delay: float = 2.0
     retry_max_delay: float = 60.0
     max_retry_after: float = 300.0  # a longer server-given wait gives up (a later run asks)
+    max_wait_s: float = 60.0  # retry waits of one request, at most (0: no bound)
+    run_wait_s: float = 90.0  # retry waits in a row without an answer: then the stage stops
     base_url: str | None = None
     api_version: str | None = None
     retry_failed: bool = False  # ignore cached validation failures and ask again

@@ -141,6 +141,11 @@ class LLMOptions:
         "(attempts - 1)", None, minimum=1)
     llm_retry_delay: float = option("first backoff delay (s)", _D.retry_initial_delay,
                                     minimum=0)
+    llm_max_wait: float = option("seconds of retry waits per request, at most (0: no bound)",
+                                 _D.max_wait_s, minimum=0)
+    llm_run_wait: float = option("seconds of retry waits in a row without an answer before "
+                                 "the stage stops, resumable (0: no bound)", _D.run_wait_s,
+                                 minimum=0)
     llm_retry_failed: bool = option("ask again where the cache holds a failure", False)
 
 
@@ -161,6 +166,8 @@ def llm_config_from_args(args: argparse.Namespace) -> LLMConfig:
         timeout_s=args.llm_timeout,
         retry_attempts=_attempts(args),
         retry_initial_delay=args.llm_retry_delay,
+        max_wait_s=getattr(args, "llm_max_wait", _D.max_wait_s),
+        run_wait_s=getattr(args, "llm_run_wait", _D.run_wait_s),
         retry_failed=args.llm_retry_failed,
     )
 

@@ -6,9 +6,10 @@ request (``builder.llm.http``: a trickling answer ends at ``--llm-timeout``), an
 one retry policy (``builder.retry``) on 408/429/5xx, timeouts and connection errors, with the
 server's ``Retry-After`` header or Google's ``RetryInfo.retryDelay`` as the wait (a wait over
 ``max_retry_after`` gives up at once; a later run asks again). google-genai's own retries are
-off, so there is one policy. A rejected API key (401, 403, ``API_KEY_INVALID``) or an unknown
-model (404) is :class:`LLMSetupError`: the stage stops with one line instead of blaming every
-item. Requests use structured output (``response_mime_type='application/json'``,
+off, so there is one policy (``core.net``). A rejected API key (401, 403, ``API_KEY_INVALID``),
+an unknown model (404) or a host name that does not resolve is :class:`LLMSetupError`: the
+stage stops with one line instead of blaming every item, and so it does once the retry waits
+in a row without an answer pass ``run_wait_s`` (those of one request stop at ``max_wait_s``). Requests use structured output (``response_mime_type='application/json'``,
 ``response_schema=<pydantic model>``); image parts go first, then the text. A blocked prompt
 (``promptFeedback.blockReason``) or a blocked answer (``finishReason`` SAFETY, PROHIBITED_CONTENT,
 ...) raises :class:`LLMRefused` with the reason (the result is ``refused``, not "empty
@@ -38,6 +39,7 @@ from builder.llm.base import (
     LLMSetupError,
 )
 from builder.llm.cache import LLMCache
+from core.net import name_unresolved
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -89,6 +91,7 @@ class GeminiLLM(BaseLLM):
         self._client: Any = None
         self._client_lock = threading.Lock()  # tagging's worker threads share one client
         self._limiter = RateLimiter(self.config.rpm)
+        self._waited = 0.0  # retry waits since the last answer (all threads together)
 
     def __repr__(self) -> str:  # never show the key
         return f"GeminiLLM(model={self.model!r})"
@@ -126,8 +129,10 @@ class GeminiLLM(BaseLLM):
         from builder.retry import Backoff, call
 
         c = self.config
+        left = max(0.0, c.run_wait_s - self._waited) if c.run_wait_s else None
+        bound = min((b for b in (c.max_wait_s or None, left) if b is not None), default=None)
         policy = Backoff(max(0, c.retry_attempts - 1), c.retry_initial_delay, c.retry_max_delay,
-                         c.max_retry_after)
+                         c.max_retry_after, deadline=bound)
 
         def attempt() -> _Call:
             self._limiter.wait()
@@ -141,17 +146,28 @@ class GeminiLLM(BaseLLM):
 
         def log_retry(res: _Call, n: int, delay: float) -> None:
             self.usage.http_retries += 1
-            log.info("Gemini %s: %s; retry %d in %.1fs", what, _brief(res.error), n, delay)
+            self._waited += delay
+            log.warning("Gemini %s: %s; retry %d in %.1fs", what, _brief(res.error), n, delay)
 
         tried = call(attempt, policy, lambda r: r.error is not None and retryable(r.error),
                      server_wait=lambda r: server_wait(r.error), on_retry=log_retry,
                      sleep=self.sleep)
         err = tried.result.error
         if err is None:
+            self._waited = 0.0
             return tried.result.value
         setup = setup_problem(err, self.model)
         if setup:
             raise LLMSetupError(setup) from None
+        if name_unresolved(err):
+            raise LLMSetupError(f"Gemini cannot be reached: {_brief(err)} (the host name does "
+                                "not resolve: no network, or no DNS); check the network, or "
+                                "build offline with --llm offline (docs/offline.md)") from None
+        if tried.gave_up == "deadline" and left is not None and left <= (bound or 0):
+            raise LLMSetupError(
+                f"Gemini has not answered for {self._waited:.0f} s of retry waits "
+                f"(--llm-run-wait {c.run_wait_s:g}; last: {_brief(err)}): check the network or "
+                "wait, then run the same command again (answers so far are kept)") from None
         if tried.gave_up == "server_wait":
             err.add_note(f"the server asked to wait {server_wait(err):.0f}s, over the cap of "
                          f"{c.max_retry_after:.0f}s: a later run asks again")
@@ -208,8 +224,8 @@ def retryable(exc: BaseException | None) -> bool:
     code = _code(exc)
     if code is not None and type(exc).__module__.startswith("google."):
         return code in RETRY_STATUS_CODES or code >= 500
-    return isinstance(exc, (httpx.TimeoutException, httpx.TransportError, TimeoutError,
-                            ConnectionError))
+    return not name_unresolved(exc) and isinstance(
+        exc, (httpx.TimeoutException, httpx.TransportError, TimeoutError, ConnectionError))
 
 
 def server_wait(exc: BaseException | None) -> float | None:

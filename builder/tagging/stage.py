@@ -52,6 +52,7 @@ from builder.prompts import load_prompt
 from builder.stagekit import (
     StageInputError,
     format_summary,
+    nothing_succeeded,
     report_run,
     stage_main,
     stage_parser,
@@ -262,6 +263,11 @@ def run_tagging(
         counts.update(final_counts(catalog))
         rec.counts = dict(counts)
         rec.summary = summary(counts, llm.spec)
+        if counts.get("stopped_transient"):  # the service is down: failed if nothing came
+            asks = {k: v for k, v in counts.items() if k.startswith(("group_", "alone_"))}
+            nothing_succeeded(STAGE, sum(asks.values()), sum(
+                v for k, v in asks.items() if not k.endswith("_transient")),
+                counts.get("stopped_reason"), "images")
     return counts
 
 
