@@ -176,7 +176,7 @@ class DdgsSearch:
     def __init__(self, per_query: int = 10, min_interval: float = 2.0, jitter: float = 1.5,
                  retries: int = 4, backoff: float = 15.0, max_backoff: float = 300.0,
                  timeout: int = 10, safesearch: str = "moderate", empty_retries: int = 1,
-                 deadline: float | None = 60.0, run_wait: float | None = 60.0,
+                 deadline: float | None = 60.0, run_wait: float | None = 90.0,
                  sleep: Callable[[float], None] = time.sleep,
                  clock: Callable[[], float] = time.monotonic):
         self.per_query = per_query
@@ -245,9 +245,9 @@ class DdgsSearch:
                     else "wait (an hour or more)")
             out.stop = f"DuckDuckGo rate-limits this machine ({t.why}): {wait}"
         elif tried.gave_up == "deadline" and left is not None and left <= (bound or 0):
-            out.stop = (f"the search backend has not answered for {self.waited:.0f} s of retry "
-                        f"waits (--search-run-wait {self.run_wait:g}; last: {t.why}): check the "
-                        "network or wait")
+            out.stop = (f"the search backend has not answered through {self.waited:.0f} s of "
+                        f"retry waits, and the next would pass --search-run-wait "
+                        f"{self.run_wait:g} (last: {t.why}): check the network or wait")
         return out
 
     def probe(self) -> bool:

@@ -96,7 +96,7 @@ class CrawlConfig:
                                     "(docs/crawl.md)", 60.0, minimum=0)
     search_run_wait: float = option("seconds of retry waits in a row without an answered "
                                     "query before the run stops, resumable (0: no bound)",
-                                    60.0, minimum=0)
+                                    90.0, minimum=0)
     max_failed_searches: int = option("stop after this many consecutive failed searches "
                                       "(0: never)", 5, minimum=0)
     fetch: FetchConfig = field(default_factory=FetchConfig)

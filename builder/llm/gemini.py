@@ -165,9 +165,10 @@ class GeminiLLM(BaseLLM):
                                 "build offline with --llm offline (docs/offline.md)") from None
         if tried.gave_up == "deadline" and left is not None and left <= (bound or 0):
             raise LLMSetupError(
-                f"Gemini has not answered for {self._waited:.0f} s of retry waits "
-                f"(--llm-run-wait {c.run_wait_s:g}; last: {_brief(err)}): check the network or "
-                "wait, then run the same command again (answers so far are kept)") from None
+                f"Gemini has not answered through {self._waited:.0f} s of retry waits, and the "
+                f"next would pass --llm-run-wait {c.run_wait_s:g} (last: {_brief(err)}): check "
+                "the network or wait, then run the same command again (answers so far are "
+                "kept)") from None
         if tried.gave_up == "server_wait":
             err.add_note(f"the server asked to wait {server_wait(err):.0f}s, over the cap of "
                          f"{c.max_retry_after:.0f}s: a later run asks again")

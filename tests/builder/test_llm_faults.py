@@ -191,8 +191,9 @@ def test_refused_connections_wait_within_the_request_and_run_bounds(tmp_path):
     first = llm.generate_structured("p", Tags)
     assert first.status == "error" and first.transient and "ConnectError" in first.error
     assert 0 < sum(sleeps) <= 10 and len(sleeps) >= 2  # 1-1.5, 2-3, 4-6: then 8 > 10 left
-    with pytest.raises(LLMSetupError, match=r"Gemini has not answered for \d+ s of retry "
-                                            r"waits \(--llm-run-wait 16; last: ConnectError"):
+    with pytest.raises(LLMSetupError, match=r"Gemini has not answered through \d+ s of retry "
+                                            r"waits, and the next would pass --llm-run-wait 16 "
+                                            r"\(last: ConnectError"):
         llm.generate_structured("q", Tags)
     assert sum(sleeps) <= 16
 

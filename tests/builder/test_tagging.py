@@ -17,8 +17,8 @@ from builder.crawl.records import add_item
 from builder.crawl.search import Search
 from builder.llm.cache import LLMCache
 from builder.llm.client import GeminiLLM, LLMConfig
-from builder.tagging import stage as tagging
 from builder.tagging import rules
+from builder.tagging import stage as tagging
 from core import datatables, files
 from tests.fakes.gemini import FakeGemini, answer
 from tests.fakes.gemini_batch import FakeBatches
