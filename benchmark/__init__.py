@@ -6,4 +6,4 @@ published dataset alone. Heavy libraries are imported inside the adapters that n
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
+from core import __version__  # noqa: F401 - the one version (package metadata)

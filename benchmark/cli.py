@@ -48,12 +48,12 @@ from benchmark.tasks.base import (
     run_task,
 )
 from core import files
-from core.clikit import RESUME, CliKit
+from core.clikit import RESUME, CliKit, add_version
 from core.datatables import TableError
 from core.devices import default_device
 from core.errors import DataError
 from core.logs import configure_logging
-from core.options import add_options, from_args
+from core.options import add_options, from_args, plain
 
 log = logging.getLogger("benchmark")
 
@@ -273,8 +273,10 @@ def smoke(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m benchmark", description=__doc__.split("\n")[0],
+    p = argparse.ArgumentParser(prog="python -m benchmark",
+                                description=plain(__doc__.split("\n")[0]),
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_version(p)
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
     add_run(sub)
     add_ls(sub)

@@ -108,10 +108,13 @@ def add_common_args(parser: argparse.ArgumentParser) -> None:
 
 def stage_parser(prog: str, doc: str | None) -> argparse.ArgumentParser:
     """A stage's parser: ``python -m <prog>``, the docstring's first paragraph, common flags."""
+    from core.options import plain
+
     p = argparse.ArgumentParser(
-        prog=f"python -m {prog}", description=(doc or "").split("\n\n")[0] or None
+        prog=f"python -m {prog}", description=plain((doc or "").split("\n\n")[0]) or None
     )
     add_common_args(p)
+    clikit.add_version(p)
     return p
 
 

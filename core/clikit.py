@@ -69,6 +69,13 @@ def add_workdir(parser: Any, *, help: str = WORKDIR_HELP, default: Any = None,
     parser.add_argument("--workdir", default=default, help=help, **kw)
 
 
+def add_version(parser: argparse.ArgumentParser) -> None:
+    """``--version``: the program and the toolkit's one version (``core.__version__``)."""
+    from core import __version__
+
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+
+
 def add_verbose(parser: Any, **kw: Any) -> None:
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging", **kw)
 

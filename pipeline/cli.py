@@ -21,7 +21,8 @@ from builder.catalog import Catalog
 from builder.stagekit import StageInputError, cli_main, configure, report
 from builder.table_export import export_table
 from builder.workdir import WorkDir, resolve_workdir
-from core.clikit import add_workdir
+from core.clikit import add_version, add_workdir
+from core.options import plain
 from pipeline.run import run_stages
 from pipeline.stages import STAGES
 from pipeline.status import build_status, format_status
@@ -30,8 +31,9 @@ log = logging.getLogger(__name__)
 
 
 def build_parser(prog: str = "python -m pipeline") -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog=prog, description=plain(__doc__.split("\n\n")[0]))
     add_workdir(p)
+    add_version(p)
     sub = p.add_subparsers(dest="command")
     s = sub.add_parser("status", help="stage states and counts (the default)")
     s.add_argument("--json", action="store_true", help="machine-readable output")
