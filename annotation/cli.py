@@ -258,7 +258,8 @@ def _sync(args: argparse.Namespace) -> int:
     with _session(args) as (cat, conn):
         rep = push(cat, conn, "duplicates", images=args.images, document_root=args.document_root)
         print(rep.summary())
-        print(format_report(pull(cat, conn, "duplicates", args.min_annotators)))
+        if not rep.nothing:  # no project: nothing to pull
+            print(format_report(pull(cat, conn, "duplicates", args.min_annotators)))
     return 0
 
 
