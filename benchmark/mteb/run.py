@@ -15,13 +15,15 @@ Our options (taken out before mteb parses the rest): ``--xcm3-dataset`` (a 3XCM 
 folder or hub id, or the authors' published layout), ``--xcm3-xm3600`` (XM3600 in any of its
 layouts; default: the 3XCM tasks' ``--dataset`` default), ``--xcm3-bootstrap`` and
 ``--xcm3-seed`` (our task options of the same names). ``python -m benchmark report
-mteb-results`` then reads what mteb wrote.
+mteb-results`` then reads what mteb wrote. When the hub cannot be reached, models and datasets
+come from the local cache only, and one missing there is one line, not a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 
 log = logging.getLogger(__name__)
@@ -51,6 +53,14 @@ def main(argv: list[str] | None = None) -> int:
     except hub.ModelLoadError as e:
         sys.stderr.write(f"error: {e}\n")
         return 2
+    from core.hub import OFFLINE_HINT, hub_unreachable, one_line
+
+    why = hub_unreachable()
+    if why:  # the local cache only, at once (not after the hub client's retries)
+        os.environ["HF_HUB_OFFLINE"] = os.environ["HF_DATASETS_OFFLINE"] = "1"
+        hub.sync_offline_flag()
+    offline = f"the hub cannot be reached: {why}" if why else (
+        "HF_HUB_OFFLINE=1" if hub.offline() else None)
     from mteb.cli.build_cli import build_cli
 
     from benchmark.mteb import tasks as mteb_tasks
@@ -62,7 +72,15 @@ def main(argv: list[str] | None = None) -> int:
     if not hasattr(args, "func"):
         build_cli().print_help()
         return 2
-    args.func(args)
+    try:
+        args.func(args)
+    except Exception as e:
+        if offline is None:
+            raise
+        log.debug("offline failure", exc_info=True)
+        sys.stderr.write(f"error: {one_line(e)} (offline, {offline}: the model and dataset "
+                         f"must be in the local cache; {OFFLINE_HINT})\n")
+        return 2
     return 0
 
 
