@@ -105,9 +105,12 @@ def plan(workdir: Path, port: int, binary: str, host: str = "127.0.0.1") -> Serv
 def wait_ready(url: str, proc: subprocess.Popen, timeout_s: float = 300) -> None:
     """Wait until ``/health`` answers (the first start runs migrations: up to minutes)."""
     import httpx
+    from tqdm.auto import tqdm
 
     deadline = time.monotonic() + timeout_s
+    bar = tqdm(desc="waiting for Label Studio", bar_format="{desc}: {elapsed}", leave=False)
     while time.monotonic() < deadline:
+        bar.update()
         if proc.poll() is not None:
             raise AnnotationError(f"label-studio exited with code {proc.returncode}")
         try:
@@ -143,7 +146,8 @@ def serve(workdir: Path, port: int, binary: str | None, say: Callable[[str], Non
         proc = subprocess.Popen(p.command, env=p.env, stdout=log_file, stderr=subprocess.STDOUT,
                                 start_new_session=True)
     try:
-        say(f"starting Label Studio (log: {log_path}; the first start takes minutes)")
+        say(f"starting Label Studio (log: {log_path}; the first start runs its migrations: "
+            "about 2.5 min on a 2-core CPU, longer on a busy machine)")
         wait_ready(p.url, proc)
         token = p.env["LABEL_STUDIO_USER_TOKEN"]
         where = f"in {p.token_file}" if p.token_file else "in LABEL_STUDIO_USER_TOKEN"

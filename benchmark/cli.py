@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import logging
 import math
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -294,9 +293,6 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if getattr(args, "quiet", False):  # warnings, errors and the results line only
         configure_logging(quiet=True)
-        for var in ("TQDM_DISABLE", "HF_HUB_DISABLE_PROGRESS_BARS",
-                    "HF_DATASETS_DISABLE_PROGRESS_BARS"):
-            os.environ[var] = "1"
     kit = CliKit(extra="all", user_errors=lambda: USER_ERRORS,
                  resume=lambda: resume_line(args))
     return kit.run(lambda: args.handler(args))

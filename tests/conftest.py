@@ -49,6 +49,18 @@ def _logging_per_test():
     root.setLevel(level)
 
 
+@pytest.fixture(autouse=True)
+def _progress_bars_as_they_were():
+    """``-q`` turns tqdm off for the rest of its process (``core.logs.no_progress_bars``);
+    here each test is a process of its own."""
+    from tqdm import std
+
+    init, env = std.tqdm.__dict__["__init__"], os.environ.get("TQDM_DISABLE")
+    yield
+    std.tqdm.__init__ = init
+    os.environ["TQDM_DISABLE"] = env or "1"
+
+
 _RUN_FROM_NOISE = {".pytest_cache", "__pycache__", ".coverage"}
 
 

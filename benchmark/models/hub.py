@@ -151,6 +151,8 @@ def _reachable(what: str, repo_id: str, revision: str | None, filename: str | No
     if why:
         raise CheckpointNotFound(not_found_message(
             what, repo_id, revision, f"the hub cannot be reached: {why}", filename=filename))
+    log.info("%s: downloading %s%s from the Hugging Face hub (progress below)", what, repo_id,
+             f" {filename}" if filename else "")
 
 
 def resolve_repo(

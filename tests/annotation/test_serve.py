@@ -162,3 +162,26 @@ def test_serve_starts_label_studio_on_loopback(tmp_path):
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=60)
+
+
+def test_waiting_for_label_studio_shows_the_time(monkeypatch, capsys):
+    """The first start takes minutes: the wait shows its elapsed time, then ends when
+    /health answers."""
+    import tqdm.auto
+
+    from annotation.server import wait_ready
+    from tests.fakes.gemini import FakeGemini, Reply
+
+    real = tqdm.auto.tqdm  # the tests' $TQDM_DISABLE=1 was read when tqdm was imported
+    monkeypatch.setattr(tqdm.auto, "tqdm", lambda *a, **kw: real(*a, **{**kw, "disable": False}))
+    answers = iter([Reply(503), Reply(503), Reply(200, "ok")])
+    with FakeGemini() as fake:
+        fake.add_route("GET", r"^/health$", lambda f, r, m: next(answers), name="health")
+
+        class Running:
+            def poll(self):
+                return None
+
+        wait_ready(fake.url, Running(), timeout_s=30)
+        assert len(fake.calls("health")) == 3
+    assert "waiting for Label Studio: 00:0" in capsys.readouterr().err

@@ -165,10 +165,19 @@ def test_a_refused_dataset_leaves_nothing(tmp_path, capsys, dataset):
 
 
 def test_run_quiet_prints_no_logs_and_no_bars(tmp_path, capsys, monkeypatch):
-    monkeypatch.delenv("TQDM_DISABLE", raising=False)
-    for var in ("HF_HUB_DISABLE_PROGRESS_BARS", "HF_DATASETS_DISABLE_PROGRESS_BARS"):
-        monkeypatch.setenv(var, "0")  # restored after the test (run -q sets them)
-    assert _run(tmp_path / "q", tmp_path) == 0
+    """-q: no table, no INFO lines, no progress bars (tqdm read $TQDM_DISABLE at import, so
+    the bars are turned off in the process itself); the results line stays."""
+    from tqdm import std
+
+    real = std.tqdm.__init__  # bars on, as outside the tests
+    monkeypatch.setattr(std.tqdm, "__init__",
+                        lambda self, *a, **kw: real(self, *a, **{"disable": False, **kw}))
+    argv = ["run", "--model", "hash", "--task", "3xcm", "--dataset", DATA, "--bootstrap", "5",
+            "--no-cache"]
+    assert main([*argv, "--output-dir", str(tmp_path / "loud")]) == 0
     out, err = capsys.readouterr()
-    assert out == "" and " INFO " not in err and "it/s" not in err and "text/s" not in err
+    assert " INFO " in err and "text/s" in err and out  # what -q silences
+    assert main([*argv, "--output-dir", str(tmp_path / "q"), "-q"]) == 0
+    out, err = capsys.readouterr()
+    assert out == "" and " INFO " not in err and "text/s" not in err and "image/s" not in err
     assert err.strip().splitlines()[-1] == f"results: {tmp_path / 'q' / 'hash' / '3xcm.json'}"
