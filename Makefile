@@ -63,7 +63,7 @@ fonts:
 	  else echo "note: install $(FONT_PKGS) (as root) so plots render non-Latin labels"; fi; \
 	fi; \
 	if [ -n "$$(missing)" ]; then echo "warning: no font for: $$(missing)plots show boxes for those labels"; \
-	else echo "fonts: every script has one (9582(echo '$(FONT_FAMILIES)' | tr '|' ','))"; fi
+	else echo "fonts: one for every script ($(FONT_FAMILIES))"; fi
 
 browser:
 	@if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then \
