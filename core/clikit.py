@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import errno
 import logging
+import os
 import signal
 import sqlite3
 import sys
@@ -117,7 +118,11 @@ def local_failure(exc: BaseException, database: str = "a database") -> str | Non
 
 def report(text: str, *, error: bool = False) -> None:
     """A command's own output: its report on stdout, or its one error line on stderr."""
-    print(text, file=sys.stderr if error else sys.stdout, flush=True)  # noqa: T201 - the one place
+    stream = sys.stderr if error else sys.stdout
+    try:
+        print(text, file=stream, flush=True)  # noqa: T201 - the one place
+    except BrokenPipeError:  # the reader has gone (`| head`): the rest goes nowhere
+        os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
 
 
 @contextmanager

@@ -50,3 +50,27 @@ def test_the_demo_has_a_version_too(capsys):
     with pytest.raises(SystemExit) as e:
         demo.main(["--version"])
     assert e.value.code == 0 and core.__version__ in capsys.readouterr().out
+
+
+def test_a_reader_that_went_away_is_no_internal_error(tmp_path, monkeypatch):
+    """`python -m builder status | head -1`: the rest of the report goes nowhere, no
+    traceback (it was 'internal error: BrokenPipeError')."""
+    from core.clikit import report
+
+    class Gone:
+        def __init__(self):
+            self.file = open(tmp_path / "out", "w")  # noqa: SIM115 - a real descriptor
+
+        def write(self, text):
+            raise BrokenPipeError(32, "Broken pipe")
+
+        def flush(self):
+            pass
+
+        def fileno(self):
+            return self.file.fileno()
+
+    gone = Gone()
+    monkeypatch.setattr("sys.stdout", gone)
+    report("a report")
+    gone.file.close()
