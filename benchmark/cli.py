@@ -116,8 +116,9 @@ def run_tasks(cfg: RunConfig, classes: list[Any], args: argparse.Namespace,
         task = cls(from_args(cls.config_class, args))
         if shard is not None:
             task.prefill(ctx)
-            log.info("%s: shard %s of the embeddings is in %s; stopping before scoring (a run "
-                     "without --shard scores from the cache)", task.name, shard, ctx.cache.path)
+            print(f"{task.name}: shard {shard} of the embeddings is in {ctx.cache.path}; "
+                  "stopping before scoring (a run without --shard scores from the cache)",
+                  file=sys.stderr)  # what the run did, as the results line (also with -q)
             continue
         out, path = run_task(ctx, task)
         if not cfg.quiet:
