@@ -371,6 +371,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _cli(args: argparse.Namespace) -> int:
     countries = datatables.resolve_countries(args.countries)  # bad input before the catalog opens
+    if not args.export_candidates:
+        llm_from_args(args, None)  # a bad --llm or no key: refused before anything is made
     with Catalog.open(args.workdir) as catalog:
         if args.export_candidates:
             n = export_candidates(catalog, args.export_candidates)

@@ -67,6 +67,17 @@ def nothing_succeeded(stage: str, tried: int, ok: int, last: str | None,
                               "or build offline (docs/offline.md)")
 
 
+def built_before(workdir: str | None, first: str) -> None:
+    """For a stage that needs earlier ones: refuse a work dir without a catalog before anything
+    is made there (a stage typed in the wrong folder leaves no ./xcm-work behind)."""
+    from builder.workdir import WorkDir, resolve_workdir
+
+    wd = WorkDir(resolve_workdir(workdir))
+    if not wd.catalog_path.exists():
+        raise StageInputError(f"no catalog in {wd.root}: nothing built there yet; check "
+                              f"--workdir, or start with {first} (docs/builder.md)")
+
+
 def user_errors() -> tuple[type[BaseException], ...]:
     """The exceptions that are one line and exit 2 (imported lazily: ``--help`` stays light)."""
     from builder.llm.client import LLMSetupError

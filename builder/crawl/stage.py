@@ -55,6 +55,7 @@ from builder.crawl.search import (
 )
 from builder.stagekit import (
     StageInputError,
+    built_before,
     concept_filter,
     report,
     stage_main,
@@ -467,6 +468,8 @@ def config_from_args(a: argparse.Namespace) -> CrawlConfig:
 
 def _cli(args: argparse.Namespace) -> int:
     cfg = config_from_args(args)
+    if cfg.search == "ddgs":  # folder: and urls: sources need no earlier stage
+        built_before(args.workdir, "python -m builder.queries (or --search folder:PATH)")
     with Catalog.open(args.workdir) as catalog:
         res = crawl(catalog, cfg)
         report(res.summary)

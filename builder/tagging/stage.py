@@ -51,6 +51,7 @@ from builder.llm.client import BaseLLM, OfflineLLM, add_llm_args, llm_from_args
 from builder.prompts import load_prompt
 from builder.stagekit import (
     StageInputError,
+    built_before,
     format_summary,
     nothing_succeeded,
     report_run,
@@ -344,6 +345,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _cli(args: argparse.Namespace) -> int:
+    llm_from_args(args, None)  # a bad --llm or no key: refused before anything is made
+    built_before(args.workdir, "python -m builder.crawl")
     with Catalog.open(args.workdir) as catalog:
         llm = llm_from_args(args, catalog.workdir.llm_cache_path)
         counts = run_tagging(catalog, llm, args.images_per_request, args.batch,

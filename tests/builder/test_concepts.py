@@ -251,3 +251,29 @@ def test_a_run_where_no_request_succeeded_is_failed_not_done(tmp_path, fake, mon
     with Catalog.open(tmp_path / "w") as cat:
         run = cat.last_run("concepts")
     assert run["status"] == "failed" and run["summary"].startswith("failed: StageInputError")
+
+
+def test_no_key_is_refused_before_anything_is_made(tmp_path, capsys, monkeypatch):
+    from builder.tagging import stage as tagging
+
+    monkeypatch.delenv("GEMINI_API_KEY", raising=False)
+    monkeypatch.delenv("GOOGLE_API_KEY", raising=False)
+    for main in (concepts.main, tagging.main):
+        assert main(["--workdir", str(tmp_path / "w")]) == 2
+        assert "no Gemini API key" in capsys.readouterr().err
+        assert not (tmp_path / "w").exists()
+
+
+def test_a_stage_that_needs_earlier_ones_makes_nothing_in_an_empty_folder(tmp_path, capsys):
+    from builder import image_dedup
+    from builder.crawl import stage as crawl
+    from builder.tagging import stage as tagging
+
+    wd = tmp_path / "w"
+    for main, extra, first in ((crawl.main, [], "builder.queries"),
+                               (image_dedup.main, [], "builder.crawl"),
+                               (tagging.main, ["--llm", "offline"], "builder.crawl")):
+        assert main(["--workdir", str(wd), *extra]) == 2
+        err = capsys.readouterr().err.strip().splitlines()[-1]
+        assert err.startswith(f"error: no catalog in {wd}: nothing built there yet") and first in err
+        assert not wd.exists()
