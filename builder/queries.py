@@ -40,14 +40,7 @@ from tqdm import tqdm
 
 from builder.catalog import Catalog, record_llm_request
 from builder.concept_list import load_curated
-from builder.llm.client import (
-    BaseLLM,
-    LLMResult,
-    LLMSetupError,
-    OfflineLLM,
-    add_llm_args,
-    llm_from_args,
-)
+from builder.llm.client import BaseLLM, LLMResult, add_llm_args, llm_from_args
 from builder.prompts import load_prompt
 from builder.query_terms import (
     catalog_terms,
@@ -414,6 +407,8 @@ def _cli(args: argparse.Namespace) -> int:
             n = write_table(catalog, args.write_table)
             report(f"wrote {n} query terms to {args.write_table}")
             return 0
+        from builder.llm.client import LLMSetupError, OfflineLLM
+
         try:
             llm = llm_from_args(args, catalog.workdir.llm_cache_path)
         except LLMSetupError:  # no key: fine while the table and catalog hold every term

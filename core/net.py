@@ -24,20 +24,16 @@ _NO_NAME = ("name or service not known", "temporary failure in name resolution",
             "name resolution")
 
 
-def _chain(exc: BaseException | None) -> list[BaseException]:
-    seen: list[BaseException] = []
-    while exc is not None and exc not in seen and len(seen) < 16:
-        seen.append(exc)
-        exc = exc.__cause__ or exc.__context__
-    return seen
-
-
 def name_unresolved(exc: BaseException | str | None) -> bool:
-    """True when ``exc`` (or its text) is a host name that did not resolve."""
-    if isinstance(exc, str):
-        return any(m in exc.lower() for m in _NO_NAME)
-    return any(isinstance(e, socket.gaierror) or any(m in str(e).lower() for m in _NO_NAME)
-               for e in _chain(exc))
+    """True when ``exc`` (its text, or an exception it was raised from) is a host name that
+    did not resolve."""
+    for _ in range(16):
+        if isinstance(exc, socket.gaierror) or any(m in str(exc).lower() for m in _NO_NAME):
+            return exc is not None
+        if not isinstance(exc, BaseException):
+            return False
+        exc = exc.__cause__ or exc.__context__
+    return False
 
 
 def classify(exc: BaseException | str | None = None, status: int | None = None) -> str:
