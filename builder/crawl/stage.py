@@ -93,11 +93,11 @@ class CrawlConfig:
                                  "the first", 4, minimum=0)
     search_backoff: float = option("first backoff in seconds after a block, doubled per retry",
                                    15.0, minimum=0)
-    search_deadline: float = option("seconds of retry waits per query, at most "
-                                    "(docs/crawl.md)", 60.0, minimum=0)
+    search_deadline: float = option("seconds of retry waits per query, at most (default "
+                                    "%(default)s; docs/crawl.md)", 60.0, minimum=0)
     search_run_wait: float = option("seconds of retry waits in a row without an answered "
-                                    "query before the run stops, resumable (0: no bound)",
-                                    90.0, minimum=0)
+                                    "query before the run stops, resumable (default "
+                                    "%(default)s; 0: no bound)", 90.0, minimum=0)
     max_failed_searches: int = option("stop after this many consecutive failed searches "
                                       "(0: never)", 5, minimum=0)
     fetch: FetchConfig = field(default_factory=FetchConfig)

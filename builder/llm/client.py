@@ -141,11 +141,11 @@ class LLMOptions:
         "(attempts - 1)", None, minimum=1)
     llm_retry_delay: float = option("first backoff delay (s)", _D.retry_initial_delay,
                                     minimum=0)
-    llm_max_wait: float = option("seconds of retry waits per request, at most (0: no bound)",
-                                 _D.max_wait_s, minimum=0)
+    llm_max_wait: float = option("seconds of retry waits per request, at most (default "
+                                 "%(default)s; 0: no bound)", _D.max_wait_s, minimum=0)
     llm_run_wait: float = option("seconds of retry waits in a row without an answer before "
-                                 "the stage stops, resumable (0: no bound)", _D.run_wait_s,
-                                 minimum=0)
+                                 "the stage stops, resumable (default %(default)s; 0: no "
+                                 "bound)", _D.run_wait_s, minimum=0)
     llm_retry_failed: bool = option("ask again where the cache holds a failure", False)
 
 
