@@ -48,13 +48,22 @@ setup: $(VENV)/.installed
 setup-ls: $(LSVENV)/.installed
 setup-i2d: $(I2DVENV)/.installed
 
+# One family per script the figures label (benchmark/report/style.py FONT_GROUPS): each is
+# checked, the packages installed when one is missing, matplotlib's font list rebuilt (it
+# caches the fonts it saw at its first import), and each checked again.
+FONT_FAMILIES := Noto Sans Thai|Noto Sans Devanagari|Noto Sans Arabic|Noto Sans CJK JP
+MPL_CACHE = $${MPLCONFIGDIR:-$${XDG_CACHE_HOME:-$$HOME/.cache}/matplotlib}
 fonts:
-	@if ! fc-list 2>/dev/null | grep -qi 'NotoSansThai'; then \
+	@missing() { echo '$(FONT_FAMILIES)' | tr '|' '\n' | while read -r f; do \
+	  fc-list : family 2>/dev/null | grep -qF "$$f" || printf '%s; ' "$$f"; done; }; \
+	if [ -n "$$(missing)" ]; then \
 	  if [ "$$(id -u)" = 0 ]; then \
-	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(FONT_PKGS) >/dev/null) \
-	      || echo "warning: could not install $(FONT_PKGS); plots may show boxes for non-Latin labels"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(FONT_PKGS) >/dev/null; \
+	    fc-cache -f >/dev/null 2>&1; rm -f $(MPL_CACHE)/fontlist-*.json; \
 	  else echo "note: install $(FONT_PKGS) (as root) so plots render non-Latin labels"; fi; \
-	fi
+	fi; \
+	if [ -n "$$(missing)" ]; then echo "warning: no font for: $$(missing)plots show boxes for those labels"; \
+	else echo "fonts: one for every script ($(FONT_FAMILIES))"; fi
 
 browser:
 	@if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then \

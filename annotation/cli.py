@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from annotation.client import AnnotationError, Connection, api_errors
 from annotation.configs import KINDS
-from core.clikit import CliKit, add_verbose, add_workdir
+from core.clikit import CliKit, add_verbose, add_version, add_workdir
 from core.logs import configure_logging
 
 if TYPE_CHECKING:
@@ -45,7 +45,7 @@ def _common(p: argparse.ArgumentParser) -> None:
 def _images_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--images", default="local-files",
                    help="'local-files' (Label Studio's local-files storage, default) or the base "
-                        "URL of `serve-images`, e.g. http://127.0.0.1:8081")
+                        "URL of serve-images, e.g. http://127.0.0.1:8081")
     p.add_argument("--document-root", help="LOCAL_FILES_DOCUMENT_ROOT of the Label Studio server "
                    "(default: the same environment variable here)")
 
@@ -258,7 +258,8 @@ def _sync(args: argparse.Namespace) -> int:
     with _session(args) as (cat, conn):
         rep = push(cat, conn, "duplicates", images=args.images, document_root=args.document_root)
         print(rep.summary())
-        print(format_report(pull(cat, conn, "duplicates", args.min_annotators)))
+        if not rep.nothing:  # no project: nothing to pull
+            print(format_report(pull(cat, conn, "duplicates", args.min_annotators)))
     return 0
 
 
@@ -308,6 +309,7 @@ def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentPars
         prog="python -m annotation",
         description="Human review of 3XCM in Label Studio (LABEL_STUDIO_URL, LABEL_STUDIO_API_KEY).",
     )
+    add_version(ap)
     sub = ap.add_subparsers(dest="command", required=True)
     for name, (help_, add_args, handler) in COMMANDS.items():
         p = sub.add_parser(name, help=help_, description=help_)

@@ -69,9 +69,13 @@ class PushReport:
     gone: int = 0  # recorded tasks deleted on the server
     counts: Counter = field(default_factory=Counter)  # drafts not pushed, by reason
     notes: Counter = field(default_factory=Counter)  # pushed drafts worth a word
+    nothing: str = ""  # why there was nothing to push (no project made), and the next step
 
     def summary(self) -> str:
         extra = ", ".join(f"{k} {v}" for k, v in sorted(self.counts.items()))
+        if self.nothing:  # no project made: nothing to put in it
+            return f"push {self.kind}: nothing to push: {self.nothing}" + (
+                f" (skipped: {extra})" if extra else "")
         notes = ", ".join(f"{k} {v}" for k, v in sorted(self.notes.items()))
         more = [f"{self.reopened} reopened"] if self.reopened else []
         if self.gone:
@@ -271,9 +275,23 @@ def push(
         kept, why = set(), "the image has no ok Gemini tags any more"
     params = {"images": images, "statuses": list(statuses), "sample": sample, "seed": seed,
               "add_tasks": add_tasks}
+    if kind == "duplicates" and not drafts and not subjects and pid is None:
+        return PushReport(kind, 0, counts=skipped, nothing=_no_groups(cat, statuses))
     return push_drafts(cat, conn, spec, links, drafts, skipped, params, batch_size,
                        subjects={d.key: d for d in [*subjects, *drafts]}, kept=kept,
                        why_gone=why, add_tasks=add_tasks or kind != "tags")
+
+
+def _no_groups(cat: Catalog, statuses: tuple[str, ...]) -> str:
+    """Why no duplicates task was made, and the next step."""
+    by = {r[0]: r[1] for r in cat.query(
+        "SELECT status, COUNT(*) FROM dedup_groups GROUP BY status ORDER BY 1")}
+    if not by:
+        return ("the catalog has no dedup groups: run python -m builder.image_dedup first "
+                "(no near-duplicates found is fine too: go on with python -m builder.tagging)")
+    have = ", ".join(f"{k} {v}" for k, v in by.items())
+    return (f"no group with status {', '.join(statuses)} (groups: {have}); push others with "
+            "--group-status STATUS, or go on with python -m builder.tagging")
 
 
 def reviewed_group_keys(cat: Catalog, known: Mapping[str, Mapping[str, Any]]) -> set[str]:

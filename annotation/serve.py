@@ -242,10 +242,13 @@ def wait_ready(url: str, proc: subprocess.Popen, timeout_s: float = 300) -> None
     """Wait until ``/health`` answers (the first start runs migrations: up to minutes) from
     the Label Studio of ``proc``; an answer from any other program ends the wait, refused."""
     import httpx
+    from tqdm.auto import tqdm
 
     port = urlsplit(url).port or 80
     deadline = time.monotonic() + timeout_s
+    bar = tqdm(desc="waiting for Label Studio", bar_format="{desc}: {elapsed}", leave=False)
     while time.monotonic() < deadline:
+        bar.update()
         if proc.poll() is not None:
             raise AnnotationError(f"label-studio exited with code {proc.returncode}")
         try:
@@ -291,7 +294,8 @@ def serve(workdir: Path, port: int, binary: str | None, say: Callable[[str], Non
         proc = subprocess.Popen(p.command, env=p.env, stdout=log_file, stderr=subprocess.STDOUT,
                                 start_new_session=True, umask=0o077)
     try:
-        say(f"starting Label Studio (log: {log_path}; the first start takes minutes)")
+        say(f"starting Label Studio (log: {log_path}; the first start runs its migrations: "
+            "about 2.5 min on a 2-core CPU, longer on a busy machine)")
         wait_ready(p.url, proc)
         token = p.env["LABEL_STUDIO_USER_TOKEN"]
         where = f"in {p.token_file}" if p.token_file else "in LABEL_STUDIO_USER_TOKEN"

@@ -42,16 +42,17 @@ from benchmark.tasks.base import (
     ScaleConfig,
     TaskConfig,
     check_output_dir,
+    leaves_nothing_if_refused,
     open_context,
     run_task,
 )
 from core import files
-from core.clikit import RESUME, CliKit
+from core.clikit import RESUME, CliKit, add_version
 from core.datatables import TableError
 from core.devices import default_device
 from core.errors import DataError
 from core.logs import configure_logging
-from core.options import add_options, from_args
+from core.options import add_options, from_args, plain
 
 log = logging.getLogger("benchmark")
 
@@ -104,13 +105,20 @@ def run(args: argparse.Namespace) -> int:
         from_args(cls.config_class, args)
     if len(models) > 1 or devices:
         return launch_run(args, cfg, scale, models, devices, sharded_over_devices)
-    ctx = open_context(cfg, shard, scale.cache_shard_file)
+    with leaves_nothing_if_refused(cfg.output_dir):
+        return run_tasks(cfg, classes, args, shard, scale.cache_shard_file)
+
+
+def run_tasks(cfg: RunConfig, classes: list[Any], args: argparse.Namespace,
+              shard: Shard | None, shard_file: bool) -> int:
+    ctx = open_context(cfg, shard, shard_file)
     for cls in classes:
         task = cls(from_args(cls.config_class, args))
         if shard is not None:
             task.prefill(ctx)
-            log.info("%s: shard %s of the embeddings is in %s; stopping before scoring (a run "
-                     "without --shard scores from the cache)", task.name, shard, ctx.cache.path)
+            print(f"{task.name}: shard {shard} of the embeddings is in {ctx.cache.path}; "
+                  "stopping before scoring (a run without --shard scores from the cache)",
+                  file=sys.stderr)  # what the run did, as the results line (also with -q)
             continue
         out, path = run_task(ctx, task)
         if not cfg.quiet:
@@ -264,8 +272,10 @@ def smoke(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m benchmark", description=__doc__.split("\n")[0],
+    p = argparse.ArgumentParser(prog="python -m benchmark",
+                                description=plain(__doc__.split("\n")[0]),
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_version(p)
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
     add_run(sub)
     add_ls(sub)
@@ -281,6 +291,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     configure_logging()
     args = build_parser().parse_args(argv)
+    if getattr(args, "quiet", False):  # warnings, errors and the results line only
+        configure_logging(quiet=True)
     kit = CliKit(extra="all", user_errors=lambda: USER_ERRORS,
                  resume=lambda: resume_line(args))
     return kit.run(lambda: args.handler(args))

@@ -5,8 +5,9 @@ docs/release.md, through :mod:`core.release` (``images`` and ``triplets`` config
 parquet with embedded PNG bytes, a dataset card with YAML ``configs``, ``build.json``, licence) from generated images: each concept is a shape/texture, each
 country a colour palette, so that image models see both a concept and a culture signal. It is
 NOT real data; it exists so that a fresh checkout can run the evaluator offline end to end.
-Query texts are the ``native_term`` of the query country's row of ``data/queries.csv`` (the
-concept itself where the table has no term, counted in the card). :func:`write_release`
+Query texts are the ``native_term`` of the query country's row of ``data/queries.csv`` with its
+source and reviewer count (the concept itself where the table has no term, counted in the
+card). :func:`write_release`
 writes any release folder (the tests' planted ones too), each file atomically.
 """
 
@@ -78,7 +79,7 @@ def build_synthetic(seed: int = 0, per_cell: int = 2,
     concepts = concepts or SYNTHETIC_CONCEPTS
     countries = list(datatables.countries())
     try:
-        terms = {k: t.native_term for k, t in query_table.query_terms().items()}
+        terms = query_table.query_terms()
     except datatables.TableError:
         terms = {}
     rows: list[dict[str, Any]] = []
@@ -107,15 +108,17 @@ def build_synthetic(seed: int = 0, per_cell: int = 2,
         cc = str(rng.choice(cul_k))
         nk = str(rng.choice([k for k in lang if k != r.country]))
         nc = str(rng.choice(cul_k))
-        term = terms.get((r.concept, r.country))
-        if term is None:
-            missing_terms += 1
-            term = r.concept
+        t = terms.get((r.concept, r.country))
+        missing_terms += t is None
+        # the release's provenance of the query text, as triplets/sample_run.py writes it
+        term, source, reviewers = ((t.native_term, t.source, t.reviewers) if t is not None
+                                   else (r.concept, "concept label", 0))
         trip.append({
             "triplet_id": f"t{len(trip):05d}", "query_image_id": r.image_id,
             "query_concept": r.concept, "query_country": r.country,
             "query_language": lang[r.country], "query_text": term,
-            "query_locale": locale[r.country],
+            "query_locale": locale[r.country], "query_term_source": source,
+            "query_term_reviewers": reviewers,
             "semantic_image_id": str(rng.choice(by_cc[(r.concept, sk)])), "semantic_country": sk,
             "cultural_image_id": str(rng.choice(by_cc[(cc, r.country)])), "cultural_concept": cc,
             "non_relevant_image_id": str(rng.choice(by_cc[(nc, nk)])),

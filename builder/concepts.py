@@ -28,6 +28,7 @@ from builder.prompts import load_prompt
 from builder.stagekit import (
     StageInputError,
     format_summary,
+    nothing_succeeded,
     report_run,
     stage_main,
     stage_parser,
@@ -182,6 +183,7 @@ def run_concepts(
             )
         }
         items = [(r, b) for r in range(1, rounds + 1) for b in batches]
+        fresh, ok, last = 0, 0, None
         for rnd, batch in tqdm(items, desc="concepts", unit="request"):
             item = f"round={rnd};countries={','.join(c.code for c in batch)}"
             if item in done:
@@ -199,11 +201,14 @@ def run_concepts(
                 offline=lambda b=batch, r=rnd: offline_answer(curated or [], b, r, n_concepts),
             )
             status[res.status] += 1
+            if not res.cached:  # answered now (a cached failure is no news)
+                fresh, ok, last = fresh + 1, ok + res.ok, res.error or last
             _store(catalog, item, rnd, batch, res, llm.spec, prompt_sha, rec.run_id)
         if curated is not None:
             _apply_curated(catalog, curated, rec.run_id)
         rec.counts = _counts(catalog, status)
         rec.summary = _summary(rec.counts)
+        nothing_succeeded(STAGE, fresh, ok, last)
     log.debug("%s", rec.summary)
     return rec.counts
 
@@ -358,6 +363,8 @@ def _cli(args: argparse.Namespace) -> int:
     if cfg.curated is not None and cfg.no_curated:
         raise StageInputError("give --curated FILE or --no-curated, not both")
     countries = datatables.resolve_countries(cfg.countries)  # bad input before the catalog opens
+    if not cfg.export_candidates:
+        llm_for(cfg.llm, None)  # a bad --llm or no key: refused before anything is made
     with Catalog.open(args.workdir) as catalog:
         if cfg.export_candidates:
             n = export_candidates(catalog, cfg.export_candidates)

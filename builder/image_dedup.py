@@ -20,6 +20,7 @@ from tqdm.auto import tqdm
 from builder.catalog import Catalog, utcnow
 from builder.stagekit import (
     StageInputError,
+    built_before,
     concept_filter,
     stage_main,
     stage_parser,
@@ -414,6 +415,7 @@ def config_from_args(a: argparse.Namespace) -> DedupConfig:
 
 def _cli(args: argparse.Namespace) -> int:
     cfg = config_from_args(args)
+    built_before(args.workdir, "python -m builder.crawl")
     with Catalog.open(args.workdir) as catalog:
         report(image_dedup(catalog, cfg)["summary"])
     return 0

@@ -34,6 +34,7 @@ from builder.query_terms import (
 from builder.stagekit import (
     StageInputError,
     format_summary,
+    nothing_succeeded,
     report_run,
     stage_main,
     stage_parser,
@@ -300,13 +301,16 @@ def run_queries(
         known = {k: t for k in set(cat) | set(table)
                  if (t := resolve(cat.get(k), table.get(k))[0]) is not None}
         ctx = _Ctx(known, llm, template, prompt_sha, rec.run_id, _definitions())
-        asked = 0
+        asked, fresh, ok, last = 0, 0, 0, None
         for concept in tqdm(concepts, desc="queries", unit="concept"):
             store, rows, missing = _known(concept, countries, cat, table, ctx)
             _write(catalog, store, rows, None, ctx)
             for lang, group in missing.items():  # each answer stored as it comes (resumable)
-                _write(catalog, *_asked(concept, lang, group, ctx), ctx)
+                new, rows, (item, res) = _asked(concept, lang, group, ctx)
+                _write(catalog, new, rows, (item, res), ctx)
                 asked += 1
+                if not res.cached:  # answered now (a cached failure is no news)
+                    fresh, ok, last = fresh + 1, ok + res.ok, res.error or last
         rec.counts = _counts(catalog, asked)
         rec.summary = format_summary(
             f"queries: {rec.counts['native_ok']} native queries ok, "
@@ -316,6 +320,7 @@ def run_queries(
              "not ok by status": rec.counts["by_status"],
              "native ok by country": rec.counts["by_country"],
              "not ok by concept": rec.counts["not_ok_by_concept"]})
+        nothing_succeeded(STAGE, fresh, ok, last)
     log.debug("%s", rec.summary)
     return rec.counts
 
@@ -377,6 +382,13 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _needs_llm(catalog: Catalog, countries: list[datatables.Country], use_table: bool) -> bool:
+    """Whether some (concept, country) has no term in the catalog nor the table."""
+    cat, table = catalog_terms(catalog), table_terms(use_table)
+    return any(resolve(cat.get((k, c.code)), table.get((k, c.code)))[0] is None
+               for k in target_concepts(catalog) for c in countries)
+
+
 def _cli(args: argparse.Namespace) -> int:
     cfg = from_args(QueriesConfig, args)
     countries = datatables.resolve_countries(cfg.countries)  # bad input before the catalog opens
@@ -385,7 +397,16 @@ def _cli(args: argparse.Namespace) -> int:
             n = write_table(catalog, cfg.write_table)
             report(f"wrote {n} query terms to {cfg.write_table}")
             return 0
-        llm = llm_for(cfg.llm, catalog.workdir.llm_cache_path)
+        from builder.llm.base import LLMSetupError
+        from builder.llm.offline import OfflineLLM
+
+        try:
+            llm = llm_for(cfg.llm, catalog.workdir.llm_cache_path)
+        except LLMSetupError:  # no key: fine while the table and catalog hold every term
+            if _needs_llm(catalog, countries, not cfg.no_table):
+                raise
+            log.info("every term is in the table or the catalog: no LLM needed")
+            llm = OfflineLLM(None)
         run_queries(catalog, llm, countries, use_table=not cfg.no_table)
         report_run(catalog, STAGE)
     return 0

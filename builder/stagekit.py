@@ -18,17 +18,39 @@ from builder.catalog import Catalog, CatalogError, corrupt_reason
 from builder.statuses import RunStatus
 from core import clikit
 from core.clikit import report
-from core.options import add_options
+from core.options import add_options, plain
 
 log = logging.getLogger(__name__)
 
-NOISY_LOGGERS = ("httpx", "httpcore", "primp")  # a line per HTTP request
+BUILDER_EXTRA = "pip install -e '.[builder]'"
+NOISY_LOGGERS = ("httpx", "httpcore", "primp", "ddgs")  # a line per request
 WORKDIR_DB = "the work dir's database"
 
 
 class StageInputError(ValueError):
     """What the user must fix (bad input, a missing credential, an unreachable service):
     one line on stderr, exit code 2."""
+
+
+def nothing_succeeded(stage: str, tried: int, ok: int, last: str | None,
+                      what: str = "requests") -> None:
+    """A run that asked ``tried`` times and got no answer is not ``done``: raised inside
+    :func:`stage_run`, it ends ``failed`` with the reason (one line, exit 2)."""
+    if tried and not ok:
+        raise StageInputError(f"{stage}: none of {tried} {what} succeeded (last: {last}); "
+                              "what was answered before is kept: run the same command again, "
+                              "or build offline (docs/offline.md)")
+
+
+def built_before(workdir: str | None, first: str) -> None:
+    """For a stage that needs earlier ones: refuse a work dir without a catalog before anything
+    is made there (a stage typed in the wrong folder leaves no ./xcm-work behind)."""
+    from builder.workdir import WorkDir, resolve_workdir
+
+    wd = WorkDir(resolve_workdir(workdir))
+    if not wd.catalog_path.exists():
+        raise StageInputError(f"no catalog in {wd.root}: nothing built there yet; check "
+                              f"--workdir, or start with {first} (docs/builder.md)")
 
 
 def user_errors() -> tuple[type[BaseException], ...]:
@@ -70,10 +92,11 @@ def stage_parser(prog: str, doc: str | None, config: type | None = None
     """A stage's parser: ``python -m <prog>``, the docstring's first paragraph, common flags,
     and the flags of its ``config`` dataclass (``core.options``)."""
     p = argparse.ArgumentParser(
-        prog=f"python -m {prog}", description=(doc or "").split("\n\n")[0] or None
+        prog=f"python -m {prog}", description=plain((doc or "").split("\n\n")[0]) or None
     )
     clikit.add_workdir(p)
     clikit.add_verbose(p)
+    clikit.add_version(p)
     if config is not None:
         add_options(p, config)
     return p

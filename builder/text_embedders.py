@@ -47,12 +47,18 @@ class BGEM3Encoder:
         if self._model is None:
             from FlagEmbedding import BGEM3FlagModel
 
+            from benchmark.models.hub import CheckpointNotFound, resolve_repo
+            from builder.stagekit import StageInputError
             from core.devices import default_device
 
+            try:  # local folder, $XCM_WEIGHTS_DIR, the hub cache, then the hub: one line
+                folder = resolve_repo(self.path, None, what="--embedder bge-m3")
+            except CheckpointNotFound as e:
+                raise StageInputError(f"{e}; or dedup without it: --embedder hash") from None
             device = self.device or default_device()
-            log.info("loading BGE-M3 from %s on %s", self.path, device)
+            log.info("loading BGE-M3 from %s on %s", folder, device)
             self._model = BGEM3FlagModel(
-                self.path,
+                str(folder),
                 use_fp16=False,
                 devices=[device],
                 return_dense=True,

@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import errno
 import logging
+import os
 import signal
 import sqlite3
 import sys
@@ -68,6 +69,13 @@ def add_workdir(parser: Any, *, help: str = WORKDIR_HELP, default: Any = None,
                 **kw: Any) -> None:
     """The one ``--workdir`` flag (a parser, a subparser or a mutually exclusive group)."""
     parser.add_argument("--workdir", default=default, help=help, **kw)
+
+
+def add_version(parser: argparse.ArgumentParser) -> None:
+    """``--version``: the program and the toolkit's one version (``core.__version__``)."""
+    from core import __version__
+
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
 
 
 def add_verbose(parser: Any, **kw: Any) -> None:
@@ -111,7 +119,11 @@ def local_failure(exc: BaseException, database: str = "a database") -> str | Non
 
 def report(text: str, *, error: bool = False) -> None:
     """A command's own output: its report on stdout, or its one error line on stderr."""
-    print(text, file=sys.stderr if error else sys.stdout, flush=True)  # noqa: T201 - the one place
+    stream = sys.stderr if error else sys.stdout
+    try:
+        print(text, file=stream, flush=True)  # noqa: T201 - the one place
+    except BrokenPipeError:  # the reader has gone (`| head`): the rest goes nowhere
+        os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
 
 
 @contextmanager

@@ -2,18 +2,49 @@
 
 Every failure of the ``datasets`` / hub stack (offline, no such repo, no such config, a broken
 card) becomes one :class:`~core.errors.DataError` line naming the dataset; images are read
-undecoded (``Image(decode=False)``) from the memory-mapped table, one on demand.
+undecoded (``Image(decode=False)``) from the memory-mapped table, one on demand. When the hub
+cannot be reached (:func:`hub_unreachable`, about a second), a hub id is read from the local
+cache only, as with ``HF_HUB_OFFLINE=1``, instead of after the hub client's retries.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from core import net
 from core.errors import DataError
 from core.files import folder_stamp
+
+OFFLINE_HINT = "offline use: HF_HUB_OFFLINE=1, docs/offline.md"
+
+
+@functools.cache
+def hub_unreachable() -> str | None:
+    """Why the Hugging Face hub cannot be reached from here (None: it can), probed once per
+    process; with ``HF_HUB_OFFLINE=1`` it is not probed (None)."""
+    if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
+        return None
+    from huggingface_hub import constants
+
+    return net.unreachable(constants.ENDPOINT)
+
+
+def local_only_if_unreachable(path_or_id: str) -> str:
+    """For a hub id when the hub cannot be reached: make ``datasets`` and the hub client read
+    the local cache only, and return the words for an error line ("" otherwise)."""
+    why = None if Path(path_or_id).exists() else hub_unreachable()
+    if why is None:
+        return ""
+    import datasets
+    from huggingface_hub import constants
+
+    constants.HF_HUB_OFFLINE = datasets.config.HF_HUB_OFFLINE = True
+    return f" (the hub cannot be reached: {why}; looked in the local cache only; {OFFLINE_HINT})"
 
 
 class EmptySplit(DataError):
@@ -54,10 +85,12 @@ def config_names(path_or_id: str, revision: str | None = None) -> list[str]:
     import datasets
 
     check_spec(path_or_id)
+    offline = local_only_if_unreachable(path_or_id)
     try:
         return list(datasets.get_dataset_config_names(path_or_id, revision=revision))
     except Exception as e:  # noqa: BLE001 - any loader failure is one clear line
-        raise DataError(f"--dataset {path_or_id}: cannot read its configs: {one_line(e)}") from e
+        raise DataError(f"--dataset {path_or_id}: cannot read its configs: {one_line(e)}"
+                        f"{offline}") from e
 
 
 def load_split(path_or_id: str, config: str | None, split: str | None,
@@ -66,13 +99,14 @@ def load_split(path_or_id: str, config: str | None, split: str | None,
     import datasets
 
     what = f"{path_or_id}" + (f" config {config!r}" if config else "")
+    offline = local_only_if_unreachable(path_or_id)
     try:
         ds = datasets.load_dataset(path_or_id, config, split=split, revision=revision,
                                    **cache_kwargs(path_or_id))
     except Exception as e:  # noqa: BLE001 - any loader failure is one clear line
         if isinstance(e, ValueError) and "corresponds to no data" in str(e):
             raise EmptySplit(f"--dataset {what}: no rows") from e
-        raise DataError(f"--dataset {what}: cannot load: {one_line(e)}") from e
+        raise DataError(f"--dataset {what}: cannot load: {one_line(e)}{offline}") from e
     if split is None:
         if len(ds) != 1:
             raise DataError(f"--dataset {what}: expected one split, found {sorted(ds)}")

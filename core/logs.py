@@ -34,7 +34,10 @@ class _StderrHandler(logging.StreamHandler):
 
 
 def configure_logging(verbose: bool = False, *, quiet: bool = False) -> None:
-    """INFO by default, DEBUG with ``verbose``, WARNING with ``quiet``; one stderr handler."""
+    """INFO by default, DEBUG with ``verbose``, WARNING with ``quiet`` (and no progress bars:
+    :func:`no_progress_bars`); one stderr handler."""
+    if quiet:
+        no_progress_bars()
     level = logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO
     root = logging.getLogger()
     if not any(h.get_name() == HANDLER_NAME for h in root.handlers):
@@ -46,3 +49,22 @@ def configure_logging(verbose: bool = False, *, quiet: bool = False) -> None:
     for name in NOISY_LOGGERS:
         logging.getLogger(name).setLevel(logging.DEBUG if verbose else logging.WARNING)
 
+
+
+def no_progress_bars() -> None:
+    """Every tqdm bar of this process (ours, the hub's, datasets') disabled from now on, and
+    those of its child processes: tqdm reads ``$TQDM_DISABLE`` only when it is imported."""
+    import os
+
+    from tqdm import std
+
+    os.environ["TQDM_DISABLE"] = "1"
+    if getattr(std.tqdm.__init__, "_xcm_quiet", False):
+        return
+    init = std.tqdm.__init__
+
+    def quiet_init(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003 - tqdm's own
+        init(self, *args, **{**kwargs, "disable": True})
+
+    quiet_init._xcm_quiet = True  # type: ignore[attr-defined]
+    std.tqdm.__init__ = quiet_init  # type: ignore[method-assign]

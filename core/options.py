@@ -13,11 +13,20 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import re
 import types
 import typing
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+
+
+def plain(text: str | None) -> str | None:
+    """Help text without reST markup: ``x`` and :role:`x` become x, `x` becomes 'x'."""
+    if not text:
+        return text
+    text = re.sub(r":\w+:`~?([^`]+)`", r"\1", text).replace("\\ ", "")
+    return re.sub(r"`([^`]+)`", r"'\1'", re.sub(r"``([^`]+)``", r"\1", text))
 
 
 def option(help: str, default: Any = dataclasses.MISSING, *, flags: tuple[str, ...] = (),
@@ -76,7 +85,7 @@ def add_options(parser: argparse.ArgumentParser | Any, cls: type, *,
     for f in new:
         seen.add(f.name)
         meta = f.metadata
-        kw: dict[str, Any] = {"help": meta["help"], "dest": f.name, **meta["argparse"]}
+        kw: dict[str, Any] = {"help": plain(meta["help"]), "dest": f.name, **meta["argparse"]}
         typ = _flag_type(hints[f.name])
         if typing.get_origin(typ) is tuple:  # a repeatable flag: each use adds one value
             kw.update(action="append", type=typing.get_args(typ)[0])

@@ -16,17 +16,20 @@ from builder.catalog import Catalog
 from builder.stagekit import StageInputError, cli_main, configure
 from builder.table_export import export_table
 from builder.workdir import WorkDir, resolve_workdir
-from core.clikit import add_workdir, report
+from core.clikit import add_version, add_workdir, report
+from core.options import plain
 from pipeline.run import run_stages
 from pipeline.stages import STAGES
-from pipeline.status import build_status, format_status
+from pipeline.status import build_status, empty_status, format_status
 
 log = logging.getLogger(__name__)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m pipeline", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m pipeline",
+                                description=plain(__doc__.split("\n\n")[0]))
     add_workdir(p)
+    add_version(p)
     sub = p.add_subparsers(dest="command")
     s = sub.add_parser("status", help="stage states and counts (the default)")
     s.add_argument("--json", action="store_true", help="machine-readable output")
@@ -71,12 +74,17 @@ def main(argv: list[str] | None = None) -> int:
             return run_stages(args.workdir, args.start, args.stop, forward,
                               _stage_args(args.stage_args), stages=STAGES)
         wd = WorkDir(resolve_workdir(args.workdir))
-        # status and export only read: an existing catalog is opened read-only (works on a
-        # read-only disk); a work dir without one is made, as by any first command
-        readonly = wd.catalog_path.exists()
-        if not readonly:
-            wd.ensure()
-        with Catalog(wd, readonly=readonly) as catalog:
+        # status and export only read: the catalog is opened read-only (works on a read-only
+        # disk); without one nothing is made: status says so, export has nothing to write
+        if not wd.catalog_path.exists():
+            if command == "export":
+                raise StageInputError(f"no catalog in {wd.root}: nothing built there yet "
+                                      "(check --workdir, or run a stage first)")
+            st = empty_status(wd.root, STAGES)
+            report(json.dumps(st, indent=2) if getattr(args, "json", False)
+                   else format_status(st))
+            return 0
+        with Catalog(wd, readonly=True) as catalog:
             if command == "export":
                 n = export_table(catalog, args.table, args.out)
                 report(f"wrote {n} rows of {args.table} to {args.out}")

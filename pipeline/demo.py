@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from builder.stagekit import configure
-from core.clikit import add_workdir, report
+from core.clikit import add_version, add_workdir, report
 from core.files import atomic_write_text
+from core.options import plain
 from pipeline.demo_world import DEMO_CONCEPTS, PER_CELL, PLANTED, make_world, training_pairs
 from pipeline.stages import STAGES
 from pipeline.tiny_models import tiny_bge_m3, tiny_openclip_dir
@@ -264,7 +265,9 @@ def run_demo(workdir: str | Path, real: bool = False, seed: int = 0) -> dict[str
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m pipeline.demo", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m pipeline.demo",
+                                description=plain(__doc__.split("\n\n")[0]))
+    add_version(p)
     add_workdir(p, default=DEFAULT_WORKDIR, help=f"demo folder (default {DEFAULT_WORKDIR})")
     p.add_argument("--real", action="store_true",
                    help="real services on a small scope (needs network and GEMINI_API_KEY)")

@@ -68,6 +68,7 @@ def train_tiny_clip(pairs: list[tuple[Any, str]], base: Path, out: Path,
     import torch
     from open_clip.loss import ClipLoss
     from safetensors.torch import save_file
+    from tqdm.auto import tqdm
 
     torch.manual_seed(cfg.seed)
     order = random.Random(cfg.seed)
@@ -81,7 +82,8 @@ def train_tiny_clip(pairs: list[tuple[Any, str]], base: Path, out: Path,
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     model.train()
     losses = []
-    for _ in range(cfg.steps):
+    bar = tqdm(range(cfg.steps), desc="demo training", unit="step")
+    for _ in bar:
         b = order.sample(range(len(pairs)), min(cfg.batch_size, len(pairs)))
         img_f, txt_f, scale = model(images[b], texts[b])[:3]
         loss = loss_fn(img_f, txt_f, scale)
@@ -89,6 +91,7 @@ def train_tiny_clip(pairs: list[tuple[Any, str]], base: Path, out: Path,
         loss.backward()
         opt.step()
         losses.append(loss.item())
+        bar.set_postfix(loss=f"{losses[-1]:.3f}", refresh=False)
     took = time.perf_counter() - t0
     record = {"config": asdict(cfg), "corpus_sha256": fp, "pairs": len(pairs),
               "loss": "open_clip.loss.ClipLoss", "optimizer": "torch.optim.AdamW",

@@ -45,6 +45,13 @@ def build_status(catalog: Catalog, stages: list[Stage] | None = None) -> dict[st
     }
 
 
+def empty_status(root: Any, stages: list[Stage]) -> dict[str, Any]:
+    """The status of a work dir without a catalog (nothing made to show it)."""
+    return {"workdir": str(root), "schema_version": None, "tables": {},
+            "stages": [{"stage": s.name, "module": s.module_name, "state": "not run"}
+                       for s in stages]}
+
+
 def _brief(counts: dict[str, Any], width: int = 70) -> str:
     text = ", ".join(
         f"{k}={v if not isinstance(v, dict) else sum(_ints(v))}" for k, v in counts.items()
@@ -58,8 +65,10 @@ def _ints(d: dict) -> list[int]:
 
 def format_status(st: dict[str, Any]) -> str:
     """The status as a table: one line per stage, then the table sizes."""
+    head = (f"catalog schema v{st['schema_version']}" if st["schema_version"] is not None else
+            "no catalog: nothing built yet; python -m builder run starts, docs/offline.md")
     lines = [
-        f"work dir {st['workdir']} (catalog schema v{st['schema_version']})",
+        f"work dir {st['workdir']} ({head})",
         "",
         f"{'stage':<14} {'state':<14} {'last run (UTC)':<26} last summary",
     ]

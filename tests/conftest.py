@@ -49,6 +49,21 @@ def _logging_per_test():
     root.setLevel(level)
 
 
+_TQDM_INIT = __import__("tqdm.std").std.tqdm.__dict__["__init__"]
+
+
+@pytest.fixture(autouse=True)
+def _progress_bars_as_they_were():
+    """``-q`` turns tqdm off for the rest of its process (``core.logs.no_progress_bars``);
+    here each test (and module fixture) is a process of its own."""
+    from tqdm import std
+
+    std.tqdm.__init__ = _TQDM_INIT
+    yield
+    std.tqdm.__init__ = _TQDM_INIT
+    os.environ["TQDM_DISABLE"] = "1"
+
+
 _RUN_FROM_NOISE = {".pytest_cache", "__pycache__", ".coverage"}
 
 

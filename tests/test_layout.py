@@ -12,19 +12,13 @@ import ast
 from functools import cache
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[1]
 LAYER = {"core": 0, "benchmark": 1, "builder": 2, "annotation": 3, "triplets": 3, "pipeline": 4}
 #: what a package outside benchmark/ may take from it: the evaluator itself (models and their
 #: cache, the CLI, results, report, metrics), never arrays, files or text helpers
 EVALUATOR_API = {"benchmark.cache", "benchmark.cli", "benchmark.registry", "benchmark.results",
                  "benchmark.report.build", "benchmark.metrics.association",
-                 "benchmark.models.hash"}
-#: builder edges another branch removes; listed here so that the test names them until then
-KNOWN_BUILDER_EDGES = {("builder.llm.client", "builder.stagekit"),
-                       ("builder.stagekit", "builder.llm.client"),
-                       ("builder.__main__", "pipeline.cli"), ("builder.demo", "pipeline.demo")}
+                 "benchmark.models.hash", "benchmark.models.hub"}
 
 
 def _module_name(path: Path) -> str:
@@ -116,16 +110,6 @@ def _top(m: str) -> str:
     return m.split(".")[0]
 
 
-def _known_builder_edges_left() -> set[tuple[str, str]]:
-    g = graph()
-    return {(a, b) for a, b in KNOWN_BUILDER_EDGES if a in g and b in g[a]}
-
-
-def _without_known(g: dict[str, frozenset[str]]) -> dict[str, frozenset[str]]:
-    return {a: frozenset(b for b in deps if (a, b) not in KNOWN_BUILDER_EDGES)
-            for a, deps in g.items()}
-
-
 def test_the_walker_sees_every_kind_of_import():
     """Function-level, relative and ``from package import module`` imports are all edges."""
     g = graph()
@@ -139,24 +123,14 @@ def test_the_walker_sees_every_kind_of_import():
 
 
 def test_no_import_cycle():
-    found = cycles(_without_known(graph()))
+    found = cycles(graph())
     assert not found, "import cycles (function-level imports count): " + "; ".join(
         " <-> ".join(c) for c in found)
 
 
-@pytest.mark.xfail(bool(_known_builder_edges_left()), strict=True,
-                   reason="builder edges another branch removes: " + ", ".join(
-                       f"{a} -> {b}" for a, b in sorted(_known_builder_edges_left())))
-def test_no_cycle_through_the_known_builder_edges():
-    """builder/llm/client.py <-> builder/stagekit.py, and builder/__main__.py and
-    builder/demo.py importing pipeline: named here until they are gone."""
-    assert not _known_builder_edges_left()
-    assert not cycles(graph())
-
-
 def test_no_upward_import_and_nothing_imports_tests():
     bad = []
-    for a, deps in _without_known(graph()).items():
+    for a, deps in graph().items():
         for b in deps:
             if _top(b) == "tests":
                 bad.append(f"{a} -> {b} (tests)")

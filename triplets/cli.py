@@ -20,8 +20,9 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from core.clikit import CliKit, add_verbose, add_workdir
+from core.clikit import CliKit, add_verbose, add_version, add_workdir
 from core.logs import configure_logging
+from core.options import plain
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -185,8 +186,10 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Handle
 
 
 def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
-    p = argparse.ArgumentParser(prog="python -m triplets", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m triplets",
+                                description=plain(__doc__.splitlines()[0]))
     add_verbose(p)
+    add_version(p)
     sub = p.add_subparsers(dest="command", required=True)
     for name, (help_, add_args, handler) in COMMANDS.items():
         s = sub.add_parser(name, help=help_, description=help_)

@@ -17,7 +17,7 @@ from typing import Any
 
 from benchmark.analysis import core
 from benchmark.results import read_results
-from benchmark.tasks.base import RunConfig
+from benchmark.tasks.base import RunConfig, leaves_nothing_if_refused
 from core.errors import DataError
 from core.options import add_options, from_args
 
@@ -60,7 +60,8 @@ def run(args: argparse.Namespace) -> int:
     if not cfg.dataset and not cfg.triplets_csv:
         raise DataError("analyze needs --dataset PATH_OR_HUB_ID or --triplets-csv FILE --images DIR")
     run_cfg = from_args(RunConfig, args)
-    path = core.analyze(run_cfg, cfg)
+    with leaves_nothing_if_refused(run_cfg.output_dir):
+        path = core.analyze(run_cfg, cfg)
     if not run_cfg.quiet:
         print(format_table(path))
     print(f"analysis: {path}", file=sys.stderr)

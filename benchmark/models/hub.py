@@ -6,7 +6,8 @@ with one line saying where weights were looked for. The search for ``org/name`` 
 ``revision``: the checkpoint itself when it is a path; ``$XCM_WEIGHTS_DIR/org/name``, then
 ``$XCM_WEIGHTS_DIR/name`` (``hf download --local-dir`` trees, e.g. on an air-gapped machine);
 the Hugging Face cache at that revision; a download, unless offline (``HF_HUB_OFFLINE=1`` or
-``TRANSFORMERS_OFFLINE=1``).
+``TRANSFORMERS_OFFLINE=1``) or the hub
+cannot be reached (``core.hub.hub_unreachable``).
 
 ``huggingface_hub`` reads ``HF_HUB_OFFLINE`` once, when it is first imported; set later (by a
 CLI flag, or after ``datasets`` imported it), it would be ignored and a missing model would
@@ -123,7 +124,7 @@ def not_found_message(
     rev = f"@{revision}" if revision else ""
     wd = os.environ.get(WEIGHTS_ENV)
     where = f"{WEIGHTS_ENV}={wd}, " if wd else ""
-    mode = "offline (HF_HUB_OFFLINE=1)" if offline() else "online"
+    mode = "offline (HF_HUB_OFFLINE=1)" if offline() else "online; HF_HUB_OFFLINE=1 stays offline"
     why = f" ({reason})" if reason else ""
     item = f"{repo_id}{rev} file {filename}" if filename else f"{repo_id}{rev}"
     dl = f"hf download {repo_id}{' ' + filename if filename else ''}" + (
@@ -134,6 +135,19 @@ def not_found_message(
         f"WEIGHTS/{repo_id}`, copy WEIGHTS here and set {WEIGHTS_ENV}=WEIGHTS; or name the "
         f"local folder as the model's checkpoint (docs/models.md)"
     )
+
+
+def _reachable(what: str, repo_id: str, revision: str | None, filename: str | None = None,
+               ) -> None:
+    """Before a download: fail in a second when the hub cannot be reached (no retries)."""
+    from core.hub import hub_unreachable
+
+    why = hub_unreachable()
+    if why:
+        raise CheckpointNotFound(not_found_message(
+            what, repo_id, revision, f"the hub cannot be reached: {why}", filename=filename))
+    log.info("%s: downloading %s%s from the Hugging Face hub (progress below)", what, repo_id,
+             f" {filename}" if filename else "")
 
 
 def resolve_repo(
@@ -166,6 +180,7 @@ def resolve_repo(
     except Exception as e:  # noqa: BLE001 - any miss in the local cache
         if off:
             raise CheckpointNotFound(not_found_message(what, repo_id, revision)) from e
+    _reachable(what, repo_id, revision)
     try:
         return Path(snapshot_download(repo_id, revision=revision, allow_patterns=patterns))
     except Exception as e:  # noqa: BLE001 - network, auth, missing revision: one line
@@ -212,6 +227,7 @@ def resolve_file(repo_id: str, filename: str, revision: str | None, *, what: str
     except Exception as e:  # noqa: BLE001
         if off:
             raise CheckpointNotFound(not_found_message(what, repo_id, revision, filename=filename)) from e
+    _reachable(what, repo_id, revision, filename)
     try:
         return Path(hf_hub_download(repo_id, filename, revision=revision))
     except Exception as e:  # noqa: BLE001

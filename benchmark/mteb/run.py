@@ -7,12 +7,16 @@ mteb's parser: every ``mteb run`` option works, the results are mteb's. Ours, ta
 
     python -m benchmark.mteb.run run -m openai/clip-vit-large-patch14 \\
         -t 3XCMT2I 3XCMI2I --xcm3-dataset ./release --output-folder mteb-results
+
+When the hub cannot be reached, models and datasets come from the local cache only; one
+missing there is one line, not a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 
 log = logging.getLogger(__name__)
@@ -42,6 +46,14 @@ def main(argv: list[str] | None = None) -> int:
     except hub.ModelLoadError as e:
         sys.stderr.write(f"error: {e}\n")
         return 2
+    from core.hub import OFFLINE_HINT, hub_unreachable, one_line
+
+    why = hub_unreachable()
+    if why:  # the local cache only, at once (not after the hub client's retries)
+        os.environ["HF_HUB_OFFLINE"] = os.environ["HF_DATASETS_OFFLINE"] = "1"
+        hub.sync_offline_flag()
+    offline = f"the hub cannot be reached: {why}" if why else (
+        "HF_HUB_OFFLINE=1" if hub.offline() else None)
     from mteb.cli.build_cli import build_cli
 
     from benchmark.mteb import tasks as mteb_tasks
@@ -53,7 +65,15 @@ def main(argv: list[str] | None = None) -> int:
     if not hasattr(args, "func"):
         build_cli().print_help()
         return 2
-    args.func(args)
+    try:
+        args.func(args)
+    except Exception as e:
+        if offline is None:
+            raise
+        log.debug("offline failure", exc_info=True)
+        sys.stderr.write(f"error: {one_line(e)} (offline, {offline}: the model and dataset "
+                         f"must be in the local cache; {OFFLINE_HINT})\n")
+        return 2
     return 0
 
 

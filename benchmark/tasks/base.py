@@ -11,6 +11,8 @@ task's :class:`TaskOutput` through :func:`run_task`. A library caller builds the
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -57,7 +59,8 @@ class RunConfig:
         "model conventions: reference (the model card's intended use) or authors (what the "
         "paper's code did; paper models only). `ls --conventions` shows the differences",
         "reference", choices=["reference", "authors"])
-    quiet: bool = option("no table on stdout", False, flags=("-q", "--quiet"))
+    quiet: bool = option("no table on stdout, no progress bars, no INFO logs", False,
+                         flags=("-q", "--quiet"))
 
 
 @dataclass
@@ -97,6 +100,28 @@ def check_output_dir(path: Path, claim: bool = True, *, create: bool = True) -> 
             (files.claim if create else files.may_write_into)(path, RESULTS_KIND)
         except files.FolderNotOursError as e:
             raise OutputError(f"--output-dir {e}") from e
+
+
+@contextmanager
+def leaves_nothing_if_refused(out: Path) -> Iterator[None]:
+    """Inside, a run that raises removes what it made in ``out`` and nothing else: new empty
+    folders, and our marker while it lists no file (``out`` too when it was new)."""
+    before = {p.name for p in out.iterdir()} if out.is_dir() else None
+    try:
+        yield
+    except BaseException:
+        if out.is_dir():
+            for p in out.iterdir():
+                if before is not None and p.name in before:
+                    continue
+                if p.is_dir() and not any(p.iterdir()):
+                    p.rmdir()
+                elif p.name == files.OWNER_MARKER and (files.read_marker(out) or {}).get(
+                        "files") == {}:
+                    p.unlink()
+            if before is None and not any(out.iterdir()):
+                out.rmdir()
+        raise
 
 
 @dataclass

@@ -1,7 +1,9 @@
 """Image-search backends of the crawl stage (``--search``): ``ddgs`` (:class:`DdgsSearch`:
 paced, bounded retries; its ambiguous "No results found." is told from a block by a probe
 query, :data:`AMBIGUOUS`), ``folder:PATH`` (:func:`folder_searches`) and ``urls:FILE``
-(:func:`urls_searches`), whose bad rows are :class:`InputError`\ s. docs/crawl.md."""
+(:func:`urls_searches`), whose bad rows are :class:`InputError` records. Failures follow
+``core.net``: permanent ones are not retried, a rate limit stops the run with the time to
+wait, the waits of a query and of a run are bounded. docs/crawl.md."""
 
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ DDGS_BACKEND = "ddgs:duckduckgo"
 #: Reason prefix of an ``empty`` search whose answer may have been a block (see module doc).
 AMBIGUOUS = "ddgs said 'No results found.'"
 PROBE_QUERY = "flower"  # a query with images in every region: the block check
+BASE_URL_ENV = "XCM_DDG_BASE_URL"  # DuckDuckGo's address (tests: a fake on 127.0.0.1)
 URL_COLUMNS = ["concept", "country", "language", "rank", "image_url", "page_url", "title"]
 
 
@@ -67,6 +70,7 @@ class Outcome:
     hits: list[Hit]
     attempts: int
     ambiguous: bool = False  # "empty" that may have been a block (ddgs "No results found.")
+    stop: str | None = None  # why the run must stop here (rate limit, run wait spent)
 
 
 @dataclass
@@ -77,6 +81,7 @@ class _Try:
     why: str = ""
     no_results: bool = False
     n: int = 0  # the attempt number of this query
+    limited: float | None = None  # rate-limited: the server's wait (0: none given)
 
 
 @dataclass
@@ -94,6 +99,55 @@ def _int_or_none(v: Any) -> int | None:
         return None
 
 
+def _engine_class() -> type:
+    """ddgs's DuckDuckGo image engine with the answers' HTTP status seen (ddgs drops it: a
+    202 or 429 would read "No results found."), at ``$XCM_DDG_BASE_URL`` when set."""
+    from ddgs.engines.duckduckgo_images import DuckduckgoImages
+    from ddgs.exceptions import DDGSException, RatelimitException
+    from ddgs.utils import _extract_vqd
+
+    from core import net
+
+    class _Engine(DuckduckgoImages):
+        failure: BaseException | None = None  # what ended the last search (ddgs hides it)
+
+        def __init__(self, *a: Any, **kw: Any):
+            super().__init__(*a, **kw)
+            self.base = os.environ.get(BASE_URL_ENV, "https://duckduckgo.com").rstrip("/")
+            self.search_url = f"{self.base}/i.js"
+
+        def _checked(self, *args: Any, **kwargs: Any) -> Any:
+            resp = self.http_client.request(*args, **kwargs)
+            kind, code = net.classify(status=resp.status_code), resp.status_code
+            if code == 200:
+                return resp
+            if kind == net.RATE_LIMIT:
+                from builder.retry import parse_retry_after
+
+                e = RatelimitException(f"HTTP {code} (rate limit)")
+                e.wait = parse_retry_after(resp._resp.headers.get("retry-after"))
+                raise e
+            raise DDGSException(f"HTTP {code}" + (" (refused)" if kind == net.PERMANENT
+                                                  else ""))
+
+        def request(self, *args: Any, **kwargs: Any) -> Any:
+            return self._checked(*args, **kwargs).text
+
+        def _get_vqd(self, query: str) -> str:
+            return _extract_vqd(self._checked("GET", self.base, params={"q": query}).content,
+                                query)
+
+        def search(self, *args: Any, **kwargs: Any) -> Any:
+            self.failure = None
+            try:
+                return super().search(*args, **kwargs)
+            except Exception as e:
+                self.failure = e
+                raise
+
+    return _Engine
+
+
 class DdgsSearch:
     """Paced, retrying DuckDuckGo image search through ``ddgs`` (one request at a time)."""
 
@@ -102,7 +156,7 @@ class DdgsSearch:
     def __init__(self, per_query: int = 10, min_interval: float = 2.0, jitter: float = 1.5,
                  retries: int = 4, backoff: float = 15.0, max_backoff: float = 300.0,
                  timeout: int = 10, safesearch: str = "moderate", empty_retries: int = 1,
-                 deadline: float | None = 60.0,
+                 deadline: float | None = 60.0, run_wait: float | None = 90.0,
                  sleep: Callable[[float], None] = time.sleep,
                  clock: Callable[[], float] = time.monotonic):
         self.per_query = per_query
@@ -111,6 +165,8 @@ class DdgsSearch:
         self.empty_retries = min(empty_retries, retries)
         self.timeout, self.safesearch = timeout, safesearch
         self.deadline = deadline  # the waits between one query's attempts add up to at most
+        self.run_wait = run_wait or None  # and the waits since the last answer, at most
+        self.waited = 0.0  # retry waits since the last answered query
         self.sleep, self.clock = sleep, clock
         self._last: float | None = None
         self.requests = 0
@@ -128,12 +184,16 @@ class DdgsSearch:
         (ambiguous); other errors ``retries`` times, then ``failed``."""
         from builder.retry import Backoff, call
 
-        policy = Backoff(self.retries, self.backoff, self.max_backoff, deadline=self.deadline)
+        left = None if self.run_wait is None else max(0.0, self.run_wait - self.waited)
+        bound = min((b for b in (self.deadline, left) if b is not None), default=None)
+        policy = Backoff(self.retries, self.backoff, self.max_backoff, max_server_wait=bound,
+                         deadline=bound)
 
         def again(t: _Try) -> bool:
             return t.out is None and (not t.no_results or t.n <= self.empty_retries)
 
         def log_retry(t: _Try, attempt: int, delay: float) -> None:
+            self.waited += delay
             log.warning("search %r (%s): %s; retry %d in %.0fs", s.search_query, s.region,
                         t.why, attempt, delay)
 
@@ -146,16 +206,29 @@ class DdgsSearch:
             t.n = count
             return t
 
-        tried = call(attempt, policy, again, on_retry=log_retry, sleep=self.sleep)
+        tried = call(attempt, policy, again, server_wait=lambda t: t.limited or None,
+                     on_retry=log_retry, sleep=self.sleep)
         t, n = tried.result, tried.attempts
         if t.out is not None:
             t.out.attempts = n
+            if t.out.status != "failed":
+                self.waited = 0.0
             return t.out
         if t.no_results:
             return Outcome("empty", f"{AMBIGUOUS} on {n} attempt(s): no images for this query, "
                            "or a block (ddgs 9.x answers both the same way)", [], n,
                            ambiguous=True)
-        return Outcome("failed", f"{t.why}; gave up after {n} attempts", [], n)
+        out = Outcome("failed", f"{t.why}; gave up after {n} attempts", [], n)
+        if t.limited is not None:
+            until = time.strftime("%H:%M", time.localtime(time.time() + (t.limited or 0)))
+            wait = (f"wait {t.limited:.0f} s, until {until} (its Retry-After)" if t.limited
+                    else "wait (an hour or more)")
+            out.stop = f"DuckDuckGo rate-limits this machine ({t.why}): {wait}"
+        elif tried.gave_up == "deadline" and left is not None and left <= (bound or 0):
+            out.stop = (f"the search backend has not answered through {self.waited:.0f} s of "
+                        f"retry waits, and the next would pass --search-run-wait "
+                        f"{self.run_wait:g} (last: {t.why}): check the network or wait")
+        return out
 
     def probe(self) -> bool:
         """One paced request for :data:`PROBE_QUERY` (images everywhere): True when it gets
@@ -166,19 +239,30 @@ class DdgsSearch:
     def _attempt(self, s: Search) -> _Try:
         """One paced request: a final outcome, or why another try may help."""
         from ddgs import DDGS
+        from ddgs.engines.duckduckgo_images import DuckduckgoImages
         from ddgs.exceptions import DDGSException, RatelimitException, TimeoutException
+
+        from core import net
 
         self._pace()
         self._last = self.clock()
         self.requests += 1
+        ddgs = DDGS(timeout=self.timeout)
+        engine = _engine_class()(timeout=self.timeout)
+        if isinstance(getattr(ddgs, "_engines_cache", None), dict):  # ddgs's engine cache
+            ddgs._engines_cache[DuckduckgoImages] = engine
         try:
-            raw = DDGS(timeout=self.timeout).images(
+            raw = ddgs.images(
                 s.search_query, region=s.region or "wt-wt", safesearch=self.safesearch,
                 max_results=self.per_query, backend="duckduckgo")
         except (RatelimitException, TimeoutException, DDGSException) as e:
+            e = engine.failure or e  # the engine's own error: ddgs words it "No results found."
             msg, kind = str(e) or type(e).__name__, type(e).__name__
-            if not isinstance(e, (RatelimitException, TimeoutException)) and (
-                    "no results found" in msg.lower()):
+            if isinstance(e, RatelimitException):
+                return _Try(None, f"{kind}: {msg}", limited=getattr(e, "wait", None) or 0.0)
+            if net.classify(msg) == net.PERMANENT or msg.endswith("(refused)"):
+                return _Try(Outcome("failed", f"{kind}: {msg} (not retried)", [], 0))
+            if not isinstance(e, TimeoutException) and "no results found" in msg.lower():
                 return _Try(None, f"{kind}: {msg}", no_results=True)
             return _Try(None, f"{kind}: {msg}")
         except ModuleNotFoundError:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -37,6 +38,7 @@ from builder.crawl.search import (
 )
 from builder.stagekit import (
     StageInputError,
+    built_before,
     concept_filter,
     stage_main,
     stage_parser,
@@ -74,8 +76,11 @@ class CrawlConfig:
                                  "the first", 4, minimum=0)
     search_backoff: float = option("first backoff in seconds after a block, doubled per retry",
                                    15.0, minimum=0)
-    search_deadline: float = option("seconds of retry waits per query, at most "
-                                    "(docs/crawl.md)", 60.0, minimum=0)
+    search_deadline: float = option("seconds of retry waits per query, at most (default "
+                                    "%(default)s; docs/crawl.md)", 60.0, minimum=0)
+    search_run_wait: float = option("seconds of retry waits in a row without an answered "
+                                    "query before the run stops, resumable (default "
+                                    "%(default)s; 0: no bound)", 90.0, minimum=0)
     max_failed_searches: int = option("stop after this many consecutive failed searches "
                                       "(0: never)", 5, minimum=0)
     fetch: FetchConfig = field(default_factory=FetchConfig)
@@ -194,18 +199,27 @@ def run_searches(catalog: Catalog, searches: list[Search], backend: Any, run_id:
     streak: list[tuple[int, Outcome]] = []
     outcomes: list[tuple[int, Outcome]] = []  # of the queries the backend was asked
     todo = _todo(catalog, searches, retry_failed)
-    for search_id, s in tqdm(todo, desc="search", unit="query", disable=not todo):
+    bar = tqdm(todo, desc="search", unit="query", disable=not todo,
+               bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}{postfix}]")
+    pace = _Pace(len(todo))
+    for search_id, s in bar:
+        t0 = time.monotonic()
         if s.skip:
             out = Outcome("skipped", s.skip, [], 0)
         elif s.hits is not None:
             out = Outcome("ok" if s.hits else "empty", f"{len(s.hits)} results", s.hits, 1)
         else:
             out = backend.search(s)
+        if out.stop:
+            _stop_searching(catalog, [*streak, (search_id, out)], why=out.stop)
         _record_search(catalog, search_id, s, out, run_id)
         counts[out.status] += 1
-        if s.hits is None and not s.skip:
-            outcomes.append((search_id, out))
-        suspect = s.hits is None and (out.status == "failed" or out.ambiguous)
+        bar.set_postfix_str(pace.eta(out.status != "failed" and not s.skip,
+                                     time.monotonic() - t0), refresh=False)
+        if s.hits is not None or s.skip:
+            continue  # not asked: neither breaks nor resets the streak
+        outcomes.append((search_id, out))
+        suspect = out.status == "failed" or out.ambiguous
         streak = [*streak, (search_id, out)] if suspect else []
         if failure_limit and len(streak) >= failure_limit:
             if all(o.ambiguous for _, o in streak) and _probe_ok(backend):
@@ -240,14 +254,34 @@ def _probe_ok(backend: Any) -> bool:
     return bool(probe()) if callable(probe) else False
 
 
+class _Pace:
+    """The search bar's ETA from the queries answered so far: a failed query's retry waits
+    say nothing of how long the rest takes (with failures only it shows none)."""
+
+    def __init__(self, total: int):
+        self.total, self.done, self.answered, self.seconds = total, 0, 0, 0.0
+
+    def eta(self, answered: bool, seconds: float) -> str:
+        self.done += 1
+        if answered:
+            self.answered, self.seconds = self.answered + 1, self.seconds + seconds
+        if not self.answered:
+            return "no query answered yet"
+        left = self.seconds / self.answered * (self.total - self.done)
+        return f"eta {tqdm.format_interval(left)} at {self.seconds / self.answered:.1f}s/query"
+
+
 def _stop_searching(catalog: Catalog, streak: list[tuple[int, Outcome]],
-                    every: bool = False) -> None:
+                    every: bool = False, why: str | None = None) -> None:
     """Put the streak's searches back to ``pending`` (never really answered) and stop
-    (``every``: they are all the queries of the run)."""
+    (``every``: they are all the queries of the run; ``why``: the backend's reason)."""
     with catalog.tx() as con:
         con.executemany("UPDATE searches SET status=? WHERE search_id=?",
                         [(SearchStatus.PENDING, i) for i, _ in streak])
     last = streak[-1][1]
+    if why:
+        raise SearchUnavailable(f"{why}; the queries stay pending: run the same command "
+                                "again then")
     if every:
         raise SearchUnavailable(
             f"no search succeeded: all {len(streak)} queries of this run failed or got no "
@@ -365,7 +399,7 @@ def _crawl(catalog: Catalog, cfg: CrawlConfig, kind: str, path: Path | None, fet
         backend = backend or DdgsSearch(
             per_query=cfg.per_query, min_interval=cfg.search_interval,
             retries=cfg.search_retries, backoff=cfg.search_backoff,
-            deadline=cfg.search_deadline)
+            deadline=cfg.search_deadline, run_wait=cfg.search_run_wait)
     else:
         assert path is not None
         searches, errors = plan_local(kind, path, cfg)
@@ -410,6 +444,8 @@ def config_from_args(a: argparse.Namespace) -> CrawlConfig:
 
 def _cli(args: argparse.Namespace) -> int:
     cfg = config_from_args(args)
+    if cfg.search == "ddgs":  # folder: and urls: sources need no earlier stage
+        built_before(args.workdir, "python -m builder.queries (or --search folder:PATH)")
     with Catalog.open(args.workdir) as catalog:
         res = crawl(catalog, cfg)
         report(res.summary)

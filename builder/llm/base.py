@@ -83,6 +83,12 @@ class LLMConfig:
     temperature: float = 0.0
     retry_max_delay: float = 60.0
     max_retry_after: float = 300.0  # a longer server-given wait gives up (a later run asks)
+    max_wait_s: float = option("seconds of retry waits per request, at most (default "
+                               "%(default)s; 0: no bound)", 60.0, flags=("--llm-max-wait",),
+                               minimum=0)
+    run_wait_s: float = option("seconds of retry waits in a row without an answer before the "
+                               "stage stops, resumable (default %(default)s; 0: no bound)", 90.0,
+                               flags=("--llm-run-wait",), minimum=0)
     base_url: str | None = None
     api_version: str | None = None
 

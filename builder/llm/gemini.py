@@ -1,6 +1,7 @@
 """Gemini through ``google-genai`` (imported on first use). Every API call goes through
 :meth:`GeminiLLM.call_api`: the rate limit, a deadline on the whole request, the builder's one
-retry policy (google-genai's own retries off). A rejected key or unknown model is
+retry policy (google-genai's own retries off; waits bounded per request and per run,
+``core.net``). A rejected key or unknown model is
 :class:`LLMSetupError`; a blocked prompt or answer :class:`LLMRefused`. docs/builder.md, "The LLM"."""
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from builder.llm.base import (
     LLMSetupError,
 )
 from builder.llm.cache import LLMCache
+from core.net import name_unresolved
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -77,6 +79,7 @@ class GeminiLLM(BaseLLM):
         self._client: Any = None
         self._client_lock = threading.Lock()  # tagging's worker threads share one client
         self._limiter = RateLimiter(self.config.rpm)
+        self._waited = 0.0  # retry waits since the last answer (all threads together)
 
     def __repr__(self) -> str:  # never show the key
         return f"GeminiLLM(model={self.model!r})"
@@ -114,8 +117,10 @@ class GeminiLLM(BaseLLM):
         from builder.retry import Backoff, call
 
         c = self.config
+        left = max(0.0, c.run_wait_s - self._waited) if c.run_wait_s else None
+        bound = min((b for b in (c.max_wait_s or None, left) if b is not None), default=None)
         policy = Backoff(c.retries, c.retry_initial_delay, c.retry_max_delay,
-                         c.max_retry_after)
+                         c.max_retry_after, deadline=bound)
 
         def attempt() -> _Call:
             self._limiter.wait()
@@ -129,17 +134,29 @@ class GeminiLLM(BaseLLM):
 
         def log_retry(res: _Call, n: int, delay: float) -> None:
             self.usage.http_retries += 1
-            log.info("Gemini %s: %s; retry %d in %.1fs", what, _brief(res.error), n, delay)
+            self._waited += delay
+            log.warning("Gemini %s: %s; retry %d in %.1fs", what, _brief(res.error), n, delay)
 
         tried = call(attempt, policy, lambda r: r.error is not None and retryable(r.error),
                      server_wait=lambda r: server_wait(r.error), on_retry=log_retry,
                      sleep=self.sleep)
         err = tried.result.error
         if err is None:
+            self._waited = 0.0
             return tried.result.value
         setup = setup_problem(err, self.model)
         if setup:
             raise LLMSetupError(setup) from None
+        if name_unresolved(err):
+            raise LLMSetupError(f"Gemini cannot be reached: {_brief(err)} (the host name does "
+                                "not resolve: no network, or no DNS); check the network, or "
+                                "build offline with --llm offline (docs/offline.md)") from None
+        if tried.gave_up == "deadline" and left is not None and left <= (bound or 0):
+            raise LLMSetupError(
+                f"Gemini has not answered through {self._waited:.0f} s of retry waits, and the "
+                f"next would pass --llm-run-wait {c.run_wait_s:g} (last: {_brief(err)}): check "
+                "the network or wait, then run the same command again (answers so far are "
+                "kept)") from None
         if tried.gave_up == "server_wait":
             err.add_note(f"the server asked to wait {server_wait(err):.0f}s, over the cap of "
                          f"{c.max_retry_after:.0f}s: a later run asks again")
@@ -196,8 +213,8 @@ def retryable(exc: BaseException | None) -> bool:
     code = _code(exc)
     if code is not None and type(exc).__module__.startswith("google."):
         return code in RETRY_STATUS_CODES or code >= 500
-    return isinstance(exc, (httpx.TimeoutException, httpx.TransportError, TimeoutError,
-                            ConnectionError))
+    return not name_unresolved(exc) and isinstance(
+        exc, (httpx.TimeoutException, httpx.TransportError, TimeoutError, ConnectionError))
 
 
 def server_wait(exc: BaseException | None) -> float | None:

@@ -23,7 +23,9 @@ from builder.llm.offline import OfflineLLM
 from builder.prompts import load_prompt
 from builder.stagekit import (
     StageInputError,
+    built_before,
     format_summary,
+    nothing_succeeded,
     report_run,
     stage_main,
     stage_parser,
@@ -236,6 +238,11 @@ def run_tagging(
         counts.update(final_counts(catalog))
         rec.counts = dict(counts)
         rec.summary = summary(counts, llm.spec)
+        if counts.get("stopped_transient"):  # the service is down: failed if nothing came
+            asks = {k: v for k, v in counts.items() if k.startswith(("group_", "alone_"))}
+            nothing_succeeded(STAGE, sum(asks.values()), sum(
+                v for k, v in asks.items() if not k.endswith("_transient")),
+                counts.get("stopped_reason"), "images")
     return counts
 
 
@@ -315,6 +322,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _cli(args: argparse.Namespace) -> int:
     cfg = from_args(TaggingConfig, args)
+    llm_for(cfg.llm, None)  # a bad --llm or no key: refused before anything is made
+    built_before(args.workdir, "python -m builder.crawl")
     with Catalog.open(args.workdir) as catalog:
         llm = llm_for(cfg.llm, catalog.workdir.llm_cache_path)
         counts = run_tagging(catalog, llm, cfg.images_per_request, cfg.batch,

@@ -294,3 +294,29 @@ def test_serve_secrets_are_private_from_the_first_byte(tmp_path, fake_ls, monkey
         os.umask(old)
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=10)
+
+
+def test_waiting_for_label_studio_shows_the_time(monkeypatch, capsys):
+    """The first start takes minutes: the wait shows its elapsed time, then ends when
+    /health answers."""
+    import tqdm.auto
+
+    from annotation import serve
+    from tests.fakes.gemini import FakeGemini, Reply
+
+    monkeypatch.setattr(serve, "listens", lambda pid, port: True)
+    real = tqdm.auto.tqdm  # the tests' $TQDM_DISABLE=1 was read when tqdm was imported
+    monkeypatch.setattr(tqdm.auto, "tqdm", lambda *a, **kw: real(*a, **{**kw, "disable": False}))
+    answers = iter([Reply(503), Reply(503), Reply(200, "ok")])
+    with FakeGemini() as fake:
+        fake.add_route("GET", r"^/health$", lambda f, r, m: next(answers), name="health")
+
+        class Running:
+            pid = 0
+
+            def poll(self):
+                return None
+
+        serve.wait_ready(fake.url, Running(), timeout_s=30)
+        assert len(fake.calls("health")) == 3
+    assert "waiting for Label Studio: 00:0" in capsys.readouterr().err

@@ -135,3 +135,54 @@ def test_the_bundled_synthetic_release_is_marked_as_ours():
     assert marker["files"] == {f: files.sha256_file(folder / f) for f in marker["files"]}
     assert sorted(marker["files"]) == sorted(
         str(p.relative_to(folder)) for p in release.release_files(folder))
+
+
+@pytest.mark.parametrize("dataset", [[], ["--dataset", "/nonexistent/release"]])
+def test_a_refused_dataset_leaves_nothing(tmp_path, capsys, dataset):
+    """A run refused after the model loaded (no --dataset, one that does not exist) removes
+    the folder and the marker it made; in a folder of ours it removes only what it made."""
+    def run(out: Path) -> int:
+        return main(["run", "--model", "hash", "--task", "3xcm", *dataset, "--output-dir",
+                     str(out), "--cache-dir", str(tmp_path / "c"), "-q"])
+
+    assert run(tmp_path / "new") == 2 and not (tmp_path / "new").exists()
+    capsys.readouterr()
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert run(empty) == 2 and list(empty.iterdir()) == []
+    ours = tmp_path / "ours"
+    assert _run(ours, tmp_path) == 0
+    before = sorted(p.relative_to(ours).as_posix() for p in ours.rglob("*"))
+    (ours / "hash" / "3xcm.json").rename(ours / "kept.json")  # its hash/ folder now empty
+    (ours / "hash" / "3xcm.outcomes.parquet").unlink()
+    assert run(ours) == 2
+    assert (ours / "hash").is_dir() and files.read_marker(ours)["files"]  # not ours to undo
+    assert len(before) == 4
+    capsys.readouterr()
+    assert main(["analyze", "--model", "hash", *dataset, "--output-dir", str(tmp_path / "a"),
+                 "--no-cache", "-q"]) == 2
+    assert not (tmp_path / "a").exists()
+
+
+def test_run_quiet_prints_no_logs_and_no_bars(tmp_path, capsys, monkeypatch):
+    """-q: no table, no INFO lines, no progress bars (tqdm read $TQDM_DISABLE at import, so
+    the bars are turned off in the process itself); the results line stays."""
+    from tqdm import std
+    from tqdm.auto import tqdm
+
+    real = std.tqdm.__init__  # bars on, as outside the tests
+    monkeypatch.setattr(std.tqdm, "__init__",
+                        lambda self, *a, **kw: real(self, *a, **{"disable": False, **kw}))
+    argv = ["run", "--model", "hash", "--task", "3xcm", "--dataset", DATA, "--bootstrap", "5",
+            "--no-cache"]
+    assert main([*argv, "--output-dir", str(tmp_path / "loud")]) == 0
+    out, err = capsys.readouterr()
+    assert " INFO " in err and out  # what -q silences
+    with tqdm(total=1) as bar:
+        assert not bar.disable
+    assert main([*argv, "--output-dir", str(tmp_path / "q"), "-q"]) == 0
+    out, err = capsys.readouterr()
+    assert out == "" and " INFO " not in err
+    assert err.strip().splitlines()[-1] == f"results: {tmp_path / 'q' / 'hash' / '3xcm.json'}"
+    with tqdm(total=1) as bar:  # every bar of the process, ours and the libraries'
+        assert bar.disable

@@ -207,3 +207,16 @@ def test_unknown_mteb_name_is_one_line_exit_2(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1
     assert "openai/clip-vit-large-patch14" in err[0] and "ls --mteb" in err[0]
+
+
+def test_mteb_run_offline_is_one_line_not_a_traceback(tmp_path, capsys, monkeypatch):
+    """A model that is not in the local cache, offline: one line naming the way out."""
+    from benchmark.mteb.run import main as mteb_main
+
+    monkeypatch.chdir(tmp_path)
+    rc = mteb_main(["run", "-m", "openai/clip-vit-base-patch32", "-t", "3XCMT2I",
+                    "--xcm3-dataset", RELEASE, "--output-folder", str(tmp_path / "out")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and err[-1].startswith("error: ")
+    assert "offline, HF_HUB_OFFLINE=1: the model and dataset must be in the local cache" in err[-1]
+    assert not any("Traceback" in line for line in err)

@@ -32,7 +32,7 @@ def test_load_dataset_and_our_reader_read_the_written_rows(written, tmp_path):
     import datasets
 
     out, tr, im = written
-    cols = release.RELEASE_TRIPLET_COLUMNS[:-2]  # synthetic has no term provenance
+    cols = release.RELEASE_TRIPLET_COLUMNS
     ours_t = release.read_config_table(out, "triplets")
     hf_t = datasets.load_dataset(str(out), "triplets", split="test",
                                  cache_dir=str(tmp_path / "c")).to_pandas()

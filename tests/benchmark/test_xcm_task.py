@@ -235,3 +235,21 @@ def test_a_corrupt_file_hash_memo_is_started_anew(tmp_path, caplog):
     assert im.ImageStore.from_folder(folder, hash_memo=memo).sha256 == \
         im.ImageStore.from_folder(folder).sha256
     assert "not a usable file-hash memo" in caplog.text
+
+
+def test_the_bundled_synthetic_release_is_todays_format(tmp_path):
+    """data/synthetic-3xcm is what `python -m benchmark.synthetic` writes today: the release
+    columns with each query text's source and reviewer count, the same tables."""
+    import pandas as pd
+
+    from benchmark.synthetic import main as synthetic_main
+    from core import datatables, release
+
+    bundled = datatables.data_dir() / "synthetic-3xcm"
+    assert synthetic_main(["--out", str(tmp_path / "s")]) == 0
+    for part in ("triplets/test-00000-of-00001.parquet", "images/train-00000-of-00001.parquet"):
+        pd.testing.assert_frame_equal(pd.read_parquet(bundled / part),
+                                      pd.read_parquet(tmp_path / "s" / part))
+    trip = pd.read_parquet(bundled / "triplets/test-00000-of-00001.parquet")
+    assert list(trip.columns) == release.RELEASE_TRIPLET_COLUMNS
+    assert set(trip["query_term_source"]) <= {"generated", "authors", "reviewed", "concept label"}

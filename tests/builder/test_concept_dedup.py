@@ -209,3 +209,22 @@ def test_real_flagembedding_on_a_tiny_xlmr(tmp_path):
     for r in cat.query("SELECT * FROM concepts WHERE status='merged'"):
         comp = next(c for c in comps if r["name"] in c)
         assert r["merged_into"] in comp and r["merged_into"] in kept
+
+
+def test_missing_bge_m3_weights_are_one_line_naming_the_fix(tmp_path, capsys, monkeypatch):
+    """As image_dedup and benchmark run: where the weights were looked for and how to provide
+    them, exit 2, no traceback (it was 'internal error' and a 129-line log after 59 s)."""
+    from builder import concepts
+
+    pytest.importorskip("FlagEmbedding")
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    wd = str(tmp_path / "w")
+    assert concepts.main(["--workdir", wd, "--llm", "offline", "--countries", "THA"]) == 0
+    capsys.readouterr()
+    assert concept_dedup.main(["--workdir", wd]) == 2
+    err = capsys.readouterr().err
+    line = err.strip().splitlines()[-1]
+    assert line.startswith("error: --embedder bge-m3: weights BAAI/bge-m3 not found")
+    assert "Fix: " in line and "XCM_WEIGHTS_DIR=WEIGHTS" in line and "--embedder hash" in line
+    assert "Traceback" not in err and "internal error" not in err

@@ -225,3 +225,55 @@ def test_a_prompt_with_an_unknown_placeholder_is_bad_input(tmp_path, monkeypatch
     monkeypatch.setenv("XCM_DATA_DIR", str(data))
     assert concepts.main(["--workdir", str(tmp_path / "w"), "--llm", "offline"]) == 2
     assert "bad placeholder 'language'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("fault", ["503", "refused"])
+def test_a_run_where_no_request_succeeded_is_failed_not_done(tmp_path, fake, monkeypatch,
+                                                             capsys, fault):
+    """Gemini down (every answer a 503, or connections refused): exit 2 with one line, the
+    run recorded ``failed`` with the reason, never ``done`` with 0 instances."""
+    if fault == "refused":
+        import socket
+
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        monkeypatch.setenv("XCM_GEMINI_BASE_URL", f"http://127.0.0.1:{port}")
+    from tests.fakes.gemini import error
+
+    fake.respond_with(lambda req: error(503, "overloaded"))
+    argv = _argv(tmp_path / "w", "--countries", "THA,JPN,KEN", "--batch-size", "1",
+                 "--llm-retries", "1")
+    assert concepts.main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith("error: concepts: none of 3 requests succeeded (last: ")
+    assert ("ConnectError" if fault == "refused" else "503 UNAVAILABLE") in err
+    with Catalog.open(tmp_path / "w") as cat:
+        run = cat.last_run("concepts")
+    assert run["status"] == "failed" and run["summary"].startswith("failed: StageInputError")
+
+
+def test_no_key_is_refused_before_anything_is_made(tmp_path, capsys, monkeypatch):
+    from builder.tagging import stage as tagging
+
+    monkeypatch.delenv("GEMINI_API_KEY", raising=False)
+    monkeypatch.delenv("GOOGLE_API_KEY", raising=False)
+    for main in (concepts.main, tagging.main):
+        assert main(["--workdir", str(tmp_path / "w")]) == 2
+        assert "no Gemini API key" in capsys.readouterr().err
+        assert not (tmp_path / "w").exists()
+
+
+def test_a_stage_that_needs_earlier_ones_makes_nothing_in_an_empty_folder(tmp_path, capsys):
+    from builder import image_dedup
+    from builder.crawl import stage as crawl
+    from builder.tagging import stage as tagging
+
+    wd = tmp_path / "w"
+    for main, extra, first in ((crawl.main, [], "builder.queries"),
+                               (image_dedup.main, [], "builder.crawl"),
+                               (tagging.main, ["--llm", "offline"], "builder.crawl")):
+        assert main(["--workdir", str(wd), *extra]) == 2
+        err = capsys.readouterr().err.strip().splitlines()[-1]
+        assert err.startswith(f"error: no catalog in {wd}: nothing built there yet") and first in err
+        assert not wd.exists()

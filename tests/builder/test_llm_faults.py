@@ -144,3 +144,63 @@ def test_a_huge_invalid_answer_is_clipped_where_it_is_kept(fake, tmp_path):
     cached = llm.cache.get(res.key)
     assert len(cached.text.encode()) < RAW_CAP + 100
     assert cached.text.endswith(f"[truncated from {len(huge)} bytes; the first {RAW_CAP} kept]")
+
+
+def closed_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def no_dns(monkeypatch) -> None:
+    """Every host name fails to resolve, as on a machine without network (httpx resolves
+    through ``socket.getaddrinfo``)."""
+    import socket
+
+    def fail(*a, **kw):
+        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+
+    monkeypatch.setattr(socket, "getaddrinfo", fail)
+
+
+def unreachable(tmp_path, url: str, **cfg) -> tuple[GeminiLLM, list[float]]:
+    base = dict(base_url=url, retry_initial_delay=1.0, retry_max_delay=8.0, rpm=0,
+                timeout_s=5, retry_attempts=6)
+    llm = GeminiLLM("gemini-fake", LLMCache(tmp_path / "llm.sqlite"), KEY,
+                    LLMConfig(**{**base, **cfg}))
+    sleeps: list[float] = []
+    llm.sleep = sleeps.append
+    return llm, sleeps
+
+
+def test_a_name_that_does_not_resolve_stops_at_once_without_backoff(tmp_path, monkeypatch):
+    no_dns(monkeypatch)
+    llm, sleeps = unreachable(tmp_path, "http://gemini.example")
+    with pytest.raises(LLMSetupError, match="Gemini cannot be reached: .*the host name does "
+                                            "not resolve.*--llm offline"):
+        llm.generate_structured("p", Tags)
+    assert sleeps == [] and llm.usage.http_retries == 0
+
+
+def test_refused_connections_wait_within_the_request_and_run_bounds(tmp_path):
+    """Retried (transient) with backoff, the waits of one request at most max_wait_s; once
+    the waits in a row pass run_wait_s the stage is stopped with one line."""
+    llm, sleeps = unreachable(tmp_path, f"http://127.0.0.1:{closed_port()}", max_wait_s=10,
+                              run_wait_s=16)
+    first = llm.generate_structured("p", Tags)
+    assert first.status == "error" and first.transient and "ConnectError" in first.error
+    assert 0 < sum(sleeps) <= 10 and len(sleeps) >= 2  # 1-1.5, 2-3, 4-6: then 8 > 10 left
+    with pytest.raises(LLMSetupError, match=r"Gemini has not answered through \d+ s of retry "
+                                            r"waits, and the next would pass --llm-run-wait 16 "
+                                            r"\(last: ConnectError"):
+        llm.generate_structured("q", Tags)
+    assert sum(sleeps) <= 16
+
+
+def test_an_answer_resets_the_run_wait(fake, tmp_path):
+    fake.push(error(503), error(503), answer(GOOD), error(503), error(503), answer(GOOD))
+    llm, sleeps = unreachable(tmp_path, fake.url, retry_initial_delay=2.0, run_wait_s=10)
+    assert llm.generate_structured("p", Tags).ok and llm.generate_structured("q", Tags).ok
+    assert len(sleeps) == 4  # 2-3 + 4-6 twice: over 10 in all, never in a row

@@ -433,3 +433,18 @@ def test_queries_of_concepts_no_longer_kept_become_stale(tmp_path):
     }
     assert got[("train", "native")] == ("stale", "concept no longer kept")
     assert got[("food", "native")] == ("ok", None)
+
+
+def test_no_gemini_key_is_needed_while_the_table_covers_the_work_dir(tmp_path, capsys):
+    """The default --llm gemini needs no key when every (concept, country) has a term in the
+    table or the catalog; a concept outside them still asks for the key (one line, exit 2)."""
+    wd = str(tmp_path / "w")
+    assert queries.main(["--workdir", wd, "--countries", "THA,JPN"]) == 0
+    with Catalog.open(wd) as cat:
+        assert cat.last_run("queries")["status"] == "done"
+        assert cat.query("SELECT COUNT(*) FROM queries WHERE status!='ok'")[0][0] == 0
+        with cat.tx() as con:
+            add_concept(con, "zz-unlisted concept", "curated", ConceptStatus.KEPT)
+    capsys.readouterr()
+    assert queries.main(["--workdir", wd, "--countries", "THA"]) == 2
+    assert "no Gemini API key" in capsys.readouterr().err

@@ -85,3 +85,21 @@ def test_a_real_read_only_mount(ro_mount, tmp_path, capsys):
                       capture_output=True).returncode:
         pytest.skip("remounting read-only is not permitted here")
     _check(root, capsys, tmp_path)
+
+
+def test_status_and_export_of_a_work_dir_never_built_create_nothing(tmp_path, capsys,
+                                                                    monkeypatch):
+    """Typed where nothing was built (the default ./xcm-work): status says so, export is one
+    line, and neither makes the folder."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("XCM_WORKDIR", raising=False)
+    assert pipeline_main(["status"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("work dir xcm-work (no catalog: nothing built yet")
+    assert "concepts       not run" in out
+    assert pipeline_main(["status", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["stages"][0] == {
+        "stage": "concepts", "module": "builder.concepts", "state": "not run"}
+    assert pipeline_main(["export", "items", "--out", "items.csv"]) == 2
+    assert capsys.readouterr().err.startswith("error: no catalog in xcm-work")
+    assert list(tmp_path.iterdir()) == []

@@ -70,10 +70,16 @@ def test_a_down_service_leaves_images_transient_stops_and_the_next_run_asks_agai
         fake, world, monkeypatch, capsys):
     fake.respond_with(lambda req: error(503, "overloaded"))
     argv = _argv(fake, world, monkeypatch, "--images-per-request", "2")
-    assert tagging.main(argv) == 1
-    out = capsys.readouterr().out
-    assert "stopped asking after 5 requests in a row failed with transient errors" in out
-    assert "10 image(s) hit transient errors (429/5xx, timeouts, a failed batch job)" in out
+    assert tagging.main(argv) == 2  # nothing succeeded: a failed run, not a done one
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith("error: tagging: none of 10 images succeeded (last: error: Server")
+    with Catalog.open(world.root) as cat:
+        run = cat.last_run("tagging")
+    assert run["status"] == "failed"
+    assert "stopped asking after 5 requests in a row failed with transient errors" in run[
+        "summary"]
+    assert "10 image(s) hit transient errors (429/5xx, timeouts, a failed batch job)" in run[
+        "summary"]
     rows = _tags(world)
     assert len(rows) == 10 and {r["status"] for r in rows.values()} == {"transient"}
     assert {r["reason"] for r in rows.values()} == {"error: ServerError: 503 UNAVAILABLE. "

@@ -74,3 +74,23 @@ def test_training_reuses_its_own_folder_and_refuses_a_foreign_one(tmp_path):
     assert _reusable(ours, TrainConfig(), "x")["corpus_sha256"] == "x"
     assert _reusable(ours, TrainConfig(steps=1), "x") is None  # other settings: train again
     assert _reusable(ours, TrainConfig(), "y") is None  # other corpus: train again
+
+
+def test_the_demo_training_shows_its_steps(tmp_path, monkeypatch, capsys):
+    """A progress bar with the step count and the loss (it was silent for minutes)."""
+    pytest.importorskip("open_clip")
+    import tqdm.auto
+
+    from pipeline.demo_train import train_tiny_clip
+    from pipeline.demo_world import training_pairs
+    from pipeline.tiny_models import tiny_openclip_dir
+
+    real = tqdm.auto.tqdm  # the tests' $TQDM_DISABLE=1 was read when tqdm was imported
+    monkeypatch.setattr(tqdm.auto, "tqdm", lambda *a, **kw: real(*a, **{**kw, "disable": False}))
+    base = tiny_openclip_dir(tmp_path / "base")
+    pairs = training_pairs(["food"], {("food", "THA"): "อาหาร", ("food", "USA"): "food"},
+                           per_cell=2, size=32)
+    rec = train_tiny_clip(pairs, base, tmp_path / "out", TrainConfig(steps=3, batch_size=4))
+    err = capsys.readouterr().err
+    assert "demo training: 100%" in err and "3/3" in err and "loss=" in err
+    assert rec["config"]["steps"] == 3
