@@ -50,7 +50,7 @@ class Units:
 
     def variance(self, r: np.ndarray) -> np.ndarray:
         """(G, m) cluster-robust variance of the group sums of the per-row residuals (N, m)."""
-        r = r.reshape(len(self.row_unit), -1)
+        r = r[:, None] if r.ndim == 1 else r
         out = np.empty((self.n_groups, r.shape[1]))
         c = np.bincount(self.unit_stratum).astype(np.float64)
         for j in range(r.shape[1]):
@@ -183,28 +183,35 @@ def rates(credit: np.ndarray, group: np.ndarray, n_groups: int, u: Units,
 def paired(ca: np.ndarray, cb: np.ndarray, group: np.ndarray, n_groups: int, u: Units,
            level: float = LEVEL) -> dict[str, np.ndarray]:
     """Per group, for M_sem, M_cul, M_non and SP (columns 0..3): each model's value ``a``,
-    ``b``, ``diff = a - b``, ``lo``, ``hi``, ``p``, ``se``, ``mde`` (NaN where undefined)."""
+    ``b`` (SP inf without a semantic win), ``diff = a - b``, ``lo``, ``hi``, ``p``, ``se``,
+    ``mde`` (NaN where undefined). SP's p tests theta = cul / (sem + cul) instead (SP_a = SP_b
+    exactly when theta_a = theta_b; bounded, it holds at SP's extremes, infinity included)."""
     ca, cb = np.asarray(ca, np.float64), np.asarray(cb, np.float64)
     n = np.bincount(group, minlength=n_groups).astype(np.float64)
     sums = [np.stack([np.bincount(group, c[:, k], n_groups) for k in range(3)], 1)
             for c in (ca, cb)]
     with np.errstate(divide="ignore", invalid="ignore"):
         ma, mb = sums[0] / n[:, None], sums[1] / n[:, None]
-        spa, spb = (np.where(s[:, 0] > 0, s[:, 1] / s[:, 0], np.nan) for s in sums)
+        spa, spb = (np.where(s[:, 0] > 0, s[:, 1] / s[:, 0], np.where(s[:, 1] > 0, np.inf,
+                                                                       np.nan)) for s in sums)
+        ta, tb = (s[:, 1] / (s[:, 0] + s[:, 1]) for s in sums)
         r_m = ((ca - cb) - (ma - mb)[group]) / n[group, None]
         r_sp = ((ca[:, 1] - spa[group] * ca[:, 0]) / sums[0][group, 0]
                 - (cb[:, 1] - spb[group] * cb[:, 0]) / sums[1][group, 0])
-    v = u.variance(np.nan_to_num(np.column_stack([r_m, r_sp])))
+        r_t = ((ca[:, 1] - ta[group] * ca[:, :2].sum(1)) / sums[0][group, :2].sum(1)
+               - (cb[:, 1] - tb[group] * cb[:, :2].sum(1)) / sums[1][group, :2].sum(1))
+    v = u.variance(np.nan_to_num(np.column_stack([r_m, r_sp, r_t]), posinf=0, neginf=0))
     a = np.column_stack([ma, spa])
     b = np.column_stack([mb, spb])
-    diff = a - b
-    se = np.sqrt(v)
+    with np.errstate(invalid="ignore"):
+        diff = a - b
+    se = np.sqrt(v[:, :4])
     df = np.broadcast_to(u.df[:, None], diff.shape)
-    lo, hi, p = t_test(diff, se, df, level)
+    lo, hi, p = t_test(np.nan_to_num(diff, posinf=0, neginf=0), se, df, level)
+    p[:, 3] = t_test(ta - tb, np.sqrt(v[:, 4]), u.df, level)[2]
     mde = detectable(se, df)
     mde[:, 3] = detectable_sp(np.fmin(spa, spb), se[:, 3], u.df)
     und = ~np.isfinite(diff)
     return {"a": a, "b": b, "diff": diff, "lo": np.where(und, np.nan, lo),
-            "hi": np.where(und, np.nan, hi), "p": np.where(und, np.nan, p),
-            "se": np.where(und, np.nan, se), "mde": np.where(und, np.nan, mde),
-            "n": n, "units": u.units, "df": u.df}
+            "hi": np.where(und, np.nan, hi), "p": p, "se": np.where(und, np.nan, se),
+            "mde": np.where(und, np.nan, mde), "n": n, "units": u.units, "df": u.df}

@@ -10,7 +10,8 @@ Two models scored on the same items (3XCM triplets; XM3600 query images), paired
 - XM3600 (:func:`paired_means`): per query image one value per metric and model; Δ of the
   means, the images as independent units.
 - Each Δ: a 95% interval ``Δ ± t_df SE`` and a two-sided p from the same t (df = units - 1):
-  no resampling, so no floor on p. ``mde``: the smallest true Δ this pair of runs detects
+  no resampling, so no floor on p. SP's p tests ``θ = cul / (sem + cul)`` (the same null;
+  bounded, so it holds where SP is extreme or infinite, which the delta method does not). ``mde``: the smallest true Δ this pair of runs detects
   with 80% power at α = 0.05.
 - :func:`holm`: Holm's step-down adjustment of m p-values (family-wise error rate): the
   i-th smallest is multiplied by ``m - i + 1``, then made monotone and capped at 1.
@@ -24,13 +25,15 @@ from typing import Any
 import numpy as np
 
 from benchmark.metrics import clustered
+from benchmark.metrics.association import INFINITE
 
 ALPHA = 0.05
 WIN_KEYS = ("M_sem", "M_cul", "M_non")
 KEYS = ("SP", *WIN_KEYS)
 METHOD = ("paired by item id; Δ = A - B; cluster-robust standard error over {unit} (what "
           "resampling them estimates, in closed form; for ΔSP by the delta method); 95% "
-          "interval Δ ± t·SE and two-sided p from t with (units - 1) df")
+          "interval Δ ± t·SE and two-sided p from t with (units - 1) df (for SP: the test of "
+          "θ = cul/(sem+cul), the same null, bounded)")
 
 
 def _num(x: float) -> float | None:
@@ -41,7 +44,8 @@ def _rows(r: dict[str, np.ndarray], i: int, names: Sequence[str], cols: Sequence
           ) -> dict[str, Any]:
     out: dict[str, Any] = {"n": int(r["n"][i]), "units": int(r["units"][i])}
     for name, j in zip(names, cols, strict=True):
-        out[name] = {"a": _num(r["a"][i, j]), "b": _num(r["b"][i, j]),
+        out[name] = {**{f"{s}_note": INFINITE for s in "ab" if r[s][i, j] == np.inf},
+                     "a": _num(r["a"][i, j]), "b": _num(r["b"][i, j]),
                      "diff": _num(r["diff"][i, j]),
                      "ci95": [_num(r["lo"][i, j]), _num(r["hi"][i, j])],
                      "p": _num(r["p"][i, j]), "mde": _num(r["mde"][i, j])}

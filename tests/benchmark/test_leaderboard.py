@@ -1,5 +1,5 @@
 """The leaderboard's rules: one table per data fingerprint, neighbours marked by a
-Holm-adjusted paired bootstrap, non-results listed as skipped, NaN shown as missing, ISO-3
+Holm-adjusted paired test, non-results listed as skipped, NaN shown as missing, ISO-3
 country codes, one SP colour scale."""
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ def test_neighbours_are_tested_with_holm(results):
         res = col.task("3xcm")
         p, why = compare.pair_p_value("3xcm", "SP", col.paths[(upper["model"], "3xcm")],
                                       res[upper["model"]], col.paths[(lower["model"], "3xcm")],
-                                      res[lower["model"]], leaderboard.BOOTSTRAP)
+                                      res[lower["model"]])
         assert why is None and upper["vs_next"]["p"] == p and upper["vs_next"]["next"] == \
             lower["model"]
         raw.append(p)
