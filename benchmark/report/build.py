@@ -69,14 +69,14 @@ def matrix_figures(col: Collection, fig_dir: Path) -> list[tuple[Path, str]]:
 def analysis_section(col: Collection, fig_dir: Path) -> tuple[str, list[tuple[Path, str]]]:
     """Markdown of the silhouette correlations, and the UMAP PNGs that ``analyze`` wrote
     (copied into ``fig_dir``)."""
-    lines = ["| model | metric | r(SP, text sil.) | r(SP, image sil.) | r(SP, sum) |",
-             "|---|---|---:|---:|---:|"]
+    from benchmark.analysis.silhouette import EXPLORATORY_N, correlation_text
+
+    lines = ["| model | metric | SP vs text sil. | SP vs image sil. | SP vs sum |",
+             "|---|---|---|---|---|"]
     figs: list[tuple[Path, str]] = []
     for model, r in col.task("analysis").items():
         for metric, c in (r.scores.get("correlations") or {}).items():
-            cells = [leaderboard.fmt(c[k]["r"]) + (f" (p={c[k]['p']:.3f})" if c[k]["p"]
-                                                   is not None else "")
-                     for k in ("text", "image", "sum")]
+            cells = [correlation_text(c[k]) for k in ("text", "image", "sum")]
             lines.append(f"| {model} | {metric} | " + " | ".join(cells) + " |")
         base = col.paths[(model, "analysis")].parent
         pngs = [(f"sp-vs-silhouette-{metric}", name, f"{model}: SP vs silhouette ({metric})")
@@ -89,6 +89,10 @@ def analysis_section(col: Collection, fig_dir: Path) -> tuple[str, list[tuple[Pa
                 dest = fig_dir / f"{stem}-{model_slug(model)}.png"
                 files.atomic_write_bytes(dest, (base / name).read_bytes())
                 figs.append((dest, caption))
+    lines.append(f"\nr: Pearson with a 95% interval (Fisher z); ρ: Spearman; each p is "
+                 f"Holm-adjusted over every correlation of its model; with fewer than "
+                 f"{EXPLORATORY_N} countries a correlation is exploratory: it suggests, it "
+                 "does not establish.")
     return "\n".join(lines) + "\n", figs
 
 
@@ -215,7 +219,7 @@ def build_report(paths: list[Path], output: Path, authors_folder: Path | None = 
             written.update(comp_files)
     if col.task("analysis"):
         an_md, an_figs = analysis_section(col, fig_dir)
-        md += ["## Silhouette vs SP (Pearson across countries)", "", an_md]
+        md += ["## Silhouette vs SP (across countries)", "", an_md]
         sections.append(("Silhouette vs SP", _md_table_html(an_md)))
         figs += an_figs
     gallery_files: list[Path] = []
@@ -262,10 +266,13 @@ def _comparison_html(comp: pd.DataFrame) -> str:
 
 def _md_table_html(md: str) -> str:
     """A Markdown pipe table (as written above) as HTML."""
-    rows = [ln.strip().strip("|").split("|") for ln in md.strip().splitlines()]
+    lines = md.strip().splitlines()
+    rows = [ln.strip().strip("|").split("|") for ln in lines if ln.startswith("|")]
+    notes = "".join(f'<p class="note">{html.escape(ln)}</p>' for ln in lines
+                    if ln.strip() and not ln.startswith("|"))
     head, body = rows[0], rows[2:]
     out = "<table><thead><tr>" + "".join(f"<th>{html.escape(c.strip())}</th>" for c in head)
     out += "</tr></thead><tbody>"
     for r in body:
         out += "<tr>" + "".join(f"<td>{html.escape(c.strip())}</td>" for c in r) + "</tr>"
-    return out + "</tbody></table>"
+    return out + "</tbody></table>" + notes
