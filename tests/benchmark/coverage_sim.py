@@ -27,7 +27,7 @@ from functools import cache
 import numpy as np
 
 from benchmark.metrics import clustered
-from benchmark.metrics.association import bootstrap_intervals
+from benchmark.metrics.association import association_scores, bootstrap_intervals
 
 COUNTRIES = 16
 LANG = np.array([0, 0, 0, 1, 2, 3, 4, 5, 5, 6, 6, 7, 8, 9, 10, 11])  # as data/countries.csv
@@ -157,6 +157,16 @@ def intervals(run: Run, name: str, method: str = "cluster", level: float = 0.95,
     concept units, for comparison)."""
     g, n_groups = group_codes(run, name)
     credit = np.eye(3)[run.winner]
+    if method == "default":  # what a 3xcm result reports, through association_scores
+        sc = association_scores(credit, {"grp": g, "country": run.country,
+                                         "concept": run.concept})
+        by = sc["overall"] if name == "overall" else None
+        entries = [by] if by else [sc["by_grp"][str(k)] for k in range(n_groups)]
+        none = lambda v, d: d if v is None else v  # noqa: E731
+        return {"SP": np.array([[none(e["SP_ci95"][0], np.nan), none(e["SP_ci95"][1], np.inf)]
+                                for e in entries]),
+                "M": np.array([[e[f"{k}_ci95"] for k in ("M_sem", "M_cul", "M_non")]
+                               for e in entries], float)}
     if method == "cluster":
         u = clustered.units(g, n_groups, run.concept, run.country)
         r = clustered.rates(credit, g, n_groups, u, level)
@@ -223,23 +233,17 @@ def width_ratio(design: Design, seed: int = 0) -> float:
     return float((c[1] - c[0]) / (i[1] - i[0]))
 
 
-def _table(design: Design, reps: int) -> str:
-    rows = ["| method | grouping | SP | below / above | M_sem | M_cul | M_non |",
-            "|---|---|---:|---:|---:|---:|---:|"]
-    for method in ("cluster", "iid", "bootstrap"):
-        res = coverage(design, reps, method)
+def _table(design: Design, reps: dict[str, int]) -> str:
+    rows = ["| method | grouping (intervals) | SP | SP misses below / above | M_sem | M_cul | "
+            "M_non |", "|---|---|---:|---:|---:|---:|---:|"]
+    for method, n in reps.items():
+        groups = GROUPINGS if method != "bootstrap" else GROUPINGS[:3]
+        res = coverage(design, n, method, groupings=groups, b=500)
         for name, v in res.items():
             rows.append(f"| {method} | {name} ({v['count']}) | {v['SP']:.3f} | "
                         f"{v['SP_below']:.3f} / {v['SP_above']:.3f} | {v['M_sem']:.3f} | "
                         f"{v['M_cul']:.3f} | {v['M_non']:.3f} |")
     return "\n".join(rows)
-
-
-if __name__ == "__main__":
-    reps = int(sys.argv[1]) if len(sys.argv) > 1 else 200
-    for d in (PAPER, DEMO):
-        print(f"\n{d.name}: cluster / iid width of overall SP {width_ratio(d):.2f}\n")
-        print(_table(d, reps))
 
 
 # -- two models on the same triplets (compare) -------------------------------------------------
@@ -349,3 +353,41 @@ def paired_power(design: Design, reps: int, seed: int = 0, model_sd: float = 0.3
             hits += o[k]["p"] is not None and o[k]["p"] < 0.05
         out[f"mde_{k}"], out[f"power_{k}"] = m, hits / reps
     return out
+
+
+def at_least(share: float, reps: int, level: float, alpha: float = 0.001) -> bool:
+    """Is an observed coverage (or power) ``share`` of ``reps`` consistent with at least
+    ``level``? (one-sided binomial test at ``alpha``: False only when clearly below)."""
+    from scipy import stats
+
+    return bool(stats.binom.cdf(round(share * reps), reps, level) > alpha)
+
+
+def at_most(share: float, reps: int, level: float, alpha: float = 0.001) -> bool:
+    """Is an observed error rate ``share`` of ``reps`` consistent with at most ``level``?"""
+    from scipy import stats
+
+    return bool(stats.binom.sf(round(share * reps) - 1, reps, level) > alpha)
+
+
+def main(scale: float = 1.0) -> None:
+    """The tables of docs/analysis.md, "Statistics" (``scale`` shrinks every count)."""
+    def n(x: int) -> int:
+        return max(int(x * scale), 10)
+
+    for d, reps in ((PAPER, {"cluster": n(500), "iid": n(200), "bootstrap": n(200)}),
+                    (DEMO, {"cluster": n(1000), "iid": n(500), "bootstrap": n(500)})):
+        print(f"\n## {d.name}: coverage of 95% intervals; cluster / iid width of overall SP "
+              f"{width_ratio(d):.2f}\n")
+        print(_table(d, reps), flush=True)
+    print("\n## compare under a global null (Holm over 68 rows)\n")
+    for d, r in ((PAPER, n(1500)), (DEMO, n(1000))):
+        print(d.name, r, family_error(d, r, seed=11), flush=True)
+    print("\n## power at the stated detectable difference\n")
+    for d, r in ((PAPER, n(1000)), (DEMO, n(500))):
+        print(d.name, "single", single_power(d, r, seed=1), flush=True)
+        print(d.name, "paired", paired_power(d, max(r // 2, 10), seed=1), flush=True)
+
+
+if __name__ == "__main__":
+    main(float(sys.argv[1]) if len(sys.argv) > 1 else 1.0)
