@@ -76,7 +76,7 @@ def interval_settings(cfg: AssociationConfig) -> dict[str, Any]:
     """What a 3XCM result records about its intervals and ties."""
     return {"seed": cfg.seed, "ci": cfg.ci, "ci_method": CI_TEXT[cfg.ci],
             "estimand": ESTIMAND[cfg.ci], "ci_level": 0.95,
-            "bootstrap_resamples": cfg.bootstrap if cfg.ci == "iid" else None,
+            "bootstrap_resamples": cfg.bootstrap,  # used by --ci iid only
             "ties": cfg.ties, "tie_order": TIE_ORDER,
             "mde": "smallest true difference from a fixed value detected with 80% power by "
                    "a two-sided t test at 0.05 with these units"}
