@@ -102,14 +102,6 @@ def bootstrap_intervals(wins: np.ndarray, n_resamples: int = 1000, seed: int = 0
     return out
 
 
-def sp_bootstrap(
-    wins: np.ndarray, n_resamples: int = 1000, seed: int = 0, level: float = 0.95,
-) -> tuple[float | None, float | None, int]:
-    """(lo, hi, resamples without a semantic win) of :func:`bootstrap_intervals`."""
-    b = bootstrap_intervals(wins, n_resamples, seed, level)
-    return b["SP_ci95"][0], b["SP_ci95"][1], b["SP_ci95_undefined_resamples"]
-
-
 def group_seed(seed: int, group: str) -> int:
     """A per-group bootstrap seed derived from the run seed and the group's name."""
     return int.from_bytes(hashlib.sha256(f"{seed}:{group}".encode()).digest()[:8], "little")

@@ -260,16 +260,20 @@ def _fmt(x: float | None, nd: int = 3) -> str:
 
 
 def format_sp_table(scores: dict[str, Any], title: str) -> str:
-    """Overall and per-country rows: n, M_sem, M_cul, M_non, SP [95% CI], ties; and what the
-    run can tell apart (80% power at 0.05)."""
-    head = f"{'':<10}{'n':>7}{'M_sem':>8}{'M_cul':>8}{'M_non':>8}{'SP':>8}  {'SP 95% CI':<17}{'ties':>5}"
+    """Overall and per-country rows: n, each win rate and SP with its 95% interval, ties; and
+    what the run can tell apart (80% power at 0.05)."""
+    def ci(lo: float | None, hi: float | None, nd: int = 2) -> str:
+        return f"[{_fmt(lo, nd)}, {_fmt(hi, nd)}]"
+
+    head = (f"{'':<9}{'n':>6}  {'M_sem [95% CI]':<21}{'M_cul [95% CI]':<21}"
+            f"{'M_non [95% CI]':<21}{'SP [95% CI]':<24}{'ties':>4}")
     lines = [title, head, "-" * len(head)]
 
     def row(label: str, s: dict[str, Any]) -> str:
-        lo, hi = sp_interval(s)
-        ci = f"[{_fmt(lo)}, {_fmt(hi)}]"
-        return (f"{label:<10}{s['n']:>7}{_fmt(s['M_sem']):>8}{_fmt(s['M_cul']):>8}"
-                f"{_fmt(s['M_non']):>8}{_fmt(sp_value(s)):>8}  {ci:<17}{s['ties']:>5}")
+        m = [f"{_fmt(s[k])} {ci(*(s.get(f'{k}_ci95') or [None, None]))}"
+             for k in ("M_sem", "M_cul", "M_non")]
+        sp = f"{_fmt(sp_value(s))} {ci(*sp_interval(s), nd=3)}"
+        return f"{label:<9}{s['n']:>6}  {m[0]:<21}{m[1]:<21}{m[2]:<21}{sp:<24}{s['ties']:>4}"
 
     lines.append(row("overall", scores["overall"]))
     for code, s in scores.get("by_country", {}).items():

@@ -9,9 +9,9 @@ import pytest
 
 from benchmark.metrics.association import (
     association_scores,
+    bootstrap_intervals,
     credits,
     group_seed,
-    sp_bootstrap,
     sp_interval,
     sp_value,
     summarize,
@@ -64,10 +64,10 @@ def test_sp_is_null_without_semantic_wins():
 
 def test_bootstrap_is_seeded_and_brackets_sp():
     wins = np.array([600, 300, 100])
-    a = sp_bootstrap(wins, 1000, seed=3)
-    b = sp_bootstrap(wins, 1000, seed=3)
+    a = bootstrap_intervals(wins, 1000, seed=3)
+    b = bootstrap_intervals(wins, 1000, seed=3)
     assert a == b
-    lo, hi, dropped = a
+    (lo, hi), dropped = a["SP_ci95"], a["SP_ci95_undefined_resamples"]
     assert lo < 0.5 < hi and dropped == 0
     # Multinomial resampling is triplet resampling: compare with explicit index resampling.
     rng = np.random.default_rng(0)
@@ -142,8 +142,11 @@ def test_iid_keeps_the_earlier_interval():
                                                       group_seed(5, "country:BBB"))):
         e = s[name] if key is None else s[name][key]
         wins = np.array([e["wins_sem"], e["wins_cul"], e["wins_non"]])
-        lo, hi, dropped = sp_bootstrap(wins, 300, seed)
-        assert e["SP_ci95"] == [lo, hi] and e["SP_ci95_undefined_resamples"] == dropped
+        # the earlier code, as it was: percentiles of SP over multinomial draws of the wins
+        draws = np.random.default_rng(seed).multinomial(wins.sum(), wins / wins.sum(), 300)
+        ok = draws[:, 0] > 0
+        lo, hi = np.percentile(draws[ok, 1] / draws[ok, 0], [2.5, 97.5])
+        assert e["SP_ci95"] == [lo, hi] and e["SP_ci95_undefined_resamples"] == (~ok).sum()
         assert e["M_cul_ci95"][0] < e["M_cul"] < e["M_cul_ci95"][1]
 
 
