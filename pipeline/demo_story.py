@@ -3,8 +3,8 @@
 SP of a country is ``M_cul / M_sem`` over its triplets (1: no preference between the cultural
 and the semantic image). The demo's world gives no image a sign of its concept, so a model
 without a cultural association scores about 1 in every country; where the world planted one,
-SP should be well above 1. The demo has 6 concepts, so nothing it finds generalises to other
-concepts (the result's default intervals, over concepts, say so by their width); what it can
+SP should be well above 1. The demo has 6 concepts, too few for a claim about other concepts
+(the result's default intervals, over concepts, rest on 5 degrees of freedom); what it can
 establish is the model's preference on these concepts. Each verdict rests on the exact
 interval of SP conditional on the country's semantic + cultural wins (Clopper-Pearson on
 ``cul / (sem + cul)``, mapped to SP; upper limit ∞ without a semantic win) at the family-wise
@@ -117,10 +117,10 @@ def paragraph(vs: list[Verdict], association: dict[str, Any], n_triplets: int,
         f"{level:.2%} each, Bonferroni over {len(vs)}, so that all the verdicts hold together "
         f"at 95%). The other {len(others)} countries score {_fmt(min(sps) if sps else None)} "
         f"to {_fmt(max(sps) if sps else None)}; {ok_o} of {len(others)} family-wise intervals "
-        f"contain 1. These verdicts are about the model on the demo's {few}: the intervals "
-        f"over concepts (the result's default, what would generalise to other concepts) are "
-        f"wide with so few, and put {above95} of {len(planted)} planted countries above 1 at "
-        f"95% each. "
+        f"contain 1. These verdicts are about the model on the demo's {few}; the result's "
+        f"own intervals, over concepts (what would generalise to other concepts), rest on "
+        f"only those and put {above95} of {len(planted)} planted countries above 1 at 95% "
+        f"each, which is not a joint claim. "
         + ("On these concepts the evaluator found the association where it was planted and "
            "nowhere else." if agree else
            "The finding does NOT match the plant: see the table above.")
