@@ -101,7 +101,7 @@ def sp_axis(ax: Any, lim: tuple[float, float], label: str = "SP = M_cul / M_sem"
     ax.set_yscale("log")
     ax.set_ylim(*lim)
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-    few = math.log10(lim[1] / lim[0]) <= 2.5  # label 2 and 5 only where there is room
+    few = math.log10(lim[1] / lim[0]) <= 3.2  # label 2 and 5 only where there is room
     ax.yaxis.set_minor_formatter(FuncFormatter(_minor_label if few else lambda v, _: ""))
     ax.axhline(1.0, color="grey", lw=0.8, ls="--")
     ax.set_ylabel(label + " (log)")
