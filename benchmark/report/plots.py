@@ -114,6 +114,8 @@ def sp_points(ax: Any, x: np.ndarray, entries: list[dict[str, Any] | None], colo
     colours = colours if isinstance(colours, list) else [colours] * len(x)
     inf = False
     for i, (xi, e) in enumerate(zip(x, entries, strict=True)):
+        if e is not None and "SP" not in e:
+            raise KeyError("SP")  # a malformed entry costs the figure, never a silent gap
         v = sp_value(e)
         if v is None:
             continue
