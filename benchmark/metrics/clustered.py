@@ -147,7 +147,7 @@ def t_test(diff: np.ndarray, se: np.ndarray, df: np.ndarray, level: float = LEVE
     with np.errstate(divide="ignore", invalid="ignore"):
         t = np.abs(diff) / se
     p = np.where(diff == 0, 1.0, np.where(se > 0, 2 * special.stdtr(np.maximum(df, 1), -t), 0.0))
-    ok = np.asarray(df) >= 1
+    ok = (np.asarray(df) >= 1) & np.isfinite(diff)
     return (np.where(ok, diff - half, np.nan), np.where(ok, diff + half, np.nan),
             np.where(ok, p, np.nan))
 
@@ -207,7 +207,7 @@ def paired(ca: np.ndarray, cb: np.ndarray, group: np.ndarray, n_groups: int, u: 
         diff = a - b
     se = np.sqrt(v[:, :4])
     df = np.broadcast_to(u.df[:, None], diff.shape)
-    lo, hi, p = t_test(np.nan_to_num(diff, posinf=0, neginf=0), se, df, level)
+    lo, hi, p = t_test(np.where(np.isinf(diff), np.nan, diff), se, df, level)
     p[:, 3] = t_test(ta - tb, np.sqrt(v[:, 4]), u.df, level)[2]
     mde = detectable(se, df)
     mde[:, 3] = detectable_sp(np.fmin(spa, spb), se[:, 3], u.df)

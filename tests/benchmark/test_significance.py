@@ -49,8 +49,12 @@ def test_paired_counts_point_values():
 
 
 def test_paired_counts_undefined_and_bad_input():
-    r = sig.paired_counts(np.array([1, 2]), np.array([0, 1]))
-    assert r["SP"]["a"] is None and r["SP"]["diff"] is None and r["SP"]["p"] is None
+    r = sig.paired_counts(np.array([1, 2]), np.array([0, 1]))  # A: no semantic win, SP ∞
+    assert r["SP"]["a"] is None and r["SP"]["a_note"] == "∞ (no semantic win)"
+    assert r["SP"]["diff"] is None and r["SP"]["ci95"] == [None, None]
+    assert 0 < r["SP"]["p"] <= 1  # tested on cul / (sem + cul): 1 against 0.5
+    r = sig.paired_counts(np.array([2, 2]), np.array([0, 1]))  # A: neither, SP 0/0
+    assert r["SP"]["a"] is None and "a_note" not in r["SP"] and r["SP"]["p"] is None
     assert sig.paired_counts(np.array([], int), np.array([], int))["SP"]["diff"] is None
     with pytest.raises(ValueError):
         sig.paired_counts(np.array([0, 3]), np.array([0, 1]))
