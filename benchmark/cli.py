@@ -7,7 +7,7 @@
     python -m benchmark ls
     python -m benchmark analyze --model MODEL --dataset PATH   (benchmark.analysis)
     python -m benchmark report RESULTS_DIR... --output DIR     (benchmark.report)
-    python -m benchmark compare RESULT_A RESULT_B   (paired bootstrap; benchmark.report.compare)
+    python -m benchmark compare RESULT_A RESULT_B   (paired test; benchmark.report.compare)
     python -m benchmark smoke --model MODEL [--device cuda]    (benchmark.smoke)
     python -m benchmark reproduce --output-dir DIR [--dry-run]  (benchmark.reproduce)
 

@@ -209,15 +209,15 @@ def train(w: Path, seed: int) -> Path:
     return out
 
 
-def tell(w: Path, result: Path, seed: int) -> dict[str, Any]:
+def tell(w: Path, result: Path) -> dict[str, Any]:
     """The verdicts and the paragraph; the report with galleries beside the results."""
     from benchmark.report.build import build_report
     from pipeline.demo_story import paragraph, verdicts
 
     res = json.loads(result.read_text(encoding="utf-8"))
     planted = json.loads((w / "world-planted.json").read_text(encoding="utf-8"))["association"]
-    vs = verdicts(res["scores"], set(planted), seed)
-    text = paragraph(vs, planted, int(res["task"]["n"]))
+    vs = verdicts(res["scores"], set(planted))
+    text = paragraph(vs, planted, int(res["task"]["n"]), len(res["scores"].get("by_concept", {})))
     report("\n" + text)
     report("\n=== [report] python -m benchmark report results --output report")
     files = build_report([w / "results"], w / "report", compare_authors=False,
@@ -256,7 +256,7 @@ def run_demo(workdir: str | Path, real: bool = False, seed: int = 0) -> dict[str
         result = evaluate(w, f"open_clip:local-dir:{model}")
         timings["evaluate"] = time.perf_counter() - t1
         t1 = time.perf_counter()
-        out["story"] = tell(w, result, seed)
+        out["story"] = tell(w, result)
         timings["report"] = time.perf_counter() - t1
         out["results"] = str(result)
     timings["total"] = time.perf_counter() - t0

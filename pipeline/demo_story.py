@@ -1,7 +1,11 @@
 """What the demo planted and what the evaluator found: per-country verdicts and one paragraph.
-Each verdict rests on an interval of SP (``M_cul / M_sem``) from the result's multinomial
-bootstrap at the family-wise level (Bonferroni over the countries judged), so that all the
-verdicts together hold with 95% confidence."""
+
+Each verdict rests on the exact interval of SP conditional on the country's semantic +
+cultural wins (Clopper-Pearson on ``cul / (sem + cul)``, mapped to SP; upper limit ∞ without a
+semantic win), at the family-wise level over the countries judged (Bonferroni), so that all the
+verdicts hold together with at least 95% confidence. The demo's 6 concepts are too few for a
+claim about other concepts: the verdicts speak of these concepts.
+"""
 
 from __future__ import annotations
 
@@ -11,12 +15,12 @@ from typing import Any
 
 import numpy as np
 
-from benchmark.metrics.association import group_seed, sp_bootstrap
+from benchmark.metrics.association import sp_interval, sp_value
+from benchmark.metrics.clustered import clopper_pearson
 
 log = logging.getLogger(__name__)
 
 FAMILY_ALPHA = 0.05
-RESAMPLES = 20_000  # enough for the 0.16% tails of the family-wise interval
 
 
 @dataclass(frozen=True)
@@ -27,8 +31,8 @@ class Verdict:
     planted: bool
     n: int
     sp: float | None
-    ci95: tuple[float | None, float | None]
-    ci_family: tuple[float | None, float | None]
+    ci95: tuple[float | None, float | None]  # the result's, over concepts
+    ci_family: tuple[float | None, float | None]  # exact on these concepts, family-wise
 
     @property
     def found(self) -> bool:
@@ -46,44 +50,52 @@ class Verdict:
         return self.found if self.planted else self.clear
 
 
-def verdicts(scores: dict[str, Any], planted: set[str], seed: int = 0,
-             resamples: int = RESAMPLES) -> list[Verdict]:
+def exact_sp_interval(sem: float, cul: float, level: float) -> tuple[float | None, float | None]:
+    """Clopper-Pearson limits of SP given sem + cul (None, None without either; upper None:
+    ∞)."""
+    lo, hi = clopper_pearson(np.array(cul, float), np.array(sem + cul, float), level)
+    if not np.isfinite(lo):
+        return None, None
+    return float(lo / (1 - lo)), (None if hi >= 1 else float(hi / (1 - hi)))
+
+
+def verdicts(scores: dict[str, Any], planted: set[str]) -> list[Verdict]:
     """A verdict per country of the result's ``scores['by_country']``."""
     by = scores["by_country"]
     level = 1 - FAMILY_ALPHA / len(by)
-    out = []
-    for code in sorted(by):
-        s = by[code]
-        wins = np.array([s["wins_sem"], s["wins_cul"], s["wins_non"]], dtype=np.int64)
-        lo, hi, _ = sp_bootstrap(wins, resamples, group_seed(seed, f"family:{code}"), level)
-        out.append(Verdict(code, code in planted, int(s["n"]), s["SP"],
-                           tuple(s["SP_ci95"]), (lo, hi)))
-    return out
+    return [Verdict(code, code in planted, int(s["n"]), sp_value(s), tuple(s["SP_ci95"]),
+                    exact_sp_interval(s["wins_sem"], s["wins_cul"], level))
+            for code, s in sorted(by.items())]
 
 
 def _fmt(x: float | None) -> str:
-    return "undefined" if x is None else f"{x:.2f}"
+    if x is None:
+        return "undefined"
+    return "∞" if x == float("inf") else f"{x:.2f}"
 
 
 def _ci(ci: tuple[float | None, float | None]) -> str:
-    return f"[{_fmt(ci[0])}, {_fmt(ci[1])}]"
+    lo, hi = sp_interval({"SP_ci95": list(ci)})
+    return f"[{_fmt(lo)}, {_fmt(hi)}]"
 
 
-def paragraph(vs: list[Verdict], association: dict[str, Any], n_triplets: int) -> str:
-    """The demo's closing paragraph: what was planted, what was found, and whether they agree."""
+def paragraph(vs: list[Verdict], association: dict[str, Any], n_triplets: int,
+              concepts: int | None = None) -> str:
+    """The demo's closing paragraph: what was planted, what was found, and whether they agree,
+    saying what each interval covers."""
     planted = [v for v in vs if v.planted]
     others = [v for v in vs if not v.planted]
     level = 1 - FAMILY_ALPHA / len(vs)
     marks = ", ".join(f"{k} {a['marked_images']} of {a['images']}" for k, a in
                       sorted(association.items()))
-    found = ", ".join(f"{v.country} {_fmt(v.sp)} (95% {_ci(v.ci95)}; family-wise "
-                      f"{_ci(v.ci_family)})" for v in planted)
+    found = ", ".join(f"{v.country} {_fmt(v.sp)} (family-wise {_ci(v.ci_family)}; over "
+                      f"concepts, 95% {_ci(v.ci95)})" for v in planted)
     sps = [v.sp for v in others if v.sp is not None]
-    per95 = sum(1 for v in others if v.ci95[0] is not None and v.ci95[0] <= 1
-                and (v.ci95[1] is None or v.ci95[1] >= 1))
+    above95 = sum(1 for v in planted if v.ci95[0] is not None and v.ci95[0] > 1)
     ok_p = sum(v.found for v in planted)
     ok_o = sum(v.clear for v in others)
     agree = ok_p == len(planted) and ok_o == len(others)
+    few = f"{concepts} concepts" if concepts else "its few concepts"
     return (
         f"What was planted: no image of the world shows its concept (noise and random shapes), "
         f"so no model can tell a semantic image from the others by its content. In "
@@ -95,11 +107,15 @@ def paragraph(vs: list[Verdict], association: dict[str, Any], n_triplets: int) -
         f"a mark (triplets sample --candidate-countries), so only the cultural image can carry "
         f"one. What was found over {n_triplets} triplets: SP (cultural wins / semantic wins; 1 = "
         f"no preference) is {found}: {ok_p} of {len(planted)} planted countries above 1 at the "
-        f"family-wise level ({level:.2%} per country, Bonferroni over {len(vs)}, so that all "
-        f"the verdicts hold together at 95%). The other {len(others)} countries score "
-        f"{_fmt(min(sps) if sps else None)} to {_fmt(max(sps) if sps else None)}; {ok_o} of "
-        f"{len(others)} family-wise intervals contain 1 ({per95} of their per-country 95% "
-        f"intervals do; at that level about one in twenty misses 1 by chance). "
-        + ("The evaluator found the association where it was planted and nowhere else."
-           if agree else "The finding does NOT match the plant: see the table above.")
+        f"family-wise level (exact intervals given each country's semantic and cultural wins, "
+        f"{level:.2%} each, Bonferroni over {len(vs)}, so that all the verdicts hold together "
+        f"at 95%). The other {len(others)} countries score {_fmt(min(sps) if sps else None)} "
+        f"to {_fmt(max(sps) if sps else None)}; {ok_o} of {len(others)} family-wise intervals "
+        f"contain 1. These verdicts are about the model on the demo's {few}; the result's "
+        f"own intervals, over concepts (what would generalise to other concepts), rest on "
+        f"only those and put {above95} of {len(planted)} planted countries above 1 at 95% "
+        f"each, which is not a joint claim. "
+        + ("On these concepts the evaluator found the association where it was planted and "
+           "nowhere else." if agree else
+           "The finding does NOT match the plant: see the table above.")
     )

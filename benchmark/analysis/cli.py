@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from benchmark.analysis import core
+from benchmark.analysis.silhouette import EXPLORATORY_N, correlation_text
+from benchmark.metrics.association import INFINITE
 from benchmark.results import read_results
 from benchmark.tasks.base import RunConfig, leaves_nothing_if_refused
 from core.errors import DataError
@@ -48,10 +50,15 @@ def format_table(path: Path) -> str:
         lines.append(f"{'country':<8}{'lang':<6}{'SP':>7}{'text':>8}{'image':>8}{'sum':>8}")
         for code, row in s["by_country"].items():
             m = row["silhouette"][metric]
-            lines.append(f"{code:<8}{row['language'] or '-':<6}{f(row['SP']):>7}"
+            sp = "∞" if row.get("SP_note") == INFINITE else f(row["SP"])
+            lines.append(f"{code:<8}{row['language'] or '-':<6}{sp:>7}"
                          f"{f(m['text']):>8}{f(m['image']):>8}{f(m['sum']):>8}")
         for k, c in s["correlations"][metric].items():
-            lines.append(f"Pearson SP vs {k}: r={f(c['r'])} p={f(c['p'])} n={c['n']}")
+            lines.append(f"SP vs {k}: {correlation_text(c)}")
+    fam = next((c.get("holm_family") for m in s["correlations"].values() for c in m.values()),
+               None)
+    lines.append(f"r: Pearson, 95% CI by Fisher z; ρ: Spearman; p: Holm-adjusted over the "
+                 f"model's {fam} tests; exploratory: fewer than {EXPLORATORY_N} pairs")
     return "\n".join(lines)
 
 

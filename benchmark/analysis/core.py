@@ -27,13 +27,20 @@ import numpy as np
 import pandas as pd
 
 from benchmark.analysis.projection import MIN_POINTS, save_coords, scatter, umap_2d
-from benchmark.analysis.silhouette import METRICS, pearson, silhouette_by_label
+from benchmark.analysis.silhouette import EXPLORATORY_N, METRICS, pearson, silhouette_by_label
 from benchmark.data.dataset import XCMDataset
 from benchmark.embeddings import Embeddings, MultiVector
-from benchmark.metrics.association import association_scores
+from benchmark.metrics.association import INFINITE, association_scores
+from benchmark.metrics.significance import holm
 from benchmark.results import model_slug, write_results
 from benchmark.tasks.base import RunConfig, RunContext, TaskOutput, open_context, result_file
-from benchmark.tasks.xcm import AssociationConfig, embed_images, embed_texts, load_xcm
+from benchmark.tasks.xcm import (
+    AssociationConfig,
+    embed_images,
+    embed_texts,
+    interval_settings,
+    load_xcm,
+)
 from core import datatables
 from core.options import option
 
@@ -91,8 +98,8 @@ def image_countries(ds: XCMDataset) -> pd.DataFrame:
 
 
 def sp_scores(adapter: Any, tr: pd.DataFrame, texts: pd.DataFrame, t_emb: Embeddings,
-              imgs: pd.DataFrame, i_emb: Embeddings, n_resamples: int, seed: int
-              ) -> dict[str, Any]:
+              imgs: pd.DataFrame, i_emb: Embeddings, n_resamples: int, seed: int,
+              ci: str = "cluster", ties: str = "order") -> dict[str, Any]:
     """3xcm association scores by country and language, from embeddings already at hand."""
     t_pos = {t: i for i, t in enumerate(texts["query_text"])}  # same text -> same vector
     i_pos = {iid: i for i, iid in enumerate(imgs["image_id"])}
@@ -101,7 +108,8 @@ def sp_scores(adapter: Any, tr: pd.DataFrame, texts: pd.DataFrame, t_emb: Embedd
         [tr[c].map(i_pos).to_numpy() for c in CANDIDATE_COLS]).astype(np.float64)
     return association_scores(
         sims, {"country": tr["query_country"].to_numpy(), "language": tr["query_language"].to_numpy()},
-        n_resamples=n_resamples, seed=seed)
+        n_resamples=n_resamples, seed=seed, ci=ci, ties=ties,
+        concept=tr["query_concept"].to_numpy())
 
 
 def country_table(sp_by_country: dict[str, Any], sil: dict[str, Any]) -> dict[str, Any]:
@@ -114,6 +122,7 @@ def country_table(sp_by_country: dict[str, Any], sil: dict[str, Any]) -> dict[st
         s = sp_by_country[code]
         lang = known[code].language if code in known else None
         row: dict[str, Any] = {"n": s.get("n"), "SP": s.get("SP"), "SP_ci95": s.get("SP_ci95"),
+                               **({"SP_note": s["SP_note"]} if "SP_note" in s else {}),
                                "language": lang, "silhouette": {}}
         for metric, m in sil.items():
             t = m["text_by_language"]["by_label"].get(lang, {}).get("silhouette") if lang else None
@@ -124,20 +133,29 @@ def country_table(sp_by_country: dict[str, Any], sil: dict[str, Any]) -> dict[st
     return out
 
 
+def _sp(s: dict[str, Any]) -> float | None:
+    return float("inf") if s.get("SP_note") == INFINITE else s.get("SP")
+
+
 def correlations(by_country: dict[str, Any], by_language: dict[str, Any],
                  sil: dict[str, Any]) -> dict[str, Any]:
-    """Pearson r (p) of SP with each silhouette: across countries, and across languages."""
+    """Pearson r (95% CI, p) and Spearman rho (p) of SP with each silhouette, across countries
+    and across languages; every p Holm-adjusted over the model's family (all of them)."""
     out: dict[str, Any] = {}
     codes = list(by_country)
-    sp = [by_country[c]["SP"] for c in codes]
+    sp = [_sp(by_country[c]) for c in codes]
     for metric, m in sil.items():
         res = {k: pearson(sp, [by_country[c]["silhouette"][metric][k] for c in codes])
                for k in ("text", "image", "sum")}
         langs = sorted(by_language)
         res["text_by_language"] = pearson(
-            [by_language[lang]["SP"] for lang in langs],
+            [_sp(by_language[lang]) for lang in langs],
             [m["text_by_language"]["by_label"].get(lang, {}).get("silhouette") for lang in langs])
         out[metric] = res
+    tests = [d for res in out.values() for c in res.values() for d in (c, c["spearman"])]
+    for d, adj in zip(tests, holm([d["p"] for d in tests]), strict=True):
+        d["p_holm"] = adj
+        d["holm_family"] = sum(t["p"] is not None for t in tests)
     return out
 
 
@@ -160,7 +178,8 @@ def analyze_arrays(
     return {
         "silhouette": sil,
         "by_country": by_country,
-        "by_language_sp": {k: {"n": v["n"], "SP": v["SP"], "SP_ci95": v["SP_ci95"]}
+        "by_language_sp": {k: {"n": v["n"], "SP": v["SP"], "SP_ci95": v["SP_ci95"],
+                               **({"SP_note": v["SP_note"]} if "SP_note" in v else {})}
                            for k, v in scores.get("by_language", {}).items()},
         "correlations": correlations(by_country, scores.get("by_language", {}), sil),
     }, timings
@@ -243,7 +262,8 @@ def analyze_context(ctx: RunContext, cfg: AnalyzeConfig) -> Path:
     t_emb, t_stats = embed_texts(ctx, texts["query_text"].tolist(), "query")
     i_emb, i_stats = embed_images(ctx, ds, imgs["image_id"].tolist(), "document")
     t0 = time.perf_counter()
-    sp = sp_scores(adapter, tr, texts, t_emb, imgs, i_emb, cfg.bootstrap, cfg.seed)
+    sp = sp_scores(adapter, tr, texts, t_emb, imgs, i_emb, cfg.bootstrap, cfg.seed, cfg.ci,
+                   cfg.ties)
     timings: dict[str, Any] = {"embed_texts_s": t_stats.seconds, "text_embedding": vars(t_stats),
                                "embed_images_s": i_stats.seconds,
                                "image_embedding": vars(i_stats),
@@ -268,7 +288,10 @@ def analyze_context(ctx: RunContext, cfg: AnalyzeConfig) -> Path:
               "n_images": len(imgs)},
         scores=scores,
         settings={
-            "metrics": metrics, "seed": cfg.seed, "bootstrap_resamples": cfg.bootstrap,
+            "metrics": metrics, **interval_settings(cfg),
+            "correlation": "Pearson r with a Fisher-z 95% interval, Spearman rho beside it; "
+                           "p Holm-adjusted over every correlation of the model; exploratory "
+                           f"below {EXPLORATORY_N} pairs",
             "embeddings": "raw model output" + (", mean-pooled over tokens"
                                                 if adapter.spec.similarity == "maxsim" else ""),
             "text_items": "distinct (query_language, query_text) of the triplets, role query",

@@ -7,7 +7,10 @@
   tight, separate cluster, near 0 for labels that overlap, negative when items are closer to
   another label.
 - :func:`pearson`: ``scipy.stats.pearsonr`` (r and two-sided p-value) over the pairs where both
-  values are defined.
+  values are finite, its n and a 95% interval for r (Fisher z: ``tanh(atanh r +- 1.96 /
+  sqrt(n - 3))``), and beside it ``scipy.stats.spearmanr`` (ranks: robust to the few
+  high-leverage countries a ratio like SP produces; an infinite SP ranks highest). Below
+  :data:`EXPLORATORY_N` pairs a correlation is marked ``exploratory``.
 
 Degenerate inputs (fewer than two labels, as many labels as samples, fewer than three pairs,
 a constant series) give ``None`` values with a ``reason`` instead of an exception.
@@ -25,6 +28,7 @@ import numpy as np
 log = logging.getLogger(__name__)
 
 METRICS = ("euclidean", "cosine")
+EXPLORATORY_N = 30  # below it a correlation's interval spans most of [-1, 1] at moderate r
 
 
 def silhouette_by_label(
@@ -61,19 +65,28 @@ def silhouette_by_label(
     return out
 
 
-def _defined(v: Any) -> bool:
-    return v is not None and isinstance(v, int | float | np.floating) and math.isfinite(float(v))
+def _defined(v: Any, inf: bool = False) -> bool:
+    ok = v is not None and isinstance(v, int | float | np.floating) and not math.isnan(float(v))
+    return ok and (inf or math.isfinite(float(v)))
 
 
 def pearson(x: Sequence[float | None], y: Sequence[float | None]) -> dict[str, Any]:
-    """Pearson r and two-sided p-value over the pairs where both values are defined."""
-    from scipy.stats import pearsonr
+    """Pearson r, two-sided p, n and 95% interval over the finite pairs; Spearman rho and p
+    over the defined pairs (``spearman``); ``exploratory`` below :data:`EXPLORATORY_N`."""
+    from scipy.stats import pearsonr, spearmanr
 
     if len(x) != len(y):
         raise ValueError(f"x and y differ in length ({len(x)} != {len(y)})")
     pairs = [(float(a), float(b)) for a, b in zip(x, y, strict=True)
              if _defined(a) and _defined(b)]
-    out: dict[str, Any] = {"n": len(pairs), "r": None, "p": None}
+    ranked = [(float(a), float(b)) for a, b in zip(x, y, strict=True)
+              if _defined(a, True) and _defined(b, True)]
+    out: dict[str, Any] = {"n": len(pairs), "r": None, "p": None, "ci95": [None, None],
+                           "exploratory": len(pairs) < EXPLORATORY_N,
+                           "spearman": {"n": len(ranked), "rho": None, "p": None}}
+    if len(ranked) >= 3 and len({a for a, _ in ranked}) > 1 and len({b for _, b in ranked}) > 1:
+        res = spearmanr(*np.array(ranked).T)
+        out["spearman"].update(rho=float(res.statistic), p=float(res.pvalue))
     if len(pairs) < 3:
         out["reason"] = f"needs at least 3 defined pairs, got {len(pairs)}"
         return out
@@ -83,4 +96,23 @@ def pearson(x: Sequence[float | None], y: Sequence[float | None]) -> dict[str, A
         return out
     res = pearsonr(a, b)
     out["r"], out["p"] = float(res.statistic), float(res.pvalue)
+    if len(pairs) > 3:
+        z, half = np.arctanh(np.clip(out["r"], -1 + 1e-15, 1 - 1e-15)), 1.959964 / math.sqrt(
+            len(pairs) - 3)
+        out["ci95"] = [float(np.tanh(z - half)), float(np.tanh(z + half))]
     return out
+
+
+def correlation_text(c: dict[str, Any]) -> str:
+    """One correlation for a table or a figure: r [95% CI], rho, Holm p of each, n."""
+    def f(v: float | None, fmt: str = ".2f") -> str:
+        return "-" if v is None else format(v, fmt)
+
+    if c.get("r") is None:
+        return f"r undefined ({c.get('reason', 'n < 3')}; n = {c.get('n', 0)})"
+    lo, hi = c.get("ci95") or [None, None]
+    s = c.get("spearman") or {}
+    ph = c.get("p_holm", c.get("p"))
+    text = (f"r {c['r']:.2f} [{f(lo)}, {f(hi)}] p {f(ph, '.3g')}, ρ {f(s.get('rho'))} "
+            f"p {f(s.get('p_holm', s.get('p')), '.3g')}, n {c['n']}")
+    return text + (" (exploratory)" if c.get("exploratory") else "")

@@ -1,17 +1,22 @@
-"""Association-bias metrics of 3XCM: win rates, SP, bootstrap intervals, the authors' z-scores.
+"""Association-bias metrics of 3XCM: win rates, SP, their intervals, the authors' z-scores.
 
 Definitions (README.md, "What 3XCM is"; implemented exactly):
 
 - ``sims`` is an (N, 3) array: the similarity of each triplet's query to its semantic,
   cultural and non-relevant candidate, in that column order.
 - Winner: the candidate with the highest similarity. Ties (two or more candidates share the
-  maximum) are counted in ``ties`` and broken by the fixed order semantic > cultural >
-  non-relevant, i.e. the first maximal column (``TIE_ORDER``).
-- ``M_k = wins_k / N`` for k in sem, cul, non; ``SP = M_cul / M_sem`` (None when M_sem = 0).
-- ``SP_ci95``: percentile interval of SP over ``B`` bootstrap resamples of the triplets
-  (with replacement, seeded). Resampling N triplets and counting wins is the same as drawing
-  the win counts from Multinomial(N, (M_sem, M_cul, M_non)), which is what is computed.
-  Resamples with no semantic win have undefined SP and are left out (their number is kept).
+  maximum) are counted in ``ties``; ``order`` (the authors' rule) gives the win to the first
+  maximal column (``TIE_ORDER``: semantic > cultural > non-relevant), ``split`` gives each
+  of m tied candidates 1/m of a win (``wins_*`` may then be fractional).
+- ``M_k = wins_k / N`` for k in sem, cul, non; ``SP = M_cul / M_sem``: None when M_sem = 0,
+  which means infinite (``SP_note``) when there is a cultural win.
+- Intervals (``*_ci95``): ``cluster`` (default), cluster-robust over concepts
+  (:mod:`benchmark.metrics.clustered`); ``iid``, the percentile interval over ``B``
+  multinomial resamples of the triplet outcomes (the earlier default, kept for comparison;
+  resamples without a semantic win are left out of SP's and counted). An upper limit of
+  None beside a lower one is infinity (no semantic win cannot be ruled out).
+- ``mde``: the smallest true difference from a fixed value that a two-sided test at 0.05
+  detects with 80% power on these triplets and units.
 - z-scores (the authors'): standardise all 3N similarities of a run with one mean and the
   population standard deviation; ``z_sem/z_cul/z_non`` are the means of the standardised
   values per column; a group's values average the same standardised values over its rows.
@@ -19,12 +24,28 @@ Definitions (README.md, "What 3XCM is"; implemented exactly):
 
 from __future__ import annotations
 
+import hashlib
+import math
 from typing import Any
 
 import numpy as np
 
+from benchmark.metrics import clustered
+
 CANDIDATE_KEYS = ("sem", "cul", "non")
+WIN_KEYS = ("M_sem", "M_cul", "M_non")
 TIE_ORDER = ["semantic", "cultural", "non_relevant"]
+TIE_RULES = ("order", "split")
+CI_METHODS = ("cluster", "iid")
+INFINITE = "∞ (no semantic win)"
+CI_TEXT = {
+    "cluster": "cluster-robust over concepts (Korn-Graubard: Clopper-Pearson at the design-"
+               "effect sample size, t df = concepts - 1); a group of one concept: its triplets, "
+               "stratified by country",
+    "iid": "percentile, multinomial resampling of the triplet outcomes (triplets as if "
+           "independent)"}
+ESTIMAND = {"cluster": "the rate over concepts of this kind (other concepts, same countries)",
+            "iid": "the rate on these concepts and images (other draws of these triplets)"}
 
 
 def winners(sims: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -37,6 +58,17 @@ def winners(sims: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return at_max.argmax(axis=1), at_max.sum(axis=1) > 1
 
 
+def credits(sims: np.ndarray, ties: str = "order") -> np.ndarray:
+    """(N, 3) win credit of each candidate: one-hot of the winner (``order``) or 1/m to each
+    of m tied maxima (``split``)."""
+    if ties not in TIE_RULES:
+        raise ValueError(f"ties must be one of {TIE_RULES}, got {ties!r}")
+    if ties == "order":
+        return np.eye(3)[winners(sims)[0]]
+    at_max = np.asarray(sims) == np.asarray(sims).max(axis=1, keepdims=True)
+    return at_max / at_max.sum(axis=1, keepdims=True)
+
+
 def zscores(sims: np.ndarray) -> np.ndarray:
     """All 3N values standardised with one mean and the population std (ddof=0)."""
     sims = np.asarray(sims, dtype=np.float64)
@@ -46,83 +78,134 @@ def zscores(sims: np.ndarray) -> np.ndarray:
     return (sims - sims.mean()) / sd
 
 
-def sp_bootstrap(
-    wins: np.ndarray, n_resamples: int = 1000, seed: int = 0, level: float = 0.95,
-) -> tuple[float | None, float | None, int]:
-    """Percentile interval of SP (95% unless ``level`` says otherwise) from multinomial
-    resampling of the win counts.
-
-    Returns (lo, hi, number of resamples with no semantic win, which were left out).
-    """
-    n = int(wins.sum())
-    if n == 0 or n_resamples <= 0:
-        return None, None, 0
-    rng = np.random.default_rng(seed)
-    draws = rng.multinomial(n, wins / n, size=n_resamples)
-    sem, cul = draws[:, 0], draws[:, 1]
-    ok = sem > 0
-    if not ok.any():
-        return None, None, int((~ok).sum())
-    sp = cul[ok] / sem[ok]
+def bootstrap_intervals(wins: np.ndarray, n_resamples: int = 1000, seed: int = 0,
+                        level: float = 0.95) -> dict[str, Any]:
+    """Percentile intervals of SP and of each M_k from one set of multinomial resamples of
+    the win counts (the ``iid`` method)."""
     if not 0 < level < 1:
         raise ValueError(f"level must be in (0, 1), got {level}")
+    wins = np.asarray(wins, np.int64)
+    n = int(wins.sum())
+    out: dict[str, Any] = {"SP_ci95": [None, None], "SP_ci95_undefined_resamples": 0,
+                           **{f"{k}_ci95": [None, None] for k in WIN_KEYS}}
+    if n == 0 or n_resamples <= 0:
+        return out
+    draws = np.random.default_rng(seed).multinomial(n, wins / n, size=n_resamples)
     tail = 100 * (1 - level) / 2
-    lo, hi = np.percentile(sp, [tail, 100 - tail])
-    return float(lo), float(hi), int((~ok).sum())
-
-
-def summarize(
-    winner: np.ndarray, ties: np.ndarray, z: np.ndarray, n_resamples: int = 1000, seed: int = 0,
-) -> dict[str, Any]:
-    """Scores of one set of triplets (overall or one group)."""
-    n = int(winner.shape[0])
-    wins = np.bincount(winner, minlength=3).astype(np.int64)
-    m = wins / n if n else np.full(3, np.nan)
-    sp = float(m[1] / m[0]) if n and wins[0] > 0 else None
-    lo, hi, dropped = sp_bootstrap(wins, n_resamples, seed)
-    zm = z.mean(axis=0) if n else np.full(3, np.nan)
-    return {
-        "n": n,
-        "wins_sem": int(wins[0]),
-        "wins_cul": int(wins[1]),
-        "wins_non": int(wins[2]),
-        "ties": int(ties.sum()),
-        "M_sem": float(m[0]) if n else None,
-        "M_cul": float(m[1]) if n else None,
-        "M_non": float(m[2]) if n else None,
-        "SP": sp,
-        "SP_ci95": [lo, hi],
-        "SP_ci95_undefined_resamples": dropped,
-        "z_sem": float(zm[0]) if n else None,
-        "z_cul": float(zm[1]) if n else None,
-        "z_non": float(zm[2]) if n else None,
-    }
+    for j, k in enumerate(WIN_KEYS):
+        out[f"{k}_ci95"] = [float(v) for v in np.percentile(draws[:, j] / n, [tail, 100 - tail])]
+    ok = draws[:, 0] > 0
+    out["SP_ci95_undefined_resamples"] = int((~ok).sum())
+    if ok.any():
+        sp = draws[ok, 1] / draws[ok, 0]
+        out["SP_ci95"] = [float(v) for v in np.percentile(sp, [tail, 100 - tail])]
+    return out
 
 
 def group_seed(seed: int, group: str) -> int:
     """A per-group bootstrap seed derived from the run seed and the group's name."""
-    import hashlib
-
     return int.from_bytes(hashlib.sha256(f"{seed}:{group}".encode()).digest()[:8], "little")
+
+
+def _num(x: float, whole: bool = False) -> float | int | None:
+    if not math.isfinite(x):
+        return None
+    return int(round(x)) if whole else float(x)
+
+
+def _entry(r: dict[str, np.ndarray], i: int, ties: int, z: np.ndarray, whole: bool
+           ) -> dict[str, Any]:
+    """One group's scores from :func:`benchmark.metrics.clustered.rates` row ``i``."""
+    n, w = int(r["n"][i]), r["wins"][i]
+    e: dict[str, Any] = {"n": n, **{f"wins_{k}": _num(w[j], whole)
+                                    for j, k in enumerate(CANDIDATE_KEYS)}, "ties": ties}
+    for j, k in enumerate(WIN_KEYS):
+        e[k] = _num(r["M"][i, j]) if n else None
+        e[f"{k}_ci95"] = [_num(r["M_lo"][i, j]), _num(r["M_hi"][i, j])]
+    e["SP"] = _num(r["SP"][i])
+    if e["SP"] is None and n:
+        e["SP_note"] = INFINITE if w[1] > 0 else "undefined (no semantic or cultural win)"
+    lo, hi = r["SP_lo"][i], r["SP_hi"][i]
+    e["SP_ci95"] = [_num(lo), None if np.isinf(hi) or not np.isfinite(lo) else _num(hi)]
+    for j, k in enumerate(CANDIDATE_KEYS):
+        e[f"z_{k}"] = _num(z[j]) if n else None
+    e["units"] = int(r["units"][i])
+    e["mde"] = {"SP": _num(r["mde_SP"][i]),
+                **{k: _num(r["mde_M"][i, j]) for j, k in enumerate(WIN_KEYS)}}
+    return e
+
+
+def group_scores(labels: np.ndarray | None, credit: np.ndarray, tie: np.ndarray, z: np.ndarray,
+                 cluster: np.ndarray, stratum: np.ndarray | None, ci: str = "cluster",
+                 n_resamples: int = 1000, seed: int = 0, name: str | None = None
+                 ) -> dict[str, dict[str, Any]]:
+    """Scores per label (``labels`` None: one group, key ``""``). ``cluster``/``stratum``:
+    the concept and country code of each row (``ci`` iid: triplets, no strata)."""
+    if ci not in CI_METHODS:
+        raise ValueError(f"ci must be one of {CI_METHODS}, got {ci!r}")
+    n = len(credit)
+    uniq, g = (np.array([""]), np.zeros(n, np.int64)) if labels is None else clustered.codes(labels)
+    if ci == "iid":
+        cluster, stratum = np.arange(n), None
+    r = clustered.rates(credit, g, len(uniq), clustered.units(g, len(uniq), cluster, stratum))
+    zs = np.stack([np.bincount(g, z[:, k], len(uniq)) for k in range(3)], 1)
+    zs = zs / np.maximum(r["n"], 1)[:, None]
+    tie_n = np.bincount(g, np.asarray(tie, np.float64), len(uniq))
+    whole = bool(np.all((credit == 0) | (credit == 1)))
+    out: dict[str, dict[str, Any]] = {}
+    for i, label in enumerate(uniq):
+        e = _entry(r, i, int(tie_n[i]), zs[i], whole)
+        if ci == "iid" and whole:  # the earlier intervals, same seeds
+            wins = np.array([e["wins_sem"], e["wins_cul"], e["wins_non"]])
+            e.update(bootstrap_intervals(wins, n_resamples, seed if name is None
+                                         else group_seed(seed, f"{name}:{label}")))
+        out[str(label)] = e
+    return out
 
 
 def association_scores(
     sims: np.ndarray, groups: dict[str, np.ndarray], n_resamples: int = 1000, seed: int = 0,
+    *, ci: str = "cluster", ties: str = "order", concept: np.ndarray | None = None,
+    country: np.ndarray | None = None,
 ) -> dict[str, Any]:
-    """``overall`` plus ``by_<name>`` for each grouping (name -> label per triplet)."""
-    winner, ties = winners(sims)
+    """``overall`` plus ``by_<name>`` for each grouping (name -> label per triplet).
+    ``concept``/``country`` (default: ``groups`` of those names) define the units of the
+    ``cluster`` intervals; without concepts every triplet is its own unit."""
+    winner, tie = winners(sims)
+    credit = credits(sims, ties)
     z = zscores(sims)
-    out: dict[str, Any] = {"overall": summarize(winner, ties, z, n_resamples, seed)}
+    concept = groups.get("concept") if concept is None else concept
+    country = groups.get("country") if country is None else country
+    cluster = np.arange(len(winner)) if concept is None else clustered.codes(concept)[1]
+    stratum = None if country is None else clustered.codes(country)[1]
+    args = (credit, tie, z, cluster, stratum, ci, n_resamples)
+    out: dict[str, Any] = {"overall": group_scores(None, *args, seed)[""]}
     for name, labels in groups.items():
-        labels = np.asarray(labels).astype(str)
-        uniq, inv = np.unique(labels, return_inverse=True)
-        order = np.argsort(inv, kind="stable")
-        bounds = np.searchsorted(inv[order], np.arange(len(uniq) + 1))
-        by: dict[str, Any] = {}
-        for g, label in enumerate(uniq):
-            idx = order[bounds[g] : bounds[g + 1]]
-            by[str(label)] = summarize(
-                winner[idx], ties[idx], z[idx], n_resamples, group_seed(seed, f"{name}:{label}")
-            )
-        out[f"by_{name}"] = by
+        out[f"by_{name}"] = group_scores(labels, *args, seed, name)
     return out
+
+
+def summarize(winner: np.ndarray, ties: np.ndarray, z: np.ndarray, n_resamples: int = 1000,
+              seed: int = 0, ci: str = "iid") -> dict[str, Any]:
+    """Scores of one set of triplet outcomes (no concepts known: ``iid``, or each triplet a
+    unit)."""
+    n = len(winner)
+    credit = np.eye(3)[np.asarray(winner, np.int64)] if n else np.zeros((0, 3))
+    return group_scores(None, credit, ties, np.asarray(z).reshape(n, 3), np.arange(n), None,
+                        ci, n_resamples, seed)[""]
+
+
+def sp_value(s: dict[str, Any] | None) -> float | None:
+    """SP of a scores entry for display and ordering: inf without a semantic win (and with a
+    cultural one), None when absent or undefined."""
+    if not s:
+        return None
+    if s.get("SP") is None:
+        return math.inf if s.get("wins_sem") == 0 and (s.get("wins_cul") or 0) > 0 else None
+    return s["SP"]
+
+
+def sp_interval(s: dict[str, Any] | None) -> list[float | None]:
+    """SP_ci95 of a scores entry with an open upper limit as inf."""
+    lo, hi = (s or {}).get("SP_ci95") or [None, None]
+    return [lo, math.inf if lo is not None and hi is None else hi]

@@ -20,7 +20,13 @@ Definitions (docs/xm3600.md, "Metrics"):
 - ``lbkl@k`` = ``KL(P || Q) = sum_g P_g ln(P_g / Q_g)``, Q_g the share of group g among the
   first k; ``dlbkl@k`` the same with rank i weighted by ``w_i = 1/log2(i+1)``, normalised by
   ``sum_{i<=k} w_i``. A zero Q_g is replaced by ``epsilon`` (1e-9, as the authors do; Q is not
-  renormalised); a term with P_g = 0 is 0.
+  renormalised); a term with P_g = 0 is 0. A list missing a group of the target then scores
+  on the scale of ``P_g ln(1/epsilon)`` (10.0 for P_g = 0.5), whatever else it holds, so
+  beside them:
+- ``missing@k``: 1 if a group of the target (P_g > 0) has no caption among the first k;
+- ``lbjs@k`` / ``dlbjs@k``: the Jensen-Shannon divergence of Q (unweighted / rank-weighted)
+  from P, ``JS = (KL(P || M) + KL(Q || M)) / 2`` with ``M = (P + Q) / 2``: no epsilon, bounded
+  by ln 2, so one empty group cannot outweigh all other lists.
 
 Every function returns per-query values (callers average them, overall or by locale).
 """
@@ -33,7 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 
 EPSILON = 1e-9
-METRICS = ("accuracy", "ndcg", "ndcg_authors", "lbkl", "dlbkl")
+METRICS = ("accuracy", "ndcg", "ndcg_authors", "lbkl", "dlbkl", "missing", "lbjs", "dlbjs")
 GROUPINGS = ("authors", "tier", "language")
 TIERS = ("high", "medium", "low")
 
@@ -113,6 +119,21 @@ def kl_divergence(p: np.ndarray, q: np.ndarray, epsilon: float = EPSILON) -> np.
     return terms.sum(axis=1)
 
 
+def js_divergence(p: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """(n,) Jensen-Shannon divergence (natural log) of each row of ``q`` from ``p``."""
+    q = np.asarray(q, np.float64)
+    p = np.broadcast_to(np.asarray(p, np.float64), q.shape)
+    m = (p + q) / 2
+    return (kl_divergence(p, m, 1.0) + kl_divergence(q, m, 1.0)) / 2  # m > 0 where p or q is
+
+
+def missing_at_k(groups: np.ndarray, target: np.ndarray, n_groups: int, k: int) -> np.ndarray:
+    """(n,) 1.0 where a group with a positive target share has no caption among the first k."""
+    shares = group_shares(groups, n_groups, k)
+    p = np.broadcast_to(np.asarray(target, np.float64), shares.shape)
+    return ((p > 0) & (shares == 0)).any(axis=1).astype(np.float64)
+
+
 def lbkl_at_k(groups: np.ndarray, target: np.ndarray, n_groups: int, k: int,
               epsilon: float = EPSILON) -> np.ndarray:
     """(n,) language-bias KL of the first k against ``target``."""
@@ -137,7 +158,8 @@ def per_query_scores(
     rel: np.ndarray, n_relevant: np.ndarray, groups: np.ndarray, target: np.ndarray,
     n_groups: int, ks: Sequence[int], epsilon: float = EPSILON,
 ) -> dict[str, np.ndarray]:
-    """``{"accuracy@k": (n,), "ndcg@k", "ndcg_authors@k", "lbkl@k", "dlbkl@k"}`` for every k.
+    """``{"accuracy@k": (n,), "ndcg@k", "ndcg_authors@k", "lbkl@k", "dlbkl@k", "missing@k",
+    "lbjs@k", "dlbjs@k"}`` for every k.
 
     ``rel`` and ``groups`` are the whole retrieved lists (n, K >= max k): every metric reads
     its first k, except ``ndcg_authors``, whose ideal reads all K."""
@@ -148,6 +170,9 @@ def per_query_scores(
         out[f"ndcg_authors@{k}"] = ndcg_authors_at_k(rel, k)
         out[f"lbkl@{k}"] = lbkl_at_k(groups, target, n_groups, k, epsilon)
         out[f"dlbkl@{k}"] = dlbkl_at_k(groups, target, n_groups, k, epsilon)
+        out[f"missing@{k}"] = missing_at_k(groups, target, n_groups, k)
+        out[f"lbjs@{k}"] = js_divergence(target, group_shares(groups, n_groups, k))
+        out[f"dlbjs@{k}"] = js_divergence(target, group_shares(groups, n_groups, k, True))
     return out
 
 

@@ -1,26 +1,18 @@
-"""Is a difference between two models real? Paired bootstraps and the Holm correction.
+"""Is a difference between two models real? Paired, cluster-robust tests and Holm's correction.
 
-Two models scored on the same items (3XCM triplets; XM3600 query images) are compared by
-resampling the items with replacement and evaluating BOTH models on each resample (a paired
-bootstrap): the spread of the difference then reflects only what varies between the models,
-not the luck of the draw of the items, which both share.
+Two models scored on the same items (3XCM triplets; XM3600 query images), paired by item id:
 
-- 3XCM (:func:`paired_association`): each triplet has a pair of outcomes (winner of model a,
-  winner of model b; 0 semantic, 1 cultural, 2 non-relevant), one of 9 joint categories.
-  Resampling N triplets and counting the joint categories is the same as drawing the 9
-  counts from Multinomial(N, observed joint shares), which is what is computed (exact, and
-  fast for any N). From each resample's counts: ``ΔM_k = M_k(a) - M_k(b)`` for k in sem, cul,
-  non and ``ΔSP = SP(a) - SP(b)``. Resamples where either SP is undefined (no semantic win)
-  are left out of ΔSP and counted.
-- XM3600 (:func:`paired_means`): per query image one value per metric and model; a resample
-  draws the images once (multinomial weights over the images) and the difference of the two
-  means of every metric is taken on it.
-- Interval: the 2.5th and 97.5th percentiles of the resampled differences (``ci95``).
-- p-value (two-sided, H0: no difference): twice the share of resampled differences on the
-  far side of 0, ``p = min(1, 2 (1 + min(#{d*_b <= 0}, #{d*_b >= 0})) / (1 + B))``: the
-  level at which the percentile interval just reaches 0, so ``p < 0.05`` exactly when the
-  95% interval (nearly) excludes 0, also for the skewed ratio SP. ``p`` is never 0 (at
-  least ``2 / (1 + B)``); with ``d = 0`` it is 1.
+- 3XCM (:func:`paired_association`): per triplet each model's win credit (sem, cul, non);
+  ``ΔM_k = M_k(a) - M_k(b)`` and ``ΔSP = SP(a) - SP(b)``, overall and per group (the query
+  country). What is sampled is the concepts: the variance of each Δ is cluster-robust over
+  concepts (the closed form of resampling them, :mod:`benchmark.metrics.clustered`; a
+  group of one concept: its triplets by country), for ΔSP by the delta method.
+- XM3600 (:func:`paired_means`): per query image one value per metric and model; Δ of the
+  means, the images as independent units.
+- Each Δ: a 95% interval ``Δ ± t_df SE`` and a two-sided p from the same t (df = units - 1):
+  no resampling, so no floor on p. SP's p tests ``θ = cul / (sem + cul)`` (the same null;
+  bounded, so it holds where SP is extreme or infinite, which the delta method does not). ``mde``: the smallest true Δ this pair of runs detects
+  with 80% power at α = 0.05.
 - :func:`holm`: Holm's step-down adjustment of m p-values (family-wise error rate): the
   i-th smallest is multiplied by ``m - i + 1``, then made monotone and capped at 1.
 """
@@ -32,115 +24,82 @@ from typing import Any
 
 import numpy as np
 
+from benchmark.metrics import clustered
+from benchmark.metrics.association import INFINITE
+
 ALPHA = 0.05
 WIN_KEYS = ("M_sem", "M_cul", "M_non")
+KEYS = ("SP", *WIN_KEYS)
+METHOD = ("paired by item id; Δ = A - B; cluster-robust standard error over {unit} (what "
+          "resampling them estimates, in closed form; for ΔSP by the delta method); 95% "
+          "interval Δ ± t·SE and two-sided p from t with (units - 1) df (for SP: the test of "
+          "θ = cul/(sem+cul), the same null, bounded)")
 
 
-def p_value(observed: float, resampled: np.ndarray) -> float:
-    """Two-sided bootstrap p-value of H0 "no difference" (see the module docstring)."""
-    d = np.asarray(resampled, np.float64)
-    d = d[np.isfinite(d)]
-    if observed == 0:
-        return 1.0
-    tail = min(int((d <= 0).sum()), int((d >= 0).sum()))
-    return float(min(1.0, 2 * (1 + tail) / (1 + d.size)))
+def _num(x: float) -> float | None:
+    return float(x) if np.isfinite(x) else None
 
 
-def interval(resampled: np.ndarray) -> list[float | None]:
-    """95% percentile interval of the finite resampled values ([None, None] if none)."""
-    d = np.asarray(resampled, np.float64)
-    d = d[np.isfinite(d)]
-    if not d.size:
-        return [None, None]
-    lo, hi = np.percentile(d, [2.5, 97.5])
-    return [float(lo), float(hi)]
-
-
-def _difference(observed: float | None, resampled: np.ndarray) -> dict[str, Any]:
-    if observed is None or not np.isfinite(observed):
-        return {"diff": None, "ci95": [None, None], "p": None}
-    finite = np.isfinite(resampled)
-    if not finite.any():
-        return {"diff": float(observed), "ci95": [None, None], "p": None}
-    return {"diff": float(observed), "ci95": interval(resampled),
-            "p": p_value(float(observed), resampled)}
-
-
-def _rates(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(win rates (..., 3), SP (...)) of model a and b from joint counts (..., 9) laid out
-    as ``3 * winner_a + winner_b``; SP NaN where there is no semantic win."""
-    c = counts.reshape(*counts.shape[:-1], 3, 3).astype(np.float64)
-    wa, wb = c.sum(axis=-1), c.sum(axis=-2)
-    n = c.sum(axis=(-1, -2))[..., None]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ma, mb = wa / n, wb / n
-        sa = np.where(wa[..., 0] > 0, wa[..., 1] / wa[..., 0], np.nan)
-        sb = np.where(wb[..., 0] > 0, wb[..., 1] / wb[..., 0], np.nan)
-    return ma - mb, sa - sb
-
-
-def paired_counts(
-    winner_a: np.ndarray, winner_b: np.ndarray, n_resamples: int = 1000, seed: int = 0,
-) -> dict[str, Any]:
-    """ΔSP and ΔM_sem/cul/non of one set of paired triplet outcomes (see module docstring).
-
-    Returns ``{"n", "SP": {a, b, diff, ci95, p}, "M_sem": {...}, "M_cul", "M_non",
-    "SP_undefined_resamples"}`` (``a``, ``b``: each model's value on these triplets).
-    """
-    wa, wb = np.asarray(winner_a, np.int64), np.asarray(winner_b, np.int64)
-    if wa.shape != wb.shape or wa.ndim != 1:
-        raise ValueError("paired winners must be 1-d arrays of the same length")
-    if wa.size and (min(wa.min(), wb.min()) < 0 or max(wa.max(), wb.max()) > 2):
-        raise ValueError("winners must be 0 (semantic), 1 (cultural) or 2 (non-relevant)")
-    n = int(wa.size)
-    out: dict[str, Any] = {"n": n}
-    if n == 0:
-        out.update({k: {"a": None, "b": None, **_difference(None, np.empty(0))}
-                    for k in ("SP", *WIN_KEYS)})
-        out["SP_undefined_resamples"] = 0
-        return out
-    joint = np.bincount(3 * wa + wb, minlength=9)
-    ca, cb = joint.reshape(3, 3).sum(axis=1), joint.reshape(3, 3).sum(axis=0)
-    dm, dsp = _rates(joint)
-    rng = np.random.default_rng(seed)
-    draws = (rng.multinomial(n, joint / n, size=n_resamples) if n_resamples > 0
-             else np.empty((0, 9), np.int64))
-    bm, bsp = _rates(draws)
-    out["SP"] = {"a": float(ca[1] / ca[0]) if ca[0] else None,
-                 "b": float(cb[1] / cb[0]) if cb[0] else None,
-                 **_difference(float(dsp) if np.isfinite(dsp) else None, bsp)}
-    out["SP_undefined_resamples"] = int((~np.isfinite(bsp)).sum())
-    for j, key in enumerate(WIN_KEYS):
-        out[key] = {"a": float(ca[j] / n), "b": float(cb[j] / n),
-                    **_difference(float(dm[j]), bm[:, j])}
+def _rows(r: dict[str, np.ndarray], i: int, names: Sequence[str], cols: Sequence[int]
+          ) -> dict[str, Any]:
+    out: dict[str, Any] = {"n": int(r["n"][i]), "units": int(r["units"][i])}
+    for name, j in zip(names, cols, strict=True):
+        out[name] = {**{f"{s}_note": INFINITE for s in "ab" if r[s][i, j] == np.inf},
+                     "a": _num(r["a"][i, j]), "b": _num(r["b"][i, j]),
+                     "diff": _num(r["diff"][i, j]),
+                     "ci95": [_num(r["lo"][i, j]), _num(r["hi"][i, j])],
+                     "p": _num(r["p"][i, j]), "mde": _num(r["mde"][i, j])}
     return out
 
 
-def paired_association(
-    winner_a: np.ndarray, winner_b: np.ndarray, groups: np.ndarray | None = None,
-    n_resamples: int = 1000, seed: int = 0,
-) -> dict[str, Any]:
-    """``{"overall": paired_counts(...), "by_group": {label: paired_counts(...)}}``; each
-    group (e.g. the query country) is resampled within itself, with its own seed."""
-    from benchmark.metrics.association import group_seed
+def _check(credit_a: np.ndarray, credit_b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    ca, cb = (np.asarray(c, np.float64) for c in (credit_a, credit_b))
+    if ca.ndim == 1:  # winners 0 semantic, 1 cultural, 2 non-relevant
+        if ca.shape != cb.shape or (ca.size and (min(ca.min(), cb.min()) < 0
+                                                 or max(ca.max(), cb.max()) > 2)):
+            raise ValueError("winners must be 0 (semantic), 1 (cultural) or 2 (non-relevant), "
+                             "one per item of both models")
+        ca, cb = np.eye(3)[ca.astype(np.int64)], np.eye(3)[cb.astype(np.int64)]
+    if ca.shape != cb.shape or ca.ndim != 2 or ca.shape[1] != 3:
+        raise ValueError("paired credits must be (N, 3) arrays of the same shape")
+    return ca, cb
 
-    out: dict[str, Any] = {"overall": paired_counts(winner_a, winner_b, n_resamples, seed)}
+
+def paired_association(credit_a: np.ndarray, credit_b: np.ndarray,
+                       groups: np.ndarray | None = None, concept: np.ndarray | None = None,
+                       country: np.ndarray | None = None) -> dict[str, Any]:
+    """``{"overall": {n, units, SP: {a, b, diff, ci95, p, mde}, M_sem, M_cul, M_non},
+    "by_group": {label: ...}}`` (groups in order of first appearance). ``credit_*``: (N, 3)
+    win credits or (N,) winners; ``concept``/``country``: the units (None: every item one)."""
+    ca, cb = _check(credit_a, credit_b)
+    n = len(ca)
+    labels = np.asarray(groups).astype(str) if groups is not None else np.zeros(n, str)
+    order = list(dict.fromkeys(labels.tolist()))
+    uniq, inv = clustered.codes(labels)
+    g = np.array([order.index(x) for x in uniq], np.int64)[inv] if n else inv
+    cluster = np.arange(n) if concept is None else clustered.codes(concept)[1]
+    stratum = None if country is None else clustered.codes(country)[1]
+    cols = [3, 0, 1, 2]
+    whole = clustered.paired(ca, cb, np.zeros(n, np.int64), 1,
+                             clustered.units(np.zeros(n, np.int64), 1, cluster, stratum))
+    out: dict[str, Any] = {"overall": _rows(whole, 0, KEYS, cols)}
     if groups is not None:
-        labels = np.asarray(groups).astype(str)
-        wa, wb = np.asarray(winner_a), np.asarray(winner_b)
-        out["by_group"] = {
-            str(g): paired_counts(wa[labels == g], wb[labels == g], n_resamples,
-                                  group_seed(seed, f"paired:{g}"))
-            for g in dict.fromkeys(labels)}
+        r = clustered.paired(ca, cb, g, len(order), clustered.units(g, len(order), cluster,
+                                                                     stratum))
+        out["by_group"] = {lab: _rows(r, i, KEYS, cols) for i, lab in enumerate(order)}
     return out
 
 
-def paired_means(
-    values_a: dict[str, np.ndarray], values_b: dict[str, np.ndarray],
-    n_resamples: int = 1000, seed: int = 0,
-) -> dict[str, Any]:
-    """Per metric: ``{"a", "b", "diff", "ci95", "p"}`` of ``mean(a) - mean(b)`` over paired
-    items (one resample of the items shared by every metric); plus ``n``."""
+def paired_counts(winner_a: np.ndarray, winner_b: np.ndarray,
+                  concept: np.ndarray | None = None) -> dict[str, Any]:
+    """:func:`paired_association` of one set of items, without groups."""
+    return paired_association(winner_a, winner_b, concept=concept)["overall"]
+
+
+def paired_means(values_a: dict[str, np.ndarray], values_b: dict[str, np.ndarray]
+                 ) -> dict[str, Any]:
+    """Per metric: ``{"a", "b", "diff", "ci95", "p", "mde"}`` of ``mean(a) - mean(b)`` over
+    paired items (each item a unit); plus ``n``."""
     names = [k for k in values_a if k in values_b]
     if not names:
         return {"n": 0}
@@ -149,20 +108,18 @@ def paired_means(
     if a.shape != b.shape:
         raise ValueError("paired values must have the same number of items")
     n = a.shape[0]
-    out: dict[str, Any] = {"n": int(n)}
-    if n == 0:
-        return out | {k: {"a": None, "b": None, **_difference(None, np.empty(0))} for k in names}
-    d = a - b
-    rng = np.random.default_rng(seed)
-    boot = np.empty((max(n_resamples, 0), len(names)))
-    step = max(1, 2_000_000 // max(n, 1))  # resamples per block: bounded memory
-    for s in range(0, boot.shape[0], step):
-        m = min(step, boot.shape[0] - s)
-        w = rng.multinomial(n, np.full(n, 1.0 / n), size=m).astype(np.float64)
-        boot[s:s + m] = (w @ d) / n
-    for j, k in enumerate(names):
-        out[k] = {"a": float(a[:, j].mean()), "b": float(b[:, j].mean()),
-                  **_difference(float(d[:, j].mean()), boot[:, j])}
+    g = np.zeros(n, np.int64)
+    u = clustered.units(g, 1, np.arange(n))
+    ma, mb = a.mean(0, keepdims=True), b.mean(0, keepdims=True)
+    v = u.variance(((a - b) - (ma - mb)) / max(n, 1)) if n else np.full((1, len(names)), np.nan)
+    diff = ma - mb
+    se = np.sqrt(v)
+    df = np.broadcast_to(u.df[:, None], diff.shape)
+    lo, hi, p = clustered.t_test(diff, se, df)
+    r = {"a": ma, "b": mb, "diff": diff, "lo": lo, "hi": hi, "p": p,
+         "mde": clustered.detectable(se, df), "n": np.array([n]), "units": u.units}
+    out = _rows(r, 0, names, range(len(names)))
+    del out["units"]
     return out
 
 

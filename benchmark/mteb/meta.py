@@ -34,11 +34,17 @@ XM_NESTED = ("retrieved_language_counts", "pool_language_counts", "pool_tier_cou
              "two_stage_agreement")
 
 
+CI_KEYS = ("SP_ci95", "M_sem_ci95", "M_cul_ci95", "M_non_ci95")
+
+
 def xcm_flat(s: dict[str, Any]) -> dict[str, Any]:
-    """One summary of :func:`benchmark.metrics.association.summarize` in mteb's key style."""
+    """One group's 3XCM scores (:mod:`benchmark.metrics.association`) in mteb's key style."""
     out = {XCM_KEYS[k]: v for k, v in s.items() if k in XCM_KEYS}
-    lo, hi = s["SP_ci95"]
-    out["sp_ci95_lo"], out["sp_ci95_hi"] = lo, hi
+    for k in CI_KEYS:
+        if k in s:
+            out[f"{k.lower()}_lo"], out[f"{k.lower()}_hi"] = s[k]
+    out.update({f"mde_{k.lower()}": v for k, v in (s.get("mde") or {}).items()})
+    out.update({k.lower(): s[k] for k in ("SP_note", "units") if k in s})
     return out
 
 
@@ -46,7 +52,14 @@ def xcm_unflat(s: dict[str, Any]) -> dict[str, Any]:
     """The inverse of :func:`xcm_flat`."""
     inv = {v: k for k, v in XCM_KEYS.items()}
     out = {inv[k]: v for k, v in s.items() if k in inv}
+    for k in CI_KEYS:
+        if f"{k.lower()}_lo" in s:
+            out[k] = [s.get(f"{k.lower()}_lo"), s.get(f"{k.lower()}_hi")]
     out["SP_ci95"] = [s.get("sp_ci95_lo"), s.get("sp_ci95_hi")]
+    mde = {k: s[f"mde_{k.lower()}"] for k in ("SP", "M_sem", "M_cul", "M_non")
+           if f"mde_{k.lower()}" in s}
+    out.update({"mde": mde} if mde else {})
+    out.update({k: s[k.lower()] for k in ("SP_note", "units") if k.lower() in s})
     return out
 
 

@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import io
 import logging
+import math
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from benchmark.metrics.association import sp_value
 from benchmark.report.collect import Collection
 from core import datatables
 from core.errors import DataError
@@ -108,7 +110,8 @@ def their_numbers(row: Any) -> dict[str, Any]:
     n = a + b + c
     return {"authors_n": n, "authors_A_wins": a, "authors_B_wins": b, "authors_C_wins": c,
             "authors_M_sem": a / n if n else None, "authors_M_cul": b / n if n else None,
-            "authors_M_non": c / n if n else None, "authors_SP": b / a if a else None,
+            "authors_M_non": c / n if n else None,
+            "authors_SP": b / a if a else (math.inf if b else None),  # ∞: no semantic win
             **{f"authors_{k}": float(row[k]) for k in Z_COLS}}
 
 
@@ -120,10 +123,12 @@ def _row(model: str, amodel: str, task: str, scope: str, code: str,
                            "experiment": EXPERIMENTS[task], "scope": scope, "country": code,
                            "label": label}
     out.update({f"ours_{k}": (ours or {}).get(k) for k in OURS})
+    out["ours_SP"] = sp_value(ours)
     out.update(their_numbers(theirs))
     for mine, their in DIFFS:
         a, b = out[f"ours_{mine}"], out[f"authors_{their}"]
-        out[f"diff_{mine}"] = a - b if a is not None and b is not None else None
+        ok = a is not None and b is not None and math.isfinite(a) and math.isfinite(b)
+        out[f"diff_{mine}"] = a - b if ok else None
     return out
 
 
@@ -157,6 +162,8 @@ def compare(col: Collection, folder: Path | None = None) -> pd.DataFrame:
 def _f(x: Any, nd: int = 3, sign: bool = False) -> str:
     if x is None or pd.isna(x):
         return "-"
+    if x == math.inf:
+        return "∞"
     return f"{x:+.{nd}f}" if sign else f"{x:.{nd}f}"
 
 
@@ -165,7 +172,8 @@ def to_markdown(df: pd.DataFrame) -> str:
     if df.empty:
         return "No model of these results has published numbers from the authors.\n"
     lines = ["## Ours vs the authors' published numbers", "",
-             "Differences are ours minus theirs. A/B/C = semantic/cultural/non-relevant wins.", "",
+             "Differences are ours minus theirs. A/B/C = semantic/cultural/non-relevant wins. "
+             "SP ∞: no semantic win.", "",
              "| model | experiment | SP ours | SP theirs | diff | M_sem ours | M_sem theirs "
              "| M_cul ours | M_cul theirs | A/B/C theirs |",
              "|---|---|---|---|---|---|---|---|---|---|"]

@@ -18,6 +18,7 @@ from typing import Any
 
 import pandas as pd
 
+from benchmark.analysis.silhouette import EXPLORATORY_N, correlation_text
 from benchmark.report import authors, gallery, leaderboard, page, plots
 from benchmark.report.collect import Collection, ReportInputError, collect
 from benchmark.report.page import para
@@ -120,15 +121,20 @@ def matrix_figures(fig: FigureMaker) -> None:
                     plots.own_vs_english, r.scores["summary"], label)
 
 
+CORRELATION_NOTE = (f"r: Pearson with a 95% interval (Fisher z); ρ: Spearman; each p is "
+                    f"Holm-adjusted over every correlation of its model; with fewer than "
+                    f"{EXPLORATORY_N} countries a correlation is exploratory: it suggests, it "
+                    "does not establish.")
+
+
 def analysis_part(col: Collection, fig: FigureMaker) -> page.Table:
     """The silhouette correlations of every model, and the PNGs that ``analyze`` wrote (copied
     into the figures, for at most :data:`MAX_MODELS` models)."""
     rows = []
     for i, (model, r) in enumerate(sorted(col.task("analysis").items())):
         for metric, c in (r.scores.get("correlations") or {}).items():
-            rows.append([col.label(model), str(metric)] + [
-                leaderboard.fmt(c[k]["r"]) + (f" (p={c[k]['p']:.3f})" if c[k]["p"] is not None
-                                              else "") for k in ("text", "image", "sum")])
+            rows.append([col.label(model), str(metric)]
+                        + [correlation_text(c[k]) for k in ("text", "image", "sum")])
         if i >= MAX_MODELS:
             continue
         base, label = col.paths[(model, "analysis")].parent, col.label(model)
@@ -142,8 +148,8 @@ def analysis_part(col: Collection, fig: FigureMaker) -> page.Table:
             if src.is_file():
                 fig(f"{stem}-{model_slug(model)}", caption,
                     lambda s, p: files.atomic_write_bytes(p, s.read_bytes()), src)
-    return page.simple_table(["model", "metric", "r(SP, text sil.)", "r(SP, image sil.)",
-                              "r(SP, sum)"], rows, text_cols=2)
+    return page.simple_table(["model", "metric", "SP vs text sil.", "SP vs image sil.",
+                              "SP vs sum"], rows, text_cols=2)
 
 
 def authors_part(col: Collection, output: Path, folder: Path | None,
@@ -185,8 +191,9 @@ def leaderboard_part(col: Collection) -> tuple[list[str], list[tuple[str, list]]
             t = leaderboard.country_table(sub, task, col.labels)
             if t is not None:
                 head = f"SP by country, {what} ({task}){data}"
-                md += [f"## {head}", "", page.markdown(t)]
-                sections.append((head, [page.table(t)]))
+                inf = [leaderboard.INFINITE_NOTE] if leaderboard.has_infinite(t) else []
+                md += [f"## {head}", "", page.markdown(t), *inf]
+                sections.append((head, [page.table(t), *(para(n, "note") for n in inf)]))
     return md, sections
 
 
@@ -260,8 +267,8 @@ def build_report(paths: list[Path], output: Path, authors_folder: Path | None = 
             written.update(comp_files)
     if col.task("analysis"):
         t = analysis_part(col, fig)
-        md += ["## Silhouette vs SP (Pearson across countries)", "", page.markdown(t)]
-        sections.append(("Silhouette vs SP", [page.table(t)]))
+        md += ["## Silhouette vs SP (across countries)", "", page.markdown(t), "", CORRELATION_NOTE]
+        sections.append(("Silhouette vs SP", [page.table(t), page.para(CORRELATION_NOTE, "note")]))
     gallery_files: list[Path] = []
     if galleries:
         g_md, g_blocks, gallery_files = gallery_part(col, output, gallery_datasets,

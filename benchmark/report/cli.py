@@ -1,5 +1,5 @@
 """``python -m benchmark report``: leaderboard, figures and comparison with the authors;
-``python -m benchmark compare A B``: a paired bootstrap of two results (report.compare).
+``python -m benchmark compare A B``: a paired test of two results (report.compare).
 
     python -m benchmark report RESULTS_DIR_OR_FILE... --output DIR
 
@@ -58,25 +58,28 @@ def run(args: argparse.Namespace) -> int:
 
 
 def add_compare(sub: Any) -> None:
-    p = sub.add_parser("compare", help="paired bootstrap of two models' results on the same data",
+    p = sub.add_parser("compare", help="paired test of two models' results on the same data",
                        description=compare.__doc__.split("\n")[0].replace("``", ""))
     p.add_argument("result_a", type=Path, help="results file of model A (<model>/<task>.json)")
     p.add_argument("result_b", type=Path, help="results file of model B, same task and data")
-    p.add_argument("--bootstrap", type=int, default=1000, help="resamples (default 1000)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the resampling (default 0)")
+    p.add_argument("--alpha", type=float, default=0.05,
+                   help="family-wise error rate of the stars (Holm over the rows shown; "
+                        "default 0.05)")
+    p.add_argument("--format", choices=["text", "md", "csv"], default="text",
+                   help="text (default), md (a Markdown table for a paper) or csv")
     p.add_argument("--json", type=Path, default=None, help="also write the comparison here")
     p.set_defaults(handler=run_compare)
 
 
 def run_compare(args: argparse.Namespace) -> int:
-    if args.bootstrap < 1:
-        raise compare.CompareError(f"--bootstrap must be >= 1, got {args.bootstrap}")
-    if args.seed < 0:
-        raise compare.CompareError(f"--seed must be >= 0, got {args.seed}")
+    if not 0 < args.alpha < 1:
+        raise compare.CompareError(f"--alpha must be between 0 and 1, got {args.alpha}")
     if args.json:
         compare.check_json_target(args.json)
-    c = compare.compare_results(args.result_a, args.result_b, args.bootstrap, args.seed)
-    print(compare.format_comparison(c))
+    c = compare.compare_results(args.result_a, args.result_b, args.alpha)
+    fmt = {"text": compare.format_comparison, "md": compare.format_markdown,
+           "csv": compare.format_csv}[args.format]
+    print(fmt(c), end="" if args.format != "text" else "\n")
     if args.json:
         from benchmark.results import sanitize
 

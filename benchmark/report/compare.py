@@ -3,17 +3,20 @@
     python -m benchmark compare results/clip-l14/3xcm.json results/mclip/3xcm.json
 
 Both results files must be of the same task, on the same data (``task.data_fingerprint``)
-and, for 3XCM, with the same query table (``task.query_texts.sha256``); for XM3600 also
-with the same language grouping. Each file's per-item outcomes
+and, for 3XCM, with the same query table (``task.query_texts.sha256``) and tie rule; for
+XM3600 also with the same language grouping. Each file's per-item outcomes
 (``<task>.outcomes.parquet``, beside the JSON, checked against the sha256 the JSON records)
-are paired by item id and resampled together (:mod:`benchmark.metrics.significance`):
-3XCM: ΔSP and ΔM_sem/ΔM_cul/ΔM_non overall and per query country; XM3600: Δaccuracy@k,
-ΔNDCG@k, ΔLBKL@k, ΔDLBKL@k for every k. Anything that makes the pair incomparable is one
-line on stderr and exit code 2.
+are paired by item id (:mod:`benchmark.metrics.significance`): 3XCM: ΔSP and
+ΔM_sem/ΔM_cul/ΔM_non overall and per query country, cluster-robust over concepts; XM3600:
+Δaccuracy@k, ΔNDCG@k, ΔLBKL@k, ΔDLBKL@k and the bounded prevalence metrics for every k.
+Every row's p is Holm-adjusted over the rows shown; a star means adjusted p < alpha.
+Anything that makes the pair incomparable is one line on stderr and exit code 2.
 """
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import math
 from pathlib import Path
@@ -23,13 +26,14 @@ import pandas as pd
 from pydantic import ValidationError
 
 from benchmark.metrics import significance as sig
+from benchmark.metrics.association import credits
 from benchmark.results import ResultFile, read_results
 from core import datatables, files
 from core.errors import DataError
 
 ASSOCIATION_TASKS = ("3xcm", "3xcm-i2i")
 PREVALENCE_TASKS = ("xm3600-i2t",)
-PREVALENCE_METRICS = ("accuracy", "ndcg", "lbkl", "dlbkl")
+PREVALENCE_METRICS = ("accuracy", "ndcg", "lbkl", "dlbkl", "missing", "lbjs", "dlbjs")
 
 
 COMPARISON_KIND = "3xcm-comparison"  # marks a --json file as ours (it may be rewritten)
@@ -71,7 +75,15 @@ def incompatibility(a: ResultFile, b: ResultFile) -> str | None:
     ga, gb = getattr(a.task, "grouping", None), getattr(b.task, "grouping", None)
     if ga != gb:
         return f"different language groupings ({ga} vs {gb})"
+    ta, tb = tie_rule(a), tie_rule(b)
+    if ta != tb:
+        return f"different tie rules ({ta} vs {tb})"
     return None
+
+
+def tie_rule(r: ResultFile) -> str:
+    """The tie rule a 3XCM result scored with (results before --ties: the authors' order)."""
+    return str(r.settings.get("ties") or "order")
 
 
 def load_outcomes(path: Path, r: ResultFile) -> pd.DataFrame:
@@ -120,39 +132,76 @@ def paired_frames(pa: Path, a: ResultFile, pb: Path, b: ResultFile
     return da, db.loc[da.index]
 
 
-def compare_frames(task: str, da: pd.DataFrame, db: pd.DataFrame, n_resamples: int = 1000,
-                   seed: int = 0, ks: list[int] | None = None) -> dict[str, Any]:
-    """The paired bootstrap of one task's aligned outcomes (see the module docstring)."""
+def _credit(df: pd.DataFrame, ties: str) -> Any:
+    from benchmark.tasks.xcm import SIM_COLUMNS
+
+    if ties == "split" and set(SIM_COLUMNS) <= set(df.columns):
+        return credits(df[SIM_COLUMNS].to_numpy(), "split")
+    return df["winner"].to_numpy()
+
+
+def compare_frames(task: str, da: pd.DataFrame, db: pd.DataFrame, ks: list[int] | None = None,
+                   ties: str = "order") -> dict[str, Any]:
+    """The paired tests of one task's aligned outcomes (see the module docstring)."""
     if task in ASSOCIATION_TASKS:
-        res = sig.paired_association(da["winner"].to_numpy(), db["winner"].to_numpy(),
-                                     da["query_country"].to_numpy(), n_resamples, seed)
+        concept = da["query_concept"].to_numpy() if "query_concept" in da.columns else None
+        res = sig.paired_association(_credit(da, ties), _credit(db, ties),
+                                     da["query_country"].to_numpy(), concept,
+                                     da["query_country"].to_numpy())
         order = [c.code for c in datatables.countries()]
         by = res.pop("by_group")
         res["by_country"] = {c: by[c] for c in sorted(
             by, key=lambda c: (order.index(c) if c in order else len(order), c))}
+        res["unit"] = "concepts" if concept is not None else "triplets (no concept column)"
         return res
     if task in PREVALENCE_TASKS:
         cols = [f"{m}@{k}" for k in (ks or []) for m in PREVALENCE_METRICS]
         cols = [c for c in cols if c in da.columns and c in db.columns]
         return {"overall": sig.paired_means({c: da[c].to_numpy() for c in cols},
-                                            {c: db[c].to_numpy() for c in cols},
-                                            n_resamples, seed)}
+                                            {c: db[c].to_numpy() for c in cols}),
+                "unit": "query images"}
     raise CompareError(f"compare knows the tasks {', '.join(ASSOCIATION_TASKS + PREVALENCE_TASKS)}"
                        f", not {task}")
 
 
-def compare_results(pa: Path, pb: Path, n_resamples: int = 1000, seed: int = 0) -> dict[str, Any]:
+def rows(c: dict[str, Any]) -> list[tuple[str, Any, str, dict[str, Any]]]:
+    """(group, n, quantity, its dict) of every row the comparison shows, in order."""
+    if c["task"] in ASSOCIATION_TASKS:
+        return [(label, s["n"], k, s[k]) for label, s in [("overall", c["overall"]),
+                                                          *c["by_country"].items()]
+                for k in sig.KEYS]
+    o = c["overall"]
+    return [("overall", o["n"], k, d) for k, d in o.items() if isinstance(d, dict)]
+
+
+def adjust(c: dict[str, Any], alpha: float) -> None:
+    """Holm over every row shown: ``p_holm`` and ``significant`` on each row, the family
+    and its size on the comparison."""
+    shown = rows(c)
+    for (_, _, _, d), adj in zip(shown, sig.holm([d["p"] for *_, d in shown]), strict=True):
+        d["p_holm"] = adj
+        d["significant"] = adj is not None and adj < alpha
+    tested = sum(d["p"] is not None for *_, d in shown)
+    what = ("overall and per query country x (SP, M_sem, M_cul, M_non)"
+            if c["task"] in ASSOCIATION_TASKS else "every metric@k")
+    c["family"] = f"Holm over the {tested} rows shown ({what}); * adjusted p < {alpha}"
+
+
+def compare_results(pa: Path, pb: Path, alpha: float = sig.ALPHA) -> dict[str, Any]:
     """Load, check and compare two results files; the comparison as a JSON-able dict."""
     a, b = load_result(pa), load_result(pb)
     da, db = paired_frames(pa, a, pb, b)
     ks = [int(k) for k in getattr(a.task, "ks", None) or []]
-    out = compare_frames(a.task.name, da, db, n_resamples, seed, ks)
-    return {"kind": COMPARISON_KIND, "task": a.task.name, "data_fingerprint": a.task.data_fingerprint,
-            "query_table_sha256": query_table_sha(a), "model_a": a.model.name,
-            "model_b": b.model.name, "file_a": str(pa), "file_b": str(pb),
-            "bootstrap_resamples": n_resamples, "seed": seed, "alpha": sig.ALPHA,
-            "method": "paired bootstrap over items (same resample for both models); "
-                      "percentile 95% interval; p from the centred resamples", **out}
+    out = compare_frames(a.task.name, da, db, ks, tie_rule(a))
+    unit = out.pop("unit")
+    c = {"kind": COMPARISON_KIND, "task": a.task.name, "data_fingerprint": a.task.data_fingerprint,
+         "query_table_sha256": query_table_sha(a), "model_a": a.model.name,
+         "model_b": b.model.name, "file_a": str(pa), "file_b": str(pb), "alpha": alpha,
+         "unit": unit, "method": sig.METHOD.format(unit=unit), **out}
+    if a.task.name in ASSOCIATION_TASKS:
+        c["ties"] = tie_rule(a)
+    adjust(c, alpha)
+    return c
 
 
 def check_json_target(path: Path) -> None:
@@ -179,40 +228,80 @@ def _p(p: float | None) -> str:
     return "-" if p is None else (f"{p:.4f}" if p >= 1e-4 else f"{p:.1e}")
 
 
-def _row(label: str, n: Any, key: str, d: dict[str, Any]) -> str:
+def _cells(d: dict[str, Any]) -> list[str]:
     lo, hi = d["ci95"]
-    star = "*" if d["p"] is not None and d["p"] < sig.ALPHA else ""
-    ci = f"[{_f(lo, sign=True)}, {_f(hi, sign=True)}]"
-    return (f"{label:<9}{n!s:>6}  {key:<15}{_f(d['a']):>7}{_f(d['b']):>7}"
-            f"{_f(d['diff'], sign=True):>8}  {ci:<18}{_p(d['p']):>7} {star}")
+    a, b = ("∞" if d.get(f"{s}_note") else _f(d[s]) for s in "ab")
+    return [a, b, _f(d["diff"], sign=True),
+            f"[{_f(lo, sign=True)}, {_f(hi, sign=True)}]", _p(d["p"]), _p(d.get("p_holm")),
+            "*" if d.get("significant") else ""]
+
+
+def power_line(c: dict[str, Any]) -> str:
+    """What the pair of runs could tell apart overall (80% power, alpha 0.05, per row)."""
+    o = c["overall"]
+    parts = [f"Δ{k} {_f(d.get('mde'))}" for k, d in o.items()
+             if isinstance(d, dict) and d.get("mde") is not None]
+    if not parts:
+        return "power: no difference could be sized (a rate at its bound)"
+    return ("power: these runs cannot tell apart true differences below " + ", ".join(parts)
+            + " (overall; 80% power, two-sided α = 0.05 per row)")
 
 
 def format_comparison(c: dict[str, Any]) -> str:
-    """A plain-text table: A, B, Δ = A - B, its 95% interval, p (* p < 0.05, not adjusted)."""
-    lines = [f"{c['task']}: A = {c['model_a']}, B = {c['model_b']}",
-             f"paired bootstrap, {c['bootstrap_resamples']} resamples, seed {c['seed']}; "
-             f"Δ = A - B; * p < {c['alpha']} (per row, not adjusted for multiple rows)",
+    """A plain-text table: A, B, Δ = A - B, its 95% interval, p, Holm-adjusted p, star."""
+    lines = [f"{c['task']}: A = {c['model_a']}, B = {c['model_b']}", c["method"], c["family"],
+             power_line(c),
              f"data {c['data_fingerprint'][:12]}"
              + (f", query table {c['query_table_sha256'][:12]}" if c["query_table_sha256"]
                 else "")]
-    head = f"{'group':<9}{'n':>6}  {'':<15}{'A':>7}{'B':>7}{'Δ':>8}  {'95% CI':<18}{'p':>7}"
+    head = (f"{'group':<9}{'n':>6}  {'':<15}{'A':>7}{'B':>7}{'Δ':>8}  {'95% CI':<22}{'p':>8}"
+            f"{'p Holm':>8}")
     lines += [head, "-" * (len(head) + 2)]
-    if c["task"] in ASSOCIATION_TASKS:
-        for label, s in [("overall", c["overall"]), *c["by_country"].items()]:
-            for i, k in enumerate(("SP", *sig.WIN_KEYS)):
-                lines.append(_row(label if i == 0 else "", s["n"] if i == 0 else "", k, s[k]))
-        return "\n".join(lines)
-    o = c["overall"]
-    first = True
-    for k, d in o.items():
-        if isinstance(d, dict):
-            lines.append(_row("overall" if first else "", o["n"] if first else "", k, d))
-            first = False
+    last = None
+    for label, n, k, d in rows(c):
+        first = label != last
+        last = label
+        a, b, diff, ci, p, ph, star = _cells(d)
+        lines.append(f"{label if first else '':<9}{n if first else '':>6}  {k:<15}{a:>7}{b:>7}"
+                     f"{diff:>8}  {ci:<22}{p:>8}{ph:>8} {star}")
+    if any(d.get("a_note") or d.get("b_note") for *_, d in rows(c)):
+        lines.append("∞: SP without a semantic win (Δ undefined; its p tests cul / (sem + cul))")
     return "\n".join(lines)
 
 
-def pair_p_value(task: str, key: str, pa: Path, a: ResultFile, pb: Path, b: ResultFile,
-                 n_resamples: int = 1000, seed: int = 0) -> tuple[float | None, str | None]:
+HEADER = ["group", "n", "quantity", "A", "B", "diff", "ci95_lo", "ci95_hi", "p", "p_holm",
+          "significant", "mde"]
+
+
+def table_rows(c: dict[str, Any]) -> list[list[Any]]:
+    """The comparison as rows of :data:`HEADER` (exact values)."""
+    return [[g, n, k, d["a"], d["b"], d["diff"], *d["ci95"], d["p"], d.get("p_holm"),
+             d.get("significant"), d.get("mde")] for g, n, k, d in rows(c)]
+
+
+def format_csv(c: dict[str, Any]) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(HEADER)
+    w.writerows([["" if v is None else v for v in r] for r in table_rows(c)])
+    return buf.getvalue()
+
+
+def format_markdown(c: dict[str, Any]) -> str:
+    """A Markdown table to paste into a paper, with its method, family and power as notes."""
+    out = [f"**{c['task']}**: A = {c['model_a']}, B = {c['model_b']}; Δ = A - B", "",
+           "| group | n | quantity | A | B | Δ | 95% CI | p | p (Holm) |",
+           "|---|---:|---|---:|---:|---:|---|---:|---:|"]
+    for g, n, k, d in rows(c):
+        a, b, diff, ci, p, ph, star = _cells(d)
+        out.append(f"| {g} | {n} | {k} | {a} | {b} | {diff}{star} | {ci} | {p} | {ph} |")
+    out += ["", f"{c['method']}. {c['family']}. {power_line(c)}."
+            + (" ∞: no semantic win." if "∞" in "".join(out) else "")]
+    return "\n".join(out) + "\n"
+
+
+def pair_p_value(task: str, key: str, pa: Path, a: ResultFile, pb: Path, b: ResultFile
+                 ) -> tuple[float | None, str | None]:
     """(unadjusted p of Δ``key`` between two results, None) or (None, why not testable);
     ``key``: ``SP`` for the 3XCM tasks, a metric such as ``lbkl@10`` for XM3600."""
     try:
@@ -220,11 +309,9 @@ def pair_p_value(task: str, key: str, pa: Path, a: ResultFile, pb: Path, b: Resu
     except CompareError as e:
         return None, str(e).split(": ", 1)[-1] if "cannot compare" in str(e) else str(e)
     if task in ASSOCIATION_TASKS:
-        d = sig.paired_counts(da["winner"].to_numpy(), db["winner"].to_numpy(), n_resamples,
-                              seed)[key]
+        d = compare_frames(task, da, db, ties=tie_rule(a))["overall"][key]
     elif key in da.columns and key in db.columns:
-        d = sig.paired_means({key: da[key].to_numpy()}, {key: db[key].to_numpy()},
-                             n_resamples, seed)[key]
+        d = sig.paired_means({key: da[key].to_numpy()}, {key: db[key].to_numpy()})[key]
     else:
         return None, f"{key} not in the outcomes"
     return (d["p"], None) if d["p"] is not None else (None, f"{key} undefined")

@@ -1,13 +1,15 @@
 """The leaderboard: one row per model, from whatever results exist for it.
 
-Columns: 3xcm (text -> image) ``n, M_sem, M_cul, M_non, SP`` with its 95% bootstrap interval,
-the image -> image SP (``3xcm-i2i``), and XM3600 image -> text ``accuracy@5, ndcg@10,
-lbkl@10, dlbkl@10`` (``xm3600-i2t``). A missing task leaves its cells empty ("-"); a NaN is
-shown as missing too. One leaderboard per data fingerprint (:func:`boards`): results on
+Columns: 3xcm (text -> image) ``n, M_sem, M_cul, M_non, SP`` each with its 95% interval (as
+the result states it: over concepts by default), the image -> image SP (``3xcm-i2i``), and
+XM3600 image -> text ``accuracy@5, ndcg@10, lbkl@10, dlbkl@10`` with beside them the share
+of top-10 lists missing a language group and the bounded ``lbjs@10`` (``xm3600-i2t``). A
+missing task leaves its cells empty ("-"); a NaN is shown as missing too; an SP without a
+semantic win is "∞ (no semantic win)", never 0 or missing. One leaderboard per data fingerprint (:func:`boards`): results on
 different data never share a table, and each table names its fingerprint. Rows are sorted
 by 3xcm SP (lower is less biased; an XM3600-only table by LBKL@10), models without it last,
 and each row says whether it differs significantly from the next (:func:`neighbour_tests`:
-paired bootstrap, Holm across the pairs of the table). Rendered (:func:`board_table`) as Markdown and as HTML
+paired cluster-robust test, Holm across the pairs of the table). Rendered (:func:`board_table`) as Markdown and as HTML
 tables whose cells carry the exact JSON value in ``data-value``.
 """
 
@@ -17,6 +19,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from benchmark.metrics.association import INFINITE, sp_interval, sp_value
 from benchmark.report.collect import Collection, short_path
 from benchmark.report.page import Cell, Row, Table
 
@@ -34,8 +37,11 @@ class Column:
 COLUMNS = (
     Column("n", "n", "3xcm", "n", 0),
     Column("M_sem", "M_sem", "3xcm", "M_sem", lower_is_better=False),
+    Column("M_sem_ci95", "M_sem 95% CI", "3xcm", "M_sem_ci95"),
     Column("M_cul", "M_cul", "3xcm", "M_cul", lower_is_better=True),
+    Column("M_cul_ci95", "M_cul 95% CI", "3xcm", "M_cul_ci95"),
     Column("M_non", "M_non", "3xcm", "M_non", lower_is_better=True),
+    Column("M_non_ci95", "M_non 95% CI", "3xcm", "M_non_ci95"),
     Column("SP", "SP", "3xcm", "SP", lower_is_better=True),
     Column("SP_ci95", "SP 95% CI", "3xcm", "SP_ci95"),
     Column("SP_i2i", "SP (i2i)", "3xcm-i2i", "SP", lower_is_better=True),
@@ -43,12 +49,13 @@ COLUMNS = (
     Column("ndcg@10", "nDCG@10", "xm3600-i2t", "ndcg@10", lower_is_better=False),
     Column("lbkl@10", "LBKL@10", "xm3600-i2t", "lbkl@10", lower_is_better=True),
     Column("dlbkl@10", "DLBKL@10", "xm3600-i2t", "dlbkl@10", lower_is_better=True),
+    Column("missing@10", "missing@10", "xm3600-i2t", "missing@10", lower_is_better=True),
+    Column("lbjs@10", "LBJS@10", "xm3600-i2t", "lbjs@10", lower_is_better=True),
 )
 
 
 RANK_KEYS = (("SP", "3xcm", "SP"), ("SP_i2i", "3xcm-i2i", "SP"),
              ("lbkl@10", "xm3600-i2t", "lbkl@10"))  # (column, task, tested quantity)
-BOOTSTRAP = 1000  # resamples of each neighbour test (seed 0)
 
 
 @dataclass
@@ -72,21 +79,22 @@ def rows(col: Collection, columns: tuple[Column, ...] | list[Column] = COLUMNS,
         row: dict[str, Any] = {"model": model}
         for c in columns:
             r = tasks.get(c.task)
-            row[c.key] = (r.scores.get("overall") or {}).get(c.field) if r else None
+            o = (r.scores.get("overall") or {}) if r else {}
+            row[c.key] = (sp_value(o) if c.field == "SP" else sp_interval(o)
+                          if c.field == "SP_ci95" else o.get(c.field)) if r else None
         out.append(row)
 
     def key(r: dict[str, Any]) -> tuple[bool, float, str]:
         v = r.get(rank)
-        ok = isinstance(v, int | float) and math.isfinite(v)
+        ok = isinstance(v, int | float) and not math.isnan(v)  # inf (∞ SP) after numbers
         return (not ok, float(v) if ok else 0.0, r["model"])
 
     return sorted(out, key=key)
 
 
-def neighbour_tests(col: Collection, table: list[dict[str, Any]], rank: str,
-                    n_resamples: int = BOOTSTRAP) -> int:
+def neighbour_tests(col: Collection, table: list[dict[str, Any]], rank: str) -> int:
     """Set ``row["vs_next"]`` for each row: is its ``rank`` value different from the next
-    row's? A paired bootstrap on the items both share (:mod:`benchmark.report.compare`),
+    row's? A paired test on the items both share (:mod:`benchmark.report.compare`),
     p-values Holm-adjusted across the pairs tested; returns how many were tested."""
     from benchmark.metrics.significance import ALPHA, holm
     from benchmark.report import compare
@@ -100,7 +108,7 @@ def neighbour_tests(col: Collection, table: list[dict[str, Any]], rank: str,
             upper["vs_next"] = None
             continue
         p, why = compare.pair_p_value(task, quantity, col.paths[(m1, task)], res[m1],
-                                      col.paths[(m2, task)], res[m2], n_resamples)
+                                      col.paths[(m2, task)], res[m2])
         upper["vs_next"] = {"next": m2, "p": p, "p_holm": None, "why": why}
         if p is not None:
             tests.append(upper["vs_next"])
@@ -112,7 +120,7 @@ def neighbour_tests(col: Collection, table: list[dict[str, Any]], rank: str,
     return len(tests)
 
 
-def boards(col: Collection, n_resamples: int = BOOTSTRAP) -> list[Board]:
+def boards(col: Collection) -> list[Board]:
     """One leaderboard per data fingerprint of the leaderboard's tasks (a table never mixes
     results on different data), in the order the fingerprints were first seen."""
     tasks = tuple(dict.fromkeys(c.task for c in COLUMNS))
@@ -127,18 +135,23 @@ def boards(col: Collection, n_resamples: int = BOOTSTRAP) -> list[Board]:
         names = {t: next(iter(sub.task(t).values())).task.dataset for t in sorted(present)}
         board = Board(fp, names, columns, table, rank)
         if rank:
-            board.pairs = neighbour_tests(sub, table, rank, n_resamples)
+            board.pairs = neighbour_tests(sub, table, rank)
         out.append(board)
     return out
 
 
 def fmt(value: Any, digits: int = 3) -> str:
-    """Display text of a cell: fixed decimals, intervals as [lo, hi], "-" when absent or not
-    a finite number (a NaN is missing, never "nan")."""
+    """Display text of a cell: fixed decimals, intervals as [lo, hi] (an open upper limit
+    as ∞), "-" when absent or not a number (a NaN is missing, never "nan"); an infinite SP
+    is "∞ (no semantic win)"."""
     if isinstance(value, list | tuple):
-        if len(value) != 2 or not all(_finite(v) for v in value):
+        if len(value) != 2 or not _finite(value[0]) or not (_finite(value[1])
+                                                            or value[1] == math.inf):
             return "-"
-        return f"[{value[0]:.{digits}f}, {value[1]:.{digits}f}]"
+        hi = "∞" if value[1] == math.inf else f"{value[1]:.{digits}f}"
+        return f"[{value[0]:.{digits}f}, {hi}]"
+    if value == math.inf:
+        return INFINITE
     if not _finite(value):
         return "-"
     if isinstance(value, int) and not isinstance(value, bool):
@@ -171,24 +184,29 @@ def board_note(b: Board, markdown: bool = True) -> str:
         tested = (f"p-values Holm-adjusted across the {b.pairs} neighbouring pair(s) tested in "
                   "this table" if b.pairs else "no pair could be tested here")
         lines.append(
-            f"Rows sorted by {b.rank} (lower first). {em}vs next{em}: whether the row's {b.rank} "
-            "differs from the next row's by more than chance: paired bootstrap over the items "
-            f"both models were scored on ({BOOTSTRAP} resamples), {tested}; {em}differs{em} at "
+            f"Rows sorted by {b.rank} (lower first; ∞, no semantic win, after every number). "
+            f"{em}vs next{em}: whether the row's {b.rank} differs from the next row's by more "
+            "than chance: paired test over the items both models were scored on "
+            f"(cluster-robust over concepts for 3XCM), {tested}; {em}differs{em} at "
             f"{ALPHA} after adjustment, {em}n.s.{em} otherwise, - when not testable (no "
             "per-item outcomes, another query table, or the last row).")
     return " ".join(lines)
 
 
-NOTES = ("SP = M_cul / M_sem (3XCM text -> image; lower = less cultural self-preference). "
-         "SP (i2i): image -> image. acc@5, nDCG@10: XM3600 image -> text retrieval; "
-         "LBKL@10, DLBKL@10: divergence of the retrieved caption languages from the target "
-         "distribution (lower = less prevalence bias).")
+NOTES = ("SP = M_cul / M_sem (3XCM text -> image; lower = less cultural self-preference; "
+         f"{INFINITE}: the most there can be). 95% CI: as each result states (by default "
+         "over concepts: what generalises to other concepts). SP (i2i): image -> image. "
+         "acc@5, nDCG@10: XM3600 image -> text retrieval; LBKL@10, DLBKL@10: divergence of "
+         "the retrieved caption languages from the target distribution (the paper's, with "
+         "an absent group scored at ε = 1e-9); missing@10: share of top-10 lists without "
+         "a target language group; LBJS@10: Jensen-Shannon divergence (bounded by ln 2); "
+         "lower = less prevalence bias.")
 
 
 def _data_value(value: Any) -> str:
     if isinstance(value, list | tuple):
-        return ",".join(repr(v) if _finite(v) else "" for v in value)
-    return repr(value) if _finite(value) else ""
+        return ",".join(_data_value(v) for v in value)
+    return repr(value) if _finite(value) or value == math.inf else ""
 
 
 def board_table(b: Board, labels: dict[str, str], table_id: str = "leaderboard") -> Table:
@@ -198,7 +216,7 @@ def board_table(b: Board, labels: dict[str, str], table_id: str = "leaderboard")
                                           for c in b.columns]
     if b.rank:
         head.append(Cell("vs next", key="vs_next", cls="text",
-                         title="Holm-adjusted paired bootstrap"))
+                         title="Holm-adjusted paired cluster-robust test"))
     rows = []
     for r in b.rows:
         label = labels.get(r["model"], r["model"])
@@ -226,9 +244,17 @@ def country_table(col: Collection, task: str, labels: dict[str, str]) -> Table |
     rows = []
     for model, r in res.items():
         by = r.scores.get("by_country", {})
-        sp = [(by.get(c) or {}).get("SP") for c in codes]
+        sp = [sp_value(by.get(c)) for c in codes]
         label = labels.get(model, model)
-        rows.append(Row([Cell(label, header=True)] + [Cell(fmt(v, 2), _data_value(v), c)
-                                                      for c, v in zip(codes, sp, strict=True)],
-                        {"model": label}))
+        rows.append(Row([Cell(label, header=True)] + [
+            Cell("∞" if v == math.inf else fmt(v, 2), _data_value(v), c)
+            for c, v in zip(codes, sp, strict=True)], {"model": label}))
     return Table([Cell("model", cls="text")] + [Cell(c, key=c) for c in codes], rows)
+
+
+def has_infinite(t: Table) -> bool:
+    """Whether a per-country table shows an ∞ (its note says what that means)."""
+    return any(c.text == "∞" for r in t.rows for c in r.cells)
+
+
+INFINITE_NOTE = f"∞: {INFINITE}."

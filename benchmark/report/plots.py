@@ -4,6 +4,11 @@ scores (as in the results files) and a path.
 - :func:`sp_by_country`: SP per country with its 95% interval, one panel per model,
   countries ordered by the Common Crawl share of their language (highest first; the paper's
   Fig. 8), SP = 1 marked;
+
+Every SP axis is logarithmic (SP spans 0.01 to 16; SP 0.5 and 2 are equally far from 1) with
+SP = 1 marked, the intervals drawn, and one range for all panels of a figure. An SP without
+a semantic win (∞) is an up-triangle at the top edge, an SP of 0 a down-triangle at the
+bottom edge: never a bar of height 0.
 - :func:`sp_heatmap`: model x country SP (one diverging log scale centred on SP = 1, the
   same in every SP heat map: :data:`SP_SCALE`);
 - :func:`rank_by_tier`: share of retrieved captions of each resource tier at ranks 1..K, one
@@ -22,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from benchmark.metrics.association import INFINITE, sp_interval, sp_value
 from benchmark.report import style
 from core import datatables
 
@@ -76,30 +82,90 @@ def _grid(n: int, ncols: int = 2, w: float = 6.5, h: float = 3.2) -> tuple[Any, 
     return fig, axes.ravel()
 
 
+def sp_limits(values: list[float | None], points: list[float | None] | None = None
+              ) -> tuple[float, float]:
+    """One log range for every SP panel of a figure: the positive finite ``values`` and 1,
+    with a margin; interval ends reach at most 10 times beyond the ``points``."""
+    v = [x for x in values if x is not None and 0 < x < math.inf]
+    p = [x for x in (points if points is not None else values)
+         if x is not None and 0 < x < math.inf] or [1.0]
+    lo = max(min([1.0, *v]), min([1.0, *p]) / 10)
+    hi = min(max([1.0, *v]), max([1.0, *p]) * 10)
+    return lo / 1.6, hi * 1.6
+
+
+def sp_axis(ax: Any, lim: tuple[float, float], label: str = "SP = M_cul / M_sem") -> None:
+    """Log scale over ``lim``, plain-number ticks, SP = 1 dashed."""
+    from matplotlib.ticker import FuncFormatter
+
+    ax.set_yscale("log")
+    ax.set_ylim(*lim)
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    few = math.log10(lim[1] / lim[0]) <= 3.2  # label 2 and 5 only where there is room
+    ax.yaxis.set_minor_formatter(FuncFormatter(_minor_label if few else lambda v, _: ""))
+    ax.axhline(1.0, color="grey", lw=0.8, ls="--")
+    ax.set_ylabel(label + " (log)")
+
+
+def sp_points(ax: Any, x: np.ndarray, entries: list[dict[str, Any] | None], colours: Any,
+              lim: tuple[float, float], label: str | None = None) -> bool:
+    """SP with its 95% interval at ``x`` on a log axis of range ``lim``; ∞ and 0 as edge
+    markers. Returns whether an ∞ was drawn."""
+    colours = colours if isinstance(colours, list) else [colours] * len(x)
+    inf = False
+    for i, (xi, e) in enumerate(zip(x, entries, strict=True)):
+        if e is not None and "SP" not in e:
+            raise KeyError("SP")  # a malformed entry costs the figure, never a silent gap
+        v = sp_value(e)
+        if v is None:
+            continue
+        lo, hi = sp_interval(e)
+        y = lim[1] if v == math.inf else lim[0] if v == 0 else v
+        if lo is not None:
+            lo = lim[0] if lo <= 0 else min(lo, y)
+            hi = lim[1] if hi is None or hi == math.inf else max(hi, y)
+            ax.vlines(xi, lo, hi, color=colours[i], lw=1.0)
+        marker = "^" if v == math.inf else "v" if v == 0 else "o"
+        ax.scatter([xi], [y], color=colours[i], marker=marker, s=36 if marker != "o" else 22,
+                   zorder=3, edgecolors="black" if marker != "o" else "none",
+                   label=label if i == 0 else None)
+        inf |= v == math.inf
+    return inf
+
+
+def edge_handles() -> list[Any]:
+    """Legend entries of the edge markers."""
+    from matplotlib.lines import Line2D
+
+    return [Line2D([], [], marker="^", color="grey", markeredgecolor="black", ls="",
+                   label=INFINITE),
+            Line2D([], [], marker="v", color="grey", markeredgecolor="black", ls="",
+                   label="0 (no cultural win)")]
+
+
 def sp_by_country(models: dict[str, dict[str, Any]], path: Path, title: str) -> None:
     """``models``: name -> ``scores`` of a 3xcm results file (uses ``by_country``)."""
     fig, axes = _grid(len(models))
+    entries = [e for s in models.values() for e in s.get("by_country", {}).values()]
+    lim = sp_limits([x for e in entries for x in (sp_value(e), *sp_interval(e))],
+                    [sp_value(e) for e in entries])
     for ax, (name, scores) in zip(axes, models.items(), strict=False):
         by = scores.get("by_country", {})
         codes = country_order(list(by))
-        sp = np.array([by[c]["SP"] if by[c]["SP"] is not None else np.nan for c in codes])
-        ci = [by[c].get("SP_ci95") or [None, None] for c in codes]
-        lo = np.array([sp[i] - x[0] if x[0] is not None else 0 for i, x in enumerate(ci)])
-        hi = np.array([x[1] - sp[i] if x[1] is not None else 0 for i, x in enumerate(ci)])
-        colours = [TIER_COLOURS.get(country_tier(c), "grey") for c in codes]
         x = np.arange(len(codes))
-        ax.bar(x, np.nan_to_num(sp), color=colours, yerr=[np.nan_to_num(lo), np.nan_to_num(hi)],
-               capsize=2, error_kw={"elinewidth": 0.8})
-        ax.axhline(1.0, color="grey", lw=0.8, ls="--")
+        sp_points(ax, x, [by[c] for c in codes],
+                  [TIER_COLOURS.get(country_tier(c) or "", "grey") for c in codes], lim)
+        sp_axis(ax, lim)
         ax.set_xticks(x, [label(c) for c in codes], rotation=60, ha="right")
-        overall = scores.get("overall", {}).get("SP")
-        ax.set_title(f"{name}" + (f"  (overall SP {overall:.2f})" if overall is not None else ""))
-        ax.set_ylabel("SP = M_cul / M_sem")
+        overall = sp_value(scores.get("overall"))
+        ax.set_title(f"{name}" + (f"  (overall SP {overall:.2f})" if overall is not None
+                                  and overall < math.inf else ""))
     fig.suptitle(f"{title}: SP by country (95% CI), countries by the Common Crawl share of "
                  "their language", fontsize=11)
     # below the panels: a legend in the top corner overlapped the figure title
-    fig.legend(handles=tier_handles(), title="bar colour: resource tier of the language",
-               frameon=False, loc="outside lower center", ncols=4)
+    fig.legend(handles=tier_handles() + edge_handles(),
+               title="colour: resource tier of the language", frameon=False,
+               loc="outside lower center", ncols=6)
     style.save(fig, path)
 
 
@@ -111,7 +177,7 @@ def sp_colours(m: np.ndarray) -> np.ndarray:
     log2(SP_SCALE), so SP = 1 is the centre and SP = 0.5 and 2 are equally far from it."""
     lo, hi = SP_SCALE
     with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(np.isfinite(m), np.log2(np.clip(m, lo, hi)), np.nan)
+        return np.where(np.isnan(m), np.nan, np.log2(np.clip(m, lo, hi)))
 
 
 def _sp_grid(rows: dict[str, dict[str, Any]], row_labels: list[str], path: Path, title: str,
@@ -128,17 +194,17 @@ def _sp_grid(rows: dict[str, dict[str, Any]], row_labels: list[str], path: Path,
     m = np.full((len(keys), len(codes)), np.nan)
     for i, k in enumerate(keys):
         for j, c in enumerate(codes):
-            v = (rows[k].get(c) or {}).get("SP")
+            v = sp_value(rows[k].get(c))
             m[i, j] = np.nan if v is None else v
     fig, ax = plt.subplots(figsize=(margins[0] + 0.62 * len(codes), margins[1] + 0.42 * len(keys)),
                            layout="constrained")
     cmap = plt.get_cmap("RdBu_r").with_extremes(bad="#e0e0e0")
     lo, hi = np.log2(SP_SCALE)
     im = ax.imshow(sp_colours(m), cmap=cmap, vmin=lo, vmax=hi, aspect="auto")
-    for i, j in zip(*np.nonzero(np.isfinite(m)), strict=True):
+    for i, j in zip(*np.nonzero(~np.isnan(m)), strict=True):
         dark = abs(sp_colours(m[i, j])) > 0.7 * hi
-        ax.text(j, i, f"{m[i, j]:.2f}", ha="center", va="center", fontsize=7,
-                color="white" if dark else "black")
+        ax.text(j, i, "∞" if m[i, j] == math.inf else f"{m[i, j]:.2f}", ha="center",
+                va="center", fontsize=7, color="white" if dark else "black")
     ax.set_xticks(range(len(codes)), [label(c) for c in codes], rotation=60, ha="right")
     ax.set_yticks(range(len(keys)), row_labels)
     if xlabel:
@@ -149,7 +215,8 @@ def _sp_grid(rows: dict[str, dict[str, Any]], row_labels: list[str], path: Path,
     ticks = [0.25, 0.5, 1, 2, 4]
     bar = fig.colorbar(im, ax=ax, shrink=0.8, extend="both")
     bar.set_ticks(np.log2(ticks), labels=["≤0.25", "0.5", "1", "2", "≥4"])
-    bar.set_label("SP (log scale, centred on 1; same scale in every SP heat map)", fontsize=8)
+    bar.set_label("SP (log, centred on 1; same in every SP heat map; ∞: no semantic win)",
+                  fontsize=7)
     style.save(fig, path)
 
 
@@ -228,29 +295,24 @@ def own_vs_english(summary: dict[str, dict[str, Any]], path: Path, title: str) -
     codes = country_order(list(summary))
     fig, ax = plt.subplots(figsize=(1.5 + 0.6 * len(codes), 4.0), layout="constrained")
     x = np.arange(len(codes))
-    for k, (key, colour, off) in enumerate((("own_language", "#c44e52", -0.2),
-                                            ("english", "#4c72b0", 0.2))):
-        vals, err = [], [[], []]
-        for c in codes:
-            s = summary[c].get(key) or {}
-            v = s.get("SP")
-            lo, hi = s.get("SP_ci95") or [None, None]
-            vals.append(np.nan if v is None else v)
-            err[0].append(v - lo if v is not None and lo is not None else 0)
-            err[1].append(hi - v if v is not None and hi is not None else 0)
-        ax.bar(x + off, np.nan_to_num(vals), width=0.4, color=colour, yerr=err, capsize=2,
-               label="own language" if k == 0 else "English", error_kw={"elinewidth": 0.8})
-    ax.axhline(1.0, color="grey", lw=0.8, ls="--")
+    keys = (("own_language", "#c44e52", -0.15, "own language"),
+            ("english", "#4c72b0", 0.15, "English"))
+    entries = [summary[c].get(key) for c in codes for key, *_ in keys]
+    lim = sp_limits([v for e in entries for v in (sp_value(e), *sp_interval(e))],
+                    [sp_value(e) for e in entries])
+    for key, colour, off, name in keys:
+        sp_points(ax, x + off, [summary[c].get(key) for c in codes], colour, lim, name)
+    sp_axis(ax, lim, "SP")
     ax.set_xticks(x, [label(c) for c in codes], rotation=60, ha="right")
-    ax.set_ylabel("SP")
-    ax.set_title(f"{title}: own-language vs English queries")
-    ax.legend(frameon=False)
+    ax.set_title(f"{title}: own-language vs English queries (95% CI)")
+    ax.legend(handles=[*ax.get_legend_handles_labels()[0], *edge_handles()], frameon=False,
+              fontsize=7)
     style.save(fig, path)
 
 
 def authors_scatter(rows: list[dict[str, Any]], path: Path) -> None:
     """Our per-country SP against the authors', one panel per experiment, log axes (their SP
-    spans 0.03 to 16), y = x marked."""
+    spans 0.03 to 16), y = x marked; ∞ (no semantic win) and 0 on the edges, as triangles."""
     from matplotlib.ticker import FuncFormatter
 
     exps = sorted({r["experiment"] for r in rows}, reverse=True)
@@ -259,16 +321,17 @@ def authors_scatter(rows: list[dict[str, Any]], path: Path) -> None:
     models = sorted({r["model"] for r in rows})
     cmap = plt.get_cmap("tab10")
     for ax, exp in zip(axes, exps, strict=False):
-        lo, hi = math.inf, 0.0
+        mine = [r for r in rows if r["experiment"] == exp and r["authors_SP"] is not None
+                and r["ours_SP"] is not None]
+        lo, hi = sp_limits([v for r in mine for v in (r["authors_SP"], r["ours_SP"])])
         for i, model in enumerate(models):
-            pts = [(r["authors_SP"], r["ours_SP"]) for r in rows
-                   if r["experiment"] == exp and r["model"] == model
-                   and r["authors_SP"] and r["ours_SP"]]  # > 0: log axes
-            if pts:
-                a, o = np.array(pts, float).T
-                ax.scatter(a, o, s=18, color=cmap(i % 10), label=model)
-                lo, hi = min(lo, a.min(), o.min()), max(hi, a.max(), o.max())
-        lo, hi = (lo / 1.3, hi * 1.3) if hi > 0 else (0.1, 10.0)
+            pts = np.array([(r["authors_SP"], r["ours_SP"]) for r in mine
+                            if r["model"] == model], float).reshape(-1, 2)
+            edge = ~np.all((pts > 0) & np.isfinite(pts), axis=1)
+            pts = np.where(pts == math.inf, hi, np.where(pts <= 0, lo, pts))
+            ax.scatter(*pts[~edge].T, s=18, color=cmap(i % 10), label=model)
+            ax.scatter(*pts[edge].T, s=36, color=cmap(i % 10), marker="^",
+                       edgecolors="black")
         ax.plot([lo, hi], [lo, hi], color="grey", lw=0.8, ls="--")
         ax.set_xscale("log")
         ax.set_yscale("log")
@@ -280,7 +343,7 @@ def authors_scatter(rows: list[dict[str, Any]], path: Path) -> None:
         ax.set_xlabel("authors' SP")
         ax.set_ylabel("our SP")
         ax.set_title(f"per country, {exp}")
-        ax.legend(frameon=False, fontsize=7)
+        ax.legend(frameon=False, fontsize=7, title="▲ on an edge: ∞ or 0", title_fontsize=7)
     style.save(fig, path)
 
 
@@ -296,21 +359,29 @@ def _minor_label(v: float, _: Any = None) -> str:
 
 def sp_vs_silhouette(by_country: dict[str, Any], correlations: dict[str, Any], metric: str,
                      path: Path, title: str) -> None:
-    """SP against the text, image and summed silhouette per country (one panel each), with
-    Pearson r and p in the panel titles (the data behind the paper's Table 8)."""
+    """SP with its 95% interval (log axis, one range for the three panels) against the text,
+    image and summed silhouette per country, with r [95% CI], Spearman rho, Holm p and n in
+    the panel titles
+    (the data behind the paper's Table 8)."""
+    from benchmark.analysis.silhouette import correlation_text
+
     fig, axes = _grid(3, ncols=3, w=4.2, h=3.8)
+    lim = sp_limits([v for row in by_country.values() for v in (sp_value(row),
+                                                               *sp_interval(row))],
+                    [sp_value(row) for row in by_country.values()])
     for ax, key in zip(axes, ("text", "image", "sum"), strict=True):
-        pts = [(row["silhouette"][metric][key], row["SP"], code)
-               for code, row in by_country.items()
-               if row["SP"] is not None and row["silhouette"][metric][key] is not None]
-        for x, y, code in pts:
-            ax.scatter(x, y, s=20, color=TIER_COLOURS.get(country_tier(code) or "", "grey"))
-            ax.annotate(label(code), (x, y), fontsize=7, xytext=(2, 2),
-                        textcoords="offset points")
+        pts = [(row["silhouette"][metric][key], row, code) for code, row in by_country.items()
+               if sp_value(row) is not None and row["silhouette"][metric][key] is not None]
+        sp_points(ax, np.array([p[0] for p in pts]), [p[1] for p in pts],
+                  [TIER_COLOURS.get(country_tier(code) or "", "grey") for *_, code in pts], lim)
+        for x, row, code in pts:
+            v = sp_value(row)
+            ax.annotate(label(code), (x, min(max(v, lim[0]), lim[1])), fontsize=7,
+                        xytext=(2, 2), textcoords="offset points")
         c = correlations.get(metric, {}).get(key, {})
-        r = f"r = {c['r']:.2f}, p = {c['p']:.3f}" if c.get("r") is not None else "r undefined"
-        ax.set_title(f"{key} silhouette: {r} (n = {c.get('n', 0)})", fontsize=9)
+        ax.set_title(f"{key} silhouette\n{correlation_text(c)}", fontsize=8)
         ax.set_xlabel(f"{key} silhouette ({metric})")
-        ax.set_ylabel("SP")
+        sp_axis(ax, lim, "SP")
     fig.suptitle(f"{title}: SP vs silhouette per country", fontsize=11)
+    fig.legend(handles=edge_handles(), frameon=False, loc="outside lower center", ncols=2)
     style.save(fig, path)

@@ -23,14 +23,23 @@ from typing import Any
 import numpy as np
 
 from benchmark.data import query_texts
-from benchmark.metrics.association import TIE_ORDER, group_seed, summarize, winners, zscores
-from benchmark.metrics.paired import paired_sp_difference
+from benchmark.metrics.association import (
+    credits,
+    group_scores,
+    group_seed,
+    sp_value,
+    winners,
+    zscores,
+)
+from benchmark.metrics.clustered import codes
+from benchmark.metrics.significance import paired_association
 from benchmark.tasks.base import RunContext, TaskOutput
 from benchmark.tasks.xcm import (
     AssociationConfig,
     XCMTextToImage,
     embed_candidates,
     embed_texts,
+    interval_settings,
     load_xcm,
     similarity_settings,
 )
@@ -44,8 +53,8 @@ QUERY_TEXT_RULE = ("a triplet of country K asked in language L: K's own term whe
                    "language, else the term of L's first country in countries.csv (en: USA, "
                    "es: ESP, pt: PRT), as its generic_term in data/queries.csv where the "
                    "texts are that table's")
-CELL_KEYS = ("n", "wins_sem", "wins_cul", "wins_non", "ties", "M_sem", "M_cul", "M_non", "SP",
-             "SP_ci95")
+CELL_KEYS = ("n", "wins_sem", "wins_cul", "wins_non", "ties", "M_sem", "M_sem_ci95", "M_cul",
+             "M_cul_ci95", "M_non", "M_non_ci95", "SP", "SP_note", "SP_ci95", "units", "mde")
 
 
 def default_query_languages() -> list[str]:
@@ -74,10 +83,14 @@ def parse_languages(spec: str | None) -> list[str]:
 
 
 def language_plan(
-    table: query_texts.QueryTexts, tr: Any, langs: list[str],
+    table: query_texts.QueryTexts, tr: Any, langs: list[str], query_term: str = "own",
 ) -> tuple[dict[str, np.ndarray], dict[str, list[str]], dict[str, Any], set[tuple[str, str]]]:
-    """Per query language: the rows that have a term in it, their texts, the skipped
+    """Per query language: the rows that have a term in it, their texts (a row asked with
+    its own country's term: the text 3xcm embeds for it, by ``query_term``), the skipped
     triplets and concepts; and every (concept, country) key of a term used."""
+    own_texts: list[Any] = [None] * len(tr)
+    if table.kind in ("published", "release"):
+        own_texts = list(query_texts.choose_term(tr, table, query_term)[0]["query_text"])
     pairs = list(zip(tr["query_concept"], tr["query_country"], strict=True))
     concepts = tr["query_concept"].to_numpy()
     rows_for: dict[str, np.ndarray] = {}
@@ -91,7 +104,8 @@ def language_plan(
         have = np.array([k is not None for k in keys], bool)
         rows_for[lang] = np.nonzero(have)[0]
         text_for[lang] = [generic.get(k, table.terms[k].text) if k[1] != p[1] else
-                          table.terms[k].text for p, k in zip(pairs, keys, strict=True)
+                          own or table.terms[k].text
+                          for p, k, own in zip(pairs, keys, own_texts, strict=True)
                           if k is not None]
         used.update(k for k in keys if k is not None)
         missing = sorted({c for c, h in zip(concepts, have, strict=True) if not h})
@@ -123,7 +137,7 @@ class XCMMatrix(XCMTextToImage):
         ds = load_xcm(ctx, cfg, with_texts=False)
         langs = parse_languages(cfg.query_languages)
         table = query_texts.table_for(ds, cfg.query_source)
-        _, text_for, _, _ = language_plan(table, ds.triplets, langs)
+        _, text_for, _, _ = language_plan(table, ds.triplets, langs, cfg.query_term)
         embed_candidates(ctx, ds)
         embed_texts(ctx, sorted({t for lang in langs for t in text_for[lang]}), "query")
 
@@ -133,7 +147,7 @@ class XCMMatrix(XCMTextToImage):
         tr = ds.triplets
         langs = parse_languages(cfg.query_languages)
         table = query_texts.table_for(ds, cfg.query_source)
-        rows_for, text_for, skipped, used = language_plan(table, tr, langs)
+        rows_for, text_for, skipped, used = language_plan(table, tr, langs, cfg.query_term)
         prov = query_texts.provenance(table, used)
         query_texts.warn_unreviewed(prov, ctx.memo)
         d_emb, cand_idx, timings = embed_candidates(ctx, ds)
@@ -142,28 +156,28 @@ class XCMMatrix(XCMTextToImage):
         timings["embed_texts_s"], timings["text_embedding"] = qstats.seconds, vars(qstats)
         tpos = {t: i for i, t in enumerate(texts)}
         t0 = time.perf_counter()
-        win_by_lang: dict[str, np.ndarray] = {}
+        credit_by_lang: dict[str, np.ndarray] = {}
         matrix: dict[str, dict[str, Any]] = {}
         by_language: dict[str, Any] = {}
-        country = tr["query_country"].to_numpy()
+        country = tr["query_country"].to_numpy().astype(str)
+        concept, stratum = codes(tr["query_concept"])[1], codes(country)[1]
         b, seed = cfg.bootstrap, cfg.seed
         for lang in langs:
             rows = rows_for[lang]
             q_idx = np.array([tpos[t] for t in text_for[lang]], np.int64)
             sims = ctx.adapter.indexed_pair_similarity(
                 q_emb, q_idx, d_emb, [ci[rows] for ci in cand_idx]).astype(np.float64)
-            w, ties = winners(sims)
-            full = np.full(len(tr), -1, np.int64)
-            full[rows] = w
-            win_by_lang[lang] = full
-            z = zscores(sims)
-            by_language[lang] = summarize(w, ties, z, b, group_seed(seed, f"lang:{lang}"))
-            matrix[lang] = {}
-            for k in sorted(set(country[rows])):
-                m = country[rows] == k
-                s = summarize(w[m], ties[m], z[m], b, group_seed(seed, f"{lang}:{k}"))
-                matrix[lang][k] = {key: s[key] for key in CELL_KEYS}
-        summary = self.summaries(tr, langs, win_by_lang, b, seed)
+            credit = credits(sims, cfg.ties)
+            full = np.full((len(tr), 3), np.nan)
+            full[rows] = credit
+            credit_by_lang[lang] = full
+            args = (credit, winners(sims)[1], zscores(sims), concept[rows], stratum[rows],
+                    cfg.ci, b)
+            by_language[lang] = group_scores(None, *args, group_seed(seed, f"lang:{lang}"))[""]
+            cells = group_scores(country[rows], *args, seed, "country")  # 3xcm's seeds
+            matrix[lang] = {k: {key: c[key] for key in CELL_KEYS if key in c}
+                            for k, c in cells.items()}
+        summary = self.summaries(tr, matrix, credit_by_lang)
         timings["scoring_s"] = time.perf_counter() - t0
         return TaskOutput(
             task={"name": self.name, "dataset": ds.dataset_id, "data_fingerprint": ds.fingerprint,
@@ -171,39 +185,34 @@ class XCMMatrix(XCMTextToImage):
                   "query_texts": prov, "query_text_rule": QUERY_TEXT_RULE,
                   "skipped": skipped},
             scores={"matrix": matrix, "by_query_language": by_language, "summary": summary},
-            settings={"seed": seed, "bootstrap_resamples": b, "tie_order": TIE_ORDER,
-                      "paired_bootstrap": "triplet indices resampled once per resample, both "
-                                          "languages scored on the same draw; SP_diff = own - en",
+            settings={**interval_settings(cfg),
+                      "paired_difference": "SP_diff = own - en on the triplets asked in both, "
+                                           "paired by triplet; cluster-robust over concepts",
                       **similarity_settings(ctx.adapter, "text")},
             timings=timings,
         )
 
-    def summaries(self, tr: Any, langs: list[str], win: dict[str, np.ndarray], b: int,
-                  seed: int) -> dict[str, Any]:
-        """Per country: own language vs English, with the paired SP difference."""
+    def summaries(self, tr: Any, matrix: dict[str, Any], credit: dict[str, np.ndarray]
+                  ) -> dict[str, Any]:
+        """Per country: its own language's cell and the English one, with the paired SP
+        difference (own - English) on the triplets asked in both."""
         out: dict[str, Any] = {}
-        country = tr["query_country"].to_numpy()
+        country = tr["query_country"].to_numpy().astype(str)
         for c in datatables.countries():
             mask = country == c.code
             if not mask.any():
                 continue
             entry: dict[str, Any] = {"language": c.language}
             for key, lang in (("own_language", c.language), ("english", "en")):
-                if lang not in win:
-                    entry[key] = None
-                    continue
-                w = win[lang][mask]
-                w = w[w >= 0]
-                entry[key] = summarize(w, np.zeros(w.size, bool), np.zeros((w.size, 3)), b,
-                                       group_seed(seed, f"sum:{key}:{c.code}"))
-                entry[key] = {k: entry[key][k] for k in CELL_KEYS if k != "ties"}
-            if c.language in win and "en" in win:
-                wa, wb = win[c.language][mask], win["en"][mask]
-                both = (wa >= 0) & (wb >= 0)
-                d = paired_sp_difference(wa[both], wb[both], b, group_seed(seed, f"diff:{c.code}"))
-                entry["difference"] = {"n_paired": d["n"], "SP_diff": d["SP_diff"],
-                                       "SP_diff_ci95": d["SP_diff_ci95"],
-                                       "undefined_resamples": d["undefined_resamples"]}
+                entry[key] = matrix.get(lang, {}).get(c.code)
+            if c.language in credit and "en" in credit:
+                ca, cb = credit[c.language][mask], credit["en"][mask]
+                both = ~np.isnan(ca[:, 0]) & ~np.isnan(cb[:, 0])
+                d = paired_association(ca[both], cb[both], concept=tr["query_concept"]
+                                       .to_numpy()[mask][both])["overall"]
+                entry["difference"] = {"n_paired": d["n"], "SP_diff": d["SP"]["diff"],
+                                       "SP_diff_ci95": d["SP"]["ci95"], "p": d["SP"]["p"],
+                                       "mde": d["SP"]["mde"]}
             out[c.code] = entry
         return out
 
@@ -215,10 +224,12 @@ class XCMMatrix(XCMTextToImage):
         lines = [f"{self.name}  n={out.task['n']}", head,
                  f"{'':<6}" + "".join(f"{k:>7}" for k in countries)]
         for lang in langs:
-            cells = [m[lang].get(k, {}).get("SP") for k in countries]
-            lines.append(f"{lang:<6}" + "".join(f"{'-' if v is None else f'{v:.2f}':>7}"
-                                                 for v in cells))
-        lines.append("own language vs English: SP_own - SP_en [95% paired CI]")
+            cells = [sp_value(m[lang].get(k)) for k in countries]
+            lines.append(f"{lang:<6}" + "".join(
+                f"{'-' if v is None else '∞' if v == float('inf') else f'{v:.2f}':>7}"
+                for v in cells))
+        lines.append("own language vs English: SP_own - SP_en [95% paired CI over concepts]"
+                     + ("; ∞: no semantic win" if "∞" in "".join(lines) else ""))
         for k, s in out.scores["summary"].items():
             d = s.get("difference")
             if d and d["SP_diff"] is not None:

@@ -23,7 +23,18 @@ from benchmark.data import query_texts
 from benchmark.data.dataset import XCMDataset
 from benchmark.data.layouts import open_xcm
 from benchmark.embeddings import Embeddings
-from benchmark.metrics.association import TIE_ORDER, association_scores, winners, zscores
+from benchmark.metrics.association import (
+    CI_METHODS,
+    CI_TEXT,
+    ESTIMAND,
+    TIE_ORDER,
+    TIE_RULES,
+    association_scores,
+    sp_interval,
+    sp_value,
+    winners,
+    zscores,
+)
 from benchmark.models.base import Adapter
 from benchmark.tasks.base import RunContext, Task, TaskConfig, TaskOutput
 from core.files import sha256_text
@@ -48,8 +59,24 @@ class AssociationConfig(TaskConfig):
     images: Path | None = option("folder of <image_id>.<ext> (with --triplets-csv)", None)
     query_source: str = option(query_texts.SOURCE_HELP, "auto", metavar="SOURCE")
     query_term: str = option(query_texts.QUERY_TERM_HELP, "own", choices=list(query_texts.QUERY_TERMS))
-    bootstrap: int = option("bootstrap resamples for SP intervals (default 1000)", 1000,
+    bootstrap: int = option("resamples of the --ci iid intervals (default 1000)", 1000,
                             minimum=0)
+    ci: str = option("intervals: cluster (default; over concepts: what generalises to other "
+                     "concepts) or iid (the earlier triplet bootstrap, for comparison)",
+                     "cluster", choices=list(CI_METHODS))
+    ties: str = option("a tie for the best similarity: order (default; the authors' rule: "
+                       "semantic > cultural > non-relevant) or split (each tied candidate "
+                       "1/m of a win)", "order", choices=list(TIE_RULES))
+
+
+def interval_settings(cfg: AssociationConfig) -> dict[str, Any]:
+    """What a 3XCM result records about its intervals and ties."""
+    return {"seed": cfg.seed, "ci": cfg.ci, "ci_method": CI_TEXT[cfg.ci],
+            "estimand": ESTIMAND[cfg.ci], "ci_level": 0.95,
+            "bootstrap_resamples": cfg.bootstrap,  # used by --ci iid only
+            "ties": cfg.ties, "tie_order": TIE_ORDER,
+            "mde": "smallest true difference from a fixed value detected with 80% power by "
+                   "a two-sided t test at 0.05 with these units"}
 
 
 @dataclass
@@ -173,7 +200,7 @@ class XCMTextToImage(Task):
         tr = ds.triplets
         scores = association_scores(
             sims, {k: tr[c].to_numpy() for k, c in GROUPINGS.items()},
-            n_resamples=cfg.bootstrap, seed=cfg.seed,
+            n_resamples=cfg.bootstrap, seed=cfg.seed, ci=cfg.ci, ties=cfg.ties,
         )
         timings["scoring_s"] = time.perf_counter() - t0
         if cfg.save_per_triplet:
@@ -188,9 +215,7 @@ class XCMTextToImage(Task):
                   "query_texts": ds.query_texts, **({"notes": ds.notes} if ds.notes else {})},
             scores=scores,
             settings={
-                "seed": cfg.seed, "bootstrap_resamples": cfg.bootstrap,
-                "bootstrap_method": "percentile; multinomial resampling of triplet outcomes",
-                "tie_order": TIE_ORDER,
+                **interval_settings(cfg),
                 "z_score": "all 3N similarities, one mean, population std (ddof=0)",
                 **similarity_settings(ctx.adapter, self.query_modality),
             },
@@ -225,23 +250,38 @@ class XCMTextToImage(Task):
 
 
 def _fmt(x: float | None, nd: int = 3) -> str:
-    return "-" if x is None else f"{x:.{nd}f}"
+    if x is None:
+        return "-"
+    return "∞" if x == float("inf") else f"{x:.{nd}f}"
 
 
 def format_sp_table(scores: dict[str, Any], title: str) -> str:
-    """Overall and per-country rows: n, M_sem, M_cul, M_non, SP [95% CI], ties."""
-    head = f"{'':<10}{'n':>7}{'M_sem':>8}{'M_cul':>8}{'M_non':>8}{'SP':>8}  {'SP 95% CI':<17}{'ties':>5}"
+    """Overall and per-country rows: n, each win rate and SP with its 95% interval, ties; and
+    what the run can tell apart (80% power at 0.05)."""
+    def ci(lo: float | None, hi: float | None, nd: int = 2) -> str:
+        return f"[{_fmt(lo, nd)}, {_fmt(hi, nd)}]"
+
+    head = (f"{'':<9}{'n':>6}  {'M_sem [95% CI]':<21}{'M_cul [95% CI]':<21}"
+            f"{'M_non [95% CI]':<21}{'SP [95% CI]':<24}{'ties':>4}")
     lines = [title, head, "-" * len(head)]
 
     def row(label: str, s: dict[str, Any]) -> str:
-        lo, hi = s["SP_ci95"]
-        ci = f"[{_fmt(lo)}, {_fmt(hi)}]"
-        return (f"{label:<10}{s['n']:>7}{_fmt(s['M_sem']):>8}{_fmt(s['M_cul']):>8}"
-                f"{_fmt(s['M_non']):>8}{_fmt(s['SP']):>8}  {ci:<17}{s['ties']:>5}")
+        m = [f"{_fmt(s[k])} {ci(*(s.get(f'{k}_ci95') or [None, None]))}"
+             for k in ("M_sem", "M_cul", "M_non")]
+        sp = f"{_fmt(sp_value(s))} {ci(*sp_interval(s), nd=3)}"
+        return f"{label:<9}{s['n']:>6}  {m[0]:<21}{m[1]:<21}{m[2]:<21}{sp:<24}{s['ties']:>4}"
 
     lines.append(row("overall", scores["overall"]))
     for code, s in scores.get("by_country", {}).items():
         lines.append(row(code, s))
+    if any(sp_value(s) == float("inf") for s in [scores["overall"],
+                                                 *scores.get("by_country", {}).values()]):
+        lines.append("SP ∞: no semantic win (the most self-preference there can be)")
+    mde = scores["overall"].get("mde") or {}
+    if mde.get("SP") is not None:
+        lines.append(f"this run cannot tell apart differences below ΔSP {mde['SP']:.3f}, ΔM_sem "
+                     f"{_fmt(mde.get('M_sem'))}, ΔM_cul {_fmt(mde.get('M_cul'))} (overall, 80% "
+                     "power, α = 0.05)")
     return "\n".join(lines)
 
 

@@ -363,11 +363,15 @@ class XM3600ImageToText(Task):
 
     def format_table(self, out: TaskOutput) -> str:
         t, o = out.task, out.scores["overall"]
-        head = (f"{'k':>4}{'acc':>8}{'ndcg':>8}{'ndcg_a':>8}{'LBKL':>9}{'DLBKL':>9}")
+        head = (f"{'k':>4}{'acc':>8}{'ndcg':>8}{'ndcg_a':>8}{'LBKL':>9}{'DLBKL':>9}"
+                f"{'missing':>9}{'LBJS':>8}")
         lines = [f"{self.name}  n={t['n']}  pool={t['n_captions']}  grouping={t['grouping']}",
                  head, "-" * len(head)]
         for k in t["ks"]:
             lines.append(f"{k:>4}{o[f'accuracy@{k}']:>8.3f}{o[f'ndcg@{k}']:>8.3f}"
                          f"{o[f'ndcg_authors@{k}']:>8.3f}{o[f'lbkl@{k}']:>9.3f}"
-                         f"{o[f'dlbkl@{k}']:>9.3f}")
+                         f"{o[f'dlbkl@{k}']:>9.3f}{o[f'missing@{k}']:>9.3f}"
+                         f"{o[f'lbjs@{k}']:>8.3f}")
+        lines.append("missing: share of top-k lists without a target language group (each "
+                     "scores ~P_g ln(1/1e-9) in LBKL); LBJS: Jensen-Shannon, bounded by ln 2")
         return "\n".join(lines)

@@ -45,7 +45,7 @@ def xm3600(seed: int, n: int = 50, ranks: int = 10) -> dict:
         by_tier[lg.tier] = [a + b for a, b in zip(cur, by_language[lg.code], strict=True)]
     overall = {"n": n}
     for k in (1, 5, 10):
-        for m in ("accuracy", "ndcg", "ndcg_authors", "lbkl", "dlbkl"):
+        for m in ("accuracy", "ndcg", "ndcg_authors", "lbkl", "dlbkl", "missing", "lbjs", "dlbjs"):
             overall[f"{m}@{k}"] = float(rng.uniform(0.05, 0.95))
     return {"overall": overall,
             "pool_language_counts": {lg.code: 2 * (i % 3 + 1) for i, lg in enumerate(langs)},

@@ -85,6 +85,8 @@ class PlantedVectors:
         rng = np.random.default_rng(seed)
         self.concept = rng.standard_normal((n_concepts, dim)).astype(np.float32)
         self.culture = rng.standard_normal((16, dim)).astype(np.float32)
+        more = np.random.default_rng(seed + 1).standard_normal((40, dim)).astype(np.float32)
+        self.concept = np.concatenate([self.concept, more])  # worlds of up to 45 concepts
         self.noise_rng_seed = seed
 
     def text(self, concept_idx: int, country_idx: int, w: float) -> np.ndarray:

@@ -137,7 +137,7 @@ def test_analyze_no_umap_reuses_cache_and_matches_3xcm(synthetic_run, capsys):
     root, args = synthetic_run
     assert main(["analyze", *args, "--no-umap", "--metric", "both"]) == 0
     out = capsys.readouterr().out
-    assert "Pearson SP vs image" in out
+    assert "SP vs image: r " in out
     res = json.loads((root / "results/hash/analysis.json").read_text())
     xcm = json.loads((root / "results/hash/3xcm.json").read_text())
     sc = res["scores"]
@@ -291,3 +291,46 @@ def test_analyze_reads_the_authors_csv_format(tmp_path):
         [i.split("-")[0] for i in ids]).value_counts().to_dict()
     # one text per (language, concept): 3 concepts x 12 languages
     assert res["task"]["n_texts"] == 3 * len(langs)
+
+
+def test_correlation_has_n_interval_spearman_and_is_exploratory_at_16():
+    """r comes with n, a Fisher-z 95% interval that covers the true correlation at its level
+    (simulated at n = 16, rho 0.5), Spearman beside it (an infinite SP ranks highest, Pearson
+    leaves it out), and below 30 pairs the correlation is marked exploratory."""
+    rng = np.random.default_rng(0)
+    cov = [[1, 0.5], [0.5, 1]]
+    hits = 0
+    for _ in range(2000):
+        x, y = rng.multivariate_normal([0, 0], cov, 16).T
+        lo, hi = pearson(list(x), list(y))["ci95"]
+        hits += lo <= 0.5 <= hi
+    assert 0.94 <= hits / 2000 <= 0.96
+    c = pearson([1.0, 2.0, 3.0, float("inf"), 5.0], [0.1, 0.3, 0.2, 0.9, 0.5])
+    assert c["n"] == 4 and c["spearman"]["n"] == 5 and c["exploratory"]
+    r = pearsonr([1.0, 2.0, 3.0, 5.0], [0.1, 0.3, 0.2, 0.5])
+    assert c["r"] == pytest.approx(r.statistic)
+    z, half = np.arctanh(c["r"]), 1.959964 / np.sqrt(1)
+    assert c["ci95"] == pytest.approx([np.tanh(z - half), np.tanh(z + half)])
+    from scipy.stats import spearmanr
+
+    assert c["spearman"]["rho"] == pytest.approx(
+        spearmanr([1, 2, 3, 5, 4], [0.1, 0.3, 0.2, 0.9, 0.5]).statistic)  # ∞ ranks highest
+    assert not pearson(list(range(40)), list(rng.normal(size=40)))["exploratory"]
+
+
+def test_correlations_are_holm_adjusted_over_the_models_family():
+    from benchmark.analysis.core import correlations
+    from benchmark.metrics.significance import holm
+
+    rng = np.random.default_rng(1)
+    codes = [f"C{i:02d}" for i in range(16)]
+    by_country = {c: {"SP": float(rng.uniform(0.1, 3)), "silhouette": {
+        "euclidean": {k: float(rng.normal()) for k in ("text", "image", "sum")}}} for c in codes}
+    by_country["C00"] = {**by_country["C00"], "SP": None, "SP_note": "∞ (no semantic win)"}
+    sil = {"euclidean": {"text_by_language": {"by_label": {}}}}
+    out = correlations(by_country, {}, sil)["euclidean"]
+    tests = [d for c in out.values() for d in (c, c["spearman"])]
+    ps = [d["p"] for d in tests]
+    assert [d["p_holm"] for d in tests] == holm(ps)
+    assert all(d["holm_family"] == sum(p is not None for p in ps) for d in tests)
+    assert out["image"]["n"] == 15 and out["image"]["spearman"]["n"] == 16

@@ -1,5 +1,6 @@
-"""``benchmark compare``: per-item outcomes beside each result, the paired bootstrap through
-the CLI, and a refusal (one line, exit 2) for every pair that is not comparable."""
+"""``benchmark compare``: per-item outcomes beside each result, the paired test through the
+CLI (Holm over the rows shown, --alpha, --format md|csv), and a refusal (one line, exit 2)
+for every pair that is not comparable."""
 
 from __future__ import annotations
 
@@ -23,8 +24,8 @@ def runs(tmp_path_factory):
     """3xcm results of the planted model at culture weight 0 and 2, and 2 again on a
     second release (other fingerprint) and with another query table."""
     root = tmp_path_factory.mktemp("compare")
-    write_planted_release(root / "data")
-    write_planted_release(root / "data2", seed=1)
+    write_planted_release(root / "data", n_concepts=20, per_cell=1)  # 20 concepts: the units
+    write_planted_release(root / "data2", n_concepts=20, per_cell=1, seed=1)
     mp = pytest.MonkeyPatch()
     out = {}
     for key, w, data, extra in (("w0", 0.0, "data", []), ("w2", 2.0, "data", []),
@@ -58,26 +59,44 @@ def test_outcomes_file_matches_scores(runs):
 
 def test_compare_finds_the_planted_difference(runs, capsys, tmp_path):
     _, out = runs
-    assert main(["compare", str(out["w2"]), str(out["w0"]), "--bootstrap", "500",
-                 "--json", str(tmp_path / "c.json")]) == 0
+    assert main(["compare", str(out["w2"]), str(out["w0"]), "--json",
+                 str(tmp_path / "c.json")]) == 0
     text = capsys.readouterr().out
     c = json.loads((tmp_path / "c.json").read_text())
     a, b = (json.loads(out[k].read_text())["scores"]["overall"] for k in ("w2", "w0"))
     sp = c["overall"]["SP"]
     assert (sp["a"], sp["b"]) == (a["SP"], b["SP"])
     assert sp["diff"] == pytest.approx(a["SP"] - b["SP"])
-    assert sp["p"] < 0.01 and sp["ci95"][0] > 0
+    assert sp["p"] < 0.01 and sp["p_holm"] < 0.05 and sp["significant"]
+    # SP 52 against 0: the delta-method interval of the difference of two ratios is wide;
+    # the test (on cul / (sem + cul)) and the win rates are decisive
+    assert sp["ci95"][0] < sp["diff"] < sp["ci95"][1]
     assert c["overall"]["M_cul"]["diff"] == pytest.approx(a["M_cul"] - b["M_cul"])
+    assert c["overall"]["M_cul"]["ci95"][0] > 0
+    # a country without a semantic win under A: SP ∞, no difference, yet tested
+    inf = [s for s in c["by_country"].values() if s["SP"].get("a_note")]
+    assert inf and all(s["SP"]["a"] is None and s["SP"]["diff"] is None and s["SP"]["p"] < 0.05
+                       for s in inf)
+    assert "∞" in text
     assert set(c["by_country"]) >= {"THA", "DEU", "GBR"}
     assert c["by_country"]["THA"]["n"] == a["n"] // 16
+    assert c["unit"] == "concepts" and c["overall"]["units"] == 20
+    assert "concepts" in c["method"] and "Holm over the 68 rows shown" in c["family"]
     assert "overall" in text and "THA" in text and "M_cul" in text and "*" in text
+    assert "cannot tell apart true differences below ΔSP" in text
+    # every star is an adjusted p below alpha, never an unadjusted one
+    for s in [c["overall"], *c["by_country"].values()]:
+        for k in ("SP", "M_sem", "M_cul", "M_non"):
+            d = s[k]
+            assert d["significant"] == (d["p_holm"] is not None and d["p_holm"] < 0.05)
+            assert d["p_holm"] is None or d["p_holm"] >= d["p"]
 
 
 def test_compare_same_model_twice_is_no_difference(runs, capsys):
     _, out = runs
-    assert main(["compare", str(out["w2"]), str(out["w2b"]), "--bootstrap", "100"]) == 0
+    assert main(["compare", str(out["w2"]), str(out["w2b"])]) == 0
     text = capsys.readouterr().out
-    assert "1.0000" in text and "*" not in text.split("\n", 3)[3]
+    assert "1.0000" in text and "*" not in text.split("\n", 5)[5]
 
 
 def _refused(capsys, *args: str) -> str:
@@ -114,17 +133,17 @@ def test_compare_refuses_incomparable(runs, capsys, tmp_path):
     (tmp_path / "list.json").write_text("[]")
     assert "not a results file" in _refused(capsys, str(out["w2"]), str(tmp_path / "list.json"))
     assert "no such results file" in _refused(capsys, str(out["w2"]), str(tmp_path / "nope"))
-    assert "--bootstrap" in _refused(capsys, str(out["w2"]), str(out["w0"]), "--bootstrap", "0")
+    assert "--alpha" in _refused(capsys, str(out["w2"]), str(out["w0"]), "--alpha", "1.5")
     mine = tmp_path / "mine.json"
     mine.write_text('{"my": "notes"}')
     assert "refusing to overwrite" in _refused(capsys, str(out["w2"]), str(out["w0"]), "--json",
                                                str(mine))
     assert mine.read_text() == '{"my": "notes"}'
     assert main(["compare", str(out["w2"]), str(out["w0"]), "--json", str(tmp_path / "c.json"),
-                 "--bootstrap", "50"]) == 0
+                 "--alpha", "0.05"]) == 0
     assert main(["compare", str(out["w2"]), str(out["w0"]), "--json", str(tmp_path / "c.json"),
-                 "--bootstrap", "60"]) == 0  # our own comparison is rewritten
-    assert json.loads((tmp_path / "c.json").read_text())["bootstrap_resamples"] == 60
+                 "--alpha", "0.01"]) == 0  # our own comparison is rewritten
+    assert json.loads((tmp_path / "c.json").read_text())["alpha"] == 0.01
 
 
 def test_compare_refuses_other_items(runs, capsys, tmp_path):
@@ -154,14 +173,36 @@ def test_compare_xm3600(tmp_path, capsys):
     res = json.loads(paths["Extreme"].read_text())
     per = pd.read_parquet(paths["Extreme"].parent / res["outcomes"]["file"])
     assert per["lbkl@10"].mean() == pytest.approx(res["scores"]["overall"]["lbkl@10"])
-    assert main(["compare", str(paths["Extreme"]), str(paths["Unbiased"]), "--bootstrap", "300",
-                 "--json", str(tmp_path / "c.json")]) == 0
+    assert main(["compare", str(paths["Extreme"]), str(paths["Unbiased"]), "--json",
+                 str(tmp_path / "c.json")]) == 0
     c = json.loads((tmp_path / "c.json").read_text())["overall"]
     assert set(c) == {"n"} | {f"{m}@{k}" for k in (1, 10)
-                              for m in ("accuracy", "ndcg", "lbkl", "dlbkl")}
+                              for m in ("accuracy", "ndcg", "lbkl", "dlbkl", "missing", "lbjs",
+                                        "dlbjs")}
     other = json.loads(paths["Unbiased"].read_text())["scores"]["overall"]
     assert c["lbkl@10"]["diff"] == pytest.approx(res["scores"]["overall"]["lbkl@10"]
                                                  - other["lbkl@10"])
     assert c["lbkl@10"]["p"] < 0.05 and c["lbkl@10"]["ci95"][0] > 0
     assert "lbkl@10" in capsys.readouterr().out
 
+
+
+def test_compare_formats_for_a_paper(runs, capsys):
+    """--format md: a Markdown table with the method, family and power under it; --format
+    csv: one row per group and quantity with exact values, adjusted p and the star."""
+    import csv
+    import io
+
+    _, out = runs
+    assert main(["compare", str(out["w2"]), str(out["w0"]), "--format", "md"]) == 0
+    md = capsys.readouterr().out
+    assert md.splitlines()[2] == "| group | n | quantity | A | B | Δ | 95% CI | p | p (Holm) |"
+    assert "| overall | 320 | M_cul |" in md and "Holm over the 68 rows shown" in md
+    assert "cannot tell apart true differences below" in md
+    assert main(["compare", str(out["w2"]), str(out["w0"]), "--format", "csv", "--alpha",
+                 "0.01"]) == 0
+    rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert len(rows) == 68 and rows[0]["group"] == "overall" and rows[0]["quantity"] == "SP"
+    for r in rows:
+        if r["p_holm"]:
+            assert (r["significant"] == "True") == (float(r["p_holm"]) < 0.01)

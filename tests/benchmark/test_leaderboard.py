@@ -1,5 +1,5 @@
 """The leaderboard's rules: one table per data fingerprint, neighbours marked by a
-Holm-adjusted paired bootstrap, non-results listed as skipped, NaN shown as missing, ISO-3
+Holm-adjusted paired test, non-results listed as skipped, NaN shown as missing, ISO-3
 country codes, one SP colour scale."""
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ def test_neighbours_are_tested_with_holm(results):
         res = col.task("3xcm")
         p, why = compare.pair_p_value("3xcm", "SP", col.paths[(upper["model"], "3xcm")],
                                       res[upper["model"]], col.paths[(lower["model"], "3xcm")],
-                                      res[lower["model"]], leaderboard.BOOTSTRAP)
+                                      res[lower["model"]])
         assert why is None and upper["vs_next"]["p"] == p and upper["vs_next"]["next"] == \
             lower["model"]
         raw.append(p)
@@ -117,3 +117,28 @@ def test_log_axis_minor_labels_are_plain_numbers():
 
     assert [_minor_label(v) for v in (0.02, 0.03, 0.5, 2.0, 3.0, 50.0, 0.0)] == [
         "0.02", "", "0.5", "2", "", "50", ""]
+
+
+def test_no_semantic_win_is_infinite_on_every_board(tmp_path):
+    """An SP without a semantic win (the most self-preference there can be) is "∞ (no
+    semantic win)" on the leaderboard, ∞ in the per-country table, sorts after every finite
+    SP, and never reads as 0 or as missing; win rates carry their intervals."""
+    write_fake_results(tmp_path / "r", {"a": 1, "b": 2}, xm=False, with_matrix=False)
+    path = tmp_path / "r/a/3xcm.json"
+    data = json.loads(path.read_text())
+    o = data["scores"]["overall"]
+    o.update(SP=None, SP_note="∞ (no semantic win)", wins_sem=0, M_sem=0.0,
+             SP_ci95=[3.5, None])
+    data["scores"]["by_country"]["THA"].update(SP=None, wins_sem=0, SP_ci95=[2.0, None])
+    path.write_text(json.dumps(data))
+    written = build_report([tmp_path / "r"], tmp_path / "o", compare_authors=False)
+    md, html = written["leaderboard_md"].read_text(), written["html"].read_text()
+    rows = [ln for ln in md.splitlines() if ln.startswith("| a |") or ln.startswith("| b |")]
+    assert rows[0].startswith("| b |") and rows[1].startswith("| a |")  # ∞ after finite
+    assert "| ∞ (no semantic win) | [3.500, ∞] |" in rows[1]
+    assert "| ∞ |" in md  # the per-country table
+    assert 'data-key="SP" data-value="inf">∞ (no semantic win)</td>' in html
+    assert "M_cul 95% CI" in md.splitlines()[[i for i, ln in enumerate(md.splitlines())
+                                              if ln.startswith("| model | n")][0]]
+    assert leaderboard.fmt(math.inf) == "∞ (no semantic win)"
+    assert leaderboard.fmt([0.5, math.inf]) == "[0.500, ∞]"

@@ -1,4 +1,5 @@
-"""3xcm-matrix: planted language-specific culture pull; the paired bootstrap."""
+"""3xcm-matrix: planted language-specific culture pull; the paired difference; its own-language
+cells are the 3xcm scores."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pandas as pd
 import pytest
 
 from benchmark.cli import main
-from benchmark.metrics.paired import paired_sp_difference
+from benchmark.metrics.significance import paired_counts
 from benchmark.models.base import Adapter, ModelSpec
 from benchmark.synthetic import write_release
 from core import datatables, query_table
@@ -90,25 +91,29 @@ def test_matrix_shows_the_planted_cells(tmp_path):
     # own language vs English for Thailand: planted pull only in Thai
     tha = res["scores"]["summary"]["THA"]
     assert tha["own_language"]["SP"] > tha["english"]["SP"]
-    lo, hi = tha["difference"]["SP_diff_ci95"]
-    assert lo > 0 and lo <= tha["difference"]["SP_diff"] <= hi
+    d = tha["difference"]
+    lo, hi = d["SP_diff_ci95"]
+    assert d["SP_diff"] == pytest.approx(tha["own_language"]["SP"] - tha["english"]["SP"])
+    # over 5 concepts whose triplets all behave alike, the interval of the difference of two
+    # ratios (English SP 0) is wide; the test on cul / (sem + cul) (0.7 against 0) is not
+    assert lo < 0 < d["SP_diff"] < hi and d["p"] < 0.05 and d["n_paired"] == 10
     usa = res["scores"]["summary"]["USA"]
     assert usa["own_language"] == usa["english"]  # English is the USA's own language
 
 
-def test_paired_bootstrap_known_difference():
+def test_paired_difference_known_difference():
     # 400 paired triplets: under a, 200 sem / 200 cul wins (SP 1.0); under b, the same
     # triplets give 300 sem / 100 cul (SP 1/3). The difference is 2/3.
     a = np.array([0] * 200 + [1] * 200)
     b = np.array([0] * 200 + [0] * 100 + [1] * 100)
-    d = paired_sp_difference(a, b, n_resamples=2000, seed=0)
-    assert d["SP_a"] == 1.0 and d["SP_b"] == pytest.approx(1 / 3)
-    assert d["SP_diff"] == pytest.approx(2 / 3)
-    lo, hi = d["SP_diff_ci95"]
+    d = paired_counts(a, b)["SP"]
+    assert d["a"] == 1.0 and d["b"] == pytest.approx(1 / 3)
+    assert d["diff"] == pytest.approx(2 / 3)
+    lo, hi = d["ci95"]
     assert lo < 2 / 3 < hi and lo > 0.4 and hi < 0.95
-    # identical conditions: the paired difference is exactly zero in every resample
-    z = paired_sp_difference(a, a, n_resamples=500, seed=1)
-    assert z["SP_diff"] == 0.0 and z["SP_diff_ci95"] == [0.0, 0.0]
+    # identical conditions: the paired difference is exactly zero
+    z = paired_counts(a, a)["SP"]
+    assert z["diff"] == 0.0 and z["ci95"] == [0.0, 0.0] and z["p"] == 1.0
     # pairing narrows the interval compared with resampling the conditions independently
     rng = np.random.default_rng(5)
     indep = []
@@ -117,6 +122,58 @@ def test_paired_bootstrap_known_difference():
         indep.append(((ra == 1).sum() / (ra == 0).sum()) - ((rb == 1).sum() / (rb == 0).sum()))
     ilo, ihi = np.percentile(indep, [2.5, 97.5])
     assert (hi - lo) < (ihi - ilo)
+
+
+class TwoTermModel(LanguagePullModel):
+    """A query text ``concept@lang`` as LanguagePullModel; ``...#alt`` (a second term some
+    query images of a pair carry) pulls hard towards the query's culture."""
+
+    def __init__(self, name: str = "twoterm", **kw: Any):
+        super().__init__(name)
+
+    def _encode_text_batch(self, texts, role):
+        out = []
+        for t in texts:
+            base, alt = t.split("#")[0], t.endswith("#alt")
+            v = text_vector(self.pv, base)
+            if alt:
+                lang = base.split("@")[1]
+                v = v + 3.0 * np.mean([self.pv.culture[CODES.index(k)] for k in CODES
+                                       if LANG_OF[k] == lang], axis=0)
+            out.append(v)
+        return l2_normalize(np.stack(out))
+
+
+def test_own_language_cells_equal_the_3xcm_scores(tmp_path):
+    """A pair (concept, country) whose query images carry two different terms: 3xcm embeds
+    each image's own term; the matrix's own-language cells must be those same numbers (the
+    majority term for every triplet of the pair gave other numbers)."""
+    tr, im = planted_world(n_concepts=4, per_cell=3)
+    lang = tr["query_country"].map(LANG_OF)
+    first = tr.groupby(["query_concept", "query_country"]).cumcount() == 0
+    tr["query_text"] = tr["query_concept"] + "@" + lang + np.where(first, "#alt", "")
+    write_release(tmp_path / "rel", tr, im, "two terms")
+    common = ["--model", "tests.benchmark.test_matrix:TwoTermModel", "--dataset",
+              str(tmp_path / "rel"), "--query-source", "release", "--output-dir",
+              str(tmp_path / "out"), "--cache-dir", str(tmp_path / "c"), "-q"]
+    assert main(["run", "--task", "3xcm", *common]) == 0
+    assert main(["run", "--task", "3xcm-matrix", "--query-languages", "en,th,de", *common]) == 0
+    xcm = json.loads((tmp_path / "out" / "twoterm" / "3xcm.json").read_text())["scores"]
+    mat = json.loads((tmp_path / "out" / "twoterm" / "3xcm-matrix.json").read_text())["scores"]
+    checked = 0
+    for k, cell in mat["matrix"]["th"].items():
+        if LANG_OF[k] != "th":
+            continue
+        want = xcm["by_country"][k]
+        assert {key: want[key] for key in cell} == cell
+        checked += 1
+    for k in ("USA", "GBR", "AUS", "DEU"):
+        own = mat["matrix"][LANG_OF[k]][k]
+        assert {key: xcm["by_country"][k][key] for key in own} == own
+        assert mat["summary"][k]["own_language"] == own
+    assert checked == 1
+    # the alternative term moves winners: the majority-term rule would not have matched
+    assert xcm["by_country"]["THA"]["wins_cul"] > 0
 
 
 def named_release(path, names: dict[str, str]):

@@ -72,3 +72,32 @@ def test_requests_of_sees_an_outside_font(tmp_path):
         driver.get(page.as_uri())
         assert requests_of(driver, page.as_uri()) == ["http://fonts.example.org/css?family=X"]
         driver.save_screenshot(str(tmp_path / "report.png"))
+
+
+def test_report_shows_infinite_sp_and_intervals(tmp_path):
+    """A model without a semantic win reads "∞ (no semantic win)" in the browser, its open
+    upper limit ∞, and every win rate has its interval beside it (screenshot kept to look
+    at: report-infinite.png)."""
+    require_browser()
+    from selenium.webdriver.common.by import By
+
+    write_fake_results(tmp_path / "r", {"a": 1, "b": 2}, xm=False, with_matrix=False)
+    path = tmp_path / "r/a/3xcm.json"
+    data = json.loads(path.read_text())
+    data["scores"]["overall"].update(SP=None, SP_note="∞ (no semantic win)", wins_sem=0,
+                                     M_sem=0.0, SP_ci95=[3.5, None])
+    path.write_text(json.dumps(data))
+    out = tmp_path / "report"
+    build_report([tmp_path / "r"], out, compare_authors=False)
+    with chromium(tmp_path) as (driver, _proxy):
+        driver.set_window_size(1366, 900)
+        driver.get((out / "report.html").as_uri())
+        row = driver.find_element(By.CSS_SELECTOR, 'tr.model-row[data-model="a"]')
+        cell = {td.get_attribute("data-key"): td.text
+                for td in row.find_elements(By.TAG_NAME, "td")}
+        assert cell["SP"] == "∞ (no semantic win)" and cell["SP_ci95"] == "[3.500, ∞]"
+        assert all(cell[f"{k}_ci95"].startswith("[") for k in ("M_sem", "M_cul", "M_non"))
+        board = driver.find_element(By.CSS_SELECTOR, "table.leaderboard")
+        driver.execute_script("arguments[0].scrollIntoView()", board)
+        board.screenshot(str(tmp_path / "report-infinite.png"))
+    assert (tmp_path / "report-infinite.png").stat().st_size > 0

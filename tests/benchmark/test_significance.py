@@ -1,6 +1,7 @@
-"""Paired bootstrap and Holm (benchmark.metrics.significance): exact values where the
-definition gives them, and calibration by simulation: equal true rates reject at about the
-nominal 5%, a planted difference is found."""
+"""Paired tests and Holm (benchmark.metrics.significance): exact values where the definition
+gives them, the cluster-robust standard error against resampling concepts, no resampling floor
+on p, and calibration by simulation: equal true rates reject at about the nominal 5%, a
+planted difference is found."""
 
 from __future__ import annotations
 
@@ -26,37 +27,34 @@ def test_holm_exact():
     assert sig.holm([]) == []
 
 
-def test_p_value_and_interval_exact():
-    assert sig.p_value(0.0, np.array([-1.0, 0.5, 2.0])) == 1.0
-    # one of four resamples is on the far side of 0: 2 (1 + 1) / (1 + 4)
-    assert sig.p_value(1.0, np.array([1.0, 1.0, 3.0, -1.0])) == pytest.approx(4 / 5)
-    assert sig.p_value(-1.0, np.array([-1.0, -2.0, 3.0, 0.0])) == pytest.approx(1.0)
-    assert sig.p_value(1.0, np.array([1.0, 1.0, 1.0, np.nan])) == pytest.approx(2 / 4)
-    assert sig.p_value(0.5, np.full(999, 0.5)) == pytest.approx(2 / 1000)
-    assert sig.interval(np.array([np.nan])) == [None, None]
-    assert sig.interval(np.arange(101.0)) == [2.5, 97.5]
-
-
 def test_paired_counts_point_values():
     a = np.array([0, 0, 1, 2])
     b = np.array([0, 1, 1, 1])
-    r = sig.paired_counts(a, b, n_resamples=200, seed=1)
-    assert r["n"] == 4
+    r = sig.paired_counts(a, b)
+    assert r["n"] == 4 and r["units"] == 4
     assert (r["SP"]["a"], r["SP"]["b"], r["SP"]["diff"]) == (0.5, 3.0, -2.5)
     assert (r["M_sem"]["a"], r["M_sem"]["b"], r["M_sem"]["diff"]) == (0.5, 0.25, 0.25)
     assert r["M_cul"]["diff"] == pytest.approx(0.25 - 0.75)
     assert r["M_non"]["diff"] == pytest.approx(0.25)
     lo, hi = r["SP"]["ci95"]
-    assert lo <= hi and 0 < r["SP"]["p"] <= 1
-    same = sig.paired_counts(a, a, 100, 0)
-    for k in ("SP", *sig.WIN_KEYS):
+    assert lo <= -2.5 <= hi and 0 < r["SP"]["p"] <= 1
+    # the paired mean difference: t on the per-item differences, df = n - 1
+    d = np.array([1, 0, 0, 0]) - np.array([0, 0, 0, 0])  # M_sem credit differences
+    t = stats.ttest_1samp(d, 0.0)
+    assert r["M_sem"]["p"] == pytest.approx(t.pvalue)
+    assert r["M_sem"]["ci95"] == pytest.approx(list(t.confidence_interval()))
+    same = sig.paired_counts(a, a)
+    for k in sig.KEYS:
         assert same[k]["diff"] == 0 and same[k]["ci95"] == [0.0, 0.0] and same[k]["p"] == 1.0
 
 
 def test_paired_counts_undefined_and_bad_input():
-    r = sig.paired_counts(np.array([1, 2]), np.array([0, 1]), 50, 0)
-    assert r["SP"]["a"] is None and r["SP"]["diff"] is None and r["SP"]["p"] is None
-    assert r["SP_undefined_resamples"] == 50
+    r = sig.paired_counts(np.array([1, 2]), np.array([0, 1]))  # A: no semantic win, SP ∞
+    assert r["SP"]["a"] is None and r["SP"]["a_note"] == "∞ (no semantic win)"
+    assert r["SP"]["diff"] is None and r["SP"]["ci95"] == [None, None]
+    assert 0 < r["SP"]["p"] <= 1  # tested on cul / (sem + cul): 1 against 0.5
+    r = sig.paired_counts(np.array([2, 2]), np.array([0, 1]))  # A: neither, SP 0/0
+    assert r["SP"]["a"] is None and "a_note" not in r["SP"] and r["SP"]["p"] is None
     assert sig.paired_counts(np.array([], int), np.array([], int))["SP"]["diff"] is None
     with pytest.raises(ValueError):
         sig.paired_counts(np.array([0, 3]), np.array([0, 1]))
@@ -64,26 +62,59 @@ def test_paired_counts_undefined_and_bad_input():
         sig.paired_counts(np.array([0]), np.array([0, 1]))
 
 
-def test_multinomial_resampling_matches_index_resampling():
-    """Drawing the joint counts is the same as resampling triplet indices: the two bootstrap
-    distributions of ΔSP agree in mean and spread."""
-    rng = np.random.default_rng(3)
-    a = rng.choice(3, 400, p=[0.5, 0.3, 0.2])
-    b = np.where(rng.random(400) < 0.6, a, rng.choice(3, 400, p=[0.45, 0.35, 0.2]))
-    fast = sig.paired_counts(a, b, 4000, 0)
-    idx = rng.integers(0, 400, (4000, 400))
-    wa, wb = a[idx], b[idx]
-    d = ((wa == 1).sum(1) / (wa == 0).sum(1)) - ((wb == 1).sum(1) / (wb == 0).sum(1))
-    lo, hi = np.percentile(d, [2.5, 97.5])
-    assert fast["SP"]["ci95"][0] == pytest.approx(lo, abs=0.03)
-    assert fast["SP"]["ci95"][1] == pytest.approx(hi, abs=0.03)
+def _pair(rng, concepts=60, per=20, model_sd=0.5):
+    """Two models on triplets of ``concepts`` concepts: a shared concept effect and each its
+    own, so the paired difference varies from concept to concept."""
+    concept = np.repeat(np.arange(concepts), per)
+    shared = rng.normal(0, 1, concepts)[concept]
+    la = shared + rng.normal(0, model_sd, concepts)[concept]
+    lb = shared + rng.normal(0, model_sd, concepts)[concept]
+    u = rng.random(concept.size)
+
+    def draw(lg):  # P(sem) from the logit, the rest split cul / non 2:1
+        ps = 1 / (1 + np.exp(-lg))
+        return np.where(u < ps, 0, np.where(u < ps + (1 - ps) * 2 / 3, 1, 2))
+
+    return draw(la), draw(lb), concept
+
+
+def test_cluster_standard_error_is_what_resampling_concepts_estimates():
+    """The closed-form SE of each paired Δ equals the spread of Δ when the concepts are
+    resampled (paired: both models on each resample), and is far wider than the triplet one."""
+    rng = np.random.default_rng(4)
+    a, b, concept = _pair(rng)
+    r = sig.paired_association(a, b, concept=concept)["overall"]
+    boot = {k: [] for k in sig.KEYS}
+    members = [np.nonzero(concept == c)[0] for c in range(concept.max() + 1)]
+    for _ in range(3000):
+        idx = np.concatenate([members[c] for c in rng.integers(0, len(members), len(members))])
+        wa, wb = a[idx], b[idx]
+        boot["SP"].append((wa == 1).sum() / (wa == 0).sum() - (wb == 1).sum() / (wb == 0).sum())
+        for j, k in enumerate(sig.WIN_KEYS):
+            boot[k].append((wa == j).mean() - (wb == j).mean())
+    iid = sig.paired_counts(a, b)
+    for k in sig.KEYS:
+        se = (r[k]["ci95"][1] - r[k]["ci95"][0]) / 2 / stats.t.ppf(0.975, r["units"] - 1)
+        assert se == pytest.approx(np.std(boot[k]), rel=0.1), k
+        assert iid[k]["ci95"][1] - iid[k]["ci95"][0] < 0.8 * (r[k]["ci95"][1] - r[k]["ci95"][0])
+
+
+def test_p_has_no_resampling_floor():
+    """A clear difference gets the small p it has (a bootstrap with B resamples could not go
+    below 2 / (B + 1), so Holm over 25 rows of B = 1000 could never reach 0.05)."""
+    rng = np.random.default_rng(0)
+    a = rng.choice(3, 4000, p=[0.3, 0.6, 0.1])
+    b = rng.choice(3, 4000, p=[0.6, 0.3, 0.1])
+    r = sig.paired_counts(a, b)
+    assert r["SP"]["p"] < 1e-12 and r["M_cul"]["p"] < 1e-12
+    assert max(sig.holm([r[k]["p"] for k in ("SP", "M_sem", "M_cul")] * 20)) < 1e-9
 
 
 def test_paired_association_groups():
     a = np.array([0, 1, 0, 0, 1, 2])
     b = np.array([0, 0, 0, 0, 1, 2])
     g = np.array(["THA", "THA", "THA", "DEU", "DEU", "DEU"])
-    r = sig.paired_association(a, b, g, 100, 0)
+    r = sig.paired_association(a, b, g)
     assert list(r["by_group"]) == ["THA", "DEU"]
     assert r["by_group"]["THA"]["n"] == 3 and r["by_group"]["THA"]["SP"]["a"] == 0.5
     assert r["by_group"]["DEU"]["SP"]["b"] == 1.0
@@ -93,27 +124,27 @@ def test_paired_association_groups():
 def test_paired_means_exact_and_paired():
     a = {"x@1": np.array([1.0, 0.0, 1.0, 1.0]), "y@1": np.array([0.2, 0.4, 0.6, 0.8])}
     b = {"x@1": np.array([0.0, 0.0, 1.0, 0.0]), "y@1": np.array([0.2, 0.4, 0.6, 0.8])}
-    r = sig.paired_means(a, b, 300, 0)
+    r = sig.paired_means(a, b)
     assert r["n"] == 4
     assert (r["x@1"]["a"], r["x@1"]["b"], r["x@1"]["diff"]) == (0.75, 0.25, 0.5)
+    t = stats.ttest_rel(a["x@1"], b["x@1"])
+    assert r["x@1"]["p"] == pytest.approx(t.pvalue)
     assert r["y@1"]["diff"] == 0 and r["y@1"]["p"] == 1.0 and r["y@1"]["ci95"] == [0, 0]
     # pairing: a constant shift on noisy items has a zero-width interval
     rng = np.random.default_rng(0)
     base = rng.normal(size=50)
-    r = sig.paired_means({"m": base + 0.1}, {"m": base}, 200, 0)
+    r = sig.paired_means({"m": base + 0.1}, {"m": base})
     assert r["m"]["ci95"] == pytest.approx([0.1, 0.1])
-    assert r["m"]["p"] == pytest.approx(2 / 201)
+    assert r["m"]["p"] == 0.0
 
 
 def _rejections(make_pair, key: str, sims: int = SIMS) -> int:
     rng = np.random.default_rng(2026)
     hits = 0
-    for s in range(sims):
+    for _ in range(sims):
         a, b = make_pair(rng)
-        if isinstance(a, dict):
-            p = sig.paired_means(a, b, 500, s)[key]["p"]
-        else:
-            p = sig.paired_counts(a, b, 500, s)[key]["p"]
+        p = sig.paired_means(a, b)[key]["p"] if isinstance(a, dict) else sig.paired_counts(
+            a, b)[key]["p"]
         hits += p < sig.ALPHA
     return hits
 

@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         # the crawl's queries come from the bundled table: no network, no key
         subprocess.run([sys.executable, "-m", "builder.queries", "--workdir", "w"], env=base,
                        cwd=wd, capture_output=True, check=True)
-        checks = [("crawl", ["builder.crawl", "--countries", "all", "--workdir", "w"], 120, "crawl"),
+        checks = [("crawl", ["builder.crawl.stage", "--countries", "all", "--workdir", "w"], 120, "crawl"),
                   ("concepts", ["builder.concepts", "--workdir", "w"], 120, "concepts"),
                   ("benchmark run", ["benchmark", "run", "--model", "clip-l14", "--task",
                                      "3xcm", "--dataset", dataset, "--output-dir", "r"], 20,
