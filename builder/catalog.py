@@ -281,7 +281,7 @@ class Catalog:
         fp = fingerprint(stage, params, inputs)
         pid, host, proc_start = liveness.this_process()
         with self.tx() as con:
-            self._mark_stale(con)
+            self.mark_stale_runs(con)
             cur = con.execute(
                 "INSERT INTO stage_runs (stage, params_json, fingerprint, status, package_version,"
                 " started_at, pid, host, proc_start) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -296,7 +296,9 @@ class Catalog:
                           "WHERE status=?", (RunStatus.RUNNING,))
         return [r["run_id"] for r in rows if liveness.gone(r["pid"], r["host"], r["proc_start"])]
 
-    def _mark_stale(self, con: sqlite3.Connection) -> list[int]:
+    def mark_stale_runs(self, con: sqlite3.Connection) -> list[int]:
+        """Record every ``running`` run whose process is gone as ``interrupted`` (the reason
+        in its summary); returns their ids."""
         stale = self.stale_runs()
         for run_id in stale:
             row = con.execute("SELECT pid, host, summary FROM stage_runs WHERE run_id=?",
@@ -309,12 +311,6 @@ class Catalog:
             log.warning("run %d was left running by process %s on %s, which is gone: recorded "
                         "interrupted", run_id, row["pid"], row["host"])
         return stale
-
-    def mark_stale_runs(self) -> list[int]:
-        """Record every ``running`` run whose process is gone as ``interrupted`` (the reason
-        in its summary); returns their ids."""
-        with self.tx() as con:
-            return self._mark_stale(con)
 
     def finish_run(
         self,

@@ -22,7 +22,6 @@ from core.options import add_options, plain
 
 log = logging.getLogger(__name__)
 
-BUILDER_EXTRA = "pip install -e '.[builder]'"
 NOISY_LOGGERS = ("httpx", "httpcore", "primp", "ddgs")  # a line per request
 WORKDIR_DB = "the work dir's database"
 

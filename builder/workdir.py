@@ -7,11 +7,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-# atomic_write_text is re-exported (``X as X``) for annotation/pull.py, triplets/export.py and
-# triplets/sample_run.py until they import it from core.files, the one home of atomic writes;
-# builder modules use core.files directly. Remove the re-export once they do.
 from core.files import atomic_write_bytes, sha256_bytes
-from core.files import atomic_write_text as atomic_write_text
 
 DEFAULT_WORKDIR = "./xcm-work"
 

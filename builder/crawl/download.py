@@ -15,11 +15,11 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+from builder.catalog import utcnow
 from builder.crawl.netguard import (
     BLOCK_PREFIX,
     DNS_PREFIX,
@@ -29,7 +29,6 @@ from builder.crawl.netguard import (
 )
 from builder.retry import parse_retry_after
 from builder.stagekit import local_failure
-from builder.statuses import DownloadStatus
 from builder.workdir import WorkDir
 from core import __version__
 from core.options import option
@@ -40,8 +39,6 @@ USER_AGENT = (
     f"xcm3-builder/{__version__} (3XCM research benchmark dataset builder; "
     "honours X-Robots-Tag noai/noimageai/noindex)"
 )
-#: Every terminal status a URL can end with.
-STATUSES = tuple(DownloadStatus)
 #: Statuses worth another try later (``--retry-failed``).
 TRANSIENT = ("timeout", "connection_error", "http_error", "dns_error", "internal_error")
 #: Our failures, not the URL's: fetched again by every run, flag or not.
@@ -194,10 +191,6 @@ def validate_and_store(res: FetchResult, workdir: WorkDir, max_pixels: int) -> F
 
 
 # -- fetching --------------------------------------------------------------------------------
-def _now() -> str:
-    return datetime.now(UTC).replace(microsecond=0).isoformat()
-
-
 async def _until_first_error(jobs: list[Awaitable[None]]) -> None:
     """Run the workers; the first that raises (a full disk, a missing library) stops and awaits
     the others while the clients are still open, then its exception is raised."""
@@ -265,7 +258,7 @@ class Downloader:
                                           "next run)", url)
                             res = FetchResult(url, "internal_error",
                                               f"internal error: {type(e).__name__}: {e}")
-                        res.fetched_at = res.fetched_at or _now()
+                        res.fetched_at = res.fetched_at or utcnow()
                         on_result(res)
                         if progress:
                             progress(1)

@@ -94,10 +94,6 @@ class CrawlResult:
 
 
 # -- plan ------------------------------------------------------------------------------------
-def _concept_filter(spec: str) -> set[str] | None:
-    return concept_filter(spec)  # NFC, as every name (stagekit)
-
-
 def _check_concepts(wanted: set[str] | None, known: set[str]) -> None:
     unknown = sorted((wanted or set()) - known)
     if unknown:
@@ -119,7 +115,7 @@ def plan_ddgs(catalog: Catalog, cfg: CrawlConfig) -> list[Search]:
         raise StageInputError("no queries in the catalog for these countries and languages: run "
                          "`python -m builder.queries` first (or use --search folder:PATH / "
                          "urls:FILE)")
-    wanted = _concept_filter(cfg.concepts)
+    wanted = concept_filter(cfg.concepts)
     _check_concepts(wanted, {r["concept"] for r in rows})
     english = {(r["concept"], r["country"]): r["text"] for r in rows if r["kind"] == "english"}
     out = []
@@ -140,7 +136,7 @@ def plan_local(kind: str, path: Path, cfg: CrawlConfig) -> tuple[list[Search], l
 
     searches, errors = folder_searches(path) if kind == "folder" else urls_searches(path)
     codes = {c.code for c in datatables.resolve_countries(cfg.countries)}
-    wanted = _concept_filter(cfg.concepts)
+    wanted = concept_filter(cfg.concepts)
     _check_concepts(wanted, {s.concept for s in searches})
     keep = [s for s in searches if s.country in codes and (wanted is None or s.concept in wanted)]
     return keep, errors

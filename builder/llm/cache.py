@@ -10,11 +10,10 @@ import os
 import sqlite3
 import threading
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from builder.catalog import CatalogError, corrupt_reason
+from builder.catalog import CatalogError, corrupt_reason, utcnow
 from core.files import sha256_text
 
 SCHEMA = """
@@ -128,7 +127,7 @@ class LLMCache:
                     error,
                     attempts,
                     json.dumps(usage, sort_keys=True),
-                    datetime.now(UTC).replace(microsecond=0).isoformat(),
+                    utcnow(),
                 ),
             )
 

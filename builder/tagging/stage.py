@@ -51,7 +51,6 @@ log = logging.getLogger(__name__)
 
 STAGE = "tagging"
 PROMPT = ("tagging.txt", ("n_images", "last_index", "n_concepts", "concepts"))
-KEPT = USABLE_ITEMS
 TRANSIENT_STOP = 5  # requests in a row with transient errors: the service is down, stop asking
 WAIT_NOTE_EVERY = 2.0  # seconds between "waiting on ..." notes on the progress bar
 
