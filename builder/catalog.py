@@ -262,6 +262,14 @@ class Catalog:
     def query(self, sql: str, params: tuple | dict = ()) -> list[sqlite3.Row]:
         return self.con.execute(sql, params).fetchall()
 
+    def one(self, sql: str, params: tuple | dict = ()) -> Any:
+        """The first column of the first row (a ``COUNT(*)``)."""
+        return self.con.execute(sql, params).fetchone()[0]
+
+    def pairs(self, sql: str, params: tuple | dict = ()) -> dict[Any, Any]:
+        """``{first column: second column}`` of every row (a ``GROUP BY`` count)."""
+        return {r[0]: r[1] for r in self.con.execute(sql, params)}
+
     def views(self) -> list[str]:
         rows = self.query("SELECT name FROM sqlite_master WHERE type='view' ORDER BY name")
         return [r["name"] for r in rows]

@@ -141,10 +141,7 @@ def run_concept_dedup(
         raise StageInputError("no concepts in the catalog: run `python -m builder.concepts` first")
     names = [r["name"] for r in rows]
     curated = {r["name"] for r in rows if r["source"] == "curated"}
-    freq = {
-        r[0]: r[1]
-        for r in catalog.query("SELECT concept, COUNT(*) FROM concept_instances GROUP BY concept")
-    }
+    freq = catalog.pairs("SELECT concept, COUNT(*) FROM concept_instances GROUP BY concept")
     params = {"threshold": threshold, "embedder": encoder.name, "keep_uncurated": keep_uncurated}
     with stage_run(catalog, STAGE, params, inputs=names) as rec:
         vecs = encoder.encode(names)

@@ -267,31 +267,17 @@ def _apply_curated(catalog: Catalog, curated: list[str], run_id: int) -> None:
 
 
 def _counts(catalog: Catalog, status: Counter) -> dict:
-    by_source = {
-        r[0]: r[1] for r in catalog.query("SELECT source, COUNT(*) FROM concepts GROUP BY source")
-    }
-    by_country = {
-        r[0]: r[1]
-        for r in catalog.query(
-            "SELECT country, COUNT(DISTINCT concept) FROM concept_instances GROUP BY country"
-        )
-    }
-    failed = catalog.query(
-        "SELECT COUNT(*) FROM llm_requests WHERE stage=? AND status!=?", (STAGE, LLMStatus.OK)
-    )[0][0]
     return {
         "requests": dict(status),
-        "requests_not_ok": failed,
-        "concepts_by_source": by_source,
-        "concepts_by_country": by_country,
-        "instances": catalog.query("SELECT COUNT(*) FROM concept_instances")[0][0],
-        "top_concepts": {
-            r[0]: r[1]
-            for r in catalog.query(
-                "SELECT concept, COUNT(*) AS n FROM concept_instances GROUP BY concept"
-                " ORDER BY n DESC, concept LIMIT 16"
-            )
-        },
+        "requests_not_ok": catalog.one("SELECT COUNT(*) FROM llm_requests WHERE stage=? AND "
+                                       "status!=?", (STAGE, LLMStatus.OK)),
+        "concepts_by_source": catalog.pairs("SELECT source, COUNT(*) FROM concepts "
+                                            "GROUP BY source"),
+        "concepts_by_country": catalog.pairs("SELECT country, COUNT(DISTINCT concept) FROM "
+                                             "concept_instances GROUP BY country"),
+        "instances": catalog.one("SELECT COUNT(*) FROM concept_instances"),
+        "top_concepts": catalog.pairs("SELECT concept, COUNT(*) AS n FROM concept_instances "
+                                      "GROUP BY concept ORDER BY n DESC, concept LIMIT 16"),
     }
 
 

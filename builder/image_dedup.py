@@ -87,6 +87,11 @@ def ensure_phashes(catalog: Catalog, shas: list[str]) -> dict[str, str | None]:
     return out
 
 
+def _exts(catalog: Catalog, shas: list[str]) -> dict[str, str]:
+    return catalog.pairs("SELECT sha256, ext FROM images WHERE sha256 IN "
+                         "(SELECT value FROM json_each(?))", (json.dumps(shas),))
+
+
 def embeddings_for(adapter: Any, cache: Any, catalog: Catalog, shas: list[str],
                    chunk: int) -> np.ndarray:
     """Unit-norm image embeddings (n, d) for ``shas``, via the embedding cache, in chunks."""
@@ -94,10 +99,7 @@ def embeddings_for(adapter: Any, cache: Any, catalog: Catalog, shas: list[str],
     from core.decode import decode_image, read_image_file
     from core.vectors import l2_normalize
 
-    ext = {r["sha256"]: r["ext"] for r in catalog.query(
-        "SELECT sha256, ext FROM images WHERE sha256 IN (SELECT value FROM json_each(?))",
-        (json.dumps(shas),))}
-
+    ext = _exts(catalog, shas)
     parts = []
     for s in range(0, len(shas), chunk):
         keys = shas[s:s + chunk]
@@ -273,9 +275,7 @@ def _concept_items(catalog: Catalog, concept: str) -> list[Item]:
 
 def _drop_missing(catalog: Catalog, items: list[Item]) -> set[int]:
     """Items whose stored image file is gone: marked failed (never silently skipped)."""
-    ext = {r[0]: r[1] for r in catalog.query(
-        "SELECT sha256, ext FROM images WHERE sha256 IN (SELECT value FROM json_each(?))",
-        (json.dumps([it.sha256 for it in items]),))}
+    ext = _exts(catalog, [it.sha256 for it in items])
     gone = {it.item_id for it in items
             if not catalog.workdir.image_path(it.sha256, ext.get(it.sha256, "")).is_file()}
     if gone:
@@ -377,8 +377,7 @@ def image_dedup(catalog: Catalog, cfg: DedupConfig, adapter: Any = None) -> dict
         finally:
             if cache is not None:
                 cache.close()
-        groups = {r[0]: r[1] for r in catalog.query(
-            "SELECT status, COUNT(*) FROM dedup_groups GROUP BY status")}
+        groups = catalog.pairs("SELECT status, COUNT(*) FROM dedup_groups GROUP BY status")
         rec.counts = {"items": dict(sorted(total.items())), "groups": groups,
                       "by_concept": by_concept}
         rec.summary = (

@@ -88,7 +88,7 @@ def target_concepts(catalog: Catalog) -> list[str]:
                          (ConceptStatus.KEPT,))
     if rows:
         return [r["name"] for r in rows]
-    if catalog.query("SELECT COUNT(*) FROM concepts")[0][0]:
+    if catalog.one("SELECT COUNT(*) FROM concepts"):
         raise StageInputError("no kept concepts: run `python -m builder.concept_dedup` first")
     log.info("no concepts in the catalog: using the curated list")
     return load_curated(None)
@@ -342,22 +342,20 @@ def _mark_stale(catalog: Catalog, concepts: list[str]) -> None:
 
 
 def _counts(catalog: Catalog, groups: int) -> dict:
-    def grouped(sql: str, *params: str) -> dict:
-        return dict(catalog.query(sql, params))
-
     native = "FROM queries WHERE kind='native'"
-    ok, stale = QueryStatus.OK, QueryStatus.STALE
+    ok, stale, grouped = QueryStatus.OK, QueryStatus.STALE, catalog.pairs
     return {
         "groups_this_run": groups,
-        "native_ok": catalog.query(f"SELECT COUNT(*) {native} AND status=?", (ok,))[0][0],
-        "native_not_ok": catalog.query(f"SELECT COUNT(*) {native} AND status!=?", (ok,))[0][0],
+        "native_ok": catalog.one(f"SELECT COUNT(*) {native} AND status=?", (ok,)),
+        "native_not_ok": catalog.one(f"SELECT COUNT(*) {native} AND status!=?", (ok,)),
         "by_source": grouped(f"SELECT source, COUNT(*) {native} GROUP BY source"),
         "terms_by_source": grouped("SELECT source, COUNT(*) FROM query_terms GROUP BY source"),
-        "by_status": grouped(f"SELECT status, COUNT(*) {native} AND status!=? GROUP BY status", ok),
+        "by_status": grouped(f"SELECT status, COUNT(*) {native} AND status!=? GROUP BY status",
+                             (ok,)),
         "by_country": grouped(f"SELECT country, COUNT(*) {native} AND status=? GROUP BY country",
-                              ok),
+                              (ok,)),
         "not_ok_by_concept": grouped(f"SELECT concept, COUNT(*) {native} AND status NOT IN"
-                                     " (?, ?) GROUP BY concept", ok, stale),
+                                     " (?, ?) GROUP BY concept", (ok, stale)),
     }
 
 

@@ -104,7 +104,7 @@ def plan_ddgs(catalog: Catalog, cfg: CrawlConfig) -> list[Search]:
     """Searches from the ``queries`` table: kept concepts x countries x query kinds."""
     codes = [c.code for c in datatables.resolve_countries(cfg.countries)]
     kinds = list(cfg.languages)
-    has_concepts = catalog.query("SELECT COUNT(*) AS n FROM concepts")[0]["n"] > 0
+    has_concepts = catalog.one("SELECT COUNT(*) FROM concepts") > 0
     rows = catalog.query(
         f"SELECT concept, country, kind, language, text FROM queries WHERE status=? "
         f"AND country IN ({','.join('?' * len(codes))}) AND kind IN ({','.join('?' * len(kinds))})"
@@ -325,9 +325,7 @@ def download_pending(catalog: Catalog, fetch: FetchConfig, run_id: int | None) -
 # -- summary and export ----------------------------------------------------------------------
 def crawl_counts(catalog: Catalog) -> dict[str, Any]:
     """Counts by search status, URL status, item status, and items by country and concept."""
-    def pairs(sql: str) -> dict[str, int]:
-        return {str(r[0]): int(r[1]) for r in catalog.query(sql)}
-
+    pairs = catalog.pairs
     by_cc: dict[str, dict[str, dict[str, int]]] = {"country": {}, "concept": {}}
     for col in by_cc:
         for r in catalog.query(f"SELECT {col} AS k, status, COUNT(*) AS n FROM items "
@@ -337,8 +335,8 @@ def crawl_counts(catalog: Catalog) -> dict[str, Any]:
         "searches": pairs("SELECT status, COUNT(*) FROM searches GROUP BY status ORDER BY 1"),
         "urls": pairs("SELECT status, COUNT(*) FROM downloads GROUP BY status ORDER BY 1"),
         "items": pairs("SELECT status, COUNT(*) FROM items GROUP BY status ORDER BY 1"),
-        "input_errors": catalog.query("SELECT COUNT(*) FROM crawl_input_errors")[0][0],
-        "images": catalog.query("SELECT COUNT(*) FROM images")[0][0],
+        "input_errors": catalog.one("SELECT COUNT(*) FROM crawl_input_errors"),
+        "images": catalog.one("SELECT COUNT(*) FROM images"),
         "by_country": by_cc["country"],
         "by_concept": by_cc["concept"],
     }
