@@ -1,11 +1,7 @@
 """The catalog: ``catalog.sqlite`` in the work dir, the single source of truth of a build.
 
-SQLite in WAL mode, schema by ``builder.migrations`` (``PRAGMA user_version``). Stages record
-each run in ``stage_runs`` (:meth:`Catalog.start_run` / :meth:`Catalog.finish_run`); writes go
-through short transactions (``with catalog.tx() as con``), so a kill leaves a consistent
-catalog the next run resumes from. A new catalog is built under a temporary name and linked into
-place (no process sees a half-made one); a file that is not a usable catalog (0 bytes, not
-SQLite, damaged, newer) is one :class:`CatalogError` line naming it."""
+SQLite in WAL mode, schema by ``builder.migrations``, writes in short transactions (a kill
+leaves a catalog the next run resumes from); a new catalog is linked into place whole."""
 
 from __future__ import annotations
 
@@ -46,8 +42,7 @@ def stale_reason(pid: Any, host: Any) -> str:
 
 
 class CatalogError(ValueError):
-    """The catalog file cannot be used (not a database, damaged, empty, too new): one line
-    naming the file, exit code 2 (``builder.stagekit``)."""
+    """The catalog file cannot be used (not a database, damaged, empty, too new): one line."""
 
 
 #: sqlite's words for a file that is not (or no longer) a readable database.
@@ -68,16 +63,9 @@ def connect(path: Path) -> sqlite3.Connection:
     return con
 
 
-def apply_migrations(con: sqlite3.Connection) -> None:
-    """Apply every migration the catalog lacks (:func:`builder.migrations.apply_missing`)."""
-    applied = migrations.apply_missing(con)
-    if applied:
-        log.debug("catalog migrations applied: %s", ", ".join(m.name for m in applied))
-
-
 def create_catalog(path: Path) -> None:
-    """Build a new, fully migrated catalog under a temporary name, then link it to ``path``
-    (atomic; if another process linked one first, theirs is kept and ours discarded)."""
+    """Build a migrated catalog under a temporary name and link it to ``path`` (a catalog
+    another process linked first wins)."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.new")
     try:
         # private like the images (0600; SQLite gives its -wal and -shm files the same mode):
@@ -86,7 +74,7 @@ def create_catalog(path: Path) -> None:
         con = connect(tmp)
         try:
             con.execute("PRAGMA journal_mode=WAL")
-            apply_migrations(con)
+            migrations.apply_missing(con)
         finally:
             con.close()  # the last connection: the WAL is checkpointed into the file
         try:
@@ -123,8 +111,7 @@ READONLY = ("attempt to write a readonly database", "readonly database")
 
 
 def cannot_write(path: Path, exc: BaseException) -> bool:
-    """True when ``exc`` (opening the catalog at ``path``) means the catalog or its folder
-    cannot be written — a read-only disk, no write permission — not that it is damaged."""
+    """True when ``exc`` says the catalog or its folder cannot be written (not damaged)."""
     if not isinstance(exc, sqlite3.OperationalError):
         return False
     msg = str(exc)
@@ -142,8 +129,7 @@ def cannot_write(path: Path, exc: BaseException) -> bool:
 
 
 def connect_readonly(path: Path) -> sqlite3.Connection:
-    """Open ``path`` read-only (``mode=ro``); where sqlite cannot make the WAL's shared-memory
-    file beside it (a read-only disk), as immutable: nothing can write it there either."""
+    """Open ``path`` read-only; on a read-only disk (no WAL index possible) as immutable."""
     uri = path.resolve().as_uri()
     try:
         con = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=60, isolation_level=None)
@@ -155,33 +141,26 @@ def connect_readonly(path: Path) -> sqlite3.Connection:
 
 
 class Catalog:
-    """Connection to one work dir's catalog; creates (atomically) or migrates on open.
-    ``readonly=True`` opens an existing catalog without writing (status, export: a read-only
-    disk works)."""
+    """One work dir's catalog, created or migrated on open; ``readonly`` writes nothing."""
 
     def __init__(self, workdir: WorkDir, readonly: bool = False):
         self.workdir = workdir
         self.path: Path = workdir.catalog_path
         self.readonly = readonly
         check_catalog_file(self.path)
-        if readonly:
-            self._open_readonly()
-            return
+        if readonly and not self.path.exists():
+            raise CatalogError(f"no catalog at {self.path}: nothing was built in this work dir")
         try:
             if not self.path.exists():
                 create_catalog(self.path)
-            self.con = connect(self.path)
+            self.con = connect_readonly(self.path) if readonly else connect(self.path)
             try:
-                self.con.execute("PRAGMA journal_mode=WAL")
-                self.con.execute("PRAGMA synchronous=NORMAL")
-                self.con.execute("PRAGMA foreign_keys=ON")
-                self.con.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
-                self.migrate()
+                self._setup()
             except BaseException:
                 self.con.close()
                 raise
         except sqlite3.DatabaseError as exc:
-            if cannot_write(self.path, exc):
+            if not readonly and cannot_write(self.path, exc):
                 raise CatalogError(
                     f"cannot write {self.path} ({exc}: a read-only disk or no write "
                     "permission); fix that and run the same command again (python -m pipeline "
@@ -191,26 +170,15 @@ class Catalog:
                 raise
             raise CatalogError(unusable(self.path, why)) from None
 
-    def _open_readonly(self) -> None:
-        if not self.path.exists():
-            raise CatalogError(f"no catalog at {self.path}: nothing was built in this work dir")
-        try:
-            self.con = connect_readonly(self.path)
-            try:
-                self.con.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
-            except BaseException:
-                self.con.close()
-                raise
-        except sqlite3.DatabaseError as exc:
-            why = corrupt_reason(exc)
-            if why is None:
-                raise
-            raise CatalogError(unusable(self.path, why)) from None
-        try:
+    def _setup(self) -> None:
+        if not self.readonly:
+            for pragma in ("journal_mode=WAL", "synchronous=NORMAL", "foreign_keys=ON"):
+                self.con.execute(f"PRAGMA {pragma}")
+        self.con.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+        if self.readonly:
             self._refuse_newer()
-        except CatalogError:
-            self.con.close()
-            raise
+        else:
+            self.migrate()
 
     @classmethod
     def open(cls, workdir: str | Path | WorkDir | None = None) -> Catalog:
@@ -226,7 +194,6 @@ class Catalog:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # -- schema ---------------------------------------------------------------------------
     @property
     def schema_version(self) -> int:
         return int(self.con.execute("PRAGMA user_version").fetchone()[0])
@@ -238,15 +205,13 @@ class Catalog:
                 f"package knows (v{migrations.latest()}): upgrade the package (pip install -e .)")
 
     def migrate(self) -> None:
-        """Apply every migration the catalog lacks (:func:`apply_migrations`); a catalog of a
-        newer package is refused."""
+        """Apply the migrations the catalog lacks; a catalog of a newer package is refused."""
         self._refuse_newer()
         try:
-            apply_migrations(self.con)
+            migrations.apply_missing(self.con)
         except migrations.MigrationError as exc:  # rolled back: the catalog is as it was
             raise CatalogError(f"{self.path}: {exc}") from None
 
-    # -- transactions ---------------------------------------------------------------------
     @contextmanager
     def tx(self) -> Iterator[sqlite3.Connection]:
         """``BEGIN IMMEDIATE`` ... ``COMMIT`` (rollback on error)."""
@@ -281,11 +246,9 @@ class Catalog:
         )
         return [r["name"] for r in rows]
 
-    # -- stage runs -----------------------------------------------------------------------
     def start_run(self, stage: str, params: dict[str, Any], inputs: Any = None) -> int:
-        """Record the start of a stage run with this process's PID, host and start time;
-        returns its ``run_id``. Runs left ``running`` by a process that is gone are recorded
-        ``interrupted`` first (:meth:`mark_stale_runs`). Params must hold no secrets."""
+        """Record a run's start with this process's PID, host and start time (first marking
+        the runs of gone processes ``interrupted``); returns its ``run_id``. No secrets."""
         fp = fingerprint(stage, params, inputs)
         pid, host, proc_start = liveness.this_process()
         with self.tx() as con:
@@ -349,14 +312,12 @@ class Catalog:
         return rows[0] if rows else None
 
 
-#: At most this many bytes of an invalid model answer are kept per record (a 5 MB answer
-#: kept whole for each of 12 images grew a catalog from 0.7 to 69 MB).
+#: At most this many bytes of an invalid model answer are kept per record.
 RAW_CAP = 16 * 1024
 
 
 def clip_raw(text: str | None, cap: int = RAW_CAP) -> str | None:
-    """``text`` if it is at most ``cap`` UTF-8 bytes, else its start and a line saying so:
-    ``[truncated from N bytes; the first CAP kept]``."""
+    """``text``, or its first ``cap`` UTF-8 bytes and a line saying it was truncated."""
     if text is None:
         return None
     data = text.encode("utf-8")
@@ -370,9 +331,8 @@ def record_llm_request(
     con: sqlite3.Connection, stage: str, item: str, res: Any, llm: str, prompt_sha: str,
     run_id: int,
 ) -> None:
-    """Upsert the ``llm_requests`` row of one LLM work item (``res``: a ``builder.llm.client``
-    ``LLMResult``; its raw text is kept, clipped to :data:`RAW_CAP`, only when the answer was
-    not ok)."""
+    """Upsert the ``llm_requests`` row of one LLM work item (raw text clipped, only when the
+    answer was not ok)."""
     con.execute(
         "INSERT OR REPLACE INTO llm_requests (stage, item, status, reason, raw, cache_key, llm,"
         " prompt_sha, attempts, run_id) VALUES (?,?,?,?,?,?,?,?,?,?)",

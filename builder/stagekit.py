@@ -1,8 +1,6 @@
-"""The stage kit: what every builder stage shares. :func:`stage_parser` (``--workdir``, ``-v``
-and the stage's config dataclass), :func:`stage_main` (logging once per process, the exit
-convention of ``core.clikit`` through :data:`KIT`: 2 and one line for what the user must fix
-or a missing library, 130/143 after Ctrl-C/SIGTERM), :func:`stage_run` (the run record ends
-``done``, ``interrupted`` or ``failed``; a killed run is found by :mod:`builder.liveness`)."""
+"""What every builder stage shares: its parser (:func:`stage_parser`), the exit convention of
+``core.clikit`` (:func:`stage_main`) and the run record that ends ``done``, ``interrupted`` or
+``failed`` (:func:`stage_run`)."""
 
 from __future__ import annotations
 
@@ -27,14 +25,12 @@ WORKDIR_DB = "the work dir's database"
 
 
 class StageInputError(ValueError):
-    """What the user must fix (bad input, a missing credential, an unreachable service):
-    one line on stderr, exit code 2."""
+    """What the user must fix (bad input, a credential, a service): one line, exit code 2."""
 
 
 def nothing_succeeded(stage: str, tried: int, ok: int, last: str | None,
                       what: str = "requests") -> None:
-    """A run that asked ``tried`` times and got no answer is not ``done``: raised inside
-    :func:`stage_run`, it ends ``failed`` with the reason (one line, exit 2)."""
+    """A run that asked ``tried`` times and got no answer is not ``done``: it ends ``failed``."""
     if tried and not ok:
         raise StageInputError(f"{stage}: none of {tried} {what} succeeded (last: {last}); "
                               "what was answered before is kept: run the same command again, "
@@ -42,8 +38,8 @@ def nothing_succeeded(stage: str, tried: int, ok: int, last: str | None,
 
 
 def built_before(workdir: str | None, first: str) -> None:
-    """For a stage that needs earlier ones: refuse a work dir without a catalog before anything
-    is made there (a stage typed in the wrong folder leaves no ./xcm-work behind)."""
+    """Refuse a work dir without a catalog before anything is made there (a later stage typed
+    in the wrong folder)."""
     from builder.workdir import WorkDir, resolve_workdir
 
     wd = WorkDir(resolve_workdir(workdir))
@@ -61,8 +57,7 @@ def user_errors() -> tuple[type[BaseException], ...]:
 
 
 def damaged_database(exc: BaseException) -> str | None:
-    """The kit's hook for a work-dir database damaged while in use (every CLI that opens the
-    catalog passes it)."""
+    """The kit's line for a work-dir database damaged while in use."""
     why = corrupt_reason(exc)
     return None if why is None else f"a database in the work dir is damaged ({why})"
 
@@ -110,10 +105,8 @@ def configure(verbose: bool = False) -> None:
         logging.getLogger(name).setLevel(logging.WARNING)
 
 
-# -- errors ----------------------------------------------------------------------------------
 def local_failure(exc: BaseException) -> str | None:
-    """One line when ``exc`` is a failure of this machine (a full or read-only disk, no write
-    permission, out of file handles: what stops a stage, never an item's fault), else None."""
+    """One line when ``exc`` is a failure of this machine (a full disk...), never an item's."""
     return clikit.local_failure(exc, WORKDIR_DB)
 
 
@@ -128,7 +121,6 @@ def describe(exc: BaseException) -> str:
     return text if len(text) <= 500 else text[:497] + "..."
 
 
-# -- the main body ---------------------------------------------------------------------------
 def stage_main(
     parser: argparse.ArgumentParser,
     body: Callable[[argparse.Namespace], int | None],
@@ -139,8 +131,7 @@ def stage_main(
 
 
 def cli_main(fn: Callable[[], int | None]) -> int:
-    """Run a command body with SIGTERM raising, under the exit convention (module doc); also
-    what ``python -m pipeline`` (and so ``pipeline run``) runs under."""
+    """Run a command body under the exit convention (also ``python -m pipeline``)."""
     return KIT.run(fn)
 
 
@@ -150,11 +141,9 @@ def report_run(catalog: Catalog, stage: str) -> None:
     report((run["summary"] if run is not None else None) or f"{stage}: no run recorded")
 
 
-# -- the run record --------------------------------------------------------------------------
 @dataclass
 class RunRecord:
-    """What a stage fills in while it runs; written by :func:`stage_run` at the end, whatever
-    the outcome (so counts assigned early are in the record of an interrupted run too)."""
+    """What a stage fills in while it runs; written at the end whatever the outcome."""
 
     run_id: int
     counts: dict[str, Any] = field(default_factory=dict)

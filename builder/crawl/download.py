@@ -230,9 +230,8 @@ class Downloader:
         # validation is CPU-bound but the store ends in an fsync: enough threads to overlap those
         with ThreadPoolExecutor(max_workers=max(4, cfg.concurrency),
                                 thread_name_prefix="xcm-validate") as pool:
-            # httpcore's pool does O(connections^2) bookkeeping per request (measured: over
-            # half the crawler's CPU with 16 pooled connections), so the workers share small
-            # clients of POOL_SIZE connections each instead of one big pool.
+            # small clients of POOL_SIZE connections: httpcore's pool costs O(connections^2)
+            # per request (docs/crawl.md, "Benchmarks")
             n = max(cfg.concurrency, 1)
             import httpx
 
