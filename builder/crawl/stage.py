@@ -1,8 +1,7 @@
 """Stage ``crawl``: image search for every kept concept, country and query kind, then the
 download of the top results, one status and reason per URL.
 
-Plan, search, download, finalize (byte duplicates), each phase resumable; ``--export-urls``
-hands the downloads to img2dataset (:mod:`builder.ingest`). docs/crawl.md."""
+Plan, search, download, byte duplicates: each phase resumable (docs/crawl.md)."""
 
 from __future__ import annotations
 
@@ -57,8 +56,7 @@ KINDS = ("english", "native")
 
 @dataclass
 class CrawlConfig:
-    """Parameters of one crawl run (recorded in ``stage_runs``; no secrets); the ``option``
-    fields are its flags, :class:`FetchConfig`'s those of the downloads."""
+    """One crawl run's parameters (recorded; no secrets); the ``option`` fields are flags."""
 
     countries: str = option("all or a comma-separated list (codes, labels)", "all")
     concepts: str = option("all or a comma-separated list of concepts", "all")
@@ -93,7 +91,6 @@ class CrawlResult:
     summary: str
 
 
-# -- plan ------------------------------------------------------------------------------------
 def _check_concepts(wanted: set[str] | None, known: set[str]) -> None:
     unknown = sorted((wanted or set()) - known)
     if unknown:
@@ -113,8 +110,8 @@ def plan_ddgs(catalog: Catalog, cfg: CrawlConfig) -> list[Search]:
         (QueryStatus.OK, *codes, *kinds, *([ConceptStatus.KEPT] if has_concepts else [])))
     if not rows:
         raise StageInputError("no queries in the catalog for these countries and languages: run "
-                         "`python -m builder.queries` first (or use --search folder:PATH / "
-                         "urls:FILE)")
+                              "`python -m builder.queries` first (or use --search folder:PATH / "
+                              "urls:FILE)")
     wanted = concept_filter(cfg.concepts)
     _check_concepts(wanted, {r["concept"] for r in rows})
     english = {(r["concept"], r["country"]): r["text"] for r in rows if r["kind"] == "english"}
@@ -162,14 +159,13 @@ def register(catalog: Catalog, searches: list[Search], errors: list[InputError],
                     changed[0].kind)
 
 
-# -- search ----------------------------------------------------------------------------------
 class SearchUnavailable(StageInputError):
     """Too many consecutive failed searches: the backend is unreachable or blocking us."""
 
 
 def _todo(catalog: Catalog, searches: list[Search], retry_failed: bool) -> list[tuple[int, Search]]:
     """(search_id, search) of every pending search; with ``retry_failed`` also the failed
-    ones and the ``empty`` ones whose answer may have been a block (``search.AMBIGUOUS``)."""
+    and the ambiguous empty ones."""
     ids = {(r["concept"], r["country"], r["kind"], r["backend"]): (r["search_id"], r["status"],
                                                                   r["reason"] or "")
            for r in catalog.query("SELECT search_id, concept, country, kind, backend, status, "
@@ -187,10 +183,8 @@ def _todo(catalog: Catalog, searches: list[Search], retry_failed: bool) -> list[
 
 def run_searches(catalog: Catalog, searches: list[Search], backend: Any, run_id: int,
                  retry_failed: bool = False, failure_limit: int = 0) -> Counter[str]:
-    """Run every pending (with ``retry_failed`` also failed or ambiguous) search once, one
-    transaction each. After ``failure_limit`` searches in a row that failed or got the ambiguous
-    "No results found." (0: no limit), the backend's probe decides: those searches go back to
-    ``pending`` and :class:`SearchUnavailable` is raised, unless the probe shows the answers true."""
+    """Run every search :func:`_todo` gives once, one transaction each; ``failure_limit``
+    failed or ambiguous ones in a row (0: no limit) stop the run unless the probe has results."""
     counts: Counter[str] = Counter()
     streak: list[tuple[int, Outcome]] = []
     outcomes: list[tuple[int, Outcome]] = []  # of the queries the backend was asked
@@ -230,9 +224,8 @@ def run_searches(catalog: Catalog, searches: list[Search], backend: Any, run_id:
 
 def _none_succeeded(catalog: Catalog, todo: list[tuple[int, Search]],
                     outcomes: list[tuple[int, Outcome]], backend: Any) -> None:
-    """A run in which the backend answered no query is not a crawl with 0 images: unless an
-    earlier run's searches got results, its searches go back to ``pending`` and
-    :class:`SearchUnavailable` is raised."""
+    """A run in which the backend answered no query (nor an earlier run's) is not a crawl with
+    0 images: its searches go back to ``pending`` and :class:`SearchUnavailable` is raised."""
     if not outcomes or any(o.status not in ("failed", "empty") for _, o in outcomes):
         return
     if catalog.query("SELECT 1 FROM searches WHERE status=? LIMIT 1", (SearchStatus.OK,)):
@@ -251,8 +244,7 @@ def _probe_ok(backend: Any) -> bool:
 
 
 class _Pace:
-    """The search bar's ETA from the queries answered so far: a failed query's retry waits
-    say nothing of how long the rest takes (with failures only it shows none)."""
+    """The search bar's ETA from the queries answered so far (a failed one's waits say nothing)."""
 
     def __init__(self, total: int):
         self.total, self.done, self.answered, self.seconds = total, 0, 0, 0.0
@@ -269,8 +261,7 @@ class _Pace:
 
 def _stop_searching(catalog: Catalog, streak: list[tuple[int, Outcome]],
                     every: bool = False, why: str | None = None) -> None:
-    """Put the streak's searches back to ``pending`` (never really answered) and stop
-    (``every``: they are all the queries of the run; ``why``: the backend's reason)."""
+    """Put the streak's searches back to ``pending`` and stop (``every``: the whole run's)."""
     with catalog.tx() as con:
         con.executemany("UPDATE searches SET status=? WHERE search_id=?",
                         [(SearchStatus.PENDING, i) for i, _ in streak])
@@ -306,7 +297,6 @@ def _record_search(catalog: Catalog, search_id: int, s: Search, out: Outcome,
             add_item(con, search_id, h.rank, s, h.image_url)
 
 
-# -- download --------------------------------------------------------------------------------
 def download_pending(catalog: Catalog, fetch: FetchConfig, run_id: int | None) -> int:
     """Fetch every pending URL once; each outcome is committed as soon as it is known."""
     urls = pending_urls(catalog)
@@ -322,7 +312,6 @@ def download_pending(catalog: Catalog, fetch: FetchConfig, run_id: int | None) -
     return len(urls)
 
 
-# -- summary and export ----------------------------------------------------------------------
 def crawl_counts(catalog: Catalog) -> dict[str, Any]:
     """Counts by search status, URL status, item status, and items by country and concept."""
     pairs = catalog.pairs
@@ -362,7 +351,6 @@ def crawl_summary(counts: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
-# -- the stage -------------------------------------------------------------------------------
 def crawl(catalog: Catalog, cfg: CrawlConfig, backend: Any = None) -> CrawlResult:
     """Run (or resume) the crawl stage; returns the run id, counts and summary."""
     kind, path = parse_source(cfg.search)
@@ -423,8 +411,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def config_from_args(a: argparse.Namespace) -> CrawlConfig:
-    """Validate the CLI values into a :class:`CrawlConfig` (StageInputError on bad input; the
-    numeric bounds were checked by the parser, where each option is declared)."""
+    """The CLI values as a :class:`CrawlConfig` (StageInputError on bad input)."""
     kinds = tuple(k.strip() for k in a.kinds.split(",") if k.strip())
     if not kinds or any(k not in KINDS for k in kinds):
         raise StageInputError(f"--languages takes english, native or both, got {a.kinds!r}")
