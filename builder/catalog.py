@@ -30,6 +30,12 @@ def utcnow() -> str:
     return datetime.now(UTC).replace(microsecond=0).isoformat()
 
 
+def brief(text: str, n: int = 300) -> str:
+    """``text`` on one line, cut to ``n`` characters ending ``...``."""
+    text = " ".join(text.split())
+    return text if len(text) <= n else text[: n - 3] + "..."
+
+
 def fingerprint(*parts: Any) -> str:
     """sha256 over the canonical JSON of ``parts`` (parameters, input fingerprints)."""
     return sha256_text(json.dumps(parts, sort_keys=True, ensure_ascii=False, default=str))

@@ -118,8 +118,11 @@ async def call_async(fn: Callable[[], Awaitable[T]], backoff: Backoff, again: Ca
     """The same for a coroutine function (waits with ``await sleep(...)``)."""
     from tenacity import AsyncRetrying
 
+    async def attempt() -> T:  # a coroutine function: tenacity calls a plain one without await
+        return await fn()
+
     policy = _Policy(backoff, again, server_wait, on_retry)
-    return policy.tried(await AsyncRetrying(sleep=sleep, **policy.kwargs())(fn))
+    return policy.tried(await AsyncRetrying(sleep=sleep, **policy.kwargs())(attempt))
 
 
 def parse_retry_after(value: str | None) -> float | None:

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from builder.catalog import Catalog, CatalogError, corrupt_reason
+from builder.catalog import Catalog, CatalogError, brief, corrupt_reason
 from builder.statuses import RunStatus
 from core import clikit
 from core.clikit import report
@@ -116,9 +116,7 @@ def describe(exc: BaseException) -> str:
         return "SIGTERM"
     if isinstance(exc, KeyboardInterrupt):
         return "KeyboardInterrupt"
-    text = clikit.missing_library(exc, "builder") or f"{type(exc).__name__}: {exc}"
-    text = " ".join(text.split())
-    return text if len(text) <= 500 else text[:497] + "..."
+    return brief(clikit.missing_library(exc, "builder") or f"{type(exc).__name__}: {exc}", 500)
 
 
 def stage_main(
