@@ -1,9 +1,6 @@
-"""Image downloads: the bytes are untrusted input. :class:`Downloader` fetches with httpx
-through the address guard (``builder.crawl.netguard``), bounded concurrency, deadlines,
-retries (``builder.retry``) and hand-followed redirects, under a byte cap; the bytes must
-decode under a pixel cap (:func:`inspect_image`) before they are stored. Every URL ends with
-one :class:`FetchResult` (a status of :data:`STATUSES` and its reason); our own failures are
-never the URL's. docs/crawl.md, "Downloads are untrusted input"."""
+"""Image downloads, untrusted input: :class:`Downloader` fetches through the address guard
+under deadlines, retries and caps, and stores only bytes that decode. Every URL ends with one
+status and reason. docs/crawl.md, "Downloads are untrusted input"."""
 
 from __future__ import annotations
 
@@ -53,8 +50,7 @@ REDIRECT_CODES = frozenset({301, 302, 303, 307, 308})
 
 @dataclass(frozen=True)
 class FetchConfig:
-    """Limits of one download run (the fields declared with ``option`` are the crawl's flags:
-    ``core.options.add_options``, defaults and bounds declared here once)."""
+    """Limits of one download run (the ``option`` fields are the crawl's flags)."""
 
     concurrency: int = option("downloads in flight overall", 16, minimum=1)
     per_host: int = option("downloads in flight per host", 4, minimum=1)
@@ -123,7 +119,6 @@ def make_client(cfg: FetchConfig, connections: int | None = None,
                                                        "Accept-Encoding": "identity"})
 
 
-# -- headers ---------------------------------------------------------------------------------
 def robots_opt_out(value: str | None) -> str | None:
     """The opt-out directive of an ``X-Robots-Tag`` value that applies to us (unprefixed, ``*``
     or this project), else None."""
@@ -140,10 +135,9 @@ def robots_opt_out(value: str | None) -> str | None:
     return None
 
 
-# -- validation ------------------------------------------------------------------------------
 def inspect_image(data: bytes, max_pixels: int) -> tuple[str, str, dict[str, Any]]:
-    """(status, reason, info) for bytes that claim to be an image: the pixel count checked from
-    the header first, then decoded in full by the evaluator's decoder (width x height upright)."""
+    """(status, reason, info) of bytes that claim to be an image: the header's pixel count,
+    then a full decode by the evaluator's decoder."""
     from PIL import Image, UnidentifiedImageError
 
     from core.decode import ImageRefused, open_image, to_rgb, upright
@@ -190,10 +184,9 @@ def validate_and_store(res: FetchResult, workdir: WorkDir, max_pixels: int) -> F
     return res
 
 
-# -- fetching --------------------------------------------------------------------------------
 async def _until_first_error(jobs: list[Awaitable[None]]) -> None:
-    """Run the workers; the first that raises (a full disk, a missing library) stops and awaits
-    the others while the clients are still open, then its exception is raised."""
+    """Run the workers; the first that raises stops the others (clients still open), then
+    its exception is raised."""
     tasks = [asyncio.ensure_future(j) for j in jobs]
     try:
         await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
@@ -304,12 +297,10 @@ class Downloader:
             return FetchResult(url, "invalid_url", str(e))
         except httpx.ConnectError as e:
             msg = str(e)
-            if BLOCK_PREFIX in msg:
-                return FetchResult(url, "blocked_host", msg.split(BLOCK_PREFIX, 1)[1])
-            if INVALID_PREFIX in msg:
-                return FetchResult(url, "invalid_url", msg.split(INVALID_PREFIX, 1)[1])
-            if DNS_PREFIX in msg:
-                return FetchResult(url, "dns_error", msg.split(DNS_PREFIX, 1)[1])
+            for prefix, status in ((BLOCK_PREFIX, "blocked_host"), (INVALID_PREFIX, "invalid_url"),
+                                   (DNS_PREFIX, "dns_error")):  # the address guard's refusals
+                if prefix in msg:
+                    return FetchResult(url, status, msg.split(prefix, 1)[1])
             return FetchResult(url, "connection_error", f"ConnectError: {msg}")
         except httpx.HTTPError as e:
             return FetchResult(url, "connection_error", f"{type(e).__name__}: {e}")

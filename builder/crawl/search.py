@@ -1,9 +1,6 @@
-"""Image-search backends of the crawl stage (``--search``): ``ddgs`` (:class:`DdgsSearch`:
-paced, bounded retries; its ambiguous "No results found." is told from a block by a probe
-query, :data:`AMBIGUOUS`), ``folder:PATH`` (:func:`folder_searches`) and ``urls:FILE``
-(:func:`urls_searches`), whose bad rows are :class:`InputError` records. Failures follow
-``core.net``: permanent ones are not retried, a rate limit stops the run with the time to
-wait, the waits of a query and of a run are bounded. docs/crawl.md."""
+"""Image-search backends of the crawl (``--search``): ``ddgs`` (:class:`DdgsSearch`, paced,
+with bounded retries by the policy of ``core.net``), ``folder:PATH`` and ``urls:FILE`` (bad
+rows become :class:`InputError` records). docs/crawl.md, "Search backends"."""
 
 from __future__ import annotations
 
@@ -24,7 +21,7 @@ from core.text import StrictDictReader, normalize_term
 log = logging.getLogger(__name__)
 
 DDGS_BACKEND = "ddgs:duckduckgo"
-#: Reason prefix of an ``empty`` search whose answer may have been a block (see module doc).
+#: Reason prefix of an ``empty`` search whose answer may have been a block.
 AMBIGUOUS = "ddgs said 'No results found.'"
 PROBE_QUERY = "flower"  # a query with images in every region: the block check
 BASE_URL_ENV = "XCM_DDG_BASE_URL"  # DuckDuckGo's address (tests: a fake on 127.0.0.1)
@@ -179,9 +176,8 @@ class DdgsSearch:
             self.sleep(wait)
 
     def search(self, s: Search) -> Outcome:
-        """Run one query with pacing and bounded retries (``builder.retry``); never raises for
-        ddgs errors. "No results found." is retried ``empty_retries`` times, then ``empty``
-        (ambiguous); other errors ``retries`` times, then ``failed``."""
+        """Run one query, paced, with bounded retries; never raises for ddgs errors (docs/crawl.md,
+        "Blocks and empty answers")."""
         from builder.retry import Backoff, call
 
         left = None if self.run_wait is None else max(0.0, self.run_wait - self.waited)
@@ -231,8 +227,7 @@ class DdgsSearch:
         return out
 
     def probe(self) -> bool:
-        """One paced request for :data:`PROBE_QUERY` (images everywhere): True when it gets
-        results, so that a run of "No results found." answers was not a block."""
+        """One request for :data:`PROBE_QUERY` (images everywhere): True when it has results."""
         t = self._attempt(Search("probe", "", "en", "probe", PROBE_QUERY, self.backend, None))
         return t.out is not None and t.out.status == "ok"
 
@@ -288,7 +283,7 @@ class DdgsSearch:
 
 
 def parse_source(spec: str) -> tuple[str, Path | None]:
-    """``ddgs`` / ``folder:PATH`` / ``urls:FILE`` -> (kind, path); StageInputError when malformed."""
+    """``ddgs`` / ``folder:PATH`` / ``urls:FILE`` -> (kind, path), or StageInputError."""
     if spec == "ddgs":
         return "ddgs", None
     kind, sep, rest = spec.partition(":")
