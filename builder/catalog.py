@@ -202,7 +202,7 @@ class Catalog:
 
     @property
     def schema_version(self) -> int:
-        return int(self.con.execute("PRAGMA user_version").fetchone()[0])
+        return migrations.version(self.con)
 
     def _refuse_newer(self) -> None:
         if self.schema_version > migrations.latest():

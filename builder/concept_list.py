@@ -1,5 +1,5 @@
-"""The curated concept list (``data/concepts.txt``, or ``--curated FILE``: a name a line, ``#``
-comments) and concept-name normalisation (lower case, single spaces, no surrounding punctuation)."""
+"""The curated concept list (``data/concepts.txt`` or ``--curated FILE``: a name a line, ``#``
+comments) and concept-name normalisation."""
 
 from __future__ import annotations
 

@@ -58,7 +58,7 @@ class WorkDir:
         return self.images_dir / sha256[:2] / f"{sha256}.{ext.lstrip('.').lower()}"
 
     def store_image_bytes(self, data: bytes, ext: str) -> tuple[str, Path]:
-        """Store bytes content-addressed (atomically, once, private 0600); return (sha256, path)."""
+        """Store bytes content-addressed (atomically, once, 0600); return (sha256, path)."""
         sha = sha256_bytes(data)
         path = self.image_path(sha, ext)
         if not path.exists():
