@@ -242,15 +242,12 @@ class Catalog:
         return {r[0]: r[1] for r in self.con.execute(sql, params)}
 
     def views(self) -> list[str]:
-        rows = self.query("SELECT name FROM sqlite_master WHERE type='view' ORDER BY name")
-        return [r["name"] for r in rows]
+        return [r[0] for r in self.query("SELECT name FROM sqlite_master WHERE type='view' "
+                                         "ORDER BY name")]
 
     def tables(self) -> list[str]:
-        rows = self.query(
-            "SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%' "
-            "ORDER BY name"
-        )
-        return [r["name"] for r in rows]
+        return [r[0] for r in self.query("SELECT name FROM sqlite_master WHERE type='table' AND "
+                                         "name NOT LIKE 'sqlite_%' ORDER BY name")]
 
     def start_run(self, stage: str, params: dict[str, Any], inputs: Any = None) -> int:
         """Record a run's start with this process's PID, host and start time (first marking
@@ -263,8 +260,7 @@ class Catalog:
                 "INSERT INTO stage_runs (stage, params_json, fingerprint, status, package_version,"
                 " started_at, pid, host, proc_start) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (stage, json.dumps(params, sort_keys=True, default=str), fp, RunStatus.RUNNING,
-                 __version__, utcnow(), pid, host, proc_start),
-            )
+                 __version__, utcnow(), pid, host, proc_start))
             return int(cur.lastrowid)
 
     def stale_runs(self) -> list[int]:
@@ -289,32 +285,18 @@ class Catalog:
                         "interrupted", run_id, row["pid"], row["host"])
         return stale
 
-    def finish_run(
-        self,
-        run_id: int,
-        status: RunStatus | str,
-        counts: dict[str, Any] | None = None,
-        summary: str | None = None,
-        usage: dict[str, Any] | None = None,
-    ) -> None:
+    def finish_run(self, run_id: int, status: RunStatus | str, counts: dict[str, Any] | None = None,
+                   summary: str | None = None, usage: dict[str, Any] | None = None) -> None:
         with self.tx() as con:
             con.execute(
                 "UPDATE stage_runs SET status=?, counts_json=?, summary=?, usage_json=?, ended_at=?"
-                " WHERE run_id=?",
-                (
-                    status,
-                    json.dumps(counts or {}, sort_keys=True, default=str),
-                    summary,
-                    json.dumps(usage or {}, sort_keys=True, default=str),
-                    utcnow(),
-                    run_id,
-                ),
-            )
+                " WHERE run_id=?", (status, json.dumps(counts or {}, sort_keys=True, default=str),
+                                    summary, json.dumps(usage or {}, sort_keys=True, default=str),
+                                    utcnow(), run_id))
 
     def last_run(self, stage: str) -> sqlite3.Row | None:
-        rows = self.query(
-            "SELECT * FROM stage_runs WHERE stage=? ORDER BY run_id DESC LIMIT 1", (stage,)
-        )
+        rows = self.query("SELECT * FROM stage_runs WHERE stage=? ORDER BY run_id DESC LIMIT 1",
+                          (stage,))
         return rows[0] if rows else None
 
 
@@ -333,15 +315,12 @@ def clip_raw(text: str | None, cap: int = RAW_CAP) -> str | None:
     return f"{head}\n[truncated from {len(data)} bytes; the first {cap} kept]"
 
 
-def record_llm_request(
-    con: sqlite3.Connection, stage: str, item: str, res: Any, llm: str, prompt_sha: str,
-    run_id: int,
-) -> None:
+def record_llm_request(con: sqlite3.Connection, stage: str, item: str, res: Any, llm: str,
+                       prompt_sha: str, run_id: int) -> None:
     """Upsert the ``llm_requests`` row of one LLM work item (raw text clipped, only when the
     answer was not ok)."""
     con.execute(
         "INSERT OR REPLACE INTO llm_requests (stage, item, status, reason, raw, cache_key, llm,"
         " prompt_sha, attempts, run_id) VALUES (?,?,?,?,?,?,?,?,?,?)",
         (stage, item, res.status, res.error, None if res.ok else clip_raw(res.raw), res.key,
-         llm, prompt_sha, res.attempts, run_id),
-    )
+         llm, prompt_sha, res.attempts, run_id))

@@ -83,11 +83,9 @@ def concept_filter(spec: str, flag: str = "--concepts") -> set[str] | None:
 
 def stage_parser(prog: str, doc: str | None, config: type | None = None
                  ) -> argparse.ArgumentParser:
-    """A stage's parser: ``python -m <prog>``, the docstring's first paragraph, common flags,
-    and the flags of its ``config`` dataclass (``core.options``)."""
-    p = argparse.ArgumentParser(
-        prog=f"python -m {prog}", description=plain((doc or "").split("\n\n")[0]) or None
-    )
+    """A stage's parser: the docstring's first paragraph, common flags, ``config``'s flags."""
+    p = argparse.ArgumentParser(prog=f"python -m {prog}",
+                                description=plain((doc or "").split("\n\n")[0]) or None)
     clikit.add_workdir(p)
     clikit.add_verbose(p)
     clikit.add_version(p)
@@ -119,11 +117,8 @@ def describe(exc: BaseException) -> str:
     return brief(clikit.missing_library(exc, "builder") or f"{type(exc).__name__}: {exc}", 500)
 
 
-def stage_main(
-    parser: argparse.ArgumentParser,
-    body: Callable[[argparse.Namespace], int | None],
-    argv: list[str] | None = None,
-) -> int:
+def stage_main(parser: argparse.ArgumentParser, body: Callable[[argparse.Namespace], int | None],
+               argv: list[str] | None = None) -> int:
     """Parse ``argv``, configure logging, run ``body(args)`` under :func:`cli_main`."""
     return KIT.main(parser, body, argv, configure=configure)
 
@@ -150,13 +145,8 @@ class RunRecord:
 
 
 @contextmanager
-def stage_run(
-    catalog: Catalog,
-    stage: str,
-    params: Mapping[str, Any],
-    inputs: Any = None,
-    llm: Any = None,
-) -> Iterator[RunRecord]:
+def stage_run(catalog: Catalog, stage: str, params: Mapping[str, Any], inputs: Any = None,
+              llm: Any = None) -> Iterator[RunRecord]:
     """Start a stage-run record; finish it ``done`` / ``failed`` / ``interrupted``."""
     if llm is not None:
         llm.reset_usage()
@@ -187,9 +177,8 @@ def stage_run(
                         "this process has exited", rec.run_id, describe(exc))
 
 
-def format_summary(
-    title: str, sections: Mapping[str, Mapping[str, Any] | Counter], top: int = 16
-) -> str:
+def format_summary(title: str, sections: Mapping[str, Mapping[str, Any] | Counter],
+                   top: int = 16) -> str:
     """A one-screen summary: a title, then per section up to ``top`` ``key: count`` lines."""
     lines = [title]
     for name, counts in sections.items():

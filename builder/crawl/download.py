@@ -106,12 +106,11 @@ def make_client(cfg: FetchConfig, connections: int | None = None,
 
     transport = httpx.AsyncHTTPTransport(http2=cfg.http2, trust_env=False)
     # httpx has no public hook for the network backend: rebuild its pool with ours.
+    n = connections or max(cfg.concurrency, 1)
     transport._pool = httpcore.AsyncConnectionPool(
-        ssl_context=ssl_context or httpx.create_ssl_context(),
-        max_connections=connections or max(cfg.concurrency, 1),
-        max_keepalive_connections=connections or max(cfg.concurrency, 1),
-        http1=True, http2=cfg.http2, network_backend=GuardedBackend(cfg.allow_hosts),
-    )
+        ssl_context=ssl_context or httpx.create_ssl_context(), max_connections=n,
+        max_keepalive_connections=n, http1=True, http2=cfg.http2,
+        network_backend=GuardedBackend(cfg.allow_hosts))
     timeout = httpx.Timeout(cfg.timeout, connect=cfg.connect_timeout)
     return httpx.AsyncClient(transport=transport, timeout=timeout, follow_redirects=False,
                              trust_env=False, headers={"User-Agent": cfg.user_agent,

@@ -77,7 +77,6 @@ class _Try:
     out: Outcome | None
     why: str = ""
     no_results: bool = False
-    n: int = 0  # the attempt number of this query
     limited: float | None = None  # rate-limited: the server's wait (0: none given)
 
 
@@ -185,25 +184,19 @@ class DdgsSearch:
         policy = Backoff(self.retries, self.backoff, self.max_backoff, max_server_wait=bound,
                          deadline=bound)
 
+        first = self.requests  # self.requests - first: this query's attempts so far
+
         def again(t: _Try) -> bool:
-            return t.out is None and (not t.no_results or t.n <= self.empty_retries)
+            return t.out is None and (not t.no_results
+                                      or self.requests - first <= self.empty_retries)
 
         def log_retry(t: _Try, attempt: int, delay: float) -> None:
             self.waited += delay
             log.warning("search %r (%s): %s; retry %d in %.0fs", s.search_query, s.region,
                         t.why, attempt, delay)
 
-        count = 0
-
-        def attempt() -> _Try:
-            nonlocal count
-            count += 1
-            t = self._attempt(s)
-            t.n = count
-            return t
-
-        tried = call(attempt, policy, again, server_wait=lambda t: t.limited or None,
-                     on_retry=log_retry, sleep=self.sleep)
+        tried = call(lambda: self._attempt(s), policy, again,
+                     server_wait=lambda t: t.limited or None, on_retry=log_retry, sleep=self.sleep)
         t, n = tried.result, tried.attempts
         if t.out is not None:
             t.out.attempts = n
