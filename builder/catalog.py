@@ -1,7 +1,5 @@
-"""The catalog: ``catalog.sqlite`` in the work dir, the single source of truth of a build.
-
-SQLite in WAL mode, schema by ``builder.migrations``, writes in short transactions (a kill
-leaves a catalog the next run resumes from); a new catalog is linked into place whole."""
+"""The catalog, ``catalog.sqlite`` in the work dir: the single source of truth of a build, in
+short transactions (a kill leaves a catalog the next run resumes from)."""
 
 from __future__ import annotations
 
@@ -70,8 +68,7 @@ def connect(path: Path) -> sqlite3.Connection:
 
 
 def create_catalog(path: Path) -> None:
-    """Build a migrated catalog under a temporary name and link it to ``path`` (a catalog
-    another process linked first wins)."""
+    """Build a migrated catalog under a temporary name and link it to ``path`` (first wins)."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.new")
     try:
         # private like the images (0600; SQLite gives its -wal and -shm files the same mode):
@@ -270,8 +267,7 @@ class Catalog:
         return [r["run_id"] for r in rows if liveness.gone(r["pid"], r["host"], r["proc_start"])]
 
     def mark_stale_runs(self, con: sqlite3.Connection) -> list[int]:
-        """Record every ``running`` run whose process is gone as ``interrupted`` (the reason
-        in its summary); returns their ids."""
+        """Record every ``running`` run whose process is gone ``interrupted``; returns their ids."""
         stale = self.stale_runs()
         for run_id in stale:
             row = con.execute("SELECT pid, host, summary FROM stage_runs WHERE run_id=?",

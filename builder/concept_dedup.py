@@ -56,8 +56,7 @@ def cosine_matrix(vectors: np.ndarray) -> np.ndarray:
 
 
 def clusters(sim: np.ndarray, threshold: float) -> list[list[int]]:
-    """Connected components of the graph ``sim[i, j] >= threshold`` (i != j), each sorted,
-    the list sorted by first member."""
+    """Connected components of the graph ``sim[i, j] >= threshold``, by first member."""
     n = sim.shape[0]
     uf = UnionFind(n)
     ii, jj = np.nonzero(np.triu(sim >= np.float32(threshold), k=1))

@@ -179,8 +179,7 @@ def add_concept(con: sqlite3.Connection, name: str, source: str,
 
 def add_instances(con: sqlite3.Connection, concept: str, rnd: int, per: Mapping[str, str],
                   run_id: int | None = None) -> None:
-    """The ``concept_instances`` rows of ``concept`` in round ``rnd``: ``per`` maps a country
-    code to the instance the answer named there (a later answer of that round replaces it)."""
+    """The ``concept_instances`` rows of ``concept`` in round ``rnd`` (code -> instance)."""
     con.executemany(
         "INSERT OR REPLACE INTO concept_instances (concept, country, round, instance, run_id)"
         " VALUES (?,?,?,?,?)", [(concept, code, rnd, inst, run_id) for code, inst in per.items()])

@@ -46,8 +46,7 @@ def table_terms(use_table: bool = True) -> dict[tuple[str, str], query_table.Que
 
 def resolve(catalog_term: query_table.QueryTerm | None, table_term: query_table.QueryTerm | None
             ) -> tuple[query_table.QueryTerm | None, str]:
-    """The term of one (concept, country) by the module's rule, and its origin (``catalog``,
-    ``table`` or ``none``)."""
+    """The term of one (concept, country) by the module's rule, and its origin."""
     if catalog_term is not None and catalog_term.reviewed:
         return catalog_term, "catalog"
     if table_term is not None:

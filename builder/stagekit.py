@@ -38,8 +38,7 @@ def nothing_succeeded(stage: str, tried: int, ok: int, last: str | None,
 
 
 def built_before(workdir: str | None, first: str) -> None:
-    """Refuse a work dir without a catalog before anything is made there (a later stage typed
-    in the wrong folder)."""
+    """Refuse a work dir without a catalog before anything is made there."""
     from builder.workdir import WorkDir, resolve_workdir
 
     wd = WorkDir(resolve_workdir(workdir))

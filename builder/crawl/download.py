@@ -119,8 +119,7 @@ def make_client(cfg: FetchConfig, connections: int | None = None,
 
 
 def robots_opt_out(value: str | None) -> str | None:
-    """The opt-out directive of an ``X-Robots-Tag`` value that applies to us (unprefixed, ``*``
-    or this project), else None."""
+    """The opt-out directive of an ``X-Robots-Tag`` value that applies to us, else None."""
     if not value:
         return None
     agent = None
@@ -184,8 +183,7 @@ def validate_and_store(res: FetchResult, workdir: WorkDir, max_pixels: int) -> F
 
 
 async def _until_first_error(jobs: list[Awaitable[None]]) -> None:
-    """Run the workers; the first that raises stops the others (clients still open), then
-    its exception is raised."""
+    """Run the workers; the first that raises stops the others, then its exception is raised."""
     tasks = [asyncio.ensure_future(j) for j in jobs]
     try:
         await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)

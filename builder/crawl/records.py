@@ -38,8 +38,7 @@ def add_result(con: sqlite3.Connection, search_id: int, hit: Hit) -> None:
 def add_item(con: sqlite3.Connection, search_id: int, rank: int, s: Search, url: str, *,
              status: ItemStatus | str = ItemStatus.PENDING, sha256: str | None = None,
              group_id: int | None = None, reason: str | None = None) -> int:
-    """The ``items`` row of the hit at ``rank`` of search ``search_id`` (kept as it is when
-    there already); returns its ``item_id``."""
+    """The ``items`` row of the hit at ``rank`` of a search (kept when there); returns its id."""
     cur = con.execute(
         "INSERT OR IGNORE INTO items (search_id, rank, concept, country, language, search_query,"
         " url, sha256, status, reason, group_id, updated_at)"

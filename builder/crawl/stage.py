@@ -1,7 +1,5 @@
 """Stage ``crawl``: image search for every kept concept, country and query kind, then the
-download of the top results, one status and reason per URL.
-
-Plan, search, download, byte duplicates: each phase resumable (docs/crawl.md)."""
+download of the top results, one status and reason per URL."""
 
 from __future__ import annotations
 
@@ -164,8 +162,7 @@ class SearchUnavailable(StageInputError):
 
 
 def _todo(catalog: Catalog, searches: list[Search], retry_failed: bool) -> list[tuple[int, Search]]:
-    """(search_id, search) of every pending search; with ``retry_failed`` also the failed
-    and the ambiguous empty ones."""
+    """(search_id, search) of every pending (``retry_failed``: failed, ambiguous) search."""
     ids = {(r["concept"], r["country"], r["kind"], r["backend"]): (r["search_id"], r["status"],
                                                                   r["reason"] or "")
            for r in catalog.query("SELECT search_id, concept, country, kind, backend, status, "

@@ -92,8 +92,7 @@ def offline_answer(group: Group, allowed: set[str]) -> dict[str, Any]:
 
 def chunk(images: list[Img], size: int, cost: Callable[[Img], int] | None = None,
           budget: int = REQUEST_BUDGET) -> list[Group]:
-    """Consecutive groups of at most ``size`` images and ``budget`` bytes (``cost`` per
-    image; a single image over the budget is a group of its own)."""
+    """Consecutive groups of at most ``size`` images and ``budget`` bytes (``cost`` each)."""
     groups: list[Group] = []
     cur: list[Img] = []
     used = 0
