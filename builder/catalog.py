@@ -103,12 +103,6 @@ def check_catalog_file(path: Path) -> None:
             "Restore it from a backup, or delete it to start the build anew")
 
 
-def unusable(path: Path, why: str) -> str:
-    """The line for a catalog file that is damaged or not a database."""
-    return (f"{path} is not a usable catalog ({why}): restore it from a backup, or move it "
-            "away to start the build anew")
-
-
 #: sqlite's words for a catalog it may not write (a read-only disk or file).
 READONLY = ("attempt to write a readonly database", "readonly database")
 
@@ -171,7 +165,8 @@ class Catalog:
             why = corrupt_reason(exc)
             if why is None:
                 raise
-            raise CatalogError(unusable(self.path, why)) from None
+            raise CatalogError(f"{self.path} is not a usable catalog ({why}): restore it from a "
+                               "backup, or move it away to start the build anew") from None
 
     def _setup(self) -> None:
         if not self.readonly:

@@ -200,21 +200,12 @@ def _ingest(catalog: Catalog, root: Path, fetch: FetchConfig, tars: dict[Path, t
                 continue
             done.add(url)
             res = _prepare(url, stem, rec, tars, fetch)
-            if res.status != "fetched":
-                inflight.append(_done_future(res))
-            else:
-                inflight.append(pool.submit(_validate, res, rec, catalog.workdir,
-                                            fetch.max_pixels))
+            inflight.append(pool.submit(_validate, res, rec, catalog.workdir, fetch.max_pixels)
+                            if res.status == "fetched" else pool.submit(lambda r=res: r))
             while len(inflight) > 2 * workers or (inflight and inflight[0].done()):
                 record(inflight.popleft().result())  # our own failure (disk) raises here
         while inflight:
             record(inflight.popleft().result())
-
-
-def _done_future(res: FetchResult) -> Future[FetchResult]:
-    fut: Future[FetchResult] = Future()
-    fut.set_result(res)
-    return fut
 
 
 def _prepare(url: str, stem: Path, rec: dict[str, Any], tars: dict[Path, tarfile.TarFile],

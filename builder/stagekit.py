@@ -102,11 +102,6 @@ def configure(verbose: bool = False) -> None:
         logging.getLogger(name).setLevel(logging.WARNING)
 
 
-def local_failure(exc: BaseException) -> str | None:
-    """One line when ``exc`` is a failure of this machine (a full disk...), never an item's."""
-    return clikit.local_failure(exc, WORKDIR_DB)
-
-
 def describe(exc: BaseException) -> str:
     """One line for the run record: what ended the run."""
     if isinstance(exc, clikit.Terminated):

@@ -19,19 +19,16 @@ def resolve_workdir(path: str | os.PathLike[str] | None = None) -> Path:
 
 @dataclass(frozen=True)
 class WorkDir:
-    """Paths of one build's work dir; ``ensure()`` creates the folders."""
+    """Paths of one build's work dir; ``open()`` creates the folders."""
 
     root: Path
 
     @classmethod
     def open(cls, path: str | os.PathLike[str] | None = None) -> WorkDir:
         wd = cls(resolve_workdir(path))
-        wd.ensure()
-        return wd
-
-    def ensure(self) -> None:
-        for p in (self.root, self.images_dir, self.cache_dir, self.exports_dir):
+        for p in (wd.root, wd.images_dir, wd.cache_dir, wd.exports_dir):
             p.mkdir(parents=True, exist_ok=True)
+        return wd
 
     @property
     def catalog_path(self) -> Path:

@@ -7,11 +7,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import warnings
-from collections import defaultdict, deque
+from collections import defaultdict
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
+from itertools import zip_longest
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -25,9 +26,9 @@ from builder.crawl.netguard import (
     host_problem,
 )
 from builder.retry import parse_retry_after
-from builder.stagekit import local_failure
 from builder.workdir import WorkDir
 from core import __version__
+from core.clikit import local_failure
 from core.options import option
 
 log = logging.getLogger(__name__)
@@ -407,14 +408,7 @@ def _host_key(url: str) -> str:
 
 def interleave_hosts(urls: list[str]) -> list[str]:
     """Round-robin over hosts so one slow host does not hold every worker (order kept within)."""
-    by_host: dict[str, deque[str]] = defaultdict(deque)
+    by_host: dict[str, list[str]] = defaultdict(list)
     for u in urls:
         by_host[_host_key(u)].append(u)
-    queues = deque(by_host.values())
-    out: list[str] = []
-    while queues:
-        q = queues.popleft()
-        out.append(q.popleft())
-        if q:
-            queues.append(q)
-    return out
+    return [u for turn in zip_longest(*by_host.values()) for u in turn if u is not None]
