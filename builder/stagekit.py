@@ -9,7 +9,7 @@ import logging
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from builder.catalog import Catalog, CatalogError, brief, corrupt_reason
@@ -156,7 +156,7 @@ def stage_run(catalog: Catalog, stage: str, params: Mapping[str, Any], inputs: A
         raise
     finally:
         if llm is not None:
-            rec.usage = {"llm": llm.spec, **llm.usage.as_dict()}
+            rec.usage = {"llm": llm.spec, **asdict(llm.usage)}
         summary = rec.summary
         if error is not None:
             summary = f"{status}: {error}" + (f"\n{summary}" if summary else "")

@@ -24,8 +24,7 @@ def write_csv(path: str | Path, header: Sequence[str], rows: Iterable[Sequence[A
 
 def export_table(catalog: Catalog, table: str, out: str | Path) -> int:
     """Write one catalog table or view to CSV or parquet (by extension); returns the row count.
-    ``export T`` writes the view ``T_export`` where there is one (its user-facing form);
-    ``T:raw`` the bare table."""
+    ``T`` is the view ``T_export`` where there is one, ``T:raw`` the bare table."""
     import pandas as pd
 
     from core.files import atomic_path

@@ -167,13 +167,6 @@ class DdgsSearch:
         self._last: float | None = None
         self.requests = 0
 
-    def _pace(self) -> None:
-        if self._last is None:
-            return
-        wait = self.min_interval + random.uniform(0.0, self.jitter) - (self.clock() - self._last)
-        if wait > 0:
-            self.sleep(wait)
-
     def search(self, s: Search) -> Outcome:
         """Run one query, paced, with bounded retries; never raises for ddgs errors (docs/crawl.md,
         "Blocks and empty answers")."""
@@ -232,7 +225,11 @@ class DdgsSearch:
 
         from core import net
 
-        self._pace()
+        if self._last is not None:  # the pacing: min_interval and jitter since the last request
+            wait = (self.min_interval + random.uniform(0.0, self.jitter)
+                    - (self.clock() - self._last))
+            if wait > 0:
+                self.sleep(wait)
         self._last = self.clock()
         self.requests += 1
         ddgs = DDGS(timeout=self.timeout)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -102,9 +102,6 @@ class LLMUsage:
         for k in ("prompt_tokens", "output_tokens", "thought_tokens", "total_tokens"):
             setattr(self, k, getattr(self, k) + int(tokens.get(k, 0) or 0))
 
-    def as_dict(self) -> dict[str, int]:
-        return asdict(self)
-
 
 @dataclass
 class LLMRequest:
@@ -154,10 +151,9 @@ class BaseLLM:
     def spec(self) -> str:
         return f"{self.provider}:{self.model}" if self.provider != "offline" else "offline"
 
-    def reset_usage(self) -> LLMUsage:
-        """Return the usage so far and start a new count (one per stage run)."""
-        used, self.usage = self.usage, LLMUsage()
-        return used
+    def reset_usage(self) -> None:
+        """Start a new count (one per stage run)."""
+        self.usage = LLMUsage()
 
     def prepare(self, prompt: str, schema: type[BaseModel], *,
                 images: Sequence[ImagePart] | None = None, template_sha: str = "",
