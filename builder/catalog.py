@@ -245,7 +245,8 @@ class Catalog:
         """Record a run's start with this process's PID, host and start time (first marking
         the runs of gone processes ``interrupted``); returns its ``run_id``. No secrets."""
         fp = fingerprint(stage, params, inputs)
-        pid, host, proc_start = liveness.this_process()
+        pid = os.getpid()
+        host, proc_start = liveness.host_name(), liveness.start_time(pid)
         with self.tx() as con:
             self.mark_stale_runs(con)
             cur = con.execute(

@@ -33,12 +33,6 @@ def start_time(pid: int) -> str | None:
     return f"{_boot_id()}:{fields[19]}"
 
 
-def this_process() -> tuple[int, str, str | None]:
-    """(pid, host, start time) of the running process."""
-    pid = os.getpid()
-    return pid, host_name(), start_time(pid)
-
-
 def pid_alive(pid: int) -> bool:
     """True when a process ``pid`` exists (signal 0; EPERM: it exists, not ours)."""
     if pid <= 0:

@@ -323,8 +323,7 @@ def folder_searches(root: Path) -> tuple[list[Search], list[InputError]]:
                         raw={"path": f"{rel}/{f.name}"}) for i, f in enumerate(files, start=1)]
             # NFC: macOS writes folder names in NFD ("cafe" + U+0301), a keyboard types NFC
             searches.append(Search(normalize_term(cdir.name), country.code, country.language,
-                                   "folder", normalize_term(rel),
-                                   source, None, hits))
+                                   "folder", normalize_term(rel), source, None, hits))
     return searches, errors
 
 

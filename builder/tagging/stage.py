@@ -128,6 +128,8 @@ def ask_all(ctx: TagContext, groups: list[Group], workers: int,
     from concurrent.futures import ThreadPoolExecutor
     from concurrent.futures import TimeoutError as FuturesTimeout
 
+    if callable(getattr(ctx.llm, "client", None)):
+        ctx.llm.client()  # made here: a client that cannot be made ends the stage, not a request
     started: dict[int, float] = {}
 
     def ask(i: int, g: Group) -> GroupAnswer:
