@@ -225,10 +225,8 @@ class BaseLLM:
         text: str | None = None
         reason = "no answer"
         asked = prompt
-        attempts = 0
-        for attempt in range(1 + max(0, self.config.max_reasks)):
-            attempts = attempt + 1
-            if attempt:
+        for attempts in range(1, 2 + max(0, self.config.max_reasks)):
+            if attempts > 1:
                 self.usage.reasks += 1
                 asked = (f"{prompt}\n\nYour previous answer was rejected ({reason}). Answer "
                          "again with JSON only, matching the response schema exactly.")
