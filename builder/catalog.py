@@ -1,11 +1,5 @@
-"""The catalog: ``catalog.sqlite`` in the work dir, the single source of truth of a build.
-
-SQLite in WAL mode, schema by ``builder.migrations`` (``PRAGMA user_version``). Stages record
-each run in ``stage_runs`` (:meth:`Catalog.start_run` / :meth:`Catalog.finish_run`); writes go
-through short transactions (``with catalog.tx() as con``), so a kill leaves a consistent
-catalog the next run resumes from. A new catalog is built under a temporary name and linked into
-place (no process sees a half-made one); a file that is not a usable catalog (0 bytes, not
-SQLite, damaged, newer) is one :class:`CatalogError` line naming it."""
+"""The catalog, ``catalog.sqlite`` in the work dir: the single source of truth of a build, in
+short transactions (a kill leaves a catalog the next run resumes from)."""
 
 from __future__ import annotations
 
@@ -34,6 +28,12 @@ def utcnow() -> str:
     return datetime.now(UTC).replace(microsecond=0).isoformat()
 
 
+def brief(text: str, n: int = 300) -> str:
+    """``text`` on one line, cut to ``n`` characters ending ``...``."""
+    text = " ".join(text.split())
+    return text if len(text) <= n else text[: n - 3] + "..."
+
+
 def fingerprint(*parts: Any) -> str:
     """sha256 over the canonical JSON of ``parts`` (parameters, input fingerprints)."""
     return sha256_text(json.dumps(parts, sort_keys=True, ensure_ascii=False, default=str))
@@ -46,8 +46,7 @@ def stale_reason(pid: Any, host: Any) -> str:
 
 
 class CatalogError(ValueError):
-    """The catalog file cannot be used (not a database, damaged, empty, too new): one line
-    naming the file, exit code 2 (``builder.stagekit``)."""
+    """The catalog file cannot be used (not a database, damaged, empty, too new): one line."""
 
 
 #: sqlite's words for a file that is not (or no longer) a readable database.
@@ -68,16 +67,8 @@ def connect(path: Path) -> sqlite3.Connection:
     return con
 
 
-def apply_migrations(con: sqlite3.Connection) -> None:
-    """Apply every migration the catalog lacks (:func:`builder.migrations.apply_missing`)."""
-    applied = migrations.apply_missing(con)
-    if applied:
-        log.debug("catalog migrations applied: %s", ", ".join(m.name for m in applied))
-
-
 def create_catalog(path: Path) -> None:
-    """Build a new, fully migrated catalog under a temporary name, then link it to ``path``
-    (atomic; if another process linked one first, theirs is kept and ours discarded)."""
+    """Build a migrated catalog under a temporary name and link it to ``path`` (first wins)."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.new")
     try:
         # private like the images (0600; SQLite gives its -wal and -shm files the same mode):
@@ -86,7 +77,7 @@ def create_catalog(path: Path) -> None:
         con = connect(tmp)
         try:
             con.execute("PRAGMA journal_mode=WAL")
-            apply_migrations(con)
+            migrations.apply_missing(con)
         finally:
             con.close()  # the last connection: the WAL is checkpointed into the file
         try:
@@ -112,19 +103,12 @@ def check_catalog_file(path: Path) -> None:
             "Restore it from a backup, or delete it to start the build anew")
 
 
-def unusable(path: Path, why: str) -> str:
-    """The line for a catalog file that is damaged or not a database."""
-    return (f"{path} is not a usable catalog ({why}): restore it from a backup, or move it "
-            "away to start the build anew")
-
-
 #: sqlite's words for a catalog it may not write (a read-only disk or file).
 READONLY = ("attempt to write a readonly database", "readonly database")
 
 
 def cannot_write(path: Path, exc: BaseException) -> bool:
-    """True when ``exc`` (opening the catalog at ``path``) means the catalog or its folder
-    cannot be written — a read-only disk, no write permission — not that it is damaged."""
+    """True when ``exc`` says the catalog or its folder cannot be written (not damaged)."""
     if not isinstance(exc, sqlite3.OperationalError):
         return False
     msg = str(exc)
@@ -142,8 +126,7 @@ def cannot_write(path: Path, exc: BaseException) -> bool:
 
 
 def connect_readonly(path: Path) -> sqlite3.Connection:
-    """Open ``path`` read-only (``mode=ro``); where sqlite cannot make the WAL's shared-memory
-    file beside it (a read-only disk), as immutable: nothing can write it there either."""
+    """Open ``path`` read-only; on a read-only disk (no WAL index possible) as immutable."""
     uri = path.resolve().as_uri()
     try:
         con = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=60, isolation_level=None)
@@ -155,33 +138,26 @@ def connect_readonly(path: Path) -> sqlite3.Connection:
 
 
 class Catalog:
-    """Connection to one work dir's catalog; creates (atomically) or migrates on open.
-    ``readonly=True`` opens an existing catalog without writing (status, export: a read-only
-    disk works)."""
+    """One work dir's catalog, created or migrated on open; ``readonly`` writes nothing."""
 
     def __init__(self, workdir: WorkDir, readonly: bool = False):
         self.workdir = workdir
         self.path: Path = workdir.catalog_path
         self.readonly = readonly
         check_catalog_file(self.path)
-        if readonly:
-            self._open_readonly()
-            return
+        if readonly and not self.path.exists():
+            raise CatalogError(f"no catalog at {self.path}: nothing was built in this work dir")
         try:
             if not self.path.exists():
                 create_catalog(self.path)
-            self.con = connect(self.path)
+            self.con = connect_readonly(self.path) if readonly else connect(self.path)
             try:
-                self.con.execute("PRAGMA journal_mode=WAL")
-                self.con.execute("PRAGMA synchronous=NORMAL")
-                self.con.execute("PRAGMA foreign_keys=ON")
-                self.con.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
-                self.migrate()
+                self._setup()
             except BaseException:
                 self.con.close()
                 raise
         except sqlite3.DatabaseError as exc:
-            if cannot_write(self.path, exc):
+            if not readonly and cannot_write(self.path, exc):
                 raise CatalogError(
                     f"cannot write {self.path} ({exc}: a read-only disk or no write "
                     "permission); fix that and run the same command again (python -m pipeline "
@@ -189,28 +165,18 @@ class Catalog:
             why = corrupt_reason(exc)
             if why is None:
                 raise
-            raise CatalogError(unusable(self.path, why)) from None
+            raise CatalogError(f"{self.path} is not a usable catalog ({why}): restore it from a "
+                               "backup, or move it away to start the build anew") from None
 
-    def _open_readonly(self) -> None:
-        if not self.path.exists():
-            raise CatalogError(f"no catalog at {self.path}: nothing was built in this work dir")
-        try:
-            self.con = connect_readonly(self.path)
-            try:
-                self.con.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
-            except BaseException:
-                self.con.close()
-                raise
-        except sqlite3.DatabaseError as exc:
-            why = corrupt_reason(exc)
-            if why is None:
-                raise
-            raise CatalogError(unusable(self.path, why)) from None
-        try:
+    def _setup(self) -> None:
+        if not self.readonly:
+            for pragma in ("journal_mode=WAL", "synchronous=NORMAL", "foreign_keys=ON"):
+                self.con.execute(f"PRAGMA {pragma}")
+        self.con.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+        if self.readonly:
             self._refuse_newer()
-        except CatalogError:
-            self.con.close()
-            raise
+        else:
+            self.migrate()
 
     @classmethod
     def open(cls, workdir: str | Path | WorkDir | None = None) -> Catalog:
@@ -226,10 +192,9 @@ class Catalog:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # -- schema ---------------------------------------------------------------------------
     @property
     def schema_version(self) -> int:
-        return int(self.con.execute("PRAGMA user_version").fetchone()[0])
+        return migrations.version(self.con)
 
     def _refuse_newer(self) -> None:
         if self.schema_version > migrations.latest():
@@ -238,15 +203,13 @@ class Catalog:
                 f"package knows (v{migrations.latest()}): upgrade the package (pip install -e .)")
 
     def migrate(self) -> None:
-        """Apply every migration the catalog lacks (:func:`apply_migrations`); a catalog of a
-        newer package is refused."""
+        """Apply the migrations the catalog lacks; a catalog of a newer package is refused."""
         self._refuse_newer()
         try:
-            apply_migrations(self.con)
+            migrations.apply_missing(self.con)
         except migrations.MigrationError as exc:  # rolled back: the catalog is as it was
             raise CatalogError(f"{self.path}: {exc}") from None
 
-    # -- transactions ---------------------------------------------------------------------
     @contextmanager
     def tx(self) -> Iterator[sqlite3.Connection]:
         """``BEGIN IMMEDIATE`` ... ``COMMIT`` (rollback on error)."""
@@ -262,32 +225,35 @@ class Catalog:
     def query(self, sql: str, params: tuple | dict = ()) -> list[sqlite3.Row]:
         return self.con.execute(sql, params).fetchall()
 
+    def one(self, sql: str, params: tuple | dict = ()) -> Any:
+        """The first column of the first row (a ``COUNT(*)``)."""
+        return self.con.execute(sql, params).fetchone()[0]
+
+    def pairs(self, sql: str, params: tuple | dict = ()) -> dict[Any, Any]:
+        """``{first column: second column}`` of every row (a ``GROUP BY`` count)."""
+        return {r[0]: r[1] for r in self.con.execute(sql, params)}
+
     def views(self) -> list[str]:
-        rows = self.query("SELECT name FROM sqlite_master WHERE type='view' ORDER BY name")
-        return [r["name"] for r in rows]
+        return [r[0] for r in self.query("SELECT name FROM sqlite_master WHERE type='view' "
+                                         "ORDER BY name")]
 
     def tables(self) -> list[str]:
-        rows = self.query(
-            "SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%' "
-            "ORDER BY name"
-        )
-        return [r["name"] for r in rows]
+        return [r[0] for r in self.query("SELECT name FROM sqlite_master WHERE type='table' AND "
+                                         "name NOT LIKE 'sqlite_%' ORDER BY name")]
 
-    # -- stage runs -----------------------------------------------------------------------
     def start_run(self, stage: str, params: dict[str, Any], inputs: Any = None) -> int:
-        """Record the start of a stage run with this process's PID, host and start time;
-        returns its ``run_id``. Runs left ``running`` by a process that is gone are recorded
-        ``interrupted`` first (:meth:`mark_stale_runs`). Params must hold no secrets."""
+        """Record a run's start with this process's PID, host and start time (first marking
+        the runs of gone processes ``interrupted``); returns its ``run_id``. No secrets."""
         fp = fingerprint(stage, params, inputs)
-        pid, host, proc_start = liveness.this_process()
+        pid = os.getpid()
+        host, proc_start = liveness.host_name(), liveness.start_time(pid)
         with self.tx() as con:
-            self._mark_stale(con)
+            self.mark_stale_runs(con)
             cur = con.execute(
                 "INSERT INTO stage_runs (stage, params_json, fingerprint, status, package_version,"
                 " started_at, pid, host, proc_start) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (stage, json.dumps(params, sort_keys=True, default=str), fp, RunStatus.RUNNING,
-                 __version__, utcnow(), pid, host, proc_start),
-            )
+                 __version__, utcnow(), pid, host, proc_start))
             return int(cur.lastrowid)
 
     def stale_runs(self) -> list[int]:
@@ -296,7 +262,8 @@ class Catalog:
                           "WHERE status=?", (RunStatus.RUNNING,))
         return [r["run_id"] for r in rows if liveness.gone(r["pid"], r["host"], r["proc_start"])]
 
-    def _mark_stale(self, con: sqlite3.Connection) -> list[int]:
+    def mark_stale_runs(self, con: sqlite3.Connection) -> list[int]:
+        """Record every ``running`` run whose process is gone ``interrupted``; returns their ids."""
         stale = self.stale_runs()
         for run_id in stale:
             row = con.execute("SELECT pid, host, summary FROM stage_runs WHERE run_id=?",
@@ -310,49 +277,27 @@ class Catalog:
                         "interrupted", run_id, row["pid"], row["host"])
         return stale
 
-    def mark_stale_runs(self) -> list[int]:
-        """Record every ``running`` run whose process is gone as ``interrupted`` (the reason
-        in its summary); returns their ids."""
-        with self.tx() as con:
-            return self._mark_stale(con)
-
-    def finish_run(
-        self,
-        run_id: int,
-        status: RunStatus | str,
-        counts: dict[str, Any] | None = None,
-        summary: str | None = None,
-        usage: dict[str, Any] | None = None,
-    ) -> None:
+    def finish_run(self, run_id: int, status: RunStatus | str, counts: dict[str, Any] | None = None,
+                   summary: str | None = None, usage: dict[str, Any] | None = None) -> None:
         with self.tx() as con:
             con.execute(
                 "UPDATE stage_runs SET status=?, counts_json=?, summary=?, usage_json=?, ended_at=?"
-                " WHERE run_id=?",
-                (
-                    status,
-                    json.dumps(counts or {}, sort_keys=True, default=str),
-                    summary,
-                    json.dumps(usage or {}, sort_keys=True, default=str),
-                    utcnow(),
-                    run_id,
-                ),
-            )
+                " WHERE run_id=?", (status, json.dumps(counts or {}, sort_keys=True, default=str),
+                                    summary, json.dumps(usage or {}, sort_keys=True, default=str),
+                                    utcnow(), run_id))
 
     def last_run(self, stage: str) -> sqlite3.Row | None:
-        rows = self.query(
-            "SELECT * FROM stage_runs WHERE stage=? ORDER BY run_id DESC LIMIT 1", (stage,)
-        )
+        rows = self.query("SELECT * FROM stage_runs WHERE stage=? ORDER BY run_id DESC LIMIT 1",
+                          (stage,))
         return rows[0] if rows else None
 
 
-#: At most this many bytes of an invalid model answer are kept per record (a 5 MB answer
-#: kept whole for each of 12 images grew a catalog from 0.7 to 69 MB).
+#: At most this many bytes of an invalid model answer are kept per record.
 RAW_CAP = 16 * 1024
 
 
 def clip_raw(text: str | None, cap: int = RAW_CAP) -> str | None:
-    """``text`` if it is at most ``cap`` UTF-8 bytes, else its start and a line saying so:
-    ``[truncated from N bytes; the first CAP kept]``."""
+    """``text``, or its first ``cap`` UTF-8 bytes and a line saying it was truncated."""
     if text is None:
         return None
     data = text.encode("utf-8")
@@ -362,16 +307,12 @@ def clip_raw(text: str | None, cap: int = RAW_CAP) -> str | None:
     return f"{head}\n[truncated from {len(data)} bytes; the first {cap} kept]"
 
 
-def record_llm_request(
-    con: sqlite3.Connection, stage: str, item: str, res: Any, llm: str, prompt_sha: str,
-    run_id: int,
-) -> None:
-    """Upsert the ``llm_requests`` row of one LLM work item (``res``: a ``builder.llm.client``
-    ``LLMResult``; its raw text is kept, clipped to :data:`RAW_CAP`, only when the answer was
-    not ok)."""
+def record_llm_request(con: sqlite3.Connection, stage: str, item: str, res: Any, llm: str,
+                       prompt_sha: str, run_id: int) -> None:
+    """Upsert the ``llm_requests`` row of one LLM work item (raw text clipped, only when the
+    answer was not ok)."""
     con.execute(
         "INSERT OR REPLACE INTO llm_requests (stage, item, status, reason, raw, cache_key, llm,"
         " prompt_sha, attempts, run_id) VALUES (?,?,?,?,?,?,?,?,?,?)",
         (stage, item, res.status, res.error, None if res.ok else clip_raw(res.raw), res.key,
-         llm, prompt_sha, res.attempts, run_id),
-    )
+         llm, prompt_sha, res.attempts, run_id))

@@ -6,8 +6,6 @@ BGE-M3 cosine >= ``--threshold``, union-find clusters, curated names kept, in on
 from __future__ import annotations
 
 import argparse
-import csv
-import io
 import logging
 from collections import Counter
 from dataclasses import dataclass
@@ -25,9 +23,9 @@ from builder.stagekit import (
     stage_run,
 )
 from builder.statuses import ConceptStatus
+from builder.table_export import write_csv
 from builder.text_embedders import TextEncoder, make_encoder
 from builder.unionfind import UnionFind
-from core.files import atomic_write_text
 from core.options import from_args, option
 
 log = logging.getLogger(__name__)
@@ -58,8 +56,7 @@ def cosine_matrix(vectors: np.ndarray) -> np.ndarray:
 
 
 def clusters(sim: np.ndarray, threshold: float) -> list[list[int]]:
-    """Connected components of the graph ``sim[i, j] >= threshold`` (i != j), each sorted,
-    the list sorted by first member."""
+    """Connected components of the graph ``sim[i, j] >= threshold``, by first member."""
     n = sim.shape[0]
     uf = UnionFind(n)
     ii, jj = np.nonzero(np.triu(sim >= np.float32(threshold), k=1))
@@ -84,15 +81,9 @@ class Decision:
     link_similarity: float | None = None
 
 
-def decide(
-    names: list[str],
-    sim: np.ndarray,
-    threshold: float,
-    curated: set[str],
-    freq: dict[str, int],
-    keep_uncurated: bool = False,
-) -> list[Decision]:
-    """The kept / merged / dropped decision for every concept (pure; see module doc)."""
+def decide(names: list[str], sim: np.ndarray, threshold: float, curated: set[str],
+           freq: dict[str, int], keep_uncurated: bool = False) -> list[Decision]:
+    """The kept / merged / dropped decision of every concept (pure)."""
     out: list[Decision] = []
     curated_mode = bool(curated)
     for cid, members in enumerate(clusters(sim, threshold)):
@@ -111,28 +102,14 @@ def decide(
             rep = max(reps, key=lambda r: (float(sim[m, r]), -r))
             others = [o for o in members if o != m]
             link = max(others, key=lambda o: (float(sim[m, o]), -o))
-            out.append(
-                Decision(
-                    names[m],
-                    "merged",
-                    names[rep],
-                    round(float(sim[m, rep]), 6),
-                    f"cosine >= {threshold} cluster",
-                    cid,
-                    len(members),
-                    names[link],
-                    round(float(sim[m, link]), 6),
-                )
-            )
+            out.append(Decision(names[m], "merged", names[rep], round(float(sim[m, rep]), 6),
+                                f"cosine >= {threshold} cluster", cid, len(members), names[link],
+                                round(float(sim[m, link]), 6)))
     return sorted(out, key=lambda d: d.name)
 
 
-def run_concept_dedup(
-    catalog: Catalog,
-    encoder: TextEncoder,
-    threshold: float = DEFAULT_THRESHOLD,
-    keep_uncurated: bool = False,
-) -> dict:
+def run_concept_dedup(catalog: Catalog, encoder: TextEncoder,
+                      threshold: float = DEFAULT_THRESHOLD, keep_uncurated: bool = False) -> dict:
     """Embed, cluster and record the decision; write the merge report; return the counts."""
     if not 0.0 < threshold <= 1.0:
         raise StageInputError(f"--threshold must be in (0, 1], got {threshold}")
@@ -141,10 +118,7 @@ def run_concept_dedup(
         raise StageInputError("no concepts in the catalog: run `python -m builder.concepts` first")
     names = [r["name"] for r in rows]
     curated = {r["name"] for r in rows if r["source"] == "curated"}
-    freq = {
-        r[0]: r[1]
-        for r in catalog.query("SELECT concept, COUNT(*) FROM concept_instances GROUP BY concept")
-    }
+    freq = catalog.pairs("SELECT concept, COUNT(*) FROM concept_instances GROUP BY concept")
     params = {"threshold": threshold, "embedder": encoder.name, "keep_uncurated": keep_uncurated}
     with stage_run(catalog, STAGE, params, inputs=names) as rec:
         vecs = encoder.encode(names)
@@ -153,12 +127,8 @@ def run_concept_dedup(
         with catalog.tx() as con:
             con.executemany(
                 "UPDATE concepts SET status=?, merged_into=?, similarity=?, reason=?, run_id=?"
-                " WHERE name=?",
-                [
-                    (d.status, d.merged_into, d.similarity, d.reason, rec.run_id, d.name)
-                    for d in decisions
-                ],
-            )
+                " WHERE name=?", [(d.status, d.merged_into, d.similarity, d.reason, rec.run_id,
+                                   d.name) for d in decisions])
         report = write_report(catalog.workdir.exports_dir / REPORT, decisions)
         by_status = Counter(d.status for d in decisions)
         sizes = Counter(d.cluster_size for d in decisions if d.status != "merged")
@@ -168,52 +138,24 @@ def run_concept_dedup(
             "cluster_sizes": {str(k): v for k, v in sorted(sizes.items())},
             "report": str(report.name),
         }
-        top = Counter({d.merged_into: 0 for d in decisions if d.merged_into})
-        for d in decisions:
-            if d.merged_into:
-                top[d.merged_into] += 1
+        top = Counter(d.merged_into for d in decisions if d.merged_into)
         rec.summary = format_summary(
             f"concept_dedup: {len(names)} concepts -> {by_status.get('kept', 0)} kept "
             f"(threshold {threshold}, {encoder.name})",
-            {
-                "by status": by_status,
-                "clusters by size": {f"size {k}": v for k, v in sizes.items()},
-                "most merged into": top,
-            },
-        )
+            {"by status": by_status, "clusters by size": {f"size {k}": v for k, v in sizes.items()},
+             "most merged into": top})
     log.debug("%s", rec.summary)
     return rec.counts
 
 
 def write_report(path: Path, decisions: list[Decision]) -> Path:
     """CSV of every merged pair: concept, merged_into, similarity, link, cluster."""
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(
-        [
-            "concept",
-            "merged_into",
-            "similarity",
-            "linked_by",
-            "link_similarity",
-            "cluster",
-            "cluster_size",
-        ]
-    )
-    for d in sorted(decisions, key=lambda d: (d.cluster, d.name)):
-        if d.status == "merged":
-            w.writerow(
-                [
-                    d.name,
-                    d.merged_into,
-                    f"{d.similarity:.6f}",
-                    d.link,
-                    f"{d.link_similarity:.6f}",
-                    d.cluster,
-                    d.cluster_size,
-                ]
-            )
-    atomic_write_text(path, buf.getvalue())  # an export: the user's umask
+    write_csv(path, ["concept", "merged_into", "similarity", "linked_by", "link_similarity",
+                     "cluster", "cluster_size"],
+              [[d.name, d.merged_into, f"{d.similarity:.6f}", d.link, f"{d.link_similarity:.6f}",
+                d.cluster, d.cluster_size]
+               for d in sorted(decisions, key=lambda d: (d.cluster, d.name))
+               if d.status == "merged"])
     return path
 
 

@@ -1,5 +1,5 @@
-"""The curated concept list (``data/concepts.txt``, or ``--curated FILE``: a name a line, ``#``
-comments) and concept-name normalisation (lower case, single spaces, no surrounding punctuation)."""
+"""The curated concept list (``data/concepts.txt`` or ``--curated FILE``: a name a line, ``#``
+comments) and concept-name normalisation."""
 
 from __future__ import annotations
 
@@ -26,9 +26,4 @@ def load_curated(path: str | Path | None = None) -> list[str]:
             raise StageInputError(f"curated concept file not found: {p}")
         lines = p.read_text(encoding="utf-8").splitlines()
         names = [ln.strip() for ln in lines if ln.strip() and not ln.lstrip().startswith("#")]
-    out: list[str] = []
-    for n in names:
-        norm = normalize_concept(n)
-        if norm and norm not in out:
-            out.append(norm)
-    return out
+    return list(dict.fromkeys(n for n in map(normalize_concept, names) if n))  # order kept

@@ -1,13 +1,10 @@
 """Stage ``concepts``: the LLM's culturally distinctive concepts with an instance per country.
 
-Prompt ``data/prompts/concepts.txt``, rounds x batches of countries, plus the curated list;
-``--export-candidates`` for a person to curate. docs/builder.md, "Stage concepts"."""
+Rounds x batches of countries, plus the curated list. docs/builder.md, "Stage concepts"."""
 
 from __future__ import annotations
 
 import argparse
-import csv
-import io
 import json
 import logging
 import random
@@ -35,9 +32,9 @@ from builder.stagekit import (
     stage_run,
 )
 from builder.statuses import ConceptStatus, LLMStatus
+from builder.table_export import write_csv
 from core import datatables
 from core.clikit import report
-from core.files import atomic_write_text
 from core.options import from_args, group, option
 from core.text import normalize_term
 
@@ -107,14 +104,8 @@ def _validator(batch: list[datatables.Country]):
     def check(answer: ConceptAnswer) -> str | None:
         if not answer.concepts:
             return "no concepts"
-        bad = sorted(
-            {
-                i.country
-                for e in answer.concepts
-                for i in e.instances
-                if _resolve(i.country) not in codes
-            }
-        )
+        bad = sorted({i.country for e in answer.concepts for i in e.instances
+                      if _resolve(i.country) not in codes})
         if bad:
             return f"countries outside the requested list: {bad[:10]}"
         if not any(normalize_concept(e.concept) for e in answer.concepts):
@@ -129,59 +120,29 @@ def offline_answer(curated: list[str], batch: list[datatables.Country], rnd: int
     pool = curated or load_curated(None)
     rng = random.Random(f"concepts|{rnd}|{','.join(c.code for c in batch)}")
     chosen = rng.sample(pool, min(n, len(pool)))
-    return {
-        "concepts": [
-            {
-                "concept": c,
-                "instances": [{"country": k.name, "instance": f"{c} in {k.name}"} for k in batch],
-            }
-            for c in chosen
-        ]
-    }
+    return {"concepts": [{"concept": c, "instances": [
+        {"country": k.name, "instance": f"{c} in {k.name}"} for k in batch]} for c in chosen]}
 
 
-def _batches(countries: list[datatables.Country], size: int) -> list[list[datatables.Country]]:
-    size = max(1, size)
-    return [countries[i : i + size] for i in range(0, len(countries), size)]
-
-
-def run_concepts(
-    catalog: Catalog,
-    llm: BaseLLM,
-    countries: list[datatables.Country],
-    rounds: int = 1,
-    curated: list[str] | None = None,
-    batch_size: int = 16,
-    n_concepts: int = 60,
-    temperature: float = 1.0,
-) -> dict:
+def run_concepts(catalog: Catalog, llm: BaseLLM, countries: list[datatables.Country],
+                 rounds: int = 1, curated: list[str] | None = None, batch_size: int = 16,
+                 n_concepts: int = 60, temperature: float = 1.0) -> dict:
     """Run the stage; returns the counts written to the stage-run record."""
     if rounds < 1:
         raise StageInputError("--rounds must be >= 1")
-    # $countries, $n_concepts ($$ for a literal $)
     template, prompt_sha = load_prompt("concepts.txt", ("countries", "n_concepts"))
-    batches = _batches(countries, batch_size)
-    params = {
-        "countries": [c.code for c in countries],
-        "rounds": rounds,
-        "batch_size": batch_size,
-        "n_concepts": n_concepts,
-        "temperature": temperature,
-        "llm": llm.spec,
-        "prompt_sha": prompt_sha,
-        "curated": len(curated) if curated is not None else None,
-    }
+    size = max(1, batch_size)
+    batches = [countries[i:i + size] for i in range(0, len(countries), size)]
+    params = {"countries": [c.code for c in countries], "rounds": rounds,
+              "batch_size": batch_size, "n_concepts": n_concepts, "temperature": temperature,
+              "llm": llm.spec, "prompt_sha": prompt_sha,
+              "curated": len(curated) if curated is not None else None}
     status: Counter = Counter()
     with stage_run(catalog, STAGE, params, inputs=curated, llm=llm) as rec:
         # an item is done when answered by the same LLM and prompt (another --llm asks again)
-        done = {
-            r["item"]
-            for r in catalog.query(
-                "SELECT item FROM llm_requests WHERE stage=? AND status=? AND llm=?"
-                " AND prompt_sha=?",
-                (STAGE, LLMStatus.OK, llm.spec, prompt_sha),
-            )
-        }
+        done = {r["item"] for r in catalog.query(
+            "SELECT item FROM llm_requests WHERE stage=? AND status=? AND llm=? AND prompt_sha=?",
+            (STAGE, LLMStatus.OK, llm.spec, prompt_sha))}
         items = [(r, b) for r in range(1, rounds + 1) for b in batches]
         fresh, ok, last = 0, 0, None
         for rnd, batch in tqdm(items, desc="concepts", unit="request"):
@@ -189,17 +150,12 @@ def run_concepts(
             if item in done:
                 status["skipped_done"] += 1
                 continue
-            prompt = template.substitute(
-                countries="; ".join(c.name for c in batch), n_concepts=n_concepts
-            )
+            prompt = template.substitute(countries="; ".join(c.name for c in batch),
+                                         n_concepts=n_concepts)
             res = llm.generate_structured(
-                prompt,
-                ConceptAnswer,
-                template_sha=prompt_sha,
-                params={"round": rnd, "temperature": temperature},
-                validate=_validator(batch),
-                offline=lambda b=batch, r=rnd: offline_answer(curated or [], b, r, n_concepts),
-            )
+                prompt, ConceptAnswer, template_sha=prompt_sha,
+                params={"round": rnd, "temperature": temperature}, validate=_validator(batch),
+                offline=lambda b=batch, r=rnd: offline_answer(curated or [], b, r, n_concepts))
             status[res.status] += 1
             if not res.cached:  # answered now (a cached failure is no news)
                 fresh, ok, last = fresh + 1, ok + res.ok, res.error or last
@@ -223,23 +179,14 @@ def add_concept(con: sqlite3.Connection, name: str, source: str,
 
 def add_instances(con: sqlite3.Connection, concept: str, rnd: int, per: Mapping[str, str],
                   run_id: int | None = None) -> None:
-    """The ``concept_instances`` rows of ``concept`` in round ``rnd``: ``per`` maps a country
-    code to the instance the answer named there (a later answer of that round replaces it)."""
+    """The ``concept_instances`` rows of ``concept`` in round ``rnd`` (code -> instance)."""
     con.executemany(
         "INSERT OR REPLACE INTO concept_instances (concept, country, round, instance, run_id)"
         " VALUES (?,?,?,?,?)", [(concept, code, rnd, inst, run_id) for code, inst in per.items()])
 
 
-def _store(
-    catalog: Catalog,
-    item: str,
-    rnd: int,
-    batch: list[datatables.Country],
-    res: LLMResult,
-    spec: str,
-    prompt_sha: str,
-    run_id: int,
-) -> None:
+def _store(catalog: Catalog, item: str, rnd: int, batch: list[datatables.Country],
+           res: LLMResult, spec: str, prompt_sha: str, run_id: int) -> None:
     """One transaction: the answer's concepts and instances, and the request's record."""
     mapping = answer_mapping(res.value, batch) if res.ok else {}
     with catalog.tx() as con:
@@ -254,44 +201,25 @@ def _apply_curated(catalog: Catalog, curated: list[str], run_id: int) -> None:
     """Make the curated list the catalog's curated set (idempotent, one transaction)."""
     with catalog.tx() as con:
         con.execute("UPDATE concepts SET source='generated' WHERE source='curated'")
-        con.execute(
-            "DELETE FROM concepts WHERE source='generated'"
-            " AND name NOT IN (SELECT DISTINCT concept FROM concept_instances)"
-        )
-        for name in map(normalize_term, curated):
-            con.execute(
-                "INSERT INTO concepts (name, source, status, run_id) VALUES (?, 'curated',"
-                " ?, ?) ON CONFLICT(name) DO UPDATE SET source='curated'",
-                (name, ConceptStatus.CANDIDATE, run_id),
-            )
+        con.execute("DELETE FROM concepts WHERE source='generated'"
+                    " AND name NOT IN (SELECT DISTINCT concept FROM concept_instances)")
+        con.executemany("INSERT INTO concepts (name, source, status, run_id) VALUES (?, "
+                        "'curated', ?, ?) ON CONFLICT(name) DO UPDATE SET source='curated'",
+                        [(normalize_term(n), ConceptStatus.CANDIDATE, run_id) for n in curated])
 
 
 def _counts(catalog: Catalog, status: Counter) -> dict:
-    by_source = {
-        r[0]: r[1] for r in catalog.query("SELECT source, COUNT(*) FROM concepts GROUP BY source")
-    }
-    by_country = {
-        r[0]: r[1]
-        for r in catalog.query(
-            "SELECT country, COUNT(DISTINCT concept) FROM concept_instances GROUP BY country"
-        )
-    }
-    failed = catalog.query(
-        "SELECT COUNT(*) FROM llm_requests WHERE stage=? AND status!=?", (STAGE, LLMStatus.OK)
-    )[0][0]
     return {
         "requests": dict(status),
-        "requests_not_ok": failed,
-        "concepts_by_source": by_source,
-        "concepts_by_country": by_country,
-        "instances": catalog.query("SELECT COUNT(*) FROM concept_instances")[0][0],
-        "top_concepts": {
-            r[0]: r[1]
-            for r in catalog.query(
-                "SELECT concept, COUNT(*) AS n FROM concept_instances GROUP BY concept"
-                " ORDER BY n DESC, concept LIMIT 16"
-            )
-        },
+        "requests_not_ok": catalog.one("SELECT COUNT(*) FROM llm_requests WHERE stage=? AND "
+                                       "status!=?", (STAGE, LLMStatus.OK)),
+        "concepts_by_source": catalog.pairs("SELECT source, COUNT(*) FROM concepts "
+                                            "GROUP BY source"),
+        "concepts_by_country": catalog.pairs("SELECT country, COUNT(DISTINCT concept) FROM "
+                                             "concept_instances GROUP BY country"),
+        "instances": catalog.one("SELECT COUNT(*) FROM concept_instances"),
+        "top_concepts": catalog.pairs("SELECT concept, COUNT(*) AS n FROM concept_instances "
+                                      "GROUP BY concept ORDER BY n DESC, concept LIMIT 16"),
     }
 
 
@@ -299,13 +227,10 @@ def _summary(counts: dict) -> str:
     return format_summary(
         f"concepts: {sum(counts['concepts_by_source'].values())} concepts, "
         f"{counts['instances']} instances, {counts['requests_not_ok']} requests not ok",
-        {
-            "requests this run": counts["requests"],
-            "concepts by source": counts["concepts_by_source"],
-            "generated concepts by country": counts["concepts_by_country"],
-            "most frequent concepts (instances)": counts["top_concepts"],
-        },
-    )
+        {"requests this run": counts["requests"],
+         "concepts by source": counts["concepts_by_source"],
+         "generated concepts by country": counts["concepts_by_country"],
+         "most frequent concepts (instances)": counts["top_concepts"]})
 
 
 def export_candidates(catalog: Catalog, out: str | Path) -> int:
@@ -314,43 +239,18 @@ def export_candidates(catalog: Catalog, out: str | Path) -> int:
         "SELECT c.name, c.source, c.status, c.merged_into, c.similarity,"
         " COUNT(i.concept) AS n_instances, COUNT(DISTINCT i.country) AS n_countries,"
         " COUNT(DISTINCT i.round) AS n_rounds FROM concepts c LEFT JOIN concept_instances i"
-        " ON i.concept = c.name GROUP BY c.name ORDER BY n_instances DESC, c.name"
-    )
+        " ON i.concept = c.name GROUP BY c.name ORDER BY n_instances DESC, c.name")
     inst: dict[str, dict[str, str]] = {}
-    for r in catalog.query(
-        "SELECT concept, country, instance FROM concept_instances ORDER BY concept, round, country"
-    ):
+    for r in catalog.query("SELECT concept, country, instance FROM concept_instances"
+                           " ORDER BY concept, round, country"):
         inst.setdefault(r["concept"], {}).setdefault(r["country"], r["instance"])
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(
-        [
-            "concept",
-            "source",
-            "status",
-            "merged_into",
-            "similarity",
-            "n_instances",
-            "n_countries",
-            "n_rounds",
-            "instances_json",
-        ]
-    )
-    for r in rows:
-        w.writerow(
-            [
-                r["name"],
-                r["source"],
-                r["status"],
-                r["merged_into"] or "",
-                "" if r["similarity"] is None else f"{r['similarity']:.4f}",
-                r["n_instances"],
-                r["n_countries"],
-                r["n_rounds"],
-                json.dumps(inst.get(r["name"], {}), ensure_ascii=False, sort_keys=True),
-            ]
-        )
-    atomic_write_text(Path(out), buf.getvalue())  # an export: the user's umask
+    write_csv(out, ["concept", "source", "status", "merged_into", "similarity", "n_instances",
+                    "n_countries", "n_rounds", "instances_json"],
+              [[r["name"], r["source"], r["status"], r["merged_into"] or "",
+                "" if r["similarity"] is None else f"{r['similarity']:.4f}", r["n_instances"],
+                r["n_countries"], r["n_rounds"],
+                json.dumps(inst.get(r["name"], {}), ensure_ascii=False, sort_keys=True)]
+               for r in rows])
     return len(rows)
 
 

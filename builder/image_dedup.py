@@ -1,8 +1,5 @@
-"""Stage ``image_dedup``: near-duplicate groups within each concept.
-
-Perceptual hashes and image embeddings (any registered model, cached), searched in bounded
-blocks and joined by union-find; one transaction per concept, reviewed groups left alone.
-docs/crawl.md."""
+"""Stage ``image_dedup``: near-duplicate groups within each concept, by perceptual hashes and
+image embeddings; one transaction per concept, reviewed groups left alone. docs/crawl.md."""
 
 from __future__ import annotations
 
@@ -56,10 +53,8 @@ class DedupConfig:
     pair_device: str | None = None  # torch device of the pairwise products; None: numpy
 
 
-# -- features --------------------------------------------------------------------------------
 def phash_hex(path: Any) -> str:
-    """64-bit perceptual hash (imagehash.phash) as 16 hex digits, of the picture the evaluator's
-    decoder gives."""
+    """64-bit ``imagehash.phash`` (16 hex digits) of the evaluator's decoder's picture."""
     import imagehash
 
     from core.decode import decode_image, read_image_file
@@ -87,6 +82,11 @@ def ensure_phashes(catalog: Catalog, shas: list[str]) -> dict[str, str | None]:
     return out
 
 
+def _exts(catalog: Catalog, shas: list[str]) -> dict[str, str]:
+    return catalog.pairs("SELECT sha256, ext FROM images WHERE sha256 IN "
+                         "(SELECT value FROM json_each(?))", (json.dumps(shas),))
+
+
 def embeddings_for(adapter: Any, cache: Any, catalog: Catalog, shas: list[str],
                    chunk: int) -> np.ndarray:
     """Unit-norm image embeddings (n, d) for ``shas``, via the embedding cache, in chunks."""
@@ -94,10 +94,7 @@ def embeddings_for(adapter: Any, cache: Any, catalog: Catalog, shas: list[str],
     from core.decode import decode_image, read_image_file
     from core.vectors import l2_normalize
 
-    ext = {r["sha256"]: r["ext"] for r in catalog.query(
-        "SELECT sha256, ext FROM images WHERE sha256 IN (SELECT value FROM json_each(?))",
-        (json.dumps(shas),))}
-
+    ext = _exts(catalog, shas)
     parts = []
     for s in range(0, len(shas), chunk):
         keys = shas[s:s + chunk]
@@ -111,7 +108,6 @@ def embeddings_for(adapter: Any, cache: Any, catalog: Catalog, shas: list[str],
     return l2_normalize(np.concatenate(parts)) if parts else np.zeros((0, 0), np.float32)
 
 
-# -- pairwise search -------------------------------------------------------------------------
 def phash_ints(hexes: list[str | None]) -> tuple[np.ndarray, np.ndarray]:
     """(uint64 hashes, validity mask) from hex strings (None -> invalid)."""
     vals = np.array([int(h, 16) if h else 0 for h in hexes], dtype=np.uint64)
@@ -119,8 +115,7 @@ def phash_ints(hexes: list[str | None]) -> tuple[np.ndarray, np.ndarray]:
 
 
 def pair_device(adapter: Any) -> str | None:
-    """Where the pairwise products run by default: torch on the model's GPU, numpy (None) on the
-    CPU or without a model (``core.devices.torch_device``)."""
+    """Where the pairwise products run: torch on the model's GPU, else numpy (None)."""
     from core.devices import torch_device
 
     return torch_device("auto", str(getattr(adapter, "device", "") or "cpu"))
@@ -140,9 +135,8 @@ def candidate_pairs(hashes: np.ndarray, valid: np.ndarray, emb: np.ndarray | Non
                     max_distance: int, min_cosine: float, block_elements: int,
                     device: str | None = None
                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """All pairs i < j with phash distance <= ``max_distance`` or cosine >= ``min_cosine``, in
-    blocks of rows (working memory O(``block_elements``)), numpy or torch on ``device``. Returns
-    (i, j, distance, cosine); cosine NaN without embeddings."""
+    """(i, j, distance, cosine) of all pairs i < j with phash distance <= ``max_distance`` or
+    cosine >= ``min_cosine`` (NaN without embeddings), in blocks of ``block_elements``."""
     n = len(hashes)
     rows = max(1, min(n, block_elements // max(n, 1)))
     upper = np.triu(np.ones((rows, rows), dtype=bool), k=1)  # j > i inside the diagonal block
@@ -176,7 +170,6 @@ def candidate_pairs(hashes: np.ndarray, valid: np.ndarray, emb: np.ndarray | Non
             np.concatenate(out_c).astype(np.float32))
 
 
-# -- grouping --------------------------------------------------------------------------------
 @dataclass
 class Item:
     item_id: int
@@ -259,7 +252,6 @@ def group_concept(items: list[Item], hashes: np.ndarray, valid: np.ndarray,
     return groups
 
 
-# -- the stage -------------------------------------------------------------------------------
 def _concept_items(catalog: Catalog, concept: str) -> list[Item]:
     marks = ",".join("?" * len(OPEN))
     rows = catalog.query(
@@ -273,9 +265,7 @@ def _concept_items(catalog: Catalog, concept: str) -> list[Item]:
 
 def _drop_missing(catalog: Catalog, items: list[Item]) -> set[int]:
     """Items whose stored image file is gone: marked failed (never silently skipped)."""
-    ext = {r[0]: r[1] for r in catalog.query(
-        "SELECT sha256, ext FROM images WHERE sha256 IN (SELECT value FROM json_each(?))",
-        (json.dumps([it.sha256 for it in items]),))}
+    ext = _exts(catalog, [it.sha256 for it in items])
     gone = {it.item_id for it in items
             if not catalog.workdir.image_path(it.sha256, ext.get(it.sha256, "")).is_file()}
     if gone:
@@ -331,8 +321,7 @@ def dedup_concept(catalog: Catalog, concept: str, cfg: DedupConfig, adapter: Any
 def add_dedup_group(con: sqlite3.Connection, concept: str, status: DedupStatus | str,
                     evidence: dict[str, Any], *, kept_item_id: int | None = None,
                     run_id: int | None = None, group_id: int | None = None) -> int:
-    """The ``dedup_groups`` row of one group of near duplicates (``group_id``: a number of
-    its own, else the next); returns its ``group_id``."""
+    """The ``dedup_groups`` row of one group of near duplicates; returns its ``group_id``."""
     cur = con.execute(
         "INSERT INTO dedup_groups (group_id, concept, kept_item_id, status, evidence_json, run_id)"
         " VALUES (?, ?, ?, ?, ?, ?)",
@@ -377,8 +366,7 @@ def image_dedup(catalog: Catalog, cfg: DedupConfig, adapter: Any = None) -> dict
         finally:
             if cache is not None:
                 cache.close()
-        groups = {r[0]: r[1] for r in catalog.query(
-            "SELECT status, COUNT(*) FROM dedup_groups GROUP BY status")}
+        groups = catalog.pairs("SELECT status, COUNT(*) FROM dedup_groups GROUP BY status")
         rec.counts = {"items": dict(sorted(total.items())), "groups": groups,
                       "by_concept": by_concept}
         rec.summary = (
@@ -403,8 +391,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def config_from_args(a: argparse.Namespace) -> DedupConfig:
-    """Validate the CLI values into a :class:`DedupConfig` (StageInputError on bad input; each
-    flag's own range was checked by the parser)."""
+    """The CLI values as a :class:`DedupConfig` (StageInputError on bad input)."""
     if not a.review_cosine <= a.cosine:
         raise StageInputError("need -1 <= --review-cosine <= --cosine <= 1")
     concept_filter(a.concepts)

@@ -1,6 +1,5 @@
-"""img2dataset interop: its output (files, parquet or webdataset shards) into the catalog
-through the crawl's checks, address guard and statuses; idempotent. docs/crawl.md, "More than
-one machine: img2dataset"."""
+"""img2dataset's output (files, parquet or webdataset shards) into the catalog through the
+crawl's checks and statuses; idempotent. docs/crawl.md, "More than one machine: img2dataset"."""
 
 from __future__ import annotations
 
@@ -41,8 +40,8 @@ class IngestConfig:
     """The stage's flags (``core.options``)."""
 
     img2dataset: str = option("img2dataset output folder", metavar="DIR")
-    max_bytes: int = option("byte cap per image", 20 * 1024 * 1024)
-    max_pixels: int = option("pixel cap per image", 89_478_485)
+    max_bytes: int = option("byte cap per image", FetchConfig.max_bytes, minimum=1)
+    max_pixels: int = option("pixel cap per image", FetchConfig.max_pixels, minimum=1)
     allow_host: tuple[str, ...] = option(
         "a non-public address (or localhost) whose images are accepted; exactly what is named, "
         "as the crawl's --allow-host", (), metavar="HOST")
@@ -86,9 +85,8 @@ def failure_status(error: str | None, i2d_status: str | None) -> tuple[str, int 
 
 
 def _shard_records(root: Path, counts: Counter[str]) -> Iterator[tuple[Path, dict[str, Any]]]:
-    """(shard path stem, metadata record) for every sample of every finished shard: where the
-    folder has ``NNNNN_stats.json`` files, a shard without one is still being written and is
-    skipped (``incomplete_shard``); a folder without any is read whole."""
+    """(shard path stem, metadata record) of every sample of every finished shard (one with
+    its ``_stats.json``, where the folder has any)."""
     import pyarrow.parquet as pq
 
     metas = sorted(p for p in root.glob("*.parquet"))
@@ -122,8 +120,7 @@ class _TooLarge(Exception):
 
 def _bytes_for(stem: Path, rec: dict[str, Any], tars: dict[Path, tarfile.TarFile],
                max_bytes: int) -> bytes | None:
-    """The sample's bytes; :class:`_TooLarge` when a file or tar member is above
-    ``max_bytes`` (its size is checked before it is read)."""
+    """The sample's bytes; :class:`_TooLarge`, before reading, for one over ``max_bytes``."""
     for col in IMAGE_EXTS:
         if isinstance(rec.get(col), bytes | bytearray):
             return bytes(rec[col])
@@ -175,8 +172,8 @@ def ingest_img2dataset(catalog: Catalog, root: Path, fetch: FetchConfig | None =
 
 def _ingest(catalog: Catalog, root: Path, fetch: FetchConfig, tars: dict[Path, tarfile.TarFile],
             counts: Counter[str], run_id: int) -> None:
-    """Read samples in the main thread, validate and store their bytes in a thread pool (Pillow's
-    decode, hashing and the fsync release the GIL), record outcomes in sample order."""
+    """Read samples here, validate and store their bytes in threads (decoding, hashing and the
+    fsync release the GIL), record outcomes in sample order."""
     known = {r[0] for r in catalog.query("SELECT DISTINCT url FROM items")}
     done = {r[0] for r in catalog.query("SELECT url FROM downloads")}
     source = f"img2dataset:{root}"
@@ -203,28 +200,18 @@ def _ingest(catalog: Catalog, root: Path, fetch: FetchConfig, tars: dict[Path, t
                 continue
             done.add(url)
             res = _prepare(url, stem, rec, tars, fetch)
-            if res.status != "fetched":
-                inflight.append(_done_future(res))
-            else:
-                inflight.append(pool.submit(_validate, res, rec, catalog.workdir,
-                                            fetch.max_pixels))
+            inflight.append(pool.submit(_validate, res, rec, catalog.workdir, fetch.max_pixels)
+                            if res.status == "fetched" else pool.submit(lambda r=res: r))
             while len(inflight) > 2 * workers or (inflight and inflight[0].done()):
                 record(inflight.popleft().result())  # our own failure (disk) raises here
         while inflight:
             record(inflight.popleft().result())
 
 
-def _done_future(res: FetchResult) -> Future[FetchResult]:
-    fut: Future[FetchResult] = Future()
-    fut.set_result(res)
-    return fut
-
-
 def _prepare(url: str, stem: Path, rec: dict[str, Any], tars: dict[Path, tarfile.TarFile],
              fetch: FetchConfig) -> FetchResult:
-    """One sample's outcome, or status ``fetched`` with its bytes to validate. img2dataset
-    reports neither redirects nor response headers nor attempts: ``final_url``,
-    ``content_type``, ``x_robots_tag`` stay NULL, ``attempts`` 1."""
+    """One sample's outcome, or ``fetched`` with its bytes (img2dataset reports no redirects,
+    headers or attempts: those stay NULL, ``attempts`` 1)."""
     now = utcnow()
     refused = url_refusal(url, fetch.allow_hosts)  # img2dataset has no address guard
     if refused:
@@ -273,8 +260,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _cli(args: argparse.Namespace) -> int:
     cfg = from_args(IngestConfig, args)
-    if cfg.max_bytes < 1 or cfg.max_pixels < 1:
-        raise StageInputError("--max-bytes and --max-pixels must be at least 1")
     fetch = FetchConfig(max_bytes=cfg.max_bytes, max_pixels=cfg.max_pixels,
                         allow_hosts=frozenset(h.lower() for h in cfg.allow_host))
     with Catalog.open(args.workdir) as catalog:

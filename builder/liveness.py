@@ -1,6 +1,5 @@
-"""Is the process of a ``running`` stage run still there? :func:`this_process` is what
-``Catalog.start_run`` records; :func:`gone` judges a run of this host by PID and process start
-time (a reused PID is another process); a run of another host is never judged."""
+"""Is the process of a ``running`` stage run still there? Judged by PID and process start time
+(a reused PID is another process), only for runs of this host."""
 
 from __future__ import annotations
 
@@ -22,8 +21,7 @@ def _boot_id() -> str:
 
 
 def start_time(pid: int) -> str | None:
-    """``<boot id>:<start ticks>`` of process ``pid`` (``/proc/PID/stat`` field 22), or None
-    where there is no such process or no ``/proc``."""
+    """``<boot id>:<start ticks>`` of process ``pid`` (``/proc/PID/stat`` field 22), or None."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
@@ -33,12 +31,6 @@ def start_time(pid: int) -> str | None:
     if len(fields) < 20:
         return None
     return f"{_boot_id()}:{fields[19]}"
-
-
-def this_process() -> tuple[int, str, str | None]:
-    """(pid, host, start time) of the running process."""
-    pid = os.getpid()
-    return pid, host_name(), start_time(pid)
 
 
 def pid_alive(pid: int) -> bool:

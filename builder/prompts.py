@@ -1,6 +1,4 @@
-"""The builder's prompts, ``data/prompts/*.txt``: :func:`load_prompt` gives a template checked
-against the stage's placeholders (else one line, exit 2) and the file's sha256 (recorded in the
-run, on the rows it produced and in the LLM cache key)."""
+"""The builder's prompts, ``data/prompts/*.txt``, checked against the stage's placeholders."""
 
 from __future__ import annotations
 

@@ -46,8 +46,7 @@ class PublishedTerm:
 
 def add_published_terms(con: sqlite3.Connection, dataset: str, terms: Iterable[PublishedTerm],
                         imported_at: str | None = None) -> None:
-    """The ``published_terms`` rows of ``terms``, the authors' terms of ``dataset`` (its
-    :func:`dataset_key`)."""
+    """The ``published_terms`` rows of ``terms``, the authors' terms of ``dataset``."""
     now = imported_at or utcnow()
     con.executemany(
         "INSERT INTO published_terms (dataset, concept, country, term, n_images, imported_at)"
@@ -56,15 +55,13 @@ def add_published_terms(con: sqlite3.Connection, dataset: str, terms: Iterable[P
 
 
 def dataset_key(dataset: str) -> str:
-    """How a dataset is named in ``published_terms``: a local folder by its absolute path,
-    anything else (a hub id) as given."""
+    """A dataset's name in ``published_terms``: a local folder's absolute path, or the hub id."""
     path = Path(dataset).expanduser()
     return str(path.resolve()) if path.exists() else dataset
 
 
 def read_published(dataset: str, revision: str | None = None) -> list[dict[str, Any]]:
-    """The ``concept, concept_in_native, country`` rows of ``image_metadata``; a local folder
-    gets a ``datasets`` cache of its own (another folder of the same name shares none)."""
+    """The ``concept, concept_in_native, country`` rows of ``image_metadata``."""
     import datasets
 
     from core.hub import cache_kwargs

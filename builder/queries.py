@@ -1,8 +1,7 @@
 """Stage ``queries``: the text query of every kept concept in every country.
 
-One term per concept and country (:mod:`builder.query_terms`'s rule) and its english and
-native search queries; beside it ``import``/``diff`` (:mod:`builder.published_terms`) and
-``--write-table``. docs/builder.md, "Stage queries"."""
+One term per concept and country (:mod:`builder.query_terms`), its english and native search
+queries. docs/builder.md, "Stage queries"."""
 
 from __future__ import annotations
 
@@ -75,20 +74,12 @@ class TermAnswer(BaseModel):
     terms: list[CountryTerm] = Field(min_length=1)
 
 
-def english_query(term: query_table.QueryTerm, c: datatables.Country) -> str:
-    return f"{term.english_term} {c.name}"
-
-
-def native_query(term: query_table.QueryTerm, c: datatables.Country) -> str:
-    return f"{term.native_term} {c.native_name}"
-
-
 def target_concepts(catalog: Catalog) -> list[str]:
     rows = catalog.query("SELECT name FROM concepts WHERE status=? ORDER BY name",
                          (ConceptStatus.KEPT,))
     if rows:
         return [r["name"] for r in rows]
-    if catalog.query("SELECT COUNT(*) FROM concepts")[0][0]:
+    if catalog.one("SELECT COUNT(*) FROM concepts"):
         raise StageInputError("no kept concepts: run `python -m builder.concept_dedup` first")
     log.info("no concepts in the catalog: using the curated list")
     return load_curated(None)
@@ -198,27 +189,32 @@ class QueryRow(NamedTuple):
 
 
 def upsert_queries(con: sqlite3.Connection, rows: Iterable[QueryRow]) -> int:
-    """Insert or replace ``rows`` in ``queries`` (one per concept, country, kind); returns
-    how many."""
+    """Insert or replace ``rows`` in ``queries``; returns how many."""
     rows = list(rows)
-    con.executemany(
-        "INSERT OR REPLACE INTO queries (concept, country, kind, language, text, native_term,"
-        " source, status, reason, run_id) VALUES (?,?,?,?,?,?,?,?,?,?)",
-        [(r.concept, r.country, r.kind, r.language, r.text, r.native_term, r.source, r.status,
-          r.reason, r.run_id) for r in rows])
+    con.executemany("INSERT OR REPLACE INTO queries (concept, country, kind, language, text,"
+                    " source, native_term, status, reason, run_id) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                    rows)  # the fields of QueryRow, in order
     return len(rows)
+
+
+def _pair(concept: str, c: datatables.Country, english: str, native: str, source: str,
+          term: str | None, status: str, reason: str | None, run_id: int) -> list[QueryRow]:
+    """The ``english`` and ``native`` rows of ``queries`` of one (concept, country)."""
+    return [QueryRow(concept, c.code, "english", "en", english, source, term, QueryStatus.OK,
+                     None, run_id),
+            QueryRow(concept, c.code, "native", c.language, native, source, term, status, reason,
+                     run_id)]
 
 
 def _rows(decided: list[tuple[query_table.QueryTerm, str, str | None]],
           run_id: int) -> list[QueryRow]:
-    """The ``english`` and ``native`` rows of ``queries`` of decided terms."""
+    """The ``queries`` rows of decided terms."""
     rows = []
     for t, source, reason in decided:
         c = datatables.country(t.country)
-        rows += [QueryRow(t.concept, c.code, "english", "en", english_query(t, c), source,
-                          t.native_term, QueryStatus.OK, None, run_id),
-                 QueryRow(t.concept, c.code, "native", c.language, native_query(t, c), source,
-                          t.native_term, QueryStatus.OK, reason, run_id)]
+        rows += _pair(t.concept, c, f"{t.english_term} {c.name}",
+                      f"{t.native_term} {c.native_name}", source, t.native_term, QueryStatus.OK,
+                      reason, run_id)
     return rows
 
 
@@ -250,13 +246,9 @@ def _asked(concept: str, lang: str, group: list[datatables.Country], ctx: _Ctx
         ctx.known.update({t.key: t for t, _, _ in new})
         return [t for t, _, _ in new], _rows(new, ctx.run_id), (item, res)
     source = "offline" if ctx.llm.provider == "offline" else "generated"
-    rows = []
-    for c in group:
-        english = f"{english_term(concept, ctx.known)} {c.name}"
-        rows += [QueryRow(concept, c.code, "english", "en", english, source, None,
-                          QueryStatus.OK, None, ctx.run_id),
-                 QueryRow(concept, c.code, "native", c.language, "", source, None, res.status,
-                          res.error, ctx.run_id)]
+    english = english_term(concept, ctx.known)
+    rows = [r for c in group for r in _pair(concept, c, f"{english} {c.name}", "", source, None,
+                                            res.status, res.error, ctx.run_id)]
     return [], rows, (item, res)
 
 
@@ -271,7 +263,7 @@ def _write(catalog: Catalog, store: list[query_table.QueryTerm], rows: list[Quer
 
 
 def _definitions() -> dict[str, str]:
-    """The concept definitions the prompt shows; none (a warning) when the data folder has none."""
+    """The concept definitions the prompt shows (none, with a warning, if the data has none)."""
     try:
         return datatables.concept_definitions()
     except datatables.TableError as exc:
@@ -279,15 +271,9 @@ def _definitions() -> dict[str, str]:
         return {}
 
 
-def run_queries(
-    catalog: Catalog,
-    llm: BaseLLM,
-    countries: list[datatables.Country],
-    concepts: list[str] | None = None,
-    use_table: bool = True,
-) -> dict:
-    """Decide the term of every (concept, country) and fill ``queries``; returns the counts of
-    the stage-run record."""
+def run_queries(catalog: Catalog, llm: BaseLLM, countries: list[datatables.Country],
+                concepts: list[str] | None = None, use_table: bool = True) -> dict:
+    """Decide the term of every (concept, country) and fill ``queries``; returns the counts."""
     from_catalog = concepts is None
     concepts = concepts if concepts is not None else target_concepts(catalog)
     template, prompt_sha = load_prompt(*PROMPT)
@@ -333,37 +319,31 @@ def _mark_stale(catalog: Catalog, concepts: list[str]) -> None:
     stale = [(QueryStatus.STALE, r[0], QueryStatus.OK) for r in rows if r[0] not in keep]
     if stale:
         with catalog.tx() as con:
-            con.executemany(
-                "UPDATE queries SET status=?, reason='concept no longer kept'"
-                " WHERE concept=? AND status=?",
-                stale,
-            )
+            con.executemany("UPDATE queries SET status=?, reason='concept no longer kept'"
+                            " WHERE concept=? AND status=?", stale)
         log.info("%d concepts no longer kept: their queries marked stale", len(stale))
 
 
 def _counts(catalog: Catalog, groups: int) -> dict:
-    def grouped(sql: str, *params: str) -> dict:
-        return dict(catalog.query(sql, params))
-
     native = "FROM queries WHERE kind='native'"
-    ok, stale = QueryStatus.OK, QueryStatus.STALE
+    ok, stale, grouped = QueryStatus.OK, QueryStatus.STALE, catalog.pairs
     return {
         "groups_this_run": groups,
-        "native_ok": catalog.query(f"SELECT COUNT(*) {native} AND status=?", (ok,))[0][0],
-        "native_not_ok": catalog.query(f"SELECT COUNT(*) {native} AND status!=?", (ok,))[0][0],
+        "native_ok": catalog.one(f"SELECT COUNT(*) {native} AND status=?", (ok,)),
+        "native_not_ok": catalog.one(f"SELECT COUNT(*) {native} AND status!=?", (ok,)),
         "by_source": grouped(f"SELECT source, COUNT(*) {native} GROUP BY source"),
         "terms_by_source": grouped("SELECT source, COUNT(*) FROM query_terms GROUP BY source"),
-        "by_status": grouped(f"SELECT status, COUNT(*) {native} AND status!=? GROUP BY status", ok),
+        "by_status": grouped(f"SELECT status, COUNT(*) {native} AND status!=? GROUP BY status",
+                             (ok,)),
         "by_country": grouped(f"SELECT country, COUNT(*) {native} AND status=? GROUP BY country",
-                              ok),
+                              (ok,)),
         "not_ok_by_concept": grouped(f"SELECT concept, COUNT(*) {native} AND status NOT IN"
-                                     " (?, ?) GROUP BY concept", ok, stale),
+                                     " (?, ?) GROUP BY concept", (ok, stale)),
     }
 
 
 def write_table(catalog: Catalog, out: str | Path) -> int:
-    """Write the catalog's terms (of concepts whose queries are current) in the
-    ``data/queries.csv`` format; returns rows."""
+    """Write the catalog's current terms as a ``data/queries.csv``; returns rows."""
     current = {(r[0], r[1]) for r in catalog.query(
         "SELECT concept, country FROM queries WHERE kind='native' AND status=?",
         (QueryStatus.OK,))}

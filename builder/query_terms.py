@@ -33,8 +33,8 @@ def catalog_terms(catalog: Catalog) -> dict[tuple[str, str], query_table.QueryTe
 
 
 def table_terms(use_table: bool = True) -> dict[tuple[str, str], query_table.QueryTerm]:
-    """(concept, country) -> the term of ``data/queries.csv``; {} without a table. A malformed
-    table is the user's to fix (``TableError``), never skipped."""
+    """(concept, country) -> the term of ``data/queries.csv`` ({} without one; a malformed one
+    raises ``TableError``)."""
     if not use_table:
         return {}
     path = datatables.data_dir() / "queries.csv"
@@ -44,11 +44,9 @@ def table_terms(use_table: bool = True) -> dict[tuple[str, str], query_table.Que
     return query_table.query_terms()
 
 
-def resolve(
-    catalog_term: query_table.QueryTerm | None, table_term: query_table.QueryTerm | None
-) -> tuple[query_table.QueryTerm | None, str]:
-    """The term of one (concept, country) by the module's rule, and where it came from
-    (``catalog`` / ``table``; ``none``)."""
+def resolve(catalog_term: query_table.QueryTerm | None, table_term: query_table.QueryTerm | None
+            ) -> tuple[query_table.QueryTerm | None, str]:
+    """The term of one (concept, country) by the module's rule, and its origin."""
     if catalog_term is not None and catalog_term.reviewed:
         return catalog_term, "catalog"
     if table_term is not None:
@@ -58,9 +56,8 @@ def resolve(
     return None, "none"
 
 
-def our_terms(
-    catalog: Catalog, use_table: bool = True
-) -> dict[tuple[str, str], tuple[query_table.QueryTerm, str]]:
+def our_terms(catalog: Catalog, use_table: bool = True
+              ) -> dict[tuple[str, str], tuple[query_table.QueryTerm, str]]:
     """Every (concept, country) with a term: (term, origin) by :func:`resolve`."""
     cat, table = catalog_terms(catalog), table_terms(use_table)
     out = {}
@@ -72,8 +69,8 @@ def our_terms(
 
 
 def english_term(concept: str, known: dict[tuple[str, str], query_table.QueryTerm]) -> str:
-    """The English search term of ``concept`` for a country without one: that of the first
-    country (countries.csv order) with a term, else the concept label."""
+    """The English term of ``concept`` for a country without one: the first country's with a
+    term (countries.csv order), else the concept label."""
     for c in datatables.countries():
         t = known.get((concept, c.code))
         if t is not None and t.english_term:

@@ -1,7 +1,6 @@
 """The builder's one retry policy (searches, downloads, Gemini calls), on tenacity: a call is
-repeated while its result says another try is worth it, waiting an exponential backoff with
-jitter or the server's ``Retry-After`` (one over ``max_server_wait`` gives up at once), at most
-``1 + retries`` attempts and within a ``deadline``; the sleep is injectable for tests."""
+repeated while its result asks for it, after an exponential backoff with jitter or the server's
+``Retry-After``, at most ``1 + retries`` attempts within a ``deadline`` (docs/crawl.md)."""
 
 from __future__ import annotations
 
@@ -53,11 +52,16 @@ class _Policy(Generic[T]):
         self.backoff, self.again, self.server_wait, self.on_retry = (
             backoff, again, server_wait, on_retry)
         self.gave_up: str | None = None
+        self.attempts = 0
         self.waited = 0.0  # seconds waited between the attempts so far
         self._drawn: tuple[int, float] = (0, 0.0)  # (attempt, its wait)
 
     def _wait_of(self, result: T) -> float | None:
         return self.server_wait(result) if self.server_wait is not None else None
+
+    def retry(self, state: Any) -> bool:
+        self.attempts = state.attempt_number
+        return not state.outcome.failed and self.again(state.outcome.result())
 
     def stop(self, state: Any) -> bool:
         if state.attempt_number > self.backoff.retries:
@@ -68,12 +72,12 @@ class _Policy(Generic[T]):
             self.gave_up = "server_wait"
             return True
         deadline = self.backoff.deadline
-        if deadline is not None and self.waited + self._next_wait(state) > deadline:
+        if deadline is not None and self.waited + self.wait(state) > deadline:
             self.gave_up = "deadline"
             return True
         return False
 
-    def _next_wait(self, state: Any) -> float:
+    def wait(self, state: Any) -> float:
         """The wait after this attempt, drawn once (tenacity asks stop and wait in an order
         that changed between its versions)."""
         if self._drawn[0] != state.attempt_number:
@@ -82,23 +86,18 @@ class _Policy(Generic[T]):
                            wait if wait is not None else self.backoff.delay(state.attempt_number))
         return self._drawn[1]
 
-    def wait(self, state: Any) -> float:
-        return self._next_wait(state)
-
     def before_sleep(self, state: Any) -> None:
         self.waited += state.next_action.sleep
         if self.on_retry is not None:
             self.on_retry(state.outcome.result(), state.attempt_number, state.next_action.sleep)
 
     def kwargs(self) -> dict[str, Any]:
-        from tenacity import retry_if_result
-
-        return dict(stop=self.stop, wait=self.wait, retry=retry_if_result(self.again),
+        return dict(stop=self.stop, wait=self.wait, retry=self.retry,
                     before_sleep=self.before_sleep, reraise=True,
                     retry_error_callback=lambda state: state.outcome.result())
 
-    def tried(self, result: T, attempts: int) -> Tried[T]:
-        return Tried(result, attempts, self.gave_up if self.again(result) else None)
+    def tried(self, result: T) -> Tried[T]:
+        return Tried(result, self.attempts, self.gave_up if self.again(result) else None)
 
 
 def call(fn: Callable[[], T], backoff: Backoff, again: Callable[[T], bool], *,
@@ -109,15 +108,7 @@ def call(fn: Callable[[], T], backoff: Backoff, again: Callable[[T], bool], *,
     from tenacity import Retrying
 
     policy = _Policy(backoff, again, server_wait, on_retry)
-    attempts = 0
-
-    def attempt() -> T:
-        nonlocal attempts
-        attempts += 1
-        return fn()
-
-    result = Retrying(sleep=sleep, **policy.kwargs())(attempt)
-    return policy.tried(result, attempts)
+    return policy.tried(Retrying(sleep=sleep, **policy.kwargs())(fn))
 
 
 async def call_async(fn: Callable[[], Awaitable[T]], backoff: Backoff, again: Callable[[T], bool],
@@ -127,16 +118,11 @@ async def call_async(fn: Callable[[], Awaitable[T]], backoff: Backoff, again: Ca
     """The same for a coroutine function (waits with ``await sleep(...)``)."""
     from tenacity import AsyncRetrying
 
-    policy = _Policy(backoff, again, server_wait, on_retry)
-    attempts = 0
-
-    async def attempt() -> T:
-        nonlocal attempts
-        attempts += 1
+    async def attempt() -> T:  # a coroutine function: tenacity calls a plain one without await
         return await fn()
 
-    result = await AsyncRetrying(sleep=sleep, **policy.kwargs())(attempt)
-    return policy.tried(result, attempts)
+    policy = _Policy(backoff, again, server_wait, on_retry)
+    return policy.tried(await AsyncRetrying(sleep=sleep, **policy.kwargs())(attempt))
 
 
 def parse_retry_after(value: str | None) -> float | None:

@@ -1,6 +1,5 @@
-"""The stages of a build, in the order ``python -m pipeline run`` runs them: the one list that
-``python -m builder --help`` shows and ``pipeline.stages`` runs (modules named here, imported
-there: review and triplets are packages above the builder)."""
+"""The stages of a build in order: the one list ``python -m builder --help`` shows and
+``pipeline.stages`` runs (named here, imported there: some are packages above the builder)."""
 
 from __future__ import annotations
 

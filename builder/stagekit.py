@@ -1,8 +1,6 @@
-"""The stage kit: what every builder stage shares. :func:`stage_parser` (``--workdir``, ``-v``
-and the stage's config dataclass), :func:`stage_main` (logging once per process, the exit
-convention of ``core.clikit`` through :data:`KIT`: 2 and one line for what the user must fix
-or a missing library, 130/143 after Ctrl-C/SIGTERM), :func:`stage_run` (the run record ends
-``done``, ``interrupted`` or ``failed``; a killed run is found by :mod:`builder.liveness`)."""
+"""What every builder stage shares: its parser (:func:`stage_parser`), the exit convention of
+``core.clikit`` (:func:`stage_main`) and the run record that ends ``done``, ``interrupted`` or
+``failed`` (:func:`stage_run`)."""
 
 from __future__ import annotations
 
@@ -11,10 +9,10 @@ import logging
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from builder.catalog import Catalog, CatalogError, corrupt_reason
+from builder.catalog import Catalog, CatalogError, brief, corrupt_reason
 from builder.statuses import RunStatus
 from core import clikit
 from core.clikit import report
@@ -22,20 +20,17 @@ from core.options import add_options, plain
 
 log = logging.getLogger(__name__)
 
-BUILDER_EXTRA = "pip install -e '.[builder]'"
 NOISY_LOGGERS = ("httpx", "httpcore", "primp", "ddgs")  # a line per request
 WORKDIR_DB = "the work dir's database"
 
 
 class StageInputError(ValueError):
-    """What the user must fix (bad input, a missing credential, an unreachable service):
-    one line on stderr, exit code 2."""
+    """What the user must fix (bad input, a credential, a service): one line, exit code 2."""
 
 
 def nothing_succeeded(stage: str, tried: int, ok: int, last: str | None,
                       what: str = "requests") -> None:
-    """A run that asked ``tried`` times and got no answer is not ``done``: raised inside
-    :func:`stage_run`, it ends ``failed`` with the reason (one line, exit 2)."""
+    """A run that asked ``tried`` times and got no answer is not ``done``: it ends ``failed``."""
     if tried and not ok:
         raise StageInputError(f"{stage}: none of {tried} {what} succeeded (last: {last}); "
                               "what was answered before is kept: run the same command again, "
@@ -43,8 +38,7 @@ def nothing_succeeded(stage: str, tried: int, ok: int, last: str | None,
 
 
 def built_before(workdir: str | None, first: str) -> None:
-    """For a stage that needs earlier ones: refuse a work dir without a catalog before anything
-    is made there (a stage typed in the wrong folder leaves no ./xcm-work behind)."""
+    """Refuse a work dir without a catalog before anything is made there."""
     from builder.workdir import WorkDir, resolve_workdir
 
     wd = WorkDir(resolve_workdir(workdir))
@@ -62,8 +56,7 @@ def user_errors() -> tuple[type[BaseException], ...]:
 
 
 def damaged_database(exc: BaseException) -> str | None:
-    """The kit's hook for a work-dir database damaged while in use (every CLI that opens the
-    catalog passes it)."""
+    """The kit's line for a work-dir database damaged while in use."""
     why = corrupt_reason(exc)
     return None if why is None else f"a database in the work dir is damaged ({why})"
 
@@ -89,11 +82,9 @@ def concept_filter(spec: str, flag: str = "--concepts") -> set[str] | None:
 
 def stage_parser(prog: str, doc: str | None, config: type | None = None
                  ) -> argparse.ArgumentParser:
-    """A stage's parser: ``python -m <prog>``, the docstring's first paragraph, common flags,
-    and the flags of its ``config`` dataclass (``core.options``)."""
-    p = argparse.ArgumentParser(
-        prog=f"python -m {prog}", description=plain((doc or "").split("\n\n")[0]) or None
-    )
+    """A stage's parser: the docstring's first paragraph, common flags, ``config``'s flags."""
+    p = argparse.ArgumentParser(prog=f"python -m {prog}",
+                                description=plain((doc or "").split("\n\n")[0]) or None)
     clikit.add_workdir(p)
     clikit.add_verbose(p)
     clikit.add_version(p)
@@ -111,37 +102,23 @@ def configure(verbose: bool = False) -> None:
         logging.getLogger(name).setLevel(logging.WARNING)
 
 
-# -- errors ----------------------------------------------------------------------------------
-def local_failure(exc: BaseException) -> str | None:
-    """One line when ``exc`` is a failure of this machine (a full or read-only disk, no write
-    permission, out of file handles: what stops a stage, never an item's fault), else None."""
-    return clikit.local_failure(exc, WORKDIR_DB)
-
-
 def describe(exc: BaseException) -> str:
     """One line for the run record: what ended the run."""
     if isinstance(exc, clikit.Terminated):
         return "SIGTERM"
     if isinstance(exc, KeyboardInterrupt):
         return "KeyboardInterrupt"
-    text = clikit.missing_library(exc, "builder") or f"{type(exc).__name__}: {exc}"
-    text = " ".join(text.split())
-    return text if len(text) <= 500 else text[:497] + "..."
+    return brief(clikit.missing_library(exc, "builder") or f"{type(exc).__name__}: {exc}", 500)
 
 
-# -- the main body ---------------------------------------------------------------------------
-def stage_main(
-    parser: argparse.ArgumentParser,
-    body: Callable[[argparse.Namespace], int | None],
-    argv: list[str] | None = None,
-) -> int:
+def stage_main(parser: argparse.ArgumentParser, body: Callable[[argparse.Namespace], int | None],
+               argv: list[str] | None = None) -> int:
     """Parse ``argv``, configure logging, run ``body(args)`` under :func:`cli_main`."""
     return KIT.main(parser, body, argv, configure=configure)
 
 
 def cli_main(fn: Callable[[], int | None]) -> int:
-    """Run a command body with SIGTERM raising, under the exit convention (module doc); also
-    what ``python -m pipeline`` (and so ``pipeline run``) runs under."""
+    """Run a command body under the exit convention (also ``python -m pipeline``)."""
     return KIT.run(fn)
 
 
@@ -151,11 +128,9 @@ def report_run(catalog: Catalog, stage: str) -> None:
     report((run["summary"] if run is not None else None) or f"{stage}: no run recorded")
 
 
-# -- the run record --------------------------------------------------------------------------
 @dataclass
 class RunRecord:
-    """What a stage fills in while it runs; written by :func:`stage_run` at the end, whatever
-    the outcome (so counts assigned early are in the record of an interrupted run too)."""
+    """What a stage fills in while it runs; written at the end whatever the outcome."""
 
     run_id: int
     counts: dict[str, Any] = field(default_factory=dict)
@@ -164,13 +139,8 @@ class RunRecord:
 
 
 @contextmanager
-def stage_run(
-    catalog: Catalog,
-    stage: str,
-    params: Mapping[str, Any],
-    inputs: Any = None,
-    llm: Any = None,
-) -> Iterator[RunRecord]:
+def stage_run(catalog: Catalog, stage: str, params: Mapping[str, Any], inputs: Any = None,
+              llm: Any = None) -> Iterator[RunRecord]:
     """Start a stage-run record; finish it ``done`` / ``failed`` / ``interrupted``."""
     if llm is not None:
         llm.reset_usage()
@@ -186,7 +156,7 @@ def stage_run(
         raise
     finally:
         if llm is not None:
-            rec.usage = {"llm": llm.spec, **llm.usage.as_dict()}
+            rec.usage = {"llm": llm.spec, **asdict(llm.usage)}
         summary = rec.summary
         if error is not None:
             summary = f"{status}: {error}" + (f"\n{summary}" if summary else "")
@@ -201,9 +171,8 @@ def stage_run(
                         "this process has exited", rec.run_id, describe(exc))
 
 
-def format_summary(
-    title: str, sections: Mapping[str, Mapping[str, Any] | Counter], top: int = 16
-) -> str:
+def format_summary(title: str, sections: Mapping[str, Mapping[str, Any] | Counter],
+                   top: int = 16) -> str:
     """A one-screen summary: a title, then per section up to ``top`` ``key: count`` lines."""
     lines = [title]
     for name, counts in sections.items():

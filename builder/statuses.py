@@ -1,6 +1,5 @@
 """Every status a catalog row can hold, one ``StrEnum`` per status column (``COLUMNS``): the
-catalog's CHECK constraints allow exactly these values (a test compares the two), and SQL takes
-the members as parameters (a test refuses a quoted status in SQL)."""
+catalog's CHECKs allow exactly these (a test compares), and SQL takes them as parameters."""
 
 from __future__ import annotations
 
@@ -56,7 +55,7 @@ class SearchStatus(StrEnum):
 
 
 class DownloadStatus(StrEnum):
-    """``downloads.status``: every terminal status a URL can end with (``builder.crawl.download``)."""
+    """``downloads.status``: every terminal status a URL can end with."""
 
     OK = "ok"
     DUPLICATE = "duplicate"

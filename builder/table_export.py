@@ -2,19 +2,29 @@
 
 from __future__ import annotations
 
-import logging
+import csv
+import io
+from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 from builder.catalog import Catalog
 from builder.stagekit import StageInputError
+from core.files import atomic_write_text
 
-log = logging.getLogger(__name__)
+
+def write_csv(path: str | Path, header: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+    """``header`` and ``rows`` as a CSV file, written atomically (an export: the user's umask)."""
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(header)
+    w.writerows(rows)
+    atomic_write_text(Path(path), buf.getvalue())
 
 
 def export_table(catalog: Catalog, table: str, out: str | Path) -> int:
     """Write one catalog table or view to CSV or parquet (by extension); returns the row count.
-    ``export T`` writes the view ``T_export`` where there is one (its user-facing form);
-    ``T:raw`` the bare table."""
+    ``T`` is the view ``T_export`` where there is one, ``T:raw`` the bare table."""
     import pandas as pd
 
     from core.files import atomic_path

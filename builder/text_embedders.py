@@ -1,7 +1,5 @@
-"""Text embedders of concept dedup: ``--embedder bge-m3`` (``BAAI/bge-m3`` or
-``bge-m3:/local/dir``, FlagEmbedding, full precision, dense vectors L2-normalised in float32:
-half precision moves cosines near the threshold) and ``--embedder hash``, the deterministic fake
-(the evaluator's ``hash`` model's draw: distinct texts nearly orthogonal)."""
+"""Text embedders of concept dedup: ``--embedder bge-m3`` (FlagEmbedding, full precision: half
+precision moves cosines near the threshold) and ``--embedder hash``, the deterministic fake."""
 
 from __future__ import annotations
 
@@ -29,17 +27,10 @@ class TextEncoder(Protocol):
 class BGEM3Encoder:
     """BGE-M3 dense vectors through FlagEmbedding (imported when first used)."""
 
-    def __init__(
-        self,
-        path: str = BGE_M3,
-        device: str | None = None,
-        batch_size: int = 32,
-        max_length: int = 128,
-    ):
-        self.path = path
-        self.device = device
-        self.batch_size = batch_size
-        self.max_length = max_length
+    def __init__(self, path: str = BGE_M3, device: str | None = None, batch_size: int = 32,
+                 max_length: int = 128):
+        self.path, self.device, self.batch_size, self.max_length = (
+            path, device, batch_size, max_length)
         self.name = f"bge-m3:{path}"
         self._model = None
 
@@ -57,27 +48,17 @@ class BGEM3Encoder:
                 raise StageInputError(f"{e}; or dedup without it: --embedder hash") from None
             device = self.device or default_device()
             log.info("loading BGE-M3 from %s on %s", folder, device)
-            self._model = BGEM3FlagModel(
-                str(folder),
-                use_fp16=False,
-                devices=[device],
-                return_dense=True,
-                return_sparse=False,
-                return_colbert_vecs=False,
-            )
+            self._model = BGEM3FlagModel(str(folder), use_fp16=False, devices=[device],
+                                         return_dense=True, return_sparse=False,
+                                         return_colbert_vecs=False)
         return self._model
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
-        out = self._load().encode(
-            list(texts),
-            batch_size=self.batch_size,
-            max_length=self.max_length,
-            return_dense=True,
-            return_sparse=False,
-            return_colbert_vecs=False,
-        )
+        out = self._load().encode(list(texts), batch_size=self.batch_size,
+                                  max_length=self.max_length, return_dense=True,
+                                  return_sparse=False, return_colbert_vecs=False)
         return l2_normalize(np.asarray(out["dense_vecs"], dtype=np.float32))
 
 

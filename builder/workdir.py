@@ -7,11 +7,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-# atomic_write_text is re-exported (``X as X``) for annotation/pull.py, triplets/export.py and
-# triplets/sample_run.py until they import it from core.files, the one home of atomic writes;
-# builder modules use core.files directly. Remove the re-export once they do.
 from core.files import atomic_write_bytes, sha256_bytes
-from core.files import atomic_write_text as atomic_write_text
 
 DEFAULT_WORKDIR = "./xcm-work"
 
@@ -23,19 +19,16 @@ def resolve_workdir(path: str | os.PathLike[str] | None = None) -> Path:
 
 @dataclass(frozen=True)
 class WorkDir:
-    """Paths of one build's work dir; ``ensure()`` creates the folders."""
+    """Paths of one build's work dir; ``open()`` creates the folders."""
 
     root: Path
 
     @classmethod
     def open(cls, path: str | os.PathLike[str] | None = None) -> WorkDir:
         wd = cls(resolve_workdir(path))
-        wd.ensure()
-        return wd
-
-    def ensure(self) -> None:
-        for p in (self.root, self.images_dir, self.cache_dir, self.exports_dir):
+        for p in (wd.root, wd.images_dir, wd.cache_dir, wd.exports_dir):
             p.mkdir(parents=True, exist_ok=True)
+        return wd
 
     @property
     def catalog_path(self) -> Path:
@@ -62,7 +55,7 @@ class WorkDir:
         return self.images_dir / sha256[:2] / f"{sha256}.{ext.lstrip('.').lower()}"
 
     def store_image_bytes(self, data: bytes, ext: str) -> tuple[str, Path]:
-        """Store bytes content-addressed (atomically, once, private 0600); return (sha256, path)."""
+        """Store bytes content-addressed (atomically, once, 0600); return (sha256, path)."""
         sha = sha256_bytes(data)
         path = self.image_path(sha, ext)
         if not path.exists():

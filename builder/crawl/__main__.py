@@ -1,7 +1,5 @@
 """``python -m builder.crawl``."""
 
-import sys
-
 from builder.crawl.stage import main
 
-sys.exit(main())
+raise SystemExit(main())

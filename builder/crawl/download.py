@@ -1,25 +1,23 @@
-"""Image downloads: the bytes are untrusted input. :class:`Downloader` fetches with httpx
-through the address guard (``builder.crawl.netguard``), bounded concurrency, deadlines,
-retries (``builder.retry``) and hand-followed redirects, under a byte cap; the bytes must
-decode under a pixel cap (:func:`inspect_image`) before they are stored. Every URL ends with
-one :class:`FetchResult` (a status of :data:`STATUSES` and its reason); our own failures are
-never the URL's. docs/crawl.md, "Downloads are untrusted input"."""
+"""Image downloads, untrusted input: :class:`Downloader` fetches through the address guard
+under deadlines, retries and caps, and stores only bytes that decode. Every URL ends with one
+status and reason. docs/crawl.md, "Downloads are untrusted input"."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import warnings
-from collections import defaultdict, deque
+from collections import defaultdict
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from itertools import zip_longest
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+from builder.catalog import utcnow
 from builder.crawl.netguard import (
     BLOCK_PREFIX,
     DNS_PREFIX,
@@ -28,10 +26,9 @@ from builder.crawl.netguard import (
     host_problem,
 )
 from builder.retry import parse_retry_after
-from builder.stagekit import local_failure
-from builder.statuses import DownloadStatus
 from builder.workdir import WorkDir
 from core import __version__
+from core.clikit import local_failure
 from core.options import option
 
 log = logging.getLogger(__name__)
@@ -40,8 +37,6 @@ USER_AGENT = (
     f"xcm3-builder/{__version__} (3XCM research benchmark dataset builder; "
     "honours X-Robots-Tag noai/noimageai/noindex)"
 )
-#: Every terminal status a URL can end with.
-STATUSES = tuple(DownloadStatus)
 #: Statuses worth another try later (``--retry-failed``).
 TRANSIENT = ("timeout", "connection_error", "http_error", "dns_error", "internal_error")
 #: Our failures, not the URL's: fetched again by every run, flag or not.
@@ -56,8 +51,7 @@ REDIRECT_CODES = frozenset({301, 302, 303, 307, 308})
 
 @dataclass(frozen=True)
 class FetchConfig:
-    """Limits of one download run (the fields declared with ``option`` are the crawl's flags:
-    ``core.options.add_options``, defaults and bounds declared here once)."""
+    """Limits of one download run (the ``option`` fields are the crawl's flags)."""
 
     concurrency: int = option("downloads in flight overall", 16, minimum=1)
     per_host: int = option("downloads in flight per host", 4, minimum=1)
@@ -113,12 +107,11 @@ def make_client(cfg: FetchConfig, connections: int | None = None,
 
     transport = httpx.AsyncHTTPTransport(http2=cfg.http2, trust_env=False)
     # httpx has no public hook for the network backend: rebuild its pool with ours.
+    n = connections or max(cfg.concurrency, 1)
     transport._pool = httpcore.AsyncConnectionPool(
-        ssl_context=ssl_context or httpx.create_ssl_context(),
-        max_connections=connections or max(cfg.concurrency, 1),
-        max_keepalive_connections=connections or max(cfg.concurrency, 1),
-        http1=True, http2=cfg.http2, network_backend=GuardedBackend(cfg.allow_hosts),
-    )
+        ssl_context=ssl_context or httpx.create_ssl_context(), max_connections=n,
+        max_keepalive_connections=n, http1=True, http2=cfg.http2,
+        network_backend=GuardedBackend(cfg.allow_hosts))
     timeout = httpx.Timeout(cfg.timeout, connect=cfg.connect_timeout)
     return httpx.AsyncClient(transport=transport, timeout=timeout, follow_redirects=False,
                              trust_env=False, headers={"User-Agent": cfg.user_agent,
@@ -126,10 +119,8 @@ def make_client(cfg: FetchConfig, connections: int | None = None,
                                                        "Accept-Encoding": "identity"})
 
 
-# -- headers ---------------------------------------------------------------------------------
 def robots_opt_out(value: str | None) -> str | None:
-    """The opt-out directive of an ``X-Robots-Tag`` value that applies to us (unprefixed, ``*``
-    or this project), else None."""
+    """The opt-out directive of an ``X-Robots-Tag`` value that applies to us, else None."""
     if not value:
         return None
     agent = None
@@ -143,10 +134,9 @@ def robots_opt_out(value: str | None) -> str | None:
     return None
 
 
-# -- validation ------------------------------------------------------------------------------
 def inspect_image(data: bytes, max_pixels: int) -> tuple[str, str, dict[str, Any]]:
-    """(status, reason, info) for bytes that claim to be an image: the pixel count checked from
-    the header first, then decoded in full by the evaluator's decoder (width x height upright)."""
+    """(status, reason, info) of bytes that claim to be an image: the header's pixel count,
+    then a full decode by the evaluator's decoder."""
     from PIL import Image, UnidentifiedImageError
 
     from core.decode import ImageRefused, open_image, to_rgb, upright
@@ -193,14 +183,8 @@ def validate_and_store(res: FetchResult, workdir: WorkDir, max_pixels: int) -> F
     return res
 
 
-# -- fetching --------------------------------------------------------------------------------
-def _now() -> str:
-    return datetime.now(UTC).replace(microsecond=0).isoformat()
-
-
 async def _until_first_error(jobs: list[Awaitable[None]]) -> None:
-    """Run the workers; the first that raises (a full disk, a missing library) stops and awaits
-    the others while the clients are still open, then its exception is raised."""
+    """Run the workers; the first that raises stops the others, then its exception is raised."""
     tasks = [asyncio.ensure_future(j) for j in jobs]
     try:
         await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
@@ -237,9 +221,8 @@ class Downloader:
         # validation is CPU-bound but the store ends in an fsync: enough threads to overlap those
         with ThreadPoolExecutor(max_workers=max(4, cfg.concurrency),
                                 thread_name_prefix="xcm-validate") as pool:
-            # httpcore's pool does O(connections^2) bookkeeping per request (measured: over
-            # half the crawler's CPU with 16 pooled connections), so the workers share small
-            # clients of POOL_SIZE connections each instead of one big pool.
+            # small clients of POOL_SIZE connections: httpcore's pool costs O(connections^2)
+            # per request (docs/crawl.md, "Benchmarks")
             n = max(cfg.concurrency, 1)
             import httpx
 
@@ -265,7 +248,7 @@ class Downloader:
                                           "next run)", url)
                             res = FetchResult(url, "internal_error",
                                               f"internal error: {type(e).__name__}: {e}")
-                        res.fetched_at = res.fetched_at or _now()
+                        res.fetched_at = res.fetched_at or utcnow()
                         on_result(res)
                         if progress:
                             progress(1)
@@ -312,12 +295,10 @@ class Downloader:
             return FetchResult(url, "invalid_url", str(e))
         except httpx.ConnectError as e:
             msg = str(e)
-            if BLOCK_PREFIX in msg:
-                return FetchResult(url, "blocked_host", msg.split(BLOCK_PREFIX, 1)[1])
-            if INVALID_PREFIX in msg:
-                return FetchResult(url, "invalid_url", msg.split(INVALID_PREFIX, 1)[1])
-            if DNS_PREFIX in msg:
-                return FetchResult(url, "dns_error", msg.split(DNS_PREFIX, 1)[1])
+            for prefix, status in ((BLOCK_PREFIX, "blocked_host"), (INVALID_PREFIX, "invalid_url"),
+                                   (DNS_PREFIX, "dns_error")):  # the address guard's refusals
+                if prefix in msg:
+                    return FetchResult(url, status, msg.split(prefix, 1)[1])
             return FetchResult(url, "connection_error", f"ConnectError: {msg}")
         except httpx.HTTPError as e:
             return FetchResult(url, "connection_error", f"{type(e).__name__}: {e}")
@@ -427,14 +408,7 @@ def _host_key(url: str) -> str:
 
 def interleave_hosts(urls: list[str]) -> list[str]:
     """Round-robin over hosts so one slow host does not hold every worker (order kept within)."""
-    by_host: dict[str, deque[str]] = defaultdict(deque)
+    by_host: dict[str, list[str]] = defaultdict(list)
     for u in urls:
         by_host[_host_key(u)].append(u)
-    queues = deque(by_host.values())
-    out: list[str] = []
-    while queues:
-        q = queues.popleft()
-        out.append(q.popleft())
-        if q:
-            queues.append(q)
-    return out
+    return [u for turn in zip_longest(*by_host.values()) for u in turn if u is not None]

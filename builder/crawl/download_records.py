@@ -1,6 +1,5 @@
-"""Catalog writes of downloads, shared by the crawl and the img2dataset ingest: one URL's
-outcome (:func:`record_download`), linking items to fetched URLs, what is fetched again, what is
-left to fetch (and its img2dataset export), and the byte-level dedup across URLs."""
+"""Catalog writes of downloads, for the crawl and the img2dataset ingest: one URL's outcome,
+what is left to fetch or fetched again, and the byte-level dedup across URLs."""
 
 from __future__ import annotations
 
@@ -18,8 +17,7 @@ from core.files import atomic_path
 def record_image(con: sqlite3.Connection, sha256: str, ext: str, fmt: str, width: int,
                  height: int, nbytes: int, first_seen: str | None = None,
                  phash: str | None = None) -> None:
-    """The ``images`` row of a stored image (kept as first seen when it is already there;
-    ``phash``, when known, spares image dedup computing it)."""
+    """The ``images`` row of a stored image (kept as first seen when it is already there)."""
     con.execute(
         "INSERT OR IGNORE INTO images (sha256, ext, format, width, height, bytes, phash,"
         " first_seen) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -63,9 +61,8 @@ def link_items(catalog: Catalog) -> int:
 
 
 def reset_transient(catalog: Catalog, transient: bool = True) -> int:
-    """Forget download outcomes so those URLs are fetched again: always our own failures
-    (``internal_error``: every run retries them), and with ``transient`` (``--retry-failed``)
-    the transient ones too (timeouts, connection and DNS errors, HTTP 429 and 5xx)."""
+    """Forget download outcomes so those URLs are fetched again: our own failures always, with
+    ``transient`` (``--retry-failed``) the transient ones (timeouts, 429, 5xx...) too."""
     statuses = TRANSIENT if transient else OURS
     marks = ",".join("?" * len(statuses))
     cond = f"status IN ({marks}) AND (status != ? OR http_status = 429 OR http_status >= 500)"
@@ -87,8 +84,8 @@ def pending_urls(catalog: Catalog) -> list[str]:
 
 
 def finalize_duplicates(catalog: Catalog) -> int:
-    """Same bytes under several URLs: the URL of the earliest item is ``ok``, the others
-    ``duplicate`` (reason names it). Deterministic, so resumed and uninterrupted runs agree."""
+    """Same bytes under several URLs: the earliest item's URL is ``ok``, the others
+    ``duplicate`` (deterministic: resumed and uninterrupted runs agree)."""
     rows = catalog.query(
         "SELECT d.url, d.sha256, d.status, MIN(i.item_id) AS first, im.format, im.width, "
         "im.height FROM downloads d LEFT JOIN items i ON i.url = d.url "
@@ -112,9 +109,8 @@ def finalize_duplicates(catalog: Catalog) -> int:
 
 def export_urls(catalog: Catalog, out: Path, include_done: bool = False,
                 allow_hosts: frozenset[str] = frozenset()) -> int:
-    """Write the URLs to fetch in img2dataset's input format (parquet: ``url`` and each item's
-    provenance; all URLs with ``include_done``); those the downloader would refuse from the URL
-    alone (``netguard.url_refusal``) are left out and stay pending. Returns the number of rows."""
+    """Write the URLs to fetch (all with ``include_done``) as img2dataset's input parquet, less
+    those the downloader would refuse from the URL alone; returns the number of rows."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 

@@ -1,7 +1,6 @@
-"""The downloader's address guard, checked at connect time: :class:`GuardedBackend` resolves
-the host itself, refuses non-public addresses (:func:`address_blocked`) and connects to the
-address it checked (no DNS change in between); ``allow_hosts`` admits exactly what was named
-(:func:`host_key`); an over-long host name is refused before any lookup (:func:`host_problem`)."""
+"""The downloader's address guard: :class:`GuardedBackend` resolves the host itself, refuses
+non-public addresses and connects to the address it checked; ``allow_hosts`` admits exactly
+what was named."""
 
 from __future__ import annotations
 
@@ -31,8 +30,7 @@ def address_blocked(ip: str) -> str | None:
 
 
 def host_key(host: str) -> str:
-    """How an allowed host is compared: an address in its canonical form (``::1`` and
-    ``0:0::1`` are one address), a name lower-cased without a trailing dot."""
+    """An address in canonical form, a name lower-cased without a trailing dot."""
     name = host.strip().lower().strip("[]").rstrip(".")
     try:
         return str(ipaddress.ip_address(name.split("%", 1)[0]))
@@ -41,8 +39,7 @@ def host_key(host: str) -> str:
 
 
 def host_problem(host: str) -> str | None:
-    """Why ``host`` cannot be a DNS name (RFC 1035: labels of 1-63, at most 253 characters
-    in all, counted in the ASCII form), or None. Addresses pass."""
+    """Why ``host`` cannot be a DNS name (RFC 1035 lengths, in ASCII form), or None."""
     name = host.strip("[]").rstrip(".")
     try:
         ipaddress.ip_address(name.split("%", 1)[0])
@@ -108,9 +105,8 @@ class GuardedBackend:
 
 
 def url_refusal(url: str, allow_hosts: Iterable[str] = ()) -> tuple[str, str] | None:
-    """(status, reason) for a URL no download may contact, judged from the URL alone (for
-    fetchers without an address guard: img2dataset), or None: an over-long host is
-    ``invalid_url``, a non-public address literal not in ``allow_hosts`` ``blocked_host``."""
+    """(status, reason) of a URL no download may contact, judged from the URL alone (for
+    img2dataset, which has no address guard), or None."""
     from urllib.parse import urlsplit
 
     try:

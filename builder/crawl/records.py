@@ -1,6 +1,5 @@
-"""Catalog writes of the crawl's search side (searches, search results, items, input errors),
-for the crawl and the img2dataset ingest; each takes the caller's connection and is idempotent
-(``INSERT OR IGNORE`` on the table's key). The download side: :mod:`builder.crawl.download_records`."""
+"""Catalog writes of the crawl's search side (searches, results, items, input errors): each
+takes the caller's connection and is idempotent (``INSERT OR IGNORE`` on the table's key)."""
 
 from __future__ import annotations
 
@@ -14,8 +13,7 @@ from builder.statuses import ItemStatus, SearchStatus
 def add_search(con: sqlite3.Connection, s: Search, run_id: int | None = None,
                status: SearchStatus | str = SearchStatus.PENDING,
                n_results: int | None = None) -> int:
-    """The ``searches`` row of ``s`` (kept as it is when its (concept, country, kind,
-    backend) is there already); returns its ``search_id``."""
+    """The ``searches`` row of ``s`` (kept as it is when there already); returns its id."""
     cur = con.execute(
         "INSERT OR IGNORE INTO searches (concept, country, language, kind, search_query, backend,"
         " region, status, n_results, run_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -40,9 +38,7 @@ def add_result(con: sqlite3.Connection, search_id: int, hit: Hit) -> None:
 def add_item(con: sqlite3.Connection, search_id: int, rank: int, s: Search, url: str, *,
              status: ItemStatus | str = ItemStatus.PENDING, sha256: str | None = None,
              group_id: int | None = None, reason: str | None = None) -> int:
-    """The ``items`` row of the hit at ``rank`` of search ``search_id`` (``s`` gives its
-    concept, country, language and query text); kept as it is when there already. Returns
-    its ``item_id``."""
+    """The ``items`` row of the hit at ``rank`` of a search (kept when there); returns its id."""
     cur = con.execute(
         "INSERT OR IGNORE INTO items (search_id, rank, concept, country, language, search_query,"
         " url, sha256, status, reason, group_id, updated_at)"

@@ -1,9 +1,6 @@
-"""Image-search backends of the crawl stage (``--search``): ``ddgs`` (:class:`DdgsSearch`:
-paced, bounded retries; its ambiguous "No results found." is told from a block by a probe
-query, :data:`AMBIGUOUS`), ``folder:PATH`` (:func:`folder_searches`) and ``urls:FILE``
-(:func:`urls_searches`), whose bad rows are :class:`InputError` records. Failures follow
-``core.net``: permanent ones are not retried, a rate limit stops the run with the time to
-wait, the waits of a query and of a run are bounded. docs/crawl.md."""
+"""Image-search backends of the crawl (``--search``): ``ddgs`` (:class:`DdgsSearch`, paced,
+with bounded retries by the policy of ``core.net``), ``folder:PATH`` and ``urls:FILE`` (bad
+rows become :class:`InputError` records). docs/crawl.md, "Search backends"."""
 
 from __future__ import annotations
 
@@ -24,7 +21,7 @@ from core.text import StrictDictReader, normalize_term
 log = logging.getLogger(__name__)
 
 DDGS_BACKEND = "ddgs:duckduckgo"
-#: Reason prefix of an ``empty`` search whose answer may have been a block (see module doc).
+#: Reason prefix of an ``empty`` search whose answer may have been a block.
 AMBIGUOUS = "ddgs said 'No results found.'"
 PROBE_QUERY = "flower"  # a query with images in every region: the block check
 BASE_URL_ENV = "XCM_DDG_BASE_URL"  # DuckDuckGo's address (tests: a fake on 127.0.0.1)
@@ -80,7 +77,6 @@ class _Try:
     out: Outcome | None
     why: str = ""
     no_results: bool = False
-    n: int = 0  # the attempt number of this query
     limited: float | None = None  # rate-limited: the server's wait (0: none given)
 
 
@@ -171,17 +167,9 @@ class DdgsSearch:
         self._last: float | None = None
         self.requests = 0
 
-    def _pace(self) -> None:
-        if self._last is None:
-            return
-        wait = self.min_interval + random.uniform(0.0, self.jitter) - (self.clock() - self._last)
-        if wait > 0:
-            self.sleep(wait)
-
     def search(self, s: Search) -> Outcome:
-        """Run one query with pacing and bounded retries (``builder.retry``); never raises for
-        ddgs errors. "No results found." is retried ``empty_retries`` times, then ``empty``
-        (ambiguous); other errors ``retries`` times, then ``failed``."""
+        """Run one query, paced, with bounded retries; never raises for ddgs errors (docs/crawl.md,
+        "Blocks and empty answers")."""
         from builder.retry import Backoff, call
 
         left = None if self.run_wait is None else max(0.0, self.run_wait - self.waited)
@@ -189,25 +177,19 @@ class DdgsSearch:
         policy = Backoff(self.retries, self.backoff, self.max_backoff, max_server_wait=bound,
                          deadline=bound)
 
+        first = self.requests  # self.requests - first: this query's attempts so far
+
         def again(t: _Try) -> bool:
-            return t.out is None and (not t.no_results or t.n <= self.empty_retries)
+            return t.out is None and (not t.no_results
+                                      or self.requests - first <= self.empty_retries)
 
         def log_retry(t: _Try, attempt: int, delay: float) -> None:
             self.waited += delay
             log.warning("search %r (%s): %s; retry %d in %.0fs", s.search_query, s.region,
                         t.why, attempt, delay)
 
-        count = 0
-
-        def attempt() -> _Try:
-            nonlocal count
-            count += 1
-            t = self._attempt(s)
-            t.n = count
-            return t
-
-        tried = call(attempt, policy, again, server_wait=lambda t: t.limited or None,
-                     on_retry=log_retry, sleep=self.sleep)
+        tried = call(lambda: self._attempt(s), policy, again,
+                     server_wait=lambda t: t.limited or None, on_retry=log_retry, sleep=self.sleep)
         t, n = tried.result, tried.attempts
         if t.out is not None:
             t.out.attempts = n
@@ -231,8 +213,7 @@ class DdgsSearch:
         return out
 
     def probe(self) -> bool:
-        """One paced request for :data:`PROBE_QUERY` (images everywhere): True when it gets
-        results, so that a run of "No results found." answers was not a block."""
+        """One request for :data:`PROBE_QUERY` (images everywhere): True when it has results."""
         t = self._attempt(Search("probe", "", "en", "probe", PROBE_QUERY, self.backend, None))
         return t.out is not None and t.out.status == "ok"
 
@@ -244,7 +225,11 @@ class DdgsSearch:
 
         from core import net
 
-        self._pace()
+        if self._last is not None:  # the pacing: min_interval and jitter since the last request
+            wait = (self.min_interval + random.uniform(0.0, self.jitter)
+                    - (self.clock() - self._last))
+            if wait > 0:
+                self.sleep(wait)
         self._last = self.clock()
         self.requests += 1
         ddgs = DDGS(timeout=self.timeout)
@@ -288,7 +273,7 @@ class DdgsSearch:
 
 
 def parse_source(spec: str) -> tuple[str, Path | None]:
-    """``ddgs`` / ``folder:PATH`` / ``urls:FILE`` -> (kind, path); StageInputError when malformed."""
+    """``ddgs`` / ``folder:PATH`` / ``urls:FILE`` -> (kind, path), or StageInputError."""
     if spec == "ddgs":
         return "ddgs", None
     kind, sep, rest = spec.partition(":")
@@ -338,8 +323,7 @@ def folder_searches(root: Path) -> tuple[list[Search], list[InputError]]:
                         raw={"path": f"{rel}/{f.name}"}) for i, f in enumerate(files, start=1)]
             # NFC: macOS writes folder names in NFD ("cafe" + U+0301), a keyboard types NFC
             searches.append(Search(normalize_term(cdir.name), country.code, country.language,
-                                   "folder", normalize_term(rel),
-                                   source, None, hits))
+                                   "folder", normalize_term(rel), source, None, hits))
     return searches, errors
 
 

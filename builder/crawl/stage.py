@@ -1,8 +1,5 @@
 """Stage ``crawl``: image search for every kept concept, country and query kind, then the
-download of the top results, one status and reason per URL.
-
-Plan, search, download, finalize (byte duplicates), each phase resumable; ``--export-urls``
-hands the downloads to img2dataset (:mod:`builder.ingest`). docs/crawl.md."""
+download of the top results, one status and reason per URL."""
 
 from __future__ import annotations
 
@@ -57,8 +54,7 @@ KINDS = ("english", "native")
 
 @dataclass
 class CrawlConfig:
-    """Parameters of one crawl run (recorded in ``stage_runs``; no secrets); the ``option``
-    fields are its flags, :class:`FetchConfig`'s those of the downloads."""
+    """One crawl run's parameters (recorded; no secrets); the ``option`` fields are flags."""
 
     countries: str = option("all or a comma-separated list (codes, labels)", "all")
     concepts: str = option("all or a comma-separated list of concepts", "all")
@@ -93,11 +89,6 @@ class CrawlResult:
     summary: str
 
 
-# -- plan ------------------------------------------------------------------------------------
-def _concept_filter(spec: str) -> set[str] | None:
-    return concept_filter(spec)  # NFC, as every name (stagekit)
-
-
 def _check_concepts(wanted: set[str] | None, known: set[str]) -> None:
     unknown = sorted((wanted or set()) - known)
     if unknown:
@@ -108,7 +99,7 @@ def plan_ddgs(catalog: Catalog, cfg: CrawlConfig) -> list[Search]:
     """Searches from the ``queries`` table: kept concepts x countries x query kinds."""
     codes = [c.code for c in datatables.resolve_countries(cfg.countries)]
     kinds = list(cfg.languages)
-    has_concepts = catalog.query("SELECT COUNT(*) AS n FROM concepts")[0]["n"] > 0
+    has_concepts = catalog.one("SELECT COUNT(*) FROM concepts") > 0
     rows = catalog.query(
         f"SELECT concept, country, kind, language, text FROM queries WHERE status=? "
         f"AND country IN ({','.join('?' * len(codes))}) AND kind IN ({','.join('?' * len(kinds))})"
@@ -117,9 +108,9 @@ def plan_ddgs(catalog: Catalog, cfg: CrawlConfig) -> list[Search]:
         (QueryStatus.OK, *codes, *kinds, *([ConceptStatus.KEPT] if has_concepts else [])))
     if not rows:
         raise StageInputError("no queries in the catalog for these countries and languages: run "
-                         "`python -m builder.queries` first (or use --search folder:PATH / "
-                         "urls:FILE)")
-    wanted = _concept_filter(cfg.concepts)
+                              "`python -m builder.queries` first (or use --search folder:PATH / "
+                              "urls:FILE)")
+    wanted = concept_filter(cfg.concepts)
     _check_concepts(wanted, {r["concept"] for r in rows})
     english = {(r["concept"], r["country"]): r["text"] for r in rows if r["kind"] == "english"}
     out = []
@@ -140,7 +131,7 @@ def plan_local(kind: str, path: Path, cfg: CrawlConfig) -> tuple[list[Search], l
 
     searches, errors = folder_searches(path) if kind == "folder" else urls_searches(path)
     codes = {c.code for c in datatables.resolve_countries(cfg.countries)}
-    wanted = _concept_filter(cfg.concepts)
+    wanted = concept_filter(cfg.concepts)
     _check_concepts(wanted, {s.concept for s in searches})
     keep = [s for s in searches if s.country in codes and (wanted is None or s.concept in wanted)]
     return keep, errors
@@ -166,14 +157,12 @@ def register(catalog: Catalog, searches: list[Search], errors: list[InputError],
                     changed[0].kind)
 
 
-# -- search ----------------------------------------------------------------------------------
 class SearchUnavailable(StageInputError):
     """Too many consecutive failed searches: the backend is unreachable or blocking us."""
 
 
 def _todo(catalog: Catalog, searches: list[Search], retry_failed: bool) -> list[tuple[int, Search]]:
-    """(search_id, search) of every pending search; with ``retry_failed`` also the failed
-    ones and the ``empty`` ones whose answer may have been a block (``search.AMBIGUOUS``)."""
+    """(search_id, search) of every pending (``retry_failed``: failed, ambiguous) search."""
     ids = {(r["concept"], r["country"], r["kind"], r["backend"]): (r["search_id"], r["status"],
                                                                   r["reason"] or "")
            for r in catalog.query("SELECT search_id, concept, country, kind, backend, status, "
@@ -191,10 +180,8 @@ def _todo(catalog: Catalog, searches: list[Search], retry_failed: bool) -> list[
 
 def run_searches(catalog: Catalog, searches: list[Search], backend: Any, run_id: int,
                  retry_failed: bool = False, failure_limit: int = 0) -> Counter[str]:
-    """Run every pending (with ``retry_failed`` also failed or ambiguous) search once, one
-    transaction each. After ``failure_limit`` searches in a row that failed or got the ambiguous
-    "No results found." (0: no limit), the backend's probe decides: those searches go back to
-    ``pending`` and :class:`SearchUnavailable` is raised, unless the probe shows the answers true."""
+    """Run every search :func:`_todo` gives once, one transaction each; ``failure_limit``
+    failed or ambiguous ones in a row (0: no limit) stop the run unless the probe has results."""
     counts: Counter[str] = Counter()
     streak: list[tuple[int, Outcome]] = []
     outcomes: list[tuple[int, Outcome]] = []  # of the queries the backend was asked
@@ -234,9 +221,8 @@ def run_searches(catalog: Catalog, searches: list[Search], backend: Any, run_id:
 
 def _none_succeeded(catalog: Catalog, todo: list[tuple[int, Search]],
                     outcomes: list[tuple[int, Outcome]], backend: Any) -> None:
-    """A run in which the backend answered no query is not a crawl with 0 images: unless an
-    earlier run's searches got results, its searches go back to ``pending`` and
-    :class:`SearchUnavailable` is raised."""
+    """A run in which the backend answered no query (nor an earlier run's) is not a crawl with
+    0 images: its searches go back to ``pending`` and :class:`SearchUnavailable` is raised."""
     if not outcomes or any(o.status not in ("failed", "empty") for _, o in outcomes):
         return
     if catalog.query("SELECT 1 FROM searches WHERE status=? LIMIT 1", (SearchStatus.OK,)):
@@ -255,8 +241,7 @@ def _probe_ok(backend: Any) -> bool:
 
 
 class _Pace:
-    """The search bar's ETA from the queries answered so far: a failed query's retry waits
-    say nothing of how long the rest takes (with failures only it shows none)."""
+    """The search bar's ETA from the queries answered so far (a failed one's waits say nothing)."""
 
     def __init__(self, total: int):
         self.total, self.done, self.answered, self.seconds = total, 0, 0, 0.0
@@ -273,8 +258,7 @@ class _Pace:
 
 def _stop_searching(catalog: Catalog, streak: list[tuple[int, Outcome]],
                     every: bool = False, why: str | None = None) -> None:
-    """Put the streak's searches back to ``pending`` (never really answered) and stop
-    (``every``: they are all the queries of the run; ``why``: the backend's reason)."""
+    """Put the streak's searches back to ``pending`` and stop (``every``: the whole run's)."""
     with catalog.tx() as con:
         con.executemany("UPDATE searches SET status=? WHERE search_id=?",
                         [(SearchStatus.PENDING, i) for i, _ in streak])
@@ -310,7 +294,6 @@ def _record_search(catalog: Catalog, search_id: int, s: Search, out: Outcome,
             add_item(con, search_id, h.rank, s, h.image_url)
 
 
-# -- download --------------------------------------------------------------------------------
 def download_pending(catalog: Catalog, fetch: FetchConfig, run_id: int | None) -> int:
     """Fetch every pending URL once; each outcome is committed as soon as it is known."""
     urls = pending_urls(catalog)
@@ -326,12 +309,9 @@ def download_pending(catalog: Catalog, fetch: FetchConfig, run_id: int | None) -
     return len(urls)
 
 
-# -- summary and export ----------------------------------------------------------------------
 def crawl_counts(catalog: Catalog) -> dict[str, Any]:
     """Counts by search status, URL status, item status, and items by country and concept."""
-    def pairs(sql: str) -> dict[str, int]:
-        return {str(r[0]): int(r[1]) for r in catalog.query(sql)}
-
+    pairs = catalog.pairs
     by_cc: dict[str, dict[str, dict[str, int]]] = {"country": {}, "concept": {}}
     for col in by_cc:
         for r in catalog.query(f"SELECT {col} AS k, status, COUNT(*) AS n FROM items "
@@ -341,8 +321,8 @@ def crawl_counts(catalog: Catalog) -> dict[str, Any]:
         "searches": pairs("SELECT status, COUNT(*) FROM searches GROUP BY status ORDER BY 1"),
         "urls": pairs("SELECT status, COUNT(*) FROM downloads GROUP BY status ORDER BY 1"),
         "items": pairs("SELECT status, COUNT(*) FROM items GROUP BY status ORDER BY 1"),
-        "input_errors": catalog.query("SELECT COUNT(*) FROM crawl_input_errors")[0][0],
-        "images": catalog.query("SELECT COUNT(*) FROM images")[0][0],
+        "input_errors": catalog.one("SELECT COUNT(*) FROM crawl_input_errors"),
+        "images": catalog.one("SELECT COUNT(*) FROM images"),
         "by_country": by_cc["country"],
         "by_concept": by_cc["concept"],
     }
@@ -368,7 +348,6 @@ def crawl_summary(counts: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
-# -- the stage -------------------------------------------------------------------------------
 def crawl(catalog: Catalog, cfg: CrawlConfig, backend: Any = None) -> CrawlResult:
     """Run (or resume) the crawl stage; returns the run id, counts and summary."""
     kind, path = parse_source(cfg.search)
@@ -429,8 +408,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def config_from_args(a: argparse.Namespace) -> CrawlConfig:
-    """Validate the CLI values into a :class:`CrawlConfig` (StageInputError on bad input; the
-    numeric bounds were checked by the parser, where each option is declared)."""
+    """The CLI values as a :class:`CrawlConfig` (StageInputError on bad input)."""
     kinds = tuple(k.strip() for k in a.kinds.split(",") if k.strip())
     if not kinds or any(k not in KINDS for k in kinds):
         raise StageInputError(f"--languages takes english, native or both, got {a.kinds!r}")

@@ -1,44 +1,33 @@
-"""The LLM client's core: one interface for Gemini and its offline twin (``builder.llm.client``
-makes one). :meth:`BaseLLM.generate_structured` asks for JSON matching a pydantic schema,
-validates it (syntax, schema, the caller's check), re-asks a bounded number of times and returns
-an :class:`LLMResult`: ``ok`` with the value, ``failed`` (raw text and reason kept),
-``refused`` (blocked; cached like a failure) or ``error`` (transport; never cached). Every
-answer goes through the response cache (``builder.llm.cache``); batch mode uses
-:meth:`BaseLLM.prepare`, :meth:`BaseLLM.lookup`, :meth:`BaseLLM.check_text`, :meth:`BaseLLM.store`."""
+"""The LLM client's core, one interface for Gemini and its offline twin:
+:meth:`BaseLLM.generate_structured` asks for JSON of a pydantic schema, validates it, re-asks a
+bounded number of times and returns an :class:`LLMResult`, through the response cache."""
 
 from __future__ import annotations
 
 import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from builder.catalog import clip_raw
+from builder.catalog import brief, clip_raw
 from builder.llm.cache import LLMCache, cache_key
 from core.files import sha256_bytes, sha256_text
 from core.options import option
 
 log = logging.getLogger(__name__)
 
-BASE_URL_ENV = "XCM_GEMINI_BASE_URL"  # a proxy or, in tests, the fake server on 127.0.0.1
-RETRY_STATUS_CODES = (408, 429, 500, 502, 503, 504)
-# Parameters that are passed to the model's generation config (all params enter the cache key).
-GENERATION_KEYS = ("temperature", "top_p", "top_k", "seed", "max_output_tokens")
-
 Validator = Callable[[Any], "str | None"]
 
 
 class LLMSetupError(ValueError):
-    """Bad ``--llm`` value, missing or rejected credential, unknown model: one line for the
-    user, exit code 2 (re-exported by ``builder.llm.client``)."""
+    """Bad ``--llm``, a missing or rejected credential, an unknown model: one line, exit 2."""
 
 
 class LLMRefused(Exception):
-    """The service blocked the prompt or the answer (Gemini ``promptFeedback.blockReason``,
-    ``finishReason`` SAFETY and kin): ``reason`` names the block; ``text`` any partial text."""
+    """The service blocked the prompt or the answer: ``reason`` names the block."""
 
     def __init__(self, reason: str, text: str | None = None):
         super().__init__(reason)
@@ -63,8 +52,7 @@ DEFAULT_SPEC = f"gemini:{DEFAULT_MODEL}"
 
 @dataclass
 class LLMConfig:
-    """The client's settings; those with a flag are the ``--llm*`` options of every LLM stage
-    (``core.options``: default and bound declared here once)."""
+    """The client's settings; those with a flag are every LLM stage's ``--llm*`` options."""
 
     spec: str = option(f"gemini:MODEL or offline (default {DEFAULT_SPEC})", DEFAULT_SPEC,
                        flags=("--llm",))
@@ -114,9 +102,6 @@ class LLMUsage:
         for k in ("prompt_tokens", "output_tokens", "thought_tokens", "total_tokens"):
             setattr(self, k, getattr(self, k) + int(tokens.get(k, 0) or 0))
 
-    def as_dict(self) -> dict[str, int]:
-        return asdict(self)
-
 
 @dataclass
 class LLMRequest:
@@ -133,9 +118,8 @@ class LLMRequest:
 
 @dataclass
 class LLMResult:
-    """``ok`` (``value`` validated), ``failed`` (invalid after the re-asks; ``raw`` kept),
-    ``refused`` (blocked; ``error`` is why) or ``error`` (transport, not cached; ``transient``
-    when a later ask may succeed)."""
+    """``ok`` (``value`` validated), ``failed`` (invalid after the re-asks), ``refused``
+    (blocked) or ``error`` (transport, never cached; ``transient``: a later ask may succeed)."""
 
     status: str
     value: Any = None
@@ -150,11 +134,6 @@ class LLMResult:
     @property
     def ok(self) -> bool:
         return self.status == "ok"
-
-
-def schema_sha(schema: type[BaseModel]) -> str:
-    """Hash of the pydantic JSON schema: a changed schema is a different request."""
-    return sha256_text(json.dumps(schema.model_json_schema(), sort_keys=True))
 
 
 class BaseLLM:
@@ -172,25 +151,18 @@ class BaseLLM:
     def spec(self) -> str:
         return f"{self.provider}:{self.model}" if self.provider != "offline" else "offline"
 
-    def reset_usage(self) -> LLMUsage:
-        """Return the usage so far and start a new count (one per stage run)."""
-        used, self.usage = self.usage, LLMUsage()
-        return used
+    def reset_usage(self) -> None:
+        """Start a new count (one per stage run)."""
+        self.usage = LLMUsage()
 
-    # -- request identity -------------------------------------------------------------------
-    def prepare(
-        self,
-        prompt: str,
-        schema: type[BaseModel],
-        *,
-        images: Sequence[ImagePart] | None = None,
-        template_sha: str = "",
-        params: Mapping[str, Any] | None = None,
-    ) -> LLMRequest:
-        """The request and its cache key (the key never includes a credential)."""
+    def prepare(self, prompt: str, schema: type[BaseModel], *,
+                images: Sequence[ImagePart] | None = None, template_sha: str = "",
+                params: Mapping[str, Any] | None = None) -> LLMRequest:
+        """The request and its cache key (the key never includes a credential); a changed
+        schema is another request."""
         images = tuple(images or ())
         full = {"temperature": self.config.temperature, **dict(params or {})}
-        full["schema_sha"] = schema_sha(schema)
+        full["schema_sha"] = sha256_text(json.dumps(schema.model_json_schema(), sort_keys=True))
         input_sha = sha256_text(prompt + "".join(f"\n{im.mime_type}:{im.sha256}" for im in images))
         key = cache_key(self.provider, self.model, template_sha, full, input_sha)
         return LLMRequest(prompt, schema, images, template_sha, full, input_sha, key)
@@ -207,13 +179,11 @@ class BaseLLM:
             if err is not None:  # the validator changed since it was cached: ask again
                 return None
             return LLMResult("ok", value, hit.text, None, hit.attempts, True, req.key, hit.usage)
-        return LLMResult(
-            hit.status, None, hit.text, hit.error, hit.attempts, True, req.key, hit.usage
-        )
+        return LLMResult(hit.status, None, hit.text, hit.error, hit.attempts, True, req.key,
+                         hit.usage)
 
-    def check_text(
-        self, req: LLMRequest, text: str | None, validate: Validator | None = None
-    ) -> tuple[Any, str | None]:
+    def check_text(self, req: LLMRequest, text: str | None, validate: Validator | None = None
+                   ) -> tuple[Any, str | None]:
         """Parse and validate a model text: (value, None) or (None, reason)."""
         if text is None or not text.strip():
             return None, "empty answer"
@@ -221,11 +191,11 @@ class BaseLLM:
             value = req.schema.model_validate_json(text)
         except ValidationError as exc:
             kind = "invalid JSON" if "json_invalid" in str(exc) else "schema mismatch"
-            return None, f"{kind}: {_short(str(exc))}"
+            return None, f"{kind}: {brief(str(exc))}"
         if validate is not None:
             reason = validate(value)
             if reason:
-                return None, f"rejected: {_short(reason)}"
+                return None, f"rejected: {brief(reason)}"
         return value, None
 
     def store(self, req: LLMRequest, result: LLMResult) -> None:
@@ -233,30 +203,15 @@ class BaseLLM:
         if self.cache is None or result.status not in ("ok", "failed", "refused"):
             return
         self.cache.put(
-            req.key,
-            provider=self.provider,
-            model=self.model,
-            template_sha=req.template_sha,
-            params=req.params,
-            input_sha=req.input_sha,
-            status=result.status,
+            req.key, provider=self.provider, model=self.model, template_sha=req.template_sha,
+            params=req.params, input_sha=req.input_sha, status=result.status,
             text=result.raw if result.ok else clip_raw(result.raw),  # an ok text is the value
-            error=result.error,
-            attempts=result.attempts,
-            usage=result.usage,
-        )
+            error=result.error, attempts=result.attempts, usage=result.usage)
 
-    # -- the call ---------------------------------------------------------------------------
     def generate_structured(
-        self,
-        prompt: str,
-        schema: type[BaseModel],
-        *,
-        images: Sequence[ImagePart] | None = None,
-        template_sha: str = "",
-        params: Mapping[str, Any] | None = None,
-        validate: Validator | None = None,
-        offline: Callable[[], Any] | None = None,
+        self, prompt: str, schema: type[BaseModel], *, images: Sequence[ImagePart] | None = None,
+        template_sha: str = "", params: Mapping[str, Any] | None = None,
+        validate: Validator | None = None, offline: Callable[[], Any] | None = None,
     ) -> LLMResult:
         """Ask for JSON matching ``schema``; cached, validated, re-asked, never raises on the
         model's answers (transport errors come back as ``status='error'``)."""
@@ -270,12 +225,11 @@ class BaseLLM:
         text: str | None = None
         reason = "no answer"
         asked = prompt
-        attempts = 0
-        for attempt in range(1 + max(0, self.config.max_reasks)):
-            attempts = attempt + 1
-            if attempt:
+        for attempts in range(1, 2 + max(0, self.config.max_reasks)):
+            if attempts > 1:
                 self.usage.reasks += 1
-                asked = _reask_prompt(prompt, reason)
+                asked = (f"{prompt}\n\nYour previous answer was rejected ({reason}). Answer "
+                         "again with JSON only, matching the response schema exactly.")
             try:
                 text, used = self._complete(asked, req, offline)
             except (ModuleNotFoundError, LLMSetupError):
@@ -290,7 +244,7 @@ class BaseLLM:
             except Exception as exc:  # transport: 429/5xx after retries, timeouts, refused
                 self.usage.api_errors += 1
                 notes = "; ".join(getattr(exc, "__notes__", None) or [])
-                msg = f"{type(exc).__name__}: {_short(str(exc))}" + (f" ({notes})" if notes else "")
+                msg = f"{type(exc).__name__}: {brief(str(exc))}" + (f" ({notes})" if notes else "")
                 log.warning("LLM request failed (%s): %s", self.spec, msg)
                 return LLMResult("error", None, text, msg, attempts, False, req.key, tokens,
                                  transient=self.transient(exc))
@@ -309,24 +263,10 @@ class BaseLLM:
         self.store(req, result)
         return result
 
-    def _complete(
-        self, prompt: str, req: LLMRequest, offline: Callable[[], Any] | None
-    ) -> tuple[str | None, dict[str, int]]:
+    def _complete(self, prompt: str, req: LLMRequest, offline: Callable[[], Any] | None
+                  ) -> tuple[str | None, dict[str, int]]:
         raise NotImplementedError  # abstract: GeminiLLM and OfflineLLM implement it
 
     def transient(self, exc: BaseException) -> bool:
-        """Whether a later ask may succeed after ``exc`` (default: yes; GeminiLLM tells 429,
-        5xx and timeouts from requests the API rejects)."""
+        """Whether a later ask may succeed after ``exc`` (default: yes)."""
         return True
-
-
-def _reask_prompt(prompt: str, reason: str) -> str:
-    return (
-        f"{prompt}\n\nYour previous answer was rejected ({reason}). "
-        "Answer again with JSON only, matching the response schema exactly."
-    )
-
-
-def _short(text: str, n: int = 300) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= n else text[: n - 3] + "..."

@@ -1,7 +1,5 @@
-"""The LLM response cache ``cache/llm.sqlite``: answers under ``sha256(provider, model,
-prompt-template sha, parameters, input sha)`` (:func:`cache_key`), so a re-run makes no API
-call; answers that stayed invalid are cached ``failed`` with their raw text
-(``--llm-retry-failed`` asks again); transport errors never. Nothing secret goes in."""
+"""The LLM response cache ``cache/llm.sqlite``, keyed by :func:`cache_key`: a re-run makes no
+API call. Invalid answers are cached ``failed``, transport errors never; nothing secret."""
 
 from __future__ import annotations
 
@@ -10,11 +8,10 @@ import os
 import sqlite3
 import threading
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from builder.catalog import CatalogError, corrupt_reason
+from builder.catalog import CatalogError, corrupt_reason, utcnow
 from core.files import sha256_text
 
 SCHEMA = """
@@ -35,18 +32,12 @@ CREATE TABLE IF NOT EXISTS responses (
 """
 
 
-def cache_key(
-    provider: str, model: str, template_sha: str, params: dict[str, Any], input_sha: str
-) -> str:
+def cache_key(provider: str, model: str, template_sha: str, params: dict[str, Any],
+              input_sha: str) -> str:
     """sha256 of the canonical JSON of the five parts."""
-    blob = json.dumps(
-        [provider, model, template_sha, params, input_sha],
-        sort_keys=True,
-        ensure_ascii=False,
-        separators=(",", ":"),
-        default=str,
-    )
-    return sha256_text(blob)
+    return sha256_text(json.dumps([provider, model, template_sha, params, input_sha],
+                                  sort_keys=True, ensure_ascii=False, separators=(",", ":"),
+                                  default=str))
 
 
 @dataclass(frozen=True)
@@ -68,9 +59,8 @@ class LLMCache:
         if not self.path.exists():  # private (0600), like the catalog and the images
             os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY, 0o600))
         self._lock = threading.Lock()
-        self._con = sqlite3.connect(
-            self.path, timeout=60, isolation_level=None, check_same_thread=False
-        )
+        self._con = sqlite3.connect(self.path, timeout=60, isolation_level=None,
+                                    check_same_thread=False)
         try:
             self._con.execute("PRAGMA journal_mode=WAL")
             self._con.execute(SCHEMA)
@@ -87,57 +77,27 @@ class LLMCache:
 
     def get(self, key: str) -> CachedResponse | None:
         with self._lock:
-            row = self._con.execute(
-                "SELECT key, status, text, error, attempts, usage_json FROM responses WHERE key=?",
-                (key,),
-            ).fetchone()
+            row = self._con.execute("SELECT key, status, text, error, attempts, usage_json FROM "
+                                    "responses WHERE key=?", (key,)).fetchone()
         if row is None:
             return None
         return CachedResponse(row[0], row[1], row[2], row[3], int(row[4]), json.loads(row[5]))
 
-    def put(
-        self,
-        key: str,
-        *,
-        provider: str,
-        model: str,
-        template_sha: str,
-        params: dict[str, Any],
-        input_sha: str,
-        status: str,
-        text: str | None,
-        error: str | None,
-        attempts: int,
-        usage: dict[str, int],
-    ) -> None:
+    def put(self, key: str, *, provider: str, model: str, template_sha: str,
+            params: dict[str, Any], input_sha: str, status: str, text: str | None,
+            error: str | None, attempts: int, usage: dict[str, int]) -> None:
         """Insert or replace one response (atomic: a single statement)."""
         with self._lock:
             self._con.execute(
                 "INSERT OR REPLACE INTO responses (key, provider, model, template_sha, params_json,"
                 " input_sha, status, text, error, attempts, usage_json, created_at)"
                 " VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-                (
-                    key,
-                    provider,
-                    model,
-                    template_sha,
-                    json.dumps(params, sort_keys=True, default=str),
-                    input_sha,
-                    status,
-                    text,
-                    error,
-                    attempts,
-                    json.dumps(usage, sort_keys=True),
-                    datetime.now(UTC).replace(microsecond=0).isoformat(),
-                ),
-            )
+                (key, provider, model, template_sha,
+                 json.dumps(params, sort_keys=True, default=str), input_sha, status, text, error,
+                 attempts, json.dumps(usage, sort_keys=True), utcnow()))
 
     def count(self, status: str | None = None) -> int:
+        where = "" if status is None else " WHERE status=?"
         with self._lock:
-            if status is None:
-                return int(self._con.execute("SELECT COUNT(*) FROM responses").fetchone()[0])
-            return int(
-                self._con.execute(
-                    "SELECT COUNT(*) FROM responses WHERE status=?", (status,)
-                ).fetchone()[0]
-            )
+            return int(self._con.execute("SELECT COUNT(*) FROM responses" + where,
+                                         () if status is None else (status,)).fetchone()[0])

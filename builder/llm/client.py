@@ -1,7 +1,5 @@
-"""The LLM client of the builder: :func:`make_llm` gives ``--llm gemini:MODEL`` (default
-``gemini:gemini-2.5-flash``) or ``--llm offline`` (no network, deterministic), one interface
-(``builder.llm.base``). The API key comes from ``GEMINI_API_KEY`` or ``GOOGLE_API_KEY`` only and
-goes to the ``genai.Client`` alone (not logged, not in the cache key, not in the catalog)."""
+"""The builder's LLM client: ``--llm gemini:MODEL`` or ``--llm offline``. The API key comes
+from ``GEMINI_API_KEY`` or ``GOOGLE_API_KEY`` and goes to the ``genai.Client`` alone."""
 
 from __future__ import annotations
 
@@ -16,20 +14,8 @@ from builder.llm.offline import OfflineLLM
 KEY_ENV_VARS = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
 
 
-def api_key_from_env(env: Mapping[str, str] | None = None) -> str | None:
-    env = os.environ if env is None else env
-    for name in KEY_ENV_VARS:
-        if env.get(name):
-            return env[name]
-    return None
-
-
-def make_llm(
-    spec: str | None,
-    cache_path: str | Path | None,
-    config: LLMConfig | None = None,
-    env: Mapping[str, str] | None = None,
-) -> BaseLLM:
+def make_llm(spec: str | None, cache_path: str | Path | None, config: LLMConfig | None = None,
+             env: Mapping[str, str] | None = None) -> BaseLLM:
     """``offline`` or ``gemini[:MODEL]``; raises :class:`LLMSetupError` with one line."""
     spec = (spec or DEFAULT_SPEC).strip()
     if spec == "offline":
@@ -37,11 +23,11 @@ def make_llm(
     provider, _, model = spec.partition(":")
     if provider != "gemini":
         raise LLMSetupError(f"unknown --llm {spec!r}: use 'gemini:MODEL' or 'offline'")
-    key = api_key_from_env(env)
+    env = os.environ if env is None else env
+    key = next((env[name] for name in KEY_ENV_VARS if env.get(name)), None)
     if not key:
-        raise LLMSetupError(
-            "no Gemini API key: set GEMINI_API_KEY (or GOOGLE_API_KEY), or use --llm offline"
-        )
+        raise LLMSetupError("no Gemini API key: set GEMINI_API_KEY (or GOOGLE_API_KEY), or use "
+                            "--llm offline")
     from builder.llm.gemini import GeminiLLM
 
     cache = LLMCache(cache_path) if cache_path is not None else None

@@ -1,8 +1,6 @@
-"""Gemini through ``google-genai`` (imported on first use). Every API call goes through
-:meth:`GeminiLLM.call_api`: the rate limit, a deadline on the whole request, the builder's one
-retry policy (google-genai's own retries off; waits bounded per request and per run,
-``core.net``). A rejected key or unknown model is
-:class:`LLMSetupError`; a blocked prompt or answer :class:`LLMRefused`. docs/builder.md, "The LLM"."""
+"""Gemini through ``google-genai``: every API call goes through :meth:`GeminiLLM.call_api` (the
+rate limit, a deadline on the whole request, the builder's one retry policy with bounded waits,
+``core.net``). docs/builder.md, "The LLM"."""
 
 from __future__ import annotations
 
@@ -15,10 +13,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from builder.catalog import brief
 from builder.llm.base import (
-    BASE_URL_ENV,
-    GENERATION_KEYS,
-    RETRY_STATUS_CODES,
     BaseLLM,
     ImagePart,
     LLMConfig,
@@ -31,6 +27,10 @@ from core.net import name_unresolved
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+
+BASE_URL_ENV = "XCM_GEMINI_BASE_URL"  # a proxy or, in tests, the fake server on 127.0.0.1
+#: The parameters passed to the model's generation config (all enter the cache key).
+GENERATION_KEYS = ("temperature", "top_p", "top_k", "seed", "max_output_tokens")
 
 #: ``finishReason`` values that mean the service blocked the answer.
 BLOCK_FINISH = frozenset({"SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII",
@@ -57,7 +57,6 @@ class RateLimiter:
             time.sleep(start - now)
 
 
-
 @dataclass
 class _Call:
     """One attempt of an API call: its value, or the exception it raised."""
@@ -71,9 +70,8 @@ class GeminiLLM(BaseLLM):
 
     provider = "gemini"
 
-    def __init__(
-        self, model: str, cache: LLMCache | None, api_key: str, config: LLMConfig | None = None
-    ):
+    def __init__(self, model: str, cache: LLMCache | None, api_key: str,
+                 config: LLMConfig | None = None):
         super().__init__(model, cache, config)
         self._api_key = api_key
         self._client: Any = None
@@ -92,12 +90,9 @@ class GeminiLLM(BaseLLM):
 
         c = self.config
         base_url = c.base_url or os.environ.get(BASE_URL_ENV) or None
-        return types.HttpOptions(
-            base_url=base_url,
-            api_version=c.api_version,
-            timeout=int(c.timeout_s * 1000),
-            httpx_client=make_client(c.timeout_s),
-        )
+        return types.HttpOptions(base_url=base_url, api_version=c.api_version,
+                                 timeout=int(c.timeout_s * 1000),
+                                 httpx_client=make_client(c.timeout_s))
 
     def client(self) -> Any:
         """The one ``genai.Client`` of this LLM, created once even when threads race for it."""
@@ -172,35 +167,28 @@ class GeminiLLM(BaseLLM):
         from google.genai import types
 
         gen = {k: req.params[k] for k in GENERATION_KEYS if k in req.params}
-        return types.GenerateContentConfig(
-            response_mime_type="application/json", response_schema=req.schema, **gen
-        )
+        return types.GenerateContentConfig(response_mime_type="application/json",
+                                           response_schema=req.schema, **gen)
 
     def contents(self, prompt: str, images: Sequence[ImagePart]) -> list[Any]:
         """Image parts first, then the text (the order Gemini recommends for image prompts)."""
         from google.genai import types
 
-        parts: list[Any] = [
-            types.Part.from_bytes(data=im.data, mime_type=im.mime_type) for im in images
-        ]
-        parts.append(types.Part.from_text(text=prompt))
-        return [types.Content(role="user", parts=parts)]
+        parts = [types.Part.from_bytes(data=im.data, mime_type=im.mime_type) for im in images]
+        return [types.Content(role="user", parts=[*parts, types.Part.from_text(text=prompt)])]
 
     def _complete(self, prompt, req, offline):
         client = self.client()
         self.usage.api_calls += 1
         resp = self.call_api(lambda: client.models.generate_content(
-            model=self.model,
-            contents=self.contents(prompt, req.images),
-            config=self.request_config(req),
-        ), "generateContent")
+            model=self.model, contents=self.contents(prompt, req.images),
+            config=self.request_config(req)), "generateContent")
         text, block = response_text(resp), block_reason(resp)
         if block is not None:
             raise LLMRefused(block, text)
         return text, response_tokens(resp)
 
 
-# -- errors ----------------------------------------------------------------------------------
 def _code(exc: BaseException | None) -> int | None:
     code = getattr(exc, "code", None)
     return code if isinstance(code, int) else None
@@ -212,7 +200,7 @@ def retryable(exc: BaseException | None) -> bool:
 
     code = _code(exc)
     if code is not None and type(exc).__module__.startswith("google."):
-        return code in RETRY_STATUS_CODES or code >= 500
+        return code in (408, 429) or code >= 500
     return not name_unresolved(exc) and isinstance(
         exc, (httpx.TimeoutException, httpx.TransportError, TimeoutError, ConnectionError))
 
@@ -252,8 +240,7 @@ def setup_problem(exc: BaseException, model: str) -> str | None:
 
 
 def _brief(exc: BaseException | None) -> str:
-    text = " ".join(f"{type(exc).__name__}: {exc}".split())
-    return text if len(text) <= 200 else text[:197] + "..."
+    return brief(f"{type(exc).__name__}: {exc}", 200)
 
 
 def block_reason(resp: Any) -> str | None:
@@ -286,9 +273,8 @@ def response_text(resp: Any) -> str | None:
     try:
         cands = resp.candidates or []
         parts = (cands[0].content.parts or []) if cands and cands[0].content else []
-        texts = [
-            p.text for p in parts if getattr(p, "text", None) and not getattr(p, "thought", False)
-        ]
+        texts = [p.text for p in parts
+                 if getattr(p, "text", None) and not getattr(p, "thought", False)]
         return "".join(texts) if texts else None
     except (AttributeError, IndexError):
         return None
@@ -299,9 +285,7 @@ def response_tokens(resp: Any) -> dict[str, int]:
     um = getattr(resp, "usage_metadata", None)
     if um is None:
         return {}
-    return {
-        "prompt_tokens": um.prompt_token_count or 0,
-        "output_tokens": um.candidates_token_count or 0,
-        "thought_tokens": um.thoughts_token_count or 0,
-        "total_tokens": um.total_token_count or 0,
-    }
+    return {"prompt_tokens": um.prompt_token_count or 0,
+            "output_tokens": um.candidates_token_count or 0,
+            "thought_tokens": um.thoughts_token_count or 0,
+            "total_tokens": um.total_token_count or 0}

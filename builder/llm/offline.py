@@ -1,5 +1,4 @@
-"""The offline LLM (``--llm offline``): no network; the stage's documented offline answer, else
-a schema-shaped placeholder carrying the input hash (:func:`schema_example`); never cached."""
+"""The offline LLM (``--llm offline``): no network, never cached."""
 
 from __future__ import annotations
 
@@ -11,8 +10,6 @@ from pydantic import BaseModel
 
 from builder.llm.base import BaseLLM, LLMConfig
 from builder.llm.cache import LLMCache
-
-__all__ = ["OfflineLLM", "schema_example"]
 
 
 class OfflineLLM(BaseLLM):

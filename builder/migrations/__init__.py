@@ -1,8 +1,6 @@
-"""Catalog schema migrations: ``m0001_base`` is the schema of 0.1.0; a later change is a new
-module ``mNNNN_<name>.py`` with a higher ``VERSION``, ``SQL`` (a script) and optionally
-``apply(con)`` (which may raise :class:`MigrationError`). Never edit a released migration.
-``PRAGMA user_version`` holds the highest applied; :func:`apply_missing` applies the ones above
-it in one ``BEGIN IMMEDIATE`` transaction, foreign keys off, so each is applied once."""
+"""Catalog schema migrations: a module ``mNNNN_<name>.py`` each, with a ``VERSION``, ``SQL`` and
+optionally ``apply(con)``; never edit a released one. :func:`apply_missing` applies those above
+``PRAGMA user_version`` in one transaction, foreign keys off."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
 """``python -m builder.tagging``."""
 
-import sys
-
 from builder.tagging.stage import main
 
-sys.exit(main())
+raise SystemExit(main())

@@ -1,7 +1,6 @@
-"""The tagging stage's Gemini Batch API path: the phase's requests in jobs of at most
-:data:`MAX_JOB_BYTES`, each job's name in ``tag_batch_jobs`` before polling (a killed run picks
-it up), answers judged as on the synchronous path; a failed or expired job is a transient
-failure of its images. docs/release.md, "Stage tagging"."""
+"""The tagging stage's Gemini Batch API path: jobs of at most :data:`MAX_JOB_BYTES`, recorded in
+``tag_batch_jobs`` before polling (a killed run picks them up), answers judged as on the
+synchronous path. docs/release.md, "Stage tagging"."""
 
 from __future__ import annotations
 
@@ -38,14 +37,6 @@ def _state(job: Any) -> str:
     return str(getattr(st, "value", st) or "JOB_STATE_UNSPECIFIED")
 
 
-def pending_jobs(cat: Catalog, phase: str, model: str, prompt_sha: str) -> list[Any]:
-    """Every job of this phase not collected yet, in submission order."""
-    return cat.query(
-        "SELECT * FROM tag_batch_jobs WHERE phase=? AND model=? AND prompt_sha=?"
-        " AND state != 'collected' ORDER BY submitted_at, job_name",
-        (phase, model, prompt_sha))
-
-
 def request_bytes(req: LLMRequest) -> int:
     """What one inlined request adds to a job: its images in base64, the prompt, the JSON."""
     images = sum((len(im.data) + 2) // 3 * 4 for im in req.images)
@@ -74,7 +65,9 @@ def run_batch_phase(
     """Resume this phase's uncollected jobs, then submit what is left; False if still running."""
     llm = ctx.llm
     final = phase == "retry"
-    rows = pending_jobs(cat, phase, llm.model, ctx.prompt_sha)
+    rows = cat.query("SELECT * FROM tag_batch_jobs WHERE phase=? AND model=? AND prompt_sha=?"
+                     " AND state != 'collected' ORDER BY submitted_at, job_name",
+                     (phase, llm.model, ctx.prompt_sha))  # not collected, in submission order
     if rows:
         log.info("resuming %d batch job(s) of the %s phase", len(rows), phase)
         counts["batch_jobs_resumed"] += len(rows)
@@ -167,8 +160,8 @@ def submit(cat: Catalog, ctx: TagContext, groups: list[Group], reqs: list[LLMReq
 def poll_and_collect(cat: Catalog, ctx: TagContext, jobs: list[tuple[str, list[Group]]],
                      final: bool, run_id: int, counts: Counter, poll_interval: float,
                      timeout: float) -> bool:
-    """Poll every job until it ends, collecting each as it does; False when ``timeout``
-    passes with jobs still running (they stay recorded: the next run picks them up)."""
+    """Poll every job until it ends, collecting each as it does; False when ``timeout`` passes
+    with jobs still running (the next run picks them up)."""
     start = time.monotonic()
     left = list(jobs)
     while left:
@@ -257,8 +250,8 @@ def collect(ctx: TagContext, job: Any, groups: list[Group], state: str) -> list[
     return out
 
 
-def _record_collected(cat: Catalog, ctx: TagContext, name: str, groups: list[Group], answers: list[GroupAnswer],
-                      final: bool, run_id: int, counts: Counter) -> None:
+def _record_collected(cat: Catalog, ctx: TagContext, name: str, groups: list[Group],
+                      answers: list[GroupAnswer], final: bool, run_id: int, counts: Counter) -> None:
     """The job's tags and its ``collected`` state in one transaction."""
     with cat.tx() as con:
         for g, ans in zip(groups, answers, strict=True):

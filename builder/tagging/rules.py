@@ -1,7 +1,5 @@
-"""The tagging stage's shared core, so the synchronous and the Batch API path follow one set of
-rules: request and answer types (:class:`TagContext`), the per-image validity rules
-(:func:`judge`) and the ``tags`` rows they become (:func:`record_rows`; states ``ok``,
-``retry``, ``failed``, ``refused``, ``transient``; invalid raw answers kept clipped)."""
+"""The rules the synchronous and the Batch API path of tagging share: the request and answer
+types, the per-image validity rules (:func:`judge`) and the ``tags`` rows they become."""
 
 from __future__ import annotations
 
@@ -78,16 +76,9 @@ class Verdict:
     reason: str | None
 
 
-def render_prompt(template: Template, concepts: list[str], n_images: int) -> str:
-    return template.substitute(
-        n_images=n_images, last_index=n_images - 1, n_concepts=len(concepts),
-        concepts="\n".join(concepts),
-    )
-
-
 def send_estimate(wd: WorkDir, img: Img) -> int:
-    """Bytes the image adds to a request, base64 included (an upper bound for re-encoded
-    ones: an uncompressed MAX_SIDE x MAX_SIDE RGB image), without reading it."""
+    """Bytes the image adds to a request, base64 included (for a re-encoded one, an upper
+    bound), without reading it."""
     size = wd.image_path(img.sha256, img.ext).stat().st_size
     if (img.format or "").upper() in SENDABLE and size < SEND_AS_IS:
         return size * 4 // 3 + 4
@@ -176,13 +167,14 @@ class TagContext:
 
     def request_args(self, group: Group) -> dict[str, Any]:
         """Arguments of ``llm.prepare`` / ``generate_structured`` for one group."""
-        return {
-            "prompt": render_prompt(self.template, self.concepts, len(group.images)),
-            "schema": TagAnswer,
-            "images": [image_part(self.wd, img) for img in group.images],
-            "template_sha": self.prompt_sha,
-            "params": {"ask": "alone" if group.alone else "group"},
-        }
+        n = len(group.images)
+        prompt = self.template.substitute(n_images=n, last_index=n - 1,
+                                          n_concepts=len(self.concepts),
+                                          concepts="\n".join(self.concepts))
+        return {"prompt": prompt, "schema": TagAnswer,
+                "images": [image_part(self.wd, img) for img in group.images],
+                "template_sha": self.prompt_sha,
+                "params": {"ask": "alone" if group.alone else "group"}}
 
 
 def record(cat: Catalog, ctx: TagContext, group: Group, answer: GroupAnswer,
@@ -194,8 +186,7 @@ def record(cat: Catalog, ctx: TagContext, group: Group, answer: GroupAnswer,
 
 def record_rows(con: sqlite3.Connection, ctx: TagContext, group: Group, answer: GroupAnswer,
                 verdicts: list[Verdict], run_id: int, counts: Counter) -> None:
-    """Upsert the tags rows of one request; raw text is kept, clipped, only for invalid
-    answers."""
+    """Upsert the tags rows of one request (raw text kept, clipped, only for invalid answers)."""
     now = utcnow()
     for img, v in zip(group.images, verdicts, strict=True):
         counts[f"{'alone' if group.alone else 'group'}_{v.status}"] += 1

@@ -1,8 +1,7 @@
 """Stage ``tagging``: every kept image gets the ordered list of concepts it shows.
 
-The paper's Appendix B, in requests of several images, synchronously or through the Batch API
-(:mod:`builder.tagging.batch`); answers judged and recorded by :mod:`builder.tagging.rules`.
-Resumable; exit 1 when work is left for a later run. docs/release.md, "Stage tagging"."""
+The paper's Appendix B, in requests of several images, synchronously or through the Batch API;
+resumable, exit 1 when work is left for a later run. docs/release.md, "Stage tagging"."""
 
 from __future__ import annotations
 
@@ -51,7 +50,6 @@ log = logging.getLogger(__name__)
 
 STAGE = "tagging"
 PROMPT = ("tagging.txt", ("n_images", "last_index", "n_concepts", "concepts"))
-KEPT = USABLE_ITEMS
 TRANSIENT_STOP = 5  # requests in a row with transient errors: the service is down, stop asking
 WAIT_NOTE_EVERY = 2.0  # seconds between "waiting on ..." notes on the progress bar
 
@@ -66,8 +64,8 @@ def concept_list(cat: Catalog) -> list[str]:
 
 
 def images_to_tag(cat: Catalog, retry_failed: bool = False) -> tuple[list[Img], list[Img]]:
-    """(images to ask in groups: no tag row, a ``transient`` one, with ``retry_failed`` a
-    ``failed`` one; images whose row waits for a retry alone), by sha."""
+    """(images to ask in groups: untagged, ``transient``, with ``retry_failed`` ``failed``;
+    images whose row waits for a retry alone)."""
     rows = cat.query(
         "SELECT i.sha256, im.ext, im.format, i.concept, MIN(i.rank) AS best, t.status AS tstatus"
         " FROM items i JOIN images im ON im.sha256 = i.sha256"
@@ -92,20 +90,9 @@ def offline_answer(group: Group, allowed: set[str]) -> dict[str, Any]:
                        for i, img in enumerate(group.images)]}
 
 
-def ask_sync(ctx: TagContext, group: Group) -> GroupAnswer:
-    """One request through the synchronous client (cache, re-asks on bad JSON, offline twin)."""
-    args = ctx.request_args(group)
-    res = ctx.llm.generate_structured(
-        args.pop("prompt"), args.pop("schema"), **args,
-        offline=lambda: offline_answer(group, ctx.allowed),
-    )
-    return answer_of(res)
-
-
 def chunk(images: list[Img], size: int, cost: Callable[[Img], int] | None = None,
           budget: int = REQUEST_BUDGET) -> list[Group]:
-    """Consecutive groups of at most ``size`` images and ``budget`` bytes (``cost`` per
-    image; a single image over the budget is a group of its own)."""
+    """Consecutive groups of at most ``size`` images and ``budget`` bytes (``cost`` each)."""
     groups: list[Group] = []
     cur: list[Img] = []
     used = 0
@@ -142,15 +129,17 @@ def ask_all(ctx: TagContext, groups: list[Group], workers: int,
     from concurrent.futures import TimeoutError as FuturesTimeout
 
     if callable(getattr(ctx.llm, "client", None)):
-        # Create the client before the threads: GeminiLLM.client() creates it lazily without a
-        # lock, and a client that loses that race is closed under the thread using it.
-        ctx.llm.client()
+        ctx.llm.client()  # made here: a client that cannot be made ends the stage, not a request
     started: dict[int, float] = {}
 
     def ask(i: int, g: Group) -> GroupAnswer:
+        """One request through the synchronous client (cache, re-asks, offline twin)."""
         started[i] = time.monotonic()
         try:
-            return ask_sync(ctx, g)
+            args = ctx.request_args(g)
+            return answer_of(ctx.llm.generate_structured(
+                args.pop("prompt"), args.pop("schema"), **args,
+                offline=lambda: offline_answer(g, ctx.allowed)))
         finally:
             started.pop(i, None)
 
@@ -191,13 +180,10 @@ def waiting_note(started: dict[int, float], llm: BaseLLM) -> str:
     return f"waiting on {len(ages)} request(s), oldest {max(ages):.0f}s{cap}"
 
 
-def run_tagging(
-    catalog: Catalog, llm: BaseLLM, images_per_request: int = 8, batch: bool = False,
-    poll_interval: float = 30.0, batch_timeout: float = 24 * 3600.0, workers: int = 1,
-    batch_job_bytes: int | None = None,
-) -> Counter:
-    """Tag every kept image without tags; returns the counts. ``workers``: synchronous requests
-    in flight; ``batch_job_bytes``: the size of one Batch API job."""
+def run_tagging(catalog: Catalog, llm: BaseLLM, images_per_request: int = 8, batch: bool = False,
+                poll_interval: float = 30.0, batch_timeout: float = 24 * 3600.0, workers: int = 1,
+                batch_job_bytes: int | None = None) -> Counter:
+    """Tag every kept image without tags; returns the counts."""
     if images_per_request < 1:
         raise StageInputError("--images-per-request must be >= 1")
     template, prompt_sha = load_prompt(*PROMPT)
@@ -207,19 +193,15 @@ def run_tagging(
     if batch and not use_batch:
         log.info("--batch with --llm offline: answering synchronously (no API involved)")
     params = {"llm": llm.spec, "images_per_request": images_per_request, "batch": use_batch,
-              "workers": workers,
-              "prompt_sha": prompt_sha, "n_concepts": len(ctx.concepts)}
+              "workers": workers, "prompt_sha": prompt_sha, "n_concepts": len(ctx.concepts)}
     counts: Counter = Counter()
-
-    def cost(img: Img) -> int:
-        return send_estimate(ctx.wd, img)
-
     with stage_run(catalog, STAGE, params, llm=llm) as rec:
         todo = images_to_tag(catalog, retry_failed)
         counts["images_to_tag"] = len(todo[0]) + len(todo[1])
         phases: list[tuple[str, Callable[[], list[Group]]]] = [
             ("first", lambda: chunk(drop_missing(catalog, ctx, images_to_tag(
-                catalog, retry_failed)[0], rec.run_id, counts), images_per_request, cost)),
+                catalog, retry_failed)[0], rec.run_id, counts), images_per_request,
+                lambda img: send_estimate(ctx.wd, img))),
             ("retry", lambda: [Group([img], alone=True) for img in drop_missing(
                 catalog, ctx, images_to_tag(catalog)[1], rec.run_id, counts)]),
         ]
@@ -273,14 +255,10 @@ def ask_phase(cat: Catalog, ctx: TagContext, groups: list[Group], phase: str, wo
 
 def final_counts(cat: Catalog) -> dict[str, int]:
     """Tag states over the kept images (what the stage leaves behind)."""
-    out: dict[str, int] = {}
-    for r in cat.query(
-        "SELECT COALESCE(t.status, 'untagged') AS s, COUNT(DISTINCT i.sha256) AS n FROM items i"
+    return {f"kept_images_{k}": n for k, n in cat.pairs(
+        "SELECT COALESCE(t.status, 'untagged') AS s, COUNT(DISTINCT i.sha256) FROM items i"
         " LEFT JOIN tags t ON t.sha256 = i.sha256 WHERE i.status IN (?, ?)"
-        " AND i.sha256 IS NOT NULL GROUP BY s", USABLE_ITEMS
-    ):
-        out[f"kept_images_{r['s']}"] = int(r["n"])
-    return out
+        " AND i.sha256 IS NOT NULL GROUP BY s", USABLE_ITEMS).items()}
 
 
 def summary(counts: Counter, spec: str) -> str:
@@ -288,8 +266,7 @@ def summary(counts: Counter, spec: str) -> str:
     asks = {k: v for k, v in counts.items() if k.startswith(("group_", "alone_"))}
     text = format_summary(
         f"tagging ({spec}): {counts.get('images_to_tag', 0)} image(s) to tag this run",
-        {"kept images by tag state": states, "answers per image": asks},
-    )
+        {"kept images by tag state": states, "answers per image": asks})
     if counts.get("stopped_transient"):
         text += (f"\n  stopped asking after {counts['stopped_transient']} requests in a row failed"
                  f" with transient errors (last: {counts.get('stopped_reason')}): the service "

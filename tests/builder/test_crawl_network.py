@@ -155,7 +155,7 @@ def test_a_rate_limited_crawl_stops_with_the_time_to_wait(tmp_path: Path, ddg, c
     assert "DuckDuckGo rate-limits this machine" in err and "wait 3600 s, until" in err
     assert "run the same command again" in err
     with Catalog.open(tmp_path / "w") as cat:
-        st = {r[0]: r[1] for r in cat.query("SELECT query_text, status FROM searches")}
+        st = {r[0]: r[1] for r in cat.query("SELECT search_query, status FROM searches")}
     assert st == {"c0": "ok", "c1": "pending", "c2": "pending"}
 
 

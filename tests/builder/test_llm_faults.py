@@ -167,7 +167,7 @@ def no_dns(monkeypatch) -> None:
 
 def unreachable(tmp_path, url: str, **cfg) -> tuple[GeminiLLM, list[float]]:
     base = dict(base_url=url, retry_initial_delay=1.0, retry_max_delay=8.0, rpm=0,
-                timeout_s=5, retry_attempts=6)
+                timeout_s=5, retries=5)
     llm = GeminiLLM("gemini-fake", LLMCache(tmp_path / "llm.sqlite"), KEY,
                     LLMConfig(**{**base, **cfg}))
     sleeps: list[float] = []

@@ -76,3 +76,19 @@ def test_server_wait_replaces_the_backoff_and_a_long_one_gives_up():
     assert sleeps[0] == 2.0 and 2.0 <= sleeps[1] <= 3.0  # Retry-After, then backoff 2 s
     tried, sleeps = asyncio.run(run([("429", 3600.0)]))
     assert (tried.attempts, tried.gave_up, sleeps) == (1, "server_wait", [])
+
+
+def test_call_async_awaits_what_a_plain_function_returns():
+    """The downloader passes ``lambda: self._attempt(...)``: a plain function returning a
+    coroutine, which must be awaited and retried like a coroutine function."""
+    it = iter(["busy", "ok"])
+
+    async def answer() -> str:
+        return next(it)
+
+    async def no_wait(_: float) -> None:
+        pass
+
+    tried = asyncio.run(call_async(lambda: answer(), Backoff(3, 1.0, 1.0), lambda r: r == "busy",
+                                   sleep=no_wait))
+    assert (tried.result, tried.attempts, tried.gave_up) == ("ok", 2, None)

@@ -71,7 +71,8 @@ def test_a_reused_pid_is_gone_another_host_or_no_pid_is_not_judged(tmp_path):
             con.execute("UPDATE stage_runs SET pid=NULL, host=NULL, proc_start=NULL "
                         "WHERE run_id=?", (no_pid,))
         assert cat.stale_runs() == [reused]
-        assert cat.mark_stale_runs() == [reused]
+        with cat.tx() as con:
+            assert cat.mark_stale_runs(con) == [reused]
         states = dict(cat.query("SELECT run_id, status FROM stage_runs"))
     assert states == {reused: "interrupted", other_host: "running", no_pid: "running",
                       mine: "running"}
