@@ -1,17 +1,8 @@
 """The ``python -m annotation`` command line: human review in Label Studio.
 
-Commands: ``push`` (tasks to Label Studio), ``pull`` (annotations back, decisions, agreement),
-``status`` (progress), ``serve`` (Label Studio for a work dir), ``assign`` (reviewers of a locale for the query-term review; catalog
-only), ``serve-images`` (read-only image server on 127.0.0.1), and ``sync``
-(push the duplicate groups, then pull; without ``LABEL_STUDIO_URL`` it only says that the human
-review is not configured). ``python -m pipeline run`` runs ``sync`` as its ``review`` stage
-through :func:`stage_main` (``annotation.main``), which takes ``sync``'s flags with no command
-word. Connection: ``LABEL_STUDIO_URL`` and ``LABEL_STUDIO_API_KEY``. Errors a user can fix
-(:class:`~annotation.client.AnnotationError`, a request the server refused or could not
-answer), a damaged work-dir database, a full disk and a missing optional library are one line
-on stderr and exit code 2; Ctrl-C exits 130 and SIGTERM 143 (the review stage's run recorded
-``interrupted``); anything else is a bug: ``internal error`` is logged and it propagates (one
-CLI kit, ``core.clikit``, for all four CLIs).
+Commands: push, pull, status, serve, assign, serve-images and sync (push the duplicate
+groups, then pull; :func:`stage_main` runs it as the pipeline's ``review`` stage). Connection:
+``LABEL_STUDIO_URL`` and ``LABEL_STUDIO_API_KEY``; exits follow :mod:`core.clikit`.
 """
 
 from __future__ import annotations

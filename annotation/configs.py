@@ -1,13 +1,8 @@
-"""Label configs and annotator instructions of the three review kinds.
+"""Label configs and annotator instructions of the three review kinds (``data/annotation/``).
 
-The XML configs and the guidelines live in ``data/annotation/`` (one source of truth; the
-guideline is what annotators read), read through :func:`core.datatables.data_file`. Label
-Studio shows the project's ``expert_instruction`` as HTML, so the Markdown guideline is
-converted with :func:`annotation.guide_html.markdown_to_html`. Label Studio's page style resets lists (no markers, no
-indent) and headings, and its server strips ``style`` attributes from the instructions but
-keeps ``<style>`` and ``class``: the guideline is wrapped in ``<div class="xcm3-guide">``
-after a ``<style>`` block that gives that class's lists their markers back and its headings
-a line height that fits two lines.
+Label Studio shows ``expert_instruction`` as HTML and strips ``style`` attributes but keeps
+``<style>`` and ``class``, while its page style resets lists and headings: the converted
+guideline is wrapped in ``<div class="xcm3-guide">`` after a ``<style>`` block restoring them.
 """
 
 from __future__ import annotations
@@ -118,9 +113,7 @@ def guideline_html(kind: str) -> str:
 
 def image_label(position: int, count: int, width: int | None, height: int | None,
                 proposal: str) -> str:
-    """The words under an image of a duplicate-review task: its place in the group, its size
-    (it helps to pick the best copy) and the automatic proposal, e.g.
-    ``copy 1 of 3 · 64×48 px · proposal: keep``."""
+    """The words under a duplicate-review image, e.g. ``copy 1 of 3 · 64×48 px · proposal: keep``."""
     size = f"{width}×{height} px" if width and height else "size unknown"
     return f"copy {position} of {count} · {size} · proposal: {proposal}"
 

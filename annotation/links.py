@@ -1,8 +1,5 @@
-"""What a pushed task is made of: its draft, and the URLs under which Label Studio shows images.
-
-Images reach the annotator's browser through Label Studio's local-files storage
-(``LOCAL_FILES_SERVING_ENABLED``, task URLs ``/data/local-files/?d=...``) or through
-``python -m annotation serve-images`` (``http://127.0.0.1:PORT/img/<sha256>.<ext>``).
+"""What a pushed task is made of: its draft, and the URLs under which Label Studio shows images
+(local-files storage, or ``python -m annotation serve-images``).
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
-"""Which Label Studio projects and tasks belong to a work dir: the catalog's ``ls_projects``
-and ``ls_tasks`` records, shared by push, pull and status.
+"""Which Label Studio projects and tasks belong to a work dir (``ls_projects``, ``ls_tasks``,
+``ls_reviewers``), shared by push, pull and status.
 
-The ``ls_projects`` row (kind, server) names the project of a review kind;
-:func:`ensure_project` creates it or brings its settings up to date. A work dir never adopts a
-project it did not create (task keys such as ``group:1`` only mean something within one
-catalog), so a work dir without a record gets a new project. ``ls_tasks`` holds every pushed
-task's key, id and data (:func:`known_tasks`). ``ls_reviewers`` assigns reviewers to the
-locales of the query-term review (:func:`assign_reviewers`): Label Studio's community edition
-lets every user of the organization open every project, so ``pull`` enforces the assignment.
+A work dir never adopts a project it did not create: task keys only mean something within
+one catalog. Reviewers are assigned per locale because Label Studio's community edition lets
+every user open every project, so ``pull`` enforces the assignment.
 """
 
 from __future__ import annotations
@@ -191,9 +187,8 @@ def known_reviewers(emails: list[str], users: dict[int, str], server: str) -> li
 
 
 def assign_reviewers(cat: Catalog, locale: str, emails: list[str], remove: bool = False) -> int:
-    """Assign (or with ``remove`` unassign) reviewers to a locale; returns the rows changed.
-    E-mails are compared without case: assigning ``Rui@x`` when ``rui@x`` is assigned changes
-    nothing."""
+    """Assign (or with ``remove`` unassign) reviewers to a locale, e-mails compared without
+    case; returns the rows changed."""
     changed = 0
     with cat.tx() as con:
         for email in emails:

@@ -1,23 +1,10 @@
 """Decide the query-term review and write it back (``python -m annotation pull --kind queries``).
 
-Per task (one (concept, country) term), only the answers of reviewers assigned to the task's
-locale count (``ls_reviewers``; every answer is stored either way), each reviewer's latest
-answer once. The outcome:
-
-* ``needs_review`` while a counted answer contradicts itself or is incomplete (never resolved
-  here: the reviewer corrects it, or the lead looks);
-* ``pending`` with fewer valid answers than required (default 2) or without a strict
-  majority (a tie);
-* else the strict majority: ``accepted`` (correct), ``corrected`` (the same better term,
-  compared without case and spacing; the most frequent spelling is kept) or ``unclear``.
-
-Accepted and corrected terms are written to ``query_terms`` (``source = reviewed``, the
-number of reviewers who chose it, the time of their latest answer; a correction's note names
-the old term), but only while the row still holds the term the task asked about (``stale``
-otherwise). A decision that no longer stands (an answer changed or was deleted) restores the
-pushed term. Every task's outcome is kept in ``term_reviews``. Agreement: Krippendorff's alpha
-(nominal) per locale over the counted answers (correct / unclear / each typed term).
-``exports/queries.csv`` is the whole table in the columns of ``data/queries.csv``.
+Only answers of reviewers assigned to the task's locale count, each reviewer's latest once.
+Outcomes: ``needs_review`` (a counted answer contradicts itself or is incomplete), ``pending``
+(too few answers or no strict majority), else ``accepted`` / ``corrected`` / ``unclear``.
+Accepted and corrected terms go to ``query_terms`` while the row still holds the term asked
+about (else ``stale``); every outcome is kept in ``term_reviews`` (docs/annotation.md).
 """
 
 from __future__ import annotations
@@ -151,9 +138,8 @@ def _write(con: Any, data: Mapping[str, Any], d: TermDecision, run_id: int | Non
 def record_term_review(con: sqlite3.Connection, project_id: int, task_id: int,
                        data: Mapping[str, Any], d: TermDecision, applied: bool | int,
                        run_id: int | None = None) -> None:
-    """The ``term_reviews`` row of one task (``data``: its concept, country, locale and
-    proposed term) with decision ``d``; ``applied``: whether it was written to
-    ``query_terms``."""
+    """The ``term_reviews`` row of one task with decision ``d`` (``applied``: written to
+    ``query_terms``)."""
     con.execute(
         "INSERT OR REPLACE INTO term_reviews (project_id, task_id, concept, country, locale,"
         " proposed, outcome, term, reviewers, votes_json, reason, applied, decided_at, run_id)"

@@ -1,13 +1,7 @@
 """The one loader of the versioned tables in ``data/`` (countries, languages, concepts, queries).
 
-Every other module asks this one for country codes, native languages and locales, Common Crawl
-shares, tiers, concept names and query terms; nothing else hard-codes these facts. The tables
-live in the repository's ``data/`` folder; ``XCM_DATA_DIR`` points elsewhere (e.g. a user's
-variant).
-
-The query table (``queries.csv``) has its own module, :mod:`core.query_table`, built on
-this one. :func:`concept_definitions` reads ``concept_definitions.csv`` (what each concept
-counts).
+Nothing else hard-codes these facts; ``XCM_DATA_DIR`` points at another folder (a user's
+variant). The query table has its own module, :mod:`core.query_table`.
 """
 
 from __future__ import annotations

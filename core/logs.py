@@ -1,10 +1,7 @@
 """Logging is configured once per process, by whichever CLI runs first, in one format.
 
-Library modules only call ``logging.getLogger(__name__)``. A CLI calls
-:func:`configure_logging`; a later call in the same process (``python -m pipeline run`` calling
-each stage's ``main``) changes only the level, so every stage logs the same way. The handler
-writes to ``sys.stderr`` as it is when a record is logged (pytest swaps it per test), and the
-HTTP clients' one-line-per-request INFO logs show only with ``verbose``.
+A later :func:`configure_logging` (``pipeline run`` calling each stage's ``main``) changes only
+the level; HTTP clients' per-request INFO lines show only with ``verbose``.
 """
 
 from __future__ import annotations
@@ -20,9 +17,8 @@ NOISY_LOGGERS = ("httpx", "httpcore")
 
 
 class _StderrHandler(logging.StreamHandler):
-    """A stream handler that writes to ``sys.stderr`` as it is at each record, not as it was
-    when logging was configured (test runners and notebooks swap ``sys.stderr``; a handler
-    bound to the old one writes to a closed stream)."""
+    """A stream handler writing to ``sys.stderr`` as it is at each record (test runners and
+    notebooks swap it)."""
 
     @property
     def stream(self):  # type: ignore[override]

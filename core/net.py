@@ -1,12 +1,8 @@
 """The one network-failure policy of the builder and the evaluator: what a failure means.
 
-:func:`classify` sorts a failed request into ``permanent`` (a host name that does not resolve,
-401/403, missing weights: asking again gives the same answer, so never back off),
-``rate_limit`` (202 or 429: wait, the server's ``Retry-After`` first) or ``transient``
-(timeouts, refused or reset connections, 5xx: a bounded retry may help). Each client waits
-within two bounds its ``--help`` states: per item and per run (waits in a row without an
-answer); past them the run stops, resumable. :func:`unreachable` tells in about a second
-whether a host can be reached at all (one TCP connect), so an offline machine is told at once.
+:func:`classify`: ``permanent`` (never back off), ``rate_limit`` (wait, ``Retry-After``
+first) or ``transient`` (a bounded retry may help). :func:`unreachable` tells in about a
+second whether a host can be reached at all.
 """
 
 from __future__ import annotations

@@ -1,16 +1,8 @@
 """The 3XCM release format (docs/release.md): its columns, ``datasets.Features``, writer and readers.
 
-One module for both sides: ``python -m triplets export`` and ``python -m benchmark.synthetic``
-write a release through :func:`write_tables` and :func:`write_metadata`; the evaluator
-(:mod:`benchmark.data.xcm`, through ``datasets``) and ``python -m triplets validate`` (through
-:func:`read_config_table`, pyarrow only) read it here. Layout::
-
-    README.md                              dataset card: YAML ``configs`` (+ dataset_info)
-    triplets/test-00000-of-00001.parquet   config ``triplets``, split ``test``
-    images/train-0000i-of-0000n.parquet    config ``images``, split ``train``; bytes embedded
-    build.json                             format, format_version, sampling, ... (schema:
-                                           :mod:`core.build_record`)
-    LICENSE.md                             the licence terms (the card's ``license_link``)
+Written by ``triplets export`` and ``benchmark.synthetic`` (:func:`write_tables`,
+:func:`write_metadata`); read by the evaluator (through ``datasets``) and ``triplets
+validate`` (:func:`read_config_table`, pyarrow only).
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""The state of a build, exports, the runner.
-
-``python -m pipeline``: ``status`` (the default; ``--json``: each stage's state, last run
-and counts, every table's rows), ``export TABLE --out FILE`` (``.csv`` or ``.parquet``) and ``run
-[--from S] [--to S] [--llm SPEC] [--embedder SPEC] [--stage-args S=ARGS]`` (each stage's
-``main`` in order, each resuming; stops at the first non-zero exit)."""
+"""``python -m pipeline``: ``status`` (the default), ``export TABLE --out FILE`` and ``run`` (each
+stage's ``main`` in order, each resuming; stops at the first non-zero exit)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,8 @@
 """What the demo planted and what the evaluator found: per-country verdicts and one paragraph.
 
-Each verdict rests on the exact interval of SP conditional on the country's semantic +
-cultural wins (Clopper-Pearson on ``cul / (sem + cul)``, mapped to SP; upper limit ∞ without a
-semantic win), at the family-wise level over the countries judged (Bonferroni), so that all the
-verdicts hold together with at least 95% confidence. The demo's 6 concepts are too few for a
-claim about other concepts: the verdicts speak of these concepts.
+Each verdict rests on the exact (Clopper-Pearson) interval of SP conditional on the country's
+semantic + cultural wins, Bonferroni over the countries judged, so all verdicts hold together
+with at least 95% confidence; they speak of the demo's 6 concepts only.
 """
 
 from __future__ import annotations

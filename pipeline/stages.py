@@ -1,9 +1,5 @@
-"""The stages of a build, in the order ``python -m pipeline run`` runs them.
-
-The list is ``builder.stage_list.STAGES`` (what ``python -m builder --help`` shows); here each
-entry gets its module, imported. The runner, ``python -m pipeline status`` and the demo's plan
-are built from :data:`STAGES`. Every module has ``main(argv=None) -> int`` over a library
-function; a stage never calls another stage; the runner calls them in order.
+"""The stages of a build (``builder.stage_list.STAGES``), each with its module imported, in the
+order ``python -m pipeline run`` runs them; each module has ``main(argv=None) -> int``.
 """
 
 from __future__ import annotations

@@ -1,16 +1,9 @@
 """The release's ``croissant.json``: Croissant 1.1 metadata (JSON-LD) with the RAI 1.0 fields.
 
-It describes the release folder as it is written by :mod:`triplets.export`: one ``FileSet`` per
-config (its parquet shards), one ``RecordSet`` per config whose fields are the card's features
-(``sc:Text``, ``cr:Int32``, the image as ``sc:ImageObject`` read from the ``bytes`` of the
-parquet ``image`` struct, ``tags`` as an array of text), the link from each triplet's four image
-ids to ``images/image_id`` (``references``), the licence, a citation, and the responsible-AI
-fields: collection (the builder's stages and their parameters from ``build.json``), annotation
-(the review stage runs: annotators, annotations, agreement; the tagging model), biases and
-limitations, personal and sensitive information (from the repository's ``DATASHEET.md``).
-
-:func:`croissant_problems` checks a release's file: structurally always, and with the
-``mlcroissant`` package (validation, one record per record set) where it is installed.
+One ``FileSet`` and one ``RecordSet`` per config of the folder :mod:`triplets.export` writes,
+the triplets' image ids referencing ``images/image_id``, and the responsible-AI fields from
+``build.json``, the review runs and ``DATASHEET.md`` (docs/release.md, "Croissant metadata").
+:func:`croissant_problems` checks a file, with ``mlcroissant`` where it is installed.
 """
 
 from __future__ import annotations

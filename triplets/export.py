@@ -1,20 +1,8 @@
-"""Export a work dir's triplets as the 3XCM release folder (docs/release.md, "export").
+"""Export a work dir's triplets as the 3XCM release folder (layout: docs/release.md, "export").
 
-Layout::
-
-    README.md                     dataset card: YAML configs + dataset_info, text, datasheet
-    triplets/test-00000-of-00001.parquet   split test
-    images/train-0000i-of-0000n.parquet    split train; image bytes embedded (never paths)
-    build.json                    seed, sampling settings, stage records, numbers
-    provenance.jsonl              one record per image
-    LICENSE.md                    the licence terms (the card's ``license_link``)
-    croissant.json                Croissant 1.1 + RAI metadata (:mod:`triplets.croissant`)
-
-The export refuses (exit 1) when any triplet rule is violated or an image's bytes are missing
-or do not match their sha256. It writes into a temporary sibling folder (every file through
-:mod:`core.files`, so with the user's umask: a release is meant to be shared) and swaps it
-in, so a killed export never leaves a half release in place. ``datasets.load_dataset(OUT, "triplets")``
-and ``load_dataset(OUT, "images")`` load the result offline.
+Refuses (exit 1) when a triplet rule is broken or an image's bytes are missing or do not
+match their sha256. The release is built in a temporary sibling folder and swapped in, so a
+killed export never leaves half a release; files get the user's umask (a release is shared).
 """
 
 from __future__ import annotations
@@ -76,10 +64,8 @@ _PATHS = re.compile(r"(?:file://)?(?<![\w.~-])/[^\s\"'<>|,;)\]]*|[a-z][a-z0-9+.-
 
 
 def public(obj: Any, root: Path) -> Any:
-    """``obj`` as a release may carry it, without the builder's machine: a local path inside
-    the work dir ``root`` becomes relative to it, any other local path keeps only its last
-    part (``<local>/name``), web URLs stay; text that is not valid Unicode (a lone surrogate
-    from a file name that is not UTF-8) gets U+FFFD in its place."""
+    """``obj`` without the builder's machine: paths inside ``root`` made relative, other local
+    paths cut to ``<local>/name``, URLs kept; invalid Unicode (lone surrogates) -> U+FFFD."""
     if isinstance(obj, dict):
         return {public(k, root): public(v, root) for k, v in obj.items()}
     if isinstance(obj, list | tuple):

@@ -1,14 +1,9 @@
 """Push a release folder to the Hugging Face Hub (dataset repo), token from the environment.
 
-Publishing replaces the release it wrote, never anything else: one commit adds every file of
-the folder, writes ``.3xcm-written.json`` on the repo (every file it wrote, with the release's
-fingerprint) and deletes only the files that marker of the previous publish names and the
-folder no longer has, so a release whose shard count changed leaves no old shard for the card's
-``data_files`` globs to load, while a file we did not write (``.gitattributes``, a user's notes;
-every file of a repo without our marker) is never deleted (a warning names them), and
-no reader ever sees half of one release and half of another (``upload_folder`` without
-``delete_patterns`` left old shards behind; with them and ``hf_xet`` it commits large folders
-in several parts). ``HF_ENDPOINT`` (read at call time) or ``endpoint=`` names another Hub.
+One commit adds the folder's files, writes the marker ``.3xcm-written.json`` and deletes only
+files the previous publish's marker names and the folder lacks: no old shard is left for the
+card's globs, no file we did not write is deleted, and no reader sees half of two releases.
+``HF_ENDPOINT`` (read at call time) or ``endpoint=`` names another Hub.
 """
 
 from __future__ import annotations
@@ -43,10 +38,8 @@ def hub_token() -> str | None:
 
 
 def hub_errors() -> tuple[type[BaseException], ...]:
-    """What the Hub client raises for a request refused, failed or not sent (an HTTP status, a
-    rejected repo id, offline mode, no connection). Its HTTP library changed across
-    ``huggingface_hub`` versions (requests, httpx, httpx2), so each one present is named;
-    anything else is a bug and propagates."""
+    """What the Hub client raises for a request refused, failed or not sent, with whichever
+    HTTP library (requests, httpx) this ``huggingface_hub`` uses; anything else propagates."""
     from huggingface_hub.errors import HfHubHTTPError, HFValidationError
 
     errors: list[type[BaseException]] = [HfHubHTTPError, HFValidationError, OSError]
@@ -126,10 +119,8 @@ def hub_marker(out: Path, local: list[str]) -> bytes:
 
 def replace_release(api: Any, out: Path, repo_id: str, revision: str | None,
                     message: str) -> Any:
-    """One commit that adds the folder's files and deletes the files an earlier publish wrote
-    (named in the repo's marker) that the release no longer has; a file we did not write is
-    never deleted (``.gitattributes``, a user's notes, everything of a repo without our
-    marker)."""
+    """One commit adding the folder's files and deleting those our marker names that the
+    release no longer has; a file we did not write is never deleted."""
     from huggingface_hub import CommitOperationAdd, CommitOperationDelete
 
     local = release_files(out)

@@ -217,8 +217,7 @@ def eligible(role: str, im: PoolImage, a: PoolImage, taken: set[str], cfg: Sampl
 
 class UseBuckets:
     """The images of one candidate group bucketed by how often they serve a role, so the
-    least-used eligible image is found without walking the group (a walk per triplet was
-    O(n^2))."""
+    least-used eligible image is found without walking the group."""
 
     def __init__(self, images: list[PoolImage], uses: Counter):
         self.images = images

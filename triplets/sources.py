@@ -1,8 +1,5 @@
-"""Readers that turn a release folder or the authors' CSV into rows for :mod:`triplets.rules`.
-
-The table checks (missing or empty columns, no rows, tags stored as text, duplicate image
-ids) and the authors' format rules are the evaluator's (:mod:`core.rules`): the same
-faults give the same words here and in ``python -m benchmark run``.
+"""Readers that turn a release folder or the authors' CSV into rows for :mod:`triplets.rules`;
+the table checks are the evaluator's (:mod:`core.rules`), with the same words.
 """
 
 from __future__ import annotations
@@ -50,11 +47,7 @@ def read_config_table(release: Path, config: str, columns: list[str] | None = No
 
 
 def image_byte_violations(release: Path) -> list[Violation]:
-    """Per image row: embedded bytes present, matching its ``sha256`` and decoding with the
-    evaluator's decoder (rule ``image_bytes``).
-
-    Reads the ``images`` shards one at a time; the row id is the ``image_id``.
-    """
+    """Rule ``image_bytes`` per image row, reading the ``images`` shards one at a time."""
     import pyarrow.parquet as pq
 
     out: list[Violation] = []
@@ -116,10 +109,8 @@ class AuthorsFile:
 
 
 def read_authors_csv(path: Path) -> AuthorsFile:
-    """The authors' file mapped by the evaluator's reader, with their format's own rules
-    (:func:`core.rules.authors_violations`). Image ids given two labels in different
-    rows are listed (``conflicting_ids``), not blamed on a row: which row is wrong is not
-    decidable."""
+    """The authors' file mapped by the evaluator's reader, with their format's own rules; ids
+    given two labels are listed (``conflicting_ids``), not blamed on a row (undecidable)."""
     from core.authors import authors_to_triplets, read_authors_frame
     from core.rules import AUTHORS_ROLES
 
