@@ -40,8 +40,7 @@ def majority(n_keep: int, n_remove: int, required: int) -> Decision:
 def krippendorff_alpha(
     ratings: Mapping[str, Mapping[str, str]], categories: Sequence[str] | None = None
 ) -> float | None:
-    """Nominal Krippendorff's alpha (the ``krippendorff`` package) of ``{coder: {unit:
-    category}}``; ``None`` when undefined (no pairable unit, or a single category)."""
+    """Nominal Krippendorff's alpha of ``{coder: {unit: category}}``, or ``None`` if undefined."""
     import krippendorff
     import numpy as np
 
@@ -114,8 +113,7 @@ def agreement(
 def tag_precision_recall(
     predicted: Mapping[str, Iterable[str]], reference: Mapping[str, Iterable[str]]
 ) -> dict[str, object]:
-    """Micro precision / recall / F1 of ``predicted`` concept sets over the units of
-    ``reference``, and the share of equal sets; an empty denominator gives ``None``."""
+    """Micro precision / recall / F1 of concept sets over ``reference``'s units, and exact matches."""
     tp = n_pred = n_ref = exact = 0
     for unit, ref in reference.items():
         r, p = set(ref), set(predicted.get(unit, ()))

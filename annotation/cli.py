@@ -127,8 +127,7 @@ def _check_counts(args: argparse.Namespace) -> None:
 
 @contextmanager
 def _session(args: argparse.Namespace) -> Iterator[tuple[Catalog, Connection]]:
-    """The work dir's catalog and a checked connection (the connection first: no server, no
-    catalog created)."""
+    """A checked connection, then the work dir's catalog (no server: no catalog created)."""
     from annotation.client import connect
     from builder.catalog import Catalog
 
@@ -138,7 +137,6 @@ def _session(args: argparse.Namespace) -> Iterator[tuple[Catalog, Connection]]:
 
 
 def _countries(spec: str | None) -> list[Any] | None:
-    """The ``--countries`` (data/countries.csv rows), None when not given."""
     from core import datatables
 
     if spec is None:
@@ -352,7 +350,6 @@ KIT = CliKit(extra="annotation", user_errors=_user_errors,
 
 
 def _run(args: argparse.Namespace) -> int:
-    """Run the parsed command under the kit's exit convention (module doc)."""
     configure_logging(args.verbose)
 
     def body() -> int:

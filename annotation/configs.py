@@ -27,8 +27,7 @@ CONFIGS = {"duplicates": "duplicates.xml", "queries": "queries.xml"}
 
 
 def project_key(kind: str, locale: str | None = None) -> str:
-    """The catalog's name of a project (``ls_projects.kind``): the review kind, and for the
-    query-term review its locale (one project per locale: ``queries:pt-PT``)."""
+    """The catalog's name of a project (``ls_projects.kind``): ``duplicates``, ``queries:pt-PT``."""
     if kind == "queries":
         if not locale:
             raise ValueError("a query-term project needs its locale")
@@ -60,8 +59,7 @@ class ProjectSpec:
 
     @property
     def config_sha(self) -> str:
-        """sha256 of the settings pushed to the project (label config, instructions, title,
-        model version, annotations per task): a change updates the project."""
+        """sha256 of the settings pushed to the project: a change updates the project."""
         blob = "\0".join([self.label_config, self.instruction_html, self.title,
                            self.model_version, str(self.annotators)])
         return sha256_text(blob)
@@ -73,8 +71,7 @@ def duplicates_config() -> str:
 
 
 def queries_config() -> str:
-    """The query-term review config: one (concept, country) per task; correct / a better
-    term (typed) / the concept is unclear in this language."""
+    """The query-term review config: correct / a better term (typed) / unclear."""
     return _annotation_file(CONFIGS["queries"])
 
 
@@ -105,8 +102,7 @@ GUIDE_CSS = " ".join(f".{GUIDE_CLASS} {rule}" for rule in (
 
 
 def guideline_html(kind: str) -> str:
-    """The guideline of ``kind`` as HTML for Label Studio's instructions panel: a ``<style>``
-    block for its class, then the converted Markdown in a ``<div>`` of that class."""
+    """The guideline of ``kind`` as HTML for Label Studio's instructions (module docstring)."""
     body = markdown_to_html(_annotation_file(GUIDELINES[kind]))
     return f'<style>{GUIDE_CSS}</style>\n<div class="{GUIDE_CLASS}">\n{body}\n</div>'
 
@@ -122,8 +118,7 @@ def project_spec(
     kind: str, title: str | None = None, concepts: Sequence[str] = (), annotators: int = 3,
     locale: str | None = None,
 ) -> ProjectSpec:
-    """The project settings of ``kind`` (``duplicates``, ``tags`` or ``queries`` with its
-    ``locale``); ``annotators`` is the number of annotations each task collects."""
+    """The project settings of ``kind``; ``annotators``: annotations each task collects."""
     if kind not in KINDS:
         raise ValueError(f"unknown review kind {kind!r}; choose one of {', '.join(KINDS)}")
     if kind == "duplicates":

@@ -61,8 +61,7 @@ class ImageLinks:
         return f"{self.base}/img/{sha256}.{ext}"
 
     def ensure_storage(self, client: Any, project_id: int) -> None:
-        """Local-files mode: a local import storage covering the images folder (serving only;
-        it is never synced, so it imports no tasks of its own)."""
+        """Local-files mode: a never-synced local storage covering the images folder."""
         if self.mode != "local-files":
             return
         path = str(self.images_dir)

@@ -93,8 +93,7 @@ def _settings(spec: ProjectSpec) -> dict[str, Any]:
 
 
 def settings_sha(spec: ProjectSpec) -> str:
-    """sha256 of every setting a push gives the project (``ls_projects.config_sha``): a
-    change of the config or of these settings (say, the blind-review ones) updates it."""
+    """sha256 of every setting a push gives the project (``ls_projects.config_sha``)."""
     from core.files import sha256_text
 
     return sha256_text(spec.config_sha + json.dumps(_settings(spec), sort_keys=True))
@@ -126,8 +125,7 @@ def ensure_project(cat: Catalog, conn: Connection, spec: ProjectSpec) -> int:
 def record_project(con: sqlite3.Connection, kind: str, server: str, project_id: int, title: str,
                    model_version: str, config_sha: str, choices: Sequence[str] | None = None,
                    created_at: str | None = None) -> None:
-    """The ``ls_projects`` row of the ``kind`` project on ``server`` (its settings updated
-    when one is recorded; its creation time kept)."""
+    """Record (or update, keeping its creation time) the ``kind`` project on ``server``."""
     con.execute(
         "INSERT INTO ls_projects (kind, server, project_id, title, model_version, config_sha,"
         " created_at, choices_json) VALUES (?,?,?,?,?,?,?,?) ON CONFLICT (kind, server) DO"
@@ -159,8 +157,7 @@ def tag_concepts(cat: Catalog) -> list[str]:
 
 
 def tag_choices(cat: Catalog, kind: str, server: str) -> list[str]:
-    """The concepts a tag answer may name: those the project was pushed with, else (pushed
-    before choices were recorded) the catalog's (:func:`tag_concepts`). pull and status alike."""
+    """The concepts a tag answer may name: those the project was pushed with, else the catalog's."""
     recorded = recorded_choices(cat, kind, server)
     return recorded if recorded is not None else tag_concepts(cat)
 
@@ -173,8 +170,7 @@ def recorded_keys(cat: Catalog, kind: str, server: str) -> list[str]:
 
 
 def known_reviewers(emails: list[str], users: dict[int, str], server: str) -> list[str]:
-    """The server's spelling of each reviewer's e-mail (matched without case), or one line
-    naming the first one with no account on ``server``."""
+    """The server's spelling of each reviewer's e-mail, or an error naming one with no account."""
     by_fold = {u.casefold(): u for u in users.values()}
     out = []
     for email in emails:

@@ -64,8 +64,7 @@ MAX_NAMED = 20
 
 def _project_keys(cat: Catalog, server: str, kind: str, locales: list[str] | None
                   ) -> list[tuple[str, int]]:
-    """``[(project key, project id)]`` to pull: the kind's project, or the query-term
-    projects of the chosen locales (all recorded when None)."""
+    """``[(project key, project id)]`` to pull (query terms: of ``locales``, None: all)."""
     if kind != "queries":
         return [(kind, require_project(cat, kind, server))]
     keys = recorded_keys(cat, "queries", server)
@@ -220,8 +219,7 @@ def _pull_queries(
 
 
 def live_rows(cat: Catalog, key: str, server: str, pid: int) -> dict[int, dict[str, Any]]:
-    """``{task id: ls_tasks row}`` of the project's tasks that are not retired: the only
-    ones whose answers count (a retired task's answers stay in the history)."""
+    """``{task id: ls_tasks row}`` of the project's live tasks (only their answers count)."""
     return {int(r["task_id"]): r for r in known_tasks(cat, key, server, pid).values()
             if not r.get("retired_at")}
 
@@ -287,7 +285,6 @@ def format_not_counted(items: list[dict[str, Any]], indent: str = "") -> list[st
     if len(items) > MAX_NAMED:
         lines.append(f"{indent}  ... and {len(items) - MAX_NAMED} more (--json lists all)")
     return lines
-
 
 
 def _format_queries(report: dict[str, Any]) -> str:

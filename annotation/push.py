@@ -111,8 +111,8 @@ def duplicate_drafts(
     cat: Catalog, links: ImageLinks, statuses: tuple[str, ...] | None,
     order: Mapping[str, list[str]] | None = None,
 ) -> tuple[list[TaskDraft], Counter]:
-    """One draft per dedup group with ``statuses`` (None: every group not yet ``reviewed``).
-    ``order``: ``{task key: [sha256]}`` of existing tasks, kept so their answers keep meaning."""
+    """One draft per dedup group with ``statuses`` (None: all not ``reviewed``); ``order`` keeps
+    existing tasks' image order, so their answers keep their meaning."""
     skipped: Counter = Counter()
     if statuses is None:
         groups = cat.query("SELECT * FROM dedup_groups WHERE status IS NOT ? ORDER BY group_id",

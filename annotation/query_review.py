@@ -57,8 +57,7 @@ def _country_name(code: str) -> str:
 
 
 def _definitions() -> dict[str, str]:
-    """concept -> definition (``data/concept_definitions.csv``); a broken table is our fault,
-    said in one line."""
+    """concept -> definition (``data/concept_definitions.csv``)."""
     try:
         return datatables.concept_definitions()
     except datatables.TableError as exc:
@@ -72,8 +71,7 @@ def definition_text(definitions: dict[str, str], concept: str) -> str:
 
 
 def is_placeholder(concept: str, country_name: str, instance: str) -> bool:
-    """Whether an instance is the offline concept generation's stand-in ``<concept> in
-    <country>`` (builder.concepts.offline_answer), which says nothing about the concept."""
+    """Whether an instance is the offline stand-in ``<concept> in <country>`` (says nothing)."""
     return instance.strip().casefold() == f"{concept} in {country_name}".casefold()
 
 

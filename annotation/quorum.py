@@ -140,8 +140,7 @@ def sync_overlaps(cat: Catalog, client: Any, key: str, server: str, pid: int,
 
 def progress(live: Collection[int], states: list[AnswerState], quorum: int,
              overlaps: Mapping[int, int | None], people: Iterable[str]) -> dict[str, Any]:
-    """Per annotator done / remaining over the live tasks, and the stuck tasks (full for Label
-    Studio while fewer than ``quorum`` answers count) with why."""
+    """Per annotator done / remaining, and the stuck tasks with why, over the live tasks."""
     counts = task_counts(s for s in states if s.task_id in live)
     open_tasks = {t for t in live if len(counts.get(t, (set(), set()))[1]) < quorum}
     answered: dict[str, set[int]] = {}

@@ -209,8 +209,7 @@ def store_reviews(
     cat: Catalog, kind: str, project_id: int, rows: list[ReviewRow], run_id: int | None,
     exported_tasks: Collection[int],
 ) -> Counter:
-    """Store new and changed annotations; retire those deleted from a task in
-    ``exported_tasks`` (a partial export leaves other tasks alone)."""
+    """Store new and changed annotations; retire those gone from a task in ``exported_tasks``."""
     by_ann: dict[int, list[ReviewRow]] = {}
     for r in rows:
         by_ann.setdefault(r.annotation_id, []).append(r)

@@ -122,8 +122,7 @@ class ServerPlan:
 
 
 def find_binary(given: str | None) -> str:
-    """The ``label-studio`` executable: the given one, ``.venv-ls/bin`` of the current
-    directory or of this checkout, else the one on PATH."""
+    """The ``label-studio`` executable: the given one, a ``.venv-ls`` one, else PATH's."""
     candidates = [given] if given else [
         str(Path.cwd() / ".venv-ls/bin/label-studio"),
         str(Path(__file__).resolve().parents[1] / ".venv-ls/bin/label-studio"),

@@ -32,8 +32,7 @@ from builder.catalog import Catalog
 def project_status(
     cat: Catalog, conn: Connection, key: str, min_annotators: int | None = None
 ) -> dict[str, Any] | None:
-    """Status of the project ``key`` (a kind, or ``queries:<locale>``), or None when this work
-    dir has not pushed it."""
+    """Status of the project ``key``, or None when this work dir has not pushed it."""
     pid = recorded_project(cat, key, conn.server)
     if pid is None:
         return None

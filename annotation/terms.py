@@ -78,8 +78,7 @@ def _tally(votes: Mapping[str, str]) -> str:
 def decide_terms(task_rows: Iterable[Mapping[str, Any]],
                  answers: Mapping[int, Mapping[str, Answer]], required: int
                  ) -> dict[int, TermDecision]:
-    """``{task id: decision}`` of pushed query-term tasks (``ls_tasks`` rows) from the counted
-    answers per task (pull and status alike)."""
+    """``{task id: decision}`` of query-term tasks from their counted answers."""
     return {int(t["task_id"]): decide_term(answers.get(int(t["task_id"]), {}),
                                            json.loads(t["data_json"])["proposed"], required)
             for t in task_rows}
@@ -138,8 +137,7 @@ def _write(con: Any, data: Mapping[str, Any], d: TermDecision, run_id: int | Non
 def record_term_review(con: sqlite3.Connection, project_id: int, task_id: int,
                        data: Mapping[str, Any], d: TermDecision, applied: bool | int,
                        run_id: int | None = None) -> None:
-    """The ``term_reviews`` row of one task with decision ``d`` (``applied``: written to
-    ``query_terms``)."""
+    """Record one task's decision ``d`` in ``term_reviews``."""
     con.execute(
         "INSERT OR REPLACE INTO term_reviews (project_id, task_id, concept, country, locale,"
         " proposed, outcome, term, reviewers, votes_json, reason, applied, decided_at, run_id)"
@@ -204,8 +202,7 @@ def term_agreement(answers: Mapping[int, Mapping[str, Answer]]) -> dict[str, Any
 
 
 def write_queries_csv(cat: Catalog) -> Path:
-    """Write the catalog's ``query_terms`` as ``exports/queries.csv`` (the format of
-    ``data/queries.csv``, through its one writer); returns its path."""
+    """Write ``query_terms`` as ``exports/queries.csv`` (``data/queries.csv``'s format)."""
     path = cat.workdir.exports_dir / "queries.csv"
     query_table.write_query_table(path, catalog_terms(cat).values())
     return path
