@@ -43,8 +43,7 @@ EXTRA_OF: Mapping[str, str] = {
 
 
 class Terminated(KeyboardInterrupt):
-    """SIGTERM, raised in the main thread so that what catches Ctrl-C (a run record, a cache
-    flush) catches it too."""
+    """SIGTERM as a ``KeyboardInterrupt``, so what catches Ctrl-C catches it too."""
 
 
 # -- the common flags ------------------------------------------------------------------------

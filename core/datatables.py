@@ -1,8 +1,5 @@
-"""The one loader of the versioned tables in ``data/`` (countries, languages, concepts, queries).
-
-Nothing else hard-codes these facts; ``XCM_DATA_DIR`` points at another folder (a user's
-variant). The query table has its own module, :mod:`core.query_table`.
-"""
+"""The one loader of the versioned tables in ``data/`` (``XCM_DATA_DIR`` points elsewhere):
+nothing else hard-codes country codes, languages, locales or concepts."""
 
 from __future__ import annotations
 
@@ -51,8 +48,7 @@ def data_path(name: str) -> Path:
 
 
 def data_file(name: str) -> DataFile:
-    """Read ``data/<name>`` as UTF-8 text, with its sha256 (prompts, configs, guidelines,
-    the paper's and the authors' tables): the one way any module reads a file of ``data/``."""
+    """``data/<name>`` as UTF-8 text with its sha256: the one way to read a file of ``data/``."""
     path = data_path(name)
     raw = path.read_bytes()
     try:

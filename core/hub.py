@@ -1,9 +1,6 @@
-"""``datasets`` access shared by the readers: configs of a folder or hub id, one split, image bytes.
-
-Every failure of the ``datasets`` / hub stack becomes one :class:`~core.errors.DataError` line
-naming the dataset; images are read undecoded, one on demand. When the hub cannot be reached
-(:func:`hub_unreachable`), a hub id is read from the local cache only.
-"""
+"""``datasets`` access shared by the readers: configs of a folder or hub id, one split, image
+bytes (undecoded, on demand). Failures are one :class:`~core.errors.DataError` line; an
+unreachable hub means the local cache only."""
 
 from __future__ import annotations
 
@@ -33,8 +30,8 @@ def hub_unreachable() -> str | None:
 
 
 def local_only_if_unreachable(path_or_id: str) -> str:
-    """For a hub id when the hub cannot be reached: make ``datasets`` and the hub client read
-    the local cache only, and return the words for an error line ("" otherwise)."""
+    """For a hub id when the hub cannot be reached: read the local cache only, and return the
+    words for an error line ("" otherwise)."""
     why = None if Path(path_or_id).exists() else hub_unreachable()
     if why is None:
         return ""

@@ -1,8 +1,5 @@
-"""Logging is configured once per process, by whichever CLI runs first, in one format.
-
-A later :func:`configure_logging` (``pipeline run`` calling each stage's ``main``) changes only
-the level; HTTP clients' per-request INFO lines show only with ``verbose``.
-"""
+"""Logging configured once per process, by whichever CLI runs first, in one format (a later
+call changes only the level)."""
 
 from __future__ import annotations
 
@@ -30,8 +27,7 @@ class _StderrHandler(logging.StreamHandler):
 
 
 def configure_logging(verbose: bool = False, *, quiet: bool = False) -> None:
-    """INFO by default, DEBUG with ``verbose``, WARNING with ``quiet`` (and no progress bars:
-    :func:`no_progress_bars`); one stderr handler."""
+    """One stderr handler: INFO, DEBUG with ``verbose``, WARNING and no bars with ``quiet``."""
     if quiet:
         no_progress_bars()
     level = logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO

@@ -1,9 +1,5 @@
-"""The one network-failure policy of the builder and the evaluator: what a failure means.
-
-:func:`classify`: ``permanent`` (never back off), ``rate_limit`` (wait, ``Retry-After``
-first) or ``transient`` (a bounded retry may help). :func:`unreachable` tells in about a
-second whether a host can be reached at all.
-"""
+"""The one network-failure policy: :func:`classify` a failure as ``permanent`` (never back
+off), ``rate_limit`` (wait) or ``transient`` (retry, bounded); :func:`unreachable` in a second."""
 
 from __future__ import annotations
 
@@ -21,8 +17,7 @@ _NO_NAME = ("name or service not known", "temporary failure in name resolution",
 
 
 def name_unresolved(exc: BaseException | str | None) -> bool:
-    """True when ``exc`` (its text, or an exception it was raised from) is a host name that
-    did not resolve."""
+    """Whether ``exc`` (or an exception it was raised from) is a host name that did not resolve."""
     for _ in range(16):
         if isinstance(exc, socket.gaierror) or any(m in str(exc).lower() for m in _NO_NAME):
             return exc is not None

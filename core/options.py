@@ -1,9 +1,5 @@
-"""Typed configs: dataclasses whose fields carry their help text; the CLI builds flags from them.
-
-Fields are declared with :func:`option`; :func:`add_options` adds one flag per field (``bool``:
-``store_true``; ``tuple[X, ...]``: repeatable; no default: required) and :func:`from_args`
-fills the dataclass. A field of a base class is added once per parser; a nested config is a
-:func:`group` field.
+"""Typed configs: dataclasses whose fields (:func:`option`) carry their help text;
+:func:`add_options` makes one flag per field and :func:`from_args` fills the dataclass.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""The 3XCM release format (docs/release.md): its columns, ``datasets.Features``, writer and readers.
-
-Written by ``triplets export`` and ``benchmark.synthetic`` (:func:`write_tables`,
-:func:`write_metadata`); read by the evaluator (through ``datasets``) and ``triplets
-validate`` (:func:`read_config_table`, pyarrow only).
+"""The 3XCM release format (docs/release.md): its columns, ``datasets.Features``, writer and
+readers, shared by ``triplets``, ``benchmark.synthetic`` and the evaluator.
 """
 
 from __future__ import annotations
@@ -189,8 +186,7 @@ def read_config_table(release: Path, config: str, columns: list[str] | None = No
 
 
 def load_configs(path_or_id: str, revision: str | None = None) -> tuple[pd.DataFrame, Any]:
-    """(``triplets`` test split as a frame, ``images`` as a ``datasets.Dataset``) through
-    ``datasets.load_dataset``; a local folder or a hub id."""
+    """(``triplets`` as a frame, ``images`` as a ``datasets.Dataset``) of a folder or hub id."""
     from core import hub as hf
 
     try:

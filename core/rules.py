@@ -1,9 +1,6 @@
-"""The 3XCM triplet rules, shared by the evaluator and ``python -m triplets validate``.
-
-Both call these functions, so whatever the validator rejects the evaluator rejects with the
-same words. Table checks raise one-line :class:`~core.errors.DataError`; row rules
-(:func:`triplet_violations`, :func:`authors_violations`) name each broken rule per row. The
-rules and what breaks them are listed in docs/release.md ("validate").
+"""The 3XCM triplet rules (docs/release.md, "validate"), shared by the evaluator and ``python -m
+triplets validate`` so both reject the same rows with the same words: table checks raise one
+:class:`~core.errors.DataError` line, row rules name each broken rule per row.
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
-"""The whole 3XCM pipeline in miniature: build a release from a generated world (offline; or
-``--real`` on a small scope), load it, train a tiny model with a planted bias, score it, and say
-whether the evaluator found what was planted. ``python -m pipeline.demo [--workdir W] [--real]
-[--seed S]``; docs/release.md, "The whole pipeline in one command"."""
+"""The whole 3XCM pipeline in miniature (``python -m pipeline.demo``; docs/release.md): build a
+release from a generated world (or ``--real``), train a tiny model with a planted bias, score
+it, and say whether the evaluator found what was planted."""
 
 from __future__ import annotations
 
@@ -91,8 +90,7 @@ def control() -> list[str]:
 
 
 def plan(w: Path, real: bool, seed: int) -> list[Step]:
-    """Every stage of :data:`STAGES` in order (those in :data:`SKIPPED` with their reason),
-    then the release export."""
+    """Every stage of :data:`STAGES` in order (or why it is skipped), then the release export."""
     from triplets import cli as triplets_cli
 
     args = _stage_argv(w, real, seed)
@@ -232,8 +230,7 @@ def tell(w: Path, result: Path) -> dict[str, Any]:
 
 
 def run_demo(workdir: str | Path, real: bool = False, seed: int = 0) -> dict[str, Any]:
-    """Prepare, run every step of the plan, load the release, train (offline), score, tell;
-    returns timings, counts and (offline) the verdicts."""
+    """Prepare, run the plan, load the release, train (offline), score, tell; returns the record."""
     w = Path(workdir).resolve()
     timings: dict[str, float] = {}
     t0 = time.perf_counter()

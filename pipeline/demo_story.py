@@ -79,8 +79,7 @@ def _ci(ci: tuple[float | None, float | None]) -> str:
 
 def paragraph(vs: list[Verdict], association: dict[str, Any], n_triplets: int,
               concepts: int | None = None) -> str:
-    """The demo's closing paragraph: what was planted, what was found, and whether they agree,
-    saying what each interval covers."""
+    """The demo's closing paragraph: what was planted, what was found, whether they agree."""
     planted = [v for v in vs if v.planted]
     others = [v for v in vs if not v.planted]
     level = 1 - FAMILY_ALPHA / len(vs)

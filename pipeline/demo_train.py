@@ -1,9 +1,6 @@
-"""The demo's model: a tiny open_clip trained for a few seconds on the world's training corpus.
-
-From :mod:`pipeline.tiny_models`' random-init ViT, with open_clip's own ``ClipLoss`` and AdamW,
-on :func:`pipeline.demo_world.training_pairs`; images go through the evaluation transform, so
-a border mark is never cropped. The result is an open_clip ``local-dir`` folder with
-``training.json``; a folder recording the same settings and corpus is reused.
+"""The demo's model: a tiny open_clip trained for seconds with open_clip's ``ClipLoss`` on
+the world's corpus, through the evaluation transform (a border mark is never cropped); a
+folder already holding the same training is reused.
 """
 
 from __future__ import annotations

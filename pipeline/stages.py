@@ -34,8 +34,7 @@ class Stage:
         return self.module.main
 
     def accepts(self, flag: str) -> bool:
-        """Whether the stage's own parser has ``flag`` (``--llm``, ``--embedder``); a package
-        entry point without a ``build_parser`` takes none of the forwarded flags."""
+        """Whether the stage's own parser has ``flag`` (``--llm``, ``--embedder``)."""
         build: Callable[[], argparse.ArgumentParser] | None = getattr(
             self.module, "build_parser", None)
         return build is not None and any(flag in a.option_strings for a in build()._actions)

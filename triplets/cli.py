@@ -198,8 +198,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def build_stage_parser() -> argparse.ArgumentParser:
-    """The ``triplets`` stage's parser: the ``sample`` command's own (``python -m triplets
-    sample``)."""
+    """The ``triplets`` stage's parser: the ``sample`` command's own."""
     return _parsers()[1]["sample"]
 
 

@@ -1,9 +1,5 @@
-"""The release's ``croissant.json``: Croissant 1.1 metadata (JSON-LD) with the RAI 1.0 fields.
-
-One ``FileSet`` and one ``RecordSet`` per config of the folder :mod:`triplets.export` writes,
-the triplets' image ids referencing ``images/image_id``, and the responsible-AI fields from
-``build.json``, the review runs and ``DATASHEET.md`` (docs/release.md, "Croissant metadata").
-:func:`croissant_problems` checks a file, with ``mlcroissant`` where it is installed.
+"""The release's ``croissant.json``: Croissant 1.1 (JSON-LD) with the RAI 1.0 fields from
+``build.json``, the review runs and ``DATASHEET.md``; :func:`croissant_problems` checks one.
 """
 
 from __future__ import annotations
@@ -274,8 +270,7 @@ def _file_object(folder: Path, name: str, fmt: str, what: str) -> dict[str, Any]
 
 def croissant_metadata(folder: Path, features: dict[str, list[dict[str, Any]]],
                        build: dict[str, Any], datasheet_text: str) -> dict[str, Any]:
-    """The JSON-LD of the release folder ``folder`` (its LICENSE.md, build.json and
-    provenance.jsonl already written); ``features`` as in the card's ``dataset_info``."""
+    """The JSON-LD of a release folder whose other files are written; ``features`` as in the card."""
     numbers = build.get("numbers") or {}
     docs = {"images": IMAGE_COLUMN_DOCS, "triplets": TRIPLET_COLUMN_DOCS}
     distribution = [
@@ -433,8 +428,7 @@ def _mlcroissant_problems(path: Path) -> list[str]:
 
 
 def croissant_problems(folder: Path) -> tuple[list[str], str]:
-    """Problems of ``folder/croissant.json`` and how it was checked (``mlcroissant X`` or
-    ``structural``). The structural check always runs; ``mlcroissant`` runs where installed."""
+    """Problems of ``folder/croissant.json`` and how it was checked (structural, + mlcroissant)."""
     path = folder / CROISSANT_FILE
     if not path.is_file():
         return [f"{CROISSANT_FILE} missing (export the release again with "

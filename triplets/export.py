@@ -238,8 +238,7 @@ def _claim(out: Path) -> None:
 
 
 def _swap_in(tmp: Path, out: Path) -> None:
-    """Install the release: a new or empty ``out`` whole; one holding our marker updated in
-    place (our old files replaced, anything else, such as ``.git/``, left untouched)."""
+    """Install the release (:func:`core.files.install_folder`: only our own files replaced)."""
     try:
         install_folder(tmp, out, RELEASE_KIND)
     except FolderNotOursError as e:

@@ -213,8 +213,7 @@ def load_native_terms(cat: Catalog) -> dict[tuple[str, str], str]:
 
 
 def native_term(pool: Pool, concept: str, country: str) -> str | None:
-    """The query text of (concept, country): its term (:func:`load_native_terms`); for an
-    English-speaking country without one the concept label; else None."""
+    """The query text of (concept, country): its term, else (English countries) the label."""
     term = pool.native_terms.get((concept, country))
     if term:
         return term

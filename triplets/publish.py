@@ -1,8 +1,5 @@
-"""Push a release folder to the Hugging Face Hub (dataset repo), token from the environment.
-
-One commit adds the folder's files, writes the marker ``.3xcm-written.json`` and deletes only
-files the previous publish's marker names and the folder lacks: no old shard is left for the
-card's globs, no file we did not write is deleted, and no reader sees half of two releases.
+"""Push a release folder to the Hugging Face Hub in one commit that deletes only files our
+previous publish's marker names: no old shard stays, no file we did not write is deleted.
 ``HF_ENDPOINT`` (read at call time) or ``endpoint=`` names another Hub.
 """
 
@@ -84,8 +81,7 @@ def check_card_links(out: Path) -> None:
 
 def remote_marker(api: Any, repo_id: str, revision: str | None, remote: list[str]
                   ) -> dict | None:
-    """The repo's :data:`~core.files.OWNER_MARKER` of a release we published (kind
-    :data:`HUB_KIND`, a ``files`` mapping), or None when it has none or one not ours."""
+    """The repo's marker of a release we published, or None (none, or not ours)."""
     if OWNER_MARKER not in remote:
         return None
     from huggingface_hub import hf_hub_url
@@ -107,8 +103,7 @@ def remote_marker(api: Any, repo_id: str, revision: str | None, remote: list[str
 
 
 def hub_marker(out: Path, local: list[str]) -> bytes:
-    """The marker this publish leaves on the repo: every file it wrote (with its sha256)
-    and the release's fingerprint (that of the folder's own marker when it has one)."""
+    """The marker this publish leaves on the repo: every file it wrote, and the fingerprint."""
     files = {p: sha256_file(out / p) for p in local}
     mine = read_marker(out)
     fingerprint = (mine or {}).get("fingerprint") or (
@@ -147,8 +142,7 @@ def replace_release(api: Any, out: Path, repo_id: str, revision: str | None,
 def publish(out: str | Path, repo_id: str, *, private: bool = False,
             revision: str | None = None, message: str = "3XCM release",
             endpoint: str | None = None) -> str:
-    """Create (if needed) the dataset repo and make its files exactly the release folder's
-    (see the module docstring); returns the commit URL."""
+    """Create (if needed) the dataset repo and replace the release in it; the commit URL."""
     out = Path(out)
     check_release_folder(out)
     check_card_links(out)

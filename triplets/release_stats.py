@@ -1,8 +1,5 @@
-"""The numbers a release's card and the datasheet quote, computed from the catalog.
-
-Counts per country and concept (images and triplets), crawl/dedup/review outcomes per
-occurrence, tag statistics, and the sampling settings. Every number comes from the catalog
-the release was exported from; nothing is typed in by hand.
+"""The numbers a release's card and the datasheet quote, all computed from the catalog the
+release was exported from; nothing is typed in by hand.
 """
 
 from __future__ import annotations
@@ -114,8 +111,7 @@ PROCESS_COLUMNS = frozenset({"pid", "host", "proc_start"})
 
 
 def stage_records(cat: Catalog) -> list[dict[str, Any]]:
-    """Every stage run of the build (parameters, counts, summary, times), oldest first; the
-    process that ran it (PID, host, start time) is the machine's business, not the release's."""
+    """Every stage run of the build, oldest first, without the machine's process details."""
     out = []
     for r in cat.query("SELECT * FROM stage_runs ORDER BY run_id"):
         rec = {k: r[k] for k in r.keys() if k not in PROCESS_COLUMNS}

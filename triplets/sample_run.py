@@ -34,8 +34,7 @@ STAGE = "triplets"
 
 
 def with_locale(rows: list[dict], pool: Pool | None = None) -> list[dict]:
-    """Triplet rows with ``query_locale`` (the query country's locale, countries.csv) and, with
-    ``pool``, the query term's source and reviewer count (:meth:`Pool.term_source`)."""
+    """Triplet rows with ``query_locale`` and, with ``pool``, the term's source and reviewers."""
     locale = {c.code: c.locale for c in datatables.countries()}
     out = []
     for r in rows:
@@ -162,8 +161,7 @@ def read_workdir_triplets(cat: Catalog, pool: Pool) -> tuple[list[dict], int | N
 
 
 def run_params(cat: Catalog, run_ids: set[int] | None = None) -> dict:
-    """The recorded settings of the sampling run that wrote the stored triplets (the last of
-    ``run_ids``; default: those the triplets table names)."""
+    """The recorded settings of the last sampling run of ``run_ids`` (default: the table's)."""
     if run_ids is None:
         run_ids = {int(r[0]) for r in cat.query(
             "SELECT DISTINCT run_id FROM triplets WHERE run_id IS NOT NULL")}

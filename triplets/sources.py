@@ -38,8 +38,7 @@ def card_configs(release: Path) -> dict[str, dict[str, list[str]]]:
 
 
 def read_config_table(release: Path, config: str, columns: list[str] | None = None):
-    """All splits of one config as one frame, today's column names
-    (:func:`core.release.read_config_table`)."""
+    """All splits of one config as one frame, today's column names."""
     try:
         return fmt.read_config_table(release, config, columns)
     except DataError as e:
@@ -66,8 +65,7 @@ def image_byte_violations(release: Path) -> list[Violation]:
 
 
 def read_release(release: Path) -> tuple[list[dict], dict[str, ImageInfo], dict]:
-    """(triplet rows, image table, build record) of a release folder, after the evaluator's
-    table checks."""
+    """(triplet rows, image table, build record) of a release folder, table checks passed."""
     if not release.is_dir():
         raise SourceError(f"--release: not a folder: {release}")
     what = str(release)
