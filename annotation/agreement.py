@@ -113,7 +113,7 @@ def agreement(
 def tag_precision_recall(
     predicted: Mapping[str, Iterable[str]], reference: Mapping[str, Iterable[str]]
 ) -> dict[str, object]:
-    """Micro precision / recall / F1 of concept sets over ``reference``'s units, and exact matches."""
+    """Micro precision / recall / F1 of concept sets over ``reference``, and exact matches."""
     tp = n_pred = n_ref = exact = 0
     for unit, ref in reference.items():
         r, p = set(ref), set(predicted.get(unit, ()))

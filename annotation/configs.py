@@ -109,7 +109,7 @@ def guideline_html(kind: str) -> str:
 
 def image_label(position: int, count: int, width: int | None, height: int | None,
                 proposal: str) -> str:
-    """The words under a duplicate-review image, e.g. ``copy 1 of 3 · 64×48 px · proposal: keep``."""
+    """The words under a duplicate-review image: ``copy 1 of 3 · 64×48 px · proposal: keep``."""
     size = f"{width}×{height} px" if width and height else "size unknown"
     return f"copy {position} of {count} · {size} · proposal: {proposal}"
 

@@ -28,7 +28,7 @@ CONTRADICTION = "contradiction"
 
 
 def latest_decisions(rows: Iterable[ReviewRow]) -> dict[tuple[int, str], dict[str, str]]:
-    """``{(task_id, sha256): {annotator: decision}}``: each annotator's latest (rows oldest first)."""
+    """``{(task_id, sha256): {annotator: decision}}``, the latest of each (rows oldest first)."""
     out: dict[tuple[int, str], dict[str, str]] = {}
     for r in rows:
         if r.sha256:

@@ -24,7 +24,6 @@ from builder.query_terms import catalog_terms
 from builder.statuses import TermOutcome
 from core import query_table
 
-VOTES = ("correct", "better_term", "unclear")
 FLAGGED = ("contradiction", "incomplete", "invalid")
 APPLIED = (TermOutcome.ACCEPTED, TermOutcome.CORRECTED)
 

@@ -99,7 +99,7 @@ def make_world(root: Path, concepts: list[str], per_cell: int = PER_CELL) -> dic
 
 def training_pairs(concepts: list[str], terms: dict[tuple[str, str], str],
                    per_cell: int = TRAIN_PER_CELL, size: int = 64) -> list[tuple[Any, str]]:
-    """(PIL image, native term) for ``per_cell`` fresh draws of each (concept, country) in ``terms``."""
+    """(PIL image, native term) of ``per_cell`` fresh draws per (concept, country) of ``terms``."""
     from PIL import Image
 
     from core import datatables

@@ -89,16 +89,20 @@ def licence_text() -> str:
             + "\n".join(f"- {t}" for t in LICENCE_TERMS) + "\n")
 
 
+def release_languages() -> list[str]:
+    """The release's languages (ISO 639 codes of the countries' languages)."""
+    return sorted({c.language.split("-")[0] for c in datatables.countries()})
+
+
 def front_matter(features: dict[str, Any], splits: dict[str, dict[str, int]], n_triplets: int) -> dict:
     """The card's YAML metadata: licence, categories, ``configs`` and ``dataset_info``."""
-    langs = sorted({c.language.split("-")[0] for c in datatables.countries()})
     rows = max([n_triplets, *(s.get("num_examples", 0) for s in splits.values())])
     meta: dict[str, Any] = {
         "pretty_name": "3XCM",
         "license": "other",
         "license_name": "3xcm-mixed",
         "license_link": LICENSE_FILE,
-        "language": langs,
+        "language": release_languages(),
         "multilinguality": "multilingual",
         "task_categories": TASK_CATEGORIES,
         "size_categories": [size_category(rows)],

@@ -20,6 +20,7 @@ from triplets.card import (
     LICENSE_FILE,
     SPLITS,
     TRIPLET_COLUMN_DOCS,
+    release_languages,
 )
 
 log = logging.getLogger(__name__)
@@ -270,7 +271,7 @@ def _file_object(folder: Path, name: str, fmt: str, what: str) -> dict[str, Any]
 
 def croissant_metadata(folder: Path, features: dict[str, list[dict[str, Any]]],
                        build: dict[str, Any], datasheet_text: str) -> dict[str, Any]:
-    """The JSON-LD of a release folder whose other files are written; ``features`` as in the card."""
+    """The JSON-LD of a release folder (its other files written); ``features`` as in the card."""
     numbers = build.get("numbers") or {}
     docs = {"images": IMAGE_COLUMN_DOCS, "triplets": TRIPLET_COLUMN_DOCS}
     distribution = [
@@ -317,17 +318,11 @@ def croissant_metadata(folder: Path, features: dict[str, list[dict[str, Any]]],
         "datePublished": build.get("exported_at"),
         "keywords": ["cross-modal retrieval", "text-to-image retrieval", "bias",
                      "multilingual", "multicultural", "benchmark"],
-        "inLanguage": sorted({lang for lang in _languages()}),
+        "inLanguage": release_languages(),
         "distribution": distribution,
         "recordSet": record_sets,
         **rai_fields(build, datasheet_text),
     }
-
-
-def _languages() -> list[str]:
-    from core import datatables
-
-    return [c.language.split("-")[0] for c in datatables.countries()]
 
 
 def write_croissant(folder: Path, features: dict[str, list[dict[str, Any]]],

@@ -12,6 +12,8 @@ import logging
 import re
 import shutil
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,6 +31,7 @@ from core.files import (
     may_write_into,
     sha256_bytes,
 )
+from core.provenance import git_commit
 from triplets.card import card_text, front_matter, licence_text
 from triplets.croissant import write_croissant
 from triplets.pool import Pool, PoolImage, load_pool
@@ -39,7 +42,8 @@ from triplets.sample_run import pool_image_infos, read_workdir_triplets, run_par
 log = logging.getLogger(__name__)
 
 SHARD_BYTES = 256 * 1024 * 1024
-FORMAT_VERSION = fmt.FORMAT_VERSION
+#: the kind in the marker that tells a release folder we wrote (see core.files)
+RELEASE_KIND = "3xcm-release"
 
 
 class ExportError(RuntimeError):
@@ -154,7 +158,8 @@ def export_release(
 ) -> ExportResult:
     """Write the release folder ``out`` from the work dir's catalog (see the module docstring)."""
     out = Path(out).resolve()  # a symlinked --out: the folder it points to
-    _claim(out)  # refuse a folder we did not write before any work
+    with _ours():  # refuse a folder we did not write before any work
+        may_write_into(out, RELEASE_KIND)
     with Catalog.open(workdir) as cat:
         pool = load_pool(cat)
         rows, seed, distinct = read_workdir_triplets(cat, pool)
@@ -172,9 +177,9 @@ def export_release(
         if candidates is not None:
             sampling["candidate_countries"] = list(candidates)
         numbers = release_numbers(cat, pool, rows, sampling)
-        build = {"format": fmt.FORMAT, "format_version": FORMAT_VERSION,
+        build = {"format": fmt.FORMAT, "format_version": fmt.FORMAT_VERSION,
                  "exported_at": utcnow(), "package_version": __version__,
-                 "git_commit": _git_commit(), "sampling": sampling,
+                 "git_commit": git_commit(), "sampling": sampling,
                  "stage_runs": stage_records(cat), "numbers": numbers}
         provenance = provenance_records(cat, pool)
         wd = cat.workdir
@@ -187,7 +192,8 @@ def export_release(
     try:
         n_shards = _write_files(wd, tmp, pool, rows, numbers, build, provenance, shard_bytes)
         _check_written(tmp, distinct, seed, candidates)
-        _swap_in(tmp, out)
+        with _ours():
+            install_folder(tmp, out, RELEASE_KIND)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -226,26 +232,10 @@ def _check_written(folder: Path, distinct: bool, seed: int | None,
         raise ExportError(f"the written release breaks {len(bad)} rule(s); not installed", bad)
 
 
-#: the kind in the marker that tells a release folder we wrote (see core.files)
-RELEASE_KIND = "3xcm-release"
-
-
-def _claim(out: Path) -> None:
+@contextmanager
+def _ours() -> Iterator[None]:
+    """``--out`` not a folder we wrote: one :class:`ExportError` line."""
     try:
-        may_write_into(out, RELEASE_KIND)
+        yield
     except FolderNotOursError as e:
         raise ExportError(f"--out {e}") from e
-
-
-def _swap_in(tmp: Path, out: Path) -> None:
-    """Install the release (:func:`core.files.install_folder`: only our own files replaced)."""
-    try:
-        install_folder(tmp, out, RELEASE_KIND)
-    except FolderNotOursError as e:
-        raise ExportError(f"--out {e}") from e
-
-
-def _git_commit() -> str | None:
-    from core.provenance import git_commit
-
-    return git_commit()

@@ -20,7 +20,6 @@ from core.text import normalize_term
 log = logging.getLogger(__name__)
 
 
-
 @dataclass(frozen=True)
 class PoolImage:
     """One kept image of one concept and country, with its provenance and tags."""

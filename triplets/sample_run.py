@@ -18,7 +18,7 @@ from builder.stagekit import stage_run
 from builder.workdir import WorkDir
 from core import datatables
 from core.files import atomic_write_text
-from core.release import PROVENANCE_COLUMNS, RELEASE_TRIPLET_COLUMNS  # noqa: F401
+from core.release import RELEASE_TRIPLET_COLUMNS
 from triplets.pool import Pool, load_pool
 from triplets.rules import TRIPLET_COLUMNS, ImageInfo, Violation, check_triplets
 from triplets.sampling import SampleConfig, SampleResult, release_order, sample_triplets
@@ -26,11 +26,6 @@ from triplets.sampling import SampleConfig, SampleResult, release_order, sample_
 log = logging.getLogger(__name__)
 
 STAGE = "triplets"
-# The release's triplet columns: the paper's, then the query country's locale (BCP-47 with
-# region: the query text of a PRT triplet is pt-PT, of a BRA triplet pt-BR), then where the
-# query text came from: its source (generated / authors / reviewed / ..., see data/queries.csv)
-# and how many native speakers reviewed it, so the evaluator reads a term's review status
-# from the release instead of matching its text against a table.
 
 
 def with_locale(rows: list[dict], pool: Pool | None = None) -> list[dict]:
@@ -62,8 +57,7 @@ def pool_image_infos(pool: Pool) -> dict[str, ImageInfo]:
 
 @contextmanager
 def _frozen_heap() -> Iterator[None]:
-    """The objects alive now (the pool) left out of the garbage collector's passes: each full
-    pass rescanned the whole pool, a cost that grew faster than the pool."""
+    """The objects alive now (the pool) left out of the garbage collector's full passes."""
     gc.freeze()
     try:
         yield

@@ -29,14 +29,6 @@ class SourceError(ValueError):
 
 # -- release folder ------------------------------------------------------------------------------
 
-def card_configs(release: Path) -> dict[str, dict[str, list[str]]]:
-    """config name -> split -> data file globs (:func:`core.release.card_configs`)."""
-    try:
-        return fmt.card_configs(release)
-    except DataError as e:
-        raise SourceError(str(e)) from e
-
-
 def read_config_table(release: Path, config: str, columns: list[str] | None = None):
     """All splits of one config as one frame, today's column names."""
     try:
@@ -51,7 +43,7 @@ def image_byte_violations(release: Path) -> list[Violation]:
 
     out: list[Violation] = []
     try:
-        paths = fmt.config_paths(release, "images") if "images" in card_configs(release) else []
+        paths = fmt.config_paths(release, "images") if "images" in fmt.card_configs(release) else []
     except DataError as e:
         raise SourceError(str(e)) from e
     for path in paths:
