@@ -28,11 +28,6 @@ log = logging.getLogger(__name__)
 Handler = Callable[[argparse.Namespace], int]
 
 
-def _common(p: argparse.ArgumentParser) -> None:
-    add_workdir(p)
-    add_verbose(p)
-
-
 def _images_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--images", default="local-files",
                    help="'local-files' (Label Studio's local-files storage, default) or the base "
@@ -148,16 +143,12 @@ def _countries(spec: str | None) -> list[Any] | None:
                               else f"--countries: {exc}") from None
 
 
-def _country_codes(spec: str | None) -> list[str] | None:
-    countries = _countries(spec)
-    return None if countries is None else [c.code for c in countries]
-
-
 def _push(args: argparse.Namespace) -> int:
     from annotation.push import push
     from annotation.query_review import push_queries
 
-    countries = _country_codes(args.countries)
+    chosen = _countries(args.countries)
+    countries = None if chosen is None else [c.code for c in chosen]
     if args.kind == "queries" and args.project_title:
         raise AnnotationError("--project-title does not apply to --kind queries (one project "
                               "per locale, '3XCM query terms <locale>')")
@@ -302,7 +293,8 @@ def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentPars
     sub = ap.add_subparsers(dest="command", required=True)
     for name, (help_, add_args, handler) in COMMANDS.items():
         p = sub.add_parser(name, help=help_, description=help_)
-        _common(p)
+        add_workdir(p)
+        add_verbose(p)
         add_args(p)
         p.set_defaults(command=name, handler=handler)
     return ap, sub.choices

@@ -65,16 +65,6 @@ class ProjectSpec:
         return sha256_text(blob)
 
 
-def duplicates_config() -> str:
-    """The duplicate-review config: one group per task, keep/remove per image, 'none'."""
-    return _annotation_file(CONFIGS["duplicates"])
-
-
-def queries_config() -> str:
-    """The query-term review config: correct / a better term (typed) / unclear."""
-    return _annotation_file(CONFIGS["queries"])
-
-
 def tags_config(concepts: Sequence[str]) -> str:
     """The tag-check config: one image per task, a multi-choice over ``concepts``."""
     template = _annotation_file("tags.xml")
@@ -121,12 +111,7 @@ def project_spec(
     """The project settings of ``kind``; ``annotators``: annotations each task collects."""
     if kind not in KINDS:
         raise ValueError(f"unknown review kind {kind!r}; choose one of {', '.join(KINDS)}")
-    if kind == "duplicates":
-        config = duplicates_config()
-    elif kind == "tags":
-        config = tags_config(concepts)
-    else:
-        config = queries_config()
+    config = tags_config(concepts) if kind == "tags" else _annotation_file(CONFIGS[kind])
     default_title = DEFAULT_TITLES[kind] + (f" {locale}" if kind == "queries" else "")
     return ProjectSpec(
         kind=project_key(kind, locale),
