@@ -80,8 +80,7 @@ def open_image(data: bytes, label: str = "image", max_pixels: int = MAX_PIXELS) 
 
 
 def decode_image(data: bytes, label: str, max_pixels: int = MAX_PIXELS) -> Any:
-    """Decode bytes to the upright RGB PIL image a viewer shows, or raise :class:`ImageRefused`
-    or :class:`DataError` naming ``label``."""
+    """The upright RGB PIL image a viewer shows, or :class:`ImageRefused` / :class:`DataError`."""
     if len(data) > MAX_FILE_BYTES:
         raise ImageRefused(label, f"{len(data)} bytes exceeds the limit of {MAX_FILE_BYTES} "
                                   "bytes", "too_large")

@@ -20,8 +20,7 @@ OFFLINE_HINT = "offline use: HF_HUB_OFFLINE=1, docs/offline.md"
 
 @functools.cache
 def hub_unreachable() -> str | None:
-    """Why the Hugging Face hub cannot be reached from here (None: it can), probed once per
-    process; with ``HF_HUB_OFFLINE=1`` it is not probed (None)."""
+    """Why the hub cannot be reached (None: it can, or ``HF_HUB_OFFLINE=1``), probed once."""
     if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
         return None
     from huggingface_hub import constants

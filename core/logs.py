@@ -14,8 +14,7 @@ NOISY_LOGGERS = ("httpx", "httpcore")
 
 
 class _StderrHandler(logging.StreamHandler):
-    """A stream handler writing to ``sys.stderr`` as it is at each record (test runners and
-    notebooks swap it)."""
+    """A handler writing to ``sys.stderr`` as it is at each record (test runners swap it)."""
 
     @property
     def stream(self):  # type: ignore[override]

@@ -172,8 +172,7 @@ def config_paths(release: Path, config: str) -> list[Path]:
 
 
 def read_config_table(release: Path, config: str, columns: list[str] | None = None) -> pd.DataFrame:
-    """All splits of one config as one frame (no image decoding); of ``columns`` only those
-    the files have."""
+    """All splits of one config as one frame, undecoded; of ``columns``, those the files have."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 

@@ -269,8 +269,7 @@ AUTHORS_PREFIX_ALIASES = {"america": "USA"}
 
 
 def authors_violations(raw: pd.DataFrame, tr: pd.DataFrame) -> list[Violation]:
-    """The authors' format's own rules on their rows ``raw`` (mapped to ``tr`` by
-    ``core.authors.authors_to_triplets``, same order), ordered by row then role."""
+    """The authors' format's own rules on ``raw`` (``tr``: its mapped rows), by row then role."""
     concepts = np.array(datatables.concepts() + ["out of range"], dtype=object)
     prefix_code = dict(AUTHORS_PREFIX_ALIASES)
     for c in datatables.countries():

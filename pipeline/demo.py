@@ -82,8 +82,8 @@ def _stage_argv(w: Path, real: bool, seed: int) -> dict[str, list[str]]:
 
 
 def control() -> list[str]:
-    """The countries without a planted mark: the only sources of semantic and non-relevant
-    candidates in the offline demo, so only the cultural image can carry a mark."""
+    """The countries without a planted mark: the offline demo's only semantic and non-relevant
+    candidates, so only the cultural image can carry a mark."""
     from core import datatables
 
     return [c.code for c in datatables.countries() if c.code not in PLANTED]
@@ -163,8 +163,7 @@ def load_release(release: Path, cache: Path) -> tuple[int, int]:
 
 def query_text_line(trip: Any, concept: str = DEMO_CONCEPTS[0],
                     countries: tuple[str, ...] = SHOWN_COUNTRIES) -> str:
-    """One line of the release's query texts of ``concept`` in a few countries: countries that
-    share a language keep their own term (PRT comboio, BRA trem)."""
+    """The release's query texts of ``concept`` in a few countries (PRT comboio, BRA trem)."""
     seen: dict[str, str] = {}
     for r in trip:
         if r["query_concept"] == concept and r["query_country"] in countries:

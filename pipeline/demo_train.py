@@ -105,8 +105,7 @@ def train_tiny_clip(pairs: list[tuple[Any, str]], base: Path, out: Path,
 
 
 def _reusable(out: Path, cfg: TrainConfig, fp: str) -> dict[str, Any] | None:
-    """The record of ``out`` when it holds this training already; None when it must be
-    (re)trained. A folder without our ``training.json`` is never overwritten."""
+    """``out``'s record when it holds this training, else None; never overwrites a stranger."""
     if not out.exists():
         return None
     marker = out / TRAINING_FILE

@@ -62,8 +62,7 @@ def _encode(im: Any) -> bytes:
 
 
 def make_world(root: Path, concepts: list[str], per_cell: int = PER_CELL) -> dict[str, Any]:
-    """Write ``root/<concept>/<country>/NN.jpg``; returns what was planted: the problems
-    (path -> what) and the association (country -> colour, share, images with the mark)."""
+    """Write ``root/<concept>/<country>/NN.jpg``; returns the planted problems and association."""
     from PIL import Image
 
     from core import datatables

@@ -128,8 +128,8 @@ def summary_text(result: SampleResult, pool: Pool, cfg: SampleConfig) -> str:
 
 
 def read_workdir_triplets(cat: Catalog, pool: Pool) -> tuple[list[dict], int | None, bool]:
-    """The catalog's triplets as release rows (+ seed and the distinct-language setting); an item
-    that is no longer a kept pool image becomes ``missing-item-<id>``, which validation reports."""
+    """The catalog's triplets as release rows, the seed and the distinct-language setting; a gone
+    item becomes ``missing-item-<id>``, which validation reports."""
     by_item = pool.by_item()
     rows: list[dict] = []
     seeds: set[int] = set()

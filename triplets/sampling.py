@@ -194,8 +194,7 @@ CANDIDATE_ROLES = ("semantic", "cultural", "non_relevant")
 
 def eligible(role: str, im: PoolImage, a: PoolImage, taken: set[str], cfg: SampleConfig,
              lang: dict[str, str]) -> bool:
-    """Whether ``im`` may be the ``role`` candidate of anchor ``a``; ``taken``: sha256 of the
-    triplet's other candidates."""
+    """Whether ``im`` may be the ``role`` candidate of ``a`` (``taken``: the others' sha256)."""
     c, k = a.concept, a.country
     if im.sha256 == a.sha256 or im.sha256 in taken:
         return False
