@@ -1,16 +1,6 @@
 """Decisions and agreement over the annotators' answers: pure functions on plain data.
 
-* :func:`majority` decides one image from its votes: the strict majority wins; a tie, or fewer
-  votes than the required number of annotators, leaves the image ``needs_review``.
-* :func:`krippendorff_alpha` wraps the ``krippendorff`` package (nominal level) over a
-  coders x units table with missing values.
-* :func:`fleiss_kappa` is Fleiss' (1971) kappa for units that all have the same number of
-  ratings: ``P_i = (sum_j n_ij^2 - n) / (n (n - 1))``, ``P_e = sum_j p_j^2``,
-  ``kappa = (mean P_i - P_e) / (1 - P_e)``.
-* :func:`tag_precision_recall` scores a tagger's concept sets against people's sets (micro).
-
-An undefined statistic (one single value everywhere, no units) is ``None``, never NaN, so the
-numbers can go into strict JSON.
+An undefined statistic (one value everywhere, no units) is ``None``, never NaN (strict JSON).
 """
 
 from __future__ import annotations
@@ -36,10 +26,7 @@ class Decision:
 
 
 def majority(n_keep: int, n_remove: int, required: int) -> Decision:
-    """Decide one image by strict majority of ``n_keep + n_remove`` votes.
-
-    Fewer votes than ``required`` or a tie leave it ``needs_review``.
-    """
+    """Strict majority of the votes; fewer than ``required`` or a tie: ``needs_review``."""
     n = n_keep + n_remove
     tally = f"keep {n_keep}, remove {n_remove}"
     if n < required:
@@ -53,12 +40,7 @@ def majority(n_keep: int, n_remove: int, required: int) -> Decision:
 def krippendorff_alpha(
     ratings: Mapping[str, Mapping[str, str]], categories: Sequence[str] | None = None
 ) -> float | None:
-    """Nominal Krippendorff's alpha of ``{coder: {unit: category}}`` (missing allowed).
-
-    Uses the ``krippendorff`` package. Units rated by fewer than two coders do not count (as
-    in the definition). Returns ``None`` when alpha is undefined (fewer than two pairable
-    values, or a single category in the data).
-    """
+    """Nominal Krippendorff's alpha of ``{coder: {unit: category}}``, or ``None`` if undefined."""
     import krippendorff
     import numpy as np
 
@@ -86,11 +68,8 @@ def krippendorff_alpha(
 
 
 def fleiss_kappa(counts: Sequence[Sequence[int]]) -> float | None:
-    """Fleiss' kappa of a units x categories table of rating counts (equal raters per unit).
-
-    Raises ``ValueError`` if the units do not all have the same number (>= 2) of ratings;
-    returns ``None`` when kappa is undefined (no units, or ``P_e == 1``).
-    """
+    """Fleiss' (1971) kappa of a units x categories table of counts, the same number (>= 2) of
+    ratings per unit (else ``ValueError``); ``None`` when undefined (no units, ``P_e == 1``)."""
     if not counts:
         return None
     totals = {sum(row) for row in counts}
@@ -113,11 +92,8 @@ def fleiss_kappa(counts: Sequence[Sequence[int]]) -> float | None:
 def agreement(
     votes: Mapping[str, Mapping[str, str]], n_raters: int, categories: Sequence[str]
 ) -> dict[str, object]:
-    """Alpha and kappa over the units that have exactly ``n_raters`` votes.
-
-    ``votes`` is ``{unit: {annotator: category}}``. Units with fewer (still open) or more
-    votes (an extra reviewer) are left out of both numbers, so both describe the same set.
-    """
+    """Alpha and kappa of ``{unit: {annotator: category}}`` over the units with exactly
+    ``n_raters`` votes, so both describe the same set."""
     full = {u: v for u, v in votes.items() if len(v) == n_raters}
     by_coder: dict[str, dict[str, str]] = {}
     for unit, answers in full.items():
@@ -137,12 +113,7 @@ def agreement(
 def tag_precision_recall(
     predicted: Mapping[str, Iterable[str]], reference: Mapping[str, Iterable[str]]
 ) -> dict[str, object]:
-    """Micro precision/recall/F1 of ``predicted`` concept sets against ``reference`` sets.
-
-    Only units present in ``reference`` count. Precision is ``sum |P & R| / sum |P|`` and
-    recall ``sum |P & R| / sum |R|``; an empty denominator gives ``None``. ``exact`` is the
-    share of units whose sets are equal.
-    """
+    """Micro precision / recall / F1 of concept sets over ``reference``, and exact matches."""
     tp = n_pred = n_ref = exact = 0
     for unit, ref in reference.items():
         r, p = set(ref), set(predicted.get(unit, ()))

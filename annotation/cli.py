@@ -1,17 +1,8 @@
 """The ``python -m annotation`` command line: human review in Label Studio.
 
-Commands: ``push`` (tasks to Label Studio), ``pull`` (annotations back, decisions, agreement),
-``status`` (progress), ``serve`` (Label Studio for a work dir), ``assign`` (reviewers of a locale for the query-term review; catalog
-only), ``serve-images`` (read-only image server on 127.0.0.1), and ``sync``
-(push the duplicate groups, then pull; without ``LABEL_STUDIO_URL`` it only says that the human
-review is not configured). ``python -m pipeline run`` runs ``sync`` as its ``review`` stage
-through :func:`stage_main` (``annotation.main``), which takes ``sync``'s flags with no command
-word. Connection: ``LABEL_STUDIO_URL`` and ``LABEL_STUDIO_API_KEY``. Errors a user can fix
-(:class:`~annotation.client.AnnotationError`, a request the server refused or could not
-answer), a damaged work-dir database, a full disk and a missing optional library are one line
-on stderr and exit code 2; Ctrl-C exits 130 and SIGTERM 143 (the review stage's run recorded
-``interrupted``); anything else is a bug: ``internal error`` is logged and it propagates (one
-CLI kit, ``core.clikit``, for all four CLIs).
+Commands: push, pull, status, serve, assign, serve-images and sync (push the duplicate
+groups, then pull; :func:`stage_main` runs it as the pipeline's ``review`` stage). Connection:
+``LABEL_STUDIO_URL`` and ``LABEL_STUDIO_API_KEY``; exits follow :mod:`core.clikit`.
 """
 
 from __future__ import annotations
@@ -35,11 +26,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 Handler = Callable[[argparse.Namespace], int]
-
-
-def _common(p: argparse.ArgumentParser) -> None:
-    add_workdir(p)
-    add_verbose(p)
 
 
 def _images_args(p: argparse.ArgumentParser) -> None:
@@ -136,8 +122,7 @@ def _check_counts(args: argparse.Namespace) -> None:
 
 @contextmanager
 def _session(args: argparse.Namespace) -> Iterator[tuple[Catalog, Connection]]:
-    """The work dir's catalog and a checked connection (the connection first: no server, no
-    catalog created)."""
+    """A checked connection, then the work dir's catalog (no server: no catalog created)."""
     from annotation.client import connect
     from builder.catalog import Catalog
 
@@ -147,7 +132,6 @@ def _session(args: argparse.Namespace) -> Iterator[tuple[Catalog, Connection]]:
 
 
 def _countries(spec: str | None) -> list[Any] | None:
-    """The ``--countries`` (data/countries.csv rows), None when not given."""
     from core import datatables
 
     if spec is None:
@@ -159,16 +143,12 @@ def _countries(spec: str | None) -> list[Any] | None:
                               else f"--countries: {exc}") from None
 
 
-def _country_codes(spec: str | None) -> list[str] | None:
-    countries = _countries(spec)
-    return None if countries is None else [c.code for c in countries]
-
-
 def _push(args: argparse.Namespace) -> int:
     from annotation.push import push
     from annotation.query_review import push_queries
 
-    countries = _country_codes(args.countries)
+    chosen = _countries(args.countries)
+    countries = None if chosen is None else [c.code for c in chosen]
     if args.kind == "queries" and args.project_title:
         raise AnnotationError("--project-title does not apply to --kind queries (one project "
                               "per locale, '3XCM query terms <locale>')")
@@ -313,7 +293,8 @@ def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentPars
     sub = ap.add_subparsers(dest="command", required=True)
     for name, (help_, add_args, handler) in COMMANDS.items():
         p = sub.add_parser(name, help=help_, description=help_)
-        _common(p)
+        add_workdir(p)
+        add_verbose(p)
         add_args(p)
         p.set_defaults(command=name, handler=handler)
     return ap, sub.choices
@@ -361,7 +342,6 @@ KIT = CliKit(extra="annotation", user_errors=_user_errors,
 
 
 def _run(args: argparse.Namespace) -> int:
-    """Run the parsed command under the kit's exit convention (module doc)."""
     configure_logging(args.verbose)
 
     def body() -> int:

@@ -1,12 +1,8 @@
 """The Label Studio server (``label-studio-sdk`` 2.x): connect, export a project, list users.
 
-This is the only module that knows the server's API beyond project settings (those are
-:mod:`annotation.projects`).
-
-Settings come from the environment only: ``LABEL_STUDIO_URL`` and ``LABEL_STUDIO_API_KEY`` (a
-legacy token or a personal access token; the SDK handles both). The key never goes into logs,
-the catalog or exports. A missing setting, an unreachable server or a rejected key raises
-:class:`AnnotationError` with one line that says what to do; the CLI prints it and exits 2.
+Settings come from the environment only (``LABEL_STUDIO_URL``, ``LABEL_STUDIO_API_KEY``); the
+key never goes into logs, the catalog or exports. A missing setting, an unreachable server or
+a rejected key raises :class:`AnnotationError` with one line saying what to do.
 """
 
 from __future__ import annotations
@@ -92,9 +88,7 @@ def api_errors() -> tuple[type[BaseException], ...]:
 
 
 def download_export(client: Any, pid: int, all_tasks: bool = False) -> bytes:
-    """The raw JSON export of a project (every annotation of every annotator); with
-    ``all_tasks`` also the tasks nobody annotated. :func:`annotation.exports.export_tasks`
-    decodes and checks it."""
+    """The raw JSON export of a project (with ``all_tasks``, also tasks nobody annotated)."""
     return b"".join(
         client.projects.exports.download_sync(
             pid, export_type="JSON", download_all_tasks=all_tasks

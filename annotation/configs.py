@@ -1,13 +1,8 @@
-"""Label configs and annotator instructions of the three review kinds.
+"""Label configs and annotator instructions of the three review kinds (``data/annotation/``).
 
-The XML configs and the guidelines live in ``data/annotation/`` (one source of truth; the
-guideline is what annotators read), read through :func:`core.datatables.data_file`. Label
-Studio shows the project's ``expert_instruction`` as HTML, so the Markdown guideline is
-converted with :func:`annotation.guide_html.markdown_to_html`. Label Studio's page style resets lists (no markers, no
-indent) and headings, and its server strips ``style`` attributes from the instructions but
-keeps ``<style>`` and ``class``: the guideline is wrapped in ``<div class="xcm3-guide">``
-after a ``<style>`` block that gives that class's lists their markers back and its headings
-a line height that fits two lines.
+Label Studio shows ``expert_instruction`` as HTML and strips ``style`` attributes but keeps
+``<style>`` and ``class``, while its page style resets lists and headings: the converted
+guideline is wrapped in ``<div class="xcm3-guide">`` after a ``<style>`` block restoring them.
 """
 
 from __future__ import annotations
@@ -32,8 +27,7 @@ CONFIGS = {"duplicates": "duplicates.xml", "queries": "queries.xml"}
 
 
 def project_key(kind: str, locale: str | None = None) -> str:
-    """The catalog's name of a project (``ls_projects.kind``): the review kind, and for the
-    query-term review its locale (one project per locale: ``queries:pt-PT``)."""
+    """The catalog's name of a project (``ls_projects.kind``): ``duplicates``, ``queries:pt-PT``."""
     if kind == "queries":
         if not locale:
             raise ValueError("a query-term project needs its locale")
@@ -65,22 +59,10 @@ class ProjectSpec:
 
     @property
     def config_sha(self) -> str:
-        """sha256 of the settings pushed to the project (label config, instructions, title,
-        model version, annotations per task): a change updates the project."""
+        """sha256 of the settings pushed to the project: a change updates the project."""
         blob = "\0".join([self.label_config, self.instruction_html, self.title,
                            self.model_version, str(self.annotators)])
         return sha256_text(blob)
-
-
-def duplicates_config() -> str:
-    """The duplicate-review config: one group per task, keep/remove per image, 'none'."""
-    return _annotation_file(CONFIGS["duplicates"])
-
-
-def queries_config() -> str:
-    """The query-term review config: one (concept, country) per task; correct / a better
-    term (typed) / the concept is unclear in this language."""
-    return _annotation_file(CONFIGS["queries"])
 
 
 def tags_config(concepts: Sequence[str]) -> str:
@@ -110,17 +92,14 @@ GUIDE_CSS = " ".join(f".{GUIDE_CLASS} {rule}" for rule in (
 
 
 def guideline_html(kind: str) -> str:
-    """The guideline of ``kind`` as HTML for Label Studio's instructions panel: a ``<style>``
-    block for its class, then the converted Markdown in a ``<div>`` of that class."""
+    """The guideline of ``kind`` as HTML for Label Studio's instructions (module docstring)."""
     body = markdown_to_html(_annotation_file(GUIDELINES[kind]))
     return f'<style>{GUIDE_CSS}</style>\n<div class="{GUIDE_CLASS}">\n{body}\n</div>'
 
 
 def image_label(position: int, count: int, width: int | None, height: int | None,
                 proposal: str) -> str:
-    """The words under an image of a duplicate-review task: its place in the group, its size
-    (it helps to pick the best copy) and the automatic proposal, e.g.
-    ``copy 1 of 3 · 64×48 px · proposal: keep``."""
+    """The words under a duplicate-review image: ``copy 1 of 3 · 64×48 px · proposal: keep``."""
     size = f"{width}×{height} px" if width and height else "size unknown"
     return f"copy {position} of {count} · {size} · proposal: {proposal}"
 
@@ -129,16 +108,10 @@ def project_spec(
     kind: str, title: str | None = None, concepts: Sequence[str] = (), annotators: int = 3,
     locale: str | None = None,
 ) -> ProjectSpec:
-    """The project settings of ``kind`` (``duplicates``, ``tags`` or ``queries`` with its
-    ``locale``); ``annotators`` is the number of annotations each task collects."""
+    """The project settings of ``kind``; ``annotators``: annotations each task collects."""
     if kind not in KINDS:
         raise ValueError(f"unknown review kind {kind!r}; choose one of {', '.join(KINDS)}")
-    if kind == "duplicates":
-        config = duplicates_config()
-    elif kind == "tags":
-        config = tags_config(concepts)
-    else:
-        config = queries_config()
+    config = tags_config(concepts) if kind == "tags" else _annotation_file(CONFIGS[kind])
     default_title = DEFAULT_TITLES[kind] + (f" {locale}" if kind == "queries" else "")
     return ProjectSpec(
         kind=project_key(kind, locale),

@@ -1,21 +1,10 @@
 """Decisions of the duplicate review and the tag check from the stored answers.
 
-Duplicates: each image of a group is decided by strict majority of the current votes of its
-annotators (each annotator's latest answer). ``keep``, "none of these are duplicates" and a
-confirmed ``keep`` proposal count as keep; ``remove`` and a confirmed ``remove`` proposal as
-remove; a tie or fewer votes than required leave it ``needs_review``, and so does an answer
-that contradicts itself ("None of these are duplicates" ticked while an image is marked
-remove), whatever the other votes say, until it is corrected. A vote that confirmed the
-machine's proposal unchanged is counted and named as such in the item's reason. Decisions go
-to ``items.status`` of the items the task showed (``kept`` / ``removed`` / ``needs_review``,
-reason ``review: ...``) and their group becomes ``reviewed`` (which ``image_dedup`` then
-leaves alone) once every shown image is decided. Images nobody has voted on are left as they
-are; an image whose answers were all withdrawn goes back to ``needs_review``. Only rows whose
-status or reason changes are written, so deciding again with nothing new changes nothing.
-
-Tags: the people's answer per image is the set of concepts a strict majority of its
-annotators ticked (images with fewer answers than required wait); Gemini's tags are scored
-against it (micro precision / recall), overall and per annotator.
+Duplicates: each shown image by strict majority of its annotators' latest votes (confirmed
+proposals count and are named); a tie, too few votes or a self-contradicting answer leave it
+``needs_review``; a group whose shown images are all decided becomes ``reviewed``. Only rows
+that change are written. Tags: the strict-majority concept set per image, Gemini scored
+against it (docs/annotation.md, "pull").
 """
 
 from __future__ import annotations
@@ -39,8 +28,7 @@ CONTRADICTION = "contradiction"
 
 
 def latest_decisions(rows: Iterable[ReviewRow]) -> dict[tuple[int, str], dict[str, str]]:
-    """``{(task_id, sha256): {annotator: decision}}``: each annotator's latest answer (rows
-    come oldest first)."""
+    """``{(task_id, sha256): {annotator: decision}}``, the latest of each (rows oldest first)."""
     out: dict[tuple[int, str], dict[str, str]] = {}
     for r in rows:
         if r.sha256:
@@ -51,8 +39,7 @@ def latest_decisions(rows: Iterable[ReviewRow]) -> dict[tuple[int, str], dict[st
 def duplicate_votes(rows: Iterable[ReviewRow],
                     latest: Mapping[tuple[int, str], Mapping[str, str]] | None = None,
                     ) -> dict[tuple[int, str], dict[str, str]]:
-    """``{(task_id, sha256): {annotator: keep|remove}}`` of the latest answers that are votes
-    (``latest``: :func:`latest_decisions` of ``rows`` when the caller has it)."""
+    """``{(task_id, sha256): {annotator: keep|remove}}`` of the latest answers that are votes."""
     out: dict[tuple[int, str], dict[str, str]] = {}
     for key, per in (latest if latest is not None else latest_decisions(rows)).items():
         votes = {a: VOTE[d] for a, d in per.items() if d in VOTE}
@@ -62,7 +49,7 @@ def duplicate_votes(rows: Iterable[ReviewRow],
 
 
 def image_decision(decisions: Mapping[str, str], required: int) -> Decision:
-    """One image's outcome from its annotators' latest decisions (see the module docstring)."""
+    """One image's outcome from its annotators' latest decisions."""
     votes = [VOTE[d] for d in decisions.values() if d in VOTE]
     n_keep = votes.count(KEEP)
     d = majority(n_keep, len(votes) - n_keep, required)
@@ -127,10 +114,8 @@ def _set_group(con: Any, gid: int, outcomes: list[str | None]) -> tuple[str, int
 
 
 def image_votes(rows: Iterable[ReviewRow]) -> dict[str, dict[str, str]]:
-    """``{sha256: {annotator: decision}}``: each annotator's answer about an image over every
-    task that showed it, whatever the order of the rows or the tasks: the latest (by answer
-    time, then annotation id) of the answers that decide or block (a vote or a
-    contradiction), else the latest of the others (unanswered, skipped)."""
+    """``{sha256: {annotator: decision}}`` over every task that showed an image: the latest (time,
+    then annotation id) answer that decides or blocks, else the latest other one."""
     best: dict[tuple[str, str], tuple[tuple[bool, str, int], str]] = {}
     for r in rows:
         if not r.sha256:
@@ -150,15 +135,9 @@ def apply_duplicate_decisions(
     cat: Catalog, task_rows: Iterable[dict[str, Any]],
     votes: Mapping[str, Mapping[str, str]], required: int,
 ) -> Counter:
-    """Write the decisions of the voted images to ``items`` and ``dedup_groups``.
-
-    ``votes``: :func:`image_votes` of the counted answers. An image is decided once from the
-    answers that concern it, whichever tasks showed it and in whatever order they come (a
-    newer, unanswered task for the same images changes nothing). The items are those the
-    tasks showed (by item id, so a later re-run of ``image_dedup`` that renumbered the group
-    does not matter); a group is judged on the shown images whose items belong to it now.
-    An image whose annotations were all withdrawn goes back to ``needs_review``.
-    """
+    """Write the decisions of the voted images (``votes``: :func:`image_votes`) to the items
+    the tasks showed (by item id) and to the groups those items belong to now. An image whose
+    answers were all withdrawn goes back to ``needs_review``."""
     shown: dict[str, set[int]] = {}
     for t in task_rows:
         for img in json.loads(t["data_json"])["images"]:
@@ -173,8 +152,7 @@ def apply_duplicate_decisions(
             d = image_decision(per, required)
             status, reason = ITEM_STATUS[d.outcome], f"review: {d.reason}"
             ids = json.dumps(sorted(shown[sha]))
-            # no vote now: only an earlier review decision (all annotations withdrawn) is
-            # taken back; images nobody ever voted on are not touched
+            # no vote now: only an earlier review decision is taken back
             only_reviewed = "" if v else " AND reason LIKE 'review:%'"
             cur = con.execute(
                 "UPDATE items SET status=?, reason=?, updated_at=? WHERE item_id IN"
@@ -199,7 +177,6 @@ def apply_duplicate_decisions(
 def tag_votes(rows: Iterable[ReviewRow]) -> dict[str, dict[str, list[str]]]:
     """``{sha256: {annotator: [concepts]}}`` of the answered (not skipped) tag checks."""
     out: dict[str, dict[str, list[str]]] = {}
-    # each annotator's latest answer by time, then annotation id, whatever the rows' order
     for r in sorted(rows, key=lambda r: (r.annotated_at or "", r.annotation_id)):
         if r.decision.startswith("[") and r.sha256:
             out.setdefault(r.sha256, {})[r.annotator] = json.loads(r.decision)

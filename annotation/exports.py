@@ -1,12 +1,9 @@
 """Label Studio JSON exports as untrusted input: decode, check the shape, or say in one line why not.
 
-A pull reads an export from the server (``client.export_tasks``) or from a file saved with
-Label Studio's Export button (``pull --export-file``). Whatever comes back (a truncated
-download, a proxy's HTML error page, another tool's JSON, hand-edited files) is checked here
-before anything is stored: the export must be a JSON list of tasks, each with a numeric ``id``
-and an ``annotations`` list whose entries have a numeric ``id`` and a ``result`` list. A
-violation raises :class:`~annotation.client.AnnotationError` naming the first bad place, so
-the CLI prints one line and exits 2 and the catalog is not touched.
+An export (from the server or ``pull --export-file``) must be a JSON list of tasks with
+numeric ids and ``annotations`` lists of annotations with numeric ids and ``result`` lists;
+else :class:`~annotation.client.AnnotationError` names the first bad place, before anything
+is stored.
 """
 
 from __future__ import annotations
@@ -35,10 +32,7 @@ def _html_title(text: str) -> str:
 
 
 def decode_export(blob: bytes, source: str) -> list[dict[str, Any]]:
-    """The tasks of a JSON export, or an :class:`AnnotationError` saying why it is not one.
-
-    ``source`` names the export in messages (``the export of project 3``, a file name).
-    """
+    """The tasks of a JSON export, or an :class:`AnnotationError` naming ``source`` and why not."""
     if not blob.strip():
         raise AnnotationError(f"{source} is empty (0 bytes of JSON); nothing was changed")
     try:

@@ -1,7 +1,5 @@
-"""The small Markdown subset of the annotator guidelines, as the HTML Label Studio shows.
-
-It handles what ``data/annotation/*_guideline.md`` use: headings, lists (with lazy
-continuation lines), tables, paragraphs, bold and italic; everything else is escaped text.
+"""The Markdown subset of the annotator guidelines (headings, lists, tables, paragraphs, bold,
+italic) as the HTML Label Studio shows; everything else is escaped text.
 """
 
 from __future__ import annotations
@@ -19,12 +17,8 @@ def _inline(text: str) -> str:
 
 
 def markdown_to_html(md: str) -> str:
-    """Convert the small Markdown subset of the guidelines to HTML.
-
-    A list item runs until a blank line, a heading, a table row or the next item: its
-    continuation lines join it whatever their indent (Markdown's lazy continuation), and the
-    inline marks are applied to the whole item, so bold text may span a line break.
-    """
+    """Convert the guidelines' Markdown to HTML. A list item takes its continuation lines
+    whatever their indent (lazy continuation), so bold may span a line break."""
     out: list[str] = []
     para: list[str] = []
     item: list[str] = []

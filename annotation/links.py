@@ -1,8 +1,5 @@
-"""What a pushed task is made of: its draft, and the URLs under which Label Studio shows images.
-
-Images reach the annotator's browser through Label Studio's local-files storage
-(``LOCAL_FILES_SERVING_ENABLED``, task URLs ``/data/local-files/?d=...``) or through
-``python -m annotation serve-images`` (``http://127.0.0.1:PORT/img/<sha256>.<ext>``).
+"""What a pushed task is made of: its draft, and the URLs under which Label Studio shows images
+(local-files storage, or ``python -m annotation serve-images``).
 """
 
 from __future__ import annotations
@@ -64,8 +61,7 @@ class ImageLinks:
         return f"{self.base}/img/{sha256}.{ext}"
 
     def ensure_storage(self, client: Any, project_id: int) -> None:
-        """Local-files mode: a local import storage covering the images folder (serving only;
-        it is never synced, so it imports no tasks of its own)."""
+        """Local-files mode: a never-synced local storage covering the images folder."""
         if self.mode != "local-files":
             return
         path = str(self.images_dir)

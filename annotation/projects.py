@@ -1,13 +1,9 @@
-"""Which Label Studio projects and tasks belong to a work dir: the catalog's ``ls_projects``
-and ``ls_tasks`` records, shared by push, pull and status.
+"""Which Label Studio projects and tasks belong to a work dir (``ls_projects``, ``ls_tasks``,
+``ls_reviewers``), shared by push, pull and status.
 
-The ``ls_projects`` row (kind, server) names the project of a review kind;
-:func:`ensure_project` creates it or brings its settings up to date. A work dir never adopts a
-project it did not create (task keys such as ``group:1`` only mean something within one
-catalog), so a work dir without a record gets a new project. ``ls_tasks`` holds every pushed
-task's key, id and data (:func:`known_tasks`). ``ls_reviewers`` assigns reviewers to the
-locales of the query-term review (:func:`assign_reviewers`): Label Studio's community edition
-lets every user of the organization open every project, so ``pull`` enforces the assignment.
+A work dir never adopts a project it did not create: task keys only mean something within
+one catalog. Reviewers are assigned per locale because Label Studio's community edition lets
+every user open every project, so ``pull`` enforces the assignment.
 """
 
 from __future__ import annotations
@@ -97,8 +93,7 @@ def _settings(spec: ProjectSpec) -> dict[str, Any]:
 
 
 def settings_sha(spec: ProjectSpec) -> str:
-    """sha256 of every setting a push gives the project (``ls_projects.config_sha``): a
-    change of the config or of these settings (say, the blind-review ones) updates it."""
+    """sha256 of every setting a push gives the project (``ls_projects.config_sha``)."""
     from core.files import sha256_text
 
     return sha256_text(spec.config_sha + json.dumps(_settings(spec), sort_keys=True))
@@ -130,8 +125,7 @@ def ensure_project(cat: Catalog, conn: Connection, spec: ProjectSpec) -> int:
 def record_project(con: sqlite3.Connection, kind: str, server: str, project_id: int, title: str,
                    model_version: str, config_sha: str, choices: Sequence[str] | None = None,
                    created_at: str | None = None) -> None:
-    """The ``ls_projects`` row of the ``kind`` project on ``server`` (its settings updated
-    when one is recorded; its creation time kept)."""
+    """Record (or update, keeping its creation time) the ``kind`` project on ``server``."""
     con.execute(
         "INSERT INTO ls_projects (kind, server, project_id, title, model_version, config_sha,"
         " created_at, choices_json) VALUES (?,?,?,?,?,?,?,?) ON CONFLICT (kind, server) DO"
@@ -163,8 +157,7 @@ def tag_concepts(cat: Catalog) -> list[str]:
 
 
 def tag_choices(cat: Catalog, kind: str, server: str) -> list[str]:
-    """The concepts a tag answer may name: those the project was pushed with, else (pushed
-    before choices were recorded) the catalog's (:func:`tag_concepts`). pull and status alike."""
+    """The concepts a tag answer may name: those the project was pushed with, else the catalog's."""
     recorded = recorded_choices(cat, kind, server)
     return recorded if recorded is not None else tag_concepts(cat)
 
@@ -177,8 +170,7 @@ def recorded_keys(cat: Catalog, kind: str, server: str) -> list[str]:
 
 
 def known_reviewers(emails: list[str], users: dict[int, str], server: str) -> list[str]:
-    """The server's spelling of each reviewer's e-mail (matched without case), or one line
-    naming the first one with no account on ``server``."""
+    """The server's spelling of each reviewer's e-mail, or an error naming one with no account."""
     by_fold = {u.casefold(): u for u in users.values()}
     out = []
     for email in emails:
@@ -191,9 +183,8 @@ def known_reviewers(emails: list[str], users: dict[int, str], server: str) -> li
 
 
 def assign_reviewers(cat: Catalog, locale: str, emails: list[str], remove: bool = False) -> int:
-    """Assign (or with ``remove`` unassign) reviewers to a locale; returns the rows changed.
-    E-mails are compared without case: assigning ``Rui@x`` when ``rui@x`` is assigned changes
-    nothing."""
+    """Assign (or with ``remove`` unassign) reviewers to a locale, e-mails compared without
+    case; returns the rows changed."""
     changed = 0
     with cat.tx() as con:
         for email in emails:

@@ -1,16 +1,9 @@
 """Pull annotations back (``python -m annotation pull``): check, store, decide, apply, measure.
 
-The export (from the server, or a file saved with Label Studio's Export button:
-``--export-file``) is checked first (:mod:`annotation.exports`); an export that matches none
-of the tasks this work dir pushed (empty, ``[]``, another project's) is refused with one line
-and nothing is stored, so stored human decisions are never retired by a wrong export. Every
-annotation is stored with its history (:mod:`annotation.reviews`); only the tasks the export
-contains are judged, so a partial export changes only what it contains.
-
-Then per kind: the duplicate review and the tag check are decided by :mod:`annotation.decide`,
-the query-term review by :mod:`annotation.terms` (per locale project, counting only the
-reviewers assigned to the locale, then ``exports/queries.csv``). The report is printed,
-stored with the stage run and written to ``exports/annotation/<kind>_pull.json``.
+The export is checked first (:mod:`annotation.exports`; one matching none of the pushed tasks
+is refused and nothing is stored), every annotation is stored with its history, then each
+kind is decided (:mod:`annotation.decide`, :mod:`annotation.terms`) and the report written
+to ``exports/annotation/<kind>_pull.json``.
 """
 
 from __future__ import annotations
@@ -71,8 +64,7 @@ MAX_NAMED = 20
 
 def _project_keys(cat: Catalog, server: str, kind: str, locales: list[str] | None
                   ) -> list[tuple[str, int]]:
-    """``[(project key, project id)]`` to pull: the kind's project, or the query-term
-    projects of the chosen locales (all recorded when None)."""
+    """``[(project key, project id)]`` to pull (query terms: of ``locales``, None: all)."""
     if kind != "queries":
         return [(kind, require_project(cat, kind, server))]
     keys = recorded_keys(cat, "queries", server)
@@ -100,14 +92,9 @@ def load_exports(
     cat: Catalog, conn: Connection, projects: list[tuple[str, int]],
     export_file: str | Path | None = None, exported: list[dict[str, Any]] | None = None,
 ) -> dict[str, tuple[int, list[dict[str, Any]]]]:
-    """``{project key: (project id, export tasks)}`` of the projects the export speaks for.
-
-    From the server, every project's full export (with the tasks nobody annotated); a
-    project whose export matches none of its pushed tasks is refused. From a file, the
-    projects whose pushed tasks it contains; a file that matches none of them is refused.
-    Nothing is stored before this check passes. ``exported``: the file's tasks when the
-    caller has already read it (:func:`read_export_file`).
-    """
+    """``{project key: (project id, export tasks)}`` of the projects the export speaks for
+    (each project's full export from the server, or the file's ``exported`` tasks); an export
+    matching none of the pushed tasks is refused before anything is stored."""
     from_file = exported
     if from_file is None and export_file is not None:
         from_file = read_export_file(export_file)
@@ -232,8 +219,7 @@ def _pull_queries(
 
 
 def live_rows(cat: Catalog, key: str, server: str, pid: int) -> dict[int, dict[str, Any]]:
-    """``{task id: ls_tasks row}`` of the project's tasks that are not retired: the only
-    ones whose answers count (a retired task's answers stay in the history)."""
+    """``{task id: ls_tasks row}`` of the project's live tasks (only their answers count)."""
     return {int(r["task_id"]): r for r in known_tasks(cat, key, server, pid).values()
             if not r.get("retired_at")}
 
@@ -242,9 +228,8 @@ def count_answers(
     cat: Catalog, conn: Connection, key: str, pid: int, live: dict[int, dict[str, Any]],
     current: list[ReviewRow], assigned: list[str] | None = None,
 ) -> tuple[list[ReviewRow], dict[str, Any]]:
-    """The rows of the live tasks that the decisions see (:func:`annotation.quorum.deciding_rows`),
-    and the answers that do not count, named; sets the overlap of every live task so that
-    only counted answers use it up (:mod:`annotation.quorum`)."""
+    """The live tasks' rows the decisions see and the answers that do not count, named; sets
+    each live task's overlap (:mod:`annotation.quorum`)."""
     kind = base_kind(key)
     current = [r for r in current if r.task_id in live]
     states = answer_states(kind, current, assigned)
@@ -300,7 +285,6 @@ def format_not_counted(items: list[dict[str, Any]], indent: str = "") -> list[st
     if len(items) > MAX_NAMED:
         lines.append(f"{indent}  ... and {len(items) - MAX_NAMED} more (--json lists all)")
     return lines
-
 
 
 def _format_queries(report: dict[str, Any]) -> str:

@@ -1,21 +1,10 @@
 """Push review tasks from the catalog to Label Studio (``python -m annotation push``).
 
-* ``duplicates``: one task per dedup group (default: groups with status ``needs_review``) with
-  the group's images that wait for review (distinct images, side by side), and the automatic
-  stage's proposal (keep the group's kept item, remove the others) as a prediction of the
-  project's model version; each image's label names its proposal, so pre-filled marks read as
-  the machine's proposal (``pull`` records one submitted unchanged as a confirmed proposal).
-* ``tags``: a seeded sample of images with Gemini tags; the tags are the prediction.
-* ``queries``: :mod:`annotation.query_review` (one project per locale), through :func:`push_drafts`.
-
-A push reconciles the project with the catalog first (:mod:`annotation.reconcile`: tasks
-unchanged, changed in place, retired when their subject is gone, reopened when it returns),
-then imports what is missing (a tag project with tasks adds a sample only with
-``add_tasks``). Idempotent: each task carries a key (``group:<hash of concept and images>`` /
-``image:<sha256>`` / ``term:...``) in its ``meta``; before and after importing, the project's
-tasks are read back and every key is recorded in ``ls_tasks``, so a push interrupted between
-import and record, or run twice, never creates a second task for the same key. Images reach
-Label Studio through its local-files storage or ``serve-images`` (:mod:`annotation.links`).
+Kinds ``duplicates`` (one task per dedup group, the automatic proposal as a prediction) and
+``tags`` (a seeded sample, the Gemini tags as the prediction); ``queries`` goes through
+:func:`push_drafts`. A push reconciles the project first (:mod:`annotation.reconcile`), then
+imports what is missing; each task's key is recorded in ``ls_tasks``, so a repeated or
+interrupted push never makes a second task per key (docs/annotation.md).
 """
 
 from __future__ import annotations
@@ -55,8 +44,7 @@ REMOVED_STATUSES = ("near_duplicate", "duplicate", "removed")
 
 @dataclass
 class PushReport:
-    """What a push did: tasks created, and what it found of the tasks already there
-    (:mod:`annotation.reconcile`)."""
+    """What a push did: tasks created, and what it found of the tasks already there."""
 
     kind: str
     project_id: int
@@ -73,7 +61,7 @@ class PushReport:
 
     def summary(self) -> str:
         extra = ", ".join(f"{k} {v}" for k, v in sorted(self.counts.items()))
-        if self.nothing:  # no project made: nothing to put in it
+        if self.nothing:
             return f"push {self.kind}: nothing to push: {self.nothing}" + (
                 f" (skipped: {extra})" if extra else "")
         notes = ", ".join(f"{k} {v}" for k, v in sorted(self.notes.items()))
@@ -102,24 +90,14 @@ def _image_rows(cat: Catalog, where: str, params: tuple) -> list[Any]:
 
 
 def group_key(concept: str, shas: list[str]) -> str:
-    """Task key of a candidate group: its concept and the set of images shown.
-
-    Content-based, not the group id: ``image_dedup`` renumbers the groups it has not seen
-    reviewed when it runs again, and the same group must not become a second task.
-    """
+    """Task key of a group: its concept and images (``image_dedup`` renumbers groups)."""
     blob = "\n".join([concept, *sorted(shas)])
     return f"group:{sha256_text(blob)[:32]}"
 
 
 def _shown_images(cat: Catalog, group_id: int) -> dict[str, list[Any]]:
-    """``{sha256: item rows}`` of the images a group's task shows.
-
-    The images waiting for review (``image_dedup`` marks a group's representatives
-    ``needs_review``; the copies it linked automatically already carry their decision) and
-    those a pull has decided since (reason ``review: ...``), so a pull does not change what a
-    group's task is about; when fewer than two, (a group pushed for an audit) every image of
-    the group.
-    """
+    """``{sha256: item rows}`` a group's task shows: those waiting for (or decided by) review,
+    else, when fewer than two (an audit), every image of the group."""
     members: dict[str, list[Any]] = {}
     for row in _image_rows(cat, "i.group_id = ? AND i.sha256 IS NOT NULL", (group_id,)):
         members.setdefault(row["sha256"], []).append(row)
@@ -133,10 +111,8 @@ def duplicate_drafts(
     cat: Catalog, links: ImageLinks, statuses: tuple[str, ...] | None,
     order: Mapping[str, list[str]] | None = None,
 ) -> tuple[list[TaskDraft], Counter]:
-    """One draft per dedup group with the given statuses (None: every group not yet
-    ``reviewed``) and at least two images to compare. ``order``: ``{task key: [sha256]}``,
-    the order in which an existing task shows its images (kept, so its answers keep their
-    meaning)."""
+    """One draft per dedup group with ``statuses`` (None: all not ``reviewed``); ``order`` keeps
+    existing tasks' image order, so their answers keep their meaning."""
     skipped: Counter = Counter()
     if statuses is None:
         groups = cat.query("SELECT * FROM dedup_groups WHERE status IS NOT ? ORDER BY group_id",
@@ -196,8 +172,7 @@ def duplicate_drafts(
 def tag_drafts(
     cat: Catalog, links: ImageLinks, concepts: list[str], sample: int | None, seed: int
 ) -> tuple[list[TaskDraft], Counter]:
-    """A seeded sample of ``sample`` images with ``ok`` Gemini tags (same seed, same sample;
-    None: every such image)."""
+    """A seeded sample of ``sample`` images with ``ok`` tags (None: every such image)."""
     skipped: Counter = Counter()
     rows = cat.query(
         "SELECT t.sha256, t.tags_json, t.model, im.ext FROM tags t JOIN images im"
@@ -245,16 +220,9 @@ def push(
     batch_size: int = 100,
     add_tasks: bool = False,
 ) -> PushReport:
-    """Create or reuse the project of ``kind`` (``duplicates`` or ``tags``; the query-term
-    review is :func:`annotation.query_review.push_queries`), reconcile its tasks with the catalog
-    and import the tasks it does not hold yet.
-
-    Duplicates: the subjects are the groups not yet ``reviewed`` (tasks of reviewed groups
-    stay as they are); new groups with ``statuses`` are created. Tags: the subjects are the
-    images with ``ok`` tags; the seeded sample is created in a project without tasks, and
-    added to one that has tasks only with ``add_tasks`` (another ``--seed`` or a larger
-    ``--sample`` never adds tasks silently). ``title`` and ``annotators`` (annotations per
-    task) default to the existing project's, else to the kind's default title and 3.
+    """Create or reuse the project of ``kind`` (``duplicates`` or ``tags``), reconcile its
+    tasks with the catalog and import the missing ones. A tag project that has tasks gets a
+    new sample only with ``add_tasks``; ``title`` and ``annotators`` default to the project's.
     """
     links = ImageLinks(cat.workdir.images_dir, images, document_root)
     concepts = tag_concepts(cat) if kind == "tags" else []
@@ -283,7 +251,6 @@ def push(
 
 
 def _no_groups(cat: Catalog, statuses: tuple[str, ...]) -> str:
-    """Why no duplicates task was made, and the next step."""
     by = {r[0]: r[1] for r in cat.query(
         "SELECT status, COUNT(*) FROM dedup_groups GROUP BY status ORDER BY 1")}
     if not by:
@@ -295,8 +262,7 @@ def _no_groups(cat: Catalog, statuses: tuple[str, ...]) -> str:
 
 
 def reviewed_group_keys(cat: Catalog, known: Mapping[str, Mapping[str, Any]]) -> set[str]:
-    """Keys of recorded duplicates tasks whose images all lie in one group that is
-    ``reviewed`` now (decided; ``image_dedup`` leaves such groups alone)."""
+    """Keys of recorded duplicates tasks whose images all lie in one ``reviewed`` group."""
     out = set()
     for key, row in known.items():
         shas = image_order(row)
@@ -318,13 +284,9 @@ def push_drafts(
     kept: set[str] | None = None, why_gone: str = "the catalog no longer asks for it",
     add_tasks: bool = True,
 ) -> PushReport:
-    """Ensure the project of ``spec``, reconcile its recorded tasks with ``subjects``
-    (default: the drafts; :func:`annotation.reconcile.reconcile`), then import the drafts
-    whose key it does not hold yet (with ``add_tasks``, or into a project without tasks).
-
-    The project's tasks are read back before and after the import and every key is recorded
-    (``ls_tasks``), so an interrupted or repeated push never creates a second task per key.
-    """
+    """Ensure ``spec``'s project, reconcile its tasks with ``subjects`` (default: the drafts),
+    then import the drafts whose key it lacks (with ``add_tasks``, or into an empty project).
+    Keys are recorded before and after the import (idempotent)."""
     pid = ensure_project(cat, conn, spec)
     params = {"action": "push", "kind": spec.kind, "project_id": pid, "server": conn.server,
               "annotators": spec.annotators, **params}
@@ -358,7 +320,6 @@ def push_drafts(
 
 def _import(conn: Connection, spec: ProjectSpec, pid: int, todo: list[TaskDraft],
             batch_size: int, report: PushReport) -> None:
-    """Import the drafts in batches, each with its pre-annotation (if any) as a prediction."""
     from tqdm.auto import tqdm
 
     with tqdm(total=len(todo), desc=f"push {spec.kind}", unit="task") as bar:

@@ -1,18 +1,9 @@
 """Push the query terms to native speakers (``python -m annotation push --kind queries``).
 
-One Label Studio project per locale (``3XCM query terms pt-PT``), one task per (concept,
-country) of the catalog's ``query_terms``. A task shows the English concept and its English
-search term, what the concept means (its definition from ``data/concept_definitions.csv``, or
-"no definition" for a concept the table does not hold) and its instances in up to three other
-countries, the country's own instance from concept generation (``concept_instances``; the
-offline stand-in ``<concept> in <country>`` is not shown as one), the paper authors' term where one was imported
-(``published_terms``), the proposed term, and up to four images already crawled for it
-(``items``/``images``). The reviewer answers correct / a better term (typed) / the concept is
-unclear in this language; nothing is pre-filled.
-
-Terms already ``reviewed`` are not pushed again unless asked (``--include-reviewed``). The
-task key carries the term's hash, so a term that changed after the push gets a task of its
-own and the answers about the old term are never applied to the new one.
+One project per locale, one task per (concept, country) term, showing the concept, its
+definition and instances, the authors' term, the proposed term and a few crawled images
+(docs/annotation.md). The task key carries the term's hash, so answers about an old term are
+never applied to a new one.
 """
 
 from __future__ import annotations
@@ -66,8 +57,7 @@ def _country_name(code: str) -> str:
 
 
 def _definitions() -> dict[str, str]:
-    """concept -> definition (``data/concept_definitions.csv``); a broken table is our fault,
-    said in one line."""
+    """concept -> definition (``data/concept_definitions.csv``)."""
     try:
         return datatables.concept_definitions()
     except datatables.TableError as exc:
@@ -81,8 +71,7 @@ def definition_text(definitions: dict[str, str], concept: str) -> str:
 
 
 def is_placeholder(concept: str, country_name: str, instance: str) -> bool:
-    """Whether an instance is the offline concept generation's stand-in ``<concept> in
-    <country>`` (builder.concepts.offline_answer), which says nothing about the concept."""
+    """Whether an instance is the offline stand-in ``<concept> in <country>`` (says nothing)."""
     return instance.strip().casefold() == f"{concept} in {country_name}".casefold()
 
 
@@ -193,9 +182,8 @@ def push_queries(
 
 def _term_subjects(cat: Catalog, links: ImageLinks, locale: str, server: str
                    ) -> tuple[dict[str, TaskDraft], set[str]]:
-    """The tasks a locale's project may hold now: one per (concept, country) term of the
-    locale, reviewed or not, and (kept as they are) the tasks whose review decision is the
-    term ``query_terms`` carries (a corrected term has another key than its task)."""
+    """The tasks a locale's project may hold now: every term of the locale, and (kept) the
+    tasks whose decision is the term ``query_terms`` carries (a correction changes the key)."""
     rows = cat.query("SELECT * FROM query_terms WHERE locale = ? ORDER BY rowid", (locale,))
     subjects = {d.key: d for d in (term_draft(cat, links, r) for r in rows)}
     kept = {r["task_key"] for r in cat.query(

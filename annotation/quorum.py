@@ -1,26 +1,10 @@
 """Which answers count, and which use up a task's quorum (pull and status alike).
 
-Every annotation is stored (:mod:`annotation.reviews`); what it is worth is decided here,
-per annotation:
-
-* ``counted``: a complete, consistent answer saved by its author (and, in the query-term
-  review, by a reviewer assigned to the locale): it is a vote and uses up one of the task's
-  answers;
-* ``saved by another account``: its last editor is not its author (Label Studio's community
-  edition lets any member change any annotation). Not counted at all; named (task, author,
-  editor) in ``pull`` and ``status``. The author re-saving it makes it count again;
-* ``half answer`` (duplicates: an image with neither keep nor remove) and ``invalid``:
-  not counted at all, named;
-* ``contradiction`` / ``incomplete`` (the answer says two things, or a better term with none
-  typed): kept as today (the unit goes to ``needs_review``), but it does not use up an answer;
-* ``not assigned`` (query terms): stored, not counted (:mod:`annotation.terms`), does not use
-  up an answer; ``skipped``: Label Studio does not count a skip either.
-
-Quorum: a task collects the project's ``maximum_annotations`` answers (Label Studio stops
-handing it out once that many distinct accounts answered: ``is_labeled``). So that only
-counted answers use it up, a pull sets each live task's ``overlap`` to the quorum plus the
-number of accounts whose answer does not count there; Label Studio then hands the task out
-again until enough answers count (a retired task has overlap 0).
+Each annotation gets a state: ``counted`` (complete, consistent, saved by its author and, for
+query terms, an assigned reviewer) or why not (saved by another account, half answer, invalid,
+contradiction, incomplete, not assigned, skipped). A pull sets each live task's ``overlap`` to
+the quorum plus the accounts whose answer does not count there, so Label Studio hands it out
+until enough answers count (docs/annotation.md, "Which answers count").
 """
 
 from __future__ import annotations
@@ -99,8 +83,7 @@ def not_counted(states: Iterable[AnswerState]) -> list[dict[str, Any]]:
 
 
 def task_counts(states: Iterable[AnswerState]) -> dict[int, tuple[set[str], set[str]]]:
-    """``{task id: (accounts with an answer Label Studio counts, accounts whose answer
-    counts here)}``: Label Studio counts every account's answer that is not a skip."""
+    """``{task id: (accounts Label Studio counts (all but skips), accounts counted here)}``."""
     out: dict[int, tuple[set[str], set[str]]] = {}
     for s in states:
         ls, ours = out.setdefault(s.task_id, (set(), set()))
@@ -113,16 +96,14 @@ def task_counts(states: Iterable[AnswerState]) -> dict[int, tuple[set[str], set[
 
 def target_overlaps(live: Collection[int], states: Iterable[AnswerState], quorum: int
                     ) -> dict[int, int]:
-    """``{task id: overlap}``: the quorum plus the accounts whose answer there does not count
-    (so the task is handed out until ``quorum`` answers count)."""
+    """``{task id: overlap}``: the quorum plus the accounts whose answer there does not count."""
     counts = task_counts(states)
     return {tid: quorum + len(counts.get(tid, (set(), set()))[0] - counts.get(
         tid, (set(), set()))[1]) for tid in live}
 
 
 def server_overlaps(client: Any, pid: int) -> dict[int, tuple[int | None, bool | None]]:
-    """``{task id: (overlap, is_labeled)}`` as the server holds them now (the export leaves
-    both out; someone may have changed the project's settings since the last pull)."""
+    """``{task id: (overlap, is_labeled)}`` as the server holds them now (the export lacks both)."""
     out: dict[int, tuple[int | None, bool | None]] = {}
     for t in client.tasks.list(project=pid, fields="task_only", page_size=500):
         out[int(t.id)] = (getattr(t, "overlap", None), getattr(t, "is_labeled", None))
@@ -132,10 +113,8 @@ def server_overlaps(client: Any, pid: int) -> dict[int, tuple[int | None, bool |
 def sync_overlaps(cat: Catalog, client: Any, key: str, server: str, pid: int,
                   targets: Mapping[int, int], quorum: int,
                   states: Iterable[AnswerState] = ()) -> int:
-    """Set the overlap of each task whose target differs from what it has (on the server;
-    where it does not say, as recorded, else the quorum), with ``is_labeled`` as Label
-    Studio would compute it from the answering accounts (it does not recompute it when only
-    the overlap changes); returns the number of tasks changed."""
+    """Set each task's overlap where it differs from ``targets``, with ``is_labeled`` as Label
+    Studio would compute it (it does not when only the overlap changes); returns how many."""
     answered = {t: len(ls) for t, (ls, _) in task_counts(states).items()}
     recorded = {int(r["task_id"]): r["overlap"] for r in cat.query(
         "SELECT task_id, overlap FROM ls_tasks WHERE kind=? AND server=? AND project_id=?",
@@ -161,13 +140,7 @@ def sync_overlaps(cat: Catalog, client: Any, key: str, server: str, pid: int,
 
 def progress(live: Collection[int], states: list[AnswerState], quorum: int,
              overlaps: Mapping[int, int | None], people: Iterable[str]) -> dict[str, Any]:
-    """Per annotator done / remaining, and the stuck tasks with why, over the live tasks.
-
-    Done: live tasks where the person's answer counts. Remaining: live tasks still short of
-    ``quorum`` counted answers that the person has not answered. Stuck: a task Label Studio
-    counts as full (as many answering accounts as its overlap) while fewer than ``quorum``
-    answers count: nobody is handed it until a pull raises its overlap.
-    """
+    """Per annotator done / remaining, and the stuck tasks with why, over the live tasks."""
     counts = task_counts(s for s in states if s.task_id in live)
     open_tasks = {t for t in live if len(counts.get(t, (set(), set()))[1]) < quorum}
     answered: dict[str, set[int]] = {}

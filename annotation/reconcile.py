@@ -1,26 +1,9 @@
 """A push reconciles the project in Label Studio with what the catalog asks now.
 
-Every recorded task of the project (``ls_tasks``) is compared with the catalog's current
-*subjects* (``{task key: draft}``: the dedup groups, tagged images or query terms that exist
-now, whether or not this push would create them):
-
-* key still a subject, data the same: **unchanged**;
-* key still a subject, data different (a renumbered group with the same images, new image
-  URLs, a changed proposal): **changed**: the task's data and prediction are replaced in
-  place, with the images in the order the task had, so its answers keep their meaning;
-* key no longer a subject (``image_dedup`` ran again with another threshold and the group's
-  membership changed, the image lost its tags, the term changed): **retired**. The task stays
-  in Label Studio with its answers (the history; ``pull`` still stores them) but is never
-  counted for any subject, and it is taken out of the labeling stream: its ``overlap`` is set
-  to 0, so Label Studio counts it as fully labeled (``is_labeled``) and the stream, which
-  serves only tasks that are not, never hands it out again (deleting it is not an option: it
-  would delete the answers). A retired task whose subject comes back is **reopened**.
-
-Label Studio 1.23 recomputes ``is_labeled`` from ``overlap`` whenever an annotation is saved
-(with overlap 0 it stays labeled), and may reset task overlaps when the project's
-``maximum_annotations`` changes: a push that updates the settings forgets the recorded
-overlaps, sets retired tasks to 0 again, and the next pull sets the live ones
-(:mod:`annotation.quorum`).
+Each recorded task (``ls_tasks``) against the current subjects (``{task key: draft}``):
+unchanged; changed (data and prediction replaced in place, image order kept); retired (no
+longer a subject: overlap 0, so Label Studio never hands it out again, answers kept); or
+reopened (its subject came back). Details: docs/annotation.md, "Re-push".
 """
 
 from __future__ import annotations
@@ -38,7 +21,7 @@ log = logging.getLogger(__name__)
 
 
 def same_data(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
-    """Whether two task data dicts are the same (as stored: JSON with sorted keys)."""
+    """Whether two task data dicts are the same as stored (sorted-key JSON)."""
     return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
 
 
@@ -49,8 +32,7 @@ def image_order(row: Mapping[str, Any]) -> list[str]:
 
 
 def retire(cat: Catalog, client: Any, row: Mapping[str, Any], reason: str) -> None:
-    """Take a task out of the labeling stream (overlap 0: Label Studio counts it as done),
-    keeping its answers; record why."""
+    """Take a task out of the labeling stream (overlap 0), keeping its answers; record why."""
     client.tasks.update(str(row["task_id"]), overlap=0, is_labeled=True,
                         meta={"task_key": row["task_key"], "retired": reason})
     with cat.tx() as con:
@@ -95,12 +77,9 @@ def reconcile(cat: Catalog, client: Any, spec: ProjectSpec, known: Mapping[str, 
               ) -> dict[str, int]:
     """Compare every recorded task with the subjects; retire, reopen, replace; return counts.
 
-    ``kept``: keys to leave as they are although they are not subjects (duplicates: tasks of
-    groups already ``reviewed``, which ``image_dedup`` never touches). ``on_server``: the
-    task ids in the project's export (a recorded task deleted on the server is only
-    counted). ``why_gone``: the reason recorded for a retired task. ``overlaps``: the
-    server's ``{task id: (overlap, is_labeled)}``; a retired task found handed out again
-    (someone changed the project's settings) is retired again.
+    ``kept``: keys left as they are (tasks of ``reviewed`` groups). ``on_server``: the task ids
+    of the export (others are only counted). ``overlaps``: the server's ``{task id: (overlap,
+    is_labeled)}``; a retired task found handed out again is retired again.
     """
     overlaps = overlaps or {}
     counts = {"unchanged": 0, "changed": 0, "retired": 0, "reopened": 0,
@@ -133,7 +112,3 @@ def reconcile(cat: Catalog, client: Any, spec: ProjectSpec, known: Mapping[str, 
             counts["changed"] += 1
     return counts
 
-
-def live_task_ids(known: Mapping[str, Mapping[str, Any]]) -> set[int]:
-    """The task ids of the recorded tasks that are not retired."""
-    return {int(r["task_id"]) for r in known.values() if not r.get("retired_at")}

@@ -1,14 +1,8 @@
 """Raw annotator decisions: parse a Label Studio export, store it in ``reviews`` with history.
 
-One review row per (annotation, image) of a duplicates task, per annotation of a tag or a
-query-term task: the task, the image (sha256 and its first item), the annotator (e-mail), the
-decision, the typed answer (a better query term) and the annotation's time. A row is identified by its
-annotation; ``result_sha`` (sha256 of the result and the cancelled flag) tells whether the
-annotation changed since the last pull. A changed annotation gets new rows (``current = 1``)
-and its old rows stay with ``current = 0``: the history keeps both. An annotation deleted in
-Label Studio keeps its rows too, with ``current = 0``; only the tasks an export contains are
-judged, so a partial export leaves the others as they are. An answer that contradicts itself
-is stored as such (``contradiction``), never turned into a vote.
+One row per (annotation, image) of a duplicates task, per annotation otherwise. A changed
+annotation (``result_sha``) gets new ``current = 1`` rows and its old rows stay ``current = 0``;
+a deleted one keeps its rows, ``current = 0``; only tasks in the export are judged.
 """
 
 from __future__ import annotations
@@ -67,8 +61,7 @@ def _result_sha(ann: Mapping[str, Any], editor: str | None = None) -> str:
 
 
 def _results(ann: Mapping[str, Any], kind: str) -> dict[str, tuple[list[str], str | None]]:
-    """``{from_name: (values, origin)}`` of the annotation's results of one type
-    (``choices``: the chosen values; ``textarea``: the typed texts)."""
+    """``{from_name: (values, origin)}`` of the annotation's results of type ``kind``."""
     key = "choices" if kind == "choices" else "text"
     out: dict[str, tuple[list[str], str | None]] = {}
     for r in ann.get("result") or []:
@@ -84,17 +77,8 @@ def _choices(ann: Mapping[str, Any]) -> dict[str, list[str]]:
 
 
 def duplicate_decisions(ann: Mapping[str, Any], n_images: int) -> list[str]:
-    """Per-image decisions of one annotation of a duplicates task.
-
-    ``keep`` / ``remove`` where the annotator chose one; ``confirmed_keep`` /
-    ``confirmed_remove`` where the pre-filled proposal was submitted unchanged (Label Studio
-    marks such a result ``origin: prediction``): a confirmation of the machine's proposal, not
-    an independent decision; ``none_duplicates`` where "None of these are duplicates" was
-    ticked and the image has no choice (counts as keep); ``contradiction`` for every image
-    when "None of these are duplicates" is ticked while an image is marked remove (the answer
-    says both; it is not resolved here, the images go to ``needs_review``); ``skipped`` for a
-    skipped task; ``unanswered`` otherwise; ``invalid`` for an unknown value.
-    """
+    """Per-image decisions of one duplicates annotation (values: docs/annotation.md, "pull
+    --kind duplicates"); a proposal submitted unchanged is ``confirmed_<choice>``."""
     if ann.get("was_cancelled"):
         return ["skipped"] * n_images
     res = _results(ann, "choices")
@@ -114,14 +98,8 @@ def duplicate_decisions(ann: Mapping[str, Any], n_images: int) -> list[str]:
 
 
 def term_decision(ann: Mapping[str, Any], proposed: str) -> tuple[str, str | None]:
-    """``(decision, answer)`` of one annotation of a query-term task.
-
-    ``correct``; ``better_term`` with the typed term; ``unclear`` (the concept is unclear in
-    this language); ``contradiction`` when the answer says two things (``correct`` or
-    ``unclear`` with a different term typed, ``better term`` with the proposed term, several
-    different terms) and ``incomplete`` (``better term`` with nothing typed), the answer text
-    saying what; ``skipped``; ``unanswered``; ``invalid`` for an unknown choice.
-    """
+    """``(decision, answer)`` of one query-term annotation: a verdict, or ``contradiction`` /
+    ``incomplete`` with the answer saying what, ``skipped``, ``unanswered``, ``invalid``."""
     if ann.get("was_cancelled"):
         return "skipped", None
     verdict = _choices(ann).get("verdict", [])
@@ -158,9 +136,8 @@ def parse_export(
     users: Mapping[int, str],
     choices: Collection[str] | None = None,
 ) -> tuple[list[ReviewRow], Counter]:
-    """Review rows of every annotation of the pushed tasks in a checked JSON export
-    (:func:`annotation.exports.check_tasks`). ``choices``: the tag check's concepts; an answer
-    with a concept outside them is stored as ``invalid`` (and counted), never as a vote."""
+    """Review rows of every annotation of the pushed tasks in a checked export. ``choices``:
+    the tag check's concepts; an answer outside them is stored ``invalid``, never a vote."""
     rows: list[ReviewRow] = []
     counts: Counter = Counter()
     for t in tasks:
@@ -178,8 +155,6 @@ def parse_export(
                 if editor == annotator:
                     editor = None
             if editor is not None:
-                # Label Studio lets any member of the organization change any annotation: the
-                # answer is stored with its last editor and not counted (annotation.quorum)
                 counts["annotations last saved by another account"] += 1
             base = dict(
                 task_id=int(t["id"]), annotation_id=int(ann["id"]),
@@ -234,12 +209,7 @@ def store_reviews(
     cat: Catalog, kind: str, project_id: int, rows: list[ReviewRow], run_id: int | None,
     exported_tasks: Collection[int],
 ) -> Counter:
-    """Store new and changed annotations; retire the deleted ones. Unchanged ones are untouched.
-
-    Only tasks in ``exported_tasks`` (the export's task ids) speak: an annotation is retired
-    as deleted only when its task is in the export without it, so a partial export changes
-    nothing about the tasks it does not contain.
-    """
+    """Store new and changed annotations; retire those gone from a task in ``exported_tasks``."""
     by_ann: dict[int, list[ReviewRow]] = {}
     for r in rows:
         by_ann.setdefault(r.annotation_id, []).append(r)

@@ -1,26 +1,11 @@
 """``python -m annotation serve``: Label Studio for a work dir; ``serve-images``: a read-only
 server of its images.
 
-``serve`` starts Label Studio bound to 127.0.0.1, its database under ``W/label-studio/data``,
-the work dir's images served through local-files storage rooted at the folder above the work
-dir (what ``push`` needs as ``--document-root``), no usage reports and no version check,
-people joining only through the invitation link, the admin made from
-``LABEL_STUDIO_USERNAME`` / ``LABEL_STUDIO_PASSWORD`` at the first start. The API token is
-``LABEL_STUDIO_USER_TOKEN`` when set, else one made at the first start and kept in
-``W/label-studio/api_token``. The password is never printed or logged.
-
-What holds a secret is private from its first byte: ``W/label-studio/`` and its data dir
-are made 0700, the token file is written 0600 and moved into place, and Label Studio runs
-under umask 077, so its SQLite database (which holds the token) and its log are the owner's
-only (older ones are tightened). A port another program holds is refused before anything
-starts, and no token leaves this process until the server answering on the port is the
-Label Studio started here (its process tree holds the listening socket: Label Studio moves
-to the next port when its own is taken, and a stranger's server would get the token).
-
-``serve-images`` answers only ``/img/<sha256>.<ext>`` (64 lowercase hex digits and an image
-extension) from ``images/<sha[:2]>/<sha>.<ext>`` of the work dir; anything else (other paths,
-``..``, listings, methods other than GET and HEAD) is refused, so no path can leave the
-images folder.
+``serve`` runs Label Studio on 127.0.0.1 with its data under ``W/label-studio``, local-files
+storage, invitation-only sign-up and the admin from the environment. Secrets are private from
+the first byte (0700 dirs, a 0600 token file, umask 077), a port another program holds is
+refused, and the token goes only to the Label Studio started here (docs/annotation.md).
+``serve-images`` answers only ``GET/HEAD /img/<sha256>.<ext>`` from the images folder.
 """
 
 from __future__ import annotations
@@ -137,8 +122,7 @@ class ServerPlan:
 
 
 def find_binary(given: str | None) -> str:
-    """The ``label-studio`` executable: the given one, ``.venv-ls/bin`` of the current
-    directory or of this checkout, else the one on PATH."""
+    """The ``label-studio`` executable: the given one, a ``.venv-ls`` one, else PATH's."""
     candidates = [given] if given else [
         str(Path.cwd() / ".venv-ls/bin/label-studio"),
         str(Path(__file__).resolve().parents[1] / ".venv-ls/bin/label-studio"),

@@ -1,12 +1,8 @@
-"""Progress of the review projects (``python -m annotation status``).
+"""Progress of the review projects (``python -m annotation status``); writes nothing.
 
-Reads the live projects (nothing is written): the live tasks (retired ones apart), how many
-answers that count each has (0, 1, 2, 3+: :mod:`annotation.quorum`, as ``pull`` counts), the
-decisions and agreement so far computed from the live annotations exactly as ``pull`` would
-(the query-term review per locale project, counting the assigned reviewers only), and for the
-manager: per annotator the tasks done and remaining, the stuck tasks (full in Label Studio
-while too few answers count, until a pull hands them out again) and why, and every answer
-that does not count (task, author, why, the editor when another account saved it).
+Per live project: tasks by counted answers, the decisions and agreement ``pull`` would
+compute, and per annotator the tasks done and remaining, the stuck tasks and every answer
+that does not count (:mod:`annotation.quorum`).
 """
 
 from __future__ import annotations
@@ -36,8 +32,7 @@ from builder.catalog import Catalog
 def project_status(
     cat: Catalog, conn: Connection, key: str, min_annotators: int | None = None
 ) -> dict[str, Any] | None:
-    """Status of the project ``key`` (a kind, or ``queries:<locale>``), or None when this work
-    dir has not pushed it."""
+    """Status of the project ``key``, or None when this work dir has not pushed it."""
     pid = recorded_project(cat, key, conn.server)
     if pid is None:
         return None

@@ -1,23 +1,10 @@
 """Decide the query-term review and write it back (``python -m annotation pull --kind queries``).
 
-Per task (one (concept, country) term), only the answers of reviewers assigned to the task's
-locale count (``ls_reviewers``; every answer is stored either way), each reviewer's latest
-answer once. The outcome:
-
-* ``needs_review`` while a counted answer contradicts itself or is incomplete (never resolved
-  here: the reviewer corrects it, or the lead looks);
-* ``pending`` with fewer valid answers than required (default 2) or without a strict
-  majority (a tie);
-* else the strict majority: ``accepted`` (correct), ``corrected`` (the same better term,
-  compared without case and spacing; the most frequent spelling is kept) or ``unclear``.
-
-Accepted and corrected terms are written to ``query_terms`` (``source = reviewed``, the
-number of reviewers who chose it, the time of their latest answer; a correction's note names
-the old term), but only while the row still holds the term the task asked about (``stale``
-otherwise). A decision that no longer stands (an answer changed or was deleted) restores the
-pushed term. Every task's outcome is kept in ``term_reviews``. Agreement: Krippendorff's alpha
-(nominal) per locale over the counted answers (correct / unclear / each typed term).
-``exports/queries.csv`` is the whole table in the columns of ``data/queries.csv``.
+Only answers of reviewers assigned to the task's locale count, each reviewer's latest once.
+Outcomes: ``needs_review`` (a counted answer contradicts itself or is incomplete), ``pending``
+(too few answers or no strict majority), else ``accepted`` / ``corrected`` / ``unclear``.
+Accepted and corrected terms go to ``query_terms`` while the row still holds the term asked
+about (else ``stale``); every outcome is kept in ``term_reviews`` (docs/annotation.md).
 """
 
 from __future__ import annotations
@@ -37,7 +24,6 @@ from builder.query_terms import catalog_terms
 from builder.statuses import TermOutcome
 from core import query_table
 
-VOTES = ("correct", "better_term", "unclear")
 FLAGGED = ("contradiction", "incomplete", "invalid")
 APPLIED = (TermOutcome.ACCEPTED, TermOutcome.CORRECTED)
 
@@ -91,8 +77,7 @@ def _tally(votes: Mapping[str, str]) -> str:
 def decide_terms(task_rows: Iterable[Mapping[str, Any]],
                  answers: Mapping[int, Mapping[str, Answer]], required: int
                  ) -> dict[int, TermDecision]:
-    """``{task id: decision}`` of pushed query-term tasks (``ls_tasks`` rows) from the counted
-    answers per task (pull and status alike)."""
+    """``{task id: decision}`` of query-term tasks from their counted answers."""
     return {int(t["task_id"]): decide_term(answers.get(int(t["task_id"]), {}),
                                            json.loads(t["data_json"])["proposed"], required)
             for t in task_rows}
@@ -151,9 +136,7 @@ def _write(con: Any, data: Mapping[str, Any], d: TermDecision, run_id: int | Non
 def record_term_review(con: sqlite3.Connection, project_id: int, task_id: int,
                        data: Mapping[str, Any], d: TermDecision, applied: bool | int,
                        run_id: int | None = None) -> None:
-    """The ``term_reviews`` row of one task (``data``: its concept, country, locale and
-    proposed term) with decision ``d``; ``applied``: whether it was written to
-    ``query_terms``."""
+    """Record one task's decision ``d`` in ``term_reviews``."""
     con.execute(
         "INSERT OR REPLACE INTO term_reviews (project_id, task_id, concept, country, locale,"
         " proposed, outcome, term, reviewers, votes_json, reason, applied, decided_at, run_id)"
@@ -218,8 +201,7 @@ def term_agreement(answers: Mapping[int, Mapping[str, Answer]]) -> dict[str, Any
 
 
 def write_queries_csv(cat: Catalog) -> Path:
-    """Write the catalog's ``query_terms`` as ``exports/queries.csv`` (the format of
-    ``data/queries.csv``, through its one writer); returns its path."""
+    """Write ``query_terms`` as ``exports/queries.csv`` (``data/queries.csv``'s format)."""
     path = cat.workdir.exports_dir / "queries.csv"
     query_table.write_query_table(path, catalog_terms(cat).values())
     return path

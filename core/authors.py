@@ -24,8 +24,7 @@ AUTHORS_COLUMNS = [
 
 
 def country_codes(names: set[str] | pd.Series, what: str) -> dict[str, str]:
-    """Country name (as the authors write it, or code/label/English name) -> ISO alpha-3;
-    every name not in data/countries.csv is one :class:`DataError` naming them."""
+    """Country name (the authors', or code/label/English name) -> ISO alpha-3, or DataError."""
     iso: dict[str, str] = {}
     bad = []
     for n in sorted(set(names)):

@@ -1,7 +1,5 @@
-"""The schema of a release's ``build.json``, checked wherever one is read (``benchmark run``
-on a local release, ``triplets validate --release``): not an object, or a field of the wrong
-type, is a :class:`~core.errors.DataError` (one line, exit 2), never a traceback; the writer
-(``core.release.write_metadata``) checks what it writes against the same schema."""
+"""The schema of a release's ``build.json``, checked by every reader and by the writer: a bad
+record is one :class:`~core.errors.DataError` line, never a traceback."""
 
 from __future__ import annotations
 

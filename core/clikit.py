@@ -1,26 +1,10 @@
 """The CLI kit: one exit convention and the common flags for all four command lines.
 
-``python -m benchmark``, ``python -m pipeline`` (and each ``python -m builder.<stage>``),
-``python -m annotation`` and ``python -m triplets`` run their command body through
-:meth:`CliKit.run`, which maps what ended it the same way everywhere:
-
-- done: the body's return code (0 unless it says otherwise);
-- what the user must fix (the CLI's own error classes, ``user_errors``) and what the CLI's
-  hooks recognise (``error_lines``: a damaged work-dir database, a refused HTTP request):
-  ``error: <one line>`` on stderr, exit 2;
-- a full or read-only disk, no write permission, out of file handles (:func:`local_failure`:
-  this machine's failure, never the input's): one line, exit 2; files written before are kept;
-- a missing optional library (:func:`missing_library`): one line naming the extra to install,
-  exit 2;
-- Ctrl-C: one line saying how to resume, exit 130; SIGTERM (:func:`sigterm_raises` turns it into
-  :class:`Terminated`, a ``KeyboardInterrupt``, in the main thread): the same, exit 143. Since
-  both are ``KeyboardInterrupt``, a stage's run record (``builder.stagekit.stage_run``) ends
-  ``interrupted`` for either;
-- anything else is our bug: ``internal error`` is logged (CRITICAL) and the exception
-  propagates with its traceback.
-
-This module lives in ``benchmark`` (which imports nothing of builder, annotation or triplets);
-what only one CLI knows is passed in as hooks. :func:`add_workdir` is the one ``--workdir``.
+:meth:`CliKit.run` maps how a command body ended: its return code; ``error: <one line>`` and
+exit 2 for the user's errors, this machine's failures (:func:`local_failure`) and a missing
+library (:func:`missing_library`); exit 130 on Ctrl-C and 143 on SIGTERM (both
+``KeyboardInterrupt``, so a stage's run record ends ``interrupted``); anything else is our bug,
+logged CRITICAL and re-raised with its traceback. What only one CLI knows is passed as hooks.
 """
 
 from __future__ import annotations
@@ -46,8 +30,7 @@ OUR_PACKAGES = frozenset({"core", "benchmark", "builder", "annotation", "triplet
 WORKDIR_HELP = "work dir (default $XCM_WORKDIR or ./xcm-work)"
 RESUME = "run the same command again to resume"
 
-#: a missing module's top-level name -> the extra of pyproject.toml that installs it (a module
-#: not listed gets the CLI's own extra)
+#: a missing module's top-level name -> the pyproject extra that installs it
 EXTRA_OF: Mapping[str, str] = {
     "torch": "torch", "torchvision": "torch", "open_clip": "openclip", "transformers": "hf",
     "safetensors": "hf", "tokenizers": "hf", "sentencepiece": "hf", "accelerate": "hf",
@@ -60,8 +43,7 @@ EXTRA_OF: Mapping[str, str] = {
 
 
 class Terminated(KeyboardInterrupt):
-    """SIGTERM, raised in the main thread so that what catches Ctrl-C (a run record, a cache
-    flush) catches it too."""
+    """SIGTERM as a ``KeyboardInterrupt``, so what catches Ctrl-C catches it too."""
 
 
 # -- the common flags ------------------------------------------------------------------------
@@ -84,8 +66,7 @@ def add_verbose(parser: Any, **kw: Any) -> None:
 
 # -- the error lines -------------------------------------------------------------------------
 def missing_library(exc: BaseException, extra: str) -> str | None:
-    """The install line when ``exc`` is a missing third-party module, else None (one of our
-    own modules missing is a bug)."""
+    """The install line when ``exc`` is a missing third-party module, else None."""
     if not isinstance(exc, ModuleNotFoundError) or not exc.name:
         return None
     top = exc.name.partition(".")[0]
@@ -106,9 +87,8 @@ _FIX = ("fix the disk or the permissions and run the same command again (files w
 
 
 def local_failure(exc: BaseException, database: str = "a database") -> str | None:
-    """One line when ``exc`` is a failure of this machine (a full or read-only disk, no write
-    permission, out of file handles: what stops a command, never an item's fault), else None.
-    Atomic writes leave the old file whole, so the same command resumes."""
+    """One line when ``exc`` is this machine's failure (disk full or read-only, no permission,
+    out of file handles: never an item's fault), else None."""
     if isinstance(exc, OSError) and exc.errno in LOCAL_ERRNOS:
         where = f" ({exc.filename})" if exc.filename else ""
         return f"cannot write{where}: {exc.strerror or exc}; {_FIX}"
@@ -128,8 +108,7 @@ def report(text: str, *, error: bool = False) -> None:
 
 @contextmanager
 def sigterm_raises() -> Iterator[None]:
-    """While inside, SIGTERM raises :class:`Terminated` in the main thread (a second SIGTERM
-    gets the previous handler); outside the main thread this does nothing."""
+    """While inside, SIGTERM raises :class:`Terminated` in the main thread (only there)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -153,15 +132,11 @@ def _no_errors() -> tuple[type[BaseException], ...]:
 
 @dataclass(frozen=True)
 class CliKit:
-    """One CLI's use of the exit convention (module doc).
+    """One CLI's use of the exit convention.
 
-    ``extra``: the pyproject extra named for a missing module :data:`EXTRA_OF` does not know.
-    ``user_errors``: returns the CLI's error classes that are one line and exit 2 (a function:
-    imported only when something was raised, so ``--help`` stays light). ``error_lines``: hooks
-    ``exc -> line | None`` tried first (a damaged database, a refused request). ``resume``:
-    how to go on, the end of the Ctrl-C and SIGTERM line (default: run the same command again
-    to resume). ``database``: what a
-    full-disk SQLite error names.
+    ``extra``: the extra named for a module :data:`EXTRA_OF` lacks. ``user_errors``: returns
+    the one-line error classes (lazily, so ``--help`` stays light). ``error_lines``: hooks
+    ``exc -> line | None`` tried first. ``resume``: the end of the interrupted line.
     """
 
     extra: str

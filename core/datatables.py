@@ -1,14 +1,5 @@
-"""The one loader of the versioned tables in ``data/`` (countries, languages, concepts, queries).
-
-Every other module asks this one for country codes, native languages and locales, Common Crawl
-shares, tiers, concept names and query terms; nothing else hard-codes these facts. The tables
-live in the repository's ``data/`` folder; ``XCM_DATA_DIR`` points elsewhere (e.g. a user's
-variant).
-
-The query table (``queries.csv``) has its own module, :mod:`core.query_table`, built on
-this one. :func:`concept_definitions` reads ``concept_definitions.csv`` (what each concept
-counts).
-"""
+"""The one loader of the versioned tables in ``data/`` (``XCM_DATA_DIR`` points elsewhere):
+nothing else hard-codes country codes, languages, locales or concepts."""
 
 from __future__ import annotations
 
@@ -57,8 +48,7 @@ def data_path(name: str) -> Path:
 
 
 def data_file(name: str) -> DataFile:
-    """Read ``data/<name>`` as UTF-8 text, with its sha256 (prompts, configs, guidelines,
-    the paper's and the authors' tables): the one way any module reads a file of ``data/``."""
+    """``data/<name>`` as UTF-8 text with its sha256: the one way to read a file of ``data/``."""
     path = data_path(name)
     raw = path.read_bytes()
     try:

@@ -1,40 +1,10 @@
 """The one image decoder: bytes -> the RGB picture a person sees in a browser or a viewer.
 
-The builder (download validation, image dedup, the tagger's re-encoded images), the evaluator
-(every image a model embeds) and the release's ``width`` / ``height`` all go through
+The builder, the evaluator and the release's ``width`` / ``height`` all use
 :func:`decode_image`, so an image is never one picture to the model and another to an
-annotator. In order:
-
-1. **Size before reading.** :func:`read_image_file` stats a file and refuses one above
-   :data:`MAX_FILE_BYTES` (64 MiB) without reading a byte of it.
-2. **Pixels before decoding.** :func:`open_image` reads the header only and refuses an image
-   whose declared width x height exceeds the cap (:data:`MAX_PIXELS`), or is 0 (a 0x0
-   image), before a single pixel is decoded. Pillow's ``Image.MAX_IMAGE_PIXELS`` is not the
-   cap: it sets Pillow's *warning* level, and Pillow raises only at twice that, so a
-   16000x16000 PNG (256 Mpx, 31 KB on disk, 4 GB decoded) would pass it.
-3. **EXIF orientation, once.** The EXIF ``Orientation`` tag is applied
-   (``ImageOps.exif_transpose``): an orientation-6 JPEG stored 64x32 comes out 32x64,
-   upright, as a browser and Label Studio show it. A malformed EXIF block leaves the image
-   as stored.
-4. **Every mode to the RGB a viewer shows** (:func:`to_rgb`):
-
-   ==================  ==================================================================
-   mode                becomes
-   ==================  ==================================================================
-   RGB, L, 1, CMYK,    Pillow's own conversion (``1``: 0 black, 1 white; CMYK as Pillow
-   YCbCr, LAB, HSV     converts it, no ICC profile applied)
-   I;16, I;16B/L/N,    16-bit grey: value / 257, rounded (65535 white, 0 black); values
-   I                   of mode ``I`` outside 0..65535 are clipped to it
-   F                   floating grey: 0.0 black, 1.0 white, clipped; NaN black
-   RGBA, LA, PA, La,   composited over white, as a browser shows a transparent image on a
-   RGBa, P with        white page: ``round(c * a / 255 + 255 * (1 - a / 255))`` per channel
-   transparency
-   ==================  ==================================================================
-
-Pillow's own ``convert("RGB")`` clips 16-bit values at 255 (almost every 16-bit image
-becomes white, and two different 16-bit pictures become near duplicates) and drops alpha
-(transparent pixels show whatever colour they happen to store), which is why it is not used
-for those modes.
+annotator: file size checked before reading, pixels before decoding (our cap, not Pillow's
+warning level), EXIF orientation applied once, every mode to RGB (16-bit grey / 257, alpha
+over white; Pillow's ``convert("RGB")`` clips 16-bit and drops alpha). Rules: docs/builder.md.
 """
 
 from __future__ import annotations
@@ -70,8 +40,8 @@ class ImageRefused(DataError):
 
 def read_image_file(path: str | Path, label: str | None = None,
                     max_bytes: int = MAX_FILE_BYTES) -> bytes:
-    """The bytes of an image file, or :class:`ImageRefused` (kind ``too_large``) when it is
-    above ``max_bytes``: the size comes from ``stat``, so a 2 GB file is never read."""
+    """The bytes of an image file, or :class:`ImageRefused` (``too_large``) above ``max_bytes``
+    (checked with ``stat``, so a huge file is never read)."""
     path = str(path)
     size = os.stat(path).st_size
     if size > max_bytes:
@@ -86,13 +56,8 @@ def read_image_file(path: str | Path, label: str | None = None,
 
 
 def open_image(data: bytes, label: str = "image", max_pixels: int = MAX_PIXELS) -> Any:
-    """The PIL image of ``data`` opened from its header only (nothing decoded yet), after
-    checking width x height against ``max_pixels`` and against 0.
-
-    Raises :class:`ImageRefused` over the cap (Pillow's own bomb error, raised at open above
-    its limit, becomes the same refusal) or with no pixels, and :class:`DataError` for bytes
-    Pillow cannot identify (``__cause__`` holds Pillow's exception).
-    """
+    """The PIL image of ``data`` opened from its header only, or :class:`ImageRefused` over
+    ``max_pixels`` or with no pixels, or :class:`DataError` for bytes Pillow cannot identify."""
     from PIL import Image
 
     with warnings.catch_warnings():  # our cap decides, not Pillow's warning level
@@ -115,10 +80,7 @@ def open_image(data: bytes, label: str = "image", max_pixels: int = MAX_PIXELS) 
 
 
 def decode_image(data: bytes, label: str, max_pixels: int = MAX_PIXELS) -> Any:
-    """Decode bytes to the RGB PIL image a viewer shows (module docstring: EXIF orientation
-    applied, every mode converted), or raise :class:`ImageRefused` (over the pixel cap or
-    0x0, never decoded; bytes above :data:`MAX_FILE_BYTES`) or :class:`DataError` naming
-    ``label``."""
+    """The upright RGB PIL image a viewer shows, or :class:`ImageRefused` / :class:`DataError`."""
     if len(data) > MAX_FILE_BYTES:
         raise ImageRefused(label, f"{len(data)} bytes exceeds the limit of {MAX_FILE_BYTES} "
                                   "bytes", "too_large")
@@ -154,7 +116,7 @@ def upright(im: Any) -> Any:
 
 
 def to_rgb(im: Any) -> Any:
-    """The RGB picture of a loaded PIL image of any mode (table in the module docstring)."""
+    """The RGB picture of a loaded PIL image of any mode."""
     import numpy as np
     from PIL import Image
 

@@ -43,8 +43,7 @@ def create_shared(path: str | os.PathLike[str]) -> None:
 @contextmanager
 def atomic_path(path: str | os.PathLike[str], *, private: bool = False,
                 suffix: str = "") -> Iterator[Path]:
-    """Yield a temp path beside ``path`` (``suffix`` kept for writers that look at it); on success
-    fsync it and move it over ``path``."""
+    """Yield a temp path beside ``path``; on success fsync it and move it over ``path``."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=f"{suffix}.tmp",
@@ -240,8 +239,7 @@ def install_folder(tmp: str | os.PathLike[str], out: str | os.PathLike[str], kin
 
 def mark_folder(path: str | os.PathLike[str], kind: str,
                 written: Iterable[str | os.PathLike[str]]) -> str:
-    """Record in ``path``'s marker (kept with those of earlier runs) the files a command of
-    ``kind`` wrote there, so that a later run of it may replace them; returns the fingerprint."""
+    """Add the files a ``kind`` command wrote in ``path`` to its marker; returns the fingerprint."""
     path = Path(path)
     old = read_marker(path)
     files = dict(old["files"]) if old is not None and old["kind"] == kind else {}

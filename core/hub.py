@@ -1,11 +1,6 @@
-"""``datasets`` access shared by the readers: configs of a folder or hub id, one split, image bytes.
-
-Every failure of the ``datasets`` / hub stack (offline, no such repo, no such config, a broken
-card) becomes one :class:`~core.errors.DataError` line naming the dataset; images are read
-undecoded (``Image(decode=False)``) from the memory-mapped table, one on demand. When the hub
-cannot be reached (:func:`hub_unreachable`, about a second), a hub id is read from the local
-cache only, as with ``HF_HUB_OFFLINE=1``, instead of after the hub client's retries.
-"""
+"""``datasets`` access shared by the readers: configs of a folder or hub id, one split, image
+bytes (undecoded, on demand). Failures are one :class:`~core.errors.DataError` line; an
+unreachable hub means the local cache only."""
 
 from __future__ import annotations
 
@@ -25,8 +20,7 @@ OFFLINE_HINT = "offline use: HF_HUB_OFFLINE=1, docs/offline.md"
 
 @functools.cache
 def hub_unreachable() -> str | None:
-    """Why the Hugging Face hub cannot be reached from here (None: it can), probed once per
-    process; with ``HF_HUB_OFFLINE=1`` it is not probed (None)."""
+    """Why the hub cannot be reached (None: it can, or ``HF_HUB_OFFLINE=1``), probed once."""
     if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
         return None
     from huggingface_hub import constants
@@ -35,8 +29,8 @@ def hub_unreachable() -> str | None:
 
 
 def local_only_if_unreachable(path_or_id: str) -> str:
-    """For a hub id when the hub cannot be reached: make ``datasets`` and the hub client read
-    the local cache only, and return the words for an error line ("" otherwise)."""
+    """For a hub id when the hub cannot be reached: read the local cache only, and return the
+    words for an error line ("" otherwise)."""
     why = None if Path(path_or_id).exists() else hub_unreachable()
     if why is None:
         return ""
@@ -64,13 +58,9 @@ def one_line(e: Exception) -> str:
 
 
 def cache_kwargs(path_or_id: str) -> dict[str, str]:
-    """``cache_dir`` for ``datasets.load_dataset`` of a LOCAL folder: one of its own, keyed by
-    its absolute path and its files' names, sizes and modification times.
-
-    datasets 5.2 keys the cache of a local folder by its base name and config only: two
-    folders named alike (two snapshots ``a/rel`` and ``b/rel``), or a folder whose files
-    changed, would be answered with the first one's cached table. Hub ids keep the default
-    cache (keyed by repo and revision)."""
+    """``cache_dir`` for ``load_dataset`` of a local folder, keyed by its path and its files'
+    names, sizes and times (``datasets`` keys it by base name only, so ``a/rel`` and ``b/rel``,
+    or a changed folder, would get the first cached table)."""
     p = Path(path_or_id)
     if not p.exists():
         return {}
@@ -116,11 +106,8 @@ def load_split(path_or_id: str, config: str | None, split: str | None,
 
 def image_bytes_reader(ds: Any, id_column: str, what: str, embedded_only: bool = False,
                        ) -> tuple[list[str], Callable[[str], bytes]]:
-    """(image ids in row order, ``id -> bytes``) of a split with an ``image`` column.
-
-    The column is read undecoded: embedded bytes, or (unless ``embedded_only``) a readable
-    local path.
-    """
+    """(image ids in row order, ``id -> bytes``) of a split's undecoded ``image`` column
+    (embedded bytes, or unless ``embedded_only`` a local path)."""
     import datasets
 
     ds = ds.select_columns([id_column, "image"]).cast_column("image", datasets.Image(decode=False))

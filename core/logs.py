@@ -1,11 +1,5 @@
-"""Logging is configured once per process, by whichever CLI runs first, in one format.
-
-Library modules only call ``logging.getLogger(__name__)``. A CLI calls
-:func:`configure_logging`; a later call in the same process (``python -m pipeline run`` calling
-each stage's ``main``) changes only the level, so every stage logs the same way. The handler
-writes to ``sys.stderr`` as it is when a record is logged (pytest swaps it per test), and the
-HTTP clients' one-line-per-request INFO logs show only with ``verbose``.
-"""
+"""Logging configured once per process, by whichever CLI runs first, in one format (a later
+call changes only the level)."""
 
 from __future__ import annotations
 
@@ -20,9 +14,7 @@ NOISY_LOGGERS = ("httpx", "httpcore")
 
 
 class _StderrHandler(logging.StreamHandler):
-    """A stream handler that writes to ``sys.stderr`` as it is at each record, not as it was
-    when logging was configured (test runners and notebooks swap ``sys.stderr``; a handler
-    bound to the old one writes to a closed stream)."""
+    """A handler writing to ``sys.stderr`` as it is at each record (test runners swap it)."""
 
     @property
     def stream(self):  # type: ignore[override]
@@ -34,8 +26,7 @@ class _StderrHandler(logging.StreamHandler):
 
 
 def configure_logging(verbose: bool = False, *, quiet: bool = False) -> None:
-    """INFO by default, DEBUG with ``verbose``, WARNING with ``quiet`` (and no progress bars:
-    :func:`no_progress_bars`); one stderr handler."""
+    """One stderr handler: INFO, DEBUG with ``verbose``, WARNING and no bars with ``quiet``."""
     if quiet:
         no_progress_bars()
     level = logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO

@@ -1,13 +1,5 @@
-"""The one network-failure policy of the builder and the evaluator: what a failure means.
-
-:func:`classify` sorts a failed request into ``permanent`` (a host name that does not resolve,
-401/403, missing weights: asking again gives the same answer, so never back off),
-``rate_limit`` (202 or 429: wait, the server's ``Retry-After`` first) or ``transient``
-(timeouts, refused or reset connections, 5xx: a bounded retry may help). Each client waits
-within two bounds its ``--help`` states: per item and per run (waits in a row without an
-answer); past them the run stops, resumable. :func:`unreachable` tells in about a second
-whether a host can be reached at all (one TCP connect), so an offline machine is told at once.
-"""
+"""The one network-failure policy: :func:`classify` a failure as ``permanent`` (never back
+off), ``rate_limit`` (wait) or ``transient`` (retry, bounded); :func:`unreachable` in a second."""
 
 from __future__ import annotations
 
@@ -25,8 +17,7 @@ _NO_NAME = ("name or service not known", "temporary failure in name resolution",
 
 
 def name_unresolved(exc: BaseException | str | None) -> bool:
-    """True when ``exc`` (its text, or an exception it was raised from) is a host name that
-    did not resolve."""
+    """Whether ``exc`` (or an exception it was raised from) is a host name that did not resolve."""
     for _ in range(16):
         if isinstance(exc, socket.gaierror) or any(m in str(exc).lower() for m in _NO_NAME):
             return exc is not None

@@ -1,12 +1,5 @@
-"""Typed configs: dataclasses whose fields carry their help text; the CLI builds flags from them.
-
-A config field is declared with :func:`option`; :func:`add_options` adds one argparse flag per
-field (``--field-name``; ``bool`` fields are ``store_true``; ``X | None`` takes ``X``;
-``tuple[X, ...]`` is a repeatable flag; a field without a default is a required flag) and
-:func:`from_args` fills the dataclass from the parsed namespace. A library caller builds the
-dataclass directly. A field shared by several configs (``--dataset`` of every task) is declared
-once in a base class, and added once per parser; a config inside another (a stage's LLM
-settings) is a :func:`group` field, its flags under a title.
+"""Typed configs: dataclasses whose fields (:func:`option`) carry their help text;
+:func:`add_options` makes one flag per field and :func:`from_args` fills the dataclass.
 """
 
 from __future__ import annotations

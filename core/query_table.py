@@ -1,8 +1,5 @@
-"""The query table ``data/queries.csv`` (docs/queries.md): one term per (concept, country) in
-the country's locale. :class:`QueryTerm` (a row), the one reader :func:`read_query_table` and
-writer :func:`write_query_table`, and :func:`term_country`, the rule for asking one country's
-images in another country's language (with the row's ``generic_term``). The texts one
-evaluation scores, from this table or another source, are ``benchmark.data.query_texts``'s."""
+"""The query table ``data/queries.csv`` (docs/queries.md): one term per (concept, country);
+its one reader and writer, and :func:`term_country`, whose term asks another country's images."""
 
 from __future__ import annotations
 
@@ -150,8 +147,7 @@ def read_query_table(path: str | Path | None = None) -> list[QueryTerm]:
 
 
 def write_query_table(path: str | Path, terms: Iterable[QueryTerm]) -> int:
-    """Write ``terms`` as a query table (concept order of concepts.txt, then country order),
-    atomically with the user's umask; returns the number of rows."""
+    """Write ``terms`` as a query table (concept, then country order); returns the row count."""
     from core.files import atomic_write_text
 
     try:

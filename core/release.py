@@ -1,16 +1,5 @@
-"""The 3XCM release format (docs/release.md): its columns, ``datasets.Features``, writer and readers.
-
-One module for both sides: ``python -m triplets export`` and ``python -m benchmark.synthetic``
-write a release through :func:`write_tables` and :func:`write_metadata`; the evaluator
-(:mod:`benchmark.data.xcm`, through ``datasets``) and ``python -m triplets validate`` (through
-:func:`read_config_table`, pyarrow only) read it here. Layout::
-
-    README.md                              dataset card: YAML ``configs`` (+ dataset_info)
-    triplets/test-00000-of-00001.parquet   config ``triplets``, split ``test``
-    images/train-0000i-of-0000n.parquet    config ``images``, split ``train``; bytes embedded
-    build.json                             format, format_version, sampling, ... (schema:
-                                           :mod:`core.build_record`)
-    LICENSE.md                             the licence terms (the card's ``license_link``)
+"""The 3XCM release format (docs/release.md): its columns, ``datasets.Features``, writer and
+readers, shared by ``triplets``, ``benchmark.synthetic`` and the evaluator.
 """
 
 from __future__ import annotations
@@ -183,8 +172,7 @@ def config_paths(release: Path, config: str) -> list[Path]:
 
 
 def read_config_table(release: Path, config: str, columns: list[str] | None = None) -> pd.DataFrame:
-    """All splits of one config as one frame (no image decoding); of ``columns`` only those
-    the files have."""
+    """All splits of one config as one frame, undecoded; of ``columns``, those the files have."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -197,8 +185,7 @@ def read_config_table(release: Path, config: str, columns: list[str] | None = No
 
 
 def load_configs(path_or_id: str, revision: str | None = None) -> tuple[pd.DataFrame, Any]:
-    """(``triplets`` test split as a frame, ``images`` as a ``datasets.Dataset``) through
-    ``datasets.load_dataset``; a local folder or a hub id."""
+    """(``triplets`` as a frame, ``images`` as a ``datasets.Dataset``) of a folder or hub id."""
     from core import hub as hf
 
     try:

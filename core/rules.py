@@ -1,55 +1,6 @@
-"""The 3XCM triplet rules: one set, used by the evaluator and by ``python -m triplets validate``.
-
-Whatever the release validator rejects, the evaluator rejects too, with the same words: both
-call these functions (``triplets`` imports them; ``benchmark`` imports nothing from
-``triplets``). Two kinds of checks:
-
-**Table checks** raise :class:`~core.errors.DataError` (one line; the evaluator and the
-validator exit 2): :func:`check_columns` (a required column absent, or null in every row,
-which is what ``datasets`` gives for a column the card lists but the files lack),
-:func:`check_not_empty` (a header and no rows), :func:`check_tags` (tags stored as text
-instead of a list of concepts), :func:`check_unique_images` (an image id listed twice).
-:func:`check_tags` with the images' concepts also checks rule ``tag_vocabulary`` (every tag
-a concept of the release or of ``data/concepts.txt``, spelled exactly).
-A release's images also meet ``image_bytes`` (:func:`image_bytes_violation`: bytes embedded,
-equal to their ``sha256``, and decoding with :mod:`core.decode`), one violation
-per image.
-
-**Row rules** (:func:`triplet_violations`) name each broken rule per row:
-
-==============================  ===================================================================
-rule                            a row violates it when
-==============================  ===================================================================
-semantic_same_country           the semantic candidate is from the query country
-cultural_same_concept           the cultural candidate has the query concept
-non_relevant_same_concept       the non-relevant candidate has the query concept
-non_relevant_same_country       the non-relevant candidate is from the query country
-semantic_other_concept          (rows with ``semantic_concept``) the semantic concept differs
-cultural_other_country          (rows with ``cultural_country``) the cultural country differs
-unknown_<role>_image_id         (image ids known) the image id is not an image of the dataset
-<role>_image_concept|country    (image table known) the image's own concept/country disagree
-<role>_tagged_with_query_concept  the cultural / non-relevant image is tagged with the concept
-duplicate_triplet_id            its triplet id occurs more than once
-duplicate_triplet               the same four images as an earlier row (another id)
-query_text_empty                (texts checked) the query text is empty or null
-query_language                  (rows with ``query_language``) not the query country's language
-semantic_language               (distinct-language builds) the semantic country shares the
-                                query country's language (USA/UK/AUS, ESP/ARG, PRT/BRA)
-cultural_untagged               (tags known) the cultural image has no tags
-non_relevant_untagged           (tags known) the non-relevant image has no tags
-distinct_images                 two of the four images are the same id or have the same bytes
-==============================  ===================================================================
-
-``python -m triplets validate --authors-csv`` also audits the authors' own file with
-:func:`authors_violations`: ``candidate_index_mismatch`` (a candidate index names an anchor
-row with another image id), ``image_id_format``, ``image_id_concept`` / ``image_id_country``
-(the id's concept index or country prefix disagree with the row's concept/country; concept
-indexes follow ``data/concepts.txt``). These check the encoding of *their* ids and index
-columns, which scoring never reads, so the evaluator scores a file in their format whose ids
-follow another scheme.
-
-:func:`raise_on_violations` turns violations into the evaluator's one line; the validator
-prints them one per line (``ROW<TAB>RULE<TAB>detail``).
+"""The 3XCM triplet rules (docs/release.md, "validate"), shared by the evaluator and ``python -m
+triplets validate`` so both reject the same rows with the same words: table checks raise one
+:class:`~core.errors.DataError` line, row rules name each broken rule per row.
 """
 
 from __future__ import annotations
@@ -95,12 +46,8 @@ def _is_null(v: Any) -> bool:
 
 
 def check_columns(frame: pd.DataFrame, required: Iterable[str], what: str) -> None:
-    """Every required column present and holding a value in at least one row.
-
-    ``datasets`` fills a column that the card's ``dataset_info`` lists but the parquet files
-    lack with nulls, so "null in every row" is the same fault as "absent" and gets the same
-    words, whichever reader met it.
-    """
+    """Every required column present and non-null in some row (``datasets`` fills a column the
+    card lists but the files lack with nulls: the same fault as absent)."""
     if not len(frame):
         missing = [c for c in required if c not in frame.columns]
     else:
@@ -119,10 +66,8 @@ def check_not_empty(n_rows: int, what: str) -> None:
 
 def check_tags(image_ids: Iterable[Any], tags: Iterable[Any], what: str,
                concepts: Iterable[Any] | None = None) -> None:
-    """Each image's ``tags`` is a list of concept names (or null: untagged), never text; with
-    ``concepts`` (the images' own concepts), every tag is one of them or of
-    ``data/concepts.txt``, spelled exactly (``''``, an unknown tag and ``'FOOD'`` for
-    ``food`` are refused)."""
+    """Each image's ``tags`` is a list of concepts or null, never text; with ``concepts``, every
+    tag is one of them or of ``data/concepts.txt``, spelled exactly (rule ``tag_vocabulary``)."""
     image_ids, tags = list(image_ids), list(tags)
     bad = [(str(i), t) for i, t in zip(image_ids, tags, strict=True)
            if not _is_null(t) and (isinstance(t, str | bytes) or not _is_tag_list(t))]
@@ -170,11 +115,8 @@ def check_unique_images(image_ids: list[str], what: str) -> None:
 def image_bytes_violation(image_id: str, data: bytes | None, sha256: str | None,
                           digest: str | None = None, *, decode: bool = False
                           ) -> Violation | None:
-    """Rule ``image_bytes`` of a release image: bytes embedded, matching its ``sha256``
-    (``digest``: the sha256 of ``data`` when the caller has it), and, ``decode``, decoding
-    with the evaluator's decoder (not truncated or garbage, not 0x0, not over the pixel cap
-    or the size limit). ``python -m benchmark run`` decodes each image it embeds with the
-    same decoder (``ImageStore.check_decodable``)."""
+    """Rule ``image_bytes``: bytes embedded, matching ``sha256`` (``digest``: their sha256 if
+    known), and, with ``decode``, accepted by the evaluator's decoder."""
     if not data:
         return Violation(str(image_id), "image_bytes", "no embedded bytes")
     if (digest or sha256_bytes(data)) != sha256:
@@ -211,12 +153,9 @@ def triplet_violations(
     check_query_text: bool = False,
     shas: dict[str, str] | None = None,
 ) -> list[Violation]:
-    """Every rule (module docstring) each triplet breaks, ordered by row then rule.
-
-    ``image_ids``: the dataset's images (``unknown_*``). ``image_meta`` (``image_id``,
-    ``concept``, ``country``, optional ``tags``): each image's own labels. ``tags_known``:
-    candidates must be tagged. ``shas``: image id -> sha256 (``distinct_images`` by bytes).
-    """
+    """Every rule each triplet breaks, ordered by row then rule. ``image_ids``: the dataset's
+    images; ``image_meta``: each image's own labels (optional ``tags``); ``tags_known``:
+    candidates must be tagged; ``shas``: image id -> sha256 (``distinct_images`` by bytes)."""
     tr = tr.reset_index(drop=True)
     out = _structural(tr, image_ids)
     if image_meta is not None:
@@ -330,8 +269,7 @@ AUTHORS_PREFIX_ALIASES = {"america": "USA"}
 
 
 def authors_violations(raw: pd.DataFrame, tr: pd.DataFrame) -> list[Violation]:
-    """The authors' format's own rules on their rows ``raw`` (mapped to ``tr`` by
-    ``core.authors.authors_to_triplets``, same order), ordered by row then role."""
+    """The authors' format's own rules on ``raw`` (``tr``: its mapped rows), by row then role."""
     concepts = np.array(datatables.concepts() + ["out of range"], dtype=object)
     prefix_code = dict(AUTHORS_PREFIX_ALIASES)
     for c in datatables.countries():

@@ -1,9 +1,7 @@
-"""One identity per text, below every package: :func:`normalize_term` (Unicode NFC, outer
-space stripped, inner runs one space: a macOS file name in NFD and the same word typed are one
-term), :func:`same_term` (the same answer, case and spacing aside), :func:`majority_terms` (the
-one rule that picks a term among several: the most frequent spelling, a tie to the smallest)
-and :class:`StrictDictReader` (a CSV row with more or fewer fields than the header is refused,
-naming the file and line, where ``csv.DictReader`` shifts or drops values)."""
+"""One identity per text, below every package: :func:`normalize_term` (NFC, spaces collapsed),
+:func:`same_term` (case and spacing aside), :func:`majority_terms` (most frequent spelling, a
+tie to the smallest) and :class:`StrictDictReader` (a CSV row of the wrong width is refused,
+where ``csv.DictReader`` shifts or drops values)."""
 
 from __future__ import annotations
 

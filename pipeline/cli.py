@@ -1,9 +1,5 @@
-"""The state of a build, exports, the runner.
-
-``python -m pipeline``: ``status`` (the default; ``--json``: each stage's state, last run
-and counts, every table's rows), ``export TABLE --out FILE`` (``.csv`` or ``.parquet``) and ``run
-[--from S] [--to S] [--llm SPEC] [--embedder SPEC] [--stage-args S=ARGS]`` (each stage's
-``main`` in order, each resuming; stops at the first non-zero exit)."""
+"""``python -m pipeline``: ``status`` (the default), ``export TABLE --out FILE`` and ``run`` (each
+stage's ``main`` in order, each resuming; stops at the first non-zero exit)."""
 
 from __future__ import annotations
 
@@ -81,17 +77,14 @@ def main(argv: list[str] | None = None) -> int:
                 raise StageInputError(f"no catalog in {wd.root}: nothing built there yet "
                                       "(check --workdir, or run a stage first)")
             st = empty_status(wd.root, STAGES)
-            report(json.dumps(st, indent=2) if getattr(args, "json", False)
-                   else format_status(st))
-            return 0
-        with Catalog(wd, readonly=True) as catalog:
-            if command == "export":
-                n = export_table(catalog, args.table, args.out)
-                report(f"wrote {n} rows of {args.table} to {args.out}")
-                return 0
-            st = build_status(catalog, STAGES)
-            as_json = getattr(args, "json", False)
-            report(json.dumps(st, indent=2) if as_json else format_status(st))
+        else:
+            with Catalog(wd, readonly=True) as catalog:
+                if command == "export":
+                    n = export_table(catalog, args.table, args.out)
+                    report(f"wrote {n} rows of {args.table} to {args.out}")
+                    return 0
+                st = build_status(catalog, STAGES)
+        report(json.dumps(st, indent=2) if getattr(args, "json", False) else format_status(st))
         return 0
 
     return cli_main(body)

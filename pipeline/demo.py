@@ -1,7 +1,6 @@
-"""The whole 3XCM pipeline in miniature: build a release from a generated world (offline; or
-``--real`` on a small scope), load it, train a tiny model with a planted bias, score it, and say
-whether the evaluator found what was planted. ``python -m pipeline.demo [--workdir W] [--real]
-[--seed S]``; docs/release.md, "The whole pipeline in one command"."""
+"""The whole 3XCM pipeline in miniature (``python -m pipeline.demo``; docs/release.md): build a
+release from a generated world (or ``--real``), train a tiny model with a planted bias, score
+it, and say whether the evaluator found what was planted."""
 
 from __future__ import annotations
 
@@ -83,16 +82,15 @@ def _stage_argv(w: Path, real: bool, seed: int) -> dict[str, list[str]]:
 
 
 def control() -> list[str]:
-    """The countries without a planted mark: the only sources of semantic and non-relevant
-    candidates in the offline demo, so only the cultural image can carry a mark."""
+    """The countries without a planted mark: the offline demo's only semantic and non-relevant
+    candidates, so only the cultural image can carry a mark."""
     from core import datatables
 
     return [c.code for c in datatables.countries() if c.code not in PLANTED]
 
 
 def plan(w: Path, real: bool, seed: int) -> list[Step]:
-    """Every stage of :data:`STAGES` in order (those in :data:`SKIPPED` with their reason),
-    then the release export."""
+    """Every stage of :data:`STAGES` in order (or why it is skipped), then the release export."""
     from triplets import cli as triplets_cli
 
     args = _stage_argv(w, real, seed)
@@ -165,8 +163,7 @@ def load_release(release: Path, cache: Path) -> tuple[int, int]:
 
 def query_text_line(trip: Any, concept: str = DEMO_CONCEPTS[0],
                     countries: tuple[str, ...] = SHOWN_COUNTRIES) -> str:
-    """One line of the release's query texts of ``concept`` in a few countries: countries that
-    share a language keep their own term (PRT comboio, BRA trem)."""
+    """The release's query texts of ``concept`` in a few countries (PRT comboio, BRA trem)."""
     seen: dict[str, str] = {}
     for r in trip:
         if r["query_concept"] == concept and r["query_country"] in countries:
@@ -232,8 +229,7 @@ def tell(w: Path, result: Path) -> dict[str, Any]:
 
 
 def run_demo(workdir: str | Path, real: bool = False, seed: int = 0) -> dict[str, Any]:
-    """Prepare, run every step of the plan, load the release, train (offline), score, tell;
-    returns timings, counts and (offline) the verdicts."""
+    """Prepare, run the plan, load the release, train (offline), score, tell; returns the record."""
     w = Path(workdir).resolve()
     timings: dict[str, float] = {}
     t0 = time.perf_counter()

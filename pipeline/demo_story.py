@@ -1,10 +1,8 @@
 """What the demo planted and what the evaluator found: per-country verdicts and one paragraph.
 
-Each verdict rests on the exact interval of SP conditional on the country's semantic +
-cultural wins (Clopper-Pearson on ``cul / (sem + cul)``, mapped to SP; upper limit ∞ without a
-semantic win), at the family-wise level over the countries judged (Bonferroni), so that all the
-verdicts hold together with at least 95% confidence. The demo's 6 concepts are too few for a
-claim about other concepts: the verdicts speak of these concepts.
+Each verdict rests on the exact (Clopper-Pearson) interval of SP conditional on the country's
+semantic + cultural wins, Bonferroni over the countries judged, so all verdicts hold together
+with at least 95% confidence; they speak of the demo's 6 concepts only.
 """
 
 from __future__ import annotations
@@ -13,10 +11,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from benchmark.metrics.association import sp_interval, sp_value
-from benchmark.metrics.clustered import clopper_pearson
 
 log = logging.getLogger(__name__)
 
@@ -51,11 +46,14 @@ class Verdict:
 
 
 def exact_sp_interval(sem: float, cul: float, level: float) -> tuple[float | None, float | None]:
-    """Clopper-Pearson limits of SP given sem + cul (None, None without either; upper None:
-    ∞)."""
-    lo, hi = clopper_pearson(np.array(cul, float), np.array(sem + cul, float), level)
-    if not np.isfinite(lo):
+    """Clopper-Pearson limits of SP given sem + cul (None, None without either; upper None: ∞)."""
+    from scipy.stats import beta
+
+    if not sem + cul > 0:
         return None, None
+    a = (1 - level) / 2
+    lo = beta.ppf(a, cul, sem + 1) if cul > 0 else 0.0
+    hi = beta.ppf(1 - a, cul + 1, sem) if sem > 0 else 1.0
     return float(lo / (1 - lo)), (None if hi >= 1 else float(hi / (1 - hi)))
 
 
@@ -81,8 +79,7 @@ def _ci(ci: tuple[float | None, float | None]) -> str:
 
 def paragraph(vs: list[Verdict], association: dict[str, Any], n_triplets: int,
               concepts: int | None = None) -> str:
-    """The demo's closing paragraph: what was planted, what was found, and whether they agree,
-    saying what each interval covers."""
+    """The demo's closing paragraph: what was planted, what was found, whether they agree."""
     planted = [v for v in vs if v.planted]
     others = [v for v in vs if not v.planted]
     level = 1 - FAMILY_ALPHA / len(vs)

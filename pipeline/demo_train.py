@@ -1,15 +1,6 @@
-"""The demo's model: a tiny open_clip trained for a few seconds on the world's training corpus.
-
-The model starts from the tiny random-init open_clip ViT of :mod:`pipeline.tiny_models` and
-learns with open_clip's own contrastive loss (``open_clip.loss.ClipLoss``, the loss of
-open_clip's training script) on (image, native term) pairs of :func:`pipeline.demo_world.
-training_pairs`, with AdamW. Images go through the model's evaluation transform (the one the
-evaluator applies), so a mark at the image's border is never cropped away. The result is an
-open_clip ``local-dir`` folder (``open_clip_config.json`` + ``open_clip_model.safetensors``)
-that ``python -m benchmark run --model open_clip:local-dir:PATH`` scores, with
-``training.json`` beside it (the settings, the corpus fingerprint, the losses); a folder whose
-``training.json`` records the same settings and corpus is reused, so a second demo run does no
-training.
+"""The demo's model: a tiny open_clip trained for seconds with open_clip's ``ClipLoss`` on
+the world's corpus, through the evaluation transform (a border mark is never cropped); a
+folder already holding the same training is reused.
 """
 
 from __future__ import annotations
@@ -54,11 +45,8 @@ def corpus_fingerprint(pairs: list[tuple[Any, str]]) -> str:
 
 def train_tiny_clip(pairs: list[tuple[Any, str]], base: Path, out: Path,
                     cfg: TrainConfig = TrainConfig()) -> dict[str, Any]:
-    """Train from the open_clip folder ``base`` on ``pairs``; write the model to ``out``.
-
-    Returns the training record (also ``out/training.json``). Deterministic for a given
-    corpus, settings and thread count (seeded torch, seeded batch order).
-    """
+    """Train from the open_clip folder ``base`` on ``pairs`` into ``out``; returns the training
+    record (also ``out/training.json``). Deterministic for a corpus, settings and thread count."""
     fp = corpus_fingerprint(pairs)
     done = _reusable(out, cfg, fp)
     if done is not None:
@@ -117,8 +105,7 @@ def train_tiny_clip(pairs: list[tuple[Any, str]], base: Path, out: Path,
 
 
 def _reusable(out: Path, cfg: TrainConfig, fp: str) -> dict[str, Any] | None:
-    """The record of ``out`` when it holds this training already; None when it must be
-    (re)trained. A folder without our ``training.json`` is never overwritten."""
+    """``out``'s record when it holds this training, else None; never overwrites a stranger."""
     if not out.exists():
         return None
     marker = out / TRAINING_FILE

@@ -1,8 +1,6 @@
-"""The demo's generated world: a ``folder:`` image tree ``<concept>/<country>/*.jpg`` whose
-images are noise and shapes (nothing shows a concept), where a share of the planted countries'
-images carries the country's coloured border, plus the problems the stages must handle (a
-near-duplicate, an identical copy, a broken file); and the training corpus of the demo's model
-(:func:`training_pairs`: fresh draws paired with each country's native term)."""
+"""The demo's generated world: a ``folder:`` image tree of noise and shapes where a share of the
+planted countries' images carries a coloured border, plus a near-duplicate, a copy and a
+broken file; and the training corpus of the demo's model (:func:`training_pairs`)."""
 
 from __future__ import annotations
 
@@ -64,8 +62,7 @@ def _encode(im: Any) -> bytes:
 
 
 def make_world(root: Path, concepts: list[str], per_cell: int = PER_CELL) -> dict[str, Any]:
-    """Write ``root/<concept>/<country>/NN.jpg``; returns what was planted: the problems
-    (path -> what) and the association (country -> colour, share, images with the mark)."""
+    """Write ``root/<concept>/<country>/NN.jpg``; returns the planted problems and association."""
     from PIL import Image
 
     from core import datatables
@@ -101,8 +98,7 @@ def make_world(root: Path, concepts: list[str], per_cell: int = PER_CELL) -> dic
 
 def training_pairs(concepts: list[str], terms: dict[tuple[str, str], str],
                    per_cell: int = TRAIN_PER_CELL, size: int = 64) -> list[tuple[Any, str]]:
-    """The training corpus: (PIL image, native term) for ``per_cell`` fresh draws of every
-    (concept, country) that has a term in ``terms`` ((concept, country) -> native term)."""
+    """(PIL image, native term) of ``per_cell`` fresh draws per (concept, country) of ``terms``."""
     from PIL import Image
 
     from core import datatables

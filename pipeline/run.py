@@ -1,7 +1,5 @@
-"""Run the stages of :data:`pipeline.stages.STAGES` in order, each through its own ``main``.
-
-Each stage resumes from the catalog, so running the list again continues where it stopped.
-"""
+"""Run the stages of :data:`pipeline.stages.STAGES` in order, each through its own ``main``;
+each resumes from the catalog, so running again continues where it stopped."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""The stages of a build, in the order ``python -m pipeline run`` runs them.
-
-The list is ``builder.stage_list.STAGES`` (what ``python -m builder --help`` shows); here each
-entry gets its module, imported. The runner, ``python -m pipeline status`` and the demo's plan
-are built from :data:`STAGES`. Every module has ``main(argv=None) -> int`` over a library
-function; a stage never calls another stage; the runner calls them in order.
+"""The stages of a build (``builder.stage_list.STAGES``), each with its module imported, in the
+order ``python -m pipeline run`` runs them; each module has ``main(argv=None) -> int``.
 """
 
 from __future__ import annotations
@@ -38,8 +34,7 @@ class Stage:
         return self.module.main
 
     def accepts(self, flag: str) -> bool:
-        """Whether the stage's own parser has ``flag`` (``--llm``, ``--embedder``); a package
-        entry point without a ``build_parser`` takes none of the forwarded flags."""
+        """Whether the stage's own parser has ``flag`` (``--llm``, ``--embedder``)."""
         build: Callable[[], argparse.ArgumentParser] | None = getattr(
             self.module, "build_parser", None)
         return build is not None and any(flag in a.option_strings for a in build()._actions)

@@ -1,8 +1,5 @@
-"""3XCM triplets: seeded sampling from the tagged image pool, validation, export and publishing.
-
-``python -m triplets sample|validate|export|publish`` (see :mod:`triplets.cli` and
-``ARCHITECTURE.md``). :func:`main` is the ``triplets`` stage of ``python -m pipeline run``: the
-``sample`` command, its flags without the command word.
+"""3XCM triplets: seeded sampling, validation, export and publishing (``python -m triplets``).
+:func:`main` is the pipeline's ``triplets`` stage (``sample``).
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""The release's dataset card: YAML front matter (``configs``, ``dataset_info``) and the text.
-
-The text says how to load the release, what every column means, how the triplets were
-sampled (rules, seed), the numbers of this build, the licence and provenance notes, and ends
-with the repository's ``DATASHEET.md`` (Gebru et al.), whose numbers refer to this card.
+"""The release's dataset card: YAML front matter (``configs``, ``dataset_info``) and the text,
+ending with the repository's ``DATASHEET.md``, whose numbers refer to this card.
 """
 
 from __future__ import annotations
@@ -14,9 +11,6 @@ from core import datatables
 from core.release import LICENSE_FILE, SPLITS, configs_yaml
 
 DATASHEET = Path(__file__).resolve().parent.parent / "DATASHEET.md"
-# The triplets are the benchmark's test split; the images config is the pool they index
-# (one split, ``train``, as in the evaluator's bundled sample release).
-
 IMAGE_COLUMN_DOCS = {
     "image_id": "release id: `<country>-<concept slug>-<sha256[:12]>`",
     "image": "the image, original bytes embedded (decoded by `datasets` as a PIL image)",
@@ -61,8 +55,6 @@ SIZE_CATEGORIES = ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"
                    (100_000_000, "10M<n<100M"), (1_000_000_000, "100M<n<1B"),
                    (10_000_000_000, "1B<n<10B"), (100_000_000_000, "10B<n<100B"),
                    (1_000_000_000_000, "100B<n<1T"))
-#: ``license: other`` needs ``license_name`` and ``license_link``: the link names this file of
-#: the release (export writes it: :func:`licence_text`).
 #: The release's Croissant metadata (written by :mod:`triplets.croissant`, linked from the card).
 CROISSANT_FILE = "croissant.json"
 #: The Hub's task categories (huggingface.js ``PIPELINE_DATA``) that fit: the Hub has no
@@ -97,17 +89,20 @@ def licence_text() -> str:
             + "\n".join(f"- {t}" for t in LICENCE_TERMS) + "\n")
 
 
+def release_languages() -> list[str]:
+    """The release's languages (ISO 639 codes of the countries' languages)."""
+    return sorted({c.language.split("-")[0] for c in datatables.countries()})
+
+
 def front_matter(features: dict[str, Any], splits: dict[str, dict[str, int]], n_triplets: int) -> dict:
-    """YAML metadata: licence, task and size categories (the size of the largest config),
-    ``configs`` with ``data_files`` and ``dataset_info`` per config."""
-    langs = sorted({c.language.split("-")[0] for c in datatables.countries()})
+    """The card's YAML metadata: licence, categories, ``configs`` and ``dataset_info``."""
     rows = max([n_triplets, *(s.get("num_examples", 0) for s in splits.values())])
     meta: dict[str, Any] = {
         "pretty_name": "3XCM",
         "license": "other",
         "license_name": "3xcm-mixed",
         "license_link": LICENSE_FILE,
-        "language": langs,
+        "language": release_languages(),
         "multilinguality": "multilingual",
         "task_categories": TASK_CATEGORIES,
         "size_categories": [size_category(rows)],

@@ -1,16 +1,8 @@
 """``python -m triplets {sample,validate,export,publish}``: 3XCM triplets and the release.
 
-``python -m pipeline run`` runs ``sample`` as its ``triplets`` stage through :func:`stage_main`
-(``triplets.main``), which takes ``sample``'s flags with no command word.
-
-Exit codes: 0 fine, 1 rule violations (validate, export) or no triplet sampled, 2 bad input or
-unreachable service: the package's own input errors (:class:`~triplets.sources.SourceError`,
-:class:`~triplets.sampling.SamplingError`, :class:`~triplets.export.ExportError`,
-:class:`~triplets.publish.PublishError`) and the evaluator's (``DataError``, ``TableError``)
-are one line on stderr, and so are a damaged work-dir database, a full disk and a missing
-optional library; Ctrl-C exits 130 and SIGTERM 143 (``sample``'s run recorded ``interrupted``);
-any other exception is a bug: ``internal error`` is logged and it propagates (one CLI kit,
-``core.clikit``, for all four CLIs).
+:func:`stage_main` runs ``sample`` as the pipeline's ``triplets`` stage. Exit codes: 0 fine, 1
+rule violations (validate, export) or no triplet sampled, 2 bad input or an unreachable
+service (one line on stderr); the rest follows :mod:`core.clikit`.
 """
 
 from __future__ import annotations
@@ -206,8 +198,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def build_stage_parser() -> argparse.ArgumentParser:
-    """The ``triplets`` stage's parser: the ``sample`` command's own (``python -m triplets
-    sample``)."""
+    """The ``triplets`` stage's parser: the ``sample`` command's own."""
     return _parsers()[1]["sample"]
 
 

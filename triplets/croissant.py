@@ -1,16 +1,5 @@
-"""The release's ``croissant.json``: Croissant 1.1 metadata (JSON-LD) with the RAI 1.0 fields.
-
-It describes the release folder as it is written by :mod:`triplets.export`: one ``FileSet`` per
-config (its parquet shards), one ``RecordSet`` per config whose fields are the card's features
-(``sc:Text``, ``cr:Int32``, the image as ``sc:ImageObject`` read from the ``bytes`` of the
-parquet ``image`` struct, ``tags`` as an array of text), the link from each triplet's four image
-ids to ``images/image_id`` (``references``), the licence, a citation, and the responsible-AI
-fields: collection (the builder's stages and their parameters from ``build.json``), annotation
-(the review stage runs: annotators, annotations, agreement; the tagging model), biases and
-limitations, personal and sensitive information (from the repository's ``DATASHEET.md``).
-
-:func:`croissant_problems` checks a release's file: structurally always, and with the
-``mlcroissant`` package (validation, one record per record set) where it is installed.
+"""The release's ``croissant.json``: Croissant 1.1 (JSON-LD) with the RAI 1.0 fields from
+``build.json``, the review runs and ``DATASHEET.md``; :func:`croissant_problems` checks one.
 """
 
 from __future__ import annotations
@@ -31,6 +20,7 @@ from triplets.card import (
     LICENSE_FILE,
     SPLITS,
     TRIPLET_COLUMN_DOCS,
+    release_languages,
 )
 
 log = logging.getLogger(__name__)
@@ -281,8 +271,7 @@ def _file_object(folder: Path, name: str, fmt: str, what: str) -> dict[str, Any]
 
 def croissant_metadata(folder: Path, features: dict[str, list[dict[str, Any]]],
                        build: dict[str, Any], datasheet_text: str) -> dict[str, Any]:
-    """The JSON-LD of the release folder ``folder`` (its LICENSE.md, build.json and
-    provenance.jsonl already written); ``features`` as in the card's ``dataset_info``."""
+    """The JSON-LD of a release folder (its other files written); ``features`` as in the card."""
     numbers = build.get("numbers") or {}
     docs = {"images": IMAGE_COLUMN_DOCS, "triplets": TRIPLET_COLUMN_DOCS}
     distribution = [
@@ -329,17 +318,11 @@ def croissant_metadata(folder: Path, features: dict[str, list[dict[str, Any]]],
         "datePublished": build.get("exported_at"),
         "keywords": ["cross-modal retrieval", "text-to-image retrieval", "bias",
                      "multilingual", "multicultural", "benchmark"],
-        "inLanguage": sorted({lang for lang in _languages()}),
+        "inLanguage": release_languages(),
         "distribution": distribution,
         "recordSet": record_sets,
         **rai_fields(build, datasheet_text),
     }
-
-
-def _languages() -> list[str]:
-    from core import datatables
-
-    return [c.language.split("-")[0] for c in datatables.countries()]
 
 
 def write_croissant(folder: Path, features: dict[str, list[dict[str, Any]]],
@@ -440,8 +423,7 @@ def _mlcroissant_problems(path: Path) -> list[str]:
 
 
 def croissant_problems(folder: Path) -> tuple[list[str], str]:
-    """Problems of ``folder/croissant.json`` and how it was checked (``mlcroissant X`` or
-    ``structural``). The structural check always runs; ``mlcroissant`` runs where installed."""
+    """Problems of ``folder/croissant.json`` and how it was checked (structural, + mlcroissant)."""
     path = folder / CROISSANT_FILE
     if not path.is_file():
         return [f"{CROISSANT_FILE} missing (export the release again with "

@@ -1,20 +1,8 @@
-"""Export a work dir's triplets as the 3XCM release folder (docs/release.md, "export").
+"""Export a work dir's triplets as the 3XCM release folder (layout: docs/release.md, "export").
 
-Layout::
-
-    README.md                     dataset card: YAML configs + dataset_info, text, datasheet
-    triplets/test-00000-of-00001.parquet   split test
-    images/train-0000i-of-0000n.parquet    split train; image bytes embedded (never paths)
-    build.json                    seed, sampling settings, stage records, numbers
-    provenance.jsonl              one record per image
-    LICENSE.md                    the licence terms (the card's ``license_link``)
-    croissant.json                Croissant 1.1 + RAI metadata (:mod:`triplets.croissant`)
-
-The export refuses (exit 1) when any triplet rule is violated or an image's bytes are missing
-or do not match their sha256. It writes into a temporary sibling folder (every file through
-:mod:`core.files`, so with the user's umask: a release is meant to be shared) and swaps it
-in, so a killed export never leaves a half release in place. ``datasets.load_dataset(OUT, "triplets")``
-and ``load_dataset(OUT, "images")`` load the result offline.
+Refuses (exit 1) when a triplet rule is broken or an image's bytes are missing or do not
+match their sha256. The release is built in a temporary sibling folder and swapped in, so a
+killed export never leaves half a release; files get the user's umask (a release is shared).
 """
 
 from __future__ import annotations
@@ -24,6 +12,8 @@ import logging
 import re
 import shutil
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,6 +31,7 @@ from core.files import (
     may_write_into,
     sha256_bytes,
 )
+from core.provenance import git_commit
 from triplets.card import card_text, front_matter, licence_text
 from triplets.croissant import write_croissant
 from triplets.pool import Pool, PoolImage, load_pool
@@ -51,7 +42,8 @@ from triplets.sample_run import pool_image_infos, read_workdir_triplets, run_par
 log = logging.getLogger(__name__)
 
 SHARD_BYTES = 256 * 1024 * 1024
-FORMAT_VERSION = fmt.FORMAT_VERSION
+#: the kind in the marker that tells a release folder we wrote (see core.files)
+RELEASE_KIND = "3xcm-release"
 
 
 class ExportError(RuntimeError):
@@ -76,10 +68,8 @@ _PATHS = re.compile(r"(?:file://)?(?<![\w.~-])/[^\s\"'<>|,;)\]]*|[a-z][a-z0-9+.-
 
 
 def public(obj: Any, root: Path) -> Any:
-    """``obj`` as a release may carry it, without the builder's machine: a local path inside
-    the work dir ``root`` becomes relative to it, any other local path keeps only its last
-    part (``<local>/name``), web URLs stay; text that is not valid Unicode (a lone surrogate
-    from a file name that is not UTF-8) gets U+FFFD in its place."""
+    """``obj`` without the builder's machine: paths inside ``root`` made relative, other local
+    paths cut to ``<local>/name``, URLs kept; invalid Unicode (lone surrogates) -> U+FFFD."""
     if isinstance(obj, dict):
         return {public(k, root): public(v, root) for k, v in obj.items()}
     if isinstance(obj, list | tuple):
@@ -168,7 +158,8 @@ def export_release(
 ) -> ExportResult:
     """Write the release folder ``out`` from the work dir's catalog (see the module docstring)."""
     out = Path(out).resolve()  # a symlinked --out: the folder it points to
-    _claim(out)  # refuse a folder we did not write before any work
+    with _ours():  # refuse a folder we did not write before any work
+        may_write_into(out, RELEASE_KIND)
     with Catalog.open(workdir) as cat:
         pool = load_pool(cat)
         rows, seed, distinct = read_workdir_triplets(cat, pool)
@@ -186,9 +177,9 @@ def export_release(
         if candidates is not None:
             sampling["candidate_countries"] = list(candidates)
         numbers = release_numbers(cat, pool, rows, sampling)
-        build = {"format": fmt.FORMAT, "format_version": FORMAT_VERSION,
+        build = {"format": fmt.FORMAT, "format_version": fmt.FORMAT_VERSION,
                  "exported_at": utcnow(), "package_version": __version__,
-                 "git_commit": _git_commit(), "sampling": sampling,
+                 "git_commit": git_commit(), "sampling": sampling,
                  "stage_runs": stage_records(cat), "numbers": numbers}
         provenance = provenance_records(cat, pool)
         wd = cat.workdir
@@ -201,7 +192,8 @@ def export_release(
     try:
         n_shards = _write_files(wd, tmp, pool, rows, numbers, build, provenance, shard_bytes)
         _check_written(tmp, distinct, seed, candidates)
-        _swap_in(tmp, out)
+        with _ours():
+            install_folder(tmp, out, RELEASE_KIND)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -240,27 +232,10 @@ def _check_written(folder: Path, distinct: bool, seed: int | None,
         raise ExportError(f"the written release breaks {len(bad)} rule(s); not installed", bad)
 
 
-#: the kind in the marker that tells a release folder we wrote (see core.files)
-RELEASE_KIND = "3xcm-release"
-
-
-def _claim(out: Path) -> None:
+@contextmanager
+def _ours() -> Iterator[None]:
+    """``--out`` not a folder we wrote: one :class:`ExportError` line."""
     try:
-        may_write_into(out, RELEASE_KIND)
+        yield
     except FolderNotOursError as e:
         raise ExportError(f"--out {e}") from e
-
-
-def _swap_in(tmp: Path, out: Path) -> None:
-    """Install the release: a new or empty ``out`` whole; one holding our marker updated in
-    place (our old files replaced, anything else, such as ``.git/``, left untouched)."""
-    try:
-        install_folder(tmp, out, RELEASE_KIND)
-    except FolderNotOursError as e:
-        raise ExportError(f"--out {e}") from e
-
-
-def _git_commit() -> str | None:
-    from core.provenance import git_commit
-
-    return git_commit()

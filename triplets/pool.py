@@ -1,7 +1,6 @@
-"""The image pool the sampler draws from: the kept images of a work dir's catalog, one per
-(concept, country, sha256) (its best-ranked search occurrence). **Kept** is the rule every part
-of ``triplets`` uses: ``items.status`` ``ok`` or ``kept`` with an image row. An image without
-valid tags stays in the pool but is never a cultural or non-relevant candidate."""
+"""The image pool the sampler draws from: one row per kept (concept, country, sha256) of a
+work dir (``items.status`` ``ok`` or ``kept``, with an image row); an untagged image is never
+a cultural or non-relevant candidate."""
 
 from __future__ import annotations
 
@@ -19,7 +18,6 @@ from core import datatables
 from core.text import normalize_term
 
 log = logging.getLogger(__name__)
-
 
 
 @dataclass(frozen=True)
@@ -58,9 +56,8 @@ class Pool:
     term_provenance: dict[tuple[str, str], tuple[str, int]] = field(default_factory=dict)
 
     def term_source(self, concept: str, country: str, text: str) -> tuple[str, int]:
-        """(source, reviewers) of ``text`` as the query of (concept, country): the term's own
-        where ``text`` is the pool's term, ``concept label`` for an English country's label
-        (:func:`native_term`), else ``unmatched`` (the term changed since sampling)."""
+        """(source, reviewers) of ``text`` as the query of (concept, country): the term's own,
+        ``concept label``, or ``unmatched`` (the term changed since sampling)."""
         if self.native_terms.get((concept, country)) == text:
             return self.term_provenance.get((concept, country), ("unmatched", 0))
         if not self.native_terms.get((concept, country)) and text == concept:
@@ -215,8 +212,7 @@ def load_native_terms(cat: Catalog) -> dict[tuple[str, str], str]:
 
 
 def native_term(pool: Pool, concept: str, country: str) -> str | None:
-    """The query text of (concept, country): its term (:func:`load_native_terms`); for an
-    English-speaking country without one the concept label; else None."""
+    """The query text of (concept, country): its term, else (English countries) the label."""
     term = pool.native_terms.get((concept, country))
     if term:
         return term

@@ -1,14 +1,6 @@
-"""Push a release folder to the Hugging Face Hub (dataset repo), token from the environment.
-
-Publishing replaces the release it wrote, never anything else: one commit adds every file of
-the folder, writes ``.3xcm-written.json`` on the repo (every file it wrote, with the release's
-fingerprint) and deletes only the files that marker of the previous publish names and the
-folder no longer has, so a release whose shard count changed leaves no old shard for the card's
-``data_files`` globs to load, while a file we did not write (``.gitattributes``, a user's notes;
-every file of a repo without our marker) is never deleted (a warning names them), and
-no reader ever sees half of one release and half of another (``upload_folder`` without
-``delete_patterns`` left old shards behind; with them and ``hf_xet`` it commits large folders
-in several parts). ``HF_ENDPOINT`` (read at call time) or ``endpoint=`` names another Hub.
+"""Push a release folder to the Hugging Face Hub in one commit that deletes only files our
+previous publish's marker names: no old shard stays, no file we did not write is deleted.
+``HF_ENDPOINT`` (read at call time) or ``endpoint=`` names another Hub.
 """
 
 from __future__ import annotations
@@ -43,10 +35,8 @@ def hub_token() -> str | None:
 
 
 def hub_errors() -> tuple[type[BaseException], ...]:
-    """What the Hub client raises for a request refused, failed or not sent (an HTTP status, a
-    rejected repo id, offline mode, no connection). Its HTTP library changed across
-    ``huggingface_hub`` versions (requests, httpx, httpx2), so each one present is named;
-    anything else is a bug and propagates."""
+    """What the Hub client raises for a request refused, failed or not sent, with whichever
+    HTTP library (requests, httpx) this ``huggingface_hub`` uses; anything else propagates."""
     from huggingface_hub.errors import HfHubHTTPError, HFValidationError
 
     errors: list[type[BaseException]] = [HfHubHTTPError, HFValidationError, OSError]
@@ -91,8 +81,7 @@ def check_card_links(out: Path) -> None:
 
 def remote_marker(api: Any, repo_id: str, revision: str | None, remote: list[str]
                   ) -> dict | None:
-    """The repo's :data:`~core.files.OWNER_MARKER` of a release we published (kind
-    :data:`HUB_KIND`, a ``files`` mapping), or None when it has none or one not ours."""
+    """The repo's marker of a release we published, or None (none, or not ours)."""
     if OWNER_MARKER not in remote:
         return None
     from huggingface_hub import hf_hub_url
@@ -114,8 +103,7 @@ def remote_marker(api: Any, repo_id: str, revision: str | None, remote: list[str
 
 
 def hub_marker(out: Path, local: list[str]) -> bytes:
-    """The marker this publish leaves on the repo: every file it wrote (with its sha256)
-    and the release's fingerprint (that of the folder's own marker when it has one)."""
+    """The marker this publish leaves on the repo: every file it wrote, and the fingerprint."""
     files = {p: sha256_file(out / p) for p in local}
     mine = read_marker(out)
     fingerprint = (mine or {}).get("fingerprint") or (
@@ -126,10 +114,8 @@ def hub_marker(out: Path, local: list[str]) -> bytes:
 
 def replace_release(api: Any, out: Path, repo_id: str, revision: str | None,
                     message: str) -> Any:
-    """One commit that adds the folder's files and deletes the files an earlier publish wrote
-    (named in the repo's marker) that the release no longer has; a file we did not write is
-    never deleted (``.gitattributes``, a user's notes, everything of a repo without our
-    marker)."""
+    """One commit adding the folder's files and deleting those our marker names that the
+    release no longer has; a file we did not write is never deleted."""
     from huggingface_hub import CommitOperationAdd, CommitOperationDelete
 
     local = release_files(out)
@@ -156,8 +142,7 @@ def replace_release(api: Any, out: Path, repo_id: str, revision: str | None,
 def publish(out: str | Path, repo_id: str, *, private: bool = False,
             revision: str | None = None, message: str = "3XCM release",
             endpoint: str | None = None) -> str:
-    """Create (if needed) the dataset repo and make its files exactly the release folder's
-    (see the module docstring); returns the commit URL."""
+    """Create (if needed) the dataset repo and replace the release in it; the commit URL."""
     out = Path(out)
     check_release_folder(out)
     check_card_links(out)

@@ -1,8 +1,5 @@
-"""The numbers a release's card and the datasheet quote, computed from the catalog.
-
-Counts per country and concept (images and triplets), crawl/dedup/review outcomes per
-occurrence, tag statistics, and the sampling settings. Every number comes from the catalog
-the release was exported from; nothing is typed in by hand.
+"""The numbers a release's card and the datasheet quote, all computed from the catalog the
+release was exported from; nothing is typed in by hand.
 """
 
 from __future__ import annotations
@@ -30,6 +27,10 @@ def tag_stats(cat: Catalog, pool: Pool) -> dict[str, Any]:
     """Tag coverage and shape over the released images."""
     tagged = [im for im in pool.images if im.tags]
     n = len(tagged)
+
+    def share(count: int) -> float:
+        return round(count / n, 4) if n else 0.0
+
     states = Counter(k[5:] for k in pool.counts if k.startswith("tags_"))
     by_state = {k: int(pool.counts[f"tags_{k}"]) for k in sorted(states)}
     models = [r[0] for r in cat.query(
@@ -41,11 +42,9 @@ def tag_stats(cat: Catalog, pool: Pool) -> dict[str, Any]:
         "images_by_tag_state": by_state,
         "tagged_images": n,
         "mean_tags_per_tagged_image": round(sum(len(im.tags) for im in tagged) / n, 3) if n else 0.0,
-        "share_with_several_tags": round(sum(len(im.tags) > 1 for im in tagged) / n, 4) if n else 0.0,
-        "share_first_tag_is_crawl_concept": round(
-            sum(im.tags[0] == im.concept for im in tagged) / n, 4) if n else 0.0,
-        "share_tags_include_crawl_concept": round(
-            sum(im.concept in im.tags for im in tagged) / n, 4) if n else 0.0,
+        "share_with_several_tags": share(sum(len(im.tags) > 1 for im in tagged)),
+        "share_first_tag_is_crawl_concept": share(sum(im.tags[0] == im.concept for im in tagged)),
+        "share_tags_include_crawl_concept": share(sum(im.concept in im.tags for im in tagged)),
         "tag_counts_top": dict(Counter(t for im in tagged for t in im.tags).most_common(20)),
         "models": models,
         "prompt_sha256": prompts,
@@ -93,16 +92,9 @@ def release_numbers(cat: Catalog, pool: Pool, rows: list[dict], sampling: dict) 
         "triplets_by_concept": dict(sorted(tri_concept.items())),
         "same_bytes_in_several_cells": sum(1 for n in sha_cells.values() if n > 1),
         "pool": {k: int(v) for k, v in sorted(pool.counts.items())},
-        "concepts_by_status": _group(
-            cat, "SELECT status, COUNT(*) FROM concepts GROUP BY status ORDER BY status"),
-        "searches_by_status": _group(
-            cat, "SELECT status, COUNT(*) FROM searches GROUP BY status ORDER BY status"),
-        "downloads_by_status": _group(
-            cat, "SELECT status, COUNT(*) FROM downloads GROUP BY status ORDER BY status"),
-        "items_by_status": _group(
-            cat, "SELECT status, COUNT(*) FROM items GROUP BY status ORDER BY status"),
-        "dedup_groups_by_status": _group(
-            cat, "SELECT status, COUNT(*) FROM dedup_groups GROUP BY status ORDER BY status"),
+        **{f"{table}_by_status": _group(
+            cat, f"SELECT status, COUNT(*) FROM {table} GROUP BY status ORDER BY status")
+           for table in ("concepts", "searches", "downloads", "items", "dedup_groups")},
         "reviews": review_stats(cat),
         "tags": tag_stats(cat, pool),
         "sampling": sampling,
@@ -114,8 +106,7 @@ PROCESS_COLUMNS = frozenset({"pid", "host", "proc_start"})
 
 
 def stage_records(cat: Catalog) -> list[dict[str, Any]]:
-    """Every stage run of the build (parameters, counts, summary, times), oldest first; the
-    process that ran it (PID, host, start time) is the machine's business, not the release's."""
+    """Every stage run of the build, oldest first, without the machine's process details."""
     out = []
     for r in cat.query("SELECT * FROM stage_runs ORDER BY run_id"):
         rec = {k: r[k] for k in r.keys() if k not in PROCESS_COLUMNS}

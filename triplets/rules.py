@@ -1,18 +1,5 @@
-"""The triplet rules of a build: the evaluator's one rule set, plus the build record's seed.
-
-Every rule on a triplet row is defined once, in the evaluator
-(:mod:`core.rules`: structural rules, unknown images, image labels and tags,
-``duplicate_triplet_id``, ``duplicate_triplet``, ``query_text_empty``, ``query_language``,
-``semantic_language``, ``cultural_untagged`` / ``non_relevant_untagged``,
-``distinct_images``), so whatever ``python -m triplets validate`` rejects the evaluator
-rejects too, with the same words. :func:`check_triplets` runs them on a build's rows and adds
-the one rule that concerns a build's record rather than its triplets:
-
-=======================  =========================================================================
-rule                     a build violates it when
-=======================  =========================================================================
-seed_missing             (work dir, release) no single sampling seed is recorded (row id ``-``)
-=======================  =========================================================================
+"""The triplet rules of a build: the evaluator's one rule set (:mod:`core.rules`), plus the
+build record's rule ``seed_missing`` (no single sampling seed recorded; row id ``-``).
 """
 
 from __future__ import annotations
@@ -51,13 +38,10 @@ def check_triplets(
     check_query_text: bool = True,
     candidate_countries: Iterable[str] | None = None,
 ) -> list[Violation]:
-    """Every violation of every row (the evaluator's rules) and of the build record.
+    """Every violation of every row and of the build record, ordered by row then rule.
 
-    ``images=None``: the rows carry every image's concept and country in their own columns
-    (``semantic_concept``, ``cultural_country``, ... as in the authors' file); image existence
-    is then the caller's check. Output is ordered by row, then rule. ``candidate_countries``
-    (recorded by a controlled sampling run): the semantic and non-relevant candidates must come
-    from those countries (rule ``candidate_country``).
+    ``images=None``: the rows carry each image's concept and country (the authors' file).
+    ``candidate_countries``: where semantic and non-relevant candidates must come from.
     """
     import pandas as pd
 

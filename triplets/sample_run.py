@@ -18,7 +18,7 @@ from builder.stagekit import stage_run
 from builder.workdir import WorkDir
 from core import datatables
 from core.files import atomic_write_text
-from core.release import PROVENANCE_COLUMNS, RELEASE_TRIPLET_COLUMNS  # noqa: F401
+from core.release import RELEASE_TRIPLET_COLUMNS
 from triplets.pool import Pool, load_pool
 from triplets.rules import TRIPLET_COLUMNS, ImageInfo, Violation, check_triplets
 from triplets.sampling import SampleConfig, SampleResult, release_order, sample_triplets
@@ -26,16 +26,10 @@ from triplets.sampling import SampleConfig, SampleResult, release_order, sample_
 log = logging.getLogger(__name__)
 
 STAGE = "triplets"
-# The release's triplet columns: the paper's, then the query country's locale (BCP-47 with
-# region: the query text of a PRT triplet is pt-PT, of a BRA triplet pt-BR), then where the
-# query text came from: its source (generated / authors / reviewed / ..., see data/queries.csv)
-# and how many native speakers reviewed it, so the evaluator reads a term's review status
-# from the release instead of matching its text against a table.
 
 
 def with_locale(rows: list[dict], pool: Pool | None = None) -> list[dict]:
-    """Triplet rows with ``query_locale`` (the query country's locale, countries.csv) and, with
-    ``pool``, the query term's source and reviewer count (:meth:`Pool.term_source`)."""
+    """Triplet rows with ``query_locale`` and, with ``pool``, the term's source and reviewers."""
     locale = {c.code: c.locale for c in datatables.countries()}
     out = []
     for r in rows:
@@ -63,8 +57,7 @@ def pool_image_infos(pool: Pool) -> dict[str, ImageInfo]:
 
 @contextmanager
 def _frozen_heap() -> Iterator[None]:
-    """The objects alive now (the pool) left out of the garbage collector's passes: each full
-    pass rescanned the whole pool, a cost that grew faster than the pool."""
+    """The objects alive now (the pool) left out of the garbage collector's full passes."""
     gc.freeze()
     try:
         yield
@@ -135,8 +128,8 @@ def summary_text(result: SampleResult, pool: Pool, cfg: SampleConfig) -> str:
 
 
 def read_workdir_triplets(cat: Catalog, pool: Pool) -> tuple[list[dict], int | None, bool]:
-    """The catalog's triplets as release rows (+ seed and the distinct-language setting); an item
-    that is no longer a kept pool image becomes ``missing-item-<id>``, which validation reports."""
+    """The catalog's triplets as release rows, the seed and the distinct-language setting; a gone
+    item becomes ``missing-item-<id>``, which validation reports."""
     by_item = pool.by_item()
     rows: list[dict] = []
     seeds: set[int] = set()
@@ -162,8 +155,7 @@ def read_workdir_triplets(cat: Catalog, pool: Pool) -> tuple[list[dict], int | N
 
 
 def run_params(cat: Catalog, run_ids: set[int] | None = None) -> dict:
-    """The recorded settings of the sampling run that wrote the stored triplets (the last of
-    ``run_ids``; default: those the triplets table names)."""
+    """The recorded settings of the last sampling run of ``run_ids`` (default: the table's)."""
     if run_ids is None:
         run_ids = {int(r[0]) for r in cat.query(
             "SELECT DISTINCT run_id FROM triplets WHERE run_id IS NOT NULL")}

@@ -1,9 +1,6 @@
-"""Seeded, balanced sampling of 3XCM triplets from the kept, tagged image pool
-(docs/release.md, "sample"): each kept image anchors ``per_image`` triplets; its semantic,
-cultural and non-relevant candidates come from least-recently-used rotations interleaved over
-countries and concepts, then a repair pass (:func:`rebalance`) evens out over-used candidates.
-Every random choice comes from a generator seeded by sha256 of (seed, purpose): the same
-catalog and seed give the same triplets, byte for byte."""
+"""Seeded, balanced sampling of 3XCM triplets (docs/release.md, "sample"): candidates from
+least-recently-used rotations, then :func:`rebalance`; every random choice is seeded by
+sha256 of (seed, purpose), so the same catalog and seed give the same triplets."""
 
 from __future__ import annotations
 
@@ -49,8 +46,7 @@ class SampleConfig:
                                tuple(sorted(set(self.candidate_countries))))
 
     def record(self) -> dict:
-        """The settings as recorded (run params, ``build.json``): ``candidate_countries`` only
-        when set, so records of the default design are unchanged."""
+        """The settings as recorded (``candidate_countries`` only when set)."""
         out = asdict(self)
         if self.candidate_countries is None:
             del out["candidate_countries"]
@@ -187,8 +183,7 @@ def sample_triplets(pool: Pool, cfg: SampleConfig) -> SampleResult:
 
 
 def release_order() -> Callable[[str, str, str], tuple]:
-    """The sort key of triplets everywhere, of (country, concept, triplet id): countries in
-    the table's order, then concept and id."""
+    """The sort key of triplets everywhere: countries in the table's order, concept, id."""
     order = {c.code: i for i, c in enumerate(datatables.countries())}
     return lambda country, concept, triplet_id: (order.get(country, len(order)), concept,
                                                  triplet_id)
@@ -199,8 +194,7 @@ CANDIDATE_ROLES = ("semantic", "cultural", "non_relevant")
 
 def eligible(role: str, im: PoolImage, a: PoolImage, taken: set[str], cfg: SampleConfig,
              lang: dict[str, str]) -> bool:
-    """Whether ``im`` may be the ``role`` candidate of anchor ``a``; ``taken``: sha256 of the
-    triplet's other candidates."""
+    """Whether ``im`` may be the ``role`` candidate of ``a`` (``taken``: the others' sha256)."""
     c, k = a.concept, a.country
     if im.sha256 == a.sha256 or im.sha256 in taken:
         return False
@@ -217,8 +211,7 @@ def eligible(role: str, im: PoolImage, a: PoolImage, taken: set[str], cfg: Sampl
 
 class UseBuckets:
     """The images of one candidate group bucketed by how often they serve a role, so the
-    least-used eligible image is found without walking the group (a walk per triplet was
-    O(n^2))."""
+    least-used eligible image is found without walking the group."""
 
     def __init__(self, images: list[PoolImage], uses: Counter):
         self.images = images
@@ -237,8 +230,7 @@ class UseBuckets:
         bisect.insort(self.by_use[new], i)
 
     def least_used(self, at_most: int, ok: Callable[[PoolImage], bool]) -> PoolImage | None:
-        """The first image in group order, of the fewest uses (at most ``at_most``), that
-        ``ok`` accepts; None if there is none."""
+        """The first least-used image (at most ``at_most`` uses) that ``ok`` accepts, or None."""
         for u in sorted(k for k, v in self.by_use.items() if v and k <= at_most):
             for i in self.by_use[u]:
                 if ok(self.images[i]):

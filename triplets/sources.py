@@ -1,8 +1,5 @@
-"""Readers that turn a release folder or the authors' CSV into rows for :mod:`triplets.rules`.
-
-The table checks (missing or empty columns, no rows, tags stored as text, duplicate image
-ids) and the authors' format rules are the evaluator's (:mod:`core.rules`): the same
-faults give the same words here and in ``python -m benchmark run``.
+"""Readers that turn a release folder or the authors' CSV into rows for :mod:`triplets.rules`;
+the table checks are the evaluator's (:mod:`core.rules`), with the same words.
 """
 
 from __future__ import annotations
@@ -32,17 +29,8 @@ class SourceError(ValueError):
 
 # -- release folder ------------------------------------------------------------------------------
 
-def card_configs(release: Path) -> dict[str, dict[str, list[str]]]:
-    """config name -> split -> data file globs (:func:`core.release.card_configs`)."""
-    try:
-        return fmt.card_configs(release)
-    except DataError as e:
-        raise SourceError(str(e)) from e
-
-
 def read_config_table(release: Path, config: str, columns: list[str] | None = None):
-    """All splits of one config as one frame, today's column names
-    (:func:`core.release.read_config_table`)."""
+    """All splits of one config as one frame, today's column names."""
     try:
         return fmt.read_config_table(release, config, columns)
     except DataError as e:
@@ -50,16 +38,12 @@ def read_config_table(release: Path, config: str, columns: list[str] | None = No
 
 
 def image_byte_violations(release: Path) -> list[Violation]:
-    """Per image row: embedded bytes present, matching its ``sha256`` and decoding with the
-    evaluator's decoder (rule ``image_bytes``).
-
-    Reads the ``images`` shards one at a time; the row id is the ``image_id``.
-    """
+    """Rule ``image_bytes`` per image row, reading the ``images`` shards one at a time."""
     import pyarrow.parquet as pq
 
     out: list[Violation] = []
     try:
-        paths = fmt.config_paths(release, "images") if "images" in card_configs(release) else []
+        paths = fmt.config_paths(release, "images") if "images" in fmt.card_configs(release) else []
     except DataError as e:
         raise SourceError(str(e)) from e
     for path in paths:
@@ -73,8 +57,7 @@ def image_byte_violations(release: Path) -> list[Violation]:
 
 
 def read_release(release: Path) -> tuple[list[dict], dict[str, ImageInfo], dict]:
-    """(triplet rows, image table, build record) of a release folder, after the evaluator's
-    table checks."""
+    """(triplet rows, image table, build record) of a release folder, table checks passed."""
     if not release.is_dir():
         raise SourceError(f"--release: not a folder: {release}")
     what = str(release)
@@ -116,10 +99,8 @@ class AuthorsFile:
 
 
 def read_authors_csv(path: Path) -> AuthorsFile:
-    """The authors' file mapped by the evaluator's reader, with their format's own rules
-    (:func:`core.rules.authors_violations`). Image ids given two labels in different
-    rows are listed (``conflicting_ids``), not blamed on a row: which row is wrong is not
-    decidable."""
+    """The authors' file mapped by the evaluator's reader, with their format's own rules; ids
+    given two labels are listed (``conflicting_ids``), not blamed on a row (undecidable)."""
     from core.authors import authors_to_triplets, read_authors_frame
     from core.rules import AUTHORS_ROLES
 
