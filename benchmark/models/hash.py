@@ -1,7 +1,4 @@
-"""``hash``: a deterministic fake model for tests and demos: each input's vector is drawn from a
-normal distribution seeded by the sha256 of its content, so no weights are needed and scores
-are chance-level by construction.
-"""
+"""``hash``: a deterministic fake model: vectors seeded by the sha256 of each input (chance level)."""
 
 from __future__ import annotations
 

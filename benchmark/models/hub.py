@@ -1,18 +1,8 @@
 """Where model weights come from: local folders, ``$XCM_WEIGHTS_DIR``, the Hugging Face cache.
 
-Every adapter resolves its checkpoint to a local folder (or file) here before any
-``from_pretrained``, so libraries read local files only and a missing checkpoint fails at once
-with one line saying where weights were looked for. The search for ``org/name`` at
-``revision``: the checkpoint itself when it is a path; ``$XCM_WEIGHTS_DIR/org/name``, then
-``$XCM_WEIGHTS_DIR/name`` (``hf download --local-dir`` trees, e.g. on an air-gapped machine);
-the Hugging Face cache at that revision; a download, unless offline (``HF_HUB_OFFLINE=1`` or
-``TRANSFORMERS_OFFLINE=1``) or the hub
-cannot be reached (``core.hub.hub_unreachable``).
-
-``huggingface_hub`` reads ``HF_HUB_OFFLINE`` once, when it is first imported; set later (by a
-CLI flag, or after ``datasets`` imported it), it would be ignored and a missing model would
-retry for ~20 s. :func:`sync_offline_flag` copies the environment into the already imported
-module, and resolution passes ``local_files_only`` explicitly, so offline is offline.
+Every adapter resolves its checkpoint to local files here before any ``from_pretrained``, so a
+missing checkpoint fails at once with one line saying where it looked (docs/models.md).
+:func:`sync_offline_flag` copies ``HF_HUB_OFFLINE`` into an already imported huggingface_hub.
 """
 
 from __future__ import annotations
@@ -238,11 +228,7 @@ def resolve_file(repo_id: str, filename: str, revision: str | None, *, what: str
 
 
 def folder_fingerprint(path: Path, patterns: Sequence[str] = ("*.json", "*.safetensors", "*.bin", "*.pt")) -> str:
-    """sha256 over the names, sizes and contents of a local checkpoint's weight/config files.
-
-    Used as the revision of a local folder, so the embedding cache never mixes two different
-    folders given the same path. Reads every byte once (about 1 s per GB).
-    """
+    """sha256 over a local checkpoint's weight/config files: the revision of a local folder."""
     h = hashlib.sha256()
     files = sorted({f for pat in patterns for f in (path.rglob(pat) if path.is_dir() else [path])})
     for f in files:
@@ -259,13 +245,8 @@ _COMMIT = re.compile(r"^[0-9a-f]{40}$")
 
 
 def effective_revision(checkpoint: str, revision: str | None, folder: Path) -> str | None:
-    """The revision to record for weights found in ``folder``.
-
-    A local checkpoint: a fingerprint of its files. A Hugging Face cache snapshot: its commit
-    hash (more precise than a branch name, and known even when no revision was pinned).
-    Otherwise (``$XCM_WEIGHTS_DIR`` trees) the pinned revision, assumed to match, or a
-    fingerprint of the files when nothing is pinned.
-    """
+    """The revision to record for ``folder``: a cache snapshot's commit, the pinned revision
+    of a ``$XCM_WEIGHTS_DIR`` tree, else a fingerprint of the files."""
     if is_local(checkpoint):
         return revision or folder_fingerprint(folder)
     folder = Path(folder)
