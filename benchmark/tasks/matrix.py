@@ -1,16 +1,8 @@
 """``3xcm-matrix``: the same triplets queried in every language, to separate language from
-culture.
+culture (README.md, "`3xcm-matrix`: language vs culture").
 
-In 3XCM the query language and culture coincide (Thai text for Thai triplets). Here each
-triplet keeps its three images and is asked once per query language L with its concept in L:
-its own country's term when that country speaks L, else the generic term (``generic_term``
-of ``data/queries.csv``, no country's proper name) of the first country of L in
-``data/countries.csv`` (USA for en, ESP for es, PRT for pt), from the query texts
-``--query-source`` chooses (:mod:`benchmark.data.query_texts`). ``scores.matrix[L][COUNTRY]``
-holds the 3xcm scores of language L on COUNTRY's triplets; ``scores.summary[COUNTRY]`` compares
-the country's own language (the paper's number) with English, with a paired bootstrap interval
-of the SP difference: an SP that stays high under English shows cultural association, one that
-falls to the English level a language gap.
+Each triplet is asked once per query language L: its own country's term when that country
+speaks L, else the ``generic_term`` of the first country of L in ``data/countries.csv``.
 """
 
 from __future__ import annotations
@@ -63,9 +55,7 @@ def default_query_languages() -> list[str]:
 
 
 def parse_languages(spec: str | None) -> list[str]:
-    """``--query-languages``: ``all`` (or unset) is every country's language; otherwise a
-    comma list of those lower-case codes. Anything else (an empty one too) is a DataError
-    naming the fix."""
+    """``--query-languages``: ``all`` (or unset), or a comma list of the countries' languages."""
     known = default_query_languages()
     if spec is None or spec.strip() == "all":
         return known
@@ -85,9 +75,8 @@ def parse_languages(spec: str | None) -> list[str]:
 def language_plan(
     table: query_texts.QueryTexts, tr: Any, langs: list[str], query_term: str = "own",
 ) -> tuple[dict[str, np.ndarray], dict[str, list[str]], dict[str, Any], set[tuple[str, str]]]:
-    """Per query language: the rows that have a term in it, their texts (a row asked with
-    its own country's term: the text 3xcm embeds for it, by ``query_term``), the skipped
-    triplets and concepts; and every (concept, country) key of a term used."""
+    """Per query language: the rows with a term in it, their texts, the skipped triplets and
+    concepts; and every (concept, country) key of a term used."""
     own_texts: list[Any] = [None] * len(tr)
     if table.kind in ("published", "release"):
         own_texts = list(query_texts.choose_term(tr, table, query_term)[0]["query_text"])

@@ -1,10 +1,8 @@
 """3XCM association bias: ``3xcm`` (text -> image) and ``3xcm-i2i`` (image -> image).
 
-For each triplet the query (the concept in the query country's native language, or the
-query's anchor image for ``3xcm-i2i``) is compared with its semantic, cultural and
-non-relevant candidate images; the winner rule, SP, bootstrap intervals and z-scores are in
-:mod:`benchmark.metrics.association`. Every unique text and image is embedded once per model
-through the embedding cache; scoring from cached embeddings does no model work.
+Each triplet's query (its text, or its anchor image for ``3xcm-i2i``) is compared with its
+three candidate images and scored by :mod:`benchmark.metrics.association`; every unique text
+and image is embedded once per model through the embedding cache.
 """
 
 from __future__ import annotations
@@ -48,9 +46,7 @@ CANDIDATE_COLUMNS = ["semantic_image_id", "cultural_image_id", "non_relevant_ima
 
 @dataclass
 class AssociationConfig(TaskConfig):
-    """The 3XCM data (a release, the authors' published layout, or the authors' CSV with an
-    image folder), its query texts and the bootstrap: what every association-bias
-    computation reads (``3xcm*`` tasks, ``analyze``)."""
+    """The 3XCM data, its query texts and the intervals: what ``3xcm*`` and ``analyze`` read."""
 
     triplets_csv: Path | None = option(
         "the authors' triplet CSV (xcm-bench.csv columns): with --images DIR instead of "

@@ -1,10 +1,8 @@
 """``xm3600-i2t``: prevalence bias, image -> text over one mixed pool of 36 languages.
 
-Every XM3600 image queries the pool of all captions (exact retrieval, :mod:`benchmark.retrieval`,
-or the paper's two-stage search under ``authors`` conventions); the top-k lists are scored with
-accuracy, NDCG (true ideal and the authors', over the whole retrieved top-100), LBKL and DLBKL
-at each k (:mod:`benchmark.metrics.prevalence`), overall and per locale, and the languages and
-tiers at each rank are counted. Results structure: ``docs/xm3600.md``.
+Every image queries the pool of all captions (:mod:`benchmark.retrieval`, or the paper's
+two-stage search); the lists are scored by :mod:`benchmark.metrics.prevalence`, overall and
+per locale. Results structure: docs/xm3600.md.
 """
 
 from __future__ import annotations
