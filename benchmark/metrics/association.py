@@ -165,15 +165,6 @@ def association_scores(
     return out
 
 
-def summarize(winner: np.ndarray, ties: np.ndarray, z: np.ndarray, n_resamples: int = 1000,
-              seed: int = 0, ci: str = "iid") -> dict[str, Any]:
-    """Scores of one set of triplet outcomes, each triplet a unit."""
-    n = len(winner)
-    credit = np.eye(3)[np.asarray(winner, np.int64)] if n else np.zeros((0, 3))
-    return group_scores(None, credit, ties, np.asarray(z).reshape(n, 3), np.arange(n), None,
-                        ci, n_resamples, seed)[""]
-
-
 def sp_value(s: dict[str, Any] | None) -> float | None:
     """SP of a scores entry for display and ordering: inf without a semantic win, None if undefined."""
     if not s:

@@ -77,12 +77,6 @@ def paired_association(credit_a: np.ndarray, credit_b: np.ndarray,
     return out
 
 
-def paired_counts(winner_a: np.ndarray, winner_b: np.ndarray,
-                  concept: np.ndarray | None = None) -> dict[str, Any]:
-    """:func:`paired_association` of one set of items, without groups."""
-    return paired_association(winner_a, winner_b, concept=concept)["overall"]
-
-
 def paired_means(values_a: dict[str, np.ndarray], values_b: dict[str, np.ndarray]
                  ) -> dict[str, Any]:
     """Per metric, the row of ``mean(a) - mean(b)`` over paired items (each a unit); plus n."""
