@@ -23,11 +23,17 @@ from benchmark.embeddings import Embeddings, MultiVector
 from benchmark.metrics.association import INFINITE, association_scores
 from benchmark.metrics.significance import holm
 from benchmark.results import model_slug, write_results
-from benchmark.tasks.base import RunConfig, RunContext, TaskOutput, open_context, result_file
-from benchmark.tasks.xcm import (
-    AssociationConfig,
+from benchmark.tasks.base import (
+    RunConfig,
+    RunContext,
+    TaskOutput,
     embed_images,
     embed_texts,
+    open_context,
+    result_file,
+)
+from benchmark.tasks.xcm import (
+    AssociationConfig,
     interval_settings,
     load_xcm,
 )

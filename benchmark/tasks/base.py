@@ -16,8 +16,9 @@ from typing import Any, ClassVar
 
 import pandas as pd
 
-from benchmark.cache import EmbeddingCache, Shard, dir_problem
+from benchmark.cache import EmbeddingCache, EmbedStats, Shard, dir_problem, embed_cached
 from benchmark.data.images import FileHashMemo
+from benchmark.embeddings import Embeddings
 from benchmark.models.base import Adapter
 from benchmark.results import (
     RESULTS_KIND,
@@ -31,6 +32,7 @@ from benchmark.results import (
 )
 from core import files
 from core.errors import DataError
+from core.files import sha256_text
 from core.options import option
 from core.provenance import git_commit
 
@@ -216,6 +218,23 @@ def open_context(run: RunConfig, shard: Shard | None = None,
         name = f"filehash-{shard.label}.sqlite" if shard_file and shard else "filehash.sqlite"
         memo = FileHashMemo(cache.path.parent / name)
     return RunContext(adapter, cache, run.output_dir, run.device, memo)
+
+
+def embed_texts(ctx: RunContext, texts: list[str], role: str) -> tuple[Embeddings, EmbedStats]:
+    return embed_cached(ctx.adapter, "text", role, [sha256_text(t) for t in texts],
+                        lambda idx: [texts[i] for i in idx], ctx.cache)
+
+
+def embed_images(ctx: RunContext, ds: Any, ids: list[str], role: str
+                 ) -> tuple[Embeddings, EmbedStats]:
+    """Embeddings of the images ``ids`` of ``ds.images``, each checked decodable first."""
+    def load(idx: list[int]) -> Any:
+        wanted = [ids[i] for i in idx]
+        ds.images.check_decodable(wanted)
+        return ds.images.load(wanted)
+
+    return embed_cached(ctx.adapter, "image", role, [ds.images.sha256[i] for i in ids], load,
+                        ctx.cache)
 
 
 def result_file(ctx: RunContext, out: TaskOutput) -> ResultFile:

@@ -25,12 +25,11 @@ from benchmark.metrics.association import (
 )
 from benchmark.metrics.clustered import codes
 from benchmark.metrics.significance import paired_association
-from benchmark.tasks.base import RunContext, TaskOutput
+from benchmark.tasks.base import RunContext, TaskOutput, embed_texts
 from benchmark.tasks.xcm import (
     AssociationConfig,
     XCMTextToImage,
     embed_candidates,
-    embed_texts,
     interval_settings,
     load_xcm,
     similarity_settings,
