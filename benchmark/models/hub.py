@@ -154,28 +154,36 @@ def resolve_repo(
         if cand.is_dir():
             log.info("%s: using %s from %s", what, repo_id, cand)
             return cand
-    try:
-        from huggingface_hub import snapshot_download
-        from huggingface_hub.errors import HFValidationError
-    except ImportError as e:  # pragma: no cover - huggingface_hub is a core dependency
-        raise CheckpointNotFound(f"{what}: huggingface_hub is not installed ({e})") from e
-    off = sync_offline_flag()
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import HFValidationError
+
     patterns = list(allow_patterns) if allow_patterns else None
+    return _cache_then_download(
+        what, repo_id, revision, None, lambda local: snapshot_download(
+            repo_id, revision=revision, local_files_only=local, allow_patterns=patterns),
+        invalid=HFValidationError)
+
+
+def _cache_then_download(what: str, repo_id: str, revision: str | None, filename: str | None,
+                         fetch: Any, invalid: Any = ()) -> Path:
+    """``fetch(local_files_only)`` from the local cache, then (online, hub reachable) the hub;
+    every miss is one :class:`CheckpointNotFound` line."""
+    off = sync_offline_flag()
     try:
-        return Path(snapshot_download(
-            repo_id, revision=revision, local_files_only=True, allow_patterns=patterns,
-        ))
-    except HFValidationError as e:
+        return Path(fetch(True))
+    except invalid as e:
         raise CheckpointNotFound(f"{what}: {repo_id!r} is neither a folder nor a hub id ({e})") from e
     except Exception as e:  # noqa: BLE001 - any miss in the local cache
         if off:
-            raise CheckpointNotFound(not_found_message(what, repo_id, revision)) from e
-    _reachable(what, repo_id, revision)
+            raise CheckpointNotFound(not_found_message(what, repo_id, revision,
+                                                       filename=filename)) from e
+    _reachable(what, repo_id, revision, filename)
     try:
-        return Path(snapshot_download(repo_id, revision=revision, allow_patterns=patterns))
+        return Path(fetch(False))
     except Exception as e:  # noqa: BLE001 - network, auth, missing revision: one line
         reason = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
-        raise CheckpointNotFound(not_found_message(what, repo_id, revision, reason)) from e
+        raise CheckpointNotFound(
+            not_found_message(what, repo_id, revision, reason, filename=filename)) from e
 
 
 def locate(
@@ -211,20 +219,8 @@ def resolve_file(repo_id: str, filename: str, revision: str | None, *, what: str
             return cand / filename
     from huggingface_hub import hf_hub_download
 
-    off = sync_offline_flag()
-    try:
-        return Path(hf_hub_download(repo_id, filename, revision=revision, local_files_only=True))
-    except Exception as e:  # noqa: BLE001
-        if off:
-            raise CheckpointNotFound(not_found_message(what, repo_id, revision, filename=filename)) from e
-    _reachable(what, repo_id, revision, filename)
-    try:
-        return Path(hf_hub_download(repo_id, filename, revision=revision))
-    except Exception as e:  # noqa: BLE001
-        reason = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
-        raise CheckpointNotFound(
-            not_found_message(what, repo_id, revision, reason, filename=filename)
-        ) from e
+    return _cache_then_download(what, repo_id, revision, filename, lambda local: hf_hub_download(
+        repo_id, filename, revision=revision, local_files_only=local))
 
 
 def folder_fingerprint(path: Path, patterns: Sequence[str] = ("*.json", "*.safetensors", "*.bin", "*.pt")) -> str:
