@@ -358,13 +358,6 @@ def warn_unreviewed(prov: dict[str, Any], memo: dict[Any, Any]) -> None:
                     prov["unreviewed_terms"], prov["used_terms"], prov["source"], prov["origin"])
 
 
-def key_in_language(table: QueryTexts, concept: str, country: str,
-                    language: str) -> tuple[str, str] | None:
-    """The key of the term writing ``concept`` in ``language`` for ``country`` (None: none)."""
-    code = query_table.term_country(table.terms, concept, language, country)
-    return None if code is None else (concept, code)
-
-
 def generic_texts(table: QueryTexts) -> dict[tuple[str, str], str]:
     """(concept, country) -> the ``generic_term`` ``3xcm-matrix`` asks other countries' images."""
     try:

@@ -61,16 +61,12 @@ class XM3600:
         return h.hexdigest()
 
 
-def _language_codes() -> list[str]:
-    return [lang.code for lang in datatables.languages()]
-
-
 class _Collector:
     """Validates (image, language, captions) triples and builds the canonical pool."""
 
     def __init__(self, what: str):
         self.what = what
-        self.codes = _language_codes()
+        self.codes = [lang.code for lang in datatables.languages()]
         self.known = set(self.codes)
         self.by_image: dict[str, dict[str, list[str]]] = {}
         self.locales: dict[str, str] = {}

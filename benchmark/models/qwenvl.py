@@ -57,13 +57,6 @@ def detect_arch(cfg: dict[str, Any]) -> str:
     return "qwen2_5_vl" if "fullatt_block_indexes" in vision or "window_size" in vision else "qwen2_vl"
 
 
-def make_config(cfg: dict[str, Any], arch: str) -> Any:
-    from transformers import Qwen2_5_VLConfig, Qwen2VLConfig
-
-    cls = Qwen2_5_VLConfig if arch == "qwen2_5_vl" else Qwen2VLConfig
-    return cls(**{k: v for k, v in cfg.items() if k not in _CONFIG_DROP})
-
-
 def read_safetensors(folder: Path, exclude: tuple[str, ...] = ("adapter_model",)) -> dict[str, Any]:
     """All tensors of a folder's ``*.safetensors`` files (top level only)."""
     from safetensors.torch import load_file
@@ -87,12 +80,13 @@ def load_backbone(
     state: dict[str, Any] | None = None,
 ) -> tuple[Any, dict[str, Any], Any]:
     """(backbone, leftover tensors, config) of a checkpoint; ``state`` replaces its weights."""
-    from transformers import Qwen2_5_VLModel, Qwen2VLModel
+    from transformers import Qwen2_5_VLConfig, Qwen2_5_VLModel, Qwen2VLConfig, Qwen2VLModel
     from transformers.initialization import no_init_weights
 
     raw = read_config(folder)
     arch = arch or detect_arch(raw)
-    config = make_config(raw, arch)
+    config = (Qwen2_5_VLConfig if arch == "qwen2_5_vl" else Qwen2VLConfig)(
+        **{k: v for k, v in raw.items() if k not in _CONFIG_DROP})
     cls = Qwen2_5_VLModel if arch == "qwen2_5_vl" else Qwen2VLModel
     tdtype = torch_dtype(dtype)
     # Built directly on the target device and dtype, uninitialised (every weight is loaded
@@ -218,10 +212,6 @@ def pixel_bounds(processor: Any) -> dict[str, Any]:
             "image_processor": type(processor.image_processor).__name__}
 
 
-def to_device(batch: Any, device: str) -> dict[str, Any]:
-    return {k: v.to(device) for k, v in batch.items()}
-
-
 def rgb(images: list[Any]) -> list[Any]:
     return [im.convert("RGB") for im in images]
 
@@ -240,7 +230,7 @@ def load_head(rest: dict[str, Any], name: str, *, device: str, dtype: Any, what:
 
 def last_hidden(backbone: Any, batch: Any, device: str) -> tuple[Any, dict[str, Any]]:
     """(last hidden states, the inputs on ``device``) of a processor batch."""
-    inputs = to_device(batch, device)
+    inputs = {k: v.to(device) for k, v in batch.items()}
     if "pixel_values" in inputs:
         inputs["pixel_values"] = inputs["pixel_values"].to(backbone.dtype)
     return backbone(**inputs, use_cache=False).last_hidden_state, inputs

@@ -34,7 +34,7 @@ from benchmark.tasks.xcm import (
     load_xcm,
     similarity_settings,
 )
-from core import datatables
+from core import datatables, query_table
 from core.errors import DataError
 from core.options import option
 
@@ -48,14 +48,9 @@ CELL_KEYS = ("n", "wins_sem", "wins_cul", "wins_non", "ties", "M_sem", "M_sem_ci
              "M_cul_ci95", "M_non", "M_non_ci95", "SP", "SP_note", "SP_ci95", "units", "mde")
 
 
-def default_query_languages() -> list[str]:
-    """The languages of the benchmark's countries, in table order, without repeats."""
-    return list(dict.fromkeys(c.language for c in datatables.countries()))
-
-
 def parse_languages(spec: str | None) -> list[str]:
     """``--query-languages``: ``all`` (or unset), or a comma list of the countries' languages."""
-    known = default_query_languages()
+    known = list(dict.fromkeys(c.language for c in datatables.countries()))
     if spec is None or spec.strip() == "all":
         return known
     langs = [x.strip() for x in spec.split(",") if x.strip()]
@@ -87,8 +82,8 @@ def language_plan(
     used: set[tuple[str, str]] = set()
     generic = query_texts.generic_texts(table)
     for lang in langs:
-        key_of = {p: query_texts.key_in_language(table, p[0], p[1], lang) for p in set(pairs)}
-        keys = [key_of[p] for p in pairs]
+        code_of = {p: query_table.term_country(table.terms, p[0], lang, p[1]) for p in set(pairs)}
+        keys = [None if code_of[p] is None else (p[0], code_of[p]) for p in pairs]
         have = np.array([k is not None for k in keys], bool)
         rows_for[lang] = np.nonzero(have)[0]
         text_for[lang] = [generic.get(k, table.terms[k].text) if k[1] != p[1] else
