@@ -1,5 +1,5 @@
 """3XCM evaluator: score retrievers for association (SP) and prevalence (LBKL/DLBKL) bias.
 
-This package imports nothing from ``builder``, ``annotation`` or ``triplets``: it works on a
-published dataset alone. Heavy libraries are imported inside the adapters that need them.
+It imports nothing from ``builder``, ``annotation`` or ``triplets``; heavy libraries only in
+the adapters that need them.
 """

@@ -1,14 +1,8 @@
 """On-disk embedding cache: every unique text and image is embedded once per model.
 
-An embedding's key is (namespace, content sha256); the namespace hashes the model's name,
-checkpoint, revision, adapter version, modality, role, its conventions for them and its
-resolved profile (:func:`namespace`): change any and the old vectors are not found. One SQLite
-file per cache dir (``embeddings.sqlite``, WAL; ``--cache-dir``, ``$XCM_CACHE_DIR``, else
-``~/.cache/xcm3``), float32 blobs with their shape. :func:`embed_cached` stores every batch as
-it comes (a kill loses one batch). On NFS or across machines (WAL is per machine) each shard
-writes its own file (``shards/shard-I-of-N.sqlite``) and reads the main one as immutable;
-``cache merge`` (:mod:`benchmark.cache_merge`) folds them in. A :class:`Shard` owns the items
-whose hash falls in its slot, so N processes share the work with no coordination.
+Key: (namespace, content sha256); the namespace hashes all that shapes an embedding
+(:func:`namespace`). One SQLite file per cache dir (``embeddings.sqlite``, WAL); a :class:`Shard`
+writes its own file, folded in by :mod:`benchmark.cache_merge` (README.md, "Scaling out").
 """
 
 from __future__ import annotations
@@ -48,10 +42,8 @@ def default_cache_dir() -> Path:
 
 
 def namespace(adapter: Adapter, modality: str, role: str) -> str:
-    """Cache namespace of (model, revision, adapter version, modality, conventions, profile);
-    the role only where the adapter's conventions differ between the roles (they name all
-    that shapes an embedding, so an image is one vector as query and as document).
-    """
+    """Cache namespace of the model's identity, modality, conventions and profile; the role
+    only where the adapter's conventions differ between the roles."""
     spec = adapter.spec
     conv = adapter.conventions(modality, role)
     other = adapter.conventions(modality, "document" if role == "query" else "query")
@@ -117,9 +109,8 @@ class Shard:
 
 
 def dir_problem(path: Path) -> str | None:
-    """Why ``path`` cannot take new files (``"is a file"``, ``"is not writable (...)"``), or
-    None: created if missing, then probed with a real file (permission bits say nothing for
-    root, or on a read-only mount)."""
+    """Why ``path`` cannot take new files, or None; probed with a real file (permission bits
+    say nothing for root, or on a read-only mount)."""
     if path.exists() and not path.is_dir():
         return "is a file, not a folder"
     try:
@@ -201,9 +192,8 @@ def _main_reader(path: Path) -> list[sqlite3.Connection]:
 
 
 class EmbeddingCache:
-    """SQLite-backed (namespace, content sha256) -> float32 array store; ``shard``: this
-    process fills only that shard, in ``shards/shard-I-of-N.sqlite`` with ``shard_file`` (the
-    main file, if any, read as immutable)."""
+    """SQLite-backed (namespace, content sha256) -> float32 array store; with ``shard``, this
+    process fills only its shard file and reads the main one as immutable."""
 
     def __init__(self, root: str | os.PathLike[str] | None = None, *,
                  shard: Shard | None = None, shard_file: bool = False):
@@ -333,11 +323,9 @@ def embed_cached(
     load: Callable[[list[int]], list[Any]],
     cache: EmbeddingCache | None,
 ) -> tuple[Embeddings, EmbedStats]:
-    """Embeddings for ``keys`` (content sha256 per item) in order, embedding (once per key)
-    only what the cache lacks, one adapter batch at a time, each stored as it comes;
-    ``load(indices)`` gives the raw items of those positions. With a sharded cache only the
-    shard's missing items are embedded and stored, and nothing is returned.
-    """
+    """Embeddings for ``keys`` (content sha256 per item) in order, embedding only what the
+    cache lacks, each batch stored as it comes; ``load(indices)`` gives the raw items. A
+    sharded cache embeds its shard's missing items and returns nothing."""
     t0 = time.perf_counter()
     stats = EmbedStats(requested=len(keys))
     first: dict[str, int] = {}

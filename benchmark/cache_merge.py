@@ -1,6 +1,5 @@
-"""Shard merge of the embedding cache: fold ``ROOT/shards/shard-*.sqlite`` into
-``ROOT/embeddings.sqlite`` (``python -m benchmark cache merge``; the launcher runs it after
-the shards). Rows whose bytes do not fit their shape are left out and counted."""
+"""Fold ``ROOT/shards/shard-*.sqlite`` into ``ROOT/embeddings.sqlite`` (``benchmark cache merge``);
+rows whose bytes do not fit their shape are left out and counted."""
 
 from __future__ import annotations
 
@@ -40,11 +39,8 @@ def _merge_rows(con: sqlite3.Connection) -> tuple[int, int]:
 
 def merge_shards(root: str | os.PathLike[str] | None = None,
                  sources: Sequence[str | os.PathLike[str]] | None = None) -> list[MergeResult]:
-    """Fold shard files (default: ``ROOT/shards/shard-*.sqlite``) into ``ROOT/embeddings.sqlite``.
-
-    Idempotent: a row already in the main cache is kept (same key, same content), so merging
-    twice adds nothing. Each file is one transaction. Run it where the main file is local
-    (or with no other writer), after the shards are done."""
+    """Fold shard files (default: ``ROOT/shards/shard-*.sqlite``) into ``ROOT/embeddings.sqlite``;
+    idempotent, one transaction per file."""
     cache = EmbeddingCache(root)
     files = ([Path(x) for x in sources] if sources is not None
              else sorted((cache.root / SHARD_DIR).glob("shard-*.sqlite")))

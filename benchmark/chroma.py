@@ -19,10 +19,7 @@ QUERY_BLOCK = 1000
 
 
 def chromadb_topk(queries: np.ndarray, docs: np.ndarray, k: int) -> TopK:
-    """Top-``k`` pool rows per query from an in-memory chromadb collection of ``docs``.
-
-    Scores are cosine similarities, ``1 - distance`` (chromadb's cosine distance); rows keep
-    chromadb's order. Pool row ``i`` is stored under the id ``str(i)``."""
+    """Top-``k`` pool rows and cosine scores (``1 - distance``) per query, in chromadb's order."""
     try:
         import chromadb
         from chromadb.config import Settings

@@ -11,12 +11,7 @@
     python -m benchmark smoke --model MODEL [--device cuda]    (benchmark.smoke)
     python -m benchmark reproduce --output-dir DIR [--dry-run]  (benchmark.reproduce)
 
-Every command's flags come from typed configs (:mod:`core.options`): ``run`` fills a
-:class:`~benchmark.tasks.base.RunConfig` and each task's own config. Logging is configured
-once (:func:`core.logs.configure_logging`). Bad input (unknown model/task, bad dataset)
-is one line on stderr and exit code 2, and so are a full disk and a missing optional library;
-Ctrl-C exits 130 and SIGTERM 143, saying how to resume; anything else is a bug (``internal
-error`` logged, traceback): the one CLI kit, :mod:`core.clikit`, of all four CLIs.
+Flags come from typed configs (:mod:`core.options`); exits follow :mod:`core.clikit`.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """Embeddings as arrays, and the one implementation of each way to compare them.
 
-Single vectors: float32 ``(n, d)`` arrays, cosine of unit rows; multi-vectors: a
-:class:`MultiVector` of zero-padded ``(n, L, d)`` tokens and their ``lengths``. MaxSim ``s(q, d)
-= sum_t max_u <q_t, d_u>`` over the valid tokens (ColPali's, padding masked; a document with
-no tokens scores 0): :func:`maxsim_block` on one block (numpy or torch), :func:`maxsim` the
-matrix, :func:`maxsim_pairs` row-wise. :class:`Device`: numpy, or torch on a GPU.
+Single vectors: float32 ``(n, d)``, cosine of unit rows; multi-vectors: a :class:`MultiVector`
+of zero-padded ``(n, L, d)`` tokens and their ``lengths``, compared by ColPali's MaxSim
+(padding masked; a document with no tokens scores 0).
 """
 
 from __future__ import annotations
@@ -92,9 +90,7 @@ def concat(parts: Sequence[Embeddings]) -> Embeddings:
 
 
 def check_finite(x: np.ndarray, what: str, sq: np.ndarray | None = None) -> None:
-    """Raise on a row holding NaN/inf. One read pass (squared norms ``sq``, given or computed:
-    NaN/inf in, NaN/inf out), no (rows, dim) temporary; only rows flagged there (or whose
-    square overflowed) are checked element by element."""
+    """Raise on a row holding NaN/inf; one pass over the squared norms ``sq``, no temporary."""
     if sq is None:
         sq = np.einsum("ij,ij->i", x, x) if x.ndim == 2 and x.size else np.zeros(len(x))
     bad = ~np.isfinite(sq)
@@ -129,9 +125,8 @@ def _late_interaction(sim: Any, q_keep: Any, d_keep: Any) -> Any:
 
 
 def maxsim_block(qv: Any, qm: Any, dv: Any, dm: Any) -> Any:
-    """(bq, bd) MaxSim of padded token blocks: ``qv`` (bq, Lq, dim), ``qm`` (bq, Lq) bool,
-    ``dv`` (bd, Ld, dim), ``dm`` (bd, Ld) bool (True = real token). All numpy arrays (the
-    result is numpy) or all torch tensors on one device (the result stays there)."""
+    """(bq, bd) MaxSim of padded token blocks and their masks (True = real token); all numpy
+    or all torch on one device."""
     bq, lq, dim = qv.shape
     bd, ld, _ = dv.shape
     if ld == 0:

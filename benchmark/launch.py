@@ -1,18 +1,9 @@
 """Run many ``python -m benchmark run`` jobs over many devices, one process per job.
 
-A :class:`Job` is a model and the arguments of ``python -m benchmark run`` for it (without
-``--device``); :func:`run_jobs` gives every device slot one job at a time (a device named
-twice, ``cpu,cpu``, is two slots), in its own process with ``--device`` appended, so the
-jobs share the output dir and the embedding cache (SQLite WAL: safe for processes on one
-machine) but nothing else: a job that fails or dies does not stop the others. Each job's
-output goes to its own log file; its :class:`JobOutcome` carries the exit code, the time,
-and for a failure one line of reason (the job's ``error:`` line, else its last line).
-
-``python -m benchmark run --model A,B --devices cuda:0,cuda:1`` and ``reproduce --devices``
-are built on it; a library caller::
-
-    outcomes = run_jobs([Job("hash", ["--task", "3xcm", "--dataset", "data/synthetic-3xcm"])],
-                        ["cpu"], log_dir=Path("results/logs"))
+Each device slot (``cpu,cpu`` is two) runs one :class:`Job` at a time with ``--device``
+appended; jobs share the output dir and the embedding cache but nothing else, so one that
+fails does not stop the others. Each logs to its own file; its :class:`JobOutcome` carries
+the exit code, the time and a one-line reason.
 """
 
 from __future__ import annotations
@@ -84,10 +75,8 @@ class _Pool:
 
 def run_jobs(jobs: Sequence[Job], devices: Sequence[str], *, log_dir: Path,
              env: dict[str, str] | None = None) -> list[JobOutcome]:
-    """Run ``jobs`` over the device slots, concurrently; their outcomes in job order.
-
-    Ctrl-C (or any exception here) terminates the jobs still running, then propagates.
-    """
+    """Run ``jobs`` over the device slots, concurrently; outcomes in job order (Ctrl-C
+    terminates the jobs still running)."""
     if not devices:
         raise ValueError("run_jobs needs at least one device")
     log_dir.mkdir(parents=True, exist_ok=True)

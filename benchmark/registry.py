@@ -1,10 +1,8 @@
-"""The one registry: model names and task names -> lazily imported ``"module:Class"``.
+"""The one registry: model and task names -> lazily imported ``"module:Class"``.
 
-As lm-evaluation-harness's: a name registered twice is an error, an unknown one gets close-name
-suggestions, nothing is imported until used. A model name maps to its :class:`benchmark.zoo.Model`
-record (the zoo's tables, read when this module is imported; ``register_model`` adds a
-user's). ``family:ARG`` names load a family's adapter on any checkpoint; any other importable
-``module:Class`` is a user's adapter, given ``device``/``dtype`` when its class accepts them.
+A name registered twice is an error, an unknown one gets close-name suggestions. Models come
+from :mod:`benchmark.zoo`; ``family:ARG`` loads a family's adapter on any checkpoint, any other
+``module:Class`` is a user's adapter.
 """
 
 from __future__ import annotations
@@ -128,12 +126,8 @@ def load_user_adapter(target: str, **overrides: Any) -> Any:
 
 
 def load_model(name: str, conventions: str = "reference", **overrides: Any) -> Any:
-    """Instantiate the adapter for a registered name, a ``family:arg`` or a ``module:Class``.
-
-    ``conventions`` selects the model's profile (:mod:`benchmark.models.conventions`: its
-    dtype and options on top of the record, set as ``adapter.profile``; models without
-    profiles take ``reference`` only). Caller overrides win, recorded as deviations.
-    """
+    """The adapter for a registered name, a ``family:arg`` or a ``module:Class``, under the
+    ``conventions`` profile; caller overrides win, recorded as deviations."""
     from benchmark.models import conventions as conv
 
     try:

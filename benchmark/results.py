@@ -1,21 +1,7 @@
 """The results file: ``<output-dir>/<model-slug>/<task>.json``, strict JSON, written atomically.
 
-Schema (``SCHEMA_VERSION``)::
-
-    schema_version, package_version, git_commit, date, environment {python, numpy, torch, ...}
-    model     benchmark.models.base.ModelSpec {name, family, checkpoint, revision,
-              adapter_version, multi_vector, extra}
-    task      {name, dataset, data_fingerprint, n, ...task specifics}
-    settings  {batch sizes, device, dtype, seed, bootstrap resamples, tie order, ...}
-    timings   {embed_texts_s, embed_images_s, scoring_s, total_s, embedding stats}
-    scores    task-specific, e.g. 3xcm: {overall, by_country, by_language, by_concept}
-    outcomes  (3xcm, 3xcm-i2i, xm3600-i2t) the per-item outcomes file beside this one,
-              ``<task>.outcomes.parquet``: {file, sha256, rows, unit, id_column, group_column,
-              columns}; what ``benchmark compare`` and the leaderboard's marks resample
-
-NaN and infinities are not JSON: they are written as null (``sanitize``), and ``allow_nan`` is
-off so a stray one is an error, never a silent ``NaN`` token. Written atomically with
-:func:`core.files.atomic_write_json` (mode from the user's umask).
+Schema: README.md, "Results format". NaN and infinities are written as null (``sanitize``) and
+``allow_nan`` is off, so a stray one is an error, never a silent ``NaN`` token.
 """
 
 from __future__ import annotations
@@ -66,10 +52,8 @@ SAFE_SLUG = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
 
 
 def model_slug(name: str) -> str:
-    """The model's folder name: the name itself when it is already a safe one (lower case,
-    ``[a-z0-9._-]``, at most 64 characters), else a readable part and a short hash of the
-    whole name (``open_clip:ViT-L-14/openai`` -> ``open_clip_ViT-L-14_openai-<10 hex>``), so
-    that two names never share a folder, also on a case-insensitive file system."""
+    """The model's folder name: the name when safe (``[a-z0-9._-]``, <= 64), else a readable
+    part and a short hash, so two names never share a folder (case-insensitive file systems)."""
     if SAFE_SLUG.fullmatch(name) and not name.endswith("."):
         return name
     readable = re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._-")[:48] or "model"

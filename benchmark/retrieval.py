@@ -1,13 +1,9 @@
 """Exact top-k retrieval: each query's k best pool items by cosine (or inner product) or MaxSim.
 
-Order: score descending, then pool index ascending (a stable sort of each full row), ties
-included: a (float32 score, index) pair is packed into one int64 key with that order
-(:func:`pack_keys`), so selecting the k largest keys is exact. On the CPU single vectors go
-through faiss (``faiss.knn``, ``IndexFlatIP``'s search) for the top k+1, rows tied at the cut
-recomputed by the chunked path; on a GPU (``torch``) the pool goes chunk by chunk, each
-chunk's keys merged into a running top-k (``torch.topk``). MaxSim, an adapter's own
-similarity and the ``numpy`` backend take the chunked path in numpy. torch is imported only
-on the torch path; :mod:`benchmark.shortlist` is the approximate MaxSim variant.
+Order: score descending, then pool index ascending, ties included: (float32 score, index) is
+packed into one int64 key (:func:`pack_keys`), so selecting the k largest keys is exact. CPU
+single vectors go through faiss (ties at the cut recomputed), a GPU through chunked
+``torch.topk``; everything else the chunked numpy path.
 """
 
 from __future__ import annotations

@@ -1,6 +1,5 @@
-"""Approximate multi-vector top-k: a shortlist of mean-pooled token vectors (exact, cosine or, as
-the paper's ColQwen RQ1 runs, faiss ``IndexFlatL2``-style L2), reranked by exact MaxSim; and
-how well approximate lists agree with exact ones (:func:`topk_agreement`).
+"""Approximate multi-vector top-k: a shortlist of mean-pooled vectors (cosine, or the paper's
+L2) reranked by exact MaxSim, and its agreement with exact lists (:func:`topk_agreement`).
 """
 
 from __future__ import annotations
@@ -17,9 +16,7 @@ TIE_ORDERS = ("index", "shortlist")
 
 
 def l2_shortlist_vectors(q: np.ndarray, d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Vectors whose inner product ranks documents by exact L2 distance to each query:
-    ``[q, 1] . [2d, -|d|^2] = 2 q.d - |d|^2 = |q|^2 - |q - d|^2`` (faiss ``IndexFlatL2``
-    semantics on unnormalised vectors; the query's own |q|^2 is constant per row)."""
+    """Vectors whose inner product ranks by exact L2: ``[q, 1] . [2d, -|d|^2] = |q|^2 - |q - d|^2``."""
     q = np.asarray(q, np.float32)
     d = np.asarray(d, np.float32)
     qa = np.concatenate([q, np.ones((len(q), 1), np.float32)], axis=1)
@@ -33,11 +30,8 @@ def two_stage_topk(
     device: str | None = None, progress: bool = True, shortlist_metric: str = "cosine",
     ties: str = "index",
 ) -> TopK:
-    """Approximate MaxSim top-k (report :func:`topk_agreement`): a ``shortlist`` by
-    ``shortlist_metric`` (``cosine``, or ``l2`` of the unnormalised mean-pooled vectors, the
-    paper's ``IndexFlatL2``), reranked by MaxSim; ``ties`` by pool ``index`` or in
-    ``shortlist`` order (the paper's stable sort of the L2 list).
-    """
+    """Approximate MaxSim top-k: a ``shortlist`` by ``shortlist_metric`` (cosine or l2),
+    reranked by MaxSim; ``ties`` by pool ``index`` or in ``shortlist`` order."""
     if shortlist < k:
         raise ValueError(f"shortlist {shortlist} must be >= k={k}")
     if shortlist_metric not in SHORTLIST_METRICS or ties not in TIE_ORDERS:
@@ -65,11 +59,7 @@ def two_stage_topk(
 
 
 def topk_agreement(approx: np.ndarray, exact: np.ndarray, ks: list[int]) -> dict[str, Any]:
-    """How well approximate top-k lists match exact ones (same queries, same order).
-
-    For each k: ``overlap@k`` mean |A_k & E_k| / k, ``same_set@k`` share of queries with the
-    same k items, ``same_list@k`` share with the same items in the same order.
-    """
+    """Per k, ``overlap@k`` (mean |A_k & E_k| / k), ``same_set@k`` and ``same_list@k`` shares."""
     out: dict[str, Any] = {"n_queries": int(exact.shape[0])}
     for k in ks:
         a, e = approx[:, :k], exact[:, :k]

@@ -1,17 +1,8 @@
-"""Smoke test of one model where its weights (and a GPU) are: load it, embed 10 generated
-3XCM-style triplets, score them, print throughput.
+"""Smoke test of one model where its weights (and a GPU) are: load it, embed generated
+3XCM-style triplets, score them, report throughput (docs/models.md, "The smoke script").
 
-    python -m benchmark smoke --model clip-l14 [--device cuda] [--dtype bfloat16] [--triplets 10]
-    python -m benchmark smoke --model open_clip:ViT-L-14/random --device cuda   # no weights needed
-
-Each triplet is a text query (a concept from ``data/concepts.txt``) and three generated images
-(semantic, cultural, non-relevant); the images are synthetic, so the win rates are
-chance-level and only show that scoring runs. What it reports: load seconds, texts/s and
-images/s of the adapter's shared batching loop (after one warm-up batch, synchronised on the
-GPU; the load time includes that warm-up, since some adapters load their weights lazily), the
-embedding shapes, the norms, and the triplet winners. ``--json PATH`` writes the same numbers
-as strict JSON. This module computes (:func:`run_smoke`) and formats (:func:`format_smoke`);
-``benchmark.cli`` prints.
+The images are synthetic, so the win rates are chance-level. :func:`run_smoke` computes,
+:func:`format_smoke` formats; ``benchmark.cli`` prints.
 """
 
 from __future__ import annotations

@@ -1,14 +1,8 @@
 """A small synthetic 3XCM release: the evaluator's bundled default and the tests' fixture.
 
-``python -m benchmark.synthetic --out data/synthetic-3xcm`` writes a release folder in the format of
-docs/release.md, through :mod:`core.release` (``images`` and ``triplets`` configs as
-parquet with embedded PNG bytes, a dataset card with YAML ``configs``, ``build.json``, licence) from generated images: each concept is a shape/texture, each
-country a colour palette, so that image models see both a concept and a culture signal. It is
-NOT real data; it exists so that a fresh checkout can run the evaluator offline end to end.
-Query texts are the ``native_term`` of the query country's row of ``data/queries.csv`` with its
-source and reviewer count (the concept itself where the table has no term, counted in the
-card). :func:`write_release`
-writes any release folder (the tests' planted ones too), each file atomically.
+``python -m benchmark.synthetic --out data/synthetic-3xcm`` writes a release (docs/release.md)
+from generated images: a concept is a shape, a country a colour palette. NOT real data; it lets
+a fresh checkout run the evaluator offline. Query texts come from ``data/queries.csv``.
 """
 
 from __future__ import annotations
@@ -57,13 +51,8 @@ def synth_image(concept_idx: int, country_idx: int, variant: int, size: int = 48
 
 def write_release(out: Path, triplets: pd.DataFrame, images: pd.DataFrame, card: str,
                   title: str = "3XCM release", build: dict[str, Any] | None = None) -> Path:
-    """Write a release folder through :mod:`core.release` (its parquet files, a card
-    with YAML ``configs``, ``build.json`` and the licence), each file atomically.
-
-    ``images`` needs ``image_id``, ``image_bytes`` and the other image columns of docs/release.md;
-    the image column is written in the ``datasets`` Image feature layout (bytes + path). Columns
-    are written as given (tests plant broken releases); the format's columns get its Features.
-    """
+    """Write a release folder through :mod:`core.release`, each file atomically; columns as
+    given (tests plant broken releases)."""
     img = images.copy()
     img["image"] = [{"bytes": b, "path": f"{i}.png"} for i, b in
                     zip(img["image_id"], img.pop("image_bytes"), strict=True)]

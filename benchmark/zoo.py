@@ -1,13 +1,7 @@
-"""Every registered model and task, in one place: one typed record per model, plain data that
-imports nothing of the package; :mod:`benchmark.registry` reads it when imported.
-
-A :class:`Model` record is the model's whole identity (like mteb's ``ModelMeta``): adapter
-class and extra, checkpoint and pinned revision, size, languages, modalities, similarity, its
-conventions profiles (overlays that never re-declare it) and the hub repos they download. The
-registry, ``ls``, the adapter's arguments (:attr:`Model.kwargs`, hence its ``ModelSpec``), the
-profiles, ``reproduce --dry-run`` and the provenance check derive from it; a malformed record
-is a :class:`ZooError` at import. One table per adapter class; a revision None could not be
-looked up here (the adapters record the commit they load).
+"""Every registered model and task: one typed record per model, plain data importing nothing
+of the package. A :class:`Model` is the model's whole identity (like mteb's ``ModelMeta``);
+the registry, ``ls``, the adapters' arguments and the profiles derive from it. A malformed
+record is a :class:`ZooError` at import.
 """
 
 from __future__ import annotations
@@ -42,10 +36,8 @@ class Download:
 
 @dataclass(frozen=True)
 class Model:
-    """One model: ``parameters`` in millions; ``embedding_size`` per vector (per token when
-    multi-vector); ``languages`` ISO 639 (``mul``: multilingual; empty: any, a fake);
-    ``profiles``: the paper's models' ``reference`` and ``authors`` conventions; ``target`` and
-    ``extra``: the adapter's ``module:Class`` and pip extra (its family table's)."""
+    """One model: ``parameters`` in millions, ``embedding_size`` per vector (or token),
+    ``languages`` ISO 639 (``mul``; empty: any), conventions ``profiles``."""
 
     name: str
     checkpoint: str

@@ -1,10 +1,6 @@
 """``python -m benchmark analyze``: silhouettes, SP correlations and UMAP for one model.
 
     python -m benchmark analyze --model MODEL --dataset PATH --output-dir DIR [--no-umap]
-
-Reads the embeddings a ``3xcm`` run cached (same ``--cache-dir``) and embeds only what is
-missing; writes ``DIR/<model-slug>/analysis.json`` and the UMAP PNG/parquet files beside it.
-Bad input is one line on stderr and exit code 2.
 """
 
 from __future__ import annotations

@@ -1,18 +1,8 @@
 """``analyze``: silhouettes, their correlation with SP, and UMAP projections for one model.
 
-Reads the model's embeddings of a 3XCM dataset through the embedding cache (what a ``3xcm``
-run stored is reused; only what is missing is embedded):
-
-- texts: one embedding per distinct (language, native query text) of the triplets, role
-  ``query``, labelled by the triplet's query language;
-- images: every image the triplets reference (query anchors and the three candidates), role
-  ``document``, labelled by its country (the release's image table, else the triplet column).
-
-Multi-vector models are mean-pooled over their valid tokens for silhouettes and UMAP; SP per
-country is computed from the same embeddings with the ``3xcm`` definitions (MaxSim for
-multi-vector models, same bootstrap seed), so it equals the ``3xcm`` run's numbers.
-Output: ``<output-dir>/<model-slug>/analysis.json`` (results schema, task ``analysis``) and,
-unless ``--no-umap``, ``analysis-umap-{text,image}.png`` and ``.parquet`` beside it.
+Embeddings come through the embedding cache (a ``3xcm`` run's are reused): texts labelled by
+query language, images by country; multi-vectors mean-pooled. SP per country uses the ``3xcm``
+definitions, so it equals the ``3xcm`` run's numbers. Outputs: docs/analysis.md.
 """
 
 from __future__ import annotations
@@ -33,11 +23,17 @@ from benchmark.embeddings import Embeddings, MultiVector
 from benchmark.metrics.association import INFINITE, association_scores
 from benchmark.metrics.significance import holm
 from benchmark.results import model_slug, write_results
-from benchmark.tasks.base import RunConfig, RunContext, TaskOutput, open_context, result_file
-from benchmark.tasks.xcm import (
-    AssociationConfig,
+from benchmark.tasks.base import (
+    RunConfig,
+    RunContext,
+    TaskOutput,
     embed_images,
     embed_texts,
+    open_context,
+    result_file,
+)
+from benchmark.tasks.xcm import (
+    AssociationConfig,
     interval_settings,
     load_xcm,
 )

@@ -1,10 +1,7 @@
 """2-D UMAP projections of text and image embeddings, as PNG scatter plots and parquet.
 
-Parameters as in the paper: ``umap-learn`` with ``n_neighbors=15``, ``min_dist=0.1``,
-``random_state=42`` (a fixed seed makes UMAP single-threaded: it is the slow part of
-``analyze``; ``--no-umap`` skips it). With fewer points than ``n_neighbors + 1`` the
-neighbourhood shrinks to ``n - 1`` (recorded); under ``MIN_POINTS`` points nothing is
-projected.
+The paper's parameters (``n_neighbors=15``, ``min_dist=0.1``, ``random_state=42``); with few
+points the neighbourhood shrinks to ``n - 1`` (recorded), under ``MIN_POINTS`` none.
 """
 
 from __future__ import annotations

@@ -1,19 +1,9 @@
-"""Cluster separation of embeddings (silhouette) and its correlation with SP (Pearson).
+"""Cluster separation of embeddings (silhouette) and its correlation with SP.
 
-- :func:`silhouette_by_label`: ``sklearn.metrics.silhouette_samples`` on the raw embeddings,
-  then the mean per label and over all samples. The authors used the Euclidean metric on raw
-  (un-normalised) embeddings; ``metric="cosine"`` is offered too. A label's score says how
-  far its items sit from the other labels' items relative to their own spread: near 1 for a
-  tight, separate cluster, near 0 for labels that overlap, negative when items are closer to
-  another label.
-- :func:`pearson`: ``scipy.stats.pearsonr`` (r and two-sided p-value) over the pairs where both
-  values are finite, its n and a 95% interval for r (Fisher z: ``tanh(atanh r +- 1.96 /
-  sqrt(n - 3))``), and beside it ``scipy.stats.spearmanr`` (ranks: robust to the few
-  high-leverage countries a ratio like SP produces; an infinite SP ranks highest). Below
-  :data:`EXPLORATORY_N` pairs a correlation is marked ``exploratory``.
-
-Degenerate inputs (fewer than two labels, as many labels as samples, fewer than three pairs,
-a constant series) give ``None`` values with a ``reason`` instead of an exception.
+:func:`silhouette_by_label`: sklearn's silhouette on the raw embeddings (Euclidean, as the
+authors; cosine offered), per label and overall. :func:`pearson`: r, p, n and a Fisher-z 95%
+interval, with Spearman beside it; below :data:`EXPLORATORY_N` pairs marked ``exploratory``.
+Degenerate inputs give ``None`` values with a ``reason``.
 """
 
 from __future__ import annotations
@@ -34,11 +24,7 @@ EXPLORATORY_N = 30  # below it a correlation's interval spans most of [-1, 1] at
 def silhouette_by_label(
     x: np.ndarray, labels: Sequence[str] | np.ndarray, metric: str = "euclidean",
 ) -> dict[str, Any]:
-    """Silhouette of every sample, averaged per label and overall.
-
-    Returns ``{"metric", "n", "n_labels", "overall", "by_label": {label: {"n", "silhouette"}},
-    "reason"}`` (``reason`` only when the score is undefined).
-    """
+    """Silhouette of every sample, averaged per label and overall (``reason`` when undefined)."""
     from sklearn.metrics import silhouette_samples
 
     if metric not in METRICS:

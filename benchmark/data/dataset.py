@@ -1,7 +1,5 @@
 """The 3XCM dataset type every layout gives (:class:`XCMDataset`) and the helpers the layouts'
-readers share: the referenced image ids, column and id checks, country names to ISO codes.
-:func:`benchmark.data.layouts.open_xcm` opens one; :mod:`benchmark.data.query_texts` applies
-the query texts to it (``with_texts``).
+readers share: referenced image ids, column and id checks, country names to ISO codes.
 """
 
 from __future__ import annotations

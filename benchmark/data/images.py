@@ -1,14 +1,5 @@
-"""Image stores: content hashes up front, decoding only when an image must be embedded.
-
-Folder datasets hash every file to find its cached embeddings; a :class:`FileHashMemo` (one
-per embedding cache, opened by the run and passed to the loaders) remembers those hashes by
-path, size and mtime, so a second run reads only the files that changed.
-
-Every image is decoded by :mod:`core.decode` (the builder's decoder too): file
-size, pixel count and 0x0 checked before decoding, EXIF orientation applied, every mode
-converted to the RGB a viewer shows. A folder holding two files for one image id
-(``ken-0-0.png`` and ``ken-0-0.jpg``) is an error naming both, and a file above
-:data:`~core.decode.MAX_FILE_BYTES` is refused without being read.
+"""Image stores: content hashes up front, decoding (by :mod:`core.decode`) only when an image
+must be embedded. A :class:`FileHashMemo` lets a second run re-hash only the files that changed.
 """
 
 from __future__ import annotations
@@ -58,9 +49,7 @@ class ImageStore:
         return LazyImages(self, list(image_ids))
 
     def check_decodable(self, image_ids: Sequence[str]) -> None:
-        """Decode every image in ``image_ids``; raise one DataError counting the images refused
-        (over the pixel cap, 0x0 or over the file size limit, never decoded) and the
-        undecodable ones."""
+        """Decode every image in ``image_ids``; one DataError counts the refused and undecodable."""
         refused: dict[str, list[str]] = {}
         bad: list[str] = []
         for iid in image_ids:
@@ -81,9 +70,8 @@ class ImageStore:
     @classmethod
     def from_folder(cls, folder: Path, wanted: set[str] | None = None,
                     hash_memo: FileHashMemo | None = None) -> ImageStore:
-        """Images named ``<image_id>.<ext>`` in ``folder`` (recursively); ``hash_memo`` spares
-        re-reading files hashed before. Two files for one id, or a file above
-        :data:`MAX_FILE_BYTES` (never read), is one :class:`DataError`."""
+        """Images named ``<image_id>.<ext>`` in ``folder`` (recursively); two files for one id,
+        or a file above :data:`MAX_FILE_BYTES` (never read), is one :class:`DataError`."""
         if not folder.is_dir():
             raise DataError(f"--images: not a folder: {folder}")
         found: dict[str, list[tuple[str, os.stat_result]]] = {}
@@ -138,12 +126,7 @@ def raise_refusals(refused: dict[str, list[str]], bad: list[str]) -> None:
 
 
 class FileHashMemo:
-    """sha256 of files remembered by (absolute path, size, mtime_ns) in a small SQLite file.
-
-    Folder datasets (the authors' CSV + ``--images``, XM3600) would otherwise re-read and
-    re-hash every image on every run just to find their cached embeddings; with the memo a
-    second run stats the files and reads only those that changed.
-    """
+    """sha256 of files remembered by (absolute path, size, mtime_ns) in a small SQLite file."""
 
     def __init__(self, path: Path):
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -1,19 +1,8 @@
-"""Which 3XCM layout a source is in, decided once: :func:`open_xcm`.
+"""Which 3XCM layout a source is in, decided once by its configs and columns: :func:`open_xcm`.
 
-A source (``--dataset``, ``--revision``, ``--triplets-csv``, ``--images``) is read as the first
-of these it is, recognised by its configs and columns, never by its name:
-
-1. ``--triplets-csv FILE --images DIR``: the authors' ``xcm-bench.csv`` with a folder of
-   ``<image_id>.<ext>`` files (:func:`benchmark.data.xcm.load_authors_csv`);
-2. configs ``triplets`` and ``images``: our release (docs/release.md;
-   :func:`benchmark.data.xcm.load_release`);
-3. config ``image_metadata``: the authors' published layout; the triplets are its ``benchmark``
-   config, else ``--triplets-csv FILE``, else the authors' file shipped in
-   ``data/authors/xcm-bench.csv`` (:func:`benchmark.data.published.load_published`);
-4. one config (e.g. a folder of ``image_metadata`` parquet files, no card) whose columns are
-   those of ``image_metadata``: the same, without a ``benchmark`` config.
-
-Anything else is one :class:`~core.errors.DataError` line (exit 2).
+In order: ``--triplets-csv FILE --images DIR`` (the authors' CSV); configs ``triplets`` and
+``images`` (our release); config ``image_metadata``, or one config with its columns (the
+authors' published layout). Anything else is one :class:`~core.errors.DataError` line.
 """
 
 from __future__ import annotations

@@ -1,17 +1,8 @@
-"""The authors' published 3XCM, as the hub holds it.
+"""The authors' published 3XCM (``Chula-AI/association_bias_benchmark``), as the hub holds it.
 
-The authors published their data as ``Chula-AI/association_bias_benchmark``: config
-``image_metadata`` (split ``train``: ``image``, ``image_id``, ``concept_id``, ``concept``,
-``concept_in_native``, ``concept_country``, ``country``, ``title``) and config ``benchmark``
-(split ``train``: the columns of their ``xcm-bench.csv``). :func:`load_published` reads it
-(or a plain folder of ``image_metadata`` files) once :func:`benchmark.data.layouts.open_xcm`
-has recognised the layout; the triplets are its ``benchmark`` config, else ``--triplets-csv
-FILE``, else the authors' file shipped in ``data/authors/xcm-bench.csv``.
-
-The query text of a triplet is the ``concept_in_native`` of its query image (the authors'
-own term; :mod:`benchmark.data.query_texts` offers the others). Image countries are the authors'
-names (``Argentina``, ``UK``) and become ISO codes; image ids that the triplets name but the
-images lack are one error line naming them.
+Config ``image_metadata`` (or a plain folder of its files); the triplets are its ``benchmark``
+config, else ``--triplets-csv FILE``, else ``data/authors/xcm-bench.csv``. A triplet's query
+text is its query image's ``concept_in_native``; country names become ISO codes.
 """
 
 from __future__ import annotations

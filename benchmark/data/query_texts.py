@@ -1,13 +1,8 @@
 """The text queries one evaluation scores, and the record of them in every result.
 
-A 3XCM text query is one term per (concept, country). ``--query-source`` chooses where they come
-from (``auto``: the dataset's own): ``published`` (each query image's ``concept_in_native``),
-``release`` (the release's ``query_text``), ``table`` (``data/queries.csv``, whose rows are
-``core.query_table.QueryTerm``) or a CSV FILE (``concept,country,text``, or
-``concept,language,text``: every country of that language). Every source becomes a
-:class:`QueryTexts` keyed by (concept, ISO country), each term with its review status (reviewed
-only when ``source == "reviewed"``); :func:`provenance` is what a result records and
-:func:`warn_unreviewed` warns once per run when unreviewed terms are scored.
+One term per (concept, country), from ``--query-source`` (:data:`SOURCE_HELP`) as a
+:class:`QueryTexts`, each term with its review status; :func:`provenance` is what a result
+records.
 """
 
 from __future__ import annotations
@@ -81,8 +76,7 @@ class QueryTexts:
 
 
 def resolve_source(query_source: str | None, layout: str) -> tuple[str, Path | None]:
-    """(kind, file) from ``--query-source`` for a dataset ``layout`` (release / published /
-    authors-csv)."""
+    """(kind, file) from ``--query-source`` for a dataset ``layout``."""
     spec = (query_source or "auto").strip()
     if spec == "auto":
         return DEFAULT_FOR_LAYOUT[layout], None
@@ -124,9 +118,8 @@ def default_table() -> QueryTexts:
 
 
 def read_file(path: Path) -> QueryTexts:
-    """A user's CSV: ``concept,country,text`` (country: ISO code, label or name) or the older
-    ``concept,language,text`` (a term for every country of that language); an optional
-    ``source`` column gives each term's review status."""
+    """A user's CSV: ``concept,country,text`` or ``concept,language,text`` (every country of
+    that language); an optional ``source`` column gives each term's review status."""
     what = f"--query-source {path}"
     if not path.is_file():
         raise DataError(f"{what}: no such file")
@@ -180,8 +173,7 @@ def read_file(path: Path) -> QueryTexts:
 
 
 def _most_common(pairs: pd.DataFrame, key: list[str], col: str) -> tuple[dict, int]:
-    """(key -> the majority text, :func:`core.text.majority_terms`; number of keys with
-    several texts)."""
+    """(key -> the majority text, number of keys with several texts)."""
     texts: dict[tuple, list[Any]] = {}
     for *k, t in pairs[key + [col]].itertuples(index=False):
         texts.setdefault(tuple(k), []).append(
@@ -220,10 +212,7 @@ def _text_sources(df: pd.DataFrame, key: list[str], col: str, fallback: str,
 
 def choose_term(tr: pd.DataFrame, table: QueryTexts, choice: str) -> tuple[pd.DataFrame,
                                                                            dict[str, Any]]:
-    """``tr`` with ``--query-term`` applied to a published or release source: ``own`` keeps
-    each triplet's text, ``majority`` gives every triplet of a (concept, country) its most
-    frequent text. Also what a result records: the choice and how many triplets' text
-    differs between the two."""
+    """(``tr`` with ``--query-term`` own or majority applied, the notes a result records)."""
     if choice not in QUERY_TERMS:
         raise DataError(f"--query-term {choice!r}: choose one of {', '.join(QUERY_TERMS)}")
     keys = zip(tr["query_concept"], tr["query_country"], strict=True)
@@ -235,8 +224,7 @@ def choose_term(tr: pd.DataFrame, table: QueryTexts, choice: str) -> tuple[pd.Da
 
 
 def from_published(meta: pd.DataFrame, origin: str) -> QueryTexts:
-    """The authors' ``concept_in_native`` per (concept, country) (the most frequent one where
-    a pair's images disagree, counted in ``notes``); ``sha256`` over image id and term."""
+    """The authors' ``concept_in_native`` per (concept, country), the most frequent one."""
     best, several = _most_common(meta, ["concept", "country"], "concept_in_native")
     default = _default_or_none()
     terms = {k: Term(v, _reviewed_source(k, v, "authors", default)) for k, v in best.items()}
@@ -250,8 +238,7 @@ def from_published(meta: pd.DataFrame, origin: str) -> QueryTexts:
 
 
 def from_release(tr: pd.DataFrame, origin: str) -> QueryTexts:
-    """The release's ``query_text`` per (concept, country); a term's source is that of
-    ``data/queries.csv`` where the table holds the same term, else ``unmatched``."""
+    """The release's ``query_text`` per (concept, country), with its recorded review status."""
     best, several = _most_common(tr, ["query_concept", "query_country"], "query_text")
     lines = sorted(f"{i}\t{t}" for i, t in zip(tr["triplet_id"], tr["query_text"], strict=True))
     notes = {"pairs_with_several_terms": several} if several else {}
@@ -279,8 +266,7 @@ def load_table(kind: str, path: Path | None) -> QueryTexts:
 
 
 def table_for(ds: XCMDataset, query_source: str | None) -> QueryTexts:
-    """The query texts ``--query-source`` chooses for ``ds``: the dataset's own (published,
-    release) or a table (``data/queries.csv``, a FILE)."""
+    """The query texts ``--query-source`` chooses for ``ds``."""
     kind, path = resolve_source(query_source, ds.source_format)
     if kind == "published":
         return from_published(ds.image_meta, ds.dataset_id)
@@ -291,9 +277,7 @@ def table_for(ds: XCMDataset, query_source: str | None) -> QueryTexts:
 
 # -- using and recording them -------------------------------------------------------------------
 def with_query_table(ds: XCMDataset, table: QueryTexts, query_term: str = "own") -> XCMDataset:
-    """``ds`` with the query texts of ``table`` (``table`` / ``file`` sources) and their
-    provenance; the texts of a published or release source are the dataset's own, each
-    triplet's (``query_term`` own) or its pair's most frequent (majority)."""
+    """``ds`` with the query texts of ``table`` (or its own, by ``query_term``) and their provenance."""
     tr = ds.triplets
     notes: dict[str, Any] = {}
     if table.kind in ("table", "file"):
@@ -304,9 +288,7 @@ def with_query_table(ds: XCMDataset, table: QueryTexts, query_term: str = "own")
 
 
 def with_texts(ds: XCMDataset, query_source: str | None, query_term: str = "own") -> XCMDataset:
-    """``ds`` with the query texts of the source ``query_source`` chooses applied
-    (:func:`table_for`, :func:`with_query_table`) and checked (rule ``query_text`` of
-    :mod:`core.rules`: no triplet left without a text)."""
+    """``ds`` with the texts ``query_source`` chooses applied, no triplet left without one."""
     table = table_for(ds, query_source)
     texted = with_query_table(ds, table, query_term)
     raise_on_violations(query_text_violations(texted.triplets), table.origin)
@@ -314,8 +296,7 @@ def with_texts(ds: XCMDataset, query_source: str | None, query_term: str = "own"
 
 
 def apply_table(tr: pd.DataFrame, table: QueryTexts) -> pd.DataFrame:
-    """``tr`` with ``query_text`` from the table by (query_concept, query_country); a pair
-    without a term is one error line naming them."""
+    """``tr`` with ``query_text`` from the table; pairs without a term are one error line."""
     keys = list(zip(tr["query_concept"], tr["query_country"], strict=True))
     missing = sorted({f"{c}/{k}" for c, k in keys if (c, k) not in table.terms})
     if missing:
@@ -327,9 +308,8 @@ def apply_table(tr: pd.DataFrame, table: QueryTexts) -> pd.DataFrame:
 
 
 def provenance(table: QueryTexts, used: Any) -> dict[str, Any]:
-    """What a result records about its query texts: source, origin, the table's sha256 and source
-    mix, and of the terms scored (``used``: the triplets, or (concept, country) keys) the source
-    mix and the share reviewed per country; a pair scored with two texts counts twice."""
+    """What a result records about its query texts and of the terms scored (``used``: the
+    triplets, or (concept, country) keys): source mixes, the share reviewed per country."""
     if isinstance(used, pd.DataFrame):
         used = zip(used["query_concept"], used["query_country"], used["query_text"], strict=True)
     else:
@@ -357,8 +337,7 @@ def provenance(table: QueryTexts, used: Any) -> dict[str, Any]:
 
 def _reviewer_counts(table: QueryTexts, terms: list[tuple[str, str, str | None]]
                      ) -> dict[str, Any]:
-    """``used_reviewer_counts``: reviewers -> number of used terms (where the source records
-    reviewers: a release with its provenance columns, data/queries.csv)."""
+    """``used_reviewer_counts``: reviewers -> number of used terms, where the source records them."""
     if not table.text_reviewers:
         return {}
     counts: Counter = Counter()
@@ -379,19 +358,8 @@ def warn_unreviewed(prov: dict[str, Any], memo: dict[Any, Any]) -> None:
                     prov["unreviewed_terms"], prov["used_terms"], prov["source"], prov["origin"])
 
 
-def key_in_language(table: QueryTexts, concept: str, country: str,
-                    language: str) -> tuple[str, str] | None:
-    """The (concept, country) key of the term that writes ``concept`` in ``language`` for a
-    triplet of ``country`` (``3xcm-matrix``; the rule is :func:`core.query_table.term_country`);
-    None when no country of the language has a term."""
-    code = query_table.term_country(table.terms, concept, language, country)
-    return None if code is None else (concept, code)
-
-
 def generic_texts(table: QueryTexts) -> dict[tuple[str, str], str]:
-    """(concept, country) key -> the text ``3xcm-matrix`` asks for *other* countries' images: the
-    row's ``generic_term`` of ``data/queries.csv`` (PRT's *Assembleia da República* becomes
-    *parlamento*), where ``table`` holds that row's own term."""
+    """(concept, country) -> the ``generic_term`` ``3xcm-matrix`` asks other countries' images."""
     try:
         rows = query_table.query_terms()
     except datatables.TableError as e:

@@ -1,18 +1,7 @@
-"""3XCM triplets and images, read and validated: the release format and the authors' CSV.
+"""3XCM triplets and images: our release and the authors' CSV, read and validated.
 
-Two of the layouts that give an :class:`~benchmark.data.dataset.XCMDataset` are read here
-(:func:`benchmark.data.layouts.open_xcm` chooses among all four; the authors' published hub
-layout is read by :mod:`benchmark.data.published`):
-
-1. the release (docs/release.md, format: :mod:`core.release`): configs ``triplets``
-   (split ``test``) and ``images`` loaded with ``datasets.load_dataset`` from a local folder or
-   a hub id; query texts: its ``query_text``;
-2. the authors' ``xcm-bench.csv`` with ``--images DIR`` of ``<image_id>.<ext>`` files; query
-   texts: ``data/queries.csv`` or a CSV (:mod:`benchmark.data.query_texts`).
-
-The checks are the shared rule set of :mod:`core.rules` (``python -m triplets
-validate`` runs the same). Any problem is one :class:`DataError` line that names the first
-offending rows and counts all of them.
+The checks are the shared rule set of :mod:`core.rules` (as ``python -m triplets validate``);
+any problem is one :class:`DataError` line naming the first offending rows and counting all.
 """
 
 from __future__ import annotations
@@ -97,9 +86,7 @@ def _clean_provenance(tr: pd.DataFrame) -> pd.DataFrame:
 
 
 def load_release(path_or_id: str, revision: str | None = None) -> XCMDataset:
-    """Load the ``triplets`` and ``images`` configs with ``datasets.load_dataset`` and check
-    them with the release validator's rules (a local ``build.json`` gives its sampling
-    settings, as it does to the validator)."""
+    """The ``triplets`` and ``images`` configs, checked with the release validator's rules."""
     what = str(path_or_id)
     hf.check_spec(what)
     tr, imgs = load_configs(what, revision)
@@ -134,10 +121,8 @@ def load_release(path_or_id: str, revision: str | None = None) -> XCMDataset:
 
 
 def authors_rows(raw: pd.DataFrame, what: str) -> pd.DataFrame:
-    """The authors' rows in release shape, checked with the triplet rules (those of
-    ``python -m triplets validate --authors-csv`` but its audit of the authors' own id
-    encoding, :func:`~core.rules.authors_violations`: a file in their format with
-    ids of another scheme is scored)."""
+    """The authors' rows in release shape, checked with the triplet rules (not the audit of
+    their id encoding: a file in their format with other ids is scored)."""
     tr = authors_to_triplets(raw)
     raise_on_violations(triplet_violations(tr), what)
     return tr
@@ -147,9 +132,7 @@ def load_authors_csv(
     csv_path: str | Path, images_dir: str | Path, queries_csv: str | Path | None = None,
     hash_memo: FileHashMemo | None = None, *, with_texts: bool = True,
 ) -> XCMDataset:
-    """The authors' ``xcm-bench.csv`` with images from a folder (``hash_memo`` spares
-    re-hashing image files seen before) and, ``with_texts``, query texts from
-    ``queries_csv`` or ``data/queries.csv``."""
+    """The authors' ``xcm-bench.csv`` with images from a folder and, ``with_texts``, query texts."""
     csv_path = Path(csv_path)
     if not csv_path.is_file():
         raise DataError(f"--triplets-csv: no such file {csv_path}")

@@ -1,24 +1,8 @@
 """Crossmodal-3600 (XM3600): 3,600 images, captions in 36 languages, three layouts.
 
-1. **Official** (google.github.io/crossmodal-3600): ``captions.jsonl``, one JSON object per
-   image with ``"image/key"``, ``"image/locale"`` and, per language code, an object whose
-   ``"caption"`` is a list of strings; the images are ``<key>.jpg`` in an ``images/`` folder
-   (or next to ``captions.jsonl``, or in a folder given explicitly).
-2. **Hub** (``mteb/xm3600``): one split per language, rows ``image_id, image, captions,
-   image_locale`` (``captions``: that language's captions of the image), loaded with
-   ``datasets.load_dataset`` from a local folder or a hub id.
-3. **The authors' copy** (``Tierone2025part2/crossmodal_3600``, what their RQ1 code loads):
-   one split, rows ``image_key, image, captions`` with ``captions`` = {language: [captions]}
-   (a struct column); no locale column, so each image's locale comes from the authors'
-   ``data/authors/xm3600-image-locales.csv`` (an ``image_locale`` column wins when present).
-   Recognised by its columns, whatever the repository is called.
-
-All give the same :class:`XM3600`: images sorted by id, and the caption pool in a canonical
-order (image, then language in ``data/xm3600_languages.csv`` order, then caption order), so
-tie-breaking by pool position does not depend on the layout. Language codes must be the 36 of
-the languages table (``iw``/``nb``/``tl`` are read as ``he``/``no``/``fil`` and counted).
-Bad or missing files raise :class:`~core.errors.DataError` (one line); empty or non-string
-captions are dropped and counted in ``notes``.
+The official ``captions.jsonl``, the hub's ``mteb/xm3600`` and the authors' copy (docs/xm3600.md,
+"Data") all give the same :class:`XM3600`: images sorted by id and the caption pool in a
+canonical order, so tie-breaking by pool position does not depend on the layout.
 """
 
 from __future__ import annotations
@@ -77,16 +61,12 @@ class XM3600:
         return h.hexdigest()
 
 
-def _language_codes() -> list[str]:
-    return [lang.code for lang in datatables.languages()]
-
-
 class _Collector:
     """Validates (image, language, captions) triples and builds the canonical pool."""
 
     def __init__(self, what: str):
         self.what = what
-        self.codes = _language_codes()
+        self.codes = [lang.code for lang in datatables.languages()]
         self.known = set(self.codes)
         self.by_image: dict[str, dict[str, list[str]]] = {}
         self.locales: dict[str, str] = {}
@@ -276,13 +256,8 @@ def _hub_data(path_or_id: str, revision: str | None) -> tuple[str, Any]:
 
 def _hub_splits(path_or_id: str, revision: str | None, builder: Any,
                 cache: dict[str, str]) -> tuple[Any, Any]:
-    """(per-language splits with ``image_id, captions, image_locale``, one split with images).
-
-    The layout repeats every image in each language split; for parquet repositories only the
-    caption columns of every split and the images of one split are converted (``columns=``),
-    not 36 copies of the images. Other repositories are loaded whole. ``builder`` and
-    ``cache``: those :func:`_hub_data` already made for the same dataset.
-    """
+    """(per-language caption splits, one split with images): for parquet repositories only
+    one split's images are converted, not 36 copies."""
     import datasets
 
     meta_cols = [c for c in HUB_COLUMNS if c != "image"]
@@ -334,9 +309,8 @@ def load_xm3600(
     spec: str | Path | None, images_dir: str | Path | None = None, revision: str | None = None,
     hash_memo: FileHashMemo | None = None,
 ) -> XM3600:
-    """Dispatch on the layout: a ``captions.jsonl`` (or a folder with one) is the official
-    layout; anything else is a ``datasets`` folder or hub id (default ``mteb/xm3600``).
-    ``hash_memo`` serves the official layout's image folder."""
+    """A ``captions.jsonl`` (or its folder) is the official layout; anything else a
+    ``datasets`` folder or hub id (default ``mteb/xm3600``)."""
     if spec is None:
         return load_hub(HUB_ID, revision)
     p = Path(spec)

@@ -1,25 +1,9 @@
 """Association-bias metrics of 3XCM: win rates, SP, their intervals, the authors' z-scores.
 
-Definitions (README.md, "What 3XCM is"; implemented exactly):
-
-- ``sims`` is an (N, 3) array: the similarity of each triplet's query to its semantic,
-  cultural and non-relevant candidate, in that column order.
-- Winner: the candidate with the highest similarity. Ties (two or more candidates share the
-  maximum) are counted in ``ties``; ``order`` (the authors' rule) gives the win to the first
-  maximal column (``TIE_ORDER``: semantic > cultural > non-relevant), ``split`` gives each
-  of m tied candidates 1/m of a win (``wins_*`` may then be fractional).
-- ``M_k = wins_k / N`` for k in sem, cul, non; ``SP = M_cul / M_sem``: None when M_sem = 0,
-  which means infinite (``SP_note``) when there is a cultural win.
-- Intervals (``*_ci95``): ``cluster`` (default), cluster-robust over concepts
-  (:mod:`benchmark.metrics.clustered`); ``iid``, the percentile interval over ``B``
-  multinomial resamples of the triplet outcomes (the earlier default, kept for comparison;
-  resamples without a semantic win are left out of SP's and counted). An upper limit of
-  None beside a lower one is infinity (no semantic win cannot be ruled out).
-- ``mde``: the smallest true difference from a fixed value that a two-sided test at 0.05
-  detects with 80% power on these triplets and units.
-- z-scores (the authors'): standardise all 3N similarities of a run with one mean and the
-  population standard deviation; ``z_sem/z_cul/z_non`` are the means of the standardised
-  values per column; a group's values average the same standardised values over its rows.
+``sims`` is (N, 3): each triplet query's similarity to its semantic, cultural and non-relevant
+candidate. Winners, ties, M_k, SP and z-scores as README.md defines them; intervals ``cluster``
+(:mod:`benchmark.metrics.clustered`) or ``iid`` (multinomial percentile bootstrap); an upper
+limit of None beside a lower one is infinity.
 """
 
 from __future__ import annotations
@@ -59,8 +43,7 @@ def winners(sims: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def credits(sims: np.ndarray, ties: str = "order") -> np.ndarray:
-    """(N, 3) win credit of each candidate: one-hot of the winner (``order``) or 1/m to each
-    of m tied maxima (``split``)."""
+    """(N, 3) win credit: one-hot of the winner (``order``) or 1/m to each of m tied maxima."""
     if ties not in TIE_RULES:
         raise ValueError(f"ties must be one of {TIE_RULES}, got {ties!r}")
     if ties == "order":
@@ -80,8 +63,7 @@ def zscores(sims: np.ndarray) -> np.ndarray:
 
 def bootstrap_intervals(wins: np.ndarray, n_resamples: int = 1000, seed: int = 0,
                         level: float = 0.95) -> dict[str, Any]:
-    """Percentile intervals of SP and of each M_k from one set of multinomial resamples of
-    the win counts (the ``iid`` method)."""
+    """The ``iid`` method: percentile intervals of SP and each M_k over multinomial resamples."""
     if not 0 < level < 1:
         raise ValueError(f"level must be in (0, 1), got {level}")
     wins = np.asarray(wins, np.int64)
@@ -139,8 +121,7 @@ def group_scores(labels: np.ndarray | None, credit: np.ndarray, tie: np.ndarray,
                  cluster: np.ndarray, stratum: np.ndarray | None, ci: str = "cluster",
                  n_resamples: int = 1000, seed: int = 0, name: str | None = None
                  ) -> dict[str, dict[str, Any]]:
-    """Scores per label (``labels`` None: one group, key ``""``). ``cluster``/``stratum``:
-    the concept and country code of each row (``ci`` iid: triplets, no strata)."""
+    """Scores per label (None: one group, key ``""``); units from ``cluster``/``stratum``."""
     if ci not in CI_METHODS:
         raise ValueError(f"ci must be one of {CI_METHODS}, got {ci!r}")
     n = len(credit)
@@ -155,7 +136,7 @@ def group_scores(labels: np.ndarray | None, credit: np.ndarray, tie: np.ndarray,
     out: dict[str, dict[str, Any]] = {}
     for i, label in enumerate(uniq):
         e = _entry(r, i, int(tie_n[i]), zs[i], whole)
-        if ci == "iid" and whole:  # the earlier intervals, same seeds
+        if ci == "iid" and whole:
             wins = np.array([e["wins_sem"], e["wins_cul"], e["wins_non"]])
             e.update(bootstrap_intervals(wins, n_resamples, seed if name is None
                                          else group_seed(seed, f"{name}:{label}")))
@@ -168,9 +149,8 @@ def association_scores(
     *, ci: str = "cluster", ties: str = "order", concept: np.ndarray | None = None,
     country: np.ndarray | None = None,
 ) -> dict[str, Any]:
-    """``overall`` plus ``by_<name>`` for each grouping (name -> label per triplet).
-    ``concept``/``country`` (default: ``groups`` of those names) define the units of the
-    ``cluster`` intervals; without concepts every triplet is its own unit."""
+    """``overall`` plus ``by_<name>`` per grouping; ``concept``/``country`` (default: those
+    ``groups``) are the ``cluster`` units, without concepts every triplet is one."""
     winner, tie = winners(sims)
     credit = credits(sims, ties)
     z = zscores(sims)
@@ -185,19 +165,8 @@ def association_scores(
     return out
 
 
-def summarize(winner: np.ndarray, ties: np.ndarray, z: np.ndarray, n_resamples: int = 1000,
-              seed: int = 0, ci: str = "iid") -> dict[str, Any]:
-    """Scores of one set of triplet outcomes (no concepts known: ``iid``, or each triplet a
-    unit)."""
-    n = len(winner)
-    credit = np.eye(3)[np.asarray(winner, np.int64)] if n else np.zeros((0, 3))
-    return group_scores(None, credit, ties, np.asarray(z).reshape(n, 3), np.arange(n), None,
-                        ci, n_resamples, seed)[""]
-
-
 def sp_value(s: dict[str, Any] | None) -> float | None:
-    """SP of a scores entry for display and ordering: inf without a semantic win (and with a
-    cultural one), None when absent or undefined."""
+    """SP of a scores entry for display and ordering: inf without a semantic win, None if undefined."""
     if not s:
         return None
     if s.get("SP") is None:

@@ -1,24 +1,9 @@
 """Intervals and tests over what 3XCM samples: its concepts, with the countries fixed.
 
-The triplets of a concept share its images and its difficulty; what a number generalises to is
-"other concepts of this kind", so the concept is the unit. Every rate of a group of triplets
-is a ratio of totals over its rows, theta = sum(y) / sum(d): ``M_k = credit_k / n`` and, for
-SP, ``theta = cul / (sem + cul)`` with ``SP = theta / (1 - theta)``.
-
-- Variance: cluster-robust linearisation, the closed form of what resampling the units within
-  their strata estimates: ``V = sum_h G_h/(G_h - 1) sum_j (R_j - mean_h R)^2``, ``R_j`` the
-  unit's sum of ``(y - theta d) / sum(d)``. Units are concepts (one stratum: a concept's
-  triplets in every country move together); a group of a single concept has its triplets as
-  units, stratified by country.
-- Interval (Korn and Graubard 1998): Clopper-Pearson at an effective size ``n / deff``,
-  ``deff = max(1, V / (theta (1 - theta) / n))``, shrunk by ``(t_{n-1} / t_df)^2`` for the
-  ``df = units - strata`` of V. With deff 1 and many units it is the exact interval
-  conditional on n (for SP on sem + cul); SP's limits are theta's mapped by
-  ``theta / (1 - theta)``, so a group without a semantic win has the upper limit infinity.
-- A paired difference (two models, same triplets): its linearised residuals, the same V,
-  interval ``diff +- t_df SE`` and a two-sided t p-value (no resampling floor).
-- Power: the smallest true difference a two-sided test at ``alpha`` detects with probability
-  0.8 is ``(t_{1-alpha/2} + t_{0.8}) SE``.
+Every rate is a ratio of totals theta = sum(y) / sum(d) over a group's triplets; its variance
+is the cluster-robust linearisation over concepts (a group of one concept: its triplets,
+stratified by country) and its interval Korn and Graubard's (docs/analysis.md, "The default
+interval"). Paired differences get a t interval and p-value on the same variance.
 """
 
 from __future__ import annotations
@@ -65,8 +50,7 @@ class Units:
 
 def units(group: np.ndarray, n_groups: int, cluster: np.ndarray,
           stratum: np.ndarray | None = None) -> Units:
-    """Units of each group: its clusters (concepts), or, in a group of one cluster, its rows
-    stratified by ``stratum`` (the country)."""
+    """Units of each group: its clusters, or its rows by ``stratum`` in a group of one cluster."""
     group, cluster = np.asarray(group, np.int64), np.asarray(cluster, np.int64)
     n = len(group)
     stratum = np.zeros(n, np.int64) if stratum is None else np.asarray(stratum, np.int64)
@@ -105,8 +89,7 @@ def t_quantile(df: np.ndarray, q: float) -> np.ndarray:
 
 def effective_interval(theta: np.ndarray, var: np.ndarray, n: np.ndarray, df: np.ndarray,
                        level: float = LEVEL) -> tuple[np.ndarray, np.ndarray]:
-    """Korn-Graubard limits of a proportion theta of n with cluster-robust variance ``var``
-    and ``df`` degrees of freedom (no interval, [0, 1], with no df)."""
+    """Korn-Graubard limits of a proportion theta of n with variance ``var`` on ``df`` df."""
     theta, var, n = (np.asarray(v, np.float64) for v in (theta, var, n))
     df = np.asarray(df, np.float64)
     q = 1 - (1 - level) / 2
@@ -123,15 +106,13 @@ def effective_interval(theta: np.ndarray, var: np.ndarray, n: np.ndarray, df: np
 
 def detectable(se: np.ndarray, df: np.ndarray, alpha: float = 1 - LEVEL,
                power: float = POWER) -> np.ndarray:
-    """Smallest true difference a two-sided t test at ``alpha`` detects with ``power``
-    (NaN where the standard error is 0: a rate at its bound says nothing about power)."""
+    """Smallest true difference a two-sided t test at ``alpha`` detects with ``power`` (NaN: se 0)."""
     se = np.asarray(se, np.float64)
     return np.where(se > 0, (t_quantile(df, 1 - alpha / 2) + t_quantile(df, power)) * se, np.nan)
 
 
 def detectable_sp(sp: np.ndarray, se: np.ndarray, df: np.ndarray) -> np.ndarray:
-    """:func:`detectable` for a rise of SP from ``sp`` (standard error ``se`` measured there):
-    on the log scale, as SP's spread grows with SP, ``sp (exp(k se / sp) - 1)``."""
+    """:func:`detectable` for a rise of SP from ``sp``, on the log scale (SP's spread grows)."""
     k = detectable(np.ones_like(np.asarray(se, np.float64)), df)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         up = np.where(sp > 0, sp * np.expm1(k * se / sp), k * se)
@@ -140,8 +121,7 @@ def detectable_sp(sp: np.ndarray, se: np.ndarray, df: np.ndarray) -> np.ndarray:
 
 def t_test(diff: np.ndarray, se: np.ndarray, df: np.ndarray, level: float = LEVEL
            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(lo, hi, two-sided p) of ``diff`` with standard error ``se`` on ``df`` df; p is 1 for a
-    zero difference and 0 for a nonzero one without spread."""
+    """(lo, hi, two-sided p) of ``diff`` with standard error ``se`` on ``df`` df."""
     diff, se = np.asarray(diff, np.float64), np.asarray(se, np.float64)
     half = t_quantile(df, 1 - (1 - level) / 2) * se
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -154,9 +134,7 @@ def t_test(diff: np.ndarray, se: np.ndarray, df: np.ndarray, level: float = LEVE
 
 def rates(credit: np.ndarray, group: np.ndarray, n_groups: int, u: Units,
           level: float = LEVEL) -> dict[str, np.ndarray]:
-    """Per group: ``n``, ``wins`` (G, 3), ``M`` (G, 3) and ``M_lo/M_hi``, ``SP`` and
-    ``SP_lo/SP_hi`` (NaN: undefined; upper inf: no semantic win), their standard errors and
-    the detectable differences ``mde_M`` (G, 3), ``mde_SP``."""
+    """Per group: n, wins, M and SP with limits (SP_hi inf: no semantic win), se and mde."""
     credit = np.asarray(credit, np.float64)
     n = np.bincount(group, minlength=n_groups).astype(np.float64)
     wins = np.stack([np.bincount(group, credit[:, k], n_groups) for k in range(3)], axis=1)
@@ -182,10 +160,10 @@ def rates(credit: np.ndarray, group: np.ndarray, n_groups: int, u: Units,
 
 def paired(ca: np.ndarray, cb: np.ndarray, group: np.ndarray, n_groups: int, u: Units,
            level: float = LEVEL) -> dict[str, np.ndarray]:
-    """Per group, for M_sem, M_cul, M_non and SP (columns 0..3): each model's value ``a``,
-    ``b`` (SP inf without a semantic win), ``diff = a - b``, ``lo``, ``hi``, ``p``, ``se``,
-    ``mde`` (NaN where undefined). SP's p tests theta = cul / (sem + cul) instead (SP_a = SP_b
-    exactly when theta_a = theta_b; bounded, it holds at SP's extremes, infinity included)."""
+    """Per group, columns M_sem, M_cul, M_non, SP: a, b, diff = a - b, lo, hi, p, se, mde.
+
+    SP's p tests theta = cul / (sem + cul) (equal exactly when SP is; bounded, so it holds at
+    SP's extremes)."""
     ca, cb = np.asarray(ca, np.float64), np.asarray(cb, np.float64)
     n = np.bincount(group, minlength=n_groups).astype(np.float64)
     sums = [np.stack([np.bincount(group, c[:, k], n_groups) for k in range(3)], 1)

@@ -1,34 +1,8 @@
 """Prevalence-bias metrics of image -> text retrieval over a mixed-language caption pool.
 
-Pure functions on the top-k lists of a retrieval run. Inputs, for ``n`` queries and the
-``K`` best captions of each (rank 1 first):
-
-- ``rel``: (n, K) bool, the caption at rank i is one of the query image's own captions;
-- ``n_relevant``: (n,) int, how many captions the query image has in the pool;
-- ``groups``: (n, K) int, the language group of the caption at rank i (0..G-1).
-
-Definitions (docs/xm3600.md, "Metrics"):
-
-- ``accuracy@k`` = 1 if any of the first k is relevant.
-- ``ndcg@k`` = DCG@k / IDCG@k with ``DCG@k = sum_{i<=k} rel_i / log2(i+1)`` and the ideal DCG
-  from the true number R of relevant captions: ``IDCG@k = sum_{i<=min(k,R)} 1/log2(i+1)``.
-- ``ndcg_authors@k``: the authors' ideal (``3_viz_imgtotext.ipynb`` cell 7), built from the
-  WHOLE retrieved list (their top 100, not only its first k) sorted by relevance, then cut at
-  k: ``IDCG@k = sum_{i<=min(k, m)} 1/log2(i+1)``, m = relevant items in the whole list passed
-  in (``rel`` must hold that list: the task retrieves at least 100). 0 when the ideal is 0.
-  Both NDCGs are 0 when nothing relevant is in the first k.
-- ``lbkl@k`` = ``KL(P || Q) = sum_g P_g ln(P_g / Q_g)``, Q_g the share of group g among the
-  first k; ``dlbkl@k`` the same with rank i weighted by ``w_i = 1/log2(i+1)``, normalised by
-  ``sum_{i<=k} w_i``. A zero Q_g is replaced by ``epsilon`` (1e-9, as the authors do; Q is not
-  renormalised); a term with P_g = 0 is 0. A list missing a group of the target then scores
-  on the scale of ``P_g ln(1/epsilon)`` (10.0 for P_g = 0.5), whatever else it holds, so
-  beside them:
-- ``missing@k``: 1 if a group of the target (P_g > 0) has no caption among the first k;
-- ``lbjs@k`` / ``dlbjs@k``: the Jensen-Shannon divergence of Q (unweighted / rank-weighted)
-  from P, ``JS = (KL(P || M) + KL(Q || M)) / 2`` with ``M = (P + Q) / 2``: no epsilon, bounded
-  by ln 2, so one empty group cannot outweigh all other lists.
-
-Every function returns per-query values (callers average them, overall or by locale).
+Pure functions on the top-k lists of a retrieval run, per query (callers average): ``rel``
+(n, K) bool relevance by rank, ``n_relevant`` (n,) captions per query image, ``groups`` (n, K)
+language group by rank. Definitions: docs/xm3600.md, "Metrics".
 """
 
 from __future__ import annotations
@@ -84,8 +58,7 @@ def ndcg_at_k(rel: np.ndarray, n_relevant: np.ndarray, k: int) -> np.ndarray:
 
 
 def ndcg_authors_at_k(rel: np.ndarray, k: int) -> np.ndarray:
-    """(n,) NDCG@k with the paper's ideal: the whole retrieved list ``rel`` (n, K >= k; the
-    authors' K = 100) sorted by relevance and cut at k."""
+    """(n,) NDCG@k, ideal from the whole retrieved list ``rel`` sorted and cut at k (the paper's)."""
     dcg = dcg_at_k(rel, k)
     idcg = _ideal(np.asarray(rel, bool).sum(axis=1), k)
     out = np.zeros_like(dcg)
@@ -106,10 +79,7 @@ def group_shares(groups: np.ndarray, n_groups: int, k: int, weighted: bool = Fal
 
 
 def kl_divergence(p: np.ndarray, q: np.ndarray, epsilon: float = EPSILON) -> np.ndarray:
-    """(n,) ``sum_g p_g ln(p_g / q_g)``; q_g = 0 -> epsilon; p_g = 0 terms are 0.
-
-    ``p`` is (G,) (one target for all) or (n, G); ``q`` is (n, G).
-    """
+    """(n,) ``sum_g p_g ln(p_g / q_g)``; q_g = 0 -> epsilon; p_g = 0 terms are 0; p (G,) or (n, G)."""
     q = np.asarray(q, np.float64)
     p = np.broadcast_to(np.asarray(p, np.float64), q.shape)
     q = np.where(q == 0.0, epsilon, q)
@@ -158,11 +128,7 @@ def per_query_scores(
     rel: np.ndarray, n_relevant: np.ndarray, groups: np.ndarray, target: np.ndarray,
     n_groups: int, ks: Sequence[int], epsilon: float = EPSILON,
 ) -> dict[str, np.ndarray]:
-    """``{"accuracy@k": (n,), "ndcg@k", "ndcg_authors@k", "lbkl@k", "dlbkl@k", "missing@k",
-    "lbjs@k", "dlbjs@k"}`` for every k.
-
-    ``rel`` and ``groups`` are the whole retrieved lists (n, K >= max k): every metric reads
-    its first k, except ``ndcg_authors``, whose ideal reads all K."""
+    """``{"<metric>@k": (n,)}`` for every metric and k, from the whole retrieved lists."""
     out: dict[str, np.ndarray] = {}
     for k in ks:
         out[f"accuracy@{k}"] = accuracy_at_k(rel, k)
@@ -188,12 +154,7 @@ def mean_scores(per_query: dict[str, np.ndarray], mask: np.ndarray | None = None
 
 @dataclass(frozen=True)
 class Grouping:
-    """How languages fall into groups, and what the target distribution is.
-
-    ``fixed_target`` is the target over ``names`` when it is the same for every query
-    (``authors``: 0.5 / 0.5); ``None`` means the target is each query image's own shares of
-    captions per group (:func:`caption_share_targets`).
-    """
+    """How languages fall into groups; ``fixed_target`` None: each image's caption shares."""
 
     name: str
     names: tuple[str, ...]
@@ -211,12 +172,7 @@ class Grouping:
 
 
 def make_grouping(name: str, languages: Sequence[tuple[str, str]]) -> Grouping:
-    """The grouping ``name`` over ``languages`` = [(code, tier), ...] (table order).
-
-    ``authors``: the ``low`` tier vs the rest (``high_medium``), target 0.5 / 0.5;
-    ``tier``: high / medium / low; ``language``: one group per language. The last two take
-    each query image's caption shares as target.
-    """
+    """The grouping ``name`` (docs/xm3600.md, "Groupings") over [(code, tier), ...]."""
     if name == "authors":
         return Grouping(name, ("low", "high_medium"),
                         {c: 0 if t == "low" else 1 for c, t in languages}, (0.5, 0.5))

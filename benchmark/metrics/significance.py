@@ -1,20 +1,8 @@
 """Is a difference between two models real? Paired, cluster-robust tests and Holm's correction.
 
-Two models scored on the same items (3XCM triplets; XM3600 query images), paired by item id:
-
-- 3XCM (:func:`paired_association`): per triplet each model's win credit (sem, cul, non);
-  ``ΔM_k = M_k(a) - M_k(b)`` and ``ΔSP = SP(a) - SP(b)``, overall and per group (the query
-  country). What is sampled is the concepts: the variance of each Δ is cluster-robust over
-  concepts (the closed form of resampling them, :mod:`benchmark.metrics.clustered`; a
-  group of one concept: its triplets by country), for ΔSP by the delta method.
-- XM3600 (:func:`paired_means`): per query image one value per metric and model; Δ of the
-  means, the images as independent units.
-- Each Δ: a 95% interval ``Δ ± t_df SE`` and a two-sided p from the same t (df = units - 1):
-  no resampling, so no floor on p. SP's p tests ``θ = cul / (sem + cul)`` (the same null;
-  bounded, so it holds where SP is extreme or infinite, which the delta method does not). ``mde``: the smallest true Δ this pair of runs detects
-  with 80% power at α = 0.05.
-- :func:`holm`: Holm's step-down adjustment of m p-values (family-wise error rate): the
-  i-th smallest is multiplied by ``m - i + 1``, then made monotone and capped at 1.
+Two runs paired by item id (3XCM triplets, units the concepts; XM3600 query images): each
+Δ = A - B gets ``Δ ± t_df SE`` and a two-sided t p-value (SP's p tests θ = cul / (sem + cul)),
+and ``mde``; docs/analysis.md, "compare". :func:`holm` adjusts a family of p-values.
 """
 
 from __future__ import annotations
@@ -68,9 +56,8 @@ def _check(credit_a: np.ndarray, credit_b: np.ndarray) -> tuple[np.ndarray, np.n
 def paired_association(credit_a: np.ndarray, credit_b: np.ndarray,
                        groups: np.ndarray | None = None, concept: np.ndarray | None = None,
                        country: np.ndarray | None = None) -> dict[str, Any]:
-    """``{"overall": {n, units, SP: {a, b, diff, ci95, p, mde}, M_sem, M_cul, M_non},
-    "by_group": {label: ...}}`` (groups in order of first appearance). ``credit_*``: (N, 3)
-    win credits or (N,) winners; ``concept``/``country``: the units (None: every item one)."""
+    """``overall`` and ``by_group`` (first-appearance order) rows of SP and M_k from (N, 3)
+    credits or (N,) winners; ``concept``/``country``: the units (None: every item one)."""
     ca, cb = _check(credit_a, credit_b)
     n = len(ca)
     labels = np.asarray(groups).astype(str) if groups is not None else np.zeros(n, str)
@@ -90,16 +77,9 @@ def paired_association(credit_a: np.ndarray, credit_b: np.ndarray,
     return out
 
 
-def paired_counts(winner_a: np.ndarray, winner_b: np.ndarray,
-                  concept: np.ndarray | None = None) -> dict[str, Any]:
-    """:func:`paired_association` of one set of items, without groups."""
-    return paired_association(winner_a, winner_b, concept=concept)["overall"]
-
-
 def paired_means(values_a: dict[str, np.ndarray], values_b: dict[str, np.ndarray]
                  ) -> dict[str, Any]:
-    """Per metric: ``{"a", "b", "diff", "ci95", "p", "mde"}`` of ``mean(a) - mean(b)`` over
-    paired items (each item a unit); plus ``n``."""
+    """Per metric, the row of ``mean(a) - mean(b)`` over paired items (each a unit); plus n."""
     names = [k for k in values_a if k in values_b]
     if not names:
         return {"n": 0}

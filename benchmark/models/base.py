@@ -1,10 +1,7 @@
 """The adapter contract, the model identity, and the shared batching base.
 
-An adapter embeds texts and images (``role`` query or document: models with prompts differ)
-as float32 arrays or :class:`MultiVector` s and compares them (cosine, or MaxSim for
-multi-vectors: :mod:`benchmark.embeddings`); :meth:`Adapter.conventions` names what shapes an
-embedding (cache key, results), :func:`model_spec` builds its identity (:class:`ModelSpec`).
-Subclasses implement ``_encode_text_batch`` / ``_encode_image_batch``; the base batches.
+Subclasses implement ``_encode_text_batch`` / ``_encode_image_batch`` (``role`` query or
+document); the base batches and scores (cosine, or MaxSim for :class:`MultiVector` s).
 """
 
 from __future__ import annotations
@@ -38,9 +35,7 @@ ROLES = ("query", "document")
 
 
 class ModelSpec(BaseModel):
-    """What identifies a model's embeddings: the ``model`` of every results file, and part of
-    the cache key; built by :func:`model_spec`. Unknown keys of older results files are kept
-    (``extra="allow"``)."""
+    """What identifies a model's embeddings: a results file's ``model`` and part of the cache key."""
 
     model_config = ConfigDict(extra="allow", frozen=True, protected_namespaces=())
     name: str
@@ -145,10 +140,7 @@ class Adapter:
         self, modality: str, role: str, n: int, load: Callable[[int, int], list[Any]],
         batch_size: int | None = None, progress: bool = True,
     ) -> Iterator[tuple[int, Embeddings]]:
-        """The one batching loop: items ``0..n-1``, read one batch at a time through
-        ``load(start, stop)``, embedded under ``torch.inference_mode`` and yielded as
-        ``(start, float32 array or MultiVector)``. ``encode_texts``/``encode_images`` join the
-        batches; :func:`benchmark.cache.embed_cached` stores each one as it comes."""
+        """The one batching loop: yields ``(start, embeddings)`` of items read by ``load(start, stop)``."""
         if role not in ROLES:
             raise ValueError(f"role must be one of {ROLES}, got {role!r}")
         text = modality == "text"
@@ -197,9 +189,7 @@ def _inference_mode() -> Any:
 
 
 class UserAdapter(Adapter):
-    """Wraps a user's object: ``encode_texts(list[str])``, ``encode_images(list[Image])`` and
-    an optional ``similarity(queries, docs)``. ``device``/``dtype`` are what the object was
-    built with (recorded in the results), when its class accepts them."""
+    """Wraps a user's object with ``encode_texts``, ``encode_images`` and optional ``similarity``."""
 
     def __init__(self, obj: Any, target: str, device: str | None = None,
                  dtype: str | None = None):

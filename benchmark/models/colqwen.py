@@ -1,13 +1,7 @@
 """ColQwen2.5 (``colqwen2.5-v0.2``, ``colqwen2.5-3b-m``, ``colqwen2.5-7b-m``): multi-vector, MaxSim.
 
-colpali-engine's ``ColQwen2_5`` and processor (what the authors ran; not installable with this
-stack) rebuilt on transformers' ``Qwen2_5_VLModel`` (:mod:`benchmark.models.qwenvl`): the hub's
-LoRA merged into its base, texts always as queries (``"Query: " + text + "<|endoftext|>" *
-10``, left padding), images with colpali's prompt (PIL image processor), every token through
-``custom_text_proj`` (128-d), L2-normalised (``normalize_dtype``), padding dropped.
-``scorer``: ``maxsim`` masks padding; ``colpali-per-document`` is colpali's
-``score_multi_vector`` one document per call, as the authors called it (equal to masked
-MaxSim); ``colpali-batched`` zero-pads each block of documents. docs/models.md.
+colpali-engine's ``ColQwen2_5`` rebuilt on transformers' ``Qwen2_5_VLModel``
+(:mod:`benchmark.models.qwenvl`), LoRA merged; prompts, scorers and padding: docs/models.md.
 """
 
 from __future__ import annotations
@@ -40,9 +34,7 @@ COLPALI_BATCH = 128  # score_multi_vector's default batch_size
 def colpali_score_multi_vector(
     qs: list[np.ndarray], ps: list[np.ndarray], batch_size: int = COLPALI_BATCH,
 ) -> np.ndarray:
-    """colpali-engine's ``score_multi_vector`` (0.3.12, git 9bee9b2b) in numpy: queries and
-    passages in blocks of ``batch_size``, each block zero-padded to its longest item, then
-    ``einsum("bnd,csd->bcns").max(dim=3).sum(dim=2)``. (n_q, n_p) float32."""
+    """colpali-engine's ``score_multi_vector`` (0.3.12) in numpy: zero-padded blocks, (n_q, n_p)."""
     if not qs or not ps:
         raise ValueError("no queries or no passages")
 

@@ -1,15 +1,8 @@
 """Model conventions as data: a ``reference`` and an ``authors`` profile per paper model.
 
-``run --conventions reference|authors`` picks, for each of the paper's ten models (``profiles``
-in :mod:`benchmark.zoo`): ``reference``, the model card's intended use (the record and the
-adapter's defaults, corrected where transformers 5 changed what the cards relied on), or
-``authors``, what the paper's code did (``data/authors/CONVENTIONS.md``, cited in ``sources``,
-with the choice made where that code is ambiguous or cannot run). A profile is an overlay,
-data never code: it never declares the model's identity (adapter, checkpoint, revision,
-similarity: the zoo record's, filled in by :func:`resolve`), but may ``loads`` another record
-(clip-l14's authors profile: clip-l14-hf's snapshot) and word the record's similarity
-(``scorer``). The resolved record (all but ``sources``) is recorded in results and keys the
-embedding cache; :func:`benchmark.registry.load_model` applies it.
+``run --conventions reference|authors``: the model card's intended use, or what the paper's
+code did (``data/authors/CONVENTIONS.md``). A profile is an overlay on the zoo record, never
+its identity; the resolved record is recorded in results and keys the embedding cache.
 """
 
 from __future__ import annotations
@@ -39,9 +32,7 @@ class ConventionsError(LookupError):
 
 @dataclass(frozen=True)
 class Conventions:
-    """How one model embeds and scores under one profile: what is done in words, beside the
-    operative ``loads``, ``dtype``, ``options`` and ``retrieval`` (the tests check on tiny
-    checkpoints that an adapter built from a record does what it describes)."""
+    """How one model embeds and scores under one profile: words beside the operative fields."""
 
     implementation: str  # the code path followed (library, class, loader)
     dtype: str | None = None  # None: --dtype, else the device default (bf16/fp16 GPU, fp32 CPU)

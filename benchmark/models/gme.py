@@ -1,13 +1,7 @@
 """GME-Qwen2-VL (``gme-qwen2-2b``, ``gme-qwen2-7b``): last-token embeddings of a Qwen2-VL.
 
-The model's ``gme_inference.py`` (which needs transformers < 4.52) rebuilt on transformers 5's
-``Qwen2VLModel`` (:mod:`benchmark.models.qwenvl`): every input a chat with an instruction (text
-queries the card's text-to-image one, everything else the default; ``query_instruction=None``:
-the default for every text, as the authors), images resized by GME's ``fetch_image`` then
-within 256..1280 image tokens (PIL image processor), texts truncated at 1800 tokens, right
-padding; the embedding is the last token's hidden state, L2-normalised (``normalize_dtype``).
-As upstream, the language model runs on ``inputs_embeds`` with no position ids (sequential
-positions, not M-RoPE's). docs/models.md: the details, and what cannot be verified offline.
+The model's ``gme_inference.py`` rebuilt on transformers 5's ``Qwen2VLModel``
+(:mod:`benchmark.models.qwenvl`); instructions, resizing and pooling: docs/models.md.
 """
 
 from __future__ import annotations

@@ -1,7 +1,4 @@
-"""``hash``: a deterministic fake model for tests and demos: each input's vector is drawn from a
-normal distribution seeded by the sha256 of its content, so no weights are needed and scores
-are chance-level by construction.
-"""
+"""``hash``: a deterministic fake model: vectors seeded by the sha256 of each input (chance level)."""
 
 from __future__ import annotations
 
@@ -14,14 +11,11 @@ from benchmark.models.base import Adapter, model_spec
 from core.vectors import l2_normalize
 
 
-def content_seed(data: bytes, salt: str = "") -> int:
-    return int.from_bytes(hashlib.sha256(salt.encode() + data).digest()[:8], "little")
-
-
 def hash_vector(data: bytes, dim: int, salt: str = "") -> np.ndarray:
     """The one hash-seeded fake vector (not normalised): a standard normal draw seeded by the
     sha256 of ``salt + data``. Used by this model and by the builder's fake text encoder."""
-    return np.random.default_rng(content_seed(data, salt)).standard_normal(dim).astype(np.float32)
+    seed = int.from_bytes(hashlib.sha256(salt.encode() + data).digest()[:8], "little")
+    return np.random.default_rng(seed).standard_normal(dim).astype(np.float32)
 
 
 def image_bytes(image: Any) -> bytes:

@@ -1,12 +1,6 @@
-"""Dual encoders on transformers' own classes: Chinese-CLIP (``chinese-clip-l14``), SigLIP 2
-(``siglip2-*``), and any CLIP-like checkpoint (``hf_clip:ORG/NAME`` or ``hf_clip:/path``).
+"""Dual encoders on transformers' own classes: Chinese-CLIP, SigLIP 2, and any ``hf_clip:`` CLIP.
 
-``AutoModel`` + ``AutoProcessor`` (no remote code), ``get_text_features`` /
-``get_image_features``, L2-normalised. Text as each model card: Chinese-CLIP longest padding
-(truncation at its 512 positions), SigLIP 2 ``padding="max_length", max_length=64`` (as it was
-trained), CLIP longest padding, truncation at 77. Images through the checkpoint's image
-processor (``image_backend="pil"``: the PIL one the cards were written for), every tensor it
-returns passed on (SigLIP 2 NaFlex's masks and shapes too).
+Text and image conventions per model card (docs/models.md); embeddings L2-normalised.
 """
 
 from __future__ import annotations

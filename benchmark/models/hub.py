@@ -1,18 +1,8 @@
 """Where model weights come from: local folders, ``$XCM_WEIGHTS_DIR``, the Hugging Face cache.
 
-Every adapter resolves its checkpoint to a local folder (or file) here before any
-``from_pretrained``, so libraries read local files only and a missing checkpoint fails at once
-with one line saying where weights were looked for. The search for ``org/name`` at
-``revision``: the checkpoint itself when it is a path; ``$XCM_WEIGHTS_DIR/org/name``, then
-``$XCM_WEIGHTS_DIR/name`` (``hf download --local-dir`` trees, e.g. on an air-gapped machine);
-the Hugging Face cache at that revision; a download, unless offline (``HF_HUB_OFFLINE=1`` or
-``TRANSFORMERS_OFFLINE=1``) or the hub
-cannot be reached (``core.hub.hub_unreachable``).
-
-``huggingface_hub`` reads ``HF_HUB_OFFLINE`` once, when it is first imported; set later (by a
-CLI flag, or after ``datasets`` imported it), it would be ignored and a missing model would
-retry for ~20 s. :func:`sync_offline_flag` copies the environment into the already imported
-module, and resolution passes ``local_files_only`` explicitly, so offline is offline.
+Every adapter resolves its checkpoint to local files here before any ``from_pretrained``, so a
+missing checkpoint fails at once with one line saying where it looked (docs/models.md).
+:func:`sync_offline_flag` copies ``HF_HUB_OFFLINE`` into an already imported huggingface_hub.
 """
 
 from __future__ import annotations
@@ -164,28 +154,36 @@ def resolve_repo(
         if cand.is_dir():
             log.info("%s: using %s from %s", what, repo_id, cand)
             return cand
-    try:
-        from huggingface_hub import snapshot_download
-        from huggingface_hub.errors import HFValidationError
-    except ImportError as e:  # pragma: no cover - huggingface_hub is a core dependency
-        raise CheckpointNotFound(f"{what}: huggingface_hub is not installed ({e})") from e
-    off = sync_offline_flag()
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import HFValidationError
+
     patterns = list(allow_patterns) if allow_patterns else None
+    return _cache_then_download(
+        what, repo_id, revision, None, lambda local: snapshot_download(
+            repo_id, revision=revision, local_files_only=local, allow_patterns=patterns),
+        invalid=HFValidationError)
+
+
+def _cache_then_download(what: str, repo_id: str, revision: str | None, filename: str | None,
+                         fetch: Any, invalid: Any = ()) -> Path:
+    """``fetch(local_files_only)`` from the local cache, then (online, hub reachable) the hub;
+    every miss is one :class:`CheckpointNotFound` line."""
+    off = sync_offline_flag()
     try:
-        return Path(snapshot_download(
-            repo_id, revision=revision, local_files_only=True, allow_patterns=patterns,
-        ))
-    except HFValidationError as e:
+        return Path(fetch(True))
+    except invalid as e:
         raise CheckpointNotFound(f"{what}: {repo_id!r} is neither a folder nor a hub id ({e})") from e
     except Exception as e:  # noqa: BLE001 - any miss in the local cache
         if off:
-            raise CheckpointNotFound(not_found_message(what, repo_id, revision)) from e
-    _reachable(what, repo_id, revision)
+            raise CheckpointNotFound(not_found_message(what, repo_id, revision,
+                                                       filename=filename)) from e
+    _reachable(what, repo_id, revision, filename)
     try:
-        return Path(snapshot_download(repo_id, revision=revision, allow_patterns=patterns))
+        return Path(fetch(False))
     except Exception as e:  # noqa: BLE001 - network, auth, missing revision: one line
         reason = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
-        raise CheckpointNotFound(not_found_message(what, repo_id, revision, reason)) from e
+        raise CheckpointNotFound(
+            not_found_message(what, repo_id, revision, reason, filename=filename)) from e
 
 
 def locate(
@@ -221,28 +219,12 @@ def resolve_file(repo_id: str, filename: str, revision: str | None, *, what: str
             return cand / filename
     from huggingface_hub import hf_hub_download
 
-    off = sync_offline_flag()
-    try:
-        return Path(hf_hub_download(repo_id, filename, revision=revision, local_files_only=True))
-    except Exception as e:  # noqa: BLE001
-        if off:
-            raise CheckpointNotFound(not_found_message(what, repo_id, revision, filename=filename)) from e
-    _reachable(what, repo_id, revision, filename)
-    try:
-        return Path(hf_hub_download(repo_id, filename, revision=revision))
-    except Exception as e:  # noqa: BLE001
-        reason = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
-        raise CheckpointNotFound(
-            not_found_message(what, repo_id, revision, reason, filename=filename)
-        ) from e
+    return _cache_then_download(what, repo_id, revision, filename, lambda local: hf_hub_download(
+        repo_id, filename, revision=revision, local_files_only=local))
 
 
 def folder_fingerprint(path: Path, patterns: Sequence[str] = ("*.json", "*.safetensors", "*.bin", "*.pt")) -> str:
-    """sha256 over the names, sizes and contents of a local checkpoint's weight/config files.
-
-    Used as the revision of a local folder, so the embedding cache never mixes two different
-    folders given the same path. Reads every byte once (about 1 s per GB).
-    """
+    """sha256 over a local checkpoint's weight/config files: the revision of a local folder."""
     h = hashlib.sha256()
     files = sorted({f for pat in patterns for f in (path.rglob(pat) if path.is_dir() else [path])})
     for f in files:
@@ -259,13 +241,8 @@ _COMMIT = re.compile(r"^[0-9a-f]{40}$")
 
 
 def effective_revision(checkpoint: str, revision: str | None, folder: Path) -> str | None:
-    """The revision to record for weights found in ``folder``.
-
-    A local checkpoint: a fingerprint of its files. A Hugging Face cache snapshot: its commit
-    hash (more precise than a branch name, and known even when no revision was pinned).
-    Otherwise (``$XCM_WEIGHTS_DIR`` trees) the pinned revision, assumed to match, or a
-    fingerprint of the files when nothing is pinned.
-    """
+    """The revision to record for ``folder``: a cache snapshot's commit, the pinned revision
+    of a ``$XCM_WEIGHTS_DIR`` tree, else a fingerprint of the files."""
     if is_local(checkpoint):
         return revision or folder_fingerprint(folder)
     folder = Path(folder)

@@ -1,13 +1,7 @@
 """Jina: ``jina-v4`` (jina-embeddings-v4, single- and multi-vector) and ``jina-clip-v2``.
 
-jina-embeddings-v4's remote code (transformers >= 4.52) rebuilt on transformers 5's
-``Qwen2_5_VLModel`` (:mod:`benchmark.models.qwenvl`): the task's LoRA merged into the backbone
-and the ``multi_vector_projector``; ``"Query: "`` / ``"Passage: "`` prompts
-(``document_prompt="query"``: the authors' choice); images with its "Describe the image."
-prompt; single vector: the mean over the attention mask (texts) or the vision span (images),
-L2-normalised (``truncate_dim``: Matryoshka); ``jina-v4-multi``: every token through the
-projector, MaxSim. jina-clip-v2 (in no library) runs its own pinned remote code
-(``encode_text`` with ``task="retrieval.query"`` for queries, ``encode_image``). docs/models.md.
+jina-embeddings-v4's remote code rebuilt on ``Qwen2_5_VLModel`` (:mod:`benchmark.models.qwenvl`);
+jina-clip-v2 runs its own pinned remote code. Prompts and pooling: docs/models.md.
 """
 
 from __future__ import annotations

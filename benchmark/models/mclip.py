@@ -1,13 +1,8 @@
-"""Multilingual-CLIP (``mclip-xlmr-l14``, ``mclip-xlmr-b16plus``): an XLM-R text tower distilled
-into a CLIP image tower's space, paired with that image tower.
+"""Multilingual-CLIP (``mclip-xlmr-l14``, ``mclip-xlmr-b16plus``): an XLM-R text tower paired
+with the open_clip image tower it was distilled against.
 
-multilingual-clip 1.0.10's ``MultilingualCLIP`` (attention-masked mean of XLM-R's last hidden
-states, then a linear map) built here from the checkpoint's state dict: its
-``from_pretrained`` fails on transformers 5 and its constructor downloads the whole base XLM-R.
-XLM-R's config comes from ``modelBase`` when local, else from the state dict's shapes; tokens go
-to the model's device and are truncated at its positions. Each text tower is paired with the
-open_clip image tower it was trained against (model cards); ``image_dtype`` sets that tower's
-dtype apart (``clip.load``'s rule: :data:`benchmark.models.conventions.CLIP_LOAD_DTYPE`).
+``MultilingualCLIP`` rebuilt from the checkpoint's state dict (its ``from_pretrained`` fails on
+transformers 5); ``image_dtype`` sets the image tower's dtype apart (docs/models.md).
 """
 
 from __future__ import annotations

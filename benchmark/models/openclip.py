@@ -1,12 +1,6 @@
-"""open_clip family: ``clip-l14`` and any ``open_clip:MODEL/PRETRAINED`` or ``open_clip:local-dir:PATH``.
-
-Checkpoints: ``ViT-L-14/openai`` (an architecture and tag: the tag's weights resolved by
-:mod:`benchmark.models.hub` and loaded as a file, with the tag's preprocessing and QuickGELU
-applied explicitly, as open_clip 3.x only warns on a mismatch), ``ViT-L-14/path/weights.pt``,
-``local-dir:/path`` (an ``open_clip_config.json`` folder; revision: a fingerprint of its
-files), ``hf-hub:org/repo``, ``ViT-L-14/random`` (random weights, ``random-init``: throughput
-only). Embeddings as open_clip's zero-shot code and CLIP_benchmark: the validation transform,
-the tokenizer, no prompt, ``normalize=True``.
+"""open_clip family: ``clip-l14`` and any ``open_clip:MODEL/PRETRAINED`` (checkpoint forms:
+docs/models.md). Embeddings as open_clip's zero-shot code: validation transform, no prompt,
+``normalize=True``; a tag's preprocessing and QuickGELU are applied explicitly.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """Shared Qwen2-VL / Qwen2.5-VL machinery for GME, ColQwen2.5 and jina-embeddings-v4.
 
-Their remote code needs transformers 4.4x-4.5x, none of it runs on the pinned 5.23; what they
-share is a Qwen-VL backbone whose last hidden states are pooled or projected, built here from
-transformers' own classes: :func:`load_backbone` (every weight-name layout seen normalised,
-loaded strictly: a missing or unexpected weight is an error; the rest returned),
-:func:`merge_lora` (``W += scale * B @ A`` as ``peft``'s ``merge_and_unload``; every pair must
-land), :func:`load_processor` (transformers' processors, never a repo's class),
-:func:`load_head`, :func:`last_hidden`, :func:`token_vectors`.
+Their remote code does not run on transformers 5; here a Qwen-VL backbone from transformers'
+own classes, loaded strictly (a missing or unexpected weight is an error), LoRA merged as
+``peft``'s ``merge_and_unload``, and transformers' processors (never a repo's class).
 """
 
 from __future__ import annotations
@@ -61,13 +57,6 @@ def detect_arch(cfg: dict[str, Any]) -> str:
     return "qwen2_5_vl" if "fullatt_block_indexes" in vision or "window_size" in vision else "qwen2_vl"
 
 
-def make_config(cfg: dict[str, Any], arch: str) -> Any:
-    from transformers import Qwen2_5_VLConfig, Qwen2VLConfig
-
-    cls = Qwen2_5_VLConfig if arch == "qwen2_5_vl" else Qwen2VLConfig
-    return cls(**{k: v for k, v in cfg.items() if k not in _CONFIG_DROP})
-
-
 def read_safetensors(folder: Path, exclude: tuple[str, ...] = ("adapter_model",)) -> dict[str, Any]:
     """All tensors of a folder's ``*.safetensors`` files (top level only)."""
     from safetensors.torch import load_file
@@ -90,17 +79,14 @@ def load_backbone(
     folder: Path, *, dtype: str, device: str, arch: str | None = None,
     state: dict[str, Any] | None = None,
 ) -> tuple[Any, dict[str, Any], Any]:
-    """(backbone on ``device``, leftover tensors by normalised name, config) of a checkpoint.
-
-    ``state`` (normalised names -> tensors, e.g. with a LoRA merged) replaces the folder's
-    weights; by default they are read from ``folder``.
-    """
-    from transformers import Qwen2_5_VLModel, Qwen2VLModel
+    """(backbone, leftover tensors, config) of a checkpoint; ``state`` replaces its weights."""
+    from transformers import Qwen2_5_VLConfig, Qwen2_5_VLModel, Qwen2VLConfig, Qwen2VLModel
     from transformers.initialization import no_init_weights
 
     raw = read_config(folder)
     arch = arch or detect_arch(raw)
-    config = make_config(raw, arch)
+    config = (Qwen2_5_VLConfig if arch == "qwen2_5_vl" else Qwen2VLConfig)(
+        **{k: v for k, v in raw.items() if k not in _CONFIG_DROP})
     cls = Qwen2_5_VLModel if arch == "qwen2_5_vl" else Qwen2VLModel
     tdtype = torch_dtype(dtype)
     # Built directly on the target device and dtype, uninitialised (every weight is loaded
@@ -201,10 +187,8 @@ def load_processor(
     folder: Path, arch: str, min_pixels: int | None = None, max_pixels: int | None = None,
     image_backend: str | None = "pil",
 ) -> Any:
-    """transformers' Qwen-VL processor from a checkpoint folder, with pixel bounds applied;
-    ``image_backend="pil"``: the PIL image processor, the "slow" one of transformers 4.x that
-    GME, ColQwen2.5 and jina-v4 were published with (``None``: transformers 5's torchvision
-    one, whose pixels differ; docs/models.md)."""
+    """transformers' Qwen-VL processor with pixel bounds; ``image_backend="pil"``: the PIL one
+    the models were published with (docs/models.md)."""
     from transformers import AutoImageProcessor, Qwen2_5_VLProcessor, Qwen2VLProcessor
 
     cls = Qwen2_5_VLProcessor if arch == "qwen2_5_vl" else Qwen2VLProcessor
@@ -228,10 +212,6 @@ def pixel_bounds(processor: Any) -> dict[str, Any]:
             "image_processor": type(processor.image_processor).__name__}
 
 
-def to_device(batch: Any, device: str) -> dict[str, Any]:
-    return {k: v.to(device) for k, v in batch.items()}
-
-
 def rgb(images: list[Any]) -> list[Any]:
     return [im.convert("RGB") for im in images]
 
@@ -250,16 +230,14 @@ def load_head(rest: dict[str, Any], name: str, *, device: str, dtype: Any, what:
 
 def last_hidden(backbone: Any, batch: Any, device: str) -> tuple[Any, dict[str, Any]]:
     """(last hidden states, the inputs on ``device``) of a processor batch."""
-    inputs = to_device(batch, device)
+    inputs = {k: v.to(device) for k, v in batch.items()}
     if "pixel_values" in inputs:
         inputs["pixel_values"] = inputs["pixel_values"].to(backbone.dtype)
     return backbone(**inputs, use_cache=False).last_hidden_state, inputs
 
 
 def token_vectors(proj: Any, attention_mask: Any, normalize_dtype: str = "float32") -> MultiVector:
-    """Per-token projections L2-normalised, padding tokens dropped. ``normalize_dtype``:
-    ``float32``, or ``model``: ``proj / proj.norm()`` in the model's dtype, exactly as
-    colpali's ``ColQwen2_5.forward`` (the bf16 rounding then stays in the vectors)."""
+    """Per-token projections L2-normalised (in ``normalize_dtype``), padding tokens dropped."""
     import torch
 
     if normalize_dtype == "model":

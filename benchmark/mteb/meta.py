@@ -1,6 +1,5 @@
-"""Our three tasks as mteb knows them: names, kinds, main scores, descriptions, and the score
-keys both ways (ours <-> mteb's style). Plain data that imports nothing of ours, so that the
-model wrapper, the tasks and the results reader share it without depending on each other."""
+"""Our three tasks as mteb knows them, and the score keys both ways; plain data importing
+nothing of ours, so the wrapper, the tasks and the results reader share it."""
 
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
-"""mteb family: ``--model mteb:NAME`` runs any model of mteb's registry through its own wrapper.
-
-``NAME`` is found by ``mteb.get_model_meta`` (no hub look-up) and loaded by its
-``ModelMeta.load_model``; the wrapper is called as mteb's retrieval evaluator calls it, with
-the metadata of our tasks inside mteb (:func:`metadata`), so a model picks the same
-instruction in both runners. ``cosine`` and ``MaxSim`` are scored by us (3-d outputs become
-:class:`MultiVector`, zero rows being padding), any other similarity by the wrapper. The
-ModelMeta is ``spec.extra["mteb"]`` and part of every cache key. docs/mteb.md.
+"""mteb family: ``--model mteb:NAME`` runs any model of mteb's registry through its own wrapper,
+called as mteb's retrieval evaluator calls it (docs/mteb.md); cosine and MaxSim are scored by
+us, any other similarity by the wrapper. The ModelMeta is part of every cache key.
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
 """mteb's results of our three tasks, read back as our results files (``benchmark report``).
 
-A ``TaskResult`` of ``3XCMT2I``, ``3XCMI2I`` or ``XM3600I2TMixedPool`` (``<cache>/results/
-<model>/<revision>/<TaskName>.json``, beside ``model_meta.json``) carries our task record in
-its scores (``xcm3``), so it becomes the :class:`benchmark.results.ResultFile` that ``benchmark
-run --model mteb:NAME`` gives, but for mteb's rounding of every score to 6 decimals
-(``settings.mteb_json_rounding``) and no per-item outcomes. Any other result is skipped, with
-the reason.
+Our task record rides in the scores (``xcm3``), so a result matches ``run --model mteb:NAME``'s
+but for mteb's 6-decimal rounding and no outcomes; any other result is skipped, with the reason.
 """
 
 from __future__ import annotations

@@ -1,15 +1,7 @@
 """``python -m benchmark.mteb.run ...``: mteb's own CLI, with the 3XCM tasks registered.
 
-mteb 2.26 has no plugin mechanism for tasks outside its package, so this adds ours to its
-registry (:func:`benchmark.mteb.tasks.register`) and hands the rest of the command line to
-mteb's parser: every ``mteb run`` option works, the results are mteb's. Ours, taken out first:
-``--xcm3-dataset``, ``--xcm3-xm3600``, ``--xcm3-bootstrap``, ``--xcm3-seed`` (docs/mteb.md)::
-
-    python -m benchmark.mteb.run run -m openai/clip-vit-large-patch14 \\
-        -t 3XCMT2I 3XCMI2I --xcm3-dataset ./release --output-folder mteb-results
-
-When the hub cannot be reached, models and datasets come from the local cache only; one
-missing there is one line, not a traceback.
+Our ``--xcm3-*`` options are taken out first (docs/mteb.md); the rest goes to mteb's parser.
+A model or dataset missing from the local cache offline is one line, not a traceback.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """Our three tasks inside mteb: ``mteb.evaluate(model, tasks=[...])`` scores 3XCM and XM3600.
 
-``3XCMT2I`` (``3xcm``), ``3XCMI2I`` (``3xcm-i2i``) and ``XM3600I2TMixedPool`` (``xm3600-i2t``)
-are ``mteb.AbsTask`` s that load the data with our loaders and run *our* task on the model mteb
-hands them, wrapped in :class:`benchmark.mteb.models.MTEBModel`: our evaluator's scores to the
-last digit (mteb's JSON rounds to 6 decimals), in mteb's key style (:mod:`benchmark.mteb.meta`),
-with our task record as ``xcm3``. Options are our task configs' fields (seed 0). mteb has no
-plugin mechanism: :func:`register` adds ours to its registry. mteb is imported on first use.
+``3XCMT2I``, ``3XCMI2I`` and ``XM3600I2TMixedPool`` run *our* task on the model mteb hands
+them: our scores to the last digit, in mteb's key style, with our task record as ``xcm3``.
+:func:`register` adds them to mteb's registry; mteb is imported on first use.
 """
 
 from __future__ import annotations

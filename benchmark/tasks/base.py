@@ -1,11 +1,8 @@
 """What a task is: a typed config, a ``run`` on a model adapter, and a printed table.
 
-``run`` fills a :class:`RunConfig` and each task's :class:`TaskConfig` from its flags, opens one
-:class:`RunContext` (adapter, caches, a memo of the datasets its tasks load) and writes each
-task's :class:`TaskOutput` through :func:`run_task`. A library caller builds the same objects::
-
-    ctx = open_context(RunConfig(model="hash"))
-    out, path = run_task(ctx, XCMTextToImage(XCMConfig(dataset="data/synthetic-3xcm")))
+``run`` fills a :class:`RunConfig` and each task's :class:`TaskConfig`, opens one
+:class:`RunContext` (adapter, caches, a memo of loaded datasets) and writes each task's
+:class:`TaskOutput` through :func:`run_task`.
 """
 
 from __future__ import annotations
@@ -19,8 +16,9 @@ from typing import Any, ClassVar
 
 import pandas as pd
 
-from benchmark.cache import EmbeddingCache, Shard, dir_problem
+from benchmark.cache import EmbeddingCache, EmbedStats, Shard, dir_problem, embed_cached
 from benchmark.data.images import FileHashMemo
+from benchmark.embeddings import Embeddings
 from benchmark.models.base import Adapter
 from benchmark.results import (
     RESULTS_KIND,
@@ -34,6 +32,7 @@ from benchmark.results import (
 )
 from core import files
 from core.errors import DataError
+from core.files import sha256_text
 from core.options import option
 from core.provenance import git_commit
 
@@ -84,11 +83,9 @@ class OutputError(Exception):
 
 
 def check_output_dir(path: Path, claim: bool = True, *, create: bool = True) -> None:
-    """Fail before any compute when results could not be written to ``path``: a file, not
-    writable, or (``claim``) a folder holding files that no run of ours wrote (the folder
-    rule of :func:`core.files.claim`; a new or empty one is claimed). Without
-    ``create`` nothing is made: a missing ``path`` is probed at its nearest existing parent
-    and the folder rule is checked, not claimed (a run refused later leaves no folder)."""
+    """Fail before any compute when results could not be written to ``path`` (a file, not
+    writable, or with ``claim`` a folder of files no run of ours wrote); without ``create``
+    nothing is made, the folder rule only checked."""
     probe = path
     while not create and not probe.exists() and probe.parent != probe:
         probe = probe.parent
@@ -190,9 +187,7 @@ class Task:
 
     def save_outcomes(self, ctx: RunContext, df: pd.DataFrame, unit: str, id_column: str,
                       group_column: str) -> dict[str, Any]:
-        """Write the per-item outcomes (``<task>.outcomes.parquet``, what ``compare`` and the
-        leaderboard's significance marks resample) and return the results file's
-        ``outcomes`` record: file name, sha256, rows, unit and columns."""
+        """Write ``<task>.outcomes.parquet`` and return the results file's ``outcomes`` record."""
         path = self.save_parquet(ctx, "outcomes", df)
         return {"file": path.name, "sha256": files.sha256_file(path), "rows": int(len(df)),
                 "unit": unit, "id_column": id_column, "group_column": group_column,
@@ -201,9 +196,7 @@ class Task:
 
 def open_context(run: RunConfig, shard: Shard | None = None,
                  shard_file: bool = False) -> RunContext:
-    """Check where results and embeddings go, then load the model and open the caches a
-    :class:`RunConfig` names (``shard``: the cache fills only that shard; ``shard_file``: in
-    its own file, see :class:`~benchmark.cache.EmbeddingCache`)."""
+    """Check where results and embeddings go, then load the model and open the caches."""
     from benchmark import registry
 
     if shard is not None and run.no_cache:
@@ -225,6 +218,23 @@ def open_context(run: RunConfig, shard: Shard | None = None,
         name = f"filehash-{shard.label}.sqlite" if shard_file and shard else "filehash.sqlite"
         memo = FileHashMemo(cache.path.parent / name)
     return RunContext(adapter, cache, run.output_dir, run.device, memo)
+
+
+def embed_texts(ctx: RunContext, texts: list[str], role: str) -> tuple[Embeddings, EmbedStats]:
+    return embed_cached(ctx.adapter, "text", role, [sha256_text(t) for t in texts],
+                        lambda idx: [texts[i] for i in idx], ctx.cache)
+
+
+def embed_images(ctx: RunContext, ds: Any, ids: list[str], role: str
+                 ) -> tuple[Embeddings, EmbedStats]:
+    """Embeddings of the images ``ids`` of ``ds.images``, each checked decodable first."""
+    def load(idx: list[int]) -> Any:
+        wanted = [ids[i] for i in idx]
+        ds.images.check_decodable(wanted)
+        return ds.images.load(wanted)
+
+    return embed_cached(ctx.adapter, "image", role, [ds.images.sha256[i] for i in ids], load,
+                        ctx.cache)
 
 
 def result_file(ctx: RunContext, out: TaskOutput) -> ResultFile:

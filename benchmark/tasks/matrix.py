@@ -1,16 +1,8 @@
 """``3xcm-matrix``: the same triplets queried in every language, to separate language from
-culture.
+culture (README.md, "`3xcm-matrix`: language vs culture").
 
-In 3XCM the query language and culture coincide (Thai text for Thai triplets). Here each
-triplet keeps its three images and is asked once per query language L with its concept in L:
-its own country's term when that country speaks L, else the generic term (``generic_term``
-of ``data/queries.csv``, no country's proper name) of the first country of L in
-``data/countries.csv`` (USA for en, ESP for es, PRT for pt), from the query texts
-``--query-source`` chooses (:mod:`benchmark.data.query_texts`). ``scores.matrix[L][COUNTRY]``
-holds the 3xcm scores of language L on COUNTRY's triplets; ``scores.summary[COUNTRY]`` compares
-the country's own language (the paper's number) with English, with a paired bootstrap interval
-of the SP difference: an SP that stays high under English shows cultural association, one that
-falls to the English level a language gap.
+Each triplet is asked once per query language L: its own country's term when that country
+speaks L, else the ``generic_term`` of the first country of L in ``data/countries.csv``.
 """
 
 from __future__ import annotations
@@ -33,17 +25,16 @@ from benchmark.metrics.association import (
 )
 from benchmark.metrics.clustered import codes
 from benchmark.metrics.significance import paired_association
-from benchmark.tasks.base import RunContext, TaskOutput
+from benchmark.tasks.base import RunContext, TaskOutput, embed_texts
 from benchmark.tasks.xcm import (
     AssociationConfig,
     XCMTextToImage,
     embed_candidates,
-    embed_texts,
     interval_settings,
     load_xcm,
     similarity_settings,
 )
-from core import datatables
+from core import datatables, query_table
 from core.errors import DataError
 from core.options import option
 
@@ -57,16 +48,9 @@ CELL_KEYS = ("n", "wins_sem", "wins_cul", "wins_non", "ties", "M_sem", "M_sem_ci
              "M_cul_ci95", "M_non", "M_non_ci95", "SP", "SP_note", "SP_ci95", "units", "mde")
 
 
-def default_query_languages() -> list[str]:
-    """The languages of the benchmark's countries, in table order, without repeats."""
-    return list(dict.fromkeys(c.language for c in datatables.countries()))
-
-
 def parse_languages(spec: str | None) -> list[str]:
-    """``--query-languages``: ``all`` (or unset) is every country's language; otherwise a
-    comma list of those lower-case codes. Anything else (an empty one too) is a DataError
-    naming the fix."""
-    known = default_query_languages()
+    """``--query-languages``: ``all`` (or unset), or a comma list of the countries' languages."""
+    known = list(dict.fromkeys(c.language for c in datatables.countries()))
     if spec is None or spec.strip() == "all":
         return known
     langs = [x.strip() for x in spec.split(",") if x.strip()]
@@ -85,9 +69,8 @@ def parse_languages(spec: str | None) -> list[str]:
 def language_plan(
     table: query_texts.QueryTexts, tr: Any, langs: list[str], query_term: str = "own",
 ) -> tuple[dict[str, np.ndarray], dict[str, list[str]], dict[str, Any], set[tuple[str, str]]]:
-    """Per query language: the rows that have a term in it, their texts (a row asked with
-    its own country's term: the text 3xcm embeds for it, by ``query_term``), the skipped
-    triplets and concepts; and every (concept, country) key of a term used."""
+    """Per query language: the rows with a term in it, their texts, the skipped triplets and
+    concepts; and every (concept, country) key of a term used."""
     own_texts: list[Any] = [None] * len(tr)
     if table.kind in ("published", "release"):
         own_texts = list(query_texts.choose_term(tr, table, query_term)[0]["query_text"])
@@ -99,8 +82,8 @@ def language_plan(
     used: set[tuple[str, str]] = set()
     generic = query_texts.generic_texts(table)
     for lang in langs:
-        key_of = {p: query_texts.key_in_language(table, p[0], p[1], lang) for p in set(pairs)}
-        keys = [key_of[p] for p in pairs]
+        code_of = {p: query_table.term_country(table.terms, p[0], lang, p[1]) for p in set(pairs)}
+        keys = [None if code_of[p] is None else (p[0], code_of[p]) for p in pairs]
         have = np.array([k is not None for k in keys], bool)
         rows_for[lang] = np.nonzero(have)[0]
         text_for[lang] = [generic.get(k, table.terms[k].text) if k[1] != p[1] else

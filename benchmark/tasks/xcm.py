@@ -1,10 +1,8 @@
 """3XCM association bias: ``3xcm`` (text -> image) and ``3xcm-i2i`` (image -> image).
 
-For each triplet the query (the concept in the query country's native language, or the
-query's anchor image for ``3xcm-i2i``) is compared with its semantic, cultural and
-non-relevant candidate images; the winner rule, SP, bootstrap intervals and z-scores are in
-:mod:`benchmark.metrics.association`. Every unique text and image is embedded once per model
-through the embedding cache; scoring from cached embeddings does no model work.
+Each triplet's query (its text, or its anchor image for ``3xcm-i2i``) is compared with its
+three candidate images and scored by :mod:`benchmark.metrics.association`; every unique text
+and image is embedded once per model through the embedding cache.
 """
 
 from __future__ import annotations
@@ -18,7 +16,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from benchmark.cache import EmbedStats, embed_cached
 from benchmark.data import query_texts
 from benchmark.data.dataset import XCMDataset
 from benchmark.data.layouts import open_xcm
@@ -36,8 +33,14 @@ from benchmark.metrics.association import (
     zscores,
 )
 from benchmark.models.base import Adapter
-from benchmark.tasks.base import RunContext, Task, TaskConfig, TaskOutput
-from core.files import sha256_text
+from benchmark.tasks.base import (
+    RunContext,
+    Task,
+    TaskConfig,
+    TaskOutput,
+    embed_images,
+    embed_texts,
+)
 from core.options import option
 
 log = logging.getLogger(__name__)
@@ -48,9 +51,7 @@ CANDIDATE_COLUMNS = ["semantic_image_id", "cultural_image_id", "non_relevant_ima
 
 @dataclass
 class AssociationConfig(TaskConfig):
-    """The 3XCM data (a release, the authors' published layout, or the authors' CSV with an
-    image folder), its query texts and the bootstrap: what every association-bias
-    computation reads (``3xcm*`` tasks, ``analyze``)."""
+    """The 3XCM data, its query texts and the intervals: what ``3xcm*`` and ``analyze`` read."""
 
     triplets_csv: Path | None = option(
         "the authors' triplet CSV (xcm-bench.csv columns): with --images DIR instead of "
@@ -105,23 +106,6 @@ def load_xcm(ctx: RunContext, cfg: AssociationConfig, *, with_texts: bool = True
     return ctx.memo[tkey]
 
 
-def embed_texts(ctx: RunContext, texts: list[str], role: str) -> tuple[Embeddings, EmbedStats]:
-    return embed_cached(ctx.adapter, "text", role, [sha256_text(t) for t in texts],
-                        lambda idx: [texts[i] for i in idx], ctx.cache)
-
-
-def embed_images(
-    ctx: RunContext, ds: XCMDataset, ids: list[str], role: str
-) -> tuple[Embeddings, EmbedStats]:
-    def load(idx: list[int]) -> Any:
-        wanted = [ids[i] for i in idx]
-        ds.images.check_decodable(wanted)
-        return ds.images.load(wanted)
-
-    return embed_cached(ctx.adapter, "image", role, [ds.images.sha256[i] for i in ids], load,
-                        ctx.cache)
-
-
 def embed_candidates(
     ctx: RunContext, ds: XCMDataset,
 ) -> tuple[Embeddings, list[np.ndarray], dict[str, Any]]:
@@ -169,20 +153,21 @@ class XCMTextToImage(Task):
     config: XCMConfig
     query_modality = "text"
 
+    def embed_queries(self, ctx: RunContext, ds: XCMDataset
+                      ) -> tuple[Embeddings, np.ndarray, dict[str, Any]]:
+        """The distinct queries' embeddings, each triplet's index into them, the timings."""
+        text = self.query_modality == "text"
+        col = ds.triplets["query_text" if text else "query_image_id"]
+        items = sorted(set(col))
+        q_emb, qs = (embed_texts(ctx, items, "query") if text
+                     else embed_images(ctx, ds, items, "query"))
+        q_idx = col.map({t: i for i, t in enumerate(items)}).to_numpy()
+        what = "text" if text else "query_image"
+        return q_emb, q_idx, {f"embed_{what}s_s": qs.seconds, f"{what}_embedding": vars(qs)}
+
     def similarities(self, ctx: RunContext, ds: XCMDataset) -> tuple[np.ndarray, dict[str, Any]]:
         """(N, 3) similarities and the embedding timings."""
-        tr = ds.triplets
-        timings: dict[str, Any] = {}
-        if self.query_modality == "text":
-            texts = sorted(set(tr["query_text"]))
-            q_emb, qs = embed_texts(ctx, texts, "query")
-            q_idx = tr["query_text"].map({t: i for i, t in enumerate(texts)}).to_numpy()
-            timings["embed_texts_s"], timings["text_embedding"] = qs.seconds, vars(qs)
-        else:
-            qids = sorted(set(tr["query_image_id"]))
-            q_emb, qs = embed_images(ctx, ds, qids, "query")
-            q_idx = tr["query_image_id"].map({t: i for i, t in enumerate(qids)}).to_numpy()
-            timings["embed_query_images_s"], timings["query_image_embedding"] = qs.seconds, vars(qs)
+        q_emb, q_idx, timings = self.embed_queries(ctx, ds)
         d_emb, cand_idx, d_timings = embed_candidates(ctx, ds)
         timings.update(d_timings)
         t0 = time.perf_counter()
@@ -226,11 +211,7 @@ class XCMTextToImage(Task):
     def prefill(self, ctx: RunContext) -> None:
         """``--shard``: embed the query texts (or images) and the candidate images, no scoring."""
         ds = load_xcm(ctx, self.config)
-        tr = ds.triplets
-        if self.query_modality == "text":
-            embed_texts(ctx, sorted(set(tr["query_text"])), "query")
-        else:
-            embed_images(ctx, ds, sorted(set(tr["query_image_id"])), "query")
+        self.embed_queries(ctx, ds)
         embed_candidates(ctx, ds)
 
     def save_per_triplet(self, ctx: RunContext, tr: pd.DataFrame, sims: np.ndarray) -> Path:

@@ -1,10 +1,8 @@
 """``xm3600-i2t``: prevalence bias, image -> text over one mixed pool of 36 languages.
 
-Every XM3600 image queries the pool of all captions (exact retrieval, :mod:`benchmark.retrieval`,
-or the paper's two-stage search under ``authors`` conventions); the top-k lists are scored with
-accuracy, NDCG (true ideal and the authors', over the whole retrieved top-100), LBKL and DLBKL
-at each k (:mod:`benchmark.metrics.prevalence`), overall and per locale, and the languages and
-tiers at each rank are counted. Results structure: ``docs/xm3600.md``.
+Every image queries the pool of all captions (:mod:`benchmark.retrieval`, or the paper's
+two-stage search); the lists are scored by :mod:`benchmark.metrics.prevalence`, overall and
+per locale. Results structure: docs/xm3600.md.
 """
 
 from __future__ import annotations
@@ -20,15 +18,20 @@ import numpy as np
 import pandas as pd
 
 from benchmark import chroma, retrieval, shortlist
-from benchmark.cache import embed_cached
 from benchmark.data.xm3600 import XM3600, load_xm3600
 from benchmark.embeddings import Embeddings, MultiVector, take
 from benchmark.metrics import prevalence as pm
 from benchmark.models.conventions import TWO_STAGE_L2
-from benchmark.tasks.base import RunContext, Task, TaskConfig, TaskOutput
+from benchmark.tasks.base import (
+    RunContext,
+    Task,
+    TaskConfig,
+    TaskOutput,
+    embed_images,
+    embed_texts,
+)
 from core import datatables
 from core.errors import DataError
-from core.files import sha256_text
 from core.options import option
 
 log = logging.getLogger(__name__)
@@ -111,18 +114,8 @@ def load_data(ctx: RunContext, cfg: XM3600Config) -> XM3600:
 
 def embed(ctx: RunContext, ds: XM3600) -> tuple[Embeddings, Embeddings, dict[str, Any]]:
     """Image (query role) and caption (document role) embeddings through the cache."""
-    ids = ds.image_ids
-
-    def load_images(idx: list[int]) -> Any:
-        wanted = [ids[i] for i in idx]
-        ds.images.check_decodable(wanted)
-        return ds.images.load(wanted)
-
-    img, ist = embed_cached(ctx.adapter, "image", "query", [ds.images.sha256[i] for i in ids],
-                            load_images, ctx.cache)
-    texts = ds.captions
-    cap, tst = embed_cached(ctx.adapter, "text", "document", [sha256_text(t) for t in texts],
-                            lambda idx: [texts[i] for i in idx], ctx.cache)
+    img, ist = embed_images(ctx, ds, ds.image_ids, "query")
+    cap, tst = embed_texts(ctx, ds.captions, "document")
     timings = {"embed_images_s": ist.seconds, "image_embedding": vars(ist),
                "embed_texts_s": tst.seconds, "text_embedding": vars(tst)}
     return img, cap, timings

@@ -7,10 +7,19 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmark.metrics.association import association_scores, summarize
+from benchmark.metrics.association import association_scores, group_scores
 from benchmark.models.base import ModelSpec
 from benchmark.results import ResultFile, TaskInfo, model_slug, now_iso, write_results
 from core import datatables
+
+
+def summarize(winner: np.ndarray, ties: np.ndarray, z: np.ndarray, n_resamples: int = 1000,
+              seed: int = 0) -> dict:
+    """``iid`` scores of one set of triplet outcomes, each triplet a unit."""
+    n = len(winner)
+    credit = np.eye(3)[np.asarray(winner, np.int64)] if n else np.zeros((0, 3))
+    return group_scores(None, credit, ties, np.asarray(z).reshape(n, 3), np.arange(n), None,
+                        "iid", n_resamples, seed)[""]
 
 
 def _result(model: str, task: str, n: int, scores: dict, **task_extra: object) -> ResultFile:

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from benchmark.cli import main
-from benchmark.metrics.significance import paired_counts
+from benchmark.metrics.significance import paired_association
 from benchmark.models.base import Adapter, ModelSpec
 from benchmark.synthetic import write_release
 from core import datatables, query_table
@@ -106,13 +106,13 @@ def test_paired_difference_known_difference():
     # triplets give 300 sem / 100 cul (SP 1/3). The difference is 2/3.
     a = np.array([0] * 200 + [1] * 200)
     b = np.array([0] * 200 + [0] * 100 + [1] * 100)
-    d = paired_counts(a, b)["SP"]
+    d = paired_association(a, b)["overall"]["SP"]
     assert d["a"] == 1.0 and d["b"] == pytest.approx(1 / 3)
     assert d["diff"] == pytest.approx(2 / 3)
     lo, hi = d["ci95"]
     assert lo < 2 / 3 < hi and lo > 0.4 and hi < 0.95
     # identical conditions: the paired difference is exactly zero
-    z = paired_counts(a, a)["SP"]
+    z = paired_association(a, a)["overall"]["SP"]
     assert z["diff"] == 0.0 and z["ci95"] == [0.0, 0.0] and z["p"] == 1.0
     # pairing narrows the interval compared with resampling the conditions independently
     rng = np.random.default_rng(5)

@@ -11,6 +11,11 @@ from scipy import stats
 
 from benchmark.metrics import significance as sig
 
+
+def paired_counts(winner_a: np.ndarray, winner_b: np.ndarray) -> dict:
+    """The overall rows of :func:`sig.paired_association` of one set of items."""
+    return sig.paired_association(winner_a, winner_b)["overall"]
+
 SIMS = 200
 
 
@@ -30,7 +35,7 @@ def test_holm_exact():
 def test_paired_counts_point_values():
     a = np.array([0, 0, 1, 2])
     b = np.array([0, 1, 1, 1])
-    r = sig.paired_counts(a, b)
+    r = paired_counts(a, b)
     assert r["n"] == 4 and r["units"] == 4
     assert (r["SP"]["a"], r["SP"]["b"], r["SP"]["diff"]) == (0.5, 3.0, -2.5)
     assert (r["M_sem"]["a"], r["M_sem"]["b"], r["M_sem"]["diff"]) == (0.5, 0.25, 0.25)
@@ -43,23 +48,23 @@ def test_paired_counts_point_values():
     t = stats.ttest_1samp(d, 0.0)
     assert r["M_sem"]["p"] == pytest.approx(t.pvalue)
     assert r["M_sem"]["ci95"] == pytest.approx(list(t.confidence_interval()))
-    same = sig.paired_counts(a, a)
+    same = paired_counts(a, a)
     for k in sig.KEYS:
         assert same[k]["diff"] == 0 and same[k]["ci95"] == [0.0, 0.0] and same[k]["p"] == 1.0
 
 
 def test_paired_counts_undefined_and_bad_input():
-    r = sig.paired_counts(np.array([1, 2]), np.array([0, 1]))  # A: no semantic win, SP ∞
+    r = paired_counts(np.array([1, 2]), np.array([0, 1]))  # A: no semantic win, SP ∞
     assert r["SP"]["a"] is None and r["SP"]["a_note"] == "∞ (no semantic win)"
     assert r["SP"]["diff"] is None and r["SP"]["ci95"] == [None, None]
     assert 0 < r["SP"]["p"] <= 1  # tested on cul / (sem + cul): 1 against 0.5
-    r = sig.paired_counts(np.array([2, 2]), np.array([0, 1]))  # A: neither, SP 0/0
+    r = paired_counts(np.array([2, 2]), np.array([0, 1]))  # A: neither, SP 0/0
     assert r["SP"]["a"] is None and "a_note" not in r["SP"] and r["SP"]["p"] is None
-    assert sig.paired_counts(np.array([], int), np.array([], int))["SP"]["diff"] is None
+    assert paired_counts(np.array([], int), np.array([], int))["SP"]["diff"] is None
     with pytest.raises(ValueError):
-        sig.paired_counts(np.array([0, 3]), np.array([0, 1]))
+        paired_counts(np.array([0, 3]), np.array([0, 1]))
     with pytest.raises(ValueError):
-        sig.paired_counts(np.array([0]), np.array([0, 1]))
+        paired_counts(np.array([0]), np.array([0, 1]))
 
 
 def _pair(rng, concepts=60, per=20, model_sd=0.5):
@@ -92,7 +97,7 @@ def test_cluster_standard_error_is_what_resampling_concepts_estimates():
         boot["SP"].append((wa == 1).sum() / (wa == 0).sum() - (wb == 1).sum() / (wb == 0).sum())
         for j, k in enumerate(sig.WIN_KEYS):
             boot[k].append((wa == j).mean() - (wb == j).mean())
-    iid = sig.paired_counts(a, b)
+    iid = paired_counts(a, b)
     for k in sig.KEYS:
         se = (r[k]["ci95"][1] - r[k]["ci95"][0]) / 2 / stats.t.ppf(0.975, r["units"] - 1)
         assert se == pytest.approx(np.std(boot[k]), rel=0.1), k
@@ -105,7 +110,7 @@ def test_p_has_no_resampling_floor():
     rng = np.random.default_rng(0)
     a = rng.choice(3, 4000, p=[0.3, 0.6, 0.1])
     b = rng.choice(3, 4000, p=[0.6, 0.3, 0.1])
-    r = sig.paired_counts(a, b)
+    r = paired_counts(a, b)
     assert r["SP"]["p"] < 1e-12 and r["M_cul"]["p"] < 1e-12
     assert max(sig.holm([r[k]["p"] for k in ("SP", "M_sem", "M_cul")] * 20)) < 1e-9
 
@@ -143,7 +148,7 @@ def _rejections(make_pair, key: str, sims: int = SIMS) -> int:
     hits = 0
     for _ in range(sims):
         a, b = make_pair(rng)
-        p = sig.paired_means(a, b)[key]["p"] if isinstance(a, dict) else sig.paired_counts(
+        p = sig.paired_means(a, b)[key]["p"] if isinstance(a, dict) else paired_counts(
             a, b)[key]["p"]
         hits += p < sig.ALPHA
     return hits
