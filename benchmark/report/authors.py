@@ -1,12 +1,7 @@
 """Our 3XCM numbers next to the paper authors' published ones (``data/authors_rq2/``).
 
-The authors' aggregated CSVs give, per model and experiment (``text-to-image`` = our task
-``3xcm``, ``image-to-image`` = ``3xcm-i2i``), the semantic (A), cultural (B) and
-non-relevant (C) win counts and mean z-scores, overall and per country. Their SP is
-``B_wins / A_wins`` and ``M_sem = A_wins / (A + B + C)``; ours come from the results files.
-Our model names map to theirs through the one table ``data/authors_rq2/model_names.csv``; a
-model whose own name is one of theirs (any case) matches too. Their country names map to ISO
-codes through :func:`core.datatables.country`. Differences are ours minus theirs.
+Their SP is ``B_wins / A_wins`` (A semantic, B cultural, C non-relevant wins); model names map
+through ``model_names.csv`` (or the same name, any case). Differences are ours minus theirs.
 """
 
 from __future__ import annotations

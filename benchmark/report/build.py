@@ -1,11 +1,6 @@
 """``build_report``: leaderboard, figures and the comparison with the authors, from any set of
-results files (what is absent is left out, never an error).
-
-The report scales with the number of models: tables hold every model; a figure shows at most
-:data:`MAX_MODELS` of them (panels or heat-map rows, the lowest SP first, its caption says
-so); figures, like tables, are split by data fingerprint. The output folder is claimed before
-anything is written, so an interrupted report resumes with the same command; a malformed
-results or outcomes file costs its own figure or gallery page, with a note.
+results files (what is absent is left out, never an error). Tables hold every model, a figure
+at most :data:`MAX_MODELS`; a malformed file costs its own figure or page, with a note.
 """
 
 from __future__ import annotations

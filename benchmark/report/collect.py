@@ -1,13 +1,8 @@
 """Find and load results files for a report: any mix of results roots, model folders, files.
 
-A results root holds ``<model-slug>/<task>.json``; every ``*.json`` below the given paths that
-validates as a results file (:func:`benchmark.results.read_results`) is taken, keyed by
-model name, task name and data fingerprint. Every other file (not JSON, JSON that is not a
-results file such as ``[]`` or ``{"foo": 1}``, a results file that fails validation) is
-listed in ``Collection.skipped`` with its reason. Two files for the same (model, task,
-fingerprint) keep the newest by ``date`` (logged). mteb's results of our three tasks
-(``<model>/<revision>/3XCMT2I.json`` and the others) are read too
-(:mod:`benchmark.mteb.results`); mteb results of other tasks are skipped with the reason.
+Every ``*.json`` that validates as a results file (or an mteb result of our tasks) is kept by
+(model, task, data fingerprint), the newest by ``date``; every other file is listed in
+``Collection.skipped`` with its reason.
 """
 
 from __future__ import annotations

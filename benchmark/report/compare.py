@@ -1,16 +1,8 @@
 """``python -m benchmark compare RESULT_A RESULT_B``: is model A's score different from B's?
 
-    python -m benchmark compare results/clip-l14/3xcm.json results/mclip/3xcm.json
-
-Both results files must be of the same task, on the same data (``task.data_fingerprint``)
-and, for 3XCM, with the same query table (``task.query_texts.sha256``) and tie rule; for
-XM3600 also with the same language grouping. Each file's per-item outcomes
-(``<task>.outcomes.parquet``, beside the JSON, checked against the sha256 the JSON records)
-are paired by item id (:mod:`benchmark.metrics.significance`): 3XCM: ΔSP and
-ΔM_sem/ΔM_cul/ΔM_non overall and per query country, cluster-robust over concepts; XM3600:
-Δaccuracy@k, ΔNDCG@k, ΔLBKL@k, ΔDLBKL@k and the bounded prevalence metrics for every k.
-Every row's p is Holm-adjusted over the rows shown; a star means adjusted p < alpha.
-Anything that makes the pair incomparable is one line on stderr and exit code 2.
+Both results must be of the same task, data, query table, tie rule and language grouping; their
+per-item outcomes (sha256 checked) are paired by item id (:mod:`benchmark.metrics.significance`)
+and every row's p is Holm-adjusted over the rows shown. An incomparable pair is one line, exit 2.
 """
 
 from __future__ import annotations

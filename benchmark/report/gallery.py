@@ -1,34 +1,9 @@
-"""Galleries: the evidence behind a score, page by page (``benchmark report``).
+"""Galleries: the evidence behind a score, as static pages under ``OUTPUT/gallery/``.
 
-For every 3XCM task (``3xcm``, ``3xcm-i2i``) and dataset, from each run's per-triplet
-outcomes (``<task>.outcomes.parquet``: winner, query, candidates, the three similarities):
-
-- one page per model with the triplets it got wrong (the cultural or the non-relevant image
-  won), grouped by query country and concept: the query term (with its English term), the
-  three images (semantic / cultural / non-relevant, the chosen one marked), the three
-  similarities and the margin ``sim_semantic - max(sim_cultural, sim_non_relevant)``
-  (negative: the semantic image lost);
-- one side-by-side page of any two models: the triplets where their choices differ, in both
-  directions (A right and B wrong, B right and A wrong, both wrong differently).
-
-For ``xm3600-i2t``, one page per model: per query image its top retrieved captions with their
-languages (the image's own captions marked) and that image's LBKL@k / DLBKL@k.
-
-Layout under ``OUTPUT/gallery/`` (static files; open ``index.html`` from disk, no server)::
-
-    index.html                     every gallery
-    assets/gallery.{js,css}        one script and one style sheet for all pages
-    thumbs/ab/<sha256>.jpg         thumbnails, content-addressed: written once, shared by all
-                                   models and tasks
-    <task>-<fp12>/triplets.js      the triplets of one dataset (shared by its models)
-    <task>-<fp12>/model-<slug>.js  one model's winners and similarities
-    <task>-<fp12>/<slug>.html      the model's gallery;  compare.html: two models side by side
-
-Browsers refuse ``fetch`` of ``file://`` URLs, so data files are scripts that assign JSON
-(``<script src>`` loads them from disk). Pages show a fixed number of items (``page_size``)
-and render only those, so an 11,723-triplet run stays light; filters and the page live in
-the URL's ``#`` part. Thumbnails come from the dataset's images (the path each run recorded,
-or ``--gallery-dataset``); without them the pages show texts and numbers only (noted).
+Per 3XCM task, dataset and model the triplets it got wrong, and any two models side by side;
+per ``xm3600-i2t`` model each image's top captions. Data files are scripts that assign JSON
+(browsers refuse ``fetch`` of ``file://``); thumbnails are content-addressed
+(``thumbs/ab/<sha256>.jpg``), shared by every page; a page renders ``page_size`` items at a time.
 """
 
 from __future__ import annotations

@@ -1,16 +1,6 @@
-"""The leaderboard: one row per model, from whatever results exist for it.
-
-Columns: 3xcm (text -> image) ``n, M_sem, M_cul, M_non, SP`` each with its 95% interval (as
-the result states it: over concepts by default), the image -> image SP (``3xcm-i2i``), and
-XM3600 image -> text ``accuracy@5, ndcg@10, lbkl@10, dlbkl@10`` with beside them the share
-of top-10 lists missing a language group and the bounded ``lbjs@10`` (``xm3600-i2t``). A
-missing task leaves its cells empty ("-"); a NaN is shown as missing too; an SP without a
-semantic win is "∞ (no semantic win)", never 0 or missing. One leaderboard per data fingerprint (:func:`boards`): results on
-different data never share a table, and each table names its fingerprint. Rows are sorted
-by 3xcm SP (lower is less biased; an XM3600-only table by LBKL@10), models without it last,
-and each row says whether it differs significantly from the next (:func:`neighbour_tests`:
-paired cluster-robust test, Holm across the pairs of the table). Rendered (:func:`board_table`) as Markdown and as HTML
-tables whose cells carry the exact JSON value in ``data-value``.
+"""The leaderboard: one row per model, from whatever results exist for it, one table per data
+fingerprint (:func:`boards`). Rows are sorted by 3xcm SP (an XM3600-only table by LBKL@10) and
+each says whether it differs significantly from the next (:func:`neighbour_tests`).
 """
 
 from __future__ import annotations

@@ -1,22 +1,9 @@
 """The report's figures (matplotlib, PNG): one function per figure, each taking plain dicts of
 scores (as in the results files) and a path.
 
-- :func:`sp_by_country`: SP per country with its 95% interval, one panel per model,
-  countries ordered by the Common Crawl share of their language (highest first; the paper's
-  Fig. 8), SP = 1 marked;
-
-Every SP axis is logarithmic (SP spans 0.01 to 16; SP 0.5 and 2 are equally far from 1) with
-SP = 1 marked, the intervals drawn, and one range for all panels of a figure. An SP without
-a semantic win (∞) is an up-triangle at the top edge, an SP of 0 a down-triangle at the
-bottom edge: never a bar of height 0.
-- :func:`sp_heatmap`: model x country SP (one diverging log scale centred on SP = 1, the
-  same in every SP heat map: :data:`SP_SCALE`);
-- :func:`rank_by_tier`: share of retrieved captions of each resource tier at ranks 1..K, one
-  panel per model (Figs. 6, 7); :func:`language_frequency`: share of each language among
-  all top-K captions, languages by Common Crawl share, coloured by tier (Figs. 13, 14);
-- :func:`matrix_heatmap`: 3xcm-matrix SP, query language x image culture;
-  :func:`own_vs_english`: SP with the country's own language vs English, per country;
-- :func:`authors_scatter`: our SP against the authors' per country.
+Every SP axis is logarithmic with SP = 1 marked, the intervals drawn and one range for all
+panels of a figure; an SP of ∞ (no semantic win) or 0 is a triangle on the edge, never a bar
+of height 0. Every SP heat map shares one diverging scale (:data:`SP_SCALE`).
 """
 
 from __future__ import annotations

@@ -1,10 +1,5 @@
-"""Cells of the paper comparison: our value, the published one, their difference, a tolerance.
-
-A cell is inside its tolerance when our value, rounded to the decimals the paper printed (so
-the paper's own rounding is never counted as a difference), is within the tolerance of the
-printed value. Values we did not compute are ``None`` and shown as missing, never as 0.
-Every tolerance carries the reason it is what it is; the report prints them.
-"""
+"""Cells of the paper comparison: our value, the published one, their difference, a tolerance
+(checked on our value rounded as the paper printed; a value we lack is missing, never 0)."""
 
 from __future__ import annotations
 

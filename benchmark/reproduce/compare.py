@@ -1,19 +1,5 @@
-"""Our results against the paper's Tables 1, 2, 5, 7, 8, 11 and the authors' RQ2 CSVs.
-
-Where each of our numbers comes from (``scores`` of the results files):
-
-- Table 1 / 5 (``xm3600-i2t``, overall): ``accuracy@k``, ``lbkl@k``, ``dlbkl@k`` and, for the
-  paper's NDCG, ``ndcg_authors@k`` (the authors' ideal DCG; CONVENTIONS.md §2).
-- Table 2 (``3xcm``, overall) and Table 11 (``3xcm``, ``by_country``): ``M_sem`` / ``M_cul`` /
-  ``M_non`` x 100 against the paper's % columns, and ``SP``.
-- Table 8 (per country): ``SP`` of ``3xcm`` (else of ``analysis``, the same number) and the
-  euclidean text / image silhouettes of ``analysis`` (``by_country[c].silhouette.euclidean``).
-- Table 7: Pearson r of ``analysis`` (``correlations.euclidean.text|image.r``); its Average
-  row is the mean of our r over the table's models, shown only when we have all of them.
-- The authors' CSVs (``data/authors_rq2``; 3xcm = text-to-image, 3xcm-i2i = image-to-image):
-  n, win rates, SP and z-means overall, per country, per native language (our languages of
-  that name pooled, weighted by n) and per concept.
-"""
+"""Our results against the paper's Tables 1, 2, 5, 7, 8, 11 and the authors' RQ2 CSVs, cell by
+cell (where each number comes from: docs/reproduce.md)."""
 
 from __future__ import annotations
 

@@ -1,18 +1,8 @@
 """``reproduce --dry-run``: what a plan would download, and how many GPU hours it would take.
 
-Downloads: the hub repos each planned model loads under the authors' conventions (the
-``downloads`` of its record in :mod:`benchmark.zoo`; the revision is the record's pin where
-the repo is its checkpoint) and the two hub datasets (local folders download nothing). Sizes come from the
-hub API (``HfApi.model_info`` / ``dataset_info`` with ``files_metadata``): the total of the
-repo's files at that revision, an upper bound of what the loaders fetch. Offline
-(``HF_HUB_OFFLINE=1``) no request is made; a request that fails or takes longer than the
-timeout gives "size unknown: hub unreachable (...)" for that repo, never a hang (each request
-runs in a daemon thread with a deadline, so even a DNS lookup cannot hold the command).
-
-GPU hours: the items each job embeds (``data/reproduce/workload.csv``: the published
-datasets' counts) times the per-item seconds of the model's family
-(``data/reproduce/item_seconds.csv``, each row stating its source and whether it is an
-estimate or a measurement). Items embedded once are cached: the analysis embeds nothing new.
+Sizes come from the hub API with a deadline per request (offline: none asked); GPU hours are
+the items each job embeds (``data/reproduce/workload.csv``) times per-item seconds
+(``item_seconds.csv`` scaled by Table 6 size, or a ``gpu_suite.py`` measurement).
 """
 
 from __future__ import annotations

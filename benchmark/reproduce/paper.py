@@ -1,11 +1,5 @@
-"""The paper's tables (``data/paper/*.csv``) as typed records: the one reader of them.
-
-Each table keeps every value as printed (its text and its number of decimals, so a comparison
-can round our number the way the paper did). Model names are normalised to the aliases of
-Table 6 through ``data/paper/aliases.csv`` (Tables 1, 7 and 11 print some names differently);
-our registered model names map to those aliases through ``data/authors_rq2/model_names.csv``
-(our name -> the authors' full name) and Table 6 (full name -> alias).
-"""
+"""The paper's tables (``data/paper/*.csv``) as typed records: the one reader of them. Values
+keep their printed text and decimals; model names are normalised to Table 6's aliases."""
 
 from __future__ import annotations
 

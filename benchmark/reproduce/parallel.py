@@ -1,12 +1,6 @@
-"""``reproduce --devices``: the plan's models over several devices, one process per model.
-
-Each model's jobs go to one ``python -m benchmark reproduce --models MODEL --no-compare``
-process (:func:`benchmark.launch.run_jobs` appends ``--device``), so a model is loaded once
-for all its jobs, exactly as :func:`benchmark.reproduce.run.execute` does in one process. The
-processes share the output dir, the embedding cache and the state file (each writes only its
-own jobs' entries, under a lock: :func:`benchmark.reproduce.plan.save_state`). A process that
-fails or dies fails only its model's jobs that it did not record. The launcher then writes the
-comparison once.
+"""``reproduce --devices``: the plan's models over several devices, one ``reproduce --models
+MODEL --no-compare`` process per model, sharing the output dir, cache and (locked) state file;
+the launcher writes the comparison once.
 """
 
 from __future__ import annotations

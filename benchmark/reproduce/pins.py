@@ -1,13 +1,6 @@
-"""Inputs no revision could be found for, pinned by the first run: ``DIR/reproduce-pins.json``.
-
-Where the zoo (a model record or one of its ``downloads``) pins no revision, or a dataset is given
-without ``--xcm-revision`` / ``--xm3600-revision``, the first ``reproduce`` run that loads it
-records what it resolved: per model, the commit of every repo its adapter found (the
-checkpoint's, and the image tower's / LoRA base's where the adapter records them, as each
-results file does in ``model``); per dataset, the fingerprint of the data read (the
-``data_fingerprint`` of its results). A later run that resolves anything else is refused, job
-by job, with one line naming what changed, unless ``--allow-revision-change`` (then the new
-value is recorded). ``reproduce --dry-run`` shows the recorded values of unpinned inputs.
+"""Inputs no revision could be found for, pinned by the first run: ``DIR/reproduce-pins.json``
+(per model the ``repo@commit`` its adapter found, per unpinned dataset its data fingerprint).
+A later run that resolves anything else is refused unless ``--allow-revision-change``.
 """
 
 from __future__ import annotations

@@ -1,15 +1,8 @@
 """The reproduce plan: typed jobs (model x task x dataset x conventions) and their state.
 
-A :class:`Job` is everything that decides one results file: the model (with the checkpoint
-and revision the zoo pins for it), the task, the dataset (a hub id and revision, or a local
-folder with a fingerprint of its files' names, sizes and modification times), the conventions
-profile, the cut-offs, the bootstrap and the seed. Its :meth:`Job.fingerprint` hashes them.
-``DIR/reproduce-state.json`` records, per job, the fingerprint it last ran with, its status
-and the sha256 of the results file it wrote: a job is up to date when it last succeeded with
-the same fingerprint and its results file is still that file (and names the same model, task,
-cut-offs and conventions); anything else runs again. Each job can also be written as a
-``python -m benchmark`` command line (:meth:`Job.argv`: the same results file by hand);
-``--devices`` hands whole models to one process each (:mod:`benchmark.reproduce.parallel`).
+A :class:`Job` holds everything that decides one results file (:meth:`Job.fingerprint`);
+``DIR/reproduce-state.json`` records per job the fingerprint it last ran with, its status and
+the sha256 of its results file, so a job reruns only when one of them changed.
 """
 
 from __future__ import annotations

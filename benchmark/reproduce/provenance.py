@@ -1,14 +1,6 @@
-"""Is a result the paper's model? Checkpoint, revision and conventions of a results file.
-
-A model's numbers mean something against the paper only when its results came from the paper
-model's real checkpoint: the registered paper model, the zoo's checkpoint or a repo its
-authors' conventions load (its record's ``downloads`` in ``benchmark.zoo``), and a hub snapshot (the pinned
-revision where one is pinned, a 40-hex commit otherwise). A fake or hash
-model, another checkpoint, weights from a local folder (recorded as a ``sha256:`` fingerprint
-of its files) or an unknown revision fail the check, with the reason.
-Known blind spot: weights copied into ``$XCM_WEIGHTS_DIR`` for a *pinned* model are recorded
-under the pinned revision (``benchmark.models.hub.effective_revision`` assumes they match), so
-they cannot be told apart from the real snapshot here.
+"""Is a result the paper's model? Checkpoint, revision and conventions of a results file: only
+the registered paper model's checkpoint (or a repo its authors' conventions load) at its pinned
+revision, or a hub commit where none is pinned, counts as real.
 """
 
 from __future__ import annotations

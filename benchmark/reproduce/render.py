@@ -1,12 +1,5 @@
-"""``paper-comparison.md``, ``.html`` and ``.csv``: the comparison, cell by cell.
-
-The Markdown and the self-contained HTML page (:mod:`benchmark.report.page`) show, per table,
-one line per cell: row, column, ours, the published value, ours minus theirs, the tolerance,
-and whether the cell is inside it; cells we did not compute say "missing". A banner at the top
-names every model whose results did not come from the paper's real checkpoint: their numbers
-mean nothing against the paper, and their rows carry a dagger. The CSV holds every cell with
-full-precision values for scripts.
-"""
+"""``paper-comparison.md``, ``.html`` and ``.csv``: the comparison, cell by cell, under a banner
+naming every model whose results are not the paper's real checkpoint (rows marked †)."""
 
 from __future__ import annotations
 

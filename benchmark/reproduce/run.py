@@ -1,11 +1,6 @@
 """Run a reproduce plan: every job that is not up to date, model by model, in this process.
-
-:func:`execute` is the one function that runs jobs. It loads each model once for all of its
-pending jobs (the analysis shares the loaded model), writes each results file as
-:func:`benchmark.tasks.base.run_task` does, and records every outcome in the state file right
-away, so a kill loses at most the job in progress. A job that fails (a model that cannot load,
-a dataset that cannot be read, an error inside the model) is recorded with its one-line reason
-and the others go on; the caller reports the failures and exits non-zero.
+Each model is loaded once for its jobs; every outcome is recorded in the state file at once,
+and a failed job is recorded with its one-line reason while the others go on.
 """
 
 from __future__ import annotations

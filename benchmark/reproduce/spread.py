@@ -1,17 +1,6 @@
 """Bootstrap standard errors of our numbers, so a difference from the paper reads in units of
-the sampling noise of our own run, beside the pass/fail tolerance.
-
-- Win rates and SP (Tables 2, 8, 11; the authors' CSVs): the triplets of the group resampled
-  with replacement, which for win counts is Multinomial(n, (M_sem, M_cul, M_non)) (the
-  resampling ``SP_ci95`` uses); the standard deviation over ``RESAMPLES`` draws (ddof=1; SP
-  over the draws with a semantic win).
-- Accuracy, NDCG, LBKL, DLBKL (Tables 1, 5): the query images resampled with replacement from
-  the per-query values of ``<task>.outcomes.parquet`` (beside the results file, sha256
-  checked); the standard deviation of the mean over the draws.
-- Silhouettes, Pearson r, z-means and counts: none (``None``; no resampling unit the results
-  keep).
-
-Every draw is seeded (``SEED`` and the group), so the same results give the same errors.
+our own sampling noise: win rates and SP resample the group's triplets, Tables 1 and 5 the
+query images of the per-query outcomes; every draw is seeded.
 """
 
 from __future__ import annotations

@@ -1,12 +1,4 @@
-"""The whole ``reproduce`` command as a library call: plan, (dry-run | run), compare, report.
-
-    outcome = reproduce(ReproduceConfig(output_dir=Path("repro")))
-
-writes ``repro/results/<model-slug>/<task>.json`` for every job that was not up to date,
-``repro/reproduce-state.json``, and ``repro/paper-comparison.{md,html,csv}``
-(``--devices``: one process per model and device, :mod:`benchmark.reproduce.parallel`) from every
-results file under ``repro/results`` (also when some jobs failed: their cells are missing).
-"""
+"""The whole ``reproduce`` command as a library call: plan, (dry-run | run), compare, report."""
 
 from __future__ import annotations
 
