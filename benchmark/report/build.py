@@ -186,7 +186,8 @@ def leaderboard_part(col: Collection) -> tuple[list[str], list[tuple[str, list]]
             t = leaderboard.country_table(sub, task, col.labels)
             if t is not None:
                 head = f"SP by country, {what} ({task}){data}"
-                inf = [leaderboard.INFINITE_NOTE] if leaderboard.has_infinite(t) else []
+                shows_inf = any(c.text == "∞" for r in t.rows for c in r.cells)
+                inf = [leaderboard.INFINITE_NOTE] if shows_inf else []
                 md += [f"## {head}", "", page.markdown(t), *inf]
                 sections.append((head, [page.table(t), *(para(n, "note") for n in inf)]))
     return md, sections

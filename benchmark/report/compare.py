@@ -265,17 +265,14 @@ HEADER = ["group", "n", "quantity", "A", "B", "diff", "ci95_lo", "ci95_hi", "p",
           "significant", "mde"]
 
 
-def table_rows(c: dict[str, Any]) -> list[list[Any]]:
-    """The comparison as rows of :data:`HEADER` (exact values)."""
-    return [[g, n, k, d["a"], d["b"], d["diff"], *d["ci95"], d["p"], d.get("p_holm"),
-             d.get("significant"), d.get("mde")] for g, n, k, d in rows(c)]
-
-
 def format_csv(c: dict[str, Any]) -> str:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(HEADER)
-    w.writerows([["" if v is None else v for v in r] for r in table_rows(c)])
+    for g, n, k, d in rows(c):
+        w.writerow(["" if v is None else v for v in (
+            g, n, k, d["a"], d["b"], d["diff"], *d["ci95"], d["p"], d.get("p_holm"),
+            d.get("significant"), d.get("mde"))])
     return buf.getvalue()
 
 

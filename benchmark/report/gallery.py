@@ -144,36 +144,23 @@ def open_images(candidates: list[str]) -> tuple[ImageStore | None, str | None]:
 
 # -- data files ---------------------------------------------------------------------------------
 
-OLD_RUN = "older"  # why-not of a run whose outcomes lack what a gallery shows
-
-
-def outcomes_of(path: Path, r: ResultFile, need: list[str]) -> tuple[pd.DataFrame | None, str]:
-    """A run's outcomes with the ``need`` columns, or (None, why not); ``OLD_RUN`` when the
-    run recorded none or fewer columns (an older version wrote it)."""
-    from benchmark.report.compare import CompareError, load_outcomes
-
-    rec = getattr(r, "outcomes", None)
-    if not isinstance(rec, dict) or not set(need) <= set(rec.get("columns") or need):
-        return None, OLD_RUN
-    try:
-        df = load_outcomes(path, r).reset_index()
-    except CompareError as e:
-        return None, str(e)
-    if not set(need) <= set(df.columns):
-        return None, OLD_RUN
-    return df, ""
-
-
 def usable_outcomes(out: GalleryOut, task: str, model: str, path: Path, r: ResultFile,
                     need: list[str], old: list[str]) -> pd.DataFrame | None:
-    """:func:`outcomes_of`, with what cannot be shown recorded: the model appended to ``old``
-    (one note later, :func:`note_old`), or a note naming why."""
-    df, why = outcomes_of(path, r, need)
-    if df is None:
-        if why == OLD_RUN:
-            old.append(model)
-        else:
-            out.notes.append(f"gallery {task} {model}: {why}")
+    """A run's outcomes with the ``need`` columns, else None: a model whose outcomes lack
+    them (an older version wrote them) goes to ``old`` (:func:`note_old`), any other why to
+    a note."""
+    from benchmark.report.compare import CompareError, load_outcomes
+
+    rec, df = getattr(r, "outcomes", None), None
+    if isinstance(rec, dict) and set(need) <= set(rec.get("columns") or need):
+        try:
+            df = load_outcomes(path, r).reset_index()
+        except CompareError as e:
+            out.notes.append(f"gallery {task} {model}: {e}")
+            return None
+    if df is None or not set(need) <= set(df.columns):
+        old.append(model)
+        return None
     return df
 
 
@@ -353,7 +340,7 @@ def build_galleries(col: Collection, output: Path, datasets: list[Path] | None =
     if not out.pages:
         return out
     for name in ("gallery.js", "gallery.css"):
-        write(gallery / "assets" / name, page.asset(name), out)
+        write(gallery / "assets" / name, (page.TEMPLATES / name).read_text(encoding="utf-8"), out)
     write(gallery / "index.html", page.render_template(
         "gallery_index.html", pages=[(t, p[len("gallery/"):]) for t, p in out.pages]), out)
     return out

@@ -242,9 +242,4 @@ def country_table(col: Collection, task: str, labels: dict[str, str]) -> Table |
     return Table([Cell("model", cls="text")] + [Cell(c, key=c) for c in codes], rows)
 
 
-def has_infinite(t: Table) -> bool:
-    """Whether a per-country table shows an ∞ (its note says what that means)."""
-    return any(c.text == "∞" for r in t.rows for c in r.cells)
-
-
 INFINITE_NOTE = f"∞: {INFINITE}."

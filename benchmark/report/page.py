@@ -28,11 +28,6 @@ def render_template(name: str, **context: Any) -> str:
     return _env().get_template(name).render(**context)
 
 
-def asset(name: str) -> str:
-    """A static file of ``templates/`` (the galleries' script and style sheet)."""
-    return (TEMPLATES / name).read_text(encoding="utf-8")
-
-
 @dataclass
 class Cell:
     text: str

@@ -3,7 +3,8 @@ scores (as in the results files) and a path.
 
 Every SP axis is logarithmic with SP = 1 marked, the intervals drawn and one range for all
 panels of a figure; an SP of ∞ (no semantic win) or 0 is a triangle on the edge, never a bar
-of height 0. Every SP heat map shares one diverging scale (:data:`SP_SCALE`).
+of height 0. Every SP heat map shares one diverging scale (:data:`SP_SCALE`). Countries are
+labelled by their ISO 3166-1 alpha-3 code, as in the tables and results files.
 """
 
 from __future__ import annotations
@@ -33,13 +34,6 @@ def country_order(codes: set[str] | list[str]) -> list[str]:
         return (-s if s is not None else math.inf, pos.get(code, 99), code)
 
     return sorted(set(codes), key=key)
-
-
-def label(code: str) -> str:
-    """A country's label in every figure: its ISO 3166-1 alpha-3 code (GBR, DEU), the same
-    set the tables and the results files use (the paper's own labels, UK / GER, are kept in
-    ``data/countries.csv`` and the authors' comparison CSV only)."""
-    return code
 
 
 def country_tier(code: str) -> str | None:
@@ -143,7 +137,7 @@ def sp_by_country(models: dict[str, dict[str, Any]], path: Path, title: str) -> 
         sp_points(ax, x, [by[c] for c in codes],
                   [TIER_COLOURS.get(country_tier(c) or "", "grey") for c in codes], lim)
         sp_axis(ax, lim)
-        ax.set_xticks(x, [label(c) for c in codes], rotation=60, ha="right")
+        ax.set_xticks(x, codes, rotation=60, ha="right")
         overall = sp_value(scores.get("overall"))
         ax.set_title(f"{name}" + (f"  (overall SP {overall:.2f})" if overall is not None
                                   and overall < math.inf else ""))
@@ -170,11 +164,8 @@ def sp_colours(m: np.ndarray) -> np.ndarray:
 def _sp_grid(rows: dict[str, dict[str, Any]], row_labels: list[str], path: Path, title: str,
              margins: tuple[float, float], xlabel: str | None = None,
              ylabel: str | None = None) -> None:
-    """A heat map of SP: one row per key of ``rows`` (row -> country -> scores with ``SP``),
-    countries as columns by :func:`country_order`, values written in the cells. Every SP
-    heat map of the report (3xcm, 3xcm-i2i, 3xcm-matrix) uses one diverging scale centred
-    on SP = 1, log2 from 1/4 to 4 (:data:`SP_SCALE`; beyond is clipped), stated in the
-    colour bar, so two heat maps can be compared by eye."""
+    """A heat map of SP (row -> country -> scores), values in the cells, on the one scale
+    :data:`SP_SCALE` stated in the colour bar, so two heat maps compare by eye."""
     plt = style.setup()
     keys = list(rows)
     codes = country_order({c for row in rows.values() for c in row})
@@ -192,7 +183,7 @@ def _sp_grid(rows: dict[str, dict[str, Any]], row_labels: list[str], path: Path,
         dark = abs(sp_colours(m[i, j])) > 0.7 * hi
         ax.text(j, i, "∞" if m[i, j] == math.inf else f"{m[i, j]:.2f}", ha="center",
                 va="center", fontsize=7, color="white" if dark else "black")
-    ax.set_xticks(range(len(codes)), [label(c) for c in codes], rotation=60, ha="right")
+    ax.set_xticks(range(len(codes)), codes, rotation=60, ha="right")
     ax.set_yticks(range(len(keys)), row_labels)
     if xlabel:
         ax.set_xlabel(xlabel)
@@ -290,7 +281,7 @@ def own_vs_english(summary: dict[str, dict[str, Any]], path: Path, title: str) -
     for key, colour, off, name in keys:
         sp_points(ax, x + off, [summary[c].get(key) for c in codes], colour, lim, name)
     sp_axis(ax, lim, "SP")
-    ax.set_xticks(x, [label(c) for c in codes], rotation=60, ha="right")
+    ax.set_xticks(x, codes, rotation=60, ha="right")
     ax.set_title(f"{title}: own-language vs English queries (95% CI)")
     ax.legend(handles=[*ax.get_legend_handles_labels()[0], *edge_handles()], frameon=False,
               fontsize=7)
@@ -335,9 +326,7 @@ def authors_scatter(rows: list[dict[str, Any]], path: Path) -> None:
 
 
 def _minor_label(v: float, _: Any = None) -> str:
-    """Minor ticks of a log axis: 2 and 5 times a power of ten as plain numbers, others
-    unlabelled (matplotlib's default writes mathtext powers, with a minus sign the plot
-    fonts lack)."""
+    """Minor log ticks: 2 and 5 times a power of ten as plain numbers (not mathtext)."""
     if v <= 0:
         return ""
     lead = round(v / 10 ** math.floor(math.log10(v)), 6)
@@ -346,10 +335,8 @@ def _minor_label(v: float, _: Any = None) -> str:
 
 def sp_vs_silhouette(by_country: dict[str, Any], correlations: dict[str, Any], metric: str,
                      path: Path, title: str) -> None:
-    """SP with its 95% interval (log axis, one range for the three panels) against the text,
-    image and summed silhouette per country, with r [95% CI], Spearman rho, Holm p and n in
-    the panel titles
-    (the data behind the paper's Table 8)."""
+    """SP with its 95% interval against the text, image and summed silhouette per country,
+    the correlations in the panel titles (the data behind the paper's Table 8)."""
     from benchmark.analysis.silhouette import correlation_text
 
     fig, axes = _grid(3, ncols=3, w=4.2, h=3.8)
@@ -363,7 +350,7 @@ def sp_vs_silhouette(by_country: dict[str, Any], correlations: dict[str, Any], m
                   [TIER_COLOURS.get(country_tier(code) or "", "grey") for *_, code in pts], lim)
         for x, row, code in pts:
             v = sp_value(row)
-            ax.annotate(label(code), (x, min(max(v, lim[0]), lim[1])), fontsize=7,
+            ax.annotate(code, (x, min(max(v, lim[0]), lim[1])), fontsize=7,
                         xytext=(2, 2), textcoords="offset points")
         c = correlations.get(metric, {}).get(key, {})
         ax.set_title(f"{key} silhouette\n{correlation_text(c)}", fontsize=8)

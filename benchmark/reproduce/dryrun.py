@@ -20,6 +20,7 @@ from benchmark.models import hub
 from benchmark.reproduce import pins
 from benchmark.reproduce.plan import Job, Plan
 from core import datatables
+from core.hub import one_line
 
 
 @dataclass(frozen=True)
@@ -132,9 +133,8 @@ def repo_size(d: Download, endpoint: str | None, timeout: float) -> Download:
         info = with_deadline(call, timeout + 1.0)
     except Exception as e:  # noqa: BLE001 - network, DNS, timeout, 404: one note per repo
         status = getattr(getattr(e, "response", None), "status_code", None)
-        why = f"HTTP {status}" if status else f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
-        what = "hub unreachable" if not status else "hub lookup failed"
-        return replace(d, note=_join(f"size unknown: {what} ({why.rstrip(': ')})", d.note))
+        why = f"hub lookup failed (HTTP {status})" if status else f"hub unreachable ({one_line(e)})"
+        return replace(d, note=_join(f"size unknown: {why}", d.note))
     sizes = [s.size for s in (info.siblings or []) if s.size is not None]
     if not sizes:
         return replace(d, note=_join("size unknown: the hub gave no file sizes", d.note))
@@ -144,11 +144,6 @@ def repo_size(d: Download, endpoint: str | None, timeout: float) -> Download:
 
 def _join(*parts: str) -> str:
     return "; ".join(p for p in parts if p)
-
-
-def with_sizes(items: list[Download], endpoint: str | None = None,
-               timeout: float = 5.0) -> list[Download]:
-    return [repo_size(d, endpoint, timeout) for d in items]
 
 
 # -- GPU hours --------------------------------------------------------------------------------
@@ -173,11 +168,13 @@ class JobEstimate:
 
 def rates() -> dict[str, Rate]:
     return {r["family"]: Rate(r["family"], float(r["text_s"]), float(r["image_s"]), r["gpu"],
-                              r["kind"], r["source"]) for r in datatables.data_csv("reproduce/item_seconds.csv")}
+                              r["kind"], r["source"])
+            for r in datatables.data_csv("reproduce/item_seconds.csv")}
 
 
 def workload() -> dict[tuple[str, str], int]:
-    return {(r["dataset"], r["what"]): int(r["count"]) for r in datatables.data_csv("reproduce/workload.csv")}
+    return {(r["dataset"], r["what"]): int(r["count"])
+            for r in datatables.data_csv("reproduce/workload.csv")}
 
 
 def family_of(model: str) -> str:
@@ -198,18 +195,13 @@ def items(job: Job, w: dict[tuple[str, str], int]) -> tuple[int, int]:
     return 0, 0  # analysis: every embedding is in the cache
 
 
-def parameters() -> dict[str, float]:
-    """Paper model -> parameters in millions: its zoo record's (Table 6's figure)."""
-    return {n: m.parameters for n, m in zoo.paper_models().items() if m.parameters is not None}
-
-
 def sized_rate(model: str, base: Rate) -> Rate:
     """A paper model's per-item seconds in proportion to its Table 6 parameter count: the
     paper's ~3 A100-hours per model (``base``, the same for all) redistributed so the ten
     models' total is unchanged: ``base x P / mean(P)``. A ``measured`` family row wins."""
     from benchmark.reproduce.paper import alias_of
 
-    params = parameters()
+    params = {n: m.parameters for n, m in zoo.paper_models().items() if m.parameters is not None}
     if base.kind != "estimate" or model not in params:
         return base
     mean = sum(params.values()) / len(params)

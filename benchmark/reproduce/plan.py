@@ -161,13 +161,8 @@ class Job:
     def fingerprint(self) -> str:
         return files.sha256_text(json.dumps(self.key(), sort_keys=True))
 
-    @property
-    def command(self) -> str:
-        """The ``python -m benchmark`` subcommand of this job."""
-        return "analyze" if self.task == "analysis" else "run"
-
     def args(self, output_dir: Path, cache_dir: Path | None = None) -> list[str]:
-        """The arguments of :attr:`command` that produce this job's results file (no
+        """The arguments of ``run`` / ``analyze`` that produce this job's results file (no
         ``--device``: a launcher adds it)."""
         common = ["--model", self.model, "--conventions", self.conventions, "--output-dir",
                   str(output_dir), "--seed", str(self.seed), "-q"]
@@ -185,8 +180,8 @@ class Job:
                 "--bootstrap", str(self.resamples)]
 
     def argv(self, output_dir: Path, cache_dir: Path | None = None) -> list[str]:
-        """The whole ``python -m benchmark`` command line: :attr:`command` + :meth:`args`."""
-        return [self.command, *self.args(output_dir, cache_dir)]
+        """The whole ``python -m benchmark`` command line of this job."""
+        return ["analyze" if self.task == "analysis" else "run", *self.args(output_dir, cache_dir)]
 
 
 @dataclass(frozen=True)
@@ -306,10 +301,6 @@ def save_state(path: Path, state: dict[str, dict[str, Any]],
         files.atomic_write_json(path, {"schema_version": STATE_VERSION, "jobs": merged})
 
 
-def changed_keys(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
-    return sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
-
-
 def up_to_date(plan: Plan, job: Job, entry: dict[str, Any] | None) -> tuple[bool, str]:
     """(whether ``job`` need not run, why)."""
     if not entry:
@@ -317,7 +308,8 @@ def up_to_date(plan: Plan, job: Job, entry: dict[str, Any] | None) -> tuple[bool
     if entry.get("status") != "ok":
         return False, f"last run {entry.get('status')}"
     if entry.get("fingerprint") != job.fingerprint():
-        keys = changed_keys(entry.get("key") or {}, job.key())
+        old, new = entry.get("key") or {}, job.key()
+        keys = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
         return False, "the plan changed (" + ", ".join(keys or ["?"]) + ")"
     path = plan.result_path(job)
     if not path.is_file():

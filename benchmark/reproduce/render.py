@@ -46,30 +46,20 @@ def fmt(x: float | None, cell: Cell, sign: bool = False) -> str:
     return f"{x:+.{nd}f}" if sign else f"{x:.{nd}f}"
 
 
-def paper_text(cell: Cell) -> str:
-    if cell.paper is None:
-        return "-"
-    if cell.kind == "count":
-        return f"{cell.paper:.0f}"
-    return f"{cell.paper:.{cell.decimals}f}" if cell.decimals is not None else f"{cell.paper:.4f}"
-
-
 def fake_models(comp: Comparison) -> dict[str, str]:
     """Our models with paper numbers whose results are not from the real checkpoint."""
     return {m: c.reason for m, c in comp.checks.items() if c.alias and not c.real}
 
 
-def _label(cell: Cell, fakes: dict[str, str]) -> str:
-    return cell.row + (" †" if cell.model in fakes else "")
+MODEL_HEAD = ["our model", "paper name", "checkpoint", "revision", "conventions",
+              "the paper's checkpoint?"]
+SUMMARY_HEAD = ["table", "cells", "within tolerance", "outside", "missing (not computed)"]
 
 
 def summary_rows(comp: Comparison) -> list[list[str]]:
-    rows = []
-    for s in comp.sections:
-        c = s.counts()
-        rows.append([s.title, str(len(s.cells)), str(c["ok"]), str(c["outside"]),
-                     str(c["missing"])])
-    return rows
+    return [[s.title, str(len(s.cells)), *(str(s.counts()[k]) for k in ("ok", "outside",
+                                                                         "missing"))]
+            for s in comp.sections]
 
 
 def model_rows(comp: Comparison) -> list[list[str]]:
@@ -97,18 +87,15 @@ CELL_HEAD = ["row", "column", "ours", "paper", "ours - paper", "in SE", "toleran
 PAPER_MARK = " ⚠ paper's own counts disagree"
 
 
-def se_text(cell: Cell) -> str:
-    """The difference in units of our bootstrap standard error (``-`` without one)."""
-    z = cell.diff_se
-    return "-" if z is None else f"{z:+.1f}"
-
-
 def cell_row(cell: Cell, fakes: dict[str, str]) -> list[str]:
     mark = MARK[cell.status]
     mark = f"**{mark}**" if cell.status == "outside" else mark
-    return [_label(cell, fakes), cell.column, fmt(cell.ours, cell), paper_text(cell),
-            fmt(cell.diff, cell, sign=True), se_text(cell), cell.tolerance.label(),
-            mark + (PAPER_MARK if cell.paper_flag else "")]
+    nd = 0 if cell.kind == "count" else 4 if cell.decimals is None else cell.decimals
+    z = cell.diff_se  # the difference in units of our bootstrap standard error
+    return [cell.row + (" †" if cell.model in fakes else ""), cell.column, fmt(cell.ours, cell),
+            "-" if cell.paper is None else f"{cell.paper:.{nd}f}",
+            fmt(cell.diff, cell, sign=True), "-" if z is None else f"{z:+.1f}",
+            cell.tolerance.label(), mark + (PAPER_MARK if cell.paper_flag else "")]
 
 
 def flag_lines(comp: Comparison) -> list[str]:
@@ -130,16 +117,14 @@ def to_markdown(comp: Comparison, ctx: Context) -> str:
           f"{ctx.n_files} results file(s) in `{ctx.results_dir}`.", ""]
     md += banner_lines(comp)
     md += ["## Models", ""]
-    md += _md_table(["our model", "paper name", "checkpoint", "revision", "conventions",
-                     "the paper's checkpoint?"], model_rows(comp))
+    md += _md_table(MODEL_HEAD, model_rows(comp))
     if comp.unmatched:
         md += ["", "Models with no published numbers: " + ", ".join(comp.unmatched) + "."]
     if ctx.failures:
         md += ["", "## Failed jobs", ""] + [f"- {', '.join(jobs)}: {why}"
                                             for jobs, why in grouped(ctx.failures)]
     md += [""] + [f"{n}\n" for n in ctx.notes] + ["## Summary", ""]
-    md += _md_table(["table", "cells", "within tolerance", "outside", "missing (not computed)"],
-                    summary_rows(comp))
+    md += _md_table(SUMMARY_HEAD, summary_rows(comp))
     md += ["", "## Tolerances", "",
            "A cell is within its tolerance when our value, rounded to the decimals the paper "
            "printed, is within the tolerance of the printed value (the paper's own rounding "
@@ -176,9 +161,7 @@ def to_html(comp: Comparison, ctx: Context) -> str:
     top = [{"kind": "banner", "items": [f"{m}: {w}" for m, w in fakes.items()],
             "text": "These models are not the paper's real checkpoints: their numbers mean "
                     "nothing against the paper (rows marked †):"}] if fakes else []
-    models = [page.table(page.simple_table(["our model", "paper name", "checkpoint", "revision",
-                                            "conventions", "the paper's checkpoint?"],
-                                           model_rows(comp), 2))]
+    models = [page.table(page.simple_table(MODEL_HEAD, model_rows(comp), 2))]
     if comp.unmatched:
         models.append(page.para(f"Models with no published numbers: "
                                 f"{', '.join(comp.unmatched)}.", "note"))
@@ -187,8 +170,7 @@ def to_html(comp: Comparison, ctx: Context) -> str:
         sections.append(("Failed jobs", [page.bullets([f"{', '.join(jobs)}: {why}"
                                                        for jobs, why in grouped(ctx.failures)])]))
     sections.append(("Summary", [page.para(n, "note") for n in ctx.notes] + [page.table(
-        page.simple_table(["table", "cells", "within tolerance", "outside",
-                           "missing (not computed)"], summary_rows(comp)))]))
+        page.simple_table(SUMMARY_HEAD, summary_rows(comp)))]))
     sections.append(("Tolerances", [page.table(page.simple_table(
         ["kind", "tolerance", "why"], [[k, t.label(), t.why] for k, t in TOLERANCES.items()])),
         page.para(SE_NOTE, "note")]))

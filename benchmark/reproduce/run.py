@@ -18,6 +18,7 @@ from benchmark.analysis.core import AnalyzeConfig, analyze_context
 from benchmark.reproduce import pins
 from benchmark.reproduce.plan import Job, Plan, load_state, record, save_state, up_to_date
 from benchmark.tasks.base import RunConfig, RunContext, open_context, run_task
+from core.hub import one_line
 
 log = logging.getLogger(__name__)
 
@@ -62,12 +63,6 @@ class Summary:
         return [o for o in self.outcomes if o.status == "failed"]
 
 
-def run_config(job: Job, plan: Plan, s: ExecSettings) -> RunConfig:
-    return RunConfig(model=job.model, output_dir=plan.results_dir, cache_dir=s.cache_dir,
-                     no_cache=s.no_cache, device=s.device, dtype=job.dtype,
-                     batch_size=s.batch_size, quiet=True, conventions=job.conventions)
-
-
 def check_dataset(ctx: RunContext, job: Job, cfg: object, pin: Callable | None) -> None:
     """An unpinned hub dataset: its data fingerprint recorded by the first run, any other
     refused (:mod:`benchmark.reproduce.pins`); loads the data into the run's memo."""
@@ -107,24 +102,10 @@ def run_job(ctx: RunContext, job: Job, pin: Callable | None = None) -> Path:
     return path
 
 
-def one_line(e: BaseException) -> str:
-    text = str(e).strip().splitlines()
-    return f"{type(e).__name__}: {text[0] if text else ''}".rstrip(": ")
-
-
-def free_memory() -> None:
-    """Collect a dropped model before the next one is loaded (and the GPU memory it held)."""
-    gc.collect()
-    torch = sys.modules.get("torch")
-    if torch is not None and torch.cuda.is_available():
-        torch.cuda.empty_cache()
-
-
 def execute(plan: Plan, settings: ExecSettings | None = None,
             opener: Callable[[RunConfig], RunContext] | None = None) -> Summary:
-    """Run every job of ``plan`` that is not up to date; returns what happened to each.
-
-    ``opener`` loads a model (default :func:`benchmark.tasks.base.open_context`)."""
+    """Run every job of ``plan`` that is not up to date; returns what happened to each
+    (``opener`` loads a model, default :func:`benchmark.tasks.base.open_context`)."""
     s = settings or ExecSettings()
     open_ctx = opener or open_context
     state = load_state(plan.state_path)
@@ -151,7 +132,10 @@ def execute(plan: Plan, settings: ExecSettings | None = None,
             continue
         t0 = time.perf_counter()
         try:
-            ctx: RunContext | None = open_ctx(run_config(todo[0], plan, s))
+            ctx: RunContext | None = open_ctx(RunConfig(
+                model=model, output_dir=plan.results_dir, cache_dir=s.cache_dir,
+                no_cache=s.no_cache, device=s.device, dtype=todo[0].dtype,
+                batch_size=s.batch_size, quiet=True, conventions=todo[0].conventions))
             pin("models", model, pins.model_revisions(ctx.adapter.spec))  # type: ignore[union-attr]
         except Exception as e:  # noqa: BLE001 - any load failure fails this model's jobs only
             reason = one_line(e)
@@ -177,8 +161,10 @@ def execute(plan: Plan, settings: ExecSettings | None = None,
                 summary.outcomes.append(JobOutcome(job, "ran", time.perf_counter() - t1, path,
                                                    why_run[job.name]))
             save_state(plan.state_path, state, [job.name])
-        ctx = None
-        free_memory()
+        ctx = None  # the model dropped, and the GPU memory it held, before the next one
+        gc.collect()
+        if (torch := sys.modules.get("torch")) is not None and torch.cuda.is_available():
+            torch.cuda.empty_cache()
     return summary
 
 

@@ -29,10 +29,10 @@ def group_se(group: dict | None, label: str = "") -> dict[str, float | None]:
     if not isinstance(group, dict):
         return none
     try:
-        wins = np.array([int(group[k]) for k in ("wins_sem", "wins_cul", "wins_non")])
+        wins = tuple(int(group[k]) for k in ("wins_sem", "wins_cul", "wins_non"))
     except (KeyError, TypeError, ValueError):
         return none
-    return dict(_group_se(tuple(int(w) for w in wins), label))
+    return dict(_group_se(wins, label))
 
 
 @lru_cache(maxsize=4096)
@@ -49,35 +49,27 @@ def _group_se(wins: tuple[int, int, int], label: str) -> tuple[tuple[str, float 
     return tuple(out.items())
 
 
+_MEMO: dict[tuple[str, str, tuple[str, ...]], dict[str, float | None]] = {}
+
+
 def query_mean_se(path: Path, res: ResultFile, columns: list[str]) -> dict[str, float | None]:
     """Bootstrap standard errors of the means of ``columns`` of the per-query outcomes
     recorded beside the results file at ``path`` (None where the file or column is absent)."""
     rec = getattr(res, "outcomes", None)
     key = (str(path), str(rec.get("sha256")) if isinstance(rec, dict) else "", tuple(columns))
-    if key not in _MEMO:
-        _MEMO[key] = _query_mean_se(path, res, columns)
-    return dict(_MEMO[key])
-
-
-_MEMO: dict[tuple[str, str, tuple[str, ...]], dict[str, float | None]] = {}
-
-
-def _query_mean_se(path: Path, res: ResultFile, columns: list[str]) -> dict[str, float | None]:
+    if key in _MEMO:
+        return dict(_MEMO[key])
+    out: dict[str, float | None] = dict.fromkeys(columns)
     try:
         df = load_outcomes(path, res)
     except CompareError as e:
         log.info("no standard errors for %s: %s", path, e)
-        return dict.fromkeys(columns)
-    n = len(df)
-    if n < 2:
-        return dict.fromkeys(columns)
-    rng = np.random.default_rng(group_seed(SEED, f"se:{path.name}:{n}"))
-    idx = rng.integers(0, n, size=(RESAMPLES, n))
-    out: dict[str, float | None] = {}
-    for c in columns:
-        if c not in df.columns:
-            out[c] = None
-            continue
-        v = df[c].to_numpy(np.float64)
-        out[c] = float(v[idx].mean(axis=1).std(ddof=1))
-    return out
+        df = None
+    if df is not None and len(df) >= 2:
+        rng = np.random.default_rng(group_seed(SEED, f"se:{path.name}:{len(df)}"))
+        idx = rng.integers(0, len(df), size=(RESAMPLES, len(df)))
+        for c in columns:
+            if c in df.columns:
+                out[c] = float(df[c].to_numpy(np.float64)[idx].mean(axis=1).std(ddof=1))
+    _MEMO[key] = out
+    return dict(out)

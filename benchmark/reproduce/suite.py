@@ -71,7 +71,7 @@ def reproduce(cfg: ReproduceConfig, endpoint: str | None = None) -> Outcome:
     """Run (or dry-run) the plan ``cfg`` describes and write the comparison."""
     plan = build_plan(cfg)
     if cfg.dry_run:
-        items = dryrun.with_sizes(dryrun.downloads(plan), endpoint, cfg.hub_timeout)
+        items = [dryrun.repo_size(d, endpoint, cfg.hub_timeout) for d in dryrun.downloads(plan)]
         measured = dryrun.suite_rates(cfg.gpu_suite) if cfg.gpu_suite else None
         return Outcome(plan, dry_run=dryrun.format_dry_run(plan, items,
                                                            dryrun.estimate(plan, measured)))
