@@ -167,8 +167,7 @@ def rows(c: dict[str, Any]) -> list[tuple[str, Any, str, dict[str, Any]]]:
 
 
 def adjust(c: dict[str, Any], alpha: float) -> None:
-    """Holm over every row shown: ``p_holm`` and ``significant`` on each row, the family
-    and its size on the comparison."""
+    """Holm over every row shown: each row's ``p_holm`` and ``significant``, and the family."""
     shown = rows(c)
     for (_, _, _, d), adj in zip(shown, sig.holm([d["p"] for *_, d in shown]), strict=True):
         d["p_holm"] = adj
@@ -197,8 +196,7 @@ def compare_results(pa: Path, pb: Path, alpha: float = sig.ALPHA) -> dict[str, A
 
 
 def check_json_target(path: Path) -> None:
-    """``--json PATH`` may be new or a comparison this command wrote; anything else is
-    refused before any work (never overwrite what we did not write)."""
+    """``--json PATH`` may be new or a comparison we wrote; anything else is refused first."""
     if not path.exists():
         return
     try:
@@ -291,8 +289,7 @@ def format_markdown(c: dict[str, Any]) -> str:
 
 def pair_p_value(task: str, key: str, pa: Path, a: ResultFile, pb: Path, b: ResultFile
                  ) -> tuple[float | None, str | None]:
-    """(unadjusted p of Δ``key`` between two results, None) or (None, why not testable);
-    ``key``: ``SP`` for the 3XCM tasks, a metric such as ``lbkl@10`` for XM3600."""
+    """(unadjusted p of Δ``key`` between two results, None) or (None, why not testable)."""
     try:
         da, db = paired_frames(pa, a, pb, b)
     except CompareError as e:

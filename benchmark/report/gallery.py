@@ -74,10 +74,8 @@ def thumbnail(data: bytes, px: int = THUMB_PX) -> bytes:
 
 def write_thumbs(store: ImageStore | None, ids: list[str], gallery: Path,
                  out: GalleryOut) -> dict[str, str]:
-    """image id -> thumbnail path relative to ``gallery`` (``thumbs/ab/<sha256>.jpg``), for
-    every id the store holds; a file already there (same content hash) is not redone. The
-    missing ones are made on every core (Pillow decodes, shrinks and encodes outside the GIL),
-    each file the same as one at a time."""
+    """image id -> thumbnail path (``thumbs/ab/<sha256>.jpg``) for every id the store holds;
+    missing files are made on every core, an existing one is not redone."""
     if store is None:
         return {}
     rel: dict[str, str] = {}
@@ -116,9 +114,8 @@ def _write_thumb(store: ImageStore, iid: str, dest: Path) -> bool:
 
 
 def open_images(candidates: list[str]) -> tuple[ImageStore | None, str | None]:
-    """The images of the first local dataset (release or published layout) or image folder
-    (``<image_id>.<ext>``) among ``candidates``; (None, why) when none can be read. Hub ids
-    are not fetched: a report never goes to the network."""
+    """The images of the first local dataset or image folder among ``candidates``, else
+    (None, why); hub ids are never fetched."""
     from benchmark.data.layouts import XCMSource, open_xcm
 
     tried = []
@@ -172,24 +169,18 @@ def note_old(out: GalleryOut, task: str, models: list[str]) -> None:
                          f"run the task again): {', '.join(sorted(models))}")
 
 
-def english_terms() -> dict[tuple[str, str], str]:
-    """(concept, country) -> the English term of the shipped query table."""
-    try:
-        return {t.key: t.english_term for t in query_table.read_query_table()}
-    except (OSError, datatables.TableError):
-        return {}
-
-
 def triplet_table(df: pd.DataFrame, thumbs: dict[str, str]) -> dict[str, Any]:
-    """The shared triplets file: rows in (country order, concept, triplet id) order, with
-    repeated strings as indices into small tables."""
+    """The shared triplets file: rows in country, concept, id order; repeated strings indexed."""
     order = {c.code: i for i, c in enumerate(datatables.countries())}
     df = df.assign(_o=df["query_country"].map(order).fillna(len(order)))
     df = df.sort_values(["_o", "query_country", "query_concept", "triplet_id"], kind="stable")
     countries = list(dict.fromkeys(df["query_country"]))
     concepts = sorted(set(df["query_concept"]))
     texts = list(dict.fromkeys(df["query_text"]))
-    eng = english_terms()
+    try:  # (concept, country) -> the English term of the shipped query table
+        eng = {t.key: t.english_term for t in query_table.read_query_table()}
+    except (OSError, datatables.TableError):
+        eng = {}
     images = list(dict.fromkeys(np.concatenate(
         [df[c].to_numpy() for c in ("query_image_id", *[f"{k}_image_id" for k in CANDIDATES])])))
     ix = {v: i for i, v in enumerate(images)}
@@ -218,8 +209,7 @@ def model_data(df: pd.DataFrame, ids: list[str], name: str) -> dict[str, Any]:
 
 def write_page(gallery: Path, rel: str, title: str, config: dict[str, Any],
                scripts: list[str], out: GalleryOut) -> None:
-    """A gallery page (``templates/gallery.html``): the shared script and style, the page's
-    data scripts, its ``config`` as JSON (``tojson``: inert inside ``<script>``)."""
+    """A gallery page: shared script and style, its data scripts, ``config`` as inert JSON."""
     up = "../" * rel.count("/")
     write(gallery / rel, page.render_template("gallery.html", title=title, config=config,
                                               scripts=scripts, up=up), out)
@@ -235,8 +225,7 @@ def write(path: Path, text: str, out: GalleryOut) -> None:
 
 def association_galleries(col: Collection, gallery: Path, task: str, datasets: list[Path],
                           page_size: int, out: GalleryOut) -> None:
-    """The per-model pages and the side-by-side page of one 3XCM task, per dataset; one
-    model's outcomes in memory at a time."""
+    """One 3XCM task's per-model and side-by-side pages per dataset, one model in memory."""
     for fp in col.fingerprints((task,)):
         runs = sorted((k[0], col.run_paths[k], r) for k, r in col.runs.items()
                       if k[1] == task and k[2] == fp)

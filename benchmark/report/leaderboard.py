@@ -62,8 +62,7 @@ class Board:
 
 def rows(col: Collection, columns: tuple[Column, ...] | list[Column] = COLUMNS,
          rank: str = "SP") -> list[dict[str, Any]]:
-    """One dict per model: ``model`` plus every column key (None where absent), sorted by
-    ``rank`` (lower first; models without it last, by name)."""
+    """One dict per model (every column key, None if absent), sorted by ``rank``, lower first."""
     out = []
     for model, tasks in col.results.items():
         row: dict[str, Any] = {"model": model}
@@ -83,9 +82,8 @@ def rows(col: Collection, columns: tuple[Column, ...] | list[Column] = COLUMNS,
 
 
 def neighbour_tests(col: Collection, table: list[dict[str, Any]], rank: str) -> int:
-    """Set ``row["vs_next"]`` for each row: is its ``rank`` value different from the next
-    row's? A paired test on the items both share (:mod:`benchmark.report.compare`),
-    p-values Holm-adjusted across the pairs tested; returns how many were tested."""
+    """Set each row's ``vs_next``: a paired test of its ``rank`` value against the next row's,
+    Holm-adjusted across the pairs tested; returns how many were tested."""
     from benchmark.metrics.significance import ALPHA, holm
     from benchmark.report import compare
 
@@ -111,8 +109,7 @@ def neighbour_tests(col: Collection, table: list[dict[str, Any]], rank: str) -> 
 
 
 def boards(col: Collection) -> list[Board]:
-    """One leaderboard per data fingerprint of the leaderboard's tasks (a table never mixes
-    results on different data), in the order the fingerprints were first seen."""
+    """One leaderboard per data fingerprint (a table never mixes data), in first-seen order."""
     tasks = tuple(dict.fromkeys(c.task for c in COLUMNS))
     out = []
     for fp in col.fingerprints(tasks):
@@ -131,9 +128,7 @@ def boards(col: Collection) -> list[Board]:
 
 
 def fmt(value: Any, digits: int = 3) -> str:
-    """Display text of a cell: fixed decimals, intervals as [lo, hi] (an open upper limit
-    as ∞), "-" when absent or not a number (a NaN is missing, never "nan"); an infinite SP
-    is "∞ (no semantic win)"."""
+    """A cell's text: fixed decimals, intervals as [lo, hi], "-" if absent or NaN, ∞ spelled out."""
     if isinstance(value, list | tuple):
         if len(value) != 2 or not _finite(value[0]) or not (_finite(value[1])
                                                             or value[1] == math.inf):
@@ -154,8 +149,7 @@ def _finite(v: Any) -> bool:
 
 
 def vs_next_text(t: dict[str, Any] | None) -> str:
-    """The "vs next" cell: ``differs (p 0.003)`` / ``n.s. (p 0.41)`` with the Holm-adjusted
-    p, ``-`` when the pair was not tested."""
+    """The "vs next" cell: ``differs (p 0.003)`` / ``n.s. (p 0.41)`` (Holm p), ``-`` untested."""
     if not t or t.get("p_holm") is None:
         return "-"
     word = "differs" if t["significant"] else "n.s."
@@ -163,8 +157,7 @@ def vs_next_text(t: dict[str, Any] | None) -> str:
 
 
 def board_note(b: Board, markdown: bool = True) -> str:
-    """What a board holds: its dataset(s), fingerprint, and how neighbours were tested
-    (Markdown emphasis, or plain text for the HTML page)."""
+    """What a board holds and how neighbours were tested (Markdown, or plain text for HTML)."""
     em, code = ("*", "`") if markdown else ("", "")
     data = ", ".join(f"{t}: {short_path(name)}" for t, name in b.datasets.items())
     lines = [f"Data fingerprint {code}{b.fingerprint}{code} ({data})."]
@@ -200,8 +193,7 @@ def _data_value(value: Any) -> str:
 
 
 def board_table(b: Board, labels: dict[str, str], table_id: str = "leaderboard") -> Table:
-    """The board as a table: a row per model (its display label), each cell's ``data-value``
-    the JSON value (the "vs next" cell's: the Holm-adjusted p)."""
+    """The board as a table, each cell's ``data-value`` the exact JSON value."""
     head = [Cell("model", cls="text")] + [Cell(c.header, key=c.key, title=f"{c.task}: {c.field}")
                                           for c in b.columns]
     if b.rank:
@@ -221,8 +213,7 @@ def board_table(b: Board, labels: dict[str, str], table_id: str = "leaderboard")
 
 
 def country_table(col: Collection, task: str, labels: dict[str, str]) -> Table | None:
-    """SP per model (rows) and country (columns, ISO 3166-1 alpha-3 codes, as in every table
-    and figure of the report); None when no run of ``task`` has per-country scores."""
+    """SP per model and country (ISO alpha-3 columns); None when no run has per-country scores."""
     from core import datatables
 
     res = col.task(task)

@@ -23,8 +23,7 @@ TIER_COLOURS = {"high": "#1b9e77", "medium": "#d95f02", "low": "#7570b3"}
 
 
 def country_order(codes: set[str] | list[str]) -> list[str]:
-    """Codes ordered by the Common Crawl share of their language (highest first, unknown last),
-    then by the table's order."""
+    """Codes by the Common Crawl share of their language (highest first), then table order."""
     table = list(datatables.countries())
     pos = {c.code: i for i, c in enumerate(table)}
     share = {c.code: c.cc_share for c in table}
@@ -65,8 +64,8 @@ def _grid(n: int, ncols: int = 2, w: float = 6.5, h: float = 3.2) -> tuple[Any, 
 
 def sp_limits(values: list[float | None], points: list[float | None] | None = None
               ) -> tuple[float, float]:
-    """One log range for every SP panel of a figure: the positive finite ``values`` and 1,
-    with a margin; interval ends reach at most 10 times beyond the ``points``."""
+    """One log range for every SP panel of a figure: the values and 1, interval ends at most
+    10 times beyond the points."""
     v = [x for x in values if x is not None and 0 < x < math.inf]
     p = [x for x in (points if points is not None else values)
          if x is not None and 0 < x < math.inf] or [1.0]
@@ -90,8 +89,7 @@ def sp_axis(ax: Any, lim: tuple[float, float], label: str = "SP = M_cul / M_sem"
 
 def sp_points(ax: Any, x: np.ndarray, entries: list[dict[str, Any] | None], colours: Any,
               lim: tuple[float, float], label: str | None = None) -> bool:
-    """SP with its 95% interval at ``x`` on a log axis of range ``lim``; ∞ and 0 as edge
-    markers. Returns whether an ∞ was drawn."""
+    """SP with its 95% interval at ``x``, ∞ and 0 as edge markers; returns whether ∞ was drawn."""
     colours = colours if isinstance(colours, list) else [colours] * len(x)
     inf = False
     for i, (xi, e) in enumerate(zip(x, entries, strict=True)):
@@ -154,8 +152,7 @@ SP_SCALE = (0.25, 4.0)  # the one colour range of SP in every heat map (log2, ce
 
 
 def sp_colours(m: np.ndarray) -> np.ndarray:
-    """Where SP values fall on the shared diverging scale: log2(SP) clipped to
-    log2(SP_SCALE), so SP = 1 is the centre and SP = 0.5 and 2 are equally far from it."""
+    """log2(SP) clipped to :data:`SP_SCALE`: SP = 1 at the centre, 0.5 and 2 equally far."""
     lo, hi = SP_SCALE
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(np.isnan(m), np.nan, np.log2(np.clip(m, lo, hi)))
@@ -205,9 +202,7 @@ def sp_heatmap(models: dict[str, dict[str, Any]], path: Path, title: str) -> Non
 
 
 def rank_by_tier(models: dict[str, dict[str, Any]], path: Path, n_queries: dict[str, int]) -> None:
-    """Share of the captions at each rank that belong to each tier (one panel per model);
-    ``models``: name -> xm3600-i2t ``scores``. Dashed: the tier's share of the caption pool
-    (the expected share without prevalence bias), when the results give ``pool_tier_counts``."""
+    """Share of the captions at each rank per tier, a panel per model (dashed: the pool's share)."""
     fig, axes = _grid(len(models))
     for ax, (name, scores) in zip(axes, models.items(), strict=False):
         counts = scores.get("retrieved_language_counts") or {}
@@ -231,9 +226,7 @@ def rank_by_tier(models: dict[str, dict[str, Any]], path: Path, n_queries: dict[
 
 
 def language_frequency(models: dict[str, dict[str, Any]], path: Path) -> None:
-    """Share of each language among all top-K captions, languages by Common Crawl share;
-    ``models``: name -> xm3600-i2t ``scores``. A black tick marks the language's share of the
-    caption pool (the expected share without prevalence bias) when the results give it."""
+    """Share of each language among all top-K captions (a black tick: the pool's share)."""
     langs = list(datatables.languages())
     fig, axes = _grid(len(models), ncols=1, w=12, h=3.4)
     for ax, (name, scores) in zip(axes, models.items(), strict=False):
@@ -289,8 +282,7 @@ def own_vs_english(summary: dict[str, dict[str, Any]], path: Path, title: str) -
 
 
 def authors_scatter(rows: list[dict[str, Any]], path: Path) -> None:
-    """Our per-country SP against the authors', one panel per experiment, log axes (their SP
-    spans 0.03 to 16), y = x marked; ∞ (no semantic win) and 0 on the edges, as triangles."""
+    """Our per-country SP against the authors' (log axes, y = x; ∞ and 0 on the edges)."""
     from matplotlib.ticker import FuncFormatter
 
     exps = sorted({r["experiment"] for r in rows}, reverse=True)

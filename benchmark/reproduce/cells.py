@@ -126,8 +126,7 @@ class Cell:
 
     @property
     def status(self) -> str:
-        """``ok``, ``outside`` (the tolerance), ``missing`` (ours not computed) or
-        ``unpublished`` (no published value)."""
+        """``ok``, ``outside`` (the tolerance), ``missing`` (ours) or ``unpublished``."""
         if self.paper is None:
             return "unpublished"
         if self.ours is None:

@@ -52,34 +52,27 @@ def xm_getter(column: str) -> tuple[str, Getter]:
     return kind, lambda res, _m: number(dig(_scores(res, "xm3600-i2t"), "overall", key))
 
 
+def _pct(v: float | None) -> float | None:
+    return None if v is None else v * 100
+
+
 def t2_getter(column: str) -> tuple[str, Getter]:
     """Table 2: overall win rates in % and SP of 3xcm."""
     if column == "SP":
         return "sp", lambda res, _m: number(dig(_scores(res, "3xcm"), "overall", "SP"))
     key = column.removesuffix("_pct")
-
-    def get(res: dict[str, ResultFile], _m: str | None) -> float | None:
-        v = number(dig(_scores(res, "3xcm"), "overall", key))
-        return None if v is None else v * 100
-
-    return "win_rate_pct", get
+    return "win_rate_pct", lambda res, _m: _pct(number(dig(_scores(res, "3xcm"), "overall", key)))
 
 
 def t11_getter(column: str) -> tuple[str, Getter]:
     """Table 11: per-country win rates in % (the row's metric names the win rate)."""
     code = _country(column)
-
-    def get(res: dict[str, ResultFile], metric: str | None) -> float | None:
-        v = number(dig(_scores(res, "3xcm"), "by_country", code, (metric or "").removesuffix(
-            "_pct")))
-        return None if v is None else v * 100
-
-    return "win_rate_pct", get
+    return "win_rate_pct", lambda res, m: _pct(number(dig(
+        _scores(res, "3xcm"), "by_country", code, (m or "").removesuffix("_pct"))))
 
 
 def t8_getter(column: str) -> tuple[str, Getter]:
-    """Table 8: per-country SP, text (TS) and image (IS) silhouette; the kind follows the
-    row's metric (``table_section`` gives SP rows the SP tolerance)."""
+    """Table 8: per-country SP, text (TS) and image (IS) silhouette, by the row's metric."""
     code = _country(column)
 
     def get(res: dict[str, ResultFile], metric: str | None) -> float | None:
@@ -138,8 +131,7 @@ def cell_se(key: str, column: str, metric: str | None, model: str | None,
 
 def table_section(table: PaperTable, ours: dict[str, tuple[str, dict[str, ResultFile]]],
                   paths: Paths | None = None) -> Section:
-    """Every cell of one paper table (``ours``: paper alias -> (our model, results by task);
-    ``paths``: (model, task) -> results file, for the standard errors of Tables 1 and 5)."""
+    """Every cell of one paper table (``ours``: paper alias -> (our model, results by task))."""
     getters = {c: GETTERS[table.key](c) for c in table.columns}
     flags = flags_by_cell()
     sec = Section(table.key, table.title, f"data/paper/{table.file} vs our {SOURCES[table.key]}")
@@ -180,9 +172,8 @@ def table_section(table: PaperTable, ours: dict[str, tuple[str, dict[str, Result
 
 def engine_section(table: PaperTable, ours: dict[str, tuple[str, dict[str, ResultFile]]]
                    ) -> Section | None:
-    """Tables 1 and 5 by engine (``xm3600-i2t --compare-engines``): per model the other
-    engine's value against the paper, and the run's engine minus the other on the same
-    embeddings (no published value: the difference the engine alone makes)."""
+    """Tables 1 and 5 by engine: per model the other engine's value against the paper, and the
+    run's engine minus the other on the same embeddings (no published value)."""
     sec = Section(f"{table.key}-engines", f"{table.title.split(':')[0]} by engine: the other "
                   "engine on the same embeddings, and the difference",
                   f"data/paper/{table.file} vs xm3600-i2t scores.engine_comparison")

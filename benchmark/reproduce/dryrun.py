@@ -73,8 +73,7 @@ def _recorded_part(d: Download, parts: dict[str, str]) -> str | None:
 
 
 def with_recorded(d: Download, plan: Plan) -> Download:
-    """An unpinned row with what the output dir's first run recorded for it
-    (``reproduce-pins.json``), else as it is."""
+    """An unpinned row with what the output dir's first run recorded for it, if anything."""
     if d.revision:
         return d
     recorded = pins.load(plan.output_dir / pins.PINS_FILE)
@@ -196,9 +195,8 @@ def items(job: Job, w: dict[tuple[str, str], int]) -> tuple[int, int]:
 
 
 def sized_rate(model: str, base: Rate) -> Rate:
-    """A paper model's per-item seconds in proportion to its Table 6 parameter count: the
-    paper's ~3 A100-hours per model (``base``, the same for all) redistributed so the ten
-    models' total is unchanged: ``base x P / mean(P)``. A ``measured`` family row wins."""
+    """A paper model's per-item seconds scaled by its Table 6 size (``base x P / mean(P)``: the
+    ten models' total unchanged); a measured family row wins."""
     from benchmark.reproduce.paper import alias_of
 
     params = {n: m.parameters for n, m in zoo.paper_models().items() if m.parameters is not None}
@@ -228,9 +226,8 @@ SUITE_FAMILIES = {
 
 
 def suite_rates(path: Path) -> dict[str, Rate]:
-    """Per paper model, the seconds per text and image that a GPU run of
-    ``tests/perf/gpu_suite.py --out FILE`` measured (random weights, the published sizes; the
-    RQ1 search is not included). A file that is not such a run is one line (exit 2)."""
+    """Per paper model, the seconds per text and image a ``tests/perf/gpu_suite.py --out FILE``
+    GPU run measured; any other file is one line (exit 2)."""
     from benchmark.reproduce.plan import PlanError
 
     try:
@@ -254,8 +251,7 @@ def suite_rates(path: Path) -> dict[str, Rate]:
 
 
 def estimate(plan: Plan, measured: dict[str, Rate] | None = None) -> list[JobEstimate]:
-    """Seconds per job: ``measured`` rates (:func:`suite_rates`) where given, else the family's
-    row of item_seconds.csv scaled by Table 6 size (:func:`sized_rate`)."""
+    """Seconds per job: ``measured`` rates where given, else item_seconds.csv by Table 6 size."""
     r, w = rates(), workload()
     out = []
     for job in plan.jobs:

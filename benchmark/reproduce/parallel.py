@@ -20,8 +20,7 @@ def parse_devices(spec: str) -> list[str]:
 
 
 def child_args(cfg: ReproduceConfig, model: str) -> list[str]:
-    """The ``reproduce`` flags of one model's process (its ``--device`` is added by the
-    launcher)."""
+    """The ``reproduce`` flags of one model's process (the launcher adds ``--device``)."""
     args = ["--output-dir", str(cfg.output_dir), "--models", model, "--tasks", cfg.tasks,
             "--xcm-dataset", cfg.xcm_dataset, "--xm3600-dataset", cfg.xm3600_dataset,
             "--bootstrap", str(cfg.bootstrap), "--no-compare"]
@@ -36,8 +35,8 @@ def child_args(cfg: ReproduceConfig, model: str) -> list[str]:
 
 
 def execute_on_devices(plan: Plan, cfg: ReproduceConfig, devices: list[str]) -> Summary:
-    """Run the plan's models concurrently over ``devices``; the outcome of every job, from
-    the state file the processes wrote (a job whose record did not change is up to date)."""
+    """Run the plan's models concurrently over ``devices``; every job's outcome, from the
+    state file the processes wrote (a job whose record did not change is up to date)."""
     before = load_state(plan.state_path)
     jobs = [launch.Job(m, child_args(cfg, m), name=m, command="reproduce")
             for m in plan.models]

@@ -25,8 +25,7 @@ class RevisionChanged(DataError):
 
 
 def model_revisions(spec: Any) -> dict[str, str]:
-    """What a loaded adapter's :class:`~benchmark.models.base.ModelSpec` says it found:
-    ``checkpoint`` and every ``*revision`` of ``extra`` (image tower, LoRA base)."""
+    """What a loaded adapter's spec found: ``checkpoint`` and every ``*revision`` of ``extra``."""
     out = {"checkpoint": f"{spec.checkpoint}@{spec.revision}"}
     extra = dict(getattr(spec, "extra", None) or {})
     for key, value in sorted(extra.items()):
@@ -53,9 +52,8 @@ def load(path: Path) -> dict[str, dict[str, Any]]:
 
 
 def check_and_record(path: Path, kind: str, name: str, value: Any, allow: bool) -> None:
-    """Record ``value`` for ``name`` (``kind``: models / datasets) the first time; raise
-    :class:`RevisionChanged` when it differs from the recorded one (unless ``allow``, which
-    records the new one). Read-modify-write under a lock (``--devices`` processes share it)."""
+    """Record ``value`` for ``name`` the first time; :class:`RevisionChanged` when it differs,
+    unless ``allow``. Under a lock (``--devices`` processes share the file)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path.with_name(path.name + ".lock"), "a+") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)

@@ -117,8 +117,7 @@ REPRODUCE_KIND = "3xcm-reproduce"
 
 
 def check_output_dir(path: Path) -> None:
-    """``--output-dir`` must be a folder we can write (created when missing): new, empty, or
-    one a reproduce run wrote (its marker); a folder holding anything else is refused."""
+    """``--output-dir`` must be new, empty or a reproduce run's (its marker); else refused."""
     problem = dir_problem(path)
     if problem:
         raise PlanError(f"--output-dir {path} {problem}")
@@ -162,8 +161,7 @@ class Job:
         return files.sha256_text(json.dumps(self.key(), sort_keys=True))
 
     def args(self, output_dir: Path, cache_dir: Path | None = None) -> list[str]:
-        """The arguments of ``run`` / ``analyze`` that produce this job's results file (no
-        ``--device``: a launcher adds it)."""
+        """The ``run`` / ``analyze`` arguments of this job (without ``--device``)."""
         common = ["--model", self.model, "--conventions", self.conventions, "--output-dir",
                   str(output_dir), "--seed", str(self.seed), "-q"]
         common += ["--cache-dir", str(cache_dir)] if cache_dir else []
@@ -236,8 +234,7 @@ def resolve_tasks(spec: str) -> list[str]:
 
 
 def profile_sha(model: str, profile: str) -> str | None:
-    """sha256 of what the conventions record of ``model`` under ``profile`` makes the adapter
-    do (its cache key): an edited record reruns the model's jobs."""
+    """sha256 of the conventions record of ``model`` (an edited record reruns its jobs)."""
     rec = model_conventions.resolve(model, profile)
     if rec is None:
         return None
@@ -245,8 +242,7 @@ def profile_sha(model: str, profile: str) -> str | None:
 
 
 def build_plan(cfg: ReproduceConfig) -> Plan:
-    """Every job of ``cfg``, model by model: the paper's models with the authors'
-    conventions, any other model (hash, a user's adapter) with its only, reference, one."""
+    """Every job of ``cfg``, model by model (the paper's with the authors' conventions)."""
     models, rqs = resolve_models(cfg.models), resolve_tasks(cfg.tasks)
     entries = registry.models()
     xcm = dataset_ref(cfg.xcm_dataset, cfg.xcm_revision, "--xcm-dataset") \
@@ -290,9 +286,8 @@ def load_state(path: Path) -> dict[str, dict[str, Any]]:
 
 def save_state(path: Path, state: dict[str, dict[str, Any]],
                names: Collection[str] | None = None) -> None:
-    """Write the state file; with ``names``, only those jobs' entries are written over what is
-    on disk now (read again under an exclusive lock), so processes that run other models'
-    jobs of the same plan (``--devices``) never undo each other's records."""
+    """Write the state; with ``names``, only those jobs' entries over what is on disk now (read
+    under a lock), so ``--devices`` processes never undo each other's records."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path.with_name(path.name + ".lock"), "a+") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)

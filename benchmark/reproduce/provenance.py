@@ -30,9 +30,7 @@ class ModelCheck:
 
 
 def recorded_conventions(settings: dict[str, Any]) -> str | None:
-    """The conventions profile a result records: ``settings.conventions`` as a name, or a
-    record with a ``profile`` / ``name`` field; None when the result records none (or a record
-    whose ``fields`` are null: a model without profiles, run with its adapter's own)."""
+    """The conventions profile a result records, or None (none, or a model without profiles)."""
     c = settings.get("conventions")
     if isinstance(c, str):
         return c
@@ -46,8 +44,7 @@ def recorded_conventions(settings: dict[str, Any]) -> str | None:
 
 
 def paper_checkpoints(model: str) -> dict[str, str | None]:
-    """Checkpoint -> pinned revision (None: unpinned) that are the paper model ``model``: the
-    zoo's entry, and the repos its authors' conventions load (the record's ``downloads``)."""
+    """Checkpoint -> pinned revision (None: unpinned) that are the paper model ``model``."""
     entry = registry.models().get(model)
     out: dict[str, str | None] = {}
     if entry is not None and entry.kwargs.get("checkpoint"):
@@ -83,8 +80,7 @@ def why_not_real(res: ResultFile) -> str:
 
 
 def check_model(model: str, alias: str | None, results: list[ResultFile]) -> ModelCheck:
-    """One check over every result of ``model`` (real only when all of them are; the
-    conventions its results record, those that record none left out)."""
+    """One check over every result of ``model`` (real only when all of them are)."""
     reasons = list(dict.fromkeys(r for r in (why_not_real(res) for res in results) if r))
     convs = {c for res in results if (c := recorded_conventions(res.settings)) is not None}
     first = results[0].model

@@ -73,16 +73,6 @@ def _md_table(head: list[str], rows: list[list[str]]) -> list[str]:
             + ["| " + " | ".join(r) + " |" for r in esc])
 
 
-def banner_lines(comp: Comparison) -> list[str]:
-    fakes = fake_models(comp)
-    if not fakes:
-        return []
-    out = ["> **These models are not the paper's real checkpoints: their numbers mean nothing "
-           "against the paper** (their rows are marked †):"]
-    out += [f"> - {m}: {why}" for m, why in fakes.items()]
-    return out + [""]
-
-
 CELL_HEAD = ["row", "column", "ours", "paper", "ours - paper", "in SE", "tolerance", "within"]
 PAPER_MARK = " ⚠ paper's own counts disagree"
 
@@ -115,7 +105,10 @@ def to_markdown(comp: Comparison, ctx: Context) -> str:
     fakes = fake_models(comp)
     md = [f"# {TITLE}", "", f"Generated {now_iso()} by benchmark {__version__} from "
           f"{ctx.n_files} results file(s) in `{ctx.results_dir}`.", ""]
-    md += banner_lines(comp)
+    if fakes:
+        md += ["> **These models are not the paper's real checkpoints: their numbers mean "
+               "nothing against the paper** (their rows are marked †):",
+               *(f"> - {m}: {why}" for m, why in fakes.items()), ""]
     md += ["## Models", ""]
     md += _md_table(MODEL_HEAD, model_rows(comp))
     if comp.unmatched:
@@ -187,15 +180,14 @@ def to_csv(comp: Comparison) -> str:
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(["section", "row", "column", "model", "kind", "ours", "paper", "paper_decimals",
                 "diff", "tolerance", "status", "se", "diff_in_se", "paper_flag"])
+    def r(x: float | None) -> str:
+        return "" if x is None else repr(x)
+
     for s in comp.sections:
         for c in s.cells:
-            w.writerow([s.key, c.row, c.column, c.model or "", c.kind,
-                        "" if c.ours is None else repr(c.ours),
-                        "" if c.paper is None else repr(c.paper),
-                        "" if c.decimals is None else c.decimals,
-                        "" if c.diff is None else repr(c.diff), c.tolerance.label(), c.status,
-                        "" if c.se is None else repr(c.se),
-                        "" if c.diff_se is None else repr(c.diff_se), c.paper_flag])
+            w.writerow([s.key, c.row, c.column, c.model or "", c.kind, r(c.ours), r(c.paper),
+                        "" if c.decimals is None else c.decimals, r(c.diff), c.tolerance.label(),
+                        c.status, r(c.se), r(c.diff_se), c.paper_flag])
     return buf.getvalue()
 
 

@@ -47,16 +47,13 @@ class JobOutcome:
 class Summary:
     outcomes: list[JobOutcome] = field(default_factory=list)
 
-    def count(self, status: str) -> int:
-        return sum(o.status == status for o in self.outcomes)
-
     @property
     def ran(self) -> int:
-        return self.count("ran")
+        return sum(o.status == "ran" for o in self.outcomes)
 
     @property
     def up_to_date(self) -> int:
-        return self.count("up-to-date")
+        return sum(o.status == "up-to-date" for o in self.outcomes)
 
     @property
     def failed(self) -> list[JobOutcome]:
@@ -64,8 +61,7 @@ class Summary:
 
 
 def check_dataset(ctx: RunContext, job: Job, cfg: object, pin: Callable | None) -> None:
-    """An unpinned hub dataset: its data fingerprint recorded by the first run, any other
-    refused (:mod:`benchmark.reproduce.pins`); loads the data into the run's memo."""
+    """An unpinned hub dataset's data fingerprint, recorded by the first run, else checked."""
     ds = job.dataset
     if pin is None or ds.local or ds.revision:
         return
@@ -81,8 +77,7 @@ def check_dataset(ctx: RunContext, job: Job, cfg: object, pin: Callable | None) 
 
 
 def run_job(ctx: RunContext, job: Job, pin: Callable | None = None) -> Path:
-    """Produce one job's results file with the model already loaded in ``ctx`` (``pin``:
-    records and checks an unpinned dataset's fingerprint, :func:`check_dataset`)."""
+    """Produce one job's results file with the model already loaded in ``ctx``."""
     ds = job.dataset
     if job.task == "analysis":
         cfg = AnalyzeConfig(dataset=ds.spec, revision=ds.revision, seed=job.seed,
@@ -104,8 +99,7 @@ def run_job(ctx: RunContext, job: Job, pin: Callable | None = None) -> Path:
 
 def execute(plan: Plan, settings: ExecSettings | None = None,
             opener: Callable[[RunConfig], RunContext] | None = None) -> Summary:
-    """Run every job of ``plan`` that is not up to date; returns what happened to each
-    (``opener`` loads a model, default :func:`benchmark.tasks.base.open_context`)."""
+    """Run every job of ``plan`` that is not up to date; what happened to each."""
     s = settings or ExecSettings()
     open_ctx = opener or open_context
     state = load_state(plan.state_path)

@@ -23,8 +23,7 @@ WIN_KEYS = ("M_sem", "M_cul", "M_non")
 
 
 def group_se(group: dict | None, label: str = "") -> dict[str, float | None]:
-    """Bootstrap standard errors of ``M_sem``, ``M_cul``, ``M_non`` (fractions) and ``SP`` of
-    one group summary of a 3xcm result (its win counts)."""
+    """Bootstrap standard errors of M_sem, M_cul, M_non and SP of one 3xcm group summary."""
     none: dict[str, float | None] = dict.fromkeys((*WIN_KEYS, "SP"))
     if not isinstance(group, dict):
         return none
@@ -54,7 +53,7 @@ _MEMO: dict[tuple[str, str, tuple[str, ...]], dict[str, float | None]] = {}
 
 def query_mean_se(path: Path, res: ResultFile, columns: list[str]) -> dict[str, float | None]:
     """Bootstrap standard errors of the means of ``columns`` of the per-query outcomes
-    recorded beside the results file at ``path`` (None where the file or column is absent)."""
+    (None where the file or column is absent)."""
     rec = getattr(res, "outcomes", None)
     key = (str(path), str(rec.get("sha256")) if isinstance(rec, dict) else "", tuple(columns))
     if key in _MEMO:

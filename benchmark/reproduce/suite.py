@@ -56,11 +56,9 @@ def write_comparison(plan: Plan, authors_folder: Path | None = None) -> tuple[Co
     col = collect([plan.results_dir])
     comp = compare(col, authors_folder)
     ctx = render.Context(str(plan.results_dir), len(col.paths), failures_of(plan))
-    by_conv: dict[str, list[str]] = {}
+    by_conv: dict[str, dict[str, None]] = {}
     for j in plan.jobs:
-        models = by_conv.setdefault(j.conventions, [])
-        if j.model not in models:
-            models.append(j.model)
+        by_conv.setdefault(j.conventions, {})[j.model] = None
     ctx.notes.append("Conventions of this plan: " + "; ".join(
         f"{c} ({', '.join(ms)})" for c, ms in by_conv.items()) + ". Datasets: "
         + ", ".join(sorted({j.dataset.spec for j in plan.jobs})) + ".")
@@ -82,11 +80,9 @@ def reproduce(cfg: ReproduceConfig, endpoint: str | None = None) -> Outcome:
         raise PlanError("--devices and --device: give one of them")
     check_output_dir(plan.output_dir)
     summary = None
-    if cfg.compare_only:
-        pass
-    elif devices:
+    if devices and not cfg.compare_only:
         summary = execute_on_devices(plan, cfg, devices)
-    else:
+    elif not cfg.compare_only:
         settings = ExecSettings(cache_dir=cfg.cache_dir, no_cache=cfg.no_cache,
                                 device=cfg.device, batch_size=cfg.batch_size,
                                 allow_revision_change=cfg.allow_revision_change)
