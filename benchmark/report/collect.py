@@ -48,9 +48,7 @@ class Collection:
     def _keys(self) -> dict[tuple[str, str], Key]:
         """(model, task) -> the key of its newest run (computed once, not per lookup)."""
         if self._newest is None:
-            newest: dict[tuple[str, str], Key] = {}
-            for k in sorted(self.runs, key=lambda k: self.runs[k].date):
-                newest[k[:2]] = k
+            newest = {k[:2]: k for k in sorted(self.runs, key=lambda k: self.runs[k].date)}
             self._newest = dict(sorted(newest.items()))
         return self._newest
 

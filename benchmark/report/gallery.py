@@ -59,8 +59,6 @@ def js_assign(var: str, key: str | None, obj: Any) -> str:
     return f"window.{var}=window.{var}||{{}};window.{var}[{json.dumps(key)}]={body};\n"
 
 
-# -- thumbnails -------------------------------------------------------------------------------
-
 def thumbnail(data: bytes, px: int = THUMB_PX) -> bytes:
     """A JPEG at most ``px`` on its longer side (decoded under the pixel cap)."""
     from core.decode import decode_image
@@ -114,8 +112,7 @@ def _write_thumb(store: ImageStore, iid: str, dest: Path) -> bool:
 
 
 def open_images(candidates: list[str]) -> tuple[ImageStore | None, str | None]:
-    """The images of the first local dataset or image folder among ``candidates``, else
-    (None, why); hub ids are never fetched."""
+    """The images of the first local dataset or folder in ``candidates``, else (None, why)."""
     from benchmark.data.layouts import XCMSource, open_xcm
 
     tried = []
@@ -139,13 +136,10 @@ def open_images(candidates: list[str]) -> tuple[ImageStore | None, str | None]:
         " (pass --gallery-dataset)"
 
 
-# -- data files ---------------------------------------------------------------------------------
-
 def usable_outcomes(out: GalleryOut, task: str, model: str, path: Path, r: ResultFile,
                     need: list[str], old: list[str]) -> pd.DataFrame | None:
-    """A run's outcomes with the ``need`` columns, else None: a model whose outcomes lack
-    them (an older version wrote them) goes to ``old`` (:func:`note_old`), any other why to
-    a note."""
+    """A run's outcomes with the ``need`` columns, else None and why: an older version's
+    outcomes put the model in ``old`` (:func:`note_old`), anything else is a note."""
     from benchmark.report.compare import CompareError, load_outcomes
 
     rec, df = getattr(r, "outcomes", None), None
@@ -220,8 +214,6 @@ def write(path: Path, text: str, out: GalleryOut) -> None:
     files.atomic_write_text(path, text)
     out.written.append(path)
 
-
-# -- the galleries --------------------------------------------------------------------------------
 
 def association_galleries(col: Collection, gallery: Path, task: str, datasets: list[Path],
                           page_size: int, out: GalleryOut) -> None:

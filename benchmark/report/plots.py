@@ -64,8 +64,7 @@ def _grid(n: int, ncols: int = 2, w: float = 6.5, h: float = 3.2) -> tuple[Any, 
 
 def sp_limits(values: list[float | None], points: list[float | None] | None = None
               ) -> tuple[float, float]:
-    """One log range for every SP panel of a figure: the values and 1, interval ends at most
-    10 times beyond the points."""
+    """One log range for every SP panel of a figure: the values, 1, and ends near the points."""
     v = [x for x in values if x is not None and 0 < x < math.inf]
     p = [x for x in (points if points is not None else values)
          if x is not None and 0 < x < math.inf] or [1.0]
@@ -159,8 +158,7 @@ def sp_colours(m: np.ndarray) -> np.ndarray:
 
 
 def _sp_grid(rows: dict[str, dict[str, Any]], row_labels: list[str], path: Path, title: str,
-             margins: tuple[float, float], xlabel: str | None = None,
-             ylabel: str | None = None) -> None:
+             margins: tuple[float, float], xlabel: str = "", ylabel: str = "") -> None:
     """A heat map of SP (row -> country -> scores), values in the cells, on the one scale
     :data:`SP_SCALE` stated in the colour bar, so two heat maps compare by eye."""
     plt = style.setup()
@@ -182,11 +180,7 @@ def _sp_grid(rows: dict[str, dict[str, Any]], row_labels: list[str], path: Path,
                 va="center", fontsize=7, color="white" if dark else "black")
     ax.set_xticks(range(len(codes)), codes, rotation=60, ha="right")
     ax.set_yticks(range(len(keys)), row_labels)
-    if xlabel:
-        ax.set_xlabel(xlabel)
-    if ylabel:
-        ax.set_ylabel(ylabel)
-    ax.set_title(title)
+    ax.set(xlabel=xlabel, ylabel=ylabel, title=title)
     ticks = [0.25, 0.5, 1, 2, 4]
     bar = fig.colorbar(im, ax=ax, shrink=0.8, extend="both")
     bar.set_ticks(np.log2(ticks), labels=["≤0.25", "0.5", "1", "2", "≥4"])
@@ -215,10 +209,7 @@ def rank_by_tier(models: dict[str, dict[str, Any]], path: Path, n_queries: dict[
             ax.plot(np.arange(1, len(y) + 1), y, label=tier, lw=1.4, color=colour)
             if tier in pool:
                 ax.axhline(pool[tier] / ptotal, color=colour, lw=0.9, ls="--")
-        ax.set_title(name)
-        ax.set_xlabel("rank")
-        ax.set_ylabel("share of retrieved captions")
-        ax.set_ylim(0, 1)
+        ax.set(title=name, xlabel="rank", ylabel="share of retrieved captions", ylim=(0, 1))
         ax.legend(title="tier" + ("\n(dashed: pool share)" if pool else ""), frameon=False,
                   loc="upper left", bbox_to_anchor=(1.0, 1.0))
     fig.suptitle("XM3600 image -> text: language tier of the caption at each rank", fontsize=11)
@@ -303,16 +294,11 @@ def authors_scatter(rows: list[dict[str, Any]], path: Path) -> None:
             ax.scatter(*pts[edge].T, s=36, color=cmap(i % 10), marker="^",
                        edgecolors="black")
         ax.plot([lo, hi], [lo, hi], color="grey", lw=0.8, ls="--")
-        ax.set_xscale("log")
-        ax.set_yscale("log")
+        ax.set(xscale="log", yscale="log", xlim=(lo, hi), ylim=(lo, hi), xlabel="authors' SP",
+               ylabel="our SP", title=f"per country, {exp}")
         for axis in (ax.xaxis, ax.yaxis):  # plain numbers, not mathtext powers of ten
             axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
             axis.set_minor_formatter(FuncFormatter(_minor_label))
-        ax.set_xlim(lo, hi)
-        ax.set_ylim(lo, hi)
-        ax.set_xlabel("authors' SP")
-        ax.set_ylabel("our SP")
-        ax.set_title(f"per country, {exp}")
         ax.legend(frameon=False, fontsize=7, title="▲ on an edge: ∞ or 0", title_fontsize=7)
     style.save(fig, path)
 

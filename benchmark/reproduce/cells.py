@@ -112,17 +112,13 @@ class Cell:
 
     @property
     def diff(self) -> float | None:
-        if self.ours is None or self.paper is None:
-            return None
-        return self.ours - self.paper
+        return None if self.ours is None or self.paper is None else self.ours - self.paper
 
     @property
     def diff_se(self) -> float | None:
         """``diff`` in units of our bootstrap standard error (None without one)."""
         d = self.diff
-        if d is None or self.se is None or self.se <= 0:
-            return None
-        return d / self.se
+        return d / self.se if d is not None and self.se is not None and self.se > 0 else None
 
     @property
     def status(self) -> str:

@@ -22,7 +22,7 @@ from core import datatables
 log = logging.getLogger(__name__)
 
 SILHOUETTE = "euclidean"  # the authors' silhouette distance (raw embeddings)
-Getter = Callable[[dict[str, ResultFile], str | None], float | None]
+Getter = Callable[[dict[str, ResultFile], str | None], float | None]  # (results, metric) -> ours
 
 
 @dataclass
@@ -43,7 +43,6 @@ def _country(label: str) -> str:
     return datatables.country(label).code
 
 
-# -- column getters: (our results of one model by task, row metric) -> our value ----------------
 def xm_getter(column: str) -> tuple[str, Getter]:
     """Tables 1 and 5: the xm3600-i2t overall score of ``column`` (NDCG: the authors' ideal)."""
     kind = "accuracy" if column.startswith("accuracy") else "ndcg" if column.startswith(
@@ -202,7 +201,6 @@ def engine_section(table: PaperTable, ours: dict[str, tuple[str, dict[str, Resul
     return sec
 
 
-# -- the authors' RQ2 CSVs -----------------------------------------------------------------------
 def merge(groups: list[dict[str, Any]]) -> dict[str, Any] | None:
     """Several of our group summaries pooled into one (wins summed, z-means weighted by n)."""
     if not groups:
@@ -284,7 +282,6 @@ def authors_sections(col: Collection, folder: Path | None = None) -> list[Sectio
     return out
 
 
-# -- everything -----------------------------------------------------------------------------------
 def ours_by_alias(col: Collection) -> tuple[dict[str, tuple[str, dict[str, ResultFile]]],
                                              list[str]]:
     """paper alias -> (our model, its results by task); and our models with no paper alias."""

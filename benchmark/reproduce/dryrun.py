@@ -45,8 +45,10 @@ def downloads(plan: Plan) -> list[Download]:
     def add(repo: str, kind: str, rev: str | None, role: str, model: str, note: str = "") -> None:
         key = (repo, kind, rev)
         old = found.get(key)
-        found[key] = replace(old, models=(*old.models, model)) if old else Download(
-            repo, kind, rev, role, (model,), note=note)
+        if old is None:
+            found[key] = Download(repo, kind, rev, role, (model,), note=note)
+        elif model not in old.models:
+            found[key] = replace(old, models=(*old.models, model))
 
     for model in plan.models:
         mine = records[model].pinned_downloads() if model in records else ()
@@ -59,8 +61,7 @@ def downloads(plan: Plan) -> list[Download]:
         if not ds.local:
             role = "XM3600 (RQ1)" if job.task == "xm3600-i2t" else "3XCM (RQ2)"
             add(ds.spec, "dataset", ds.revision, role, job.model)
-    out = [replace(d, models=tuple(dict.fromkeys(d.models))) for d in found.values()]
-    return [with_recorded(d, plan) for d in out]
+    return [with_recorded(d, plan) for d in found.values()]
 
 
 def _recorded_part(d: Download, parts: dict[str, str]) -> str | None:
@@ -124,12 +125,9 @@ def repo_size(d: Download, endpoint: str | None, timeout: float) -> Download:
 
     api = HfApi(endpoint=endpoint)
     info_fn = api.dataset_info if d.repo_type == "dataset" else api.model_info
-
-    def call() -> Any:
-        return info_fn(d.repo, revision=d.revision, files_metadata=True, timeout=timeout)
-
     try:
-        info = with_deadline(call, timeout + 1.0)
+        info = with_deadline(lambda: info_fn(d.repo, revision=d.revision, files_metadata=True,
+                                             timeout=timeout), timeout + 1.0)
     except Exception as e:  # noqa: BLE001 - network, DNS, timeout, 404: one note per repo
         status = getattr(getattr(e, "response", None), "status_code", None)
         why = f"hub lookup failed (HTTP {status})" if status else f"hub unreachable ({one_line(e)})"
@@ -145,7 +143,6 @@ def _join(*parts: str) -> str:
     return "; ".join(p for p in parts if p)
 
 
-# -- GPU hours --------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Rate:
     family: str

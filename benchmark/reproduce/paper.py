@@ -21,8 +21,7 @@ class PaperValue:
 
 @dataclass(frozen=True)
 class PaperRow:
-    """One row: the model's Table 6 alias, its printed name, the metric (per-country tables)
-    and the values by column."""
+    """One row: the model's Table 6 alias, its printed name, its metric, the values by column."""
 
     model: str
     printed: str

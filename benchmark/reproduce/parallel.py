@@ -15,10 +15,6 @@ from benchmark.reproduce.run import JobOutcome, Summary
 log = logging.getLogger(__name__)
 
 
-def parse_devices(spec: str) -> list[str]:
-    return [d.strip() for d in spec.split(",") if d.strip()]
-
-
 def child_args(cfg: ReproduceConfig, model: str) -> list[str]:
     """The ``reproduce`` flags of one model's process (the launcher adds ``--device``)."""
     args = ["--output-dir", str(cfg.output_dir), "--models", model, "--tasks", cfg.tasks,

@@ -207,9 +207,7 @@ def resolve_models(spec: str) -> list[str]:
     """``paper`` and/or registered names (``family:arg`` and ``module:Class`` pass through)."""
     entries = registry.models()
     out: list[str] = []
-    for tok in (t.strip() for t in spec.split(",")):
-        if not tok:
-            continue
+    for tok in filter(None, (t.strip() for t in spec.split(","))):
         if tok.lower() == "paper":
             out += [n for n, e in entries.items() if e.paper]
         elif tok in entries or ":" in tok:
@@ -268,7 +266,6 @@ def build_plan(cfg: ReproduceConfig) -> Plan:
     return Plan(tuple(jobs), Path(cfg.output_dir))
 
 
-# -- state -----------------------------------------------------------------------------------
 def load_state(path: Path) -> dict[str, dict[str, Any]]:
     """Job name -> its last record; an unreadable state file is ignored (everything reruns)."""
     if not path.is_file():

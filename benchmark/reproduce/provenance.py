@@ -34,12 +34,8 @@ def recorded_conventions(settings: dict[str, Any]) -> str | None:
     c = settings.get("conventions")
     if isinstance(c, str):
         return c
-    if isinstance(c, dict) and "fields" in c and c["fields"] is None:
-        return None
-    if isinstance(c, dict):
-        for k in ("profile", "name"):
-            if isinstance(c.get(k), str):
-                return c[k]
+    if isinstance(c, dict) and not ("fields" in c and c["fields"] is None):
+        return next((c[k] for k in ("profile", "name") if isinstance(c.get(k), str)), None)
     return None
 
 

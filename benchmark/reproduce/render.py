@@ -11,6 +11,7 @@ from pathlib import Path
 from benchmark.report import page
 from benchmark.reproduce.cells import TOLERANCES, Cell, Section
 from benchmark.reproduce.compare import Comparison
+from benchmark.reproduce.plan import REPRODUCE_KIND
 from benchmark.results import now_iso
 from core import __version__, files
 
@@ -39,10 +40,8 @@ def grouped(failures: list[tuple[str, str]]) -> list[tuple[list[str], str]]:
 
 def fmt(x: float | None, cell: Cell, sign: bool = False) -> str:
     if x is None:
-        return "missing" if not sign else "-"
-    if cell.kind == "count":
-        return f"{x:+.0f}" if sign else f"{x:.0f}"
-    nd = (cell.decimals + 2) if cell.decimals is not None else 4
+        return "-" if sign else "missing"
+    nd = 0 if cell.kind == "count" else 4 if cell.decimals is None else cell.decimals + 2
     return f"{x:+.{nd}f}" if sign else f"{x:.{nd}f}"
 
 
@@ -197,5 +196,5 @@ def write(comp: Comparison, out_dir: Path, ctx: Context) -> dict[str, Path]:
     files.atomic_write_text(paths["md"], to_markdown(comp, ctx))
     files.atomic_write_text(paths["html"], to_html(comp, ctx))
     files.atomic_write_text(paths["csv"], to_csv(comp))
-    files.mark_folder(out_dir, "3xcm-reproduce", paths.values())
+    files.mark_folder(out_dir, REPRODUCE_KIND, paths.values())
     return paths

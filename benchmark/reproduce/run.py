@@ -110,26 +110,24 @@ def execute(plan: Plan, settings: ExecSettings | None = None,
 
     summary = Summary()
     for model in plan.models:
-        jobs = [j for j in plan.jobs if j.model == model]
-        todo: list[Job] = []
-        why_run: dict[str, str] = {}
-        for job in jobs:
+        todo: dict[Job, str] = {}  # job -> why it runs
+        for job in (j for j in plan.jobs if j.model == model):
             done, why = up_to_date(plan, job, state.get(job.name))
             if done:
                 summary.outcomes.append(JobOutcome(job, "up-to-date", 0.0,
                                                    plan.result_path(job), why))
             else:
                 log.info("%s: runs (%s)", job.name, why)
-                todo.append(job)
-                why_run[job.name] = why
+                todo[job] = why
         if not todo:
             continue
+        first = next(iter(todo))
         t0 = time.perf_counter()
         try:
             ctx: RunContext | None = open_ctx(RunConfig(
                 model=model, output_dir=plan.results_dir, cache_dir=s.cache_dir,
-                no_cache=s.no_cache, device=s.device, dtype=todo[0].dtype,
-                batch_size=s.batch_size, quiet=True, conventions=todo[0].conventions))
+                no_cache=s.no_cache, device=s.device, dtype=first.dtype,
+                batch_size=s.batch_size, quiet=True, conventions=first.conventions))
             pin("models", model, pins.model_revisions(ctx.adapter.spec))  # type: ignore[union-attr]
         except Exception as e:  # noqa: BLE001 - any load failure fails this model's jobs only
             reason = one_line(e)
@@ -153,7 +151,7 @@ def execute(plan: Plan, settings: ExecSettings | None = None,
             else:
                 record(state, job, "ok", time.perf_counter() - t1, path)
                 summary.outcomes.append(JobOutcome(job, "ran", time.perf_counter() - t1, path,
-                                                   why_run[job.name]))
+                                                   todo[job]))
             save_state(plan.state_path, state, [job.name])
         ctx = None  # the model dropped, and the GPU memory it held, before the next one
         gc.collect()

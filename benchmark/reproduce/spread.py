@@ -52,8 +52,7 @@ _MEMO: dict[tuple[str, str, tuple[str, ...]], dict[str, float | None]] = {}
 
 
 def query_mean_se(path: Path, res: ResultFile, columns: list[str]) -> dict[str, float | None]:
-    """Bootstrap standard errors of the means of ``columns`` of the per-query outcomes
-    (None where the file or column is absent)."""
+    """Bootstrap standard errors of the means of ``columns`` of the per-query outcomes."""
     rec = getattr(res, "outcomes", None)
     key = (str(path), str(rec.get("sha256")) if isinstance(rec, dict) else "", tuple(columns))
     if key in _MEMO:

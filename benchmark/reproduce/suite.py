@@ -9,7 +9,7 @@ from pathlib import Path
 from benchmark.report.collect import collect
 from benchmark.reproduce import dryrun, render
 from benchmark.reproduce.compare import Comparison, compare
-from benchmark.reproduce.parallel import execute_on_devices, parse_devices
+from benchmark.reproduce.parallel import execute_on_devices
 from benchmark.reproduce.plan import (
     Plan,
     PlanError,
@@ -41,12 +41,9 @@ class Outcome:
 def failures_of(plan: Plan) -> list[tuple[str, str]]:
     """(job, reason) of the plan's jobs whose last run, with this plan, failed (state file)."""
     state = load_state(plan.state_path)
-    out = []
-    for job in plan.jobs:
-        entry = state.get(job.name) or {}
-        if entry.get("status") == "failed" and entry.get("fingerprint") == job.fingerprint():
-            out.append((job.name, str(entry.get("error") or "failed")))
-    return out
+    return [(j.name, str(e.get("error") or "failed")) for j in plan.jobs
+            if (e := state.get(j.name) or {}).get("status") == "failed"
+            and e.get("fingerprint") == j.fingerprint()]
 
 
 def write_comparison(plan: Plan, authors_folder: Path | None = None) -> tuple[Comparison,
@@ -73,7 +70,7 @@ def reproduce(cfg: ReproduceConfig, endpoint: str | None = None) -> Outcome:
         measured = dryrun.suite_rates(cfg.gpu_suite) if cfg.gpu_suite else None
         return Outcome(plan, dry_run=dryrun.format_dry_run(plan, items,
                                                            dryrun.estimate(plan, measured)))
-    devices = parse_devices(cfg.devices) if cfg.devices else []
+    devices = [d.strip() for d in (cfg.devices or "").split(",") if d.strip()]
     if cfg.devices and not devices:
         raise PlanError("--devices: empty list")
     if devices and cfg.device:
