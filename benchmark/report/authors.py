@@ -1,12 +1,7 @@
 """Our 3XCM numbers next to the paper authors' published ones (``data/authors_rq2/``).
 
-The authors' aggregated CSVs give, per model and experiment (``text-to-image`` = our task
-``3xcm``, ``image-to-image`` = ``3xcm-i2i``), the semantic (A), cultural (B) and
-non-relevant (C) win counts and mean z-scores, overall and per country. Their SP is
-``B_wins / A_wins`` and ``M_sem = A_wins / (A + B + C)``; ours come from the results files.
-Our model names map to theirs through the one table ``data/authors_rq2/model_names.csv``; a
-model whose own name is one of theirs (any case) matches too. Their country names map to ISO
-codes through :func:`core.datatables.country`. Differences are ours minus theirs.
+Their SP is ``B_wins / A_wins`` (A semantic, B cultural, C non-relevant wins); model names map
+through ``model_names.csv`` (or the same name, any case). Differences are ours minus theirs.
 """
 
 from __future__ import annotations
@@ -39,8 +34,7 @@ DIFFS = (("M_sem", "M_sem"), ("M_cul", "M_cul"), ("M_non", "M_non"), ("SP", "SP"
 
 
 def csv_rows(name: str, folder: Path | None = None) -> list[dict[str, str]]:
-    """Rows of one of the authors' CSVs: ``data/authors_rq2/<name>`` through the tables loader,
-    or ``folder/<name>`` of a folder the user named (``--authors-dir``)."""
+    """Rows of one of the authors' CSVs: ``data/authors_rq2/<name>``, or ``folder/<name>``."""
     if folder is None:
         return datatables.data_csv(f"authors_rq2/{name}")
     text = (folder / name).read_text(encoding="utf-8")
@@ -52,17 +46,6 @@ def model_names(folder: Path | None = None) -> dict[str, str]:
     return {r["model"]: r["authors_model"] for r in csv_rows("model_names.csv", folder)}
 
 
-def _read(name: str, folder: Path | None) -> pd.DataFrame:
-    """A CSV with Python's own number parsing (exact round trip of the written floats)."""
-    rows = csv_rows(name, folder)
-    for r in rows:
-        for k in WIN_COLS:
-            r[k] = int(r[k])
-        for k in Z_COLS:
-            r[k] = float(r[k])
-    return pd.DataFrame(rows)
-
-
 SCOPES = {"overall": ("overall_aggregated.csv", None),
           "country": ("country_aggregated.csv", "country"),
           "language": ("language_aggregated.csv", "native_language"),
@@ -70,23 +53,21 @@ SCOPES = {"overall": ("overall_aggregated.csv", None),
 
 
 def load_scope(scope: str, folder: Path | None = None) -> pd.DataFrame:
-    """The authors' rows of one scope (overall, country, language, concept): ``group`` (their
-    country / language / concept name as written, '' overall), ``authors_model``,
-    ``experiment``, the A/B/C wins (int) and z-scores (floats parsed exactly as written)."""
+    """The authors' rows of one scope: ``group`` ('' overall), ``authors_model``, ``experiment``,
+    the A/B/C wins (int) and z-scores (floats parsed exactly as written)."""
     name, column = SCOPES[scope]
-    df = _read(name, folder)
+    rows = csv_rows(name, folder)  # Python's own number parsing: the written floats exactly
+    df = pd.DataFrame([{**r, **{k: int(r[k]) for k in WIN_COLS},
+                        **{k: float(r[k]) for k in Z_COLS}} for r in rows])
     if column is None:
         df.insert(0, "group", "")
-    else:
-        df = df.rename(columns={column: "group"})
+    df = df.rename(columns={column or "group": "group", "model": "authors_model"})
     df.insert(0, "scope", scope)
-    df = df.rename(columns={"model": "authors_model"})
     return df.astype({c: "int64" for c in WIN_COLS})
 
 
 def load_authors(folder: Path | None = None) -> pd.DataFrame:
-    """Overall and per-country rows: scope, country (ISO code, '' overall), authors_model,
-    experiment, A/B/C wins (int) and z-scores (floats parsed exactly as written)."""
+    """Overall and per-country rows, the country as an ISO code ('' overall)."""
     country = load_scope("country", folder)
     country["group"] = [datatables.country(n).code for n in country["group"]]
     df = pd.concat([load_scope("overall", folder), country], ignore_index=True)

@@ -1,11 +1,6 @@
 """``build_report``: leaderboard, figures and the comparison with the authors, from any set of
-results files (what is absent is left out, never an error).
-
-The report scales with the number of models: tables hold every model; a figure shows at most
-:data:`MAX_MODELS` of them (panels or heat-map rows, the lowest SP first, its caption says
-so); figures, like tables, are split by data fingerprint. The output folder is claimed before
-anything is written, so an interrupted report resumes with the same command; a malformed
-results or outcomes file costs its own figure or gallery page, with a note.
+results files (what is absent is left out, never an error). Tables hold every model, a figure
+at most :data:`MAX_MODELS`; a malformed file costs its own figure or page, with a note.
 """
 
 from __future__ import annotations
@@ -28,20 +23,17 @@ from core import __version__, files
 log = logging.getLogger(__name__)
 
 MAX_MODELS = 12  # models in one figure (panels, heat-map rows); every model is in the tables
-Figures = list[tuple[Path, str]]
 
 
 def per_dataset(col: Collection, tasks: tuple[str, ...]) -> list[tuple[str, str, Collection]]:
-    """(file-name suffix, caption suffix, runs) per data fingerprint of ``tasks``; no suffix
-    when there is one dataset."""
+    """(file-name suffix, caption suffix, runs) per data fingerprint of ``tasks``."""
     fps = col.fingerprints(tasks)
     return [("" if len(fps) == 1 else f"-{fp[:12]}", "" if len(fps) == 1 else f", data {fp[:12]}",
              col.subset(fp)) for fp in fps]
 
 
 def shown(res: dict[str, ResultFile], field: str = "SP") -> tuple[dict[str, ResultFile], str]:
-    """At most :data:`MAX_MODELS` runs, lowest overall ``field`` first, and the caption's note
-    when some are left out."""
+    """At most :data:`MAX_MODELS` runs, lowest overall ``field`` first, and the caption's note."""
     def key(m: str) -> tuple[bool, float, str]:
         v = (res[m].scores.get("overall") or {}).get(field)
         ok = isinstance(v, int | float) and math.isfinite(v)
@@ -54,8 +46,7 @@ def shown(res: dict[str, ResultFile], field: str = "SP") -> tuple[dict[str, Resu
 
 
 class FigureMaker:
-    """Draws figures into ``fig_dir`` at once (``draw(data, path, *rest)``); a figure that
-    fails on malformed scores is left out with a note, never the report."""
+    """Draws figures into ``fig_dir``; one failing on malformed scores is left out, noted."""
 
     def __init__(self, col: Collection, fig_dir: Path, problems: list[str]):
         self.col, self.fig_dir, self.problems, self.out = col, fig_dir, problems, []
@@ -128,8 +119,7 @@ CORRELATION_NOTE = (f"r: Pearson with a 95% interval (Fisher z); ρ: Spearman; e
 
 
 def analysis_part(col: Collection, fig: FigureMaker) -> page.Table:
-    """The silhouette correlations of every model, and the PNGs that ``analyze`` wrote (copied
-    into the figures, for at most :data:`MAX_MODELS` models)."""
+    """Every model's silhouette correlations, and the PNGs ``analyze`` wrote (copied)."""
     rows = []
     for i, (model, r) in enumerate(sorted(col.task("analysis").items())):
         for metric, c in (r.scores.get("correlations") or {}).items():
@@ -154,8 +144,7 @@ def analysis_part(col: Collection, fig: FigureMaker) -> page.Table:
 
 def authors_part(col: Collection, output: Path, folder: Path | None,
                  fig: FigureMaker) -> tuple[str, list, dict]:
-    """The comparison files, its Markdown, its HTML blocks and scatter (nothing when no model
-    has published numbers)."""
+    """The comparison files, its Markdown, HTML blocks and scatter (nothing without numbers)."""
     comp = authors.compare(col, folder)
     if comp.empty:
         return "", [], {}
@@ -173,8 +162,7 @@ def authors_part(col: Collection, output: Path, folder: Path | None,
 
 
 def leaderboard_part(col: Collection) -> tuple[list[str], list[tuple[str, list]]]:
-    """The leaderboards (one per data fingerprint) and the per-country SP tables of each,
-    as Markdown lines and HTML sections."""
+    """The leaderboards and per-country SP tables, as Markdown lines and HTML sections."""
     md: list[str] = []
     sections: list[tuple[str, list]] = []
     boards = leaderboard.boards(col)
@@ -191,7 +179,8 @@ def leaderboard_part(col: Collection) -> tuple[list[str], list[tuple[str, list]]
             t = leaderboard.country_table(sub, task, col.labels)
             if t is not None:
                 head = f"SP by country, {what} ({task}){data}"
-                inf = [leaderboard.INFINITE_NOTE] if leaderboard.has_infinite(t) else []
+                shows_inf = any(c.text == "∞" for r in t.rows for c in r.cells)
+                inf = [leaderboard.INFINITE_NOTE] if shows_inf else []
                 md += [f"## {head}", "", page.markdown(t), *inf]
                 sections.append((head, [page.table(t), *(para(n, "note") for n in inf)]))
     return md, sections
@@ -202,9 +191,7 @@ REPORT_KIND = "3xcm-report"
 
 
 def claim_output(output: Path) -> Path:
-    """Claim ``output`` (new, empty, or a report folder) before anything is written in it;
-    its ``figures/`` and ``gallery/`` must be real folders (a report never writes through a
-    symlink out of the folder it claimed)."""
+    """Claim ``output`` before writing; its ``figures/`` and ``gallery/`` must not be symlinks."""
     output = output.resolve()
     try:
         files.claim(output, REPORT_KIND)
@@ -219,8 +206,7 @@ def claim_output(output: Path) -> Path:
 
 def gallery_part(col: Collection, output: Path, datasets: list[Path] | None, page_size: int,
                  problems: list[str]) -> tuple[list[str], list, list[Path]]:
-    """The galleries (benchmark.report.gallery): Markdown lines, HTML blocks of the links,
-    and every file written under ``output/gallery``."""
+    """The galleries: Markdown lines, HTML blocks of the links, and every file written."""
     out = gallery.build_galleries(col, output, datasets, page_size)
     problems += out.notes
     if not out.pages:
@@ -238,10 +224,8 @@ def build_report(paths: list[Path], output: Path, authors_folder: Path | None = 
                  galleries: bool = True, gallery_datasets: list[Path] | None = None,
                  gallery_page_size: int = gallery.DEFAULT_PAGE_SIZE,
                  intro: str | None = None) -> dict[str, Path]:
-    """Write ``leaderboard.md``, ``report.html``, ``figures/*.png``, ``gallery/`` (unless
-    ``galleries`` is off) and (when a model has published numbers)
-    ``authors-comparison.{csv,md}`` into ``output``; returns the files. ``intro``: a paragraph
-    of plain text put first, under "About" (the demo says there what it planted and found)."""
+    """Write ``leaderboard.md``, ``report.html``, ``figures/``, ``gallery/`` and the authors'
+    comparison into ``output``; returns the files. ``intro``: plain text first, under "About"."""
     col = collect(paths)
     if not col.results:
         raise ReportInputError(f"no results files found under {', '.join(map(str, paths))}")

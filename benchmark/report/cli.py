@@ -1,14 +1,5 @@
 """``python -m benchmark report``: leaderboard, figures and comparison with the authors;
-``python -m benchmark compare A B``: a paired test of two results (report.compare).
-
-    python -m benchmark report RESULTS_DIR_OR_FILE... --output DIR
-
-Reads every results file (``<model-slug>/<task>.json``) under the given paths and writes
-``DIR/leaderboard.md``, ``DIR/report.html`` (self-contained), ``DIR/figures/*.png``,
-``DIR/gallery/`` (the items behind the scores, benchmark.report.gallery) and, for
-models with published numbers, ``DIR/authors-comparison.{csv,md}``. Bad input is one line on
-stderr and exit code 2 (``benchmark.cli``).
-"""
+``python -m benchmark compare A B``: a paired test of two results (report.compare)."""
 
 from __future__ import annotations
 

@@ -1,13 +1,8 @@
 """Find and load results files for a report: any mix of results roots, model folders, files.
 
-A results root holds ``<model-slug>/<task>.json``; every ``*.json`` below the given paths that
-validates as a results file (:func:`benchmark.results.read_results`) is taken, keyed by
-model name, task name and data fingerprint. Every other file (not JSON, JSON that is not a
-results file such as ``[]`` or ``{"foo": 1}``, a results file that fails validation) is
-listed in ``Collection.skipped`` with its reason. Two files for the same (model, task,
-fingerprint) keep the newest by ``date`` (logged). mteb's results of our three tasks
-(``<model>/<revision>/3XCMT2I.json`` and the others) are read too
-(:mod:`benchmark.mteb.results`); mteb results of other tasks are skipped with the reason.
+Every ``*.json`` that validates as a results file (or an mteb result of our tasks) is kept by
+(model, task, data fingerprint), the newest by ``date``; every other file is listed in
+``Collection.skipped`` with its reason.
 """
 
 from __future__ import annotations
@@ -41,10 +36,8 @@ Key = tuple[str, str, str]  # (model name, task name, data fingerprint)
 
 @dataclass
 class Collection:
-    """Every results file found, by (model, task, data fingerprint); where each came from;
-    what was skipped and why; each model's display label (:func:`display_labels`).
-    ``results`` / ``paths``: per (model, task) the newest run over all fingerprints;
-    :meth:`subset` keeps the runs on one dataset."""
+    """Every results file found, by (model, task, data fingerprint), with its path, what was
+    skipped and why, each model's display label; ``results``: the newest run per (model, task)."""
 
     runs: dict[Key, ResultFile] = field(default_factory=dict)
     run_paths: dict[Key, Path] = field(default_factory=dict)
@@ -55,9 +48,7 @@ class Collection:
     def _keys(self) -> dict[tuple[str, str], Key]:
         """(model, task) -> the key of its newest run (computed once, not per lookup)."""
         if self._newest is None:
-            newest: dict[tuple[str, str], Key] = {}
-            for k in sorted(self.runs, key=lambda k: self.runs[k].date):
-                newest[k[:2]] = k
+            newest = {k[:2]: k for k in sorted(self.runs, key=lambda k: self.runs[k].date)}
             self._newest = dict(sorted(newest.items()))
         return self._newest
 
@@ -113,28 +104,22 @@ class Collection:
 _PATH = re.compile(r"(?:^|(?<=[:=\s]))(?:[A-Za-z]:[\\/]|~?/)[^\s:]*")
 
 
-def _shorten(name: str, keep: int) -> str:
+def short_path(text: str, keep: int = 2) -> str:
+    """``text`` with each local path cut to its last ``keep`` parts (``…/data/xcm``)."""
     def last(m: re.Match[str]) -> str:
         parts = [p for p in re.split(r"[\\/]", m.group(0)) if p]
         return "…/" + "/".join(parts[-keep:])  # never the machine's absolute path
 
-    return _PATH.sub(last, " ".join(name.split()))
-
-
-def short_path(text: str) -> str:
-    """``text`` with each local path cut to its last two parts (``…/data/xcm``)."""
-    return _shorten(text, 2)
+    return _PATH.sub(last, " ".join(text.split()))
 
 
 def display_labels(names: Iterable[str], width: int = 48) -> dict[str, str]:
-    """Short unique labels for tables and figures: a local path in a name
-    (``open_clip:local-dir:/home/me/ckpt/v2``) keeps its last folders (``…/v2``, more where
-    that tells the names apart); a label still shared, or longer than ``width``, ends in
-    ``#`` and a short hash of the whole name."""
+    """Short unique labels: a local path in a name keeps its last folders (``…/v2``); a label
+    still shared, or longer than ``width``, ends in ``#`` and a short hash of the name."""
     names = sorted(set(names))
     labels: dict[str, str] = {}
     for keep in (1, 2, 3):
-        labels = {n: _shorten(n, keep) for n in names}
+        labels = {n: short_path(n, keep) for n in names}
         if len(set(labels.values())) == len(labels):
             break
     shared = Counter(labels.values())

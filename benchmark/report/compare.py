@@ -1,16 +1,8 @@
 """``python -m benchmark compare RESULT_A RESULT_B``: is model A's score different from B's?
 
-    python -m benchmark compare results/clip-l14/3xcm.json results/mclip/3xcm.json
-
-Both results files must be of the same task, on the same data (``task.data_fingerprint``)
-and, for 3XCM, with the same query table (``task.query_texts.sha256``) and tie rule; for
-XM3600 also with the same language grouping. Each file's per-item outcomes
-(``<task>.outcomes.parquet``, beside the JSON, checked against the sha256 the JSON records)
-are paired by item id (:mod:`benchmark.metrics.significance`): 3XCM: ΔSP and
-ΔM_sem/ΔM_cul/ΔM_non overall and per query country, cluster-robust over concepts; XM3600:
-Δaccuracy@k, ΔNDCG@k, ΔLBKL@k, ΔDLBKL@k and the bounded prevalence metrics for every k.
-Every row's p is Holm-adjusted over the rows shown; a star means adjusted p < alpha.
-Anything that makes the pair incomparable is one line on stderr and exit code 2.
+Both results must be of the same task, data, query table, tie rule and language grouping; their
+per-item outcomes (sha256 checked) are paired by item id (:mod:`benchmark.metrics.significance`)
+and every row's p is Holm-adjusted over the rows shown. An incomparable pair is one line, exit 2.
 """
 
 from __future__ import annotations
@@ -175,8 +167,7 @@ def rows(c: dict[str, Any]) -> list[tuple[str, Any, str, dict[str, Any]]]:
 
 
 def adjust(c: dict[str, Any], alpha: float) -> None:
-    """Holm over every row shown: ``p_holm`` and ``significant`` on each row, the family
-    and its size on the comparison."""
+    """Holm over every row shown: each row's ``p_holm`` and ``significant``, and the family."""
     shown = rows(c)
     for (_, _, _, d), adj in zip(shown, sig.holm([d["p"] for *_, d in shown]), strict=True):
         d["p_holm"] = adj
@@ -205,8 +196,7 @@ def compare_results(pa: Path, pb: Path, alpha: float = sig.ALPHA) -> dict[str, A
 
 
 def check_json_target(path: Path) -> None:
-    """``--json PATH`` may be new or a comparison this command wrote; anything else is
-    refused before any work (never overwrite what we did not write)."""
+    """``--json PATH`` may be new or a comparison we wrote; anything else is refused first."""
     if not path.exists():
         return
     try:
@@ -273,17 +263,14 @@ HEADER = ["group", "n", "quantity", "A", "B", "diff", "ci95_lo", "ci95_hi", "p",
           "significant", "mde"]
 
 
-def table_rows(c: dict[str, Any]) -> list[list[Any]]:
-    """The comparison as rows of :data:`HEADER` (exact values)."""
-    return [[g, n, k, d["a"], d["b"], d["diff"], *d["ci95"], d["p"], d.get("p_holm"),
-             d.get("significant"), d.get("mde")] for g, n, k, d in rows(c)]
-
-
 def format_csv(c: dict[str, Any]) -> str:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(HEADER)
-    w.writerows([["" if v is None else v for v in r] for r in table_rows(c)])
+    for g, n, k, d in rows(c):
+        w.writerow(["" if v is None else v for v in (
+            g, n, k, d["a"], d["b"], d["diff"], *d["ci95"], d["p"], d.get("p_holm"),
+            d.get("significant"), d.get("mde"))])
     return buf.getvalue()
 
 
@@ -302,8 +289,7 @@ def format_markdown(c: dict[str, Any]) -> str:
 
 def pair_p_value(task: str, key: str, pa: Path, a: ResultFile, pb: Path, b: ResultFile
                  ) -> tuple[float | None, str | None]:
-    """(unadjusted p of Δ``key`` between two results, None) or (None, why not testable);
-    ``key``: ``SP`` for the 3XCM tasks, a metric such as ``lbkl@10`` for XM3600."""
+    """(unadjusted p of Δ``key`` between two results, None) or (None, why not testable)."""
     try:
         da, db = paired_frames(pa, a, pb, b)
     except CompareError as e:

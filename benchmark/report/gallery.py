@@ -1,34 +1,9 @@
-"""Galleries: the evidence behind a score, page by page (``benchmark report``).
+"""Galleries: the evidence behind a score, as static pages under ``OUTPUT/gallery/``.
 
-For every 3XCM task (``3xcm``, ``3xcm-i2i``) and dataset, from each run's per-triplet
-outcomes (``<task>.outcomes.parquet``: winner, query, candidates, the three similarities):
-
-- one page per model with the triplets it got wrong (the cultural or the non-relevant image
-  won), grouped by query country and concept: the query term (with its English term), the
-  three images (semantic / cultural / non-relevant, the chosen one marked), the three
-  similarities and the margin ``sim_semantic - max(sim_cultural, sim_non_relevant)``
-  (negative: the semantic image lost);
-- one side-by-side page of any two models: the triplets where their choices differ, in both
-  directions (A right and B wrong, B right and A wrong, both wrong differently).
-
-For ``xm3600-i2t``, one page per model: per query image its top retrieved captions with their
-languages (the image's own captions marked) and that image's LBKL@k / DLBKL@k.
-
-Layout under ``OUTPUT/gallery/`` (static files; open ``index.html`` from disk, no server)::
-
-    index.html                     every gallery
-    assets/gallery.{js,css}        one script and one style sheet for all pages
-    thumbs/ab/<sha256>.jpg         thumbnails, content-addressed: written once, shared by all
-                                   models and tasks
-    <task>-<fp12>/triplets.js      the triplets of one dataset (shared by its models)
-    <task>-<fp12>/model-<slug>.js  one model's winners and similarities
-    <task>-<fp12>/<slug>.html      the model's gallery;  compare.html: two models side by side
-
-Browsers refuse ``fetch`` of ``file://`` URLs, so data files are scripts that assign JSON
-(``<script src>`` loads them from disk). Pages show a fixed number of items (``page_size``)
-and render only those, so an 11,723-triplet run stays light; filters and the page live in
-the URL's ``#`` part. Thumbnails come from the dataset's images (the path each run recorded,
-or ``--gallery-dataset``); without them the pages show texts and numbers only (noted).
+Per 3XCM task, dataset and model the triplets it got wrong, and any two models side by side;
+per ``xm3600-i2t`` model each image's top captions. Data files are scripts that assign JSON
+(browsers refuse ``fetch`` of ``file://``); thumbnails are content-addressed
+(``thumbs/ab/<sha256>.jpg``), shared by every page; a page renders ``page_size`` items at a time.
 """
 
 from __future__ import annotations
@@ -84,8 +59,6 @@ def js_assign(var: str, key: str | None, obj: Any) -> str:
     return f"window.{var}=window.{var}||{{}};window.{var}[{json.dumps(key)}]={body};\n"
 
 
-# -- thumbnails -------------------------------------------------------------------------------
-
 def thumbnail(data: bytes, px: int = THUMB_PX) -> bytes:
     """A JPEG at most ``px`` on its longer side (decoded under the pixel cap)."""
     from core.decode import decode_image
@@ -99,10 +72,8 @@ def thumbnail(data: bytes, px: int = THUMB_PX) -> bytes:
 
 def write_thumbs(store: ImageStore | None, ids: list[str], gallery: Path,
                  out: GalleryOut) -> dict[str, str]:
-    """image id -> thumbnail path relative to ``gallery`` (``thumbs/ab/<sha256>.jpg``), for
-    every id the store holds; a file already there (same content hash) is not redone. The
-    missing ones are made on every core (Pillow decodes, shrinks and encodes outside the GIL),
-    each file the same as one at a time."""
+    """image id -> thumbnail path (``thumbs/ab/<sha256>.jpg``) for every id the store holds;
+    missing files are made on every core, an existing one is not redone."""
     if store is None:
         return {}
     rel: dict[str, str] = {}
@@ -141,9 +112,7 @@ def _write_thumb(store: ImageStore, iid: str, dest: Path) -> bool:
 
 
 def open_images(candidates: list[str]) -> tuple[ImageStore | None, str | None]:
-    """The images of the first local dataset (release or published layout) or image folder
-    (``<image_id>.<ext>``) among ``candidates``; (None, why) when none can be read. Hub ids
-    are not fetched: a report never goes to the network."""
+    """The images of the first local dataset or folder in ``candidates``, else (None, why)."""
     from benchmark.data.layouts import XCMSource, open_xcm
 
     tried = []
@@ -167,38 +136,22 @@ def open_images(candidates: list[str]) -> tuple[ImageStore | None, str | None]:
         " (pass --gallery-dataset)"
 
 
-# -- data files ---------------------------------------------------------------------------------
-
-OLD_RUN = "older"  # why-not of a run whose outcomes lack what a gallery shows
-
-
-def outcomes_of(path: Path, r: ResultFile, need: list[str]) -> tuple[pd.DataFrame | None, str]:
-    """A run's outcomes with the ``need`` columns, or (None, why not); ``OLD_RUN`` when the
-    run recorded none or fewer columns (an older version wrote it)."""
-    from benchmark.report.compare import CompareError, load_outcomes
-
-    rec = getattr(r, "outcomes", None)
-    if not isinstance(rec, dict) or not set(need) <= set(rec.get("columns") or need):
-        return None, OLD_RUN
-    try:
-        df = load_outcomes(path, r).reset_index()
-    except CompareError as e:
-        return None, str(e)
-    if not set(need) <= set(df.columns):
-        return None, OLD_RUN
-    return df, ""
-
-
 def usable_outcomes(out: GalleryOut, task: str, model: str, path: Path, r: ResultFile,
                     need: list[str], old: list[str]) -> pd.DataFrame | None:
-    """:func:`outcomes_of`, with what cannot be shown recorded: the model appended to ``old``
-    (one note later, :func:`note_old`), or a note naming why."""
-    df, why = outcomes_of(path, r, need)
-    if df is None:
-        if why == OLD_RUN:
-            old.append(model)
-        else:
-            out.notes.append(f"gallery {task} {model}: {why}")
+    """A run's outcomes with the ``need`` columns, else None and why: an older version's
+    outcomes put the model in ``old`` (:func:`note_old`), anything else is a note."""
+    from benchmark.report.compare import CompareError, load_outcomes
+
+    rec, df = getattr(r, "outcomes", None), None
+    if isinstance(rec, dict) and set(need) <= set(rec.get("columns") or need):
+        try:
+            df = load_outcomes(path, r).reset_index()
+        except CompareError as e:
+            out.notes.append(f"gallery {task} {model}: {e}")
+            return None
+    if df is None or not set(need) <= set(df.columns):
+        old.append(model)
+        return None
     return df
 
 
@@ -210,24 +163,18 @@ def note_old(out: GalleryOut, task: str, models: list[str]) -> None:
                          f"run the task again): {', '.join(sorted(models))}")
 
 
-def english_terms() -> dict[tuple[str, str], str]:
-    """(concept, country) -> the English term of the shipped query table."""
-    try:
-        return {t.key: t.english_term for t in query_table.read_query_table()}
-    except (OSError, datatables.TableError):
-        return {}
-
-
 def triplet_table(df: pd.DataFrame, thumbs: dict[str, str]) -> dict[str, Any]:
-    """The shared triplets file: rows in (country order, concept, triplet id) order, with
-    repeated strings as indices into small tables."""
+    """The shared triplets file: rows in country, concept, id order; repeated strings indexed."""
     order = {c.code: i for i, c in enumerate(datatables.countries())}
     df = df.assign(_o=df["query_country"].map(order).fillna(len(order)))
     df = df.sort_values(["_o", "query_country", "query_concept", "triplet_id"], kind="stable")
     countries = list(dict.fromkeys(df["query_country"]))
     concepts = sorted(set(df["query_concept"]))
     texts = list(dict.fromkeys(df["query_text"]))
-    eng = english_terms()
+    try:  # (concept, country) -> the English term of the shipped query table
+        eng = {t.key: t.english_term for t in query_table.read_query_table()}
+    except (OSError, datatables.TableError):
+        eng = {}
     images = list(dict.fromkeys(np.concatenate(
         [df[c].to_numpy() for c in ("query_image_id", *[f"{k}_image_id" for k in CANDIDATES])])))
     ix = {v: i for i, v in enumerate(images)}
@@ -256,8 +203,7 @@ def model_data(df: pd.DataFrame, ids: list[str], name: str) -> dict[str, Any]:
 
 def write_page(gallery: Path, rel: str, title: str, config: dict[str, Any],
                scripts: list[str], out: GalleryOut) -> None:
-    """A gallery page (``templates/gallery.html``): the shared script and style, the page's
-    data scripts, its ``config`` as JSON (``tojson``: inert inside ``<script>``)."""
+    """A gallery page: shared script and style, its data scripts, ``config`` as inert JSON."""
     up = "../" * rel.count("/")
     write(gallery / rel, page.render_template("gallery.html", title=title, config=config,
                                               scripts=scripts, up=up), out)
@@ -269,12 +215,9 @@ def write(path: Path, text: str, out: GalleryOut) -> None:
     out.written.append(path)
 
 
-# -- the galleries --------------------------------------------------------------------------------
-
 def association_galleries(col: Collection, gallery: Path, task: str, datasets: list[Path],
                           page_size: int, out: GalleryOut) -> None:
-    """The per-model pages and the side-by-side page of one 3XCM task, per dataset; one
-    model's outcomes in memory at a time."""
+    """One 3XCM task's per-model and side-by-side pages per dataset, one model in memory."""
     for fp in col.fingerprints((task,)):
         runs = sorted((k[0], col.run_paths[k], r) for k, r in col.runs.items()
                       if k[1] == task and k[2] == fp)
@@ -378,7 +321,7 @@ def build_galleries(col: Collection, output: Path, datasets: list[Path] | None =
     if not out.pages:
         return out
     for name in ("gallery.js", "gallery.css"):
-        write(gallery / "assets" / name, page.asset(name), out)
+        write(gallery / "assets" / name, (page.TEMPLATES / name).read_text(encoding="utf-8"), out)
     write(gallery / "index.html", page.render_template(
         "gallery_index.html", pages=[(t, p[len("gallery/"):]) for t, p in out.pages]), out)
     return out

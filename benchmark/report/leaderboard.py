@@ -1,16 +1,6 @@
-"""The leaderboard: one row per model, from whatever results exist for it.
-
-Columns: 3xcm (text -> image) ``n, M_sem, M_cul, M_non, SP`` each with its 95% interval (as
-the result states it: over concepts by default), the image -> image SP (``3xcm-i2i``), and
-XM3600 image -> text ``accuracy@5, ndcg@10, lbkl@10, dlbkl@10`` with beside them the share
-of top-10 lists missing a language group and the bounded ``lbjs@10`` (``xm3600-i2t``). A
-missing task leaves its cells empty ("-"); a NaN is shown as missing too; an SP without a
-semantic win is "∞ (no semantic win)", never 0 or missing. One leaderboard per data fingerprint (:func:`boards`): results on
-different data never share a table, and each table names its fingerprint. Rows are sorted
-by 3xcm SP (lower is less biased; an XM3600-only table by LBKL@10), models without it last,
-and each row says whether it differs significantly from the next (:func:`neighbour_tests`:
-paired cluster-robust test, Holm across the pairs of the table). Rendered (:func:`board_table`) as Markdown and as HTML
-tables whose cells carry the exact JSON value in ``data-value``.
+"""The leaderboard: one row per model, from whatever results exist for it, one table per data
+fingerprint (:func:`boards`). Rows are sorted by 3xcm SP (an XM3600-only table by LBKL@10) and
+each says whether it differs significantly from the next (:func:`neighbour_tests`).
 """
 
 from __future__ import annotations
@@ -72,8 +62,7 @@ class Board:
 
 def rows(col: Collection, columns: tuple[Column, ...] | list[Column] = COLUMNS,
          rank: str = "SP") -> list[dict[str, Any]]:
-    """One dict per model: ``model`` plus every column key (None where absent), sorted by
-    ``rank`` (lower first; models without it last, by name)."""
+    """One dict per model (every column key, None if absent), sorted by ``rank``, lower first."""
     out = []
     for model, tasks in col.results.items():
         row: dict[str, Any] = {"model": model}
@@ -93,9 +82,8 @@ def rows(col: Collection, columns: tuple[Column, ...] | list[Column] = COLUMNS,
 
 
 def neighbour_tests(col: Collection, table: list[dict[str, Any]], rank: str) -> int:
-    """Set ``row["vs_next"]`` for each row: is its ``rank`` value different from the next
-    row's? A paired test on the items both share (:mod:`benchmark.report.compare`),
-    p-values Holm-adjusted across the pairs tested; returns how many were tested."""
+    """Set each row's ``vs_next``: a paired test of its ``rank`` value against the next row's,
+    Holm-adjusted across the pairs tested; returns how many were tested."""
     from benchmark.metrics.significance import ALPHA, holm
     from benchmark.report import compare
 
@@ -121,8 +109,7 @@ def neighbour_tests(col: Collection, table: list[dict[str, Any]], rank: str) -> 
 
 
 def boards(col: Collection) -> list[Board]:
-    """One leaderboard per data fingerprint of the leaderboard's tasks (a table never mixes
-    results on different data), in the order the fingerprints were first seen."""
+    """One leaderboard per data fingerprint (a table never mixes data), in first-seen order."""
     tasks = tuple(dict.fromkeys(c.task for c in COLUMNS))
     out = []
     for fp in col.fingerprints(tasks):
@@ -141,9 +128,7 @@ def boards(col: Collection) -> list[Board]:
 
 
 def fmt(value: Any, digits: int = 3) -> str:
-    """Display text of a cell: fixed decimals, intervals as [lo, hi] (an open upper limit
-    as ∞), "-" when absent or not a number (a NaN is missing, never "nan"); an infinite SP
-    is "∞ (no semantic win)"."""
+    """A cell's text: fixed decimals, intervals as [lo, hi], "-" if absent or NaN, ∞ spelled out."""
     if isinstance(value, list | tuple):
         if len(value) != 2 or not _finite(value[0]) or not (_finite(value[1])
                                                             or value[1] == math.inf):
@@ -164,8 +149,7 @@ def _finite(v: Any) -> bool:
 
 
 def vs_next_text(t: dict[str, Any] | None) -> str:
-    """The "vs next" cell: ``differs (p 0.003)`` / ``n.s. (p 0.41)`` with the Holm-adjusted
-    p, ``-`` when the pair was not tested."""
+    """The "vs next" cell: ``differs (p 0.003)`` / ``n.s. (p 0.41)`` (Holm p), ``-`` untested."""
     if not t or t.get("p_holm") is None:
         return "-"
     word = "differs" if t["significant"] else "n.s."
@@ -173,8 +157,7 @@ def vs_next_text(t: dict[str, Any] | None) -> str:
 
 
 def board_note(b: Board, markdown: bool = True) -> str:
-    """What a board holds: its dataset(s), fingerprint, and how neighbours were tested
-    (Markdown emphasis, or plain text for the HTML page)."""
+    """What a board holds and how neighbours were tested (Markdown, or plain text for HTML)."""
     em, code = ("*", "`") if markdown else ("", "")
     data = ", ".join(f"{t}: {short_path(name)}" for t, name in b.datasets.items())
     lines = [f"Data fingerprint {code}{b.fingerprint}{code} ({data})."]
@@ -210,8 +193,7 @@ def _data_value(value: Any) -> str:
 
 
 def board_table(b: Board, labels: dict[str, str], table_id: str = "leaderboard") -> Table:
-    """The board as a table: a row per model (its display label), each cell's ``data-value``
-    the JSON value (the "vs next" cell's: the Holm-adjusted p)."""
+    """The board as a table, each cell's ``data-value`` the exact JSON value."""
     head = [Cell("model", cls="text")] + [Cell(c.header, key=c.key, title=f"{c.task}: {c.field}")
                                           for c in b.columns]
     if b.rank:
@@ -231,8 +213,7 @@ def board_table(b: Board, labels: dict[str, str], table_id: str = "leaderboard")
 
 
 def country_table(col: Collection, task: str, labels: dict[str, str]) -> Table | None:
-    """SP per model (rows) and country (columns, ISO 3166-1 alpha-3 codes, as in every table
-    and figure of the report); None when no run of ``task`` has per-country scores."""
+    """SP per model and country (ISO alpha-3 columns); None when no run has per-country scores."""
     from core import datatables
 
     res = col.task(task)
@@ -250,11 +231,6 @@ def country_table(col: Collection, task: str, labels: dict[str, str]) -> Table |
             Cell("∞" if v == math.inf else fmt(v, 2), _data_value(v), c)
             for c, v in zip(codes, sp, strict=True)], {"model": label}))
     return Table([Cell("model", cls="text")] + [Cell(c, key=c) for c in codes], rows)
-
-
-def has_infinite(t: Table) -> bool:
-    """Whether a per-country table shows an ∞ (its note says what that means)."""
-    return any(c.text == "∞" for r in t.rows for c in r.cells)
 
 
 INFINITE_NOTE = f"∞: {INFINITE}."

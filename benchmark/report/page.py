@@ -1,9 +1,6 @@
-"""The one template layer of every HTML page: the report, the galleries, the reproduction's
-comparison (``templates/``, Jinja2 with autoescaping). Text from results files, datasets and
-model names reaches a page only as data: escaped by construction, JSON in ``<script>`` through
-``tojson``, each text span direction-isolated (``<bdi>``). A page is a list of sections of
-blocks (:func:`para`, :func:`bullets`, :func:`links`, :func:`figures`, :func:`table`); a
-:class:`Table` renders as HTML and as Markdown from the same cells."""
+"""The one template layer of every HTML page (Jinja2, autoescaping): text from outside reaches
+a page only as escaped data. A page is a list of sections of blocks; a :class:`Table` renders
+as HTML and as Markdown from the same cells."""
 
 from __future__ import annotations
 
@@ -29,11 +26,6 @@ def _env() -> Any:
 
 def render_template(name: str, **context: Any) -> str:
     return _env().get_template(name).render(**context)
-
-
-def asset(name: str) -> str:
-    """A static file of ``templates/`` (the galleries' script and style sheet)."""
-    return (TEMPLATES / name).read_text(encoding="utf-8")
 
 
 @dataclass

@@ -1,22 +1,10 @@
 """The report's figures (matplotlib, PNG): one function per figure, each taking plain dicts of
 scores (as in the results files) and a path.
 
-- :func:`sp_by_country`: SP per country with its 95% interval, one panel per model,
-  countries ordered by the Common Crawl share of their language (highest first; the paper's
-  Fig. 8), SP = 1 marked;
-
-Every SP axis is logarithmic (SP spans 0.01 to 16; SP 0.5 and 2 are equally far from 1) with
-SP = 1 marked, the intervals drawn, and one range for all panels of a figure. An SP without
-a semantic win (∞) is an up-triangle at the top edge, an SP of 0 a down-triangle at the
-bottom edge: never a bar of height 0.
-- :func:`sp_heatmap`: model x country SP (one diverging log scale centred on SP = 1, the
-  same in every SP heat map: :data:`SP_SCALE`);
-- :func:`rank_by_tier`: share of retrieved captions of each resource tier at ranks 1..K, one
-  panel per model (Figs. 6, 7); :func:`language_frequency`: share of each language among
-  all top-K captions, languages by Common Crawl share, coloured by tier (Figs. 13, 14);
-- :func:`matrix_heatmap`: 3xcm-matrix SP, query language x image culture;
-  :func:`own_vs_english`: SP with the country's own language vs English, per country;
-- :func:`authors_scatter`: our SP against the authors' per country.
+Every SP axis is logarithmic with SP = 1 marked, the intervals drawn and one range for all
+panels of a figure; an SP of ∞ (no semantic win) or 0 is a triangle on the edge, never a bar
+of height 0. Every SP heat map shares one diverging scale (:data:`SP_SCALE`). Countries are
+labelled by their ISO 3166-1 alpha-3 code, as in the tables and results files.
 """
 
 from __future__ import annotations
@@ -35,8 +23,7 @@ TIER_COLOURS = {"high": "#1b9e77", "medium": "#d95f02", "low": "#7570b3"}
 
 
 def country_order(codes: set[str] | list[str]) -> list[str]:
-    """Codes ordered by the Common Crawl share of their language (highest first, unknown last),
-    then by the table's order."""
+    """Codes by the Common Crawl share of their language (highest first), then table order."""
     table = list(datatables.countries())
     pos = {c.code: i for i, c in enumerate(table)}
     share = {c.code: c.cc_share for c in table}
@@ -46,13 +33,6 @@ def country_order(codes: set[str] | list[str]) -> list[str]:
         return (-s if s is not None else math.inf, pos.get(code, 99), code)
 
     return sorted(set(codes), key=key)
-
-
-def label(code: str) -> str:
-    """A country's label in every figure: its ISO 3166-1 alpha-3 code (GBR, DEU), the same
-    set the tables and the results files use (the paper's own labels, UK / GER, are kept in
-    ``data/countries.csv`` and the authors' comparison CSV only)."""
-    return code
 
 
 def country_tier(code: str) -> str | None:
@@ -84,8 +64,7 @@ def _grid(n: int, ncols: int = 2, w: float = 6.5, h: float = 3.2) -> tuple[Any, 
 
 def sp_limits(values: list[float | None], points: list[float | None] | None = None
               ) -> tuple[float, float]:
-    """One log range for every SP panel of a figure: the positive finite ``values`` and 1,
-    with a margin; interval ends reach at most 10 times beyond the ``points``."""
+    """One log range for every SP panel of a figure: the values, 1, and ends near the points."""
     v = [x for x in values if x is not None and 0 < x < math.inf]
     p = [x for x in (points if points is not None else values)
          if x is not None and 0 < x < math.inf] or [1.0]
@@ -109,8 +88,7 @@ def sp_axis(ax: Any, lim: tuple[float, float], label: str = "SP = M_cul / M_sem"
 
 def sp_points(ax: Any, x: np.ndarray, entries: list[dict[str, Any] | None], colours: Any,
               lim: tuple[float, float], label: str | None = None) -> bool:
-    """SP with its 95% interval at ``x`` on a log axis of range ``lim``; ∞ and 0 as edge
-    markers. Returns whether an ∞ was drawn."""
+    """SP with its 95% interval at ``x``, ∞ and 0 as edge markers; returns whether ∞ was drawn."""
     colours = colours if isinstance(colours, list) else [colours] * len(x)
     inf = False
     for i, (xi, e) in enumerate(zip(x, entries, strict=True)):
@@ -156,7 +134,7 @@ def sp_by_country(models: dict[str, dict[str, Any]], path: Path, title: str) -> 
         sp_points(ax, x, [by[c] for c in codes],
                   [TIER_COLOURS.get(country_tier(c) or "", "grey") for c in codes], lim)
         sp_axis(ax, lim)
-        ax.set_xticks(x, [label(c) for c in codes], rotation=60, ha="right")
+        ax.set_xticks(x, codes, rotation=60, ha="right")
         overall = sp_value(scores.get("overall"))
         ax.set_title(f"{name}" + (f"  (overall SP {overall:.2f})" if overall is not None
                                   and overall < math.inf else ""))
@@ -173,21 +151,16 @@ SP_SCALE = (0.25, 4.0)  # the one colour range of SP in every heat map (log2, ce
 
 
 def sp_colours(m: np.ndarray) -> np.ndarray:
-    """Where SP values fall on the shared diverging scale: log2(SP) clipped to
-    log2(SP_SCALE), so SP = 1 is the centre and SP = 0.5 and 2 are equally far from it."""
+    """log2(SP) clipped to :data:`SP_SCALE`: SP = 1 at the centre, 0.5 and 2 equally far."""
     lo, hi = SP_SCALE
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(np.isnan(m), np.nan, np.log2(np.clip(m, lo, hi)))
 
 
 def _sp_grid(rows: dict[str, dict[str, Any]], row_labels: list[str], path: Path, title: str,
-             margins: tuple[float, float], xlabel: str | None = None,
-             ylabel: str | None = None) -> None:
-    """A heat map of SP: one row per key of ``rows`` (row -> country -> scores with ``SP``),
-    countries as columns by :func:`country_order`, values written in the cells. Every SP
-    heat map of the report (3xcm, 3xcm-i2i, 3xcm-matrix) uses one diverging scale centred
-    on SP = 1, log2 from 1/4 to 4 (:data:`SP_SCALE`; beyond is clipped), stated in the
-    colour bar, so two heat maps can be compared by eye."""
+             margins: tuple[float, float], xlabel: str = "", ylabel: str = "") -> None:
+    """A heat map of SP (row -> country -> scores), values in the cells, on the one scale
+    :data:`SP_SCALE` stated in the colour bar, so two heat maps compare by eye."""
     plt = style.setup()
     keys = list(rows)
     codes = country_order({c for row in rows.values() for c in row})
@@ -205,13 +178,9 @@ def _sp_grid(rows: dict[str, dict[str, Any]], row_labels: list[str], path: Path,
         dark = abs(sp_colours(m[i, j])) > 0.7 * hi
         ax.text(j, i, "∞" if m[i, j] == math.inf else f"{m[i, j]:.2f}", ha="center",
                 va="center", fontsize=7, color="white" if dark else "black")
-    ax.set_xticks(range(len(codes)), [label(c) for c in codes], rotation=60, ha="right")
+    ax.set_xticks(range(len(codes)), codes, rotation=60, ha="right")
     ax.set_yticks(range(len(keys)), row_labels)
-    if xlabel:
-        ax.set_xlabel(xlabel)
-    if ylabel:
-        ax.set_ylabel(ylabel)
-    ax.set_title(title)
+    ax.set(xlabel=xlabel, ylabel=ylabel, title=title)
     ticks = [0.25, 0.5, 1, 2, 4]
     bar = fig.colorbar(im, ax=ax, shrink=0.8, extend="both")
     bar.set_ticks(np.log2(ticks), labels=["≤0.25", "0.5", "1", "2", "≥4"])
@@ -227,9 +196,7 @@ def sp_heatmap(models: dict[str, dict[str, Any]], path: Path, title: str) -> Non
 
 
 def rank_by_tier(models: dict[str, dict[str, Any]], path: Path, n_queries: dict[str, int]) -> None:
-    """Share of the captions at each rank that belong to each tier (one panel per model);
-    ``models``: name -> xm3600-i2t ``scores``. Dashed: the tier's share of the caption pool
-    (the expected share without prevalence bias), when the results give ``pool_tier_counts``."""
+    """Share of the captions at each rank per tier, a panel per model (dashed: the pool's share)."""
     fig, axes = _grid(len(models))
     for ax, (name, scores) in zip(axes, models.items(), strict=False):
         counts = scores.get("retrieved_language_counts") or {}
@@ -242,10 +209,7 @@ def rank_by_tier(models: dict[str, dict[str, Any]], path: Path, n_queries: dict[
             ax.plot(np.arange(1, len(y) + 1), y, label=tier, lw=1.4, color=colour)
             if tier in pool:
                 ax.axhline(pool[tier] / ptotal, color=colour, lw=0.9, ls="--")
-        ax.set_title(name)
-        ax.set_xlabel("rank")
-        ax.set_ylabel("share of retrieved captions")
-        ax.set_ylim(0, 1)
+        ax.set(title=name, xlabel="rank", ylabel="share of retrieved captions", ylim=(0, 1))
         ax.legend(title="tier" + ("\n(dashed: pool share)" if pool else ""), frameon=False,
                   loc="upper left", bbox_to_anchor=(1.0, 1.0))
     fig.suptitle("XM3600 image -> text: language tier of the caption at each rank", fontsize=11)
@@ -253,9 +217,7 @@ def rank_by_tier(models: dict[str, dict[str, Any]], path: Path, n_queries: dict[
 
 
 def language_frequency(models: dict[str, dict[str, Any]], path: Path) -> None:
-    """Share of each language among all top-K captions, languages by Common Crawl share;
-    ``models``: name -> xm3600-i2t ``scores``. A black tick marks the language's share of the
-    caption pool (the expected share without prevalence bias) when the results give it."""
+    """Share of each language among all top-K captions (a black tick: the pool's share)."""
     langs = list(datatables.languages())
     fig, axes = _grid(len(models), ncols=1, w=12, h=3.4)
     for ax, (name, scores) in zip(axes, models.items(), strict=False):
@@ -303,7 +265,7 @@ def own_vs_english(summary: dict[str, dict[str, Any]], path: Path, title: str) -
     for key, colour, off, name in keys:
         sp_points(ax, x + off, [summary[c].get(key) for c in codes], colour, lim, name)
     sp_axis(ax, lim, "SP")
-    ax.set_xticks(x, [label(c) for c in codes], rotation=60, ha="right")
+    ax.set_xticks(x, codes, rotation=60, ha="right")
     ax.set_title(f"{title}: own-language vs English queries (95% CI)")
     ax.legend(handles=[*ax.get_legend_handles_labels()[0], *edge_handles()], frameon=False,
               fontsize=7)
@@ -311,8 +273,7 @@ def own_vs_english(summary: dict[str, dict[str, Any]], path: Path, title: str) -
 
 
 def authors_scatter(rows: list[dict[str, Any]], path: Path) -> None:
-    """Our per-country SP against the authors', one panel per experiment, log axes (their SP
-    spans 0.03 to 16), y = x marked; ∞ (no semantic win) and 0 on the edges, as triangles."""
+    """Our per-country SP against the authors' (log axes, y = x; ∞ and 0 on the edges)."""
     from matplotlib.ticker import FuncFormatter
 
     exps = sorted({r["experiment"] for r in rows}, reverse=True)
@@ -333,24 +294,17 @@ def authors_scatter(rows: list[dict[str, Any]], path: Path) -> None:
             ax.scatter(*pts[edge].T, s=36, color=cmap(i % 10), marker="^",
                        edgecolors="black")
         ax.plot([lo, hi], [lo, hi], color="grey", lw=0.8, ls="--")
-        ax.set_xscale("log")
-        ax.set_yscale("log")
+        ax.set(xscale="log", yscale="log", xlim=(lo, hi), ylim=(lo, hi), xlabel="authors' SP",
+               ylabel="our SP", title=f"per country, {exp}")
         for axis in (ax.xaxis, ax.yaxis):  # plain numbers, not mathtext powers of ten
             axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
             axis.set_minor_formatter(FuncFormatter(_minor_label))
-        ax.set_xlim(lo, hi)
-        ax.set_ylim(lo, hi)
-        ax.set_xlabel("authors' SP")
-        ax.set_ylabel("our SP")
-        ax.set_title(f"per country, {exp}")
         ax.legend(frameon=False, fontsize=7, title="▲ on an edge: ∞ or 0", title_fontsize=7)
     style.save(fig, path)
 
 
 def _minor_label(v: float, _: Any = None) -> str:
-    """Minor ticks of a log axis: 2 and 5 times a power of ten as plain numbers, others
-    unlabelled (matplotlib's default writes mathtext powers, with a minus sign the plot
-    fonts lack)."""
+    """Minor log ticks: 2 and 5 times a power of ten as plain numbers (not mathtext)."""
     if v <= 0:
         return ""
     lead = round(v / 10 ** math.floor(math.log10(v)), 6)
@@ -359,10 +313,8 @@ def _minor_label(v: float, _: Any = None) -> str:
 
 def sp_vs_silhouette(by_country: dict[str, Any], correlations: dict[str, Any], metric: str,
                      path: Path, title: str) -> None:
-    """SP with its 95% interval (log axis, one range for the three panels) against the text,
-    image and summed silhouette per country, with r [95% CI], Spearman rho, Holm p and n in
-    the panel titles
-    (the data behind the paper's Table 8)."""
+    """SP with its 95% interval against the text, image and summed silhouette per country,
+    the correlations in the panel titles (the data behind the paper's Table 8)."""
     from benchmark.analysis.silhouette import correlation_text
 
     fig, axes = _grid(3, ncols=3, w=4.2, h=3.8)
@@ -376,7 +328,7 @@ def sp_vs_silhouette(by_country: dict[str, Any], correlations: dict[str, Any], m
                   [TIER_COLOURS.get(country_tier(code) or "", "grey") for *_, code in pts], lim)
         for x, row, code in pts:
             v = sp_value(row)
-            ax.annotate(label(code), (x, min(max(v, lim[0]), lim[1])), fontsize=7,
+            ax.annotate(code, (x, min(max(v, lim[0]), lim[1])), fontsize=7,
                         xytext=(2, 2), textcoords="offset points")
         c = correlations.get(metric, {}).get(key, {})
         ax.set_title(f"{key} silhouette\n{correlation_text(c)}", fontsize=8)

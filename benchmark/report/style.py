@@ -1,10 +1,5 @@
-"""Matplotlib set-up shared by every figure: a headless backend and fonts for every script.
-
-Plot labels include Thai, Devanagari, Arabic and CJK text (native query terms, language
-names). Matplotlib (>= 3.6) falls back glyph by glyph across the families listed in
-``font.family``; :func:`setup` lists the Noto families that are installed (Debian packages
-``fonts-noto-core`` and ``fonts-noto-cjk``) after the default Latin font, and logs once which
-scripts have no font, so a missing package shows up as a warning rather than as empty boxes.
+"""Matplotlib set-up shared by every figure: a headless backend and, for Thai, Devanagari,
+Arabic and CJK labels, the installed Noto fonts as glyph fallbacks (a missing one is logged).
 """
 
 from __future__ import annotations

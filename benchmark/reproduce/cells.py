@@ -1,10 +1,5 @@
-"""Cells of the paper comparison: our value, the published one, their difference, a tolerance.
-
-A cell is inside its tolerance when our value, rounded to the decimals the paper printed (so
-the paper's own rounding is never counted as a difference), is within the tolerance of the
-printed value. Values we did not compute are ``None`` and shown as missing, never as 0.
-Every tolerance carries the reason it is what it is; the report prints them.
-"""
+"""Cells of the paper comparison: our value, the published one, their difference, a tolerance
+(checked on our value rounded as the paper printed; a value we lack is missing, never 0)."""
 
 from __future__ import annotations
 
@@ -117,22 +112,17 @@ class Cell:
 
     @property
     def diff(self) -> float | None:
-        if self.ours is None or self.paper is None:
-            return None
-        return self.ours - self.paper
+        return None if self.ours is None or self.paper is None else self.ours - self.paper
 
     @property
     def diff_se(self) -> float | None:
         """``diff`` in units of our bootstrap standard error (None without one)."""
         d = self.diff
-        if d is None or self.se is None or self.se <= 0:
-            return None
-        return d / self.se
+        return d / self.se if d is not None and self.se is not None and self.se > 0 else None
 
     @property
     def status(self) -> str:
-        """``ok``, ``outside`` (the tolerance), ``missing`` (ours not computed) or
-        ``unpublished`` (no published value)."""
+        """``ok``, ``outside`` (the tolerance), ``missing`` (ours) or ``unpublished``."""
         if self.paper is None:
             return "unpublished"
         if self.ours is None:

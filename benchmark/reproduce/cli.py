@@ -1,11 +1,7 @@
 """``python -m benchmark reproduce``: the paper's suite, resumable, compared with the paper.
 
-    python -m benchmark reproduce --output-dir DIR [--models paper|NAME,...] [--tasks rq1,rq2]
-        [--dry-run] [--xcm-dataset ID_OR_DIR] [--xm3600-dataset ID_OR_DIR]
-
-Runs every planned (model, task) that is not up to date with the authors' conventions, then
-writes ``DIR/paper-comparison.{md,html,csv}``. Exit code 0 when every job succeeded (or is up
-to date), 1 when any failed (the comparison is written anyway), 2 on bad input (one line).
+Exit code 0 when every job succeeded (or is up to date), 1 when any failed (the comparison is
+written anyway), 2 on bad input (one line).
 """
 
 from __future__ import annotations

@@ -1,19 +1,5 @@
-"""Our results against the paper's Tables 1, 2, 5, 7, 8, 11 and the authors' RQ2 CSVs.
-
-Where each of our numbers comes from (``scores`` of the results files):
-
-- Table 1 / 5 (``xm3600-i2t``, overall): ``accuracy@k``, ``lbkl@k``, ``dlbkl@k`` and, for the
-  paper's NDCG, ``ndcg_authors@k`` (the authors' ideal DCG; CONVENTIONS.md §2).
-- Table 2 (``3xcm``, overall) and Table 11 (``3xcm``, ``by_country``): ``M_sem`` / ``M_cul`` /
-  ``M_non`` x 100 against the paper's % columns, and ``SP``.
-- Table 8 (per country): ``SP`` of ``3xcm`` (else of ``analysis``, the same number) and the
-  euclidean text / image silhouettes of ``analysis`` (``by_country[c].silhouette.euclidean``).
-- Table 7: Pearson r of ``analysis`` (``correlations.euclidean.text|image.r``); its Average
-  row is the mean of our r over the table's models, shown only when we have all of them.
-- The authors' CSVs (``data/authors_rq2``; 3xcm = text-to-image, 3xcm-i2i = image-to-image):
-  n, win rates, SP and z-means overall, per country, per native language (our languages of
-  that name pooled, weighted by n) and per concept.
-"""
+"""Our results against the paper's Tables 1, 2, 5, 7, 8, 11 and the authors' RQ2 CSVs, cell by
+cell (where each number comes from: docs/reproduce.md)."""
 
 from __future__ import annotations
 
@@ -36,7 +22,7 @@ from core import datatables
 log = logging.getLogger(__name__)
 
 SILHOUETTE = "euclidean"  # the authors' silhouette distance (raw embeddings)
-Getter = Callable[[dict[str, ResultFile], str | None], float | None]
+Getter = Callable[[dict[str, ResultFile], str | None], float | None]  # (results, metric) -> ours
 
 
 @dataclass
@@ -57,7 +43,6 @@ def _country(label: str) -> str:
     return datatables.country(label).code
 
 
-# -- column getters: (our results of one model by task, row metric) -> our value ----------------
 def xm_getter(column: str) -> tuple[str, Getter]:
     """Tables 1 and 5: the xm3600-i2t overall score of ``column`` (NDCG: the authors' ideal)."""
     kind = "accuracy" if column.startswith("accuracy") else "ndcg" if column.startswith(
@@ -66,34 +51,27 @@ def xm_getter(column: str) -> tuple[str, Getter]:
     return kind, lambda res, _m: number(dig(_scores(res, "xm3600-i2t"), "overall", key))
 
 
+def _pct(v: float | None) -> float | None:
+    return None if v is None else v * 100
+
+
 def t2_getter(column: str) -> tuple[str, Getter]:
     """Table 2: overall win rates in % and SP of 3xcm."""
     if column == "SP":
         return "sp", lambda res, _m: number(dig(_scores(res, "3xcm"), "overall", "SP"))
     key = column.removesuffix("_pct")
-
-    def get(res: dict[str, ResultFile], _m: str | None) -> float | None:
-        v = number(dig(_scores(res, "3xcm"), "overall", key))
-        return None if v is None else v * 100
-
-    return "win_rate_pct", get
+    return "win_rate_pct", lambda res, _m: _pct(number(dig(_scores(res, "3xcm"), "overall", key)))
 
 
 def t11_getter(column: str) -> tuple[str, Getter]:
     """Table 11: per-country win rates in % (the row's metric names the win rate)."""
     code = _country(column)
-
-    def get(res: dict[str, ResultFile], metric: str | None) -> float | None:
-        v = number(dig(_scores(res, "3xcm"), "by_country", code, (metric or "").removesuffix(
-            "_pct")))
-        return None if v is None else v * 100
-
-    return "win_rate_pct", get
+    return "win_rate_pct", lambda res, m: _pct(number(dig(
+        _scores(res, "3xcm"), "by_country", code, (m or "").removesuffix("_pct"))))
 
 
 def t8_getter(column: str) -> tuple[str, Getter]:
-    """Table 8: per-country SP, text (TS) and image (IS) silhouette; the kind follows the
-    row's metric (``table_section`` gives SP rows the SP tolerance)."""
+    """Table 8: per-country SP, text (TS) and image (IS) silhouette, by the row's metric."""
     code = _country(column)
 
     def get(res: dict[str, ResultFile], metric: str | None) -> float | None:
@@ -152,8 +130,7 @@ def cell_se(key: str, column: str, metric: str | None, model: str | None,
 
 def table_section(table: PaperTable, ours: dict[str, tuple[str, dict[str, ResultFile]]],
                   paths: Paths | None = None) -> Section:
-    """Every cell of one paper table (``ours``: paper alias -> (our model, results by task);
-    ``paths``: (model, task) -> results file, for the standard errors of Tables 1 and 5)."""
+    """Every cell of one paper table (``ours``: paper alias -> (our model, results by task))."""
     getters = {c: GETTERS[table.key](c) for c in table.columns}
     flags = flags_by_cell()
     sec = Section(table.key, table.title, f"data/paper/{table.file} vs our {SOURCES[table.key]}")
@@ -194,9 +171,8 @@ def table_section(table: PaperTable, ours: dict[str, tuple[str, dict[str, Result
 
 def engine_section(table: PaperTable, ours: dict[str, tuple[str, dict[str, ResultFile]]]
                    ) -> Section | None:
-    """Tables 1 and 5 by engine (``xm3600-i2t --compare-engines``): per model the other
-    engine's value against the paper, and the run's engine minus the other on the same
-    embeddings (no published value: the difference the engine alone makes)."""
+    """Tables 1 and 5 by engine: per model the other engine's value against the paper, and the
+    run's engine minus the other on the same embeddings (no published value)."""
     sec = Section(f"{table.key}-engines", f"{table.title.split(':')[0]} by engine: the other "
                   "engine on the same embeddings, and the difference",
                   f"data/paper/{table.file} vs xm3600-i2t scores.engine_comparison")
@@ -225,7 +201,6 @@ def engine_section(table: PaperTable, ours: dict[str, tuple[str, dict[str, Resul
     return sec
 
 
-# -- the authors' RQ2 CSVs -----------------------------------------------------------------------
 def merge(groups: list[dict[str, Any]]) -> dict[str, Any] | None:
     """Several of our group summaries pooled into one (wins summed, z-means weighted by n)."""
     if not groups:
@@ -307,7 +282,6 @@ def authors_sections(col: Collection, folder: Path | None = None) -> list[Sectio
     return out
 
 
-# -- everything -----------------------------------------------------------------------------------
 def ours_by_alias(col: Collection) -> tuple[dict[str, tuple[str, dict[str, ResultFile]]],
                                              list[str]]:
     """paper alias -> (our model, its results by task); and our models with no paper alias."""

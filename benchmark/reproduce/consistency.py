@@ -1,15 +1,6 @@
-"""The paper against its own counts: printed values that their win counts do not give.
-
-Every SP and win rate the paper prints (Tables 2, 8 and 11) is a function of win counts the
-authors published (``data/authors_rq2``: A, B and C wins per model, overall and per country,
-text-to-image), and Table 8's SP is also the ratio of Table 11's two win rates. A printed value
-is *inconsistent* when the value its counts give, rounded to the decimals printed, is not the
-printed value (for the ratio of Table 11's rounded percentages: when no pair of percentages
-that round to the printed ones gives it). Such a cell cannot be matched by any run: the
-comparison flags it, and says what the counts give, beside its tolerance.
-
-Example: Table 8 prints 0.05 for XLM-R-B/16plus in the USA; the authors' counts are 25
-cultural and 560 semantic wins, SP = 25/560 = 0.0446, printed 0.04.
+"""The paper against its own counts: printed SP and win rates (Tables 2, 8, 11) that the
+authors' published win counts, rounded as printed, do not give (Table 8's SP also against the
+ratio of Table 11's printed win rates). No run can match such a cell; the comparison flags it.
 """
 
 from __future__ import annotations

@@ -1,18 +1,8 @@
 """``reproduce --dry-run``: what a plan would download, and how many GPU hours it would take.
 
-Downloads: the hub repos each planned model loads under the authors' conventions (the
-``downloads`` of its record in :mod:`benchmark.zoo`; the revision is the record's pin where
-the repo is its checkpoint) and the two hub datasets (local folders download nothing). Sizes come from the
-hub API (``HfApi.model_info`` / ``dataset_info`` with ``files_metadata``): the total of the
-repo's files at that revision, an upper bound of what the loaders fetch. Offline
-(``HF_HUB_OFFLINE=1``) no request is made; a request that fails or takes longer than the
-timeout gives "size unknown: hub unreachable (...)" for that repo, never a hang (each request
-runs in a daemon thread with a deadline, so even a DNS lookup cannot hold the command).
-
-GPU hours: the items each job embeds (``data/reproduce/workload.csv``: the published
-datasets' counts) times the per-item seconds of the model's family
-(``data/reproduce/item_seconds.csv``, each row stating its source and whether it is an
-estimate or a measurement). Items embedded once are cached: the analysis embeds nothing new.
+Sizes come from the hub API with a deadline per request (offline: none asked); GPU hours are
+the items each job embeds (``data/reproduce/workload.csv``) times per-item seconds
+(``item_seconds.csv`` scaled by Table 6 size, or a ``gpu_suite.py`` measurement).
 """
 
 from __future__ import annotations
@@ -30,6 +20,7 @@ from benchmark.models import hub
 from benchmark.reproduce import pins
 from benchmark.reproduce.plan import Job, Plan
 from core import datatables
+from core.hub import one_line
 
 
 @dataclass(frozen=True)
@@ -54,8 +45,10 @@ def downloads(plan: Plan) -> list[Download]:
     def add(repo: str, kind: str, rev: str | None, role: str, model: str, note: str = "") -> None:
         key = (repo, kind, rev)
         old = found.get(key)
-        found[key] = replace(old, models=(*old.models, model)) if old else Download(
-            repo, kind, rev, role, (model,), note=note)
+        if old is None:
+            found[key] = Download(repo, kind, rev, role, (model,), note=note)
+        elif model not in old.models:
+            found[key] = replace(old, models=(*old.models, model))
 
     for model in plan.models:
         mine = records[model].pinned_downloads() if model in records else ()
@@ -68,8 +61,7 @@ def downloads(plan: Plan) -> list[Download]:
         if not ds.local:
             role = "XM3600 (RQ1)" if job.task == "xm3600-i2t" else "3XCM (RQ2)"
             add(ds.spec, "dataset", ds.revision, role, job.model)
-    out = [replace(d, models=tuple(dict.fromkeys(d.models))) for d in found.values()]
-    return [with_recorded(d, plan) for d in out]
+    return [with_recorded(d, plan) for d in found.values()]
 
 
 def _recorded_part(d: Download, parts: dict[str, str]) -> str | None:
@@ -82,8 +74,7 @@ def _recorded_part(d: Download, parts: dict[str, str]) -> str | None:
 
 
 def with_recorded(d: Download, plan: Plan) -> Download:
-    """An unpinned row with what the output dir's first run recorded for it
-    (``reproduce-pins.json``), else as it is."""
+    """An unpinned row with what the output dir's first run recorded for it, if anything."""
     if d.revision:
         return d
     recorded = pins.load(plan.output_dir / pins.PINS_FILE)
@@ -134,17 +125,13 @@ def repo_size(d: Download, endpoint: str | None, timeout: float) -> Download:
 
     api = HfApi(endpoint=endpoint)
     info_fn = api.dataset_info if d.repo_type == "dataset" else api.model_info
-
-    def call() -> Any:
-        return info_fn(d.repo, revision=d.revision, files_metadata=True, timeout=timeout)
-
     try:
-        info = with_deadline(call, timeout + 1.0)
+        info = with_deadline(lambda: info_fn(d.repo, revision=d.revision, files_metadata=True,
+                                             timeout=timeout), timeout + 1.0)
     except Exception as e:  # noqa: BLE001 - network, DNS, timeout, 404: one note per repo
         status = getattr(getattr(e, "response", None), "status_code", None)
-        why = f"HTTP {status}" if status else f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
-        what = "hub unreachable" if not status else "hub lookup failed"
-        return replace(d, note=_join(f"size unknown: {what} ({why.rstrip(': ')})", d.note))
+        why = f"hub lookup failed (HTTP {status})" if status else f"hub unreachable ({one_line(e)})"
+        return replace(d, note=_join(f"size unknown: {why}", d.note))
     sizes = [s.size for s in (info.siblings or []) if s.size is not None]
     if not sizes:
         return replace(d, note=_join("size unknown: the hub gave no file sizes", d.note))
@@ -156,12 +143,6 @@ def _join(*parts: str) -> str:
     return "; ".join(p for p in parts if p)
 
 
-def with_sizes(items: list[Download], endpoint: str | None = None,
-               timeout: float = 5.0) -> list[Download]:
-    return [repo_size(d, endpoint, timeout) for d in items]
-
-
-# -- GPU hours --------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Rate:
     family: str
@@ -183,11 +164,13 @@ class JobEstimate:
 
 def rates() -> dict[str, Rate]:
     return {r["family"]: Rate(r["family"], float(r["text_s"]), float(r["image_s"]), r["gpu"],
-                              r["kind"], r["source"]) for r in datatables.data_csv("reproduce/item_seconds.csv")}
+                              r["kind"], r["source"])
+            for r in datatables.data_csv("reproduce/item_seconds.csv")}
 
 
 def workload() -> dict[tuple[str, str], int]:
-    return {(r["dataset"], r["what"]): int(r["count"]) for r in datatables.data_csv("reproduce/workload.csv")}
+    return {(r["dataset"], r["what"]): int(r["count"])
+            for r in datatables.data_csv("reproduce/workload.csv")}
 
 
 def family_of(model: str) -> str:
@@ -208,18 +191,12 @@ def items(job: Job, w: dict[tuple[str, str], int]) -> tuple[int, int]:
     return 0, 0  # analysis: every embedding is in the cache
 
 
-def parameters() -> dict[str, float]:
-    """Paper model -> parameters in millions: its zoo record's (Table 6's figure)."""
-    return {n: m.parameters for n, m in zoo.paper_models().items() if m.parameters is not None}
-
-
 def sized_rate(model: str, base: Rate) -> Rate:
-    """A paper model's per-item seconds in proportion to its Table 6 parameter count: the
-    paper's ~3 A100-hours per model (``base``, the same for all) redistributed so the ten
-    models' total is unchanged: ``base x P / mean(P)``. A ``measured`` family row wins."""
+    """A paper model's per-item seconds scaled by its Table 6 size (``base x P / mean(P)``: the
+    ten models' total unchanged); a measured family row wins."""
     from benchmark.reproduce.paper import alias_of
 
-    params = parameters()
+    params = {n: m.parameters for n, m in zoo.paper_models().items() if m.parameters is not None}
     if base.kind != "estimate" or model not in params:
         return base
     mean = sum(params.values()) / len(params)
@@ -246,9 +223,8 @@ SUITE_FAMILIES = {
 
 
 def suite_rates(path: Path) -> dict[str, Rate]:
-    """Per paper model, the seconds per text and image that a GPU run of
-    ``tests/perf/gpu_suite.py --out FILE`` measured (random weights, the published sizes; the
-    RQ1 search is not included). A file that is not such a run is one line (exit 2)."""
+    """Per paper model, the seconds per text and image a ``tests/perf/gpu_suite.py --out FILE``
+    GPU run measured; any other file is one line (exit 2)."""
     from benchmark.reproduce.plan import PlanError
 
     try:
@@ -272,8 +248,7 @@ def suite_rates(path: Path) -> dict[str, Rate]:
 
 
 def estimate(plan: Plan, measured: dict[str, Rate] | None = None) -> list[JobEstimate]:
-    """Seconds per job: ``measured`` rates (:func:`suite_rates`) where given, else the family's
-    row of item_seconds.csv scaled by Table 6 size (:func:`sized_rate`)."""
+    """Seconds per job: ``measured`` rates where given, else item_seconds.csv by Table 6 size."""
     r, w = rates(), workload()
     out = []
     for job in plan.jobs:

@@ -1,11 +1,5 @@
-"""The paper's tables (``data/paper/*.csv``) as typed records: the one reader of them.
-
-Each table keeps every value as printed (its text and its number of decimals, so a comparison
-can round our number the way the paper did). Model names are normalised to the aliases of
-Table 6 through ``data/paper/aliases.csv`` (Tables 1, 7 and 11 print some names differently);
-our registered model names map to those aliases through ``data/authors_rq2/model_names.csv``
-(our name -> the authors' full name) and Table 6 (full name -> alias).
-"""
+"""The paper's tables (``data/paper/*.csv``) as typed records: the one reader of them. Values
+keep their printed text and decimals; model names are normalised to Table 6's aliases."""
 
 from __future__ import annotations
 
@@ -27,8 +21,7 @@ class PaperValue:
 
 @dataclass(frozen=True)
 class PaperRow:
-    """One row of a paper table: the model's Table 6 alias (or the row's own label), the name
-    as printed, the metric of per-country tables (else None), and the values by column."""
+    """One row: the model's Table 6 alias, its printed name, its metric, the values by column."""
 
     model: str
     printed: str
@@ -66,19 +59,11 @@ TABLES: dict[str, tuple[str, str]] = {
 }
 
 
-def decimals(text: str) -> int:
-    """Digits after the decimal point of a printed number."""
-    return len(text.split(".", 1)[1]) if "." in text else 0
-
-
 @lru_cache(maxsize=4)
 def _aliases(root: str) -> dict[str, str]:
-    return {r["printed"].strip(): r["alias"].strip() for r in datatables.data_csv("paper/aliases.csv")}
-
-
-def aliases() -> dict[str, str]:
     """Printed model name -> its Table 6 alias."""
-    return dict(_aliases(str(datatables.data_dir())))
+    return {r["printed"].strip(): r["alias"].strip()
+            for r in datatables.data_csv("paper/aliases.csv")}
 
 
 @lru_cache(maxsize=4)
@@ -93,7 +78,7 @@ def paper_models() -> dict[str, str]:
 
 def canonical(printed: str) -> str:
     """The Table 6 alias of a printed model name (unknown names, e.g. "Average", unchanged)."""
-    return aliases().get(printed.strip(), printed.strip())
+    return _aliases(str(datatables.data_dir())).get(printed.strip(), printed.strip())
 
 
 def alias_of(model: str) -> str | None:
@@ -110,7 +95,7 @@ def _value(text: str) -> PaperValue | None:
     text = (text or "").strip()
     if not text:
         return None
-    return PaperValue(float(text), decimals(text), text)
+    return PaperValue(float(text), len(text.split(".", 1)[1]) if "." in text else 0, text)
 
 
 def read_table(key: str) -> PaperTable:

@@ -1,12 +1,6 @@
-"""``reproduce --devices``: the plan's models over several devices, one process per model.
-
-Each model's jobs go to one ``python -m benchmark reproduce --models MODEL --no-compare``
-process (:func:`benchmark.launch.run_jobs` appends ``--device``), so a model is loaded once
-for all its jobs, exactly as :func:`benchmark.reproduce.run.execute` does in one process. The
-processes share the output dir, the embedding cache and the state file (each writes only its
-own jobs' entries, under a lock: :func:`benchmark.reproduce.plan.save_state`). A process that
-fails or dies fails only its model's jobs that it did not record. The launcher then writes the
-comparison once.
+"""``reproduce --devices``: the plan's models over several devices, one ``reproduce --models
+MODEL --no-compare`` process per model, sharing the output dir, cache and (locked) state file;
+the launcher writes the comparison once.
 """
 
 from __future__ import annotations
@@ -21,13 +15,8 @@ from benchmark.reproduce.run import JobOutcome, Summary
 log = logging.getLogger(__name__)
 
 
-def parse_devices(spec: str) -> list[str]:
-    return [d.strip() for d in spec.split(",") if d.strip()]
-
-
 def child_args(cfg: ReproduceConfig, model: str) -> list[str]:
-    """The ``reproduce`` flags of one model's process (its ``--device`` is added by the
-    launcher)."""
+    """The ``reproduce`` flags of one model's process (the launcher adds ``--device``)."""
     args = ["--output-dir", str(cfg.output_dir), "--models", model, "--tasks", cfg.tasks,
             "--xcm-dataset", cfg.xcm_dataset, "--xm3600-dataset", cfg.xm3600_dataset,
             "--bootstrap", str(cfg.bootstrap), "--no-compare"]
@@ -42,8 +31,8 @@ def child_args(cfg: ReproduceConfig, model: str) -> list[str]:
 
 
 def execute_on_devices(plan: Plan, cfg: ReproduceConfig, devices: list[str]) -> Summary:
-    """Run the plan's models concurrently over ``devices``; the outcome of every job, from
-    the state file the processes wrote (a job whose record did not change is up to date)."""
+    """Run the plan's models concurrently over ``devices``; every job's outcome, from the
+    state file the processes wrote (a job whose record did not change is up to date)."""
     before = load_state(plan.state_path)
     jobs = [launch.Job(m, child_args(cfg, m), name=m, command="reproduce")
             for m in plan.models]

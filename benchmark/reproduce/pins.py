@@ -1,13 +1,6 @@
-"""Inputs no revision could be found for, pinned by the first run: ``DIR/reproduce-pins.json``.
-
-Where the zoo (a model record or one of its ``downloads``) pins no revision, or a dataset is given
-without ``--xcm-revision`` / ``--xm3600-revision``, the first ``reproduce`` run that loads it
-records what it resolved: per model, the commit of every repo its adapter found (the
-checkpoint's, and the image tower's / LoRA base's where the adapter records them, as each
-results file does in ``model``); per dataset, the fingerprint of the data read (the
-``data_fingerprint`` of its results). A later run that resolves anything else is refused, job
-by job, with one line naming what changed, unless ``--allow-revision-change`` (then the new
-value is recorded). ``reproduce --dry-run`` shows the recorded values of unpinned inputs.
+"""Inputs no revision could be found for, pinned by the first run: ``DIR/reproduce-pins.json``
+(per model the ``repo@commit`` its adapter found, per unpinned dataset its data fingerprint).
+A later run that resolves anything else is refused unless ``--allow-revision-change``.
 """
 
 from __future__ import annotations
@@ -32,8 +25,7 @@ class RevisionChanged(DataError):
 
 
 def model_revisions(spec: Any) -> dict[str, str]:
-    """What a loaded adapter's :class:`~benchmark.models.base.ModelSpec` says it found:
-    ``checkpoint`` and every ``*revision`` of ``extra`` (image tower, LoRA base)."""
+    """What a loaded adapter's spec found: ``checkpoint`` and every ``*revision`` of ``extra``."""
     out = {"checkpoint": f"{spec.checkpoint}@{spec.revision}"}
     extra = dict(getattr(spec, "extra", None) or {})
     for key, value in sorted(extra.items()):
@@ -60,9 +52,8 @@ def load(path: Path) -> dict[str, dict[str, Any]]:
 
 
 def check_and_record(path: Path, kind: str, name: str, value: Any, allow: bool) -> None:
-    """Record ``value`` for ``name`` (``kind``: models / datasets) the first time; raise
-    :class:`RevisionChanged` when it differs from the recorded one (unless ``allow``, which
-    records the new one). Read-modify-write under a lock (``--devices`` processes share it)."""
+    """Record ``value`` for ``name`` the first time; :class:`RevisionChanged` when it differs,
+    unless ``allow``. Under a lock (``--devices`` processes share the file)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path.with_name(path.name + ".lock"), "a+") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)

@@ -1,15 +1,8 @@
 """The reproduce plan: typed jobs (model x task x dataset x conventions) and their state.
 
-A :class:`Job` is everything that decides one results file: the model (with the checkpoint
-and revision the zoo pins for it), the task, the dataset (a hub id and revision, or a local
-folder with a fingerprint of its files' names, sizes and modification times), the conventions
-profile, the cut-offs, the bootstrap and the seed. Its :meth:`Job.fingerprint` hashes them.
-``DIR/reproduce-state.json`` records, per job, the fingerprint it last ran with, its status
-and the sha256 of the results file it wrote: a job is up to date when it last succeeded with
-the same fingerprint and its results file is still that file (and names the same model, task,
-cut-offs and conventions); anything else runs again. Each job can also be written as a
-``python -m benchmark`` command line (:meth:`Job.argv`: the same results file by hand);
-``--devices`` hands whole models to one process each (:mod:`benchmark.reproduce.parallel`).
+A :class:`Job` holds everything that decides one results file (:meth:`Job.fingerprint`);
+``DIR/reproduce-state.json`` records per job the fingerprint it last ran with, its status and
+the sha256 of its results file, so a job reruns only when one of them changed.
 """
 
 from __future__ import annotations
@@ -124,8 +117,7 @@ REPRODUCE_KIND = "3xcm-reproduce"
 
 
 def check_output_dir(path: Path) -> None:
-    """``--output-dir`` must be a folder we can write (created when missing): new, empty, or
-    one a reproduce run wrote (its marker); a folder holding anything else is refused."""
+    """``--output-dir`` must be new, empty or a reproduce run's (its marker); else refused."""
     problem = dir_problem(path)
     if problem:
         raise PlanError(f"--output-dir {path} {problem}")
@@ -168,14 +160,8 @@ class Job:
     def fingerprint(self) -> str:
         return files.sha256_text(json.dumps(self.key(), sort_keys=True))
 
-    @property
-    def command(self) -> str:
-        """The ``python -m benchmark`` subcommand of this job."""
-        return "analyze" if self.task == "analysis" else "run"
-
     def args(self, output_dir: Path, cache_dir: Path | None = None) -> list[str]:
-        """The arguments of :attr:`command` that produce this job's results file (no
-        ``--device``: a launcher adds it)."""
+        """The ``run`` / ``analyze`` arguments of this job (without ``--device``)."""
         common = ["--model", self.model, "--conventions", self.conventions, "--output-dir",
                   str(output_dir), "--seed", str(self.seed), "-q"]
         common += ["--cache-dir", str(cache_dir)] if cache_dir else []
@@ -192,8 +178,8 @@ class Job:
                 "--bootstrap", str(self.resamples)]
 
     def argv(self, output_dir: Path, cache_dir: Path | None = None) -> list[str]:
-        """The whole ``python -m benchmark`` command line: :attr:`command` + :meth:`args`."""
-        return [self.command, *self.args(output_dir, cache_dir)]
+        """The whole ``python -m benchmark`` command line of this job."""
+        return ["analyze" if self.task == "analysis" else "run", *self.args(output_dir, cache_dir)]
 
 
 @dataclass(frozen=True)
@@ -221,9 +207,7 @@ def resolve_models(spec: str) -> list[str]:
     """``paper`` and/or registered names (``family:arg`` and ``module:Class`` pass through)."""
     entries = registry.models()
     out: list[str] = []
-    for tok in (t.strip() for t in spec.split(",")):
-        if not tok:
-            continue
+    for tok in filter(None, (t.strip() for t in spec.split(","))):
         if tok.lower() == "paper":
             out += [n for n, e in entries.items() if e.paper]
         elif tok in entries or ":" in tok:
@@ -248,8 +232,7 @@ def resolve_tasks(spec: str) -> list[str]:
 
 
 def profile_sha(model: str, profile: str) -> str | None:
-    """sha256 of what the conventions record of ``model`` under ``profile`` makes the adapter
-    do (its cache key): an edited record reruns the model's jobs."""
+    """sha256 of the conventions record of ``model`` (an edited record reruns its jobs)."""
     rec = model_conventions.resolve(model, profile)
     if rec is None:
         return None
@@ -257,8 +240,7 @@ def profile_sha(model: str, profile: str) -> str | None:
 
 
 def build_plan(cfg: ReproduceConfig) -> Plan:
-    """Every job of ``cfg``, model by model: the paper's models with the authors'
-    conventions, any other model (hash, a user's adapter) with its only, reference, one."""
+    """Every job of ``cfg``, model by model (the paper's with the authors' conventions)."""
     models, rqs = resolve_models(cfg.models), resolve_tasks(cfg.tasks)
     entries = registry.models()
     xcm = dataset_ref(cfg.xcm_dataset, cfg.xcm_revision, "--xcm-dataset") \
@@ -284,7 +266,6 @@ def build_plan(cfg: ReproduceConfig) -> Plan:
     return Plan(tuple(jobs), Path(cfg.output_dir))
 
 
-# -- state -----------------------------------------------------------------------------------
 def load_state(path: Path) -> dict[str, dict[str, Any]]:
     """Job name -> its last record; an unreadable state file is ignored (everything reruns)."""
     if not path.is_file():
@@ -302,19 +283,14 @@ def load_state(path: Path) -> dict[str, dict[str, Any]]:
 
 def save_state(path: Path, state: dict[str, dict[str, Any]],
                names: Collection[str] | None = None) -> None:
-    """Write the state file; with ``names``, only those jobs' entries are written over what is
-    on disk now (read again under an exclusive lock), so processes that run other models'
-    jobs of the same plan (``--devices``) never undo each other's records."""
+    """Write the state; with ``names``, only those jobs' entries over what is on disk now (read
+    under a lock), so ``--devices`` processes never undo each other's records."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path.with_name(path.name + ".lock"), "a+") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         merged = state if names is None else {
             **load_state(path), **{n: state[n] for n in names if n in state}}
         files.atomic_write_json(path, {"schema_version": STATE_VERSION, "jobs": merged})
-
-
-def changed_keys(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
-    return sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
 
 
 def up_to_date(plan: Plan, job: Job, entry: dict[str, Any] | None) -> tuple[bool, str]:
@@ -324,7 +300,8 @@ def up_to_date(plan: Plan, job: Job, entry: dict[str, Any] | None) -> tuple[bool
     if entry.get("status") != "ok":
         return False, f"last run {entry.get('status')}"
     if entry.get("fingerprint") != job.fingerprint():
-        keys = changed_keys(entry.get("key") or {}, job.key())
+        old, new = entry.get("key") or {}, job.key()
+        keys = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
         return False, "the plan changed (" + ", ".join(keys or ["?"]) + ")"
     path = plan.result_path(job)
     if not path.is_file():

@@ -1,14 +1,6 @@
-"""Is a result the paper's model? Checkpoint, revision and conventions of a results file.
-
-A model's numbers mean something against the paper only when its results came from the paper
-model's real checkpoint: the registered paper model, the zoo's checkpoint or a repo its
-authors' conventions load (its record's ``downloads`` in ``benchmark.zoo``), and a hub snapshot (the pinned
-revision where one is pinned, a 40-hex commit otherwise). A fake or hash
-model, another checkpoint, weights from a local folder (recorded as a ``sha256:`` fingerprint
-of its files) or an unknown revision fail the check, with the reason.
-Known blind spot: weights copied into ``$XCM_WEIGHTS_DIR`` for a *pinned* model are recorded
-under the pinned revision (``benchmark.models.hub.effective_revision`` assumes they match), so
-they cannot be told apart from the real snapshot here.
+"""Is a result the paper's model? Checkpoint, revision and conventions of a results file: only
+the registered paper model's checkpoint (or a repo its authors' conventions load) at its pinned
+revision, or a hub commit where none is pinned, counts as real.
 """
 
 from __future__ import annotations
@@ -38,24 +30,17 @@ class ModelCheck:
 
 
 def recorded_conventions(settings: dict[str, Any]) -> str | None:
-    """The conventions profile a result records: ``settings.conventions`` as a name, or a
-    record with a ``profile`` / ``name`` field; None when the result records none (or a record
-    whose ``fields`` are null: a model without profiles, run with its adapter's own)."""
+    """The conventions profile a result records, or None (none, or a model without profiles)."""
     c = settings.get("conventions")
     if isinstance(c, str):
         return c
-    if isinstance(c, dict) and "fields" in c and c["fields"] is None:
-        return None
-    if isinstance(c, dict):
-        for k in ("profile", "name"):
-            if isinstance(c.get(k), str):
-                return c[k]
+    if isinstance(c, dict) and not ("fields" in c and c["fields"] is None):
+        return next((c[k] for k in ("profile", "name") if isinstance(c.get(k), str)), None)
     return None
 
 
 def paper_checkpoints(model: str) -> dict[str, str | None]:
-    """Checkpoint -> pinned revision (None: unpinned) that are the paper model ``model``: the
-    zoo's entry, and the repos its authors' conventions load (the record's ``downloads``)."""
+    """Checkpoint -> pinned revision (None: unpinned) that are the paper model ``model``."""
     entry = registry.models().get(model)
     out: dict[str, str | None] = {}
     if entry is not None and entry.kwargs.get("checkpoint"):
@@ -91,8 +76,7 @@ def why_not_real(res: ResultFile) -> str:
 
 
 def check_model(model: str, alias: str | None, results: list[ResultFile]) -> ModelCheck:
-    """One check over every result of ``model`` (real only when all of them are; the
-    conventions its results record, those that record none left out)."""
+    """One check over every result of ``model`` (real only when all of them are)."""
     reasons = list(dict.fromkeys(r for r in (why_not_real(res) for res in results) if r))
     convs = {c for res in results if (c := recorded_conventions(res.settings)) is not None}
     first = results[0].model

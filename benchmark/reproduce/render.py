@@ -1,12 +1,5 @@
-"""``paper-comparison.md``, ``.html`` and ``.csv``: the comparison, cell by cell.
-
-The Markdown and the self-contained HTML page (:mod:`benchmark.report.page`) show, per table,
-one line per cell: row, column, ours, the published value, ours minus theirs, the tolerance,
-and whether the cell is inside it; cells we did not compute say "missing". A banner at the top
-names every model whose results did not come from the paper's real checkpoint: their numbers
-mean nothing against the paper, and their rows carry a dagger. The CSV holds every cell with
-full-precision values for scripts.
-"""
+"""``paper-comparison.md``, ``.html`` and ``.csv``: the comparison, cell by cell, under a banner
+naming every model whose results are not the paper's real checkpoint (rows marked †)."""
 
 from __future__ import annotations
 
@@ -18,6 +11,7 @@ from pathlib import Path
 from benchmark.report import page
 from benchmark.reproduce.cells import TOLERANCES, Cell, Section
 from benchmark.reproduce.compare import Comparison
+from benchmark.reproduce.plan import REPRODUCE_KIND
 from benchmark.results import now_iso
 from core import __version__, files
 
@@ -46,19 +40,9 @@ def grouped(failures: list[tuple[str, str]]) -> list[tuple[list[str], str]]:
 
 def fmt(x: float | None, cell: Cell, sign: bool = False) -> str:
     if x is None:
-        return "missing" if not sign else "-"
-    if cell.kind == "count":
-        return f"{x:+.0f}" if sign else f"{x:.0f}"
-    nd = (cell.decimals + 2) if cell.decimals is not None else 4
+        return "-" if sign else "missing"
+    nd = 0 if cell.kind == "count" else 4 if cell.decimals is None else cell.decimals + 2
     return f"{x:+.{nd}f}" if sign else f"{x:.{nd}f}"
-
-
-def paper_text(cell: Cell) -> str:
-    if cell.paper is None:
-        return "-"
-    if cell.kind == "count":
-        return f"{cell.paper:.0f}"
-    return f"{cell.paper:.{cell.decimals}f}" if cell.decimals is not None else f"{cell.paper:.4f}"
 
 
 def fake_models(comp: Comparison) -> dict[str, str]:
@@ -66,17 +50,15 @@ def fake_models(comp: Comparison) -> dict[str, str]:
     return {m: c.reason for m, c in comp.checks.items() if c.alias and not c.real}
 
 
-def _label(cell: Cell, fakes: dict[str, str]) -> str:
-    return cell.row + (" †" if cell.model in fakes else "")
+MODEL_HEAD = ["our model", "paper name", "checkpoint", "revision", "conventions",
+              "the paper's checkpoint?"]
+SUMMARY_HEAD = ["table", "cells", "within tolerance", "outside", "missing (not computed)"]
 
 
 def summary_rows(comp: Comparison) -> list[list[str]]:
-    rows = []
-    for s in comp.sections:
-        c = s.counts()
-        rows.append([s.title, str(len(s.cells)), str(c["ok"]), str(c["outside"]),
-                     str(c["missing"])])
-    return rows
+    return [[s.title, str(len(s.cells)), *(str(s.counts()[k]) for k in ("ok", "outside",
+                                                                         "missing"))]
+            for s in comp.sections]
 
 
 def model_rows(comp: Comparison) -> list[list[str]]:
@@ -90,32 +72,19 @@ def _md_table(head: list[str], rows: list[list[str]]) -> list[str]:
             + ["| " + " | ".join(r) + " |" for r in esc])
 
 
-def banner_lines(comp: Comparison) -> list[str]:
-    fakes = fake_models(comp)
-    if not fakes:
-        return []
-    out = ["> **These models are not the paper's real checkpoints: their numbers mean nothing "
-           "against the paper** (their rows are marked †):"]
-    out += [f"> - {m}: {why}" for m, why in fakes.items()]
-    return out + [""]
-
-
 CELL_HEAD = ["row", "column", "ours", "paper", "ours - paper", "in SE", "tolerance", "within"]
 PAPER_MARK = " ⚠ paper's own counts disagree"
-
-
-def se_text(cell: Cell) -> str:
-    """The difference in units of our bootstrap standard error (``-`` without one)."""
-    z = cell.diff_se
-    return "-" if z is None else f"{z:+.1f}"
 
 
 def cell_row(cell: Cell, fakes: dict[str, str]) -> list[str]:
     mark = MARK[cell.status]
     mark = f"**{mark}**" if cell.status == "outside" else mark
-    return [_label(cell, fakes), cell.column, fmt(cell.ours, cell), paper_text(cell),
-            fmt(cell.diff, cell, sign=True), se_text(cell), cell.tolerance.label(),
-            mark + (PAPER_MARK if cell.paper_flag else "")]
+    nd = 0 if cell.kind == "count" else 4 if cell.decimals is None else cell.decimals
+    z = cell.diff_se  # the difference in units of our bootstrap standard error
+    return [cell.row + (" †" if cell.model in fakes else ""), cell.column, fmt(cell.ours, cell),
+            "-" if cell.paper is None else f"{cell.paper:.{nd}f}",
+            fmt(cell.diff, cell, sign=True), "-" if z is None else f"{z:+.1f}",
+            cell.tolerance.label(), mark + (PAPER_MARK if cell.paper_flag else "")]
 
 
 def flag_lines(comp: Comparison) -> list[str]:
@@ -135,18 +104,19 @@ def to_markdown(comp: Comparison, ctx: Context) -> str:
     fakes = fake_models(comp)
     md = [f"# {TITLE}", "", f"Generated {now_iso()} by benchmark {__version__} from "
           f"{ctx.n_files} results file(s) in `{ctx.results_dir}`.", ""]
-    md += banner_lines(comp)
+    if fakes:
+        md += ["> **These models are not the paper's real checkpoints: their numbers mean "
+               "nothing against the paper** (their rows are marked †):",
+               *(f"> - {m}: {why}" for m, why in fakes.items()), ""]
     md += ["## Models", ""]
-    md += _md_table(["our model", "paper name", "checkpoint", "revision", "conventions",
-                     "the paper's checkpoint?"], model_rows(comp))
+    md += _md_table(MODEL_HEAD, model_rows(comp))
     if comp.unmatched:
         md += ["", "Models with no published numbers: " + ", ".join(comp.unmatched) + "."]
     if ctx.failures:
         md += ["", "## Failed jobs", ""] + [f"- {', '.join(jobs)}: {why}"
                                             for jobs, why in grouped(ctx.failures)]
     md += [""] + [f"{n}\n" for n in ctx.notes] + ["## Summary", ""]
-    md += _md_table(["table", "cells", "within tolerance", "outside", "missing (not computed)"],
-                    summary_rows(comp))
+    md += _md_table(SUMMARY_HEAD, summary_rows(comp))
     md += ["", "## Tolerances", "",
            "A cell is within its tolerance when our value, rounded to the decimals the paper "
            "printed, is within the tolerance of the printed value (the paper's own rounding "
@@ -183,9 +153,7 @@ def to_html(comp: Comparison, ctx: Context) -> str:
     top = [{"kind": "banner", "items": [f"{m}: {w}" for m, w in fakes.items()],
             "text": "These models are not the paper's real checkpoints: their numbers mean "
                     "nothing against the paper (rows marked †):"}] if fakes else []
-    models = [page.table(page.simple_table(["our model", "paper name", "checkpoint", "revision",
-                                            "conventions", "the paper's checkpoint?"],
-                                           model_rows(comp), 2))]
+    models = [page.table(page.simple_table(MODEL_HEAD, model_rows(comp), 2))]
     if comp.unmatched:
         models.append(page.para(f"Models with no published numbers: "
                                 f"{', '.join(comp.unmatched)}.", "note"))
@@ -194,8 +162,7 @@ def to_html(comp: Comparison, ctx: Context) -> str:
         sections.append(("Failed jobs", [page.bullets([f"{', '.join(jobs)}: {why}"
                                                        for jobs, why in grouped(ctx.failures)])]))
     sections.append(("Summary", [page.para(n, "note") for n in ctx.notes] + [page.table(
-        page.simple_table(["table", "cells", "within tolerance", "outside",
-                           "missing (not computed)"], summary_rows(comp)))]))
+        page.simple_table(SUMMARY_HEAD, summary_rows(comp)))]))
     sections.append(("Tolerances", [page.table(page.simple_table(
         ["kind", "tolerance", "why"], [[k, t.label(), t.why] for k, t in TOLERANCES.items()])),
         page.para(SE_NOTE, "note")]))
@@ -212,15 +179,14 @@ def to_csv(comp: Comparison) -> str:
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(["section", "row", "column", "model", "kind", "ours", "paper", "paper_decimals",
                 "diff", "tolerance", "status", "se", "diff_in_se", "paper_flag"])
+    def r(x: float | None) -> str:
+        return "" if x is None else repr(x)
+
     for s in comp.sections:
         for c in s.cells:
-            w.writerow([s.key, c.row, c.column, c.model or "", c.kind,
-                        "" if c.ours is None else repr(c.ours),
-                        "" if c.paper is None else repr(c.paper),
-                        "" if c.decimals is None else c.decimals,
-                        "" if c.diff is None else repr(c.diff), c.tolerance.label(), c.status,
-                        "" if c.se is None else repr(c.se),
-                        "" if c.diff_se is None else repr(c.diff_se), c.paper_flag])
+            w.writerow([s.key, c.row, c.column, c.model or "", c.kind, r(c.ours), r(c.paper),
+                        "" if c.decimals is None else c.decimals, r(c.diff), c.tolerance.label(),
+                        c.status, r(c.se), r(c.diff_se), c.paper_flag])
     return buf.getvalue()
 
 
@@ -230,5 +196,5 @@ def write(comp: Comparison, out_dir: Path, ctx: Context) -> dict[str, Path]:
     files.atomic_write_text(paths["md"], to_markdown(comp, ctx))
     files.atomic_write_text(paths["html"], to_html(comp, ctx))
     files.atomic_write_text(paths["csv"], to_csv(comp))
-    files.mark_folder(out_dir, "3xcm-reproduce", paths.values())
+    files.mark_folder(out_dir, REPRODUCE_KIND, paths.values())
     return paths

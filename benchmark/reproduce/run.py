@@ -1,11 +1,6 @@
 """Run a reproduce plan: every job that is not up to date, model by model, in this process.
-
-:func:`execute` is the one function that runs jobs. It loads each model once for all of its
-pending jobs (the analysis shares the loaded model), writes each results file as
-:func:`benchmark.tasks.base.run_task` does, and records every outcome in the state file right
-away, so a kill loses at most the job in progress. A job that fails (a model that cannot load,
-a dataset that cannot be read, an error inside the model) is recorded with its one-line reason
-and the others go on; the caller reports the failures and exits non-zero.
+Each model is loaded once for its jobs; every outcome is recorded in the state file at once,
+and a failed job is recorded with its one-line reason while the others go on.
 """
 
 from __future__ import annotations
@@ -23,6 +18,7 @@ from benchmark.analysis.core import AnalyzeConfig, analyze_context
 from benchmark.reproduce import pins
 from benchmark.reproduce.plan import Job, Plan, load_state, record, save_state, up_to_date
 from benchmark.tasks.base import RunConfig, RunContext, open_context, run_task
+from core.hub import one_line
 
 log = logging.getLogger(__name__)
 
@@ -51,31 +47,21 @@ class JobOutcome:
 class Summary:
     outcomes: list[JobOutcome] = field(default_factory=list)
 
-    def count(self, status: str) -> int:
-        return sum(o.status == status for o in self.outcomes)
-
     @property
     def ran(self) -> int:
-        return self.count("ran")
+        return sum(o.status == "ran" for o in self.outcomes)
 
     @property
     def up_to_date(self) -> int:
-        return self.count("up-to-date")
+        return sum(o.status == "up-to-date" for o in self.outcomes)
 
     @property
     def failed(self) -> list[JobOutcome]:
         return [o for o in self.outcomes if o.status == "failed"]
 
 
-def run_config(job: Job, plan: Plan, s: ExecSettings) -> RunConfig:
-    return RunConfig(model=job.model, output_dir=plan.results_dir, cache_dir=s.cache_dir,
-                     no_cache=s.no_cache, device=s.device, dtype=job.dtype,
-                     batch_size=s.batch_size, quiet=True, conventions=job.conventions)
-
-
 def check_dataset(ctx: RunContext, job: Job, cfg: object, pin: Callable | None) -> None:
-    """An unpinned hub dataset: its data fingerprint recorded by the first run, any other
-    refused (:mod:`benchmark.reproduce.pins`); loads the data into the run's memo."""
+    """An unpinned hub dataset's data fingerprint, recorded by the first run, else checked."""
     ds = job.dataset
     if pin is None or ds.local or ds.revision:
         return
@@ -91,8 +77,7 @@ def check_dataset(ctx: RunContext, job: Job, cfg: object, pin: Callable | None) 
 
 
 def run_job(ctx: RunContext, job: Job, pin: Callable | None = None) -> Path:
-    """Produce one job's results file with the model already loaded in ``ctx`` (``pin``:
-    records and checks an unpinned dataset's fingerprint, :func:`check_dataset`)."""
+    """Produce one job's results file with the model already loaded in ``ctx``."""
     ds = job.dataset
     if job.task == "analysis":
         cfg = AnalyzeConfig(dataset=ds.spec, revision=ds.revision, seed=job.seed,
@@ -112,24 +97,9 @@ def run_job(ctx: RunContext, job: Job, pin: Callable | None = None) -> Path:
     return path
 
 
-def one_line(e: BaseException) -> str:
-    text = str(e).strip().splitlines()
-    return f"{type(e).__name__}: {text[0] if text else ''}".rstrip(": ")
-
-
-def free_memory() -> None:
-    """Collect a dropped model before the next one is loaded (and the GPU memory it held)."""
-    gc.collect()
-    torch = sys.modules.get("torch")
-    if torch is not None and torch.cuda.is_available():
-        torch.cuda.empty_cache()
-
-
 def execute(plan: Plan, settings: ExecSettings | None = None,
             opener: Callable[[RunConfig], RunContext] | None = None) -> Summary:
-    """Run every job of ``plan`` that is not up to date; returns what happened to each.
-
-    ``opener`` loads a model (default :func:`benchmark.tasks.base.open_context`)."""
+    """Run every job of ``plan`` that is not up to date; what happened to each."""
     s = settings or ExecSettings()
     open_ctx = opener or open_context
     state = load_state(plan.state_path)
@@ -140,23 +110,24 @@ def execute(plan: Plan, settings: ExecSettings | None = None,
 
     summary = Summary()
     for model in plan.models:
-        jobs = [j for j in plan.jobs if j.model == model]
-        todo: list[Job] = []
-        why_run: dict[str, str] = {}
-        for job in jobs:
+        todo: dict[Job, str] = {}  # job -> why it runs
+        for job in (j for j in plan.jobs if j.model == model):
             done, why = up_to_date(plan, job, state.get(job.name))
             if done:
                 summary.outcomes.append(JobOutcome(job, "up-to-date", 0.0,
                                                    plan.result_path(job), why))
             else:
                 log.info("%s: runs (%s)", job.name, why)
-                todo.append(job)
-                why_run[job.name] = why
+                todo[job] = why
         if not todo:
             continue
+        first = next(iter(todo))
         t0 = time.perf_counter()
         try:
-            ctx: RunContext | None = open_ctx(run_config(todo[0], plan, s))
+            ctx: RunContext | None = open_ctx(RunConfig(
+                model=model, output_dir=plan.results_dir, cache_dir=s.cache_dir,
+                no_cache=s.no_cache, device=s.device, dtype=first.dtype,
+                batch_size=s.batch_size, quiet=True, conventions=first.conventions))
             pin("models", model, pins.model_revisions(ctx.adapter.spec))  # type: ignore[union-attr]
         except Exception as e:  # noqa: BLE001 - any load failure fails this model's jobs only
             reason = one_line(e)
@@ -180,10 +151,12 @@ def execute(plan: Plan, settings: ExecSettings | None = None,
             else:
                 record(state, job, "ok", time.perf_counter() - t1, path)
                 summary.outcomes.append(JobOutcome(job, "ran", time.perf_counter() - t1, path,
-                                                   why_run[job.name]))
+                                                   todo[job]))
             save_state(plan.state_path, state, [job.name])
-        ctx = None
-        free_memory()
+        ctx = None  # the model dropped, and the GPU memory it held, before the next one
+        gc.collect()
+        if (torch := sys.modules.get("torch")) is not None and torch.cuda.is_available():
+            torch.cuda.empty_cache()
     return summary
 
 

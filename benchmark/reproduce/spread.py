@@ -1,17 +1,6 @@
 """Bootstrap standard errors of our numbers, so a difference from the paper reads in units of
-the sampling noise of our own run, beside the pass/fail tolerance.
-
-- Win rates and SP (Tables 2, 8, 11; the authors' CSVs): the triplets of the group resampled
-  with replacement, which for win counts is Multinomial(n, (M_sem, M_cul, M_non)) (the
-  resampling ``SP_ci95`` uses); the standard deviation over ``RESAMPLES`` draws (ddof=1; SP
-  over the draws with a semantic win).
-- Accuracy, NDCG, LBKL, DLBKL (Tables 1, 5): the query images resampled with replacement from
-  the per-query values of ``<task>.outcomes.parquet`` (beside the results file, sha256
-  checked); the standard deviation of the mean over the draws.
-- Silhouettes, Pearson r, z-means and counts: none (``None``; no resampling unit the results
-  keep).
-
-Every draw is seeded (``SEED`` and the group), so the same results give the same errors.
+our own sampling noise: win rates and SP resample the group's triplets, Tables 1 and 5 the
+query images of the per-query outcomes; every draw is seeded.
 """
 
 from __future__ import annotations
@@ -34,16 +23,15 @@ WIN_KEYS = ("M_sem", "M_cul", "M_non")
 
 
 def group_se(group: dict | None, label: str = "") -> dict[str, float | None]:
-    """Bootstrap standard errors of ``M_sem``, ``M_cul``, ``M_non`` (fractions) and ``SP`` of
-    one group summary of a 3xcm result (its win counts)."""
+    """Bootstrap standard errors of M_sem, M_cul, M_non and SP of one 3xcm group summary."""
     none: dict[str, float | None] = dict.fromkeys((*WIN_KEYS, "SP"))
     if not isinstance(group, dict):
         return none
     try:
-        wins = np.array([int(group[k]) for k in ("wins_sem", "wins_cul", "wins_non")])
+        wins = tuple(int(group[k]) for k in ("wins_sem", "wins_cul", "wins_non"))
     except (KeyError, TypeError, ValueError):
         return none
-    return dict(_group_se(tuple(int(w) for w in wins), label))
+    return dict(_group_se(wins, label))
 
 
 @lru_cache(maxsize=4096)
@@ -60,35 +48,26 @@ def _group_se(wins: tuple[int, int, int], label: str) -> tuple[tuple[str, float 
     return tuple(out.items())
 
 
-def query_mean_se(path: Path, res: ResultFile, columns: list[str]) -> dict[str, float | None]:
-    """Bootstrap standard errors of the means of ``columns`` of the per-query outcomes
-    recorded beside the results file at ``path`` (None where the file or column is absent)."""
-    rec = getattr(res, "outcomes", None)
-    key = (str(path), str(rec.get("sha256")) if isinstance(rec, dict) else "", tuple(columns))
-    if key not in _MEMO:
-        _MEMO[key] = _query_mean_se(path, res, columns)
-    return dict(_MEMO[key])
-
-
 _MEMO: dict[tuple[str, str, tuple[str, ...]], dict[str, float | None]] = {}
 
 
-def _query_mean_se(path: Path, res: ResultFile, columns: list[str]) -> dict[str, float | None]:
+def query_mean_se(path: Path, res: ResultFile, columns: list[str]) -> dict[str, float | None]:
+    """Bootstrap standard errors of the means of ``columns`` of the per-query outcomes."""
+    rec = getattr(res, "outcomes", None)
+    key = (str(path), str(rec.get("sha256")) if isinstance(rec, dict) else "", tuple(columns))
+    if key in _MEMO:
+        return dict(_MEMO[key])
+    out: dict[str, float | None] = dict.fromkeys(columns)
     try:
         df = load_outcomes(path, res)
     except CompareError as e:
         log.info("no standard errors for %s: %s", path, e)
-        return dict.fromkeys(columns)
-    n = len(df)
-    if n < 2:
-        return dict.fromkeys(columns)
-    rng = np.random.default_rng(group_seed(SEED, f"se:{path.name}:{n}"))
-    idx = rng.integers(0, n, size=(RESAMPLES, n))
-    out: dict[str, float | None] = {}
-    for c in columns:
-        if c not in df.columns:
-            out[c] = None
-            continue
-        v = df[c].to_numpy(np.float64)
-        out[c] = float(v[idx].mean(axis=1).std(ddof=1))
-    return out
+        df = None
+    if df is not None and len(df) >= 2:
+        rng = np.random.default_rng(group_seed(SEED, f"se:{path.name}:{len(df)}"))
+        idx = rng.integers(0, len(df), size=(RESAMPLES, len(df)))
+        for c in columns:
+            if c in df.columns:
+                out[c] = float(df[c].to_numpy(np.float64)[idx].mean(axis=1).std(ddof=1))
+    _MEMO[key] = out
+    return dict(out)

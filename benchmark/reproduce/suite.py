@@ -1,12 +1,4 @@
-"""The whole ``reproduce`` command as a library call: plan, (dry-run | run), compare, report.
-
-    outcome = reproduce(ReproduceConfig(output_dir=Path("repro")))
-
-writes ``repro/results/<model-slug>/<task>.json`` for every job that was not up to date,
-``repro/reproduce-state.json``, and ``repro/paper-comparison.{md,html,csv}``
-(``--devices``: one process per model and device, :mod:`benchmark.reproduce.parallel`) from every
-results file under ``repro/results`` (also when some jobs failed: their cells are missing).
-"""
+"""The whole ``reproduce`` command as a library call: plan, (dry-run | run), compare, report."""
 
 from __future__ import annotations
 
@@ -17,7 +9,7 @@ from pathlib import Path
 from benchmark.report.collect import collect
 from benchmark.reproduce import dryrun, render
 from benchmark.reproduce.compare import Comparison, compare
-from benchmark.reproduce.parallel import execute_on_devices, parse_devices
+from benchmark.reproduce.parallel import execute_on_devices
 from benchmark.reproduce.plan import (
     Plan,
     PlanError,
@@ -49,12 +41,9 @@ class Outcome:
 def failures_of(plan: Plan) -> list[tuple[str, str]]:
     """(job, reason) of the plan's jobs whose last run, with this plan, failed (state file)."""
     state = load_state(plan.state_path)
-    out = []
-    for job in plan.jobs:
-        entry = state.get(job.name) or {}
-        if entry.get("status") == "failed" and entry.get("fingerprint") == job.fingerprint():
-            out.append((job.name, str(entry.get("error") or "failed")))
-    return out
+    return [(j.name, str(e.get("error") or "failed")) for j in plan.jobs
+            if (e := state.get(j.name) or {}).get("status") == "failed"
+            and e.get("fingerprint") == j.fingerprint()]
 
 
 def write_comparison(plan: Plan, authors_folder: Path | None = None) -> tuple[Comparison,
@@ -64,11 +53,9 @@ def write_comparison(plan: Plan, authors_folder: Path | None = None) -> tuple[Co
     col = collect([plan.results_dir])
     comp = compare(col, authors_folder)
     ctx = render.Context(str(plan.results_dir), len(col.paths), failures_of(plan))
-    by_conv: dict[str, list[str]] = {}
+    by_conv: dict[str, dict[str, None]] = {}
     for j in plan.jobs:
-        models = by_conv.setdefault(j.conventions, [])
-        if j.model not in models:
-            models.append(j.model)
+        by_conv.setdefault(j.conventions, {})[j.model] = None
     ctx.notes.append("Conventions of this plan: " + "; ".join(
         f"{c} ({', '.join(ms)})" for c, ms in by_conv.items()) + ". Datasets: "
         + ", ".join(sorted({j.dataset.spec for j in plan.jobs})) + ".")
@@ -79,22 +66,20 @@ def reproduce(cfg: ReproduceConfig, endpoint: str | None = None) -> Outcome:
     """Run (or dry-run) the plan ``cfg`` describes and write the comparison."""
     plan = build_plan(cfg)
     if cfg.dry_run:
-        items = dryrun.with_sizes(dryrun.downloads(plan), endpoint, cfg.hub_timeout)
+        items = [dryrun.repo_size(d, endpoint, cfg.hub_timeout) for d in dryrun.downloads(plan)]
         measured = dryrun.suite_rates(cfg.gpu_suite) if cfg.gpu_suite else None
         return Outcome(plan, dry_run=dryrun.format_dry_run(plan, items,
                                                            dryrun.estimate(plan, measured)))
-    devices = parse_devices(cfg.devices) if cfg.devices else []
+    devices = [d.strip() for d in (cfg.devices or "").split(",") if d.strip()]
     if cfg.devices and not devices:
         raise PlanError("--devices: empty list")
     if devices and cfg.device:
         raise PlanError("--devices and --device: give one of them")
     check_output_dir(plan.output_dir)
     summary = None
-    if cfg.compare_only:
-        pass
-    elif devices:
+    if devices and not cfg.compare_only:
         summary = execute_on_devices(plan, cfg, devices)
-    else:
+    elif not cfg.compare_only:
         settings = ExecSettings(cache_dir=cfg.cache_dir, no_cache=cfg.no_cache,
                                 device=cfg.device, batch_size=cfg.batch_size,
                                 allow_revision_change=cfg.allow_revision_change)
