@@ -30,7 +30,8 @@ def build(module: str) -> argparse.ArgumentParser:
 
 
 def test_one_version_from_the_package_metadata():
-    assert core.__version__ == importlib.metadata.version("xcm3") == benchmark.__version__
+    assert core.__version__ == importlib.metadata.version("xcm3")
+    assert not hasattr(benchmark, "__version__")  # one constant, in core
 
 
 @pytest.mark.parametrize("module", CLIS)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-MODULES = {"builder.crawl.stage": "builder.crawl.stage", "builder.tagging.stage": "builder.tagging.stage",
+MODULES = {"builder.crawl": "builder.crawl.stage", "builder.tagging": "builder.tagging.stage",
            "triplets": "triplets.cli", "benchmark": "benchmark.cli", "builder": "pipeline.cli"}
 
 

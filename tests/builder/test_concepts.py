@@ -271,8 +271,8 @@ def test_a_stage_that_needs_earlier_ones_makes_nothing_in_an_empty_folder(tmp_pa
 
     wd = tmp_path / "w"
     for main, extra, first in ((crawl.main, [], "builder.queries"),
-                               (image_dedup.main, [], "builder.crawl.stage"),
-                               (tagging.main, ["--llm", "offline"], "builder.crawl.stage")):
+                               (image_dedup.main, [], "python -m builder.crawl "),
+                               (tagging.main, ["--llm", "offline"], "python -m builder.crawl ")):
         assert main(["--workdir", str(wd), *extra]) == 2
         err = capsys.readouterr().err.strip().splitlines()[-1]
         assert err.startswith(f"error: no catalog in {wd}: nothing built there yet") and first in err
