@@ -40,6 +40,24 @@ def _get(port: int, path: str, method: str = "GET") -> tuple[int, bytes, dict]:
     return r.status, body, dict(r.getheaders())
 
 
+def start_serve(workdir: Path, port: int, binary: Path, env: dict | None = None) -> subprocess.Popen:
+    """``python -m annotation serve`` in its own session, its stdout piped."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "annotation", "serve", "--workdir", str(workdir), "--port",
+         str(port), "--label-studio", str(binary)], stdout=subprocess.PIPE, text=True, env=env,
+        start_new_session=True)
+
+
+def read_until_joined(proc: subprocess.Popen) -> str:
+    """serve's output up to the line telling annotators how to join."""
+    lines: list[str] = []
+    while not any("annotators join" in ln for ln in lines):
+        line = proc.stdout.readline()
+        assert line, f"serve ended: {lines}"
+        lines.append(line)
+    return "".join(lines)
+
+
 def test_serves_an_image(served):
     port, sha, _ = served
     status, body, headers = _get(port, f"/img/{sha}.png")
@@ -140,17 +158,9 @@ def test_serve_starts_label_studio_on_loopback(tmp_path):
     port, password = _free_port(), "pw-never-shown-123"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LABEL_STUDIO_", "DJANGO"))}
     env.update(LABEL_STUDIO_USERNAME="lead@example.com", LABEL_STUDIO_PASSWORD=password)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "annotation", "serve", "--workdir", str(wd.root), "--port",
-         str(port), "--label-studio", str(LS_BIN)], stdout=subprocess.PIPE, text=True, env=env,
-        start_new_session=True)
+    proc = start_serve(wd.root, port, LS_BIN, env)
     try:
-        lines = []
-        while not any("annotators join" in ln for ln in lines):
-            line = proc.stdout.readline()
-            assert line, f"serve ended: {lines}"
-            lines.append(line)
-        out = "".join(lines)
+        out = read_until_joined(proc)
         assert f"at http://127.0.0.1:{port}\n" in out and password not in out
         assert re.search(rf"invitation link: http://127\.0\.0\.1:{port}/user/signup/\?token=", out)
         assert httpx.get(f"http://127.0.0.1:{port}/health", timeout=5).status_code == 200
@@ -270,19 +280,12 @@ def test_serve_secrets_are_private_from_the_first_byte(tmp_path, fake_ls, monkey
     old = os.umask(0o022)
     wd = WorkDir.open(tmp_path / "wd")
     port = _free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "annotation", "serve", "--workdir", str(wd.root), "--port",
-         str(port), "--label-studio", str(fake_ls)], stdout=subprocess.PIPE, text=True,
-        start_new_session=True)
+    proc = start_serve(wd.root, port, fake_ls)
     try:
         from annotation.serve import plan
 
-        lines = []
-        while not any("annotators join" in ln for ln in lines):
-            line = proc.stdout.readline()
-            assert line, f"serve ended: {lines}"
-            lines.append(line)
-        assert f"invitation link: http://127.0.0.1:{port}/user/signup/?token=own" in "".join(lines)
+        out = read_until_joined(proc)
+        assert f"invitation link: http://127.0.0.1:{port}/user/signup/?token=own" in out
         folder = wd.root / "label-studio"
         mode = {p.relative_to(folder).as_posix(): p.stat().st_mode & 0o777
                 for p in [folder, *folder.rglob("*")]}
