@@ -11,7 +11,10 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from benchmark.metrics.association import sp_interval, sp_value
+from benchmark.metrics.clustered import clopper_pearson
 
 log = logging.getLogger(__name__)
 
@@ -47,13 +50,9 @@ class Verdict:
 
 def exact_sp_interval(sem: float, cul: float, level: float) -> tuple[float | None, float | None]:
     """Clopper-Pearson limits of SP given sem + cul (None, None without either; upper None: ∞)."""
-    from scipy.stats import beta
-
-    if not sem + cul > 0:
+    lo, hi = clopper_pearson(np.array(cul, float), np.array(sem + cul, float), level)
+    if not np.isfinite(lo):
         return None, None
-    a = (1 - level) / 2
-    lo = beta.ppf(a, cul, sem + 1) if cul > 0 else 0.0
-    hi = beta.ppf(1 - a, cul + 1, sem) if sem > 0 else 1.0
     return float(lo / (1 - lo)), (None if hi >= 1 else float(hi / (1 - hi)))
 
 

@@ -18,6 +18,7 @@ LAYER = {"core": 0, "benchmark": 1, "builder": 2, "annotation": 3, "triplets": 3
 #: cache, the CLI, results, report, metrics), never arrays, files or text helpers
 EVALUATOR_API = {"benchmark.cache", "benchmark.cli", "benchmark.registry", "benchmark.results",
                  "benchmark.report.build", "benchmark.metrics.association",
+                 "benchmark.metrics.clustered",
                  "benchmark.models.hash", "benchmark.models.hub"}
 
 
