@@ -17,8 +17,9 @@ from typing import Any
 from annotation.agreement import KEEP, NEEDS_REVIEW, REMOVE, Decision, agreement, majority
 from annotation.agreement import tag_precision_recall as score_tags
 from annotation.reviews import ReviewRow
-from builder.catalog import Catalog, utcnow
+from builder.catalog import Catalog
 from builder.statuses import DedupStatus, ItemStatus
+from core.provenance import utcnow
 
 VOTE = {"keep": KEEP, "none_duplicates": KEEP, "confirmed_keep": KEEP,
         "remove": REMOVE, "confirmed_remove": REMOVE}

@@ -16,8 +16,9 @@ from typing import Any
 
 from annotation.client import AnnotationError, Connection
 from annotation.configs import ProjectSpec
-from builder.catalog import Catalog, utcnow
+from builder.catalog import Catalog
 from builder.statuses import ConceptStatus
+from core.provenance import utcnow
 
 log = logging.getLogger(__name__)
 

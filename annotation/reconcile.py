@@ -15,7 +15,8 @@ from typing import Any
 
 from annotation.configs import ProjectSpec
 from annotation.links import TaskDraft
-from builder.catalog import Catalog, utcnow
+from builder.catalog import Catalog
+from core.provenance import utcnow
 
 log = logging.getLogger(__name__)
 

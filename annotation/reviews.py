@@ -15,8 +15,9 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from builder.catalog import Catalog, utcnow
+from builder.catalog import Catalog
 from core.files import sha256_text
+from core.provenance import utcnow
 from core.text import normalize_term, same_term
 
 log = logging.getLogger(__name__)

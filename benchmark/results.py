@@ -10,7 +10,6 @@ import json
 import math
 import platform
 import re
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -80,10 +79,6 @@ def environment() -> dict[str, Any]:
         except md.PackageNotFoundError:
             continue
     return env
-
-
-def now_iso() -> str:
-    return datetime.now(UTC).replace(microsecond=0).isoformat()
 
 
 def sanitize(obj: Any) -> Any:

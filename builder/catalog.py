@@ -10,7 +10,6 @@ import sqlite3
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -19,13 +18,10 @@ from builder.statuses import RunStatus
 from builder.workdir import WorkDir
 from core import __version__
 from core.files import sha256_text
+from core.provenance import utcnow
 
 log = logging.getLogger(__name__)
 
-
-def utcnow() -> str:
-    """ISO-8601 UTC timestamp with seconds precision."""
-    return datetime.now(UTC).replace(microsecond=0).isoformat()
 
 
 def brief(text: str, n: int = 300) -> str:

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
-from builder.catalog import Catalog, utcnow
+from builder.catalog import Catalog
 from builder.stagekit import (
     StageInputError,
     built_before,
@@ -28,6 +28,7 @@ from builder.unionfind import UnionFind
 from core.clikit import report
 from core.errors import DataError
 from core.options import from_args, option
+from core.provenance import utcnow
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from builder.catalog import Catalog, utcnow
+from builder.catalog import Catalog
 from builder.crawl.download import FetchConfig, FetchResult, validate_and_store
 from builder.crawl.download_records import finalize_duplicates, link_items, record_download
 from builder.crawl.netguard import url_refusal
@@ -28,6 +28,7 @@ from builder.stagekit import StageInputError, stage_main, stage_parser, stage_ru
 from builder.workdir import WorkDir
 from core.clikit import report
 from core.options import from_args, option
+from core.provenance import utcnow
 
 log = logging.getLogger(__name__)
 

@@ -18,12 +18,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from builder.catalog import Catalog, utcnow
+from builder.catalog import Catalog
 from builder.query_terms import english_term, our_terms, upsert_terms
 from builder.stagekit import StageInputError, format_summary, stage_main, stage_parser, stage_run
 from core import datatables, query_table
 from core.clikit import report
 from core.options import from_args, option
+from core.provenance import utcnow
 from core.text import majority_terms, normalize_term, same_term
 
 log = logging.getLogger(__name__)

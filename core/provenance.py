@@ -1,9 +1,15 @@
-"""Where a file came from: the commit of the checkout this package runs from."""
+"""Where and when a record came from: the commit of the checkout, the UTC time."""
 
 from __future__ import annotations
 
 import subprocess
+from datetime import UTC, datetime
 from pathlib import Path
+
+
+def utcnow() -> str:
+    """ISO-8601 UTC timestamp with seconds precision: every record's time."""
+    return datetime.now(UTC).replace(microsecond=0).isoformat()
 
 
 def git_commit() -> str | None:

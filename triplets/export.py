@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
-from builder.catalog import Catalog, utcnow
+from builder.catalog import Catalog
 from builder.statuses import USABLE_ITEMS
 from builder.workdir import WorkDir
 from core import __version__
@@ -31,7 +31,7 @@ from core.files import (
     may_write_into,
     sha256_bytes,
 )
-from core.provenance import git_commit
+from core.provenance import git_commit, utcnow
 from triplets.card import card_text, front_matter, licence_text
 from triplets.croissant import write_croissant
 from triplets.pool import Pool, PoolImage, load_pool

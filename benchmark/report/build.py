@@ -17,8 +17,9 @@ from benchmark.analysis.silhouette import EXPLORATORY_N, correlation_text
 from benchmark.report import authors, gallery, leaderboard, page, plots
 from benchmark.report.collect import Collection, ReportInputError, collect
 from benchmark.report.page import para
-from benchmark.results import ResultFile, model_slug, now_iso
+from benchmark.results import ResultFile, model_slug
 from core import __version__, files
+from core.provenance import utcnow
 
 log = logging.getLogger(__name__)
 
@@ -268,7 +269,7 @@ def build_report(paths: list[Path], output: Path, authors_folder: Path | None = 
         md += ["## Skipped", ""] + [f"- {n}" for n in notes]
         sections.append(("Skipped", [page.bullets(notes)]))
     files.atomic_write_text(output / "leaderboard.md", "\n".join(md) + "\n")
-    meta: dict[str, Any] = {"date": now_iso(), "package_version": __version__,
+    meta: dict[str, Any] = {"date": utcnow(), "package_version": __version__,
                             "n_files": len(col.runs)}
     files.atomic_write_text(output / "report.html", page.render(title, sections, meta))
     written.update({"leaderboard_md": output / "leaderboard.md",

@@ -12,8 +12,8 @@ from benchmark.report import page
 from benchmark.reproduce.cells import TOLERANCES, Cell, Section
 from benchmark.reproduce.compare import Comparison
 from benchmark.reproduce.plan import REPRODUCE_KIND
-from benchmark.results import now_iso
 from core import __version__, files
+from core.provenance import utcnow
 
 TITLE = "Reproducing the paper: our numbers against the published ones"
 MARK = {"ok": "✓", "outside": "✗ outside", "missing": "missing", "unpublished": "unpublished"}
@@ -102,7 +102,7 @@ SE_NOTE = ("\"in SE\": ours minus the paper in units of our bootstrap standard e
 
 def to_markdown(comp: Comparison, ctx: Context) -> str:
     fakes = fake_models(comp)
-    md = [f"# {TITLE}", "", f"Generated {now_iso()} by benchmark {__version__} from "
+    md = [f"# {TITLE}", "", f"Generated {utcnow()} by benchmark {__version__} from "
           f"{ctx.n_files} results file(s) in `{ctx.results_dir}`.", ""]
     if fakes:
         md += ["> **These models are not the paper's real checkpoints: their numbers mean "
@@ -170,7 +170,7 @@ def to_html(comp: Comparison, ctx: Context) -> str:
     if flags:
         sections.append(("The paper against its own counts", [page.bullets(flags)]))
     sections += [(s.title, _cells_blocks(s, fakes)) for s in comp.sections]
-    return page.render(TITLE, sections, {"date": now_iso(), "package_version": __version__,
+    return page.render(TITLE, sections, {"date": utcnow(), "package_version": __version__,
                                          "n_files": ctx.n_files})
 
 

@@ -27,14 +27,13 @@ from benchmark.results import (
     environment,
     model_conflict,
     model_slug,
-    now_iso,
     write_results,
 )
 from core import files
 from core.errors import DataError
 from core.files import sha256_text
 from core.options import option
-from core.provenance import git_commit
+from core.provenance import git_commit, utcnow
 
 DTYPES = ["float32", "float16", "bfloat16"]
 
@@ -250,7 +249,7 @@ def result_file(ctx: RunContext, out: TaskOutput) -> ResultFile:
     # the profile and its resolved fields, beside the task's per-side adapter conventions
     settings["conventions"] = {**conventions.settings(a), **(out.settings.get("conventions") or {})}
     return ResultFile(
-        git_commit=git_commit(), date=now_iso(), environment=environment(),
+        git_commit=git_commit(), date=utcnow(), environment=environment(),
         model=a.spec, task=TaskInfo(**out.task), settings=settings,
         timings=out.timings, scores=out.scores, **out.extra,
     )

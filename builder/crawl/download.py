@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from builder.catalog import utcnow
 from builder.crawl.netguard import (
     BLOCK_PREFIX,
     DNS_PREFIX,
@@ -30,6 +29,7 @@ from builder.workdir import WorkDir
 from core import __version__
 from core.clikit import local_failure
 from core.options import option
+from core.provenance import utcnow
 
 log = logging.getLogger(__name__)
 

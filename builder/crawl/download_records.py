@@ -7,11 +7,12 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from builder.catalog import Catalog, utcnow
+from builder.catalog import Catalog
 from builder.crawl.download import OURS, TRANSIENT, FetchResult
 from builder.crawl.netguard import url_refusal
 from builder.statuses import DownloadStatus, ItemStatus
 from core.files import atomic_path
+from core.provenance import utcnow
 
 
 def record_image(con: sqlite3.Connection, sha256: str, ext: str, fmt: str, width: int,

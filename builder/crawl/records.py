@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import sqlite3
 
-from builder.catalog import utcnow
 from builder.crawl.search import Hit, InputError, Search
 from builder.statuses import ItemStatus, SearchStatus
+from core.provenance import utcnow
 
 
 def add_search(con: sqlite3.Connection, s: Search, run_id: int | None = None,

@@ -13,7 +13,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from builder.catalog import Catalog, utcnow
+from builder.catalog import Catalog
 from builder.crawl.download import Downloader, FetchConfig, FetchResult
 from builder.crawl.download_records import (
     export_urls,
@@ -45,6 +45,7 @@ from builder.statuses import ConceptStatus, QueryStatus, SearchStatus
 from core import datatables
 from core.clikit import report
 from core.options import add_options, from_args, option
+from core.provenance import utcnow
 
 log = logging.getLogger(__name__)
 

@@ -11,8 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from builder.catalog import CatalogError, corrupt_reason, utcnow
+from builder.catalog import CatalogError, corrupt_reason
 from core.files import sha256_text
+from core.provenance import utcnow
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS responses (

@@ -11,7 +11,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from builder.catalog import Catalog, utcnow
+from builder.catalog import Catalog
 from builder.llm.base import LLMRequest, LLMResult, LLMSetupError
 from builder.llm.gemini import block_reason, response_text, response_tokens
 from builder.tagging.rules import (
@@ -23,6 +23,7 @@ from builder.tagging.rules import (
     judge,
     record_rows,
 )
+from core.provenance import utcnow
 
 log = logging.getLogger(__name__)
 

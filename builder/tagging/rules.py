@@ -13,9 +13,10 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from builder.catalog import Catalog, clip_raw, utcnow
+from builder.catalog import Catalog, clip_raw
 from builder.llm.base import BaseLLM, ImagePart
 from builder.workdir import WorkDir
+from core.provenance import utcnow
 from core.text import normalize_term
 
 # Formats Gemini reads as they are; anything else is re-encoded as PNG before sending.

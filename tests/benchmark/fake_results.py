@@ -9,8 +9,9 @@ import numpy as np
 
 from benchmark.metrics.association import association_scores, group_scores
 from benchmark.models.base import ModelSpec
-from benchmark.results import ResultFile, TaskInfo, model_slug, now_iso, write_results
+from benchmark.results import ResultFile, TaskInfo, model_slug, write_results
 from core import datatables
+from core.provenance import utcnow
 
 
 def summarize(winner: np.ndarray, ties: np.ndarray, z: np.ndarray, n_resamples: int = 1000,
@@ -23,7 +24,7 @@ def summarize(winner: np.ndarray, ties: np.ndarray, z: np.ndarray, n_resamples: 
 
 
 def _result(model: str, task: str, n: int, scores: dict, **task_extra: object) -> ResultFile:
-    return ResultFile(date=now_iso(), model=ModelSpec(name=model, family="fake",
+    return ResultFile(date=utcnow(), model=ModelSpec(name=model, family="fake",
                                                       checkpoint=f"fake-{model}"),
                       task=TaskInfo(name=task, dataset="fake", data_fingerprint="0" * 64, n=n,
                                     **task_extra),
@@ -120,7 +121,7 @@ def write_outcome_run(out: Path, model: str, rates: tuple[float, float, float], 
                   "winner": win.astype(np.int8)}).to_parquet(side, index=False)
     rec = {"file": side.name, "sha256": files.sha256_file(side), "rows": len(win),
            "unit": "triplet", "id_column": "triplet_id", "group_column": "query_country"}
-    r = ResultFile(date=now_iso(), model=ModelSpec(name=model, family="fake",
+    r = ResultFile(date=utcnow(), model=ModelSpec(name=model, family="fake",
                                                    checkpoint=f"fake-{model}"),
                    task=TaskInfo(name=task, dataset=f"fake-{fingerprint[:4]}",
                                  data_fingerprint=fingerprint, n=len(win),

@@ -11,8 +11,9 @@ from PIL import Image
 
 from benchmark import registry
 from benchmark.models.base import ModelSpec
-from benchmark.results import ResultFile, TaskInfo, now_iso, write_results
+from benchmark.results import ResultFile, TaskInfo, write_results
 from core import datatables
+from core.provenance import utcnow
 
 
 def spec(model: str, real: bool = True, **kw: Any) -> ModelSpec:
@@ -38,7 +39,7 @@ def group(n: int, sem: int, cul: int, z: tuple[float, float, float] = (0.5, -0.1
 def write_result(out: Path, model_spec: ModelSpec, task: str, scores: dict[str, Any],
                  settings: dict[str, Any] | None = None, **task_extra: Any) -> Path:
     n = int((scores.get("overall") or {}).get("n") or 1)
-    res = ResultFile(date=now_iso(), model=model_spec,
+    res = ResultFile(date=utcnow(), model=model_spec,
                      task=TaskInfo(name=task, dataset="hand-made", data_fingerprint="0" * 64,
                                    n=n, **task_extra),
                      settings=settings or {}, scores=scores)
