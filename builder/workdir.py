@@ -17,11 +17,21 @@ def resolve_workdir(path: str | os.PathLike[str] | None = None) -> Path:
     return Path(path or os.environ.get("XCM_WORKDIR") or DEFAULT_WORKDIR).expanduser()
 
 
+def _under(*parts: str) -> property:
+    """A read-only path below the work dir's root."""
+    return property(lambda wd: wd.root.joinpath(*parts))
+
+
 @dataclass(frozen=True)
 class WorkDir:
     """Paths of one build's work dir; ``open()`` creates the folders."""
 
     root: Path
+    catalog_path = _under("catalog.sqlite")
+    images_dir = _under("images")
+    cache_dir = _under("cache")
+    llm_cache_path = _under("cache", "llm.sqlite")
+    exports_dir = _under("exports")
 
     @classmethod
     def open(cls, path: str | os.PathLike[str] | None = None) -> WorkDir:
@@ -29,26 +39,6 @@ class WorkDir:
         for p in (wd.root, wd.images_dir, wd.cache_dir, wd.exports_dir):
             p.mkdir(parents=True, exist_ok=True)
         return wd
-
-    @property
-    def catalog_path(self) -> Path:
-        return self.root / "catalog.sqlite"
-
-    @property
-    def images_dir(self) -> Path:
-        return self.root / "images"
-
-    @property
-    def cache_dir(self) -> Path:
-        return self.root / "cache"
-
-    @property
-    def llm_cache_path(self) -> Path:
-        return self.cache_dir / "llm.sqlite"
-
-    @property
-    def exports_dir(self) -> Path:
-        return self.root / "exports"
 
     def image_path(self, sha256: str, ext: str) -> Path:
         """``images/<sha[:2]>/<sha>.<ext>``: the name never comes from a URL."""
