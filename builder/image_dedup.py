@@ -8,6 +8,7 @@ import json
 import logging
 import sqlite3
 from collections import Counter
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
@@ -338,41 +339,32 @@ def image_dedup(catalog: Catalog, cfg: DedupConfig, adapter: Any = None) -> dict
         cache = EmbeddingCache(cfg.cache_dir) if adapter is not None or cfg.model else None
     except CacheError as exc:
         raise StageInputError(str(exc)) from exc
-    try:
+    with cache if cache is not None else nullcontext():
         if adapter is None and cfg.model:
             adapter = _load_model(cfg.model)
-    except BaseException:
-        if cache is not None:
-            cache.close()
-        raise
-    if adapter is not None and cfg.batch_size:
-        adapter.image_batch_size = cfg.batch_size
-    if cfg.pair_device is None and (dev := pair_device(adapter)) is not None:
-        cfg = DedupConfig(**{**asdict(cfg), "pair_device": dev})
-    concepts = [r[0] for r in catalog.query(
-        "SELECT DISTINCT concept FROM items WHERE sha256 IS NOT NULL ORDER BY concept")]
-    wanted = concept_filter(cfg.concepts)  # NFC, as every name
-    if wanted is not None:
-        concepts = [c for c in concepts if c in wanted]
-    by_concept: dict[str, dict[str, int]] = {}
-    total: Counter[str] = Counter()
-    with stage_run(catalog, STAGE, asdict(cfg)) as rec:
-        rec.counts = {"items": total}  # filled per concept: an interrupted run records it
-        try:
+        if adapter is not None and cfg.batch_size:
+            adapter.image_batch_size = cfg.batch_size
+        if cfg.pair_device is None and (dev := pair_device(adapter)) is not None:
+            cfg = DedupConfig(**{**asdict(cfg), "pair_device": dev})
+        concepts = [r[0] for r in catalog.query(
+            "SELECT DISTINCT concept FROM items WHERE sha256 IS NOT NULL ORDER BY concept")]
+        wanted = concept_filter(cfg.concepts)  # NFC, as every name
+        if wanted is not None:
+            concepts = [c for c in concepts if c in wanted]
+        by_concept: dict[str, dict[str, int]] = {}
+        total: Counter[str] = Counter()
+        with stage_run(catalog, STAGE, asdict(cfg)) as rec:
+            rec.counts = {"items": total}  # filled per concept: an interrupted run records it
             for concept in tqdm(concepts, desc="image_dedup", unit="concept",
                                 disable=not concepts):
                 c = dedup_concept(catalog, concept, cfg, adapter, cache, rec.run_id)
                 by_concept[concept] = dict(c)
                 total.update(c)
-        finally:
-            if cache is not None:
-                cache.close()
-        groups = catalog.pairs("SELECT status, COUNT(*) FROM dedup_groups GROUP BY status")
-        rec.counts = {"items": dict(sorted(total.items())), "groups": groups,
-                      "by_concept": by_concept}
-        rec.summary = (
-            f"items: {', '.join(f'{k} {v}' for k, v in rec.counts['items'].items()) or 'none'}\n"
-            f"groups: {', '.join(f'{k} {v}' for k, v in groups.items()) or 'none'}")
+            groups = catalog.pairs("SELECT status, COUNT(*) FROM dedup_groups GROUP BY status")
+            items = dict(sorted(total.items()))
+            rec.counts = {"items": items, "groups": groups, "by_concept": by_concept}
+            rec.summary = (f"items: {', '.join(f'{k} {v}' for k, v in items.items()) or 'none'}\n"
+                           f"groups: {', '.join(f'{k} {v}' for k, v in groups.items()) or 'none'}")
     return {**rec.counts, "summary": rec.summary, "run_id": rec.run_id}
 
 
