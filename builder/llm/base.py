@@ -198,15 +198,16 @@ class BaseLLM:
                 return None, f"rejected: {brief(reason)}"
         return value, None
 
-    def store(self, req: LLMRequest, result: LLMResult) -> None:
-        """Cache an ok, failed or refused result (transport errors are not cached)."""
+    def store(self, req: LLMRequest, result: LLMResult) -> LLMResult:
+        """Cache an ok, failed or refused result (transport errors are not); returns it."""
         if self.cache is None or result.status not in ("ok", "failed", "refused"):
-            return
+            return result
         self.cache.put(
             req.key, provider=self.provider, model=self.model, template_sha=req.template_sha,
             params=req.params, input_sha=req.input_sha, status=result.status,
             text=result.raw if result.ok else clip_raw(result.raw),  # an ok text is the value
             error=result.error, attempts=result.attempts, usage=result.usage)
+        return result
 
     def generate_structured(
         self, prompt: str, schema: type[BaseModel], *, images: Sequence[ImagePart] | None = None,
@@ -237,10 +238,8 @@ class BaseLLM:
             except LLMRefused as exc:  # a safety block: asking again gets the same block
                 self.usage.refusals += 1
                 log.info("LLM request refused (%s): %s", self.spec, exc.reason)
-                result = LLMResult("refused", None, exc.text, exc.reason, attempts, False,
-                                   req.key, tokens)
-                self.store(req, result)
-                return result
+                return self.store(req, LLMResult("refused", None, exc.text, exc.reason, attempts,
+                                                 False, req.key, tokens))
             except Exception as exc:  # transport: 429/5xx after retries, timeouts, refused
                 self.usage.api_errors += 1
                 notes = "; ".join(getattr(exc, "__notes__", None) or [])
@@ -253,15 +252,13 @@ class BaseLLM:
             self.usage.add_tokens(used)
             value, err = self.check_text(req, text, validate)
             if err is None:
-                result = LLMResult("ok", value, text, None, attempts, False, req.key, tokens)
-                self.store(req, result)
-                return result
+                return self.store(req, LLMResult("ok", value, text, None, attempts, False,
+                                                 req.key, tokens))
             reason = err
             log.info("LLM answer rejected (attempt %d): %s", attempts, err)
         self.usage.failures += 1
-        result = LLMResult("failed", None, text, reason, attempts, False, req.key, tokens)
-        self.store(req, result)
-        return result
+        return self.store(req, LLMResult("failed", None, text, reason, attempts, False, req.key,
+                                         tokens))
 
     def _complete(self, prompt: str, req: LLMRequest, offline: Callable[[], Any] | None
                   ) -> tuple[str | None, dict[str, int]]:
