@@ -214,27 +214,26 @@ def _prepare(url: str, stem: Path, rec: dict[str, Any], tars: dict[Path, tarfile
     """One sample's outcome, or ``fetched`` with its bytes (img2dataset reports no redirects,
     headers or attempts: those stay NULL, ``attempts`` 1)."""
     now = utcnow()
+
+    def outcome(status: str, reason: str, **kw: Any) -> FetchResult:
+        return FetchResult(url, status, reason, attempts=1, fetched_at=now, **kw)
+
     refused = url_refusal(url, fetch.allow_hosts)  # img2dataset has no address guard
     if refused:
-        return FetchResult(url, refused[0], f"{refused[1]} (fetched by img2dataset, not stored)",
-                           attempts=1, fetched_at=now)
+        return outcome(refused[0], f"{refused[1]} (fetched by img2dataset, not stored)")
     if rec.get("status") != "success":
         status, http = failure_status(rec.get("error_message"), rec.get("status"))
-        return FetchResult(url, status, f"img2dataset: {rec.get('error_message') or rec.get('status')}",
-                           http_status=http, attempts=1, fetched_at=now)
+        return outcome(status, f"img2dataset: {rec.get('error_message') or rec.get('status')}",
+                       http_status=http)
     try:
         data = _bytes_for(stem, rec, tars, fetch.max_bytes)
     except _TooLarge as e:
-        return FetchResult(url, "too_large", f"{e.size} bytes exceeds {fetch.max_bytes}",
-                           attempts=1, fetched_at=now)
+        return outcome("too_large", f"{e.size} bytes exceeds {fetch.max_bytes}")
     if data is None:
-        return FetchResult(url, "missing_file", f"img2dataset sample {rec.get('key')} has no bytes",
-                           attempts=1, fetched_at=now)
+        return outcome("missing_file", f"img2dataset sample {rec.get('key')} has no bytes")
     if len(data) > fetch.max_bytes:  # as the crawl: the refused body's size is not recorded
-        return FetchResult(url, "too_large", f"{len(data)} bytes exceeds {fetch.max_bytes}",
-                           attempts=1, fetched_at=now)
-    return FetchResult(url, "fetched", "", attempts=1, fetched_at=now, data=data)
-
+        return outcome("too_large", f"{len(data)} bytes exceeds {fetch.max_bytes}")
+    return outcome("fetched", "", data=data)
 
 def _validate(res: FetchResult, rec: dict[str, Any], workdir: WorkDir, max_pixels: int
               ) -> FetchResult:
