@@ -13,15 +13,9 @@ from pathlib import Path
 
 import numpy as np
 
+from builder import stagekit
 from builder.catalog import Catalog
-from builder.stagekit import (
-    StageInputError,
-    format_summary,
-    report_run,
-    stage_main,
-    stage_parser,
-    stage_run,
-)
+from builder.stagekit import StageInputError
 from builder.statuses import ConceptStatus
 from builder.table_export import write_csv
 from builder.text_embedders import TextEncoder, make_encoder
@@ -120,7 +114,7 @@ def run_concept_dedup(catalog: Catalog, encoder: TextEncoder,
     curated = {r["name"] for r in rows if r["source"] == "curated"}
     freq = catalog.pairs("SELECT concept, COUNT(*) FROM concept_instances GROUP BY concept")
     params = {"threshold": threshold, "embedder": encoder.name, "keep_uncurated": keep_uncurated}
-    with stage_run(catalog, STAGE, params, inputs=names) as rec:
+    with stagekit.stage_run(catalog, STAGE, params, inputs=names) as rec:
         vecs = encoder.encode(names)
         sim = cosine_matrix(vecs)
         decisions = decide(names, sim, threshold, curated, freq, keep_uncurated)
@@ -139,7 +133,7 @@ def run_concept_dedup(catalog: Catalog, encoder: TextEncoder,
             "report": str(report.name),
         }
         top = Counter(d.merged_into for d in decisions if d.merged_into)
-        rec.summary = format_summary(
+        rec.summary = stagekit.format_summary(
             f"concept_dedup: {len(names)} concepts -> {by_status.get('kept', 0)} kept "
             f"(threshold {threshold}, {encoder.name})",
             {"by status": by_status, "clusters by size": {f"size {k}": v for k, v in sizes.items()},
@@ -160,7 +154,7 @@ def write_report(path: Path, decisions: list[Decision]) -> Path:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    return stage_parser("builder.concept_dedup", __doc__, ConceptDedupConfig)
+    return stagekit.stage_parser("builder.concept_dedup", __doc__, ConceptDedupConfig)
 
 
 def _cli(args: argparse.Namespace) -> int:
@@ -171,12 +165,12 @@ def _cli(args: argparse.Namespace) -> int:
         raise StageInputError(str(exc)) from exc
     with Catalog.open(args.workdir) as catalog:
         run_concept_dedup(catalog, encoder, cfg.threshold, cfg.keep_uncurated)
-        report_run(catalog, STAGE)
+        stagekit.report_run(catalog, STAGE)
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    return stage_main(build_parser(), _cli, argv)
+    return stagekit.stage_main(build_parser(), _cli, argv)
 
 
 if __name__ == "__main__":

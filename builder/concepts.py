@@ -17,20 +17,13 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 from tqdm import tqdm
 
+from builder import stagekit
 from builder.catalog import Catalog, record_llm_request
 from builder.concept_list import load_curated, normalize_concept
 from builder.llm.base import BaseLLM, LLMConfig, LLMResult
 from builder.llm.client import llm_for
 from builder.prompts import load_prompt
-from builder.stagekit import (
-    StageInputError,
-    format_summary,
-    nothing_succeeded,
-    report_run,
-    stage_main,
-    stage_parser,
-    stage_run,
-)
+from builder.stagekit import StageInputError
 from builder.statuses import ConceptStatus, LLMStatus
 from builder.table_export import write_csv
 from core import datatables
@@ -138,7 +131,7 @@ def run_concepts(catalog: Catalog, llm: BaseLLM, countries: list[datatables.Coun
               "llm": llm.spec, "prompt_sha": prompt_sha,
               "curated": len(curated) if curated is not None else None}
     status: Counter = Counter()
-    with stage_run(catalog, STAGE, params, inputs=curated, llm=llm) as rec:
+    with stagekit.stage_run(catalog, STAGE, params, inputs=curated, llm=llm) as rec:
         # an item is done when answered by the same LLM and prompt (another --llm asks again)
         done = {r["item"] for r in catalog.query(
             "SELECT item FROM llm_requests WHERE stage=? AND status=? AND llm=? AND prompt_sha=?",
@@ -164,7 +157,7 @@ def run_concepts(catalog: Catalog, llm: BaseLLM, countries: list[datatables.Coun
             _apply_curated(catalog, curated, rec.run_id)
         rec.counts = _counts(catalog, status)
         rec.summary = _summary(rec.counts)
-        nothing_succeeded(STAGE, fresh, ok, last)
+        stagekit.nothing_succeeded(STAGE, fresh, ok, last)
     log.debug("%s", rec.summary)
     return rec.counts
 
@@ -224,7 +217,7 @@ def _counts(catalog: Catalog, status: Counter) -> dict:
 
 
 def _summary(counts: dict) -> str:
-    return format_summary(
+    return stagekit.format_summary(
         f"concepts: {sum(counts['concepts_by_source'].values())} concepts, "
         f"{counts['instances']} instances, {counts['requests_not_ok']} requests not ok",
         {"requests this run": counts["requests"],
@@ -255,7 +248,7 @@ def export_candidates(catalog: Catalog, out: str | Path) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    return stage_parser("builder.concepts", __doc__, ConceptsConfig)
+    return stagekit.stage_parser("builder.concepts", __doc__, ConceptsConfig)
 
 
 def _cli(args: argparse.Namespace) -> int:
@@ -274,14 +267,14 @@ def _cli(args: argparse.Namespace) -> int:
         llm = llm_for(cfg.llm, catalog.workdir.llm_cache_path)
         counts = run_concepts(catalog, llm, countries, cfg.rounds, curated, cfg.batch_size,
                               cfg.n_concepts, cfg.temperature)
-        report_run(catalog, STAGE)
+        stagekit.report_run(catalog, STAGE)
         if counts["requests_not_ok"]:
             log.warning("%d requests not ok: see llm_requests", counts["requests_not_ok"])
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    return stage_main(build_parser(), _cli, argv)
+    return stagekit.stage_main(build_parser(), _cli, argv)
 
 
 if __name__ == "__main__":

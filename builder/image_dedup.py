@@ -15,15 +15,9 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
+from builder import stagekit
 from builder.catalog import Catalog
-from builder.stagekit import (
-    StageInputError,
-    built_before,
-    concept_filter,
-    stage_main,
-    stage_parser,
-    stage_run,
-)
+from builder.stagekit import StageInputError
 from builder.statuses import USABLE_ITEMS, DedupStatus, ItemStatus
 from builder.unionfind import UnionFind
 from core.clikit import report
@@ -348,12 +342,12 @@ def image_dedup(catalog: Catalog, cfg: DedupConfig, adapter: Any = None) -> dict
             cfg = DedupConfig(**{**asdict(cfg), "pair_device": dev})
         concepts = [r[0] for r in catalog.query(
             "SELECT DISTINCT concept FROM items WHERE sha256 IS NOT NULL ORDER BY concept")]
-        wanted = concept_filter(cfg.concepts)  # NFC, as every name
+        wanted = stagekit.concept_filter(cfg.concepts)  # NFC, as every name
         if wanted is not None:
             concepts = [c for c in concepts if c in wanted]
         by_concept: dict[str, dict[str, int]] = {}
         total: Counter[str] = Counter()
-        with stage_run(catalog, STAGE, asdict(cfg)) as rec:
+        with stagekit.stage_run(catalog, STAGE, asdict(cfg)) as rec:
             rec.counts = {"items": total}  # filled per concept: an interrupted run records it
             for concept in tqdm(concepts, desc="image_dedup", unit="concept",
                                 disable=not concepts):
@@ -379,15 +373,15 @@ def _load_model(name: str) -> Any:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    return stage_parser("builder.image_dedup", "Near-duplicate groups within each concept.",
-                        DedupConfig)
+    return stagekit.stage_parser("builder.image_dedup",
+                                 "Near-duplicate groups within each concept.", DedupConfig)
 
 
 def config_from_args(a: argparse.Namespace) -> DedupConfig:
     """The CLI values as a :class:`DedupConfig` (StageInputError on bad input)."""
     if not a.review_cosine <= a.cosine:
         raise StageInputError("need -1 <= --review-cosine <= --cosine <= 1")
-    concept_filter(a.concepts)
+    stagekit.concept_filter(a.concepts)
     cfg = from_args(DedupConfig, a)
     return replace(cfg, model=None if cfg.model is None or cfg.model.lower() == "none"
                    else cfg.model)
@@ -395,14 +389,14 @@ def config_from_args(a: argparse.Namespace) -> DedupConfig:
 
 def _cli(args: argparse.Namespace) -> int:
     cfg = config_from_args(args)
-    built_before(args.workdir, "python -m builder.crawl")
+    stagekit.built_before(args.workdir, "python -m builder.crawl")
     with Catalog.open(args.workdir) as catalog:
         report(image_dedup(catalog, cfg)["summary"])
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    return stage_main(build_parser(), _cli, argv)
+    return stagekit.stage_main(build_parser(), _cli, argv)
 
 
 if __name__ == "__main__":

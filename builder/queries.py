@@ -18,6 +18,7 @@ from typing import NamedTuple
 from pydantic import BaseModel, Field
 from tqdm import tqdm
 
+from builder import stagekit
 from builder.catalog import Catalog, record_llm_request
 from builder.concept_list import load_curated
 from builder.llm.base import BaseLLM, LLMConfig, LLMResult
@@ -30,15 +31,7 @@ from builder.query_terms import (
     table_terms,
     upsert_terms,
 )
-from builder.stagekit import (
-    StageInputError,
-    format_summary,
-    nothing_succeeded,
-    report_run,
-    stage_main,
-    stage_parser,
-    stage_run,
-)
+from builder.stagekit import StageInputError
 from builder.statuses import ConceptStatus, QueryStatus
 from core import datatables, query_table
 from core.clikit import report
@@ -280,7 +273,7 @@ def run_queries(catalog: Catalog, llm: BaseLLM, countries: list[datatables.Count
     table = table_terms(use_table)
     params = {"countries": [c.code for c in countries], "n_concepts": len(concepts),
               "use_table": use_table, "llm": llm.spec, "prompt_sha": prompt_sha}
-    with stage_run(catalog, STAGE, params, inputs=concepts, llm=llm) as rec:
+    with stagekit.stage_run(catalog, STAGE, params, inputs=concepts, llm=llm) as rec:
         if from_catalog:
             _mark_stale(catalog, concepts)
         cat = catalog_terms(catalog)
@@ -298,7 +291,7 @@ def run_queries(catalog: Catalog, llm: BaseLLM, countries: list[datatables.Count
                 if not res.cached:  # answered now (a cached failure is no news)
                     fresh, ok, last = fresh + 1, ok + res.ok, res.error or last
         rec.counts = _counts(catalog, asked)
-        rec.summary = format_summary(
+        rec.summary = stagekit.format_summary(
             f"queries: {rec.counts['native_ok']} native queries ok, "
             f"{rec.counts['native_not_ok']} not ok ({asked} LLM groups this run)",
             {"native by source": rec.counts["by_source"],
@@ -306,7 +299,7 @@ def run_queries(catalog: Catalog, llm: BaseLLM, countries: list[datatables.Count
              "not ok by status": rec.counts["by_status"],
              "native ok by country": rec.counts["by_country"],
              "not ok by concept": rec.counts["not_ok_by_concept"]})
-        nothing_succeeded(STAGE, fresh, ok, last)
+        stagekit.nothing_succeeded(STAGE, fresh, ok, last)
     log.debug("%s", rec.summary)
     return rec.counts
 
@@ -357,7 +350,7 @@ def write_table(catalog: Catalog, out: str | Path) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = stage_parser("builder.queries", __doc__, QueriesConfig)
+    p = stagekit.stage_parser("builder.queries", __doc__, QueriesConfig)
     p.epilog = "other commands: import --published DATASET | diff [--dataset D] (each with --help)"
     return p
 
@@ -388,7 +381,7 @@ def _cli(args: argparse.Namespace) -> int:
             log.info("every term is in the table or the catalog: no LLM needed")
             llm = OfflineLLM(None)
         run_queries(catalog, llm, countries, use_table=not cfg.no_table)
-        report_run(catalog, STAGE)
+        stagekit.report_run(catalog, STAGE)
     return 0
 
 
@@ -398,7 +391,7 @@ def main(argv: list[str] | None = None) -> int:
         from builder import published_terms
 
         return published_terms.main(argv)
-    return stage_main(build_parser(), _cli, argv)
+    return stagekit.stage_main(build_parser(), _cli, argv)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
+from builder import stagekit
 from builder.catalog import Catalog
 from builder.crawl.download import Downloader, FetchConfig, FetchResult
 from builder.crawl.download_records import (
@@ -33,14 +34,7 @@ from builder.crawl.search import (
     Search,
     parse_source,
 )
-from builder.stagekit import (
-    StageInputError,
-    built_before,
-    concept_filter,
-    stage_main,
-    stage_parser,
-    stage_run,
-)
+from builder.stagekit import StageInputError
 from builder.statuses import ConceptStatus, QueryStatus, SearchStatus
 from core import datatables
 from core.clikit import report
@@ -111,7 +105,7 @@ def plan_ddgs(catalog: Catalog, cfg: CrawlConfig) -> list[Search]:
         raise StageInputError("no queries in the catalog for these countries and languages: run "
                               "`python -m builder.queries` first (or use --search folder:PATH / "
                               "urls:FILE)")
-    wanted = concept_filter(cfg.concepts)
+    wanted = stagekit.concept_filter(cfg.concepts)
     _check_concepts(wanted, {r["concept"] for r in rows})
     english = {(r["concept"], r["country"]): r["text"] for r in rows if r["kind"] == "english"}
     out = []
@@ -132,7 +126,7 @@ def plan_local(kind: str, path: Path, cfg: CrawlConfig) -> tuple[list[Search], l
 
     searches, errors = folder_searches(path) if kind == "folder" else urls_searches(path)
     codes = {c.code for c in datatables.resolve_countries(cfg.countries)}
-    wanted = concept_filter(cfg.concepts)
+    wanted = stagekit.concept_filter(cfg.concepts)
     _check_concepts(wanted, {s.concept for s in searches})
     keep = [s for s in searches if s.country in codes and (wanted is None or s.concept in wanted)]
     return keep, errors
@@ -358,7 +352,7 @@ def crawl(catalog: Catalog, cfg: CrawlConfig, backend: Any = None) -> CrawlResul
     params = {k: v for k, v in asdict(cfg).items() if k != "fetch"}
     params["fetch"] = {k: (sorted(v) if isinstance(v, frozenset) else v)
                        for k, v in asdict(fetch).items()}
-    with stage_run(catalog, STAGE, params) as rec:
+    with stagekit.stage_run(catalog, STAGE, params) as rec:
         try:
             _crawl(catalog, cfg, kind, path, fetch, backend, rec.run_id)
         finally:  # whatever ended the run, the record counts what it left behind
@@ -397,7 +391,7 @@ def _crawl(catalog: Catalog, cfg: CrawlConfig, kind: str, path: Path | None, fet
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = stage_parser("builder.crawl.stage", __doc__)
+    p = stagekit.stage_parser("builder.crawl.stage", __doc__)
     seen: set[str] = set()
     add_options(p, CrawlConfig, seen=seen)
     p.add_argument("--languages", dest="kinds", default=",".join(KINDS),
@@ -414,7 +408,7 @@ def config_from_args(a: argparse.Namespace) -> CrawlConfig:
     if not kinds or any(k not in KINDS for k in kinds):
         raise StageInputError(f"--languages takes english, native or both, got {a.kinds!r}")
     datatables.resolve_countries(a.countries)
-    concept_filter(a.concepts)
+    stagekit.concept_filter(a.concepts)
     parse_source(a.search)
     fetch = replace(from_args(FetchConfig, a), connect_timeout=min(10.0, a.timeout),
                     allow_hosts=frozenset(h.lower() for h in a.allow_host))
@@ -424,7 +418,7 @@ def config_from_args(a: argparse.Namespace) -> CrawlConfig:
 def _cli(args: argparse.Namespace) -> int:
     cfg = config_from_args(args)
     if cfg.search == "ddgs":  # folder: and urls: sources need no earlier stage
-        built_before(args.workdir, "python -m builder.queries (or --search folder:PATH)")
+        stagekit.built_before(args.workdir, "python -m builder.queries (or --search folder:PATH)")
     with Catalog.open(args.workdir) as catalog:
         res = crawl(catalog, cfg)
         report(res.summary)
@@ -433,7 +427,7 @@ def _cli(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return stage_main(build_parser(), _cli, argv)
+    return stagekit.stage_main(build_parser(), _cli, argv)
 
 
 if __name__ == "__main__":

@@ -15,21 +15,13 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
+from builder import stagekit
 from builder.catalog import Catalog
 from builder.llm.base import BaseLLM, LLMConfig
 from builder.llm.client import llm_for
 from builder.llm.offline import OfflineLLM
 from builder.prompts import load_prompt
-from builder.stagekit import (
-    StageInputError,
-    built_before,
-    format_summary,
-    nothing_succeeded,
-    report_run,
-    stage_main,
-    stage_parser,
-    stage_run,
-)
+from builder.stagekit import StageInputError
 from builder.statuses import USABLE_ITEMS, ConceptStatus
 from builder.tagging.rules import (
     REQUEST_BUDGET,
@@ -195,7 +187,7 @@ def run_tagging(catalog: Catalog, llm: BaseLLM, images_per_request: int = 8, bat
     params = {"llm": llm.spec, "images_per_request": images_per_request, "batch": use_batch,
               "workers": workers, "prompt_sha": prompt_sha, "n_concepts": len(ctx.concepts)}
     counts: Counter = Counter()
-    with stage_run(catalog, STAGE, params, llm=llm) as rec:
+    with stagekit.stage_run(catalog, STAGE, params, llm=llm) as rec:
         todo = images_to_tag(catalog, retry_failed)
         counts["images_to_tag"] = len(todo[0]) + len(todo[1])
         phases: list[tuple[str, Callable[[], list[Group]]]] = [
@@ -222,7 +214,7 @@ def run_tagging(catalog: Catalog, llm: BaseLLM, images_per_request: int = 8, bat
         rec.summary = summary(counts, llm.spec)
         if counts.get("stopped_transient"):  # the service is down: failed if nothing came
             asks = {k: v for k, v in counts.items() if k.startswith(("group_", "alone_"))}
-            nothing_succeeded(STAGE, sum(asks.values()), sum(
+            stagekit.nothing_succeeded(STAGE, sum(asks.values()), sum(
                 v for k, v in asks.items() if not k.endswith("_transient")),
                 counts.get("stopped_reason"), "images")
     return counts
@@ -264,7 +256,7 @@ def final_counts(cat: Catalog) -> dict[str, int]:
 def summary(counts: Counter, spec: str) -> str:
     states = {k[12:]: v for k, v in counts.items() if k.startswith("kept_images_")}
     asks = {k: v for k, v in counts.items() if k.startswith(("group_", "alone_"))}
-    text = format_summary(
+    text = stagekit.format_summary(
         f"tagging ({spec}): {counts.get('images_to_tag', 0)} image(s) to tag this run",
         {"kept images by tag state": states, "answers per image": asks})
     if counts.get("stopped_transient"):
@@ -294,25 +286,25 @@ class TaggingConfig:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    return stage_parser("builder.tagging.stage", __doc__, TaggingConfig)
+    return stagekit.stage_parser("builder.tagging.stage", __doc__, TaggingConfig)
 
 
 def _cli(args: argparse.Namespace) -> int:
     cfg = from_args(TaggingConfig, args)
     llm_for(cfg.llm, None)  # a bad --llm or no key: refused before anything is made
-    built_before(args.workdir, "python -m builder.crawl")
+    stagekit.built_before(args.workdir, "python -m builder.crawl")
     with Catalog.open(args.workdir) as catalog:
         llm = llm_for(cfg.llm, catalog.workdir.llm_cache_path)
         counts = run_tagging(catalog, llm, cfg.images_per_request, cfg.batch,
                              cfg.poll_interval, cfg.batch_timeout, cfg.workers)
-        report_run(catalog, STAGE)  # its last lines say what is left for a later run
+        stagekit.report_run(catalog, STAGE)  # its last lines say what is left for a later run
     left = counts.get("batch_pending") or counts.get("stopped_transient") or counts.get(
         "kept_images_transient")
     return 1 if left else 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    return stage_main(build_parser(), _cli, argv)
+    return stagekit.stage_main(build_parser(), _cli, argv)
 
 
 if __name__ == "__main__":
