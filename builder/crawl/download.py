@@ -370,27 +370,24 @@ class Downloader:
 
     def read_local(self, url: str) -> FetchResult:
         """A ``file://`` URL from the folder backend: same caps and validation as downloads."""
-        path = Path(unquote(urlsplit(url).path))
-        res = FetchResult(url, "fetched", "local file", final_url=url, attempts=1)
-        try:
-            real = path.resolve(strict=True)
-        except OSError as e:
-            res.status, res.reason = "missing_file", str(e)
-            return res
-        if not any(real.is_relative_to(r.resolve()) for r in self.cfg.local_roots):
-            res.status, res.reason = "blocked_host", f"{real} is outside the search folder"
-            return res
-        size = real.stat().st_size
-        if size > self.cfg.max_bytes:
-            res.status, res.reason = "too_large", f"{size} bytes exceeds {self.cfg.max_bytes}"
-            return res
-        try:
-            res.data = real.read_bytes()
-        except OSError as e:  # the user's file, not our disk
-            res.status, res.reason = "missing_file", f"cannot read {real}: {e.strerror or e}"
-            return res
-        return validate_and_store(res, self.workdir, self.cfg.max_pixels)
 
+        def local(status: str, reason: str, data: bytes | None = None) -> FetchResult:
+            return FetchResult(url, status, reason, final_url=url, attempts=1, data=data)
+
+        try:
+            real = Path(unquote(urlsplit(url).path)).resolve(strict=True)
+        except OSError as e:
+            return local("missing_file", str(e))
+        if not any(real.is_relative_to(r.resolve()) for r in self.cfg.local_roots):
+            return local("blocked_host", f"{real} is outside the search folder")
+        if (size := real.stat().st_size) > self.cfg.max_bytes:
+            return local("too_large", f"{size} bytes exceeds {self.cfg.max_bytes}")
+        try:
+            data = real.read_bytes()
+        except OSError as e:  # the user's file, not our disk
+            return local("missing_file", f"cannot read {real}: {e.strerror or e}")
+        return validate_and_store(local("fetched", "local file", data), self.workdir,
+                                  self.cfg.max_pixels)
 
 def _retryable(res: FetchResult) -> bool:
     if res.status in ("timeout", "connection_error"):
