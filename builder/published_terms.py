@@ -130,7 +130,7 @@ def import_published(catalog: Catalog, dataset: str, revision: str | None = None
         raise StageInputError(f"{dataset}: no usable (concept, country, concept_in_native) rows "
                               f"in '{CONFIG}' ({dict(counts) or 'empty'})")
     # terms an earlier import filled are the authors', not ours: a new import refreshes them
-    ours = {k: t for k, (t, _) in our_terms(catalog).items() if t.source != "authors"}
+    ours = our_terms(catalog)
     params = {"dataset": key, "revision": revision}
     with stage_run(catalog, STAGE, params, inputs=sorted(published)) as rec:
         now = utcnow()
@@ -195,7 +195,7 @@ def diff_terms(catalog: Catalog, dataset: str | None = None) -> tuple[str, dict[
     key = _pick_dataset(catalog, dataset)
     theirs = {(r["concept"], r["country"]): r for r in catalog.query(
         "SELECT concept, country, term, n_images FROM published_terms WHERE dataset=?", (key,))}
-    ours = {k: t for k, (t, _) in our_terms(catalog).items() if t.source != "authors"}
+    ours = our_terms(catalog)
     concepts = {k for k, _ in theirs}
     out: dict[str, CountryDiff] = {}
     for c in datatables.countries():

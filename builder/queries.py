@@ -28,6 +28,7 @@ from builder.query_terms import (
     catalog_terms,
     english_term,
     resolve,
+    resolved,
     table_terms,
     upsert_terms,
 )
@@ -277,8 +278,7 @@ def run_queries(catalog: Catalog, llm: BaseLLM, countries: list[datatables.Count
         if from_catalog:
             _mark_stale(catalog, concepts)
         cat = catalog_terms(catalog)
-        known = {k: t for k in set(cat) | set(table)
-                 if (t := resolve(cat.get(k), table.get(k))[0]) is not None}
+        known = resolved(cat, table)
         ctx = _Ctx(known, llm, template, prompt_sha, rec.run_id, _definitions())
         asked, fresh, ok, last = 0, 0, 0, None
         for concept in tqdm(concepts, desc="queries", unit="concept"):
@@ -357,9 +357,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _needs_llm(catalog: Catalog, countries: list[datatables.Country], use_table: bool) -> bool:
     """Whether some (concept, country) has no term in the catalog nor the table."""
-    cat, table = catalog_terms(catalog), table_terms(use_table)
-    return any(resolve(cat.get((k, c.code)), table.get((k, c.code)))[0] is None
-               for k in target_concepts(catalog) for c in countries)
+    known = resolved(catalog_terms(catalog), table_terms(use_table))
+    return any((k, c.code) not in known for k in target_concepts(catalog) for c in countries)
 
 
 def _cli(args: argparse.Namespace) -> int:

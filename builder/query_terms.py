@@ -14,6 +14,9 @@ from core import datatables, query_table
 
 log = logging.getLogger(__name__)
 
+#: (concept, country) -> its term
+Terms = dict[tuple[str, str], query_table.QueryTerm]
+
 
 def _term(row: sqlite3.Row) -> query_table.QueryTerm:
     return query_table.QueryTerm(
@@ -24,7 +27,7 @@ def _term(row: sqlite3.Row) -> query_table.QueryTerm:
         note=row["note"] or "")
 
 
-def catalog_terms(catalog: Catalog) -> dict[tuple[str, str], query_table.QueryTerm]:
+def catalog_terms(catalog: Catalog) -> Terms:
     """(concept, country) -> the catalog's term (countries unknown to countries.csv left out)."""
     codes = {c.code for c in datatables.countries()}
     return {(r["concept"], r["country"]): _term(r)
@@ -32,7 +35,7 @@ def catalog_terms(catalog: Catalog) -> dict[tuple[str, str], query_table.QueryTe
             if r["country"] in codes}
 
 
-def table_terms(use_table: bool = True) -> dict[tuple[str, str], query_table.QueryTerm]:
+def table_terms(use_table: bool = True) -> Terms:
     """(concept, country) -> the term of ``data/queries.csv`` ({} without one; a malformed one
     raises ``TableError``)."""
     if not use_table:
@@ -56,19 +59,19 @@ def resolve(catalog_term: query_table.QueryTerm | None, table_term: query_table.
     return None, "none"
 
 
-def our_terms(catalog: Catalog, use_table: bool = True
-              ) -> dict[tuple[str, str], tuple[query_table.QueryTerm, str]]:
-    """Every (concept, country) with a term: (term, origin) by :func:`resolve`."""
-    cat, table = catalog_terms(catalog), table_terms(use_table)
-    out = {}
-    for key in sorted(set(cat) | set(table)):
-        term, origin = resolve(cat.get(key), table.get(key))
-        if term is not None:
-            out[key] = (term, origin)
-    return out
+def resolved(cat: Terms, table: Terms) -> Terms:
+    """Every (concept, country) with a term by :func:`resolve`."""
+    return {k: t for k in sorted(set(cat) | set(table))
+            if (t := resolve(cat.get(k), table.get(k))[0]) is not None}
 
 
-def english_term(concept: str, known: dict[tuple[str, str], query_table.QueryTerm]) -> str:
+def our_terms(catalog: Catalog) -> Terms:
+    """:func:`resolved` over the catalog and the table, less the authors' terms."""
+    terms = resolved(catalog_terms(catalog), table_terms())
+    return {k: t for k, t in terms.items() if t.source != "authors"}
+
+
+def english_term(concept: str, known: Terms) -> str:
     """The English term of ``concept`` for a country without one: the first country's with a
     term (countries.csv order), else the concept label."""
     for c in datatables.countries():
