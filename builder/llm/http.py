@@ -10,6 +10,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import httpcore
+import httpx
+
 _local = threading.local()
 
 
@@ -58,13 +61,9 @@ class DeadlineStream:
         self._inner = inner
 
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        import httpcore
-
         return _bounded(lambda t: self._inner.read(max_bytes, t), timeout, httpcore.ReadTimeout)
 
     def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        import httpcore
-
         view = memoryview(buffer)
         step = 64 * 1024  # in pieces, so that a slow upload also meets the deadline
         for start in range(0, len(view), step):
@@ -76,8 +75,6 @@ class DeadlineStream:
 
     def start_tls(self, ssl_context: Any, server_hostname: str | None = None,
                   timeout: float | None = None) -> DeadlineStream:
-        import httpcore
-
         return DeadlineStream(_bounded(
             lambda t: self._inner.start_tls(ssl_context, server_hostname, t), timeout,
             httpcore.ConnectTimeout))
@@ -94,15 +91,11 @@ class DeadlineBackend:
 
     def connect_tcp(self, host: str, port: int, timeout: float | None = None,
                     local_address: str | None = None, socket_options: Any = None) -> Any:
-        import httpcore
-
         return DeadlineStream(_bounded(lambda t: self._inner.connect_tcp(
             host, port, t, local_address, socket_options), timeout, httpcore.ConnectTimeout))
 
     def connect_unix_socket(self, path: str, timeout: float | None = None,
                             socket_options: Any = None) -> Any:
-        import httpcore
-
         return DeadlineStream(_bounded(lambda t: self._inner.connect_unix_socket(
             path, t, socket_options), timeout, httpcore.ConnectTimeout))
 
@@ -113,8 +106,6 @@ class DeadlineBackend:
 def make_client(timeout_s: float | None) -> Any:
     """An ``httpx.Client`` (proxies and certificates from the environment, as google-genai's
     own) whose connections, direct or through a proxy, honour :func:`deadline`."""
-    import httpx
-
     client = httpx.Client(timeout=timeout_s, trust_env=True)
     transports = [client._transport, *(t for t in client._mounts.values() if t is not None)]
     for transport in transports:  # httpx has no public hook for the network backend
