@@ -13,13 +13,6 @@ def host_name() -> str:
     return socket.gethostname()
 
 
-def _boot_id() -> str:
-    try:
-        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-    except OSError:
-        return ""
-
-
 def start_time(pid: int) -> str | None:
     """``<boot id>:<start ticks>`` of process ``pid`` (``/proc/PID/stat`` field 22), or None."""
     try:
@@ -30,7 +23,11 @@ def start_time(pid: int) -> str | None:
     fields = stat.rpartition(")")[2].split()
     if len(fields) < 20:
         return None
-    return f"{_boot_id()}:{fields[19]}"
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        boot = ""
+    return f"{boot}:{fields[19]}"
 
 
 def pid_alive(pid: int) -> bool:
