@@ -209,7 +209,10 @@ def run_tagging(catalog: Catalog, llm: BaseLLM, images_per_request: int = 8, bat
                 continue
             if not ask_phase(catalog, ctx, groups_fn(), phase, workers, rec.run_id, counts):
                 break
-        counts.update(final_counts(catalog))
+        counts.update({f"kept_images_{k}": n for k, n in catalog.pairs(  # what is left behind
+            "SELECT COALESCE(t.status, 'untagged') AS s, COUNT(DISTINCT i.sha256) FROM items i"
+            " LEFT JOIN tags t ON t.sha256 = i.sha256 WHERE i.status IN (?, ?)"
+            " AND i.sha256 IS NOT NULL GROUP BY s", USABLE_ITEMS).items()})
         rec.counts = dict(counts)
         rec.summary = summary(counts, llm.spec)
         if counts.get("stopped_transient"):  # the service is down: failed if nothing came
@@ -243,14 +246,6 @@ def ask_phase(cat: Catalog, ctx: TagContext, groups: list[Group], phase: str, wo
         finally:
             answers.close()
     return True
-
-
-def final_counts(cat: Catalog) -> dict[str, int]:
-    """Tag states over the kept images (what the stage leaves behind)."""
-    return {f"kept_images_{k}": n for k, n in cat.pairs(
-        "SELECT COALESCE(t.status, 'untagged') AS s, COUNT(DISTINCT i.sha256) FROM items i"
-        " LEFT JOIN tags t ON t.sha256 = i.sha256 WHERE i.status IN (?, ?)"
-        " AND i.sha256 IS NOT NULL GROUP BY s", USABLE_ITEMS).items()}
 
 
 def summary(counts: Counter, spec: str) -> str:
