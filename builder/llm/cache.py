@@ -97,8 +97,6 @@ class LLMCache:
                  json.dumps(params, sort_keys=True, default=str), input_sha, status, text, error,
                  attempts, json.dumps(usage, sort_keys=True), utcnow()))
 
-    def count(self, status: str | None = None) -> int:
-        where = "" if status is None else " WHERE status=?"
+    def count(self) -> int:
         with self._lock:
-            return int(self._con.execute("SELECT COUNT(*) FROM responses" + where,
-                                         () if status is None else (status,)).fetchone()[0])
+            return int(self._con.execute("SELECT COUNT(*) FROM responses").fetchone()[0])
