@@ -216,8 +216,7 @@ def run_searches(catalog: Catalog, searches: list[Search], backend: Any, run_id:
 
 def _none_succeeded(catalog: Catalog, todo: list[tuple[int, Search]],
                     outcomes: list[tuple[int, Outcome]], backend: Any) -> None:
-    """A run in which the backend answered no query (nor an earlier run's) is not a crawl with
-    0 images: its searches go back to ``pending`` and :class:`SearchUnavailable` is raised."""
+    """No query answered, now or before: the searches back to pending, SearchUnavailable."""
     if not outcomes or any(o.status not in ("failed", "empty") for _, o in outcomes):
         return
     if catalog.query("SELECT 1 FROM searches WHERE status=? LIMIT 1", (SearchStatus.OK,)):
@@ -349,9 +348,8 @@ def crawl(catalog: Catalog, cfg: CrawlConfig, backend: Any = None) -> CrawlResul
     fetch = cfg.fetch
     if kind == "folder" and path is not None:
         fetch = FetchConfig(**{**asdict(fetch), "local_roots": (*fetch.local_roots, path)})
-    params = {k: v for k, v in asdict(cfg).items() if k != "fetch"}
-    params["fetch"] = {k: (sorted(v) if isinstance(v, frozenset) else v)
-                       for k, v in asdict(fetch).items()}
+    params = {**asdict(cfg), "fetch": {k: (sorted(v) if isinstance(v, frozenset) else v)
+                                       for k, v in asdict(fetch).items()}}
     with stagekit.stage_run(catalog, STAGE, params) as rec:
         try:
             _crawl(catalog, cfg, kind, path, fetch, backend, rec.run_id)
