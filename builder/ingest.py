@@ -86,8 +86,7 @@ def failure_status(error: str | None, i2d_status: str | None) -> tuple[str, int 
 
 
 def _shard_records(root: Path, counts: Counter[str]) -> Iterator[tuple[Path, dict[str, Any]]]:
-    """(shard path stem, metadata record) of every sample of every finished shard (one with
-    its ``_stats.json``, where the folder has any)."""
+    """(shard stem, record) of each sample of each finished shard (with a ``_stats.json``)."""
     import pyarrow.parquet as pq
 
     metas = sorted(p for p in root.glob("*.parquet"))
@@ -173,8 +172,7 @@ def ingest_img2dataset(catalog: Catalog, root: Path, fetch: FetchConfig | None =
 
 def _ingest(catalog: Catalog, root: Path, fetch: FetchConfig, tars: dict[Path, tarfile.TarFile],
             counts: Counter[str], run_id: int) -> None:
-    """Read samples here, validate and store their bytes in threads (decoding, hashing and the
-    fsync release the GIL), record outcomes in sample order."""
+    """Read samples, validate and store them in threads (GIL released), record in order."""
     known = {r[0] for r in catalog.query("SELECT DISTINCT url FROM items")}
     done = {r[0] for r in catalog.query("SELECT url FROM downloads")}
     source = f"img2dataset:{root}"

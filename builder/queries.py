@@ -214,8 +214,7 @@ def _rows(decided: list[tuple[query_table.QueryTerm, str, str | None]],
 
 def _known(concept: str, countries: list[datatables.Country], cat: dict, table: dict, ctx: _Ctx
            ) -> tuple[list[query_table.QueryTerm], list[QueryRow], dict[str, list[datatables.Country]]]:
-    """One concept's terms known without asking: (to store, ``queries`` rows, the countries
-    still without a term by language)."""
+    """Terms known without asking: (to store, ``queries`` rows, countries left by language)."""
     decided: list[tuple[query_table.QueryTerm, str, str | None]] = []
     missing: dict[str, list[datatables.Country]] = {}
     for c in countries:

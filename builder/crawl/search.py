@@ -96,8 +96,7 @@ def _int_or_none(v: Any) -> int | None:
 
 
 def _engine_class() -> type:
-    """ddgs's DuckDuckGo image engine with the answers' HTTP status seen (ddgs drops it: a
-    202 or 429 would read "No results found."), at ``$XCM_DDG_BASE_URL`` when set."""
+    """ddgs's image engine (at ``$XCM_DDG_BASE_URL``) that sees the HTTP status ddgs drops."""
     from ddgs.engines.duckduckgo_images import DuckduckgoImages
     from ddgs.exceptions import DDGSException, RatelimitException
     from ddgs.utils import _extract_vqd
