@@ -102,8 +102,7 @@ def run_batch_phase(
     # phase holds one job's image bytes at a time, not the whole pool's; consecutive requests
     # fill a job up to max_job_bytes (a request over it is a job of its own).
     for g in groups_fn():
-        args = ctx.request_args(g)
-        req = llm.prepare(args.pop("prompt"), args.pop("schema"), **args)
+        req = llm.prepare(**ctx.request_args(g))
         hit = llm.lookup(req)
         if hit is not None and hit.ok:
             llm.usage.cache_hits += 1
@@ -240,8 +239,7 @@ def collect(ctx: TagContext, job: Any, groups: list[Group], state: str) -> list[
         if block is not None:
             out.append(GroupAnswer(None, text, f"refused: {block}", refused=True))
             continue
-        args = ctx.request_args(g)
-        req = llm.prepare(args.pop("prompt"), args.pop("schema"), **args)
+        req = llm.prepare(**ctx.request_args(g))
         value, err = llm.check_text(req, text)
         if err is None:
             llm.store(req, LLMResult("ok", value, text, None, 1, False, req.key))

@@ -128,10 +128,8 @@ def ask_all(ctx: TagContext, groups: list[Group], workers: int,
         """One request through the synchronous client (cache, re-asks, offline twin)."""
         started[i] = time.monotonic()
         try:
-            args = ctx.request_args(g)
             return answer_of(ctx.llm.generate_structured(
-                args.pop("prompt"), args.pop("schema"), **args,
-                offline=lambda: offline_answer(g, ctx.allowed)))
+                **ctx.request_args(g), offline=lambda: offline_answer(g, ctx.allowed)))
         finally:
             started.pop(i, None)
 
