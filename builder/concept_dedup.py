@@ -159,10 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _cli(args: argparse.Namespace) -> int:
     cfg = from_args(ConceptDedupConfig, args)
-    try:
-        encoder = make_encoder(cfg.embedder, device=cfg.device, batch_size=cfg.batch_size)
-    except ValueError as exc:
-        raise StageInputError(str(exc)) from exc
+    encoder = make_encoder(cfg.embedder, device=cfg.device, batch_size=cfg.batch_size)
     with Catalog.open(args.workdir) as catalog:
         run_concept_dedup(catalog, encoder, cfg.threshold, cfg.keep_uncurated)
         stagekit.report_run(catalog, STAGE)

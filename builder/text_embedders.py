@@ -9,6 +9,7 @@ from typing import Protocol
 
 import numpy as np
 
+from builder.stagekit import StageInputError
 from core.vectors import l2_normalize
 
 log = logging.getLogger(__name__)
@@ -39,7 +40,6 @@ class BGEM3Encoder:
             from FlagEmbedding import BGEM3FlagModel
 
             from benchmark.models.hub import CheckpointNotFound, resolve_repo
-            from builder.stagekit import StageInputError
             from core.devices import default_device
 
             try:  # local folder, $XCM_WEIGHTS_DIR, the hub cache, then the hub: one line
@@ -95,5 +95,5 @@ def make_encoder(spec: str, device: str | None = None, batch_size: int = 32) -> 
         try:
             return HashEncoder(int(arg) if arg else 64)
         except ValueError as exc:
-            raise ValueError(f"bad --embedder {spec!r}: hash:DIM needs an integer") from exc
-    raise ValueError(f"unknown --embedder {spec!r}: use bge-m3[:PATH] or hash[:DIM]")
+            raise StageInputError(f"bad --embedder {spec!r}: hash:DIM needs an integer") from exc
+    raise StageInputError(f"unknown --embedder {spec!r}: use bge-m3[:PATH] or hash[:DIM]")
