@@ -21,8 +21,9 @@ from tqdm import tqdm
 from builder import stagekit
 from builder.catalog import Catalog, record_llm_request
 from builder.concept_list import load_curated
-from builder.llm.base import BaseLLM, LLMConfig, LLMResult
+from builder.llm.base import BaseLLM, LLMConfig, LLMResult, LLMSetupError
 from builder.llm.client import llm_for
+from builder.llm.offline import OfflineLLM
 from builder.prompts import load_prompt
 from builder.query_terms import (
     catalog_terms,
@@ -368,9 +369,6 @@ def _cli(args: argparse.Namespace) -> int:
             n = write_table(catalog, cfg.write_table)
             report(f"wrote {n} query terms to {cfg.write_table}")
             return 0
-        from builder.llm.base import LLMSetupError
-        from builder.llm.offline import OfflineLLM
-
         try:
             llm = llm_for(cfg.llm, catalog.workdir.llm_cache_path)
         except LLMSetupError:  # no key: fine while the table and catalog hold every term

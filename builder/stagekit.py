@@ -14,6 +14,7 @@ from typing import Any
 
 from builder.catalog import Catalog, CatalogError, brief, corrupt_reason
 from builder.statuses import RunStatus
+from builder.workdir import WorkDir, resolve_workdir
 from core import clikit
 from core.clikit import report
 from core.options import add_options, plain
@@ -39,8 +40,6 @@ def nothing_succeeded(stage: str, tried: int, ok: int, last: str | None,
 
 def built_before(workdir: str | None, first: str) -> None:
     """Refuse a work dir without a catalog before anything is made there."""
-    from builder.workdir import WorkDir, resolve_workdir
-
     wd = WorkDir(resolve_workdir(workdir))
     if not wd.catalog_path.exists():
         raise StageInputError(f"no catalog in {wd.root}: nothing built there yet; check "
