@@ -23,7 +23,6 @@ from core.provenance import utcnow
 log = logging.getLogger(__name__)
 
 
-
 def brief(text: str, n: int = 300) -> str:
     """``text`` on one line, cut to ``n`` characters ending ``...``."""
     text = " ".join(text.split())
@@ -176,8 +175,7 @@ class Catalog:
 
     @classmethod
     def open(cls, workdir: str | Path | WorkDir | None = None) -> Catalog:
-        wd = workdir if isinstance(workdir, WorkDir) else WorkDir.open(workdir)
-        return cls(wd)
+        return cls(workdir if isinstance(workdir, WorkDir) else WorkDir.open(workdir))
 
     def close(self) -> None:
         self.con.close()
