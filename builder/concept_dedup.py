@@ -56,10 +56,7 @@ def clusters(sim: np.ndarray, threshold: float) -> list[list[int]]:
     ii, jj = np.nonzero(np.triu(sim >= np.float32(threshold), k=1))
     for i, j in zip(ii.tolist(), jj.tolist(), strict=True):
         uf.union(i, j)
-    groups: dict[int, list[int]] = {}
-    for i in range(n):
-        groups.setdefault(uf.find(i), []).append(i)
-    return sorted(groups.values(), key=lambda g: g[0])
+    return uf.groups(range(n))
 
 
 @dataclass(frozen=True)

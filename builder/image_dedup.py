@@ -192,9 +192,6 @@ def group_concept(items: list[Item], hashes: np.ndarray, valid: np.ndarray,
         uf_all.union(a, b)
         if is_auto:
             uf_auto.union(a, b)
-    comps: dict[int, list[int]] = {}
-    for k in range(n):
-        comps.setdefault(uf_all.find(k), []).append(k)
     edges: dict[int, list[list[Any]]] = {}
     for a, b, dd, cc in zip(i.tolist(), j.tolist(), d.tolist(), c.tolist(), strict=True):
         edges.setdefault(uf_all.find(a), []).append(
@@ -207,15 +204,12 @@ def group_concept(items: list[Item], hashes: np.ndarray, valid: np.ndarray,
         return {"phash_distance": dist, "cosine": cos}
 
     groups = []
-    for root, members in comps.items():
+    for members in uf_all.groups(range(n)):
         if len(members) < 2:
             continue
-        subs: dict[int, list[int]] = {}
-        for m in members:
-            subs.setdefault(uf_auto.find(m), []).append(m)
         decisions: dict[int, tuple[str, str, dict[str, Any]]] = {}
         reps = []
-        for sub in subs.values():
+        for sub in uf_auto.groups(members):
             keep = min(sub, key=lambda m: _keep_key(items[m]))
             reps.append(keep)
             for m in sub:
@@ -242,7 +236,7 @@ def group_concept(items: list[Item], hashes: np.ndarray, valid: np.ndarray,
             "members": sorted(items[m].item_id for m in members),
             "kept": items[best].item_id,
             "status": DedupStatus.NEEDS_REVIEW if review else DedupStatus.AUTO,
-            "edges": edges.get(root, []),
+            "edges": edges.get(uf_all.find(members[0]), []),
             "decisions": decisions,
         })
     return groups

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 
 class UnionFind:
     """Disjoint sets over 0..n-1 with path halving and union by size."""
@@ -25,3 +27,10 @@ class UnionFind:
             ra, rb = rb, ra
         self.parent[rb] = ra
         self.size[ra] += self.size[rb]
+
+    def groups(self, items: Iterable[int]) -> list[list[int]]:
+        """``items`` by set, in the order given (the sets by their first item)."""
+        out: dict[int, list[int]] = {}
+        for a in items:
+            out.setdefault(self.find(a), []).append(a)
+        return list(out.values())
