@@ -299,10 +299,7 @@ def push_drafts(
                           subjects if subjects is not None else {d.key: d for d in drafts},
                           kept or set(), why_gone, server_overlaps(conn.client, pid))
         todo = [d for d in drafts if d.key not in have]
-        report = PushReport(spec.kind, pid, unchanged=found["unchanged"],
-                            changed=found["changed"], retired=found["retired"],
-                            reopened=found["reopened"], gone=found["gone from the server"],
-                            counts=skipped, notes=notes or Counter())
+        report = PushReport(spec.kind, pid, **found, counts=skipped, notes=notes or Counter())
         if todo and have and not add_tasks:
             report.not_added = len(todo)
             todo = []
