@@ -98,7 +98,4 @@ def download_export(client: Any, pid: int, all_tasks: bool = False) -> bytes:
 
 def user_names(client: Any) -> dict[int, str]:
     """``{user id: e-mail (or username)}`` of every user the key can see."""
-    out: dict[int, str] = {}
-    for u in client.users.list():
-        out[int(u.id)] = str(u.email or u.username or u.id)
-    return out
+    return {int(u.id): str(u.email or u.username or u.id) for u in client.users.list()}
