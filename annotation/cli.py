@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, Any
 
-from annotation.client import AnnotationError, Connection, api_errors
+from annotation.client import AnnotationError, Connection
 from annotation.configs import KINDS
 from core.clikit import CliKit, add_verbose, add_version, add_workdir
 
@@ -304,10 +304,11 @@ def build_parser() -> argparse.ArgumentParser:
 def _request_failed(exc: BaseException) -> str | None:
     """The one line for a request Label Studio refused or could not answer."""
     try:
-        errors = api_errors()
+        import httpx
+        from label_studio_sdk.core.api_error import ApiError
     except ImportError:  # the SDK is missing: then this was not one of its errors
         return None
-    if not isinstance(exc, errors):
+    if not isinstance(exc, (ApiError, httpx.TransportError)):
         return None
     status_code = getattr(exc, "status_code", None)
     body = getattr(exc, "body", None)
