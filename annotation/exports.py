@@ -26,11 +26,6 @@ def _number(value: Any) -> int | None:
     return None
 
 
-def _html_title(text: str) -> str:
-    m = re.search(r"<title[^>]*>(.*?)</title>", text, re.IGNORECASE | re.DOTALL)
-    return " ".join(m.group(1).split())[:120] if m else ""
-
-
 def _refused(source: str, why: str) -> AnnotationError:
     return AnnotationError(f"{source}{why}; nothing was changed")
 
@@ -45,7 +40,8 @@ def decode_export(blob: bytes, source: str) -> list[dict[str, Any]]:
         raise AnnotationError(f"{source} is not UTF-8 text ({exc.reason} at byte {exc.start})"
                               ) from None
     if text.lstrip().startswith("<"):
-        title = _html_title(text)
+        m = re.search(r"<title[^>]*>(.*?)</title>", text, re.IGNORECASE | re.DOTALL)
+        title = " ".join(m.group(1).split())[:120] if m else ""
         raise AnnotationError(
             f"{source} is an HTML page, not a JSON export"
             + (f" ({title!r})" if title else "")

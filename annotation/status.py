@@ -39,8 +39,7 @@ def project_status(
     kind = base_kind(key)
     required = min_annotators or DEFAULT_MIN[kind]
     tasks = export_tasks(conn.client, pid, all_tasks=True)
-    known = known_tasks(cat, key, conn.server, pid)
-    task_map = {int(t["task_id"]): t for t in known.values()}
+    task_map = {int(t["task_id"]): t for t in known_tasks(cat, key, conn.server, pid).values()}
     retired = {tid for tid, t in task_map.items() if t.get("retired_at")}
     live = {int(t["id"]) for t in tasks if t["id"] in task_map and t["id"] not in retired}
     users = user_names(conn.client)
