@@ -48,10 +48,8 @@ def project_status(
     rows = [r for r in rows if r.task_id in live]
     # the order pull decides in (current_rows: oldest annotation first, undated first)
     rows.sort(key=lambda r: (r.annotated_at or "", r.annotation_id))
-    assigned = None
-    if kind == "queries":
-        locale = key.split(":", 1)[1]
-        assigned = assigned_reviewers(cat, locale).get(locale, [])
+    locale = key.partition(":")[2]
+    assigned = assigned_reviewers(cat, locale).get(locale, []) if kind == "queries" else None
     states = answer_states(kind, rows, assigned)
     counts = task_counts(states)
     by_n = Counter(min(len(counts.get(t, (set(), set()))[1]), 3) for t in live)
