@@ -12,13 +12,12 @@ import json
 import logging
 import os
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, Any
 
-from annotation.client import AnnotationError, Connection, api_errors
+from annotation.client import AnnotationError, Connection
 from annotation.configs import KINDS
 from core.clikit import CliKit, add_verbose, add_version, add_workdir
-from core.logs import configure_logging
 
 if TYPE_CHECKING:
     from builder.catalog import Catalog
@@ -113,11 +112,13 @@ def _serve_ls(args: argparse.Namespace) -> int:
                  lambda line: print(line, flush=True))
 
 
-def _check_counts(args: argparse.Namespace) -> None:
+def _body(args: argparse.Namespace) -> int:
+    """The command's handler, once its counts are checked."""
     for flag in ("min_annotators", "annotators", "sample"):
         value = getattr(args, flag, None)
         if value is not None and value < 1:
             raise AnnotationError(f"--{flag.replace('_', '-')} must be at least 1")
+    return args.handler(args)
 
 
 @contextmanager
@@ -250,16 +251,11 @@ def _serve(args: argparse.Namespace) -> int:
     wd = WorkDir.open(args.workdir)
     if args.host not in ("127.0.0.1", "localhost", "::1"):
         log.warning("serving images on %s: reachable from other machines", args.host)
-    srv = make_server(wd.images_dir, args.host, args.port)
-    host, port = srv.server_address[:2]
-    print(f"serving {wd.images_dir} read-only at http://{host}:{port}/img/<sha256>.<ext> "
-          "(Ctrl-C stops)", flush=True)
-    try:
+    with make_server(wd.images_dir, args.host, args.port) as srv, suppress(KeyboardInterrupt):
+        host, port = srv.server_address[:2]
+        print(f"serving {wd.images_dir} read-only at http://{host}:{port}/img/<sha256>.<ext> "
+              "(Ctrl-C stops)", flush=True)
         srv.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        srv.server_close()
     return 0
 
 
@@ -305,18 +301,14 @@ def build_parser() -> argparse.ArgumentParser:
     return _parsers()[0]
 
 
-def build_stage_parser() -> argparse.ArgumentParser:
-    """The ``review`` stage's parser: the ``sync`` command's own (``python -m annotation sync``)."""
-    return _parsers()[1]["sync"]
-
-
 def _request_failed(exc: BaseException) -> str | None:
     """The one line for a request Label Studio refused or could not answer."""
     try:
-        errors = api_errors()
+        import httpx
+        from label_studio_sdk.core.api_error import ApiError
     except ImportError:  # the SDK is missing: then this was not one of its errors
         return None
-    if not isinstance(exc, errors):
+    if not isinstance(exc, (ApiError, httpx.TransportError)):
         return None
     status_code = getattr(exc, "status_code", None)
     body = getattr(exc, "body", None)
@@ -341,21 +333,12 @@ KIT = CliKit(extra="annotation", user_errors=_user_errors,
              error_lines=(_damaged_database, _request_failed), database="the work dir's database")
 
 
-def _run(args: argparse.Namespace) -> int:
-    configure_logging(args.verbose)
-
-    def body() -> int:
-        _check_counts(args)
-        return args.handler(args)
-
-    return KIT.run(body)
-
-
 def main(argv: list[str] | None = None) -> int:
     """``python -m annotation COMMAND ...``."""
-    return _run(build_parser().parse_args(argv))
+    return KIT.main(build_parser(), _body, argv)
 
 
 def stage_main(argv: list[str] | None = None) -> int:
-    """The ``review`` stage of ``python -m pipeline run``: ``sync`` with ``argv`` as its flags."""
-    return _run(build_stage_parser().parse_args(argv))
+    """The ``review`` stage of ``python -m pipeline run``: ``sync`` with ``argv`` as its flags
+    (the ``sync`` command's own parser)."""
+    return KIT.main(_parsers()[1]["sync"], _body, argv)

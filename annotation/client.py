@@ -79,14 +79,6 @@ def connect(url: str | None = None, api_key: str | None = None, timeout: float =
     return Connection(client=client, server=server, user_email=str(me.email or me.username or me.id))
 
 
-def api_errors() -> tuple[type[BaseException], ...]:
-    """Exceptions of the SDK/transport that the CLI turns into one line and exit 2."""
-    import httpx
-    from label_studio_sdk.core.api_error import ApiError
-
-    return (ApiError, httpx.TransportError)
-
-
 def download_export(client: Any, pid: int, all_tasks: bool = False) -> bytes:
     """The raw JSON export of a project (with ``all_tasks``, also tasks nobody annotated)."""
     return b"".join(
@@ -98,7 +90,4 @@ def download_export(client: Any, pid: int, all_tasks: bool = False) -> bytes:
 
 def user_names(client: Any) -> dict[int, str]:
     """``{user id: e-mail (or username)}`` of every user the key can see."""
-    out: dict[int, str] = {}
-    for u in client.users.list():
-        out[int(u.id)] = str(u.email or u.username or u.id)
-    return out
+    return {int(u.id): str(u.email or u.username or u.id) for u in client.users.list()}

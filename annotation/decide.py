@@ -37,18 +37,6 @@ def latest_decisions(rows: Iterable[ReviewRow]) -> dict[tuple[int, str], dict[st
     return out
 
 
-def duplicate_votes(rows: Iterable[ReviewRow],
-                    latest: Mapping[tuple[int, str], Mapping[str, str]] | None = None,
-                    ) -> dict[tuple[int, str], dict[str, str]]:
-    """``{(task_id, sha256): {annotator: keep|remove}}`` of the latest answers that are votes."""
-    out: dict[tuple[int, str], dict[str, str]] = {}
-    for key, per in (latest if latest is not None else latest_decisions(rows)).items():
-        votes = {a: VOTE[d] for a, d in per.items() if d in VOTE}
-        if votes:
-            out[key] = votes
-    return out
-
-
 def image_decision(decisions: Mapping[str, str], required: int) -> Decision:
     """One image's outcome from its annotators' latest decisions."""
     votes = [VOTE[d] for d in decisions.values() if d in VOTE]
@@ -88,10 +76,11 @@ def duplicate_summary(rows: list[ReviewRow], required: int) -> dict[str, Any]:
     latest = latest_decisions(rows)
     voted = [per for per in latest.values() if answered(per)]
     tally = Counter(image_decision(per, required).outcome for per in voted)
+    votes = {key: {a: VOTE[d] for a, d in per.items() if d in VOTE} for key, per in latest.items()}
     return {
         "images_with_votes": len(voted),
         "decisions": dict(sorted(tally.items())),
-        "agreement": agreement(duplicate_votes(rows, latest), required, [KEEP, REMOVE]),
+        "agreement": agreement({k: v for k, v in votes.items() if v}, required, [KEEP, REMOVE]),
         "annotators": annotator_counts(rows),
     }
 

@@ -26,22 +26,22 @@ def _number(value: Any) -> int | None:
     return None
 
 
-def _html_title(text: str) -> str:
-    m = re.search(r"<title[^>]*>(.*?)</title>", text, re.IGNORECASE | re.DOTALL)
-    return " ".join(m.group(1).split())[:120] if m else ""
+def _refused(source: str, why: str) -> AnnotationError:
+    return AnnotationError(f"{source}{why}; nothing was changed")
 
 
 def decode_export(blob: bytes, source: str) -> list[dict[str, Any]]:
     """The tasks of a JSON export, or an :class:`AnnotationError` naming ``source`` and why not."""
     if not blob.strip():
-        raise AnnotationError(f"{source} is empty (0 bytes of JSON); nothing was changed")
+        raise _refused(source, " is empty (0 bytes of JSON)")
     try:
         text = blob.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise AnnotationError(f"{source} is not UTF-8 text ({exc.reason} at byte {exc.start})"
                               ) from None
     if text.lstrip().startswith("<"):
-        title = _html_title(text)
+        m = re.search(r"<title[^>]*>(.*?)</title>", text, re.IGNORECASE | re.DOTALL)
+        title = " ".join(m.group(1).split())[:120] if m else ""
         raise AnnotationError(
             f"{source} is an HTML page, not a JSON export"
             + (f" ({title!r})" if title else "")
@@ -50,10 +50,8 @@ def decode_export(blob: bytes, source: str) -> list[dict[str, Any]]:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise AnnotationError(
-            f"{source} is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}; "
-            "truncated?); nothing was changed"
-        ) from None
+        raise _refused(source, f" is not valid JSON ({exc.msg} at line {exc.lineno} column "
+                               f"{exc.colno}; truncated?)") from None
     return check_tasks(data, source)
 
 
@@ -61,35 +59,28 @@ def check_tasks(data: Any, source: str) -> list[dict[str, Any]]:
     """The tasks of a decoded export with numeric ids, or an :class:`AnnotationError`."""
     if not isinstance(data, list):
         detail = data.get("detail") if isinstance(data, dict) else None
-        raise AnnotationError(
-            f"{source} is not a JSON list of tasks (got {type(data).__name__}"
-            + (f": {str(detail)[:200]}" if detail else "") + "); nothing was changed"
-        )
+        raise _refused(source, f" is not a JSON list of tasks (got {type(data).__name__}"
+                               + (f": {str(detail)[:200]}" if detail else "") + ")")
     out = []
     for n, task in enumerate(data, start=1):
         if not isinstance(task, dict):
-            raise AnnotationError(f"{source}: entry {n} is not a task object; nothing was changed")
+            raise _refused(source, f": entry {n} is not a task object")
         tid = _number(task.get("id"))
         if tid is None:
-            raise AnnotationError(
-                f"{source}: task {n} has id {task.get('id')!r}, not a number; nothing was changed")
+            raise _refused(source, f": task {n} has id {task.get('id')!r}, not a number")
         anns = task.get("annotations")
         if not isinstance(anns, list):
-            raise AnnotationError(
-                f"{source}: task {tid} has no 'annotations' list (not Label Studio's JSON "
-                "export format?); nothing was changed")
+            raise _refused(source, f": task {tid} has no 'annotations' list (not Label Studio's "
+                                   "JSON export format?)")
         checked = []
         for k, ann in enumerate(anns, start=1):
             aid = _number(ann.get("id")) if isinstance(ann, dict) else None
             if aid is None:
                 what = "is not an object" if not isinstance(ann, dict) else (
                     "has no id" if ann.get("id") is None else f"has id {ann.get('id')!r}, not a number")
-                raise AnnotationError(
-                    f"{source}: task {tid}, annotation {k} {what}; nothing was changed")
+                raise _refused(source, f": task {tid}, annotation {k} {what}")
             if not isinstance(ann.get("result") or [], list):
-                raise AnnotationError(
-                    f"{source}: task {tid}, annotation {aid}: 'result' is not a list; "
-                    "nothing was changed")
+                raise _refused(source, f": task {tid}, annotation {aid}: 'result' is not a list")
             checked.append({**ann, "id": aid})
         out.append({**task, "id": tid, "annotations": checked})
     return out

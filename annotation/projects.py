@@ -138,14 +138,6 @@ def record_project(con: sqlite3.Connection, kind: str, server: str, project_id: 
     )
 
 
-def recorded_choices(cat: Catalog, kind: str, server: str) -> list[str] | None:
-    """The choices the project was last pushed with (the tag check's concepts), if recorded."""
-    row = _project_row(cat, kind, server)
-    if row is None or not row["choices_json"]:
-        return None
-    return list(json.loads(row["choices_json"]))
-
-
 def tag_concepts(cat: Catalog) -> list[str]:
     """The concepts offered in the tag check: the catalog's kept concepts, else the table."""
     rows = cat.query("SELECT name FROM concepts WHERE status = ? ORDER BY name",
@@ -159,8 +151,10 @@ def tag_concepts(cat: Catalog) -> list[str]:
 
 def tag_choices(cat: Catalog, kind: str, server: str) -> list[str]:
     """The concepts a tag answer may name: those the project was pushed with, else the catalog's."""
-    recorded = recorded_choices(cat, kind, server)
-    return recorded if recorded is not None else tag_concepts(cat)
+    row = _project_row(cat, kind, server)
+    if row is None or not row["choices_json"]:
+        return tag_concepts(cat)
+    return list(json.loads(row["choices_json"]))
 
 
 def recorded_keys(cat: Catalog, kind: str, server: str) -> list[str]:

@@ -79,16 +79,6 @@ class PushReport:
         )
 
 
-def _image_rows(cat: Catalog, where: str, params: tuple) -> list[Any]:
-    return cat.query(
-        "SELECT i.item_id, i.sha256, i.status, i.reason, i.country, i.rank, i.language, im.ext,"
-        " im.width,"
-        f" im.height FROM items i JOIN images im ON im.sha256 = i.sha256 WHERE {where}"
-        " ORDER BY i.item_id",
-        params,
-    )
-
-
 def group_key(concept: str, shas: list[str]) -> str:
     """Task key of a group: its concept and images (``image_dedup`` renumbers groups)."""
     blob = "\n".join([concept, *sorted(shas)])
@@ -99,7 +89,10 @@ def _shown_images(cat: Catalog, group_id: int) -> dict[str, list[Any]]:
     """``{sha256: item rows}`` a group's task shows: those waiting for (or decided by) review,
     else, when fewer than two (an audit), every image of the group."""
     members: dict[str, list[Any]] = {}
-    for row in _image_rows(cat, "i.group_id = ? AND i.sha256 IS NOT NULL", (group_id,)):
+    for row in cat.query(
+            "SELECT i.item_id, i.sha256, i.status, i.reason, im.ext, im.width, im.height FROM items"
+            " i JOIN images im ON im.sha256 = i.sha256 WHERE i.group_id = ? AND i.sha256 IS NOT"
+            " NULL ORDER BY i.item_id", (group_id,)):
         members.setdefault(row["sha256"], []).append(row)
     waiting = {s: rows for s, rows in members.items()
                if any(r["status"] == "needs_review" or (r["reason"] or "").startswith("review:")
@@ -299,10 +292,7 @@ def push_drafts(
                           subjects if subjects is not None else {d.key: d for d in drafts},
                           kept or set(), why_gone, server_overlaps(conn.client, pid))
         todo = [d for d in drafts if d.key not in have]
-        report = PushReport(spec.kind, pid, unchanged=found["unchanged"],
-                            changed=found["changed"], retired=found["retired"],
-                            reopened=found["reopened"], gone=found["gone from the server"],
-                            counts=skipped, notes=notes or Counter())
+        report = PushReport(spec.kind, pid, **found, counts=skipped, notes=notes or Counter())
         if todo and have and not add_tasks:
             report.not_added = len(todo)
             todo = []

@@ -104,10 +104,8 @@ def target_overlaps(live: Collection[int], states: Iterable[AnswerState], quorum
 
 def server_overlaps(client: Any, pid: int) -> dict[int, tuple[int | None, bool | None]]:
     """``{task id: (overlap, is_labeled)}`` as the server holds them now (the export lacks both)."""
-    out: dict[int, tuple[int | None, bool | None]] = {}
-    for t in client.tasks.list(project=pid, fields="task_only", page_size=500):
-        out[int(t.id)] = (getattr(t, "overlap", None), getattr(t, "is_labeled", None))
-    return out
+    return {int(t.id): (getattr(t, "overlap", None), getattr(t, "is_labeled", None))
+            for t in client.tasks.list(project=pid, fields="task_only", page_size=500)}
 
 
 def sync_overlaps(cat: Catalog, client: Any, key: str, server: str, pid: int,

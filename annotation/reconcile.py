@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
@@ -32,25 +33,26 @@ def image_order(row: Mapping[str, Any]) -> list[str]:
             if isinstance(img, dict) and "sha256" in img]
 
 
+def _update(cat: Catalog, row: Mapping[str, Any], assignments: str, *values: Any) -> None:
+    """``UPDATE ls_tasks SET <assignments>`` of the recorded task ``row``."""
+    with cat.tx() as con:
+        con.execute(f"UPDATE ls_tasks SET {assignments} WHERE kind=? AND server=? AND project_id=?"
+                    " AND task_key=?", (*values, row["kind"], row["server"], row["project_id"],
+                                        row["task_key"]))
+
+
 def retire(cat: Catalog, client: Any, row: Mapping[str, Any], reason: str) -> None:
     """Take a task out of the labeling stream (overlap 0), keeping its answers; record why."""
     client.tasks.update(str(row["task_id"]), overlap=0, is_labeled=True,
                         meta={"task_key": row["task_key"], "retired": reason})
-    with cat.tx() as con:
-        con.execute("UPDATE ls_tasks SET retired_at=COALESCE(retired_at, ?), retired_reason=?,"
-                    " overlap=0 WHERE kind=? AND server=? AND project_id=? AND task_key=?",
-                    (utcnow(), reason, row["kind"], row["server"], row["project_id"],
-                     row["task_key"]))
+    _update(cat, row, "retired_at=COALESCE(retired_at, ?), retired_reason=?, overlap=0",
+            utcnow(), reason)
 
 
 def reopen(cat: Catalog, client: Any, row: Mapping[str, Any], overlap: int) -> None:
     """Give a retired task back to the labeling stream (its subject exists again)."""
     client.tasks.update(str(row["task_id"]), overlap=overlap, meta={"task_key": row["task_key"]})
-    with cat.tx() as con:
-        con.execute("UPDATE ls_tasks SET retired_at=NULL, retired_reason=NULL, overlap=NULL"
-                    " WHERE kind=? AND"
-                    " server=? AND project_id=? AND task_key=?",
-                    (row["kind"], row["server"], row["project_id"], row["task_key"]))
+    _update(cat, row, "retired_at=NULL, retired_reason=NULL, overlap=NULL")
 
 
 def replace_data(cat: Catalog, client: Any, spec: ProjectSpec, row: Mapping[str, Any],
@@ -64,18 +66,14 @@ def replace_data(cat: Catalog, client: Any, spec: ProjectSpec, row: Mapping[str,
     if draft.prediction:
         client.predictions.create(task=tid, result=draft.prediction, score=1.0,
                                   model_version=spec.model_version)
-    with cat.tx() as con:
-        con.execute("UPDATE ls_tasks SET data_json=?, group_id=?, sha256=? WHERE kind=? AND"
-                    " server=? AND project_id=? AND task_key=?",
-                    (json.dumps(draft.data, sort_keys=True), draft.data.get("group_id"),
-                     draft.data.get("sha256"), row["kind"], row["server"], row["project_id"],
-                     row["task_key"]))
+    _update(cat, row, "data_json=?, group_id=?, sha256=?", json.dumps(draft.data, sort_keys=True),
+            draft.data.get("group_id"), draft.data.get("sha256"))
 
 
 def reconcile(cat: Catalog, client: Any, spec: ProjectSpec, known: Mapping[str, Mapping[str, Any]],
               on_server: set[int], subjects: Mapping[str, TaskDraft], kept: set[str],
               why_gone: str, overlaps: Mapping[int, tuple[int | None, bool | None]] | None = None,
-              ) -> dict[str, int]:
+              ) -> Counter:
     """Compare every recorded task with the subjects; retire, reopen, replace; return counts.
 
     ``kept``: keys left as they are (tasks of ``reviewed`` groups). ``on_server``: the task ids
@@ -83,11 +81,10 @@ def reconcile(cat: Catalog, client: Any, spec: ProjectSpec, known: Mapping[str, 
     is_labeled)}``; a retired task found handed out again is retired again.
     """
     overlaps = overlaps or {}
-    counts = {"unchanged": 0, "changed": 0, "retired": 0, "reopened": 0,
-              "gone from the server": 0}
+    counts: Counter = Counter()  # named as PushReport's fields
     for key, row in sorted(known.items()):
         if int(row["task_id"]) not in on_server:
-            counts["gone from the server"] += 1
+            counts["gone"] += 1
             continue
         draft = subjects.get(key)
         if draft is None:

@@ -12,7 +12,7 @@ import logging
 import sqlite3
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from builder.catalog import Catalog
@@ -225,28 +225,21 @@ def store_reviews(
                 " project_id=? AND current=1", (kind, project_id)
             )
         }
+        retire = ("UPDATE reviews SET current=0 WHERE kind=? AND project_id=? AND annotation_id=?"
+                  " AND current=1")
         for ann_id, ann_rows in by_ann.items():
             old = current.get(ann_id)
             if old is not None and old[0] == ann_rows[0].result_sha:
                 counts["unchanged"] += 1
                 continue
             if old is not None:
-                con.execute(
-                    "UPDATE reviews SET current=0 WHERE kind=? AND project_id=? AND"
-                    " annotation_id=? AND current=1", (kind, project_id, ann_id)
-                )
-                counts["changed"] += 1
-            else:
-                counts["new"] += 1
+                con.execute(retire, (kind, project_id, ann_id))
+            counts["new" if old is None else "changed"] += 1
             add_reviews(con, kind, project_id, ann_rows, now, run_id)
         for ann_id, (_, task_id) in current.items():
-            if ann_id in by_ann or task_id not in exported:
-                continue
-            con.execute(
-                "UPDATE reviews SET current=0 WHERE kind=? AND project_id=? AND annotation_id=?"
-                " AND current=1", (kind, project_id, ann_id)
-            )
-            counts["deleted in Label Studio"] += 1
+            if ann_id not in by_ann and task_id in exported:
+                con.execute(retire, (kind, project_id, ann_id))
+                counts["deleted in Label Studio"] += 1
     return counts
 
 
@@ -256,10 +249,4 @@ def current_rows(cat: Catalog, kind: str, project_id: int) -> list[ReviewRow]:
         "SELECT * FROM reviews WHERE kind=? AND project_id=? AND current=1"
         " ORDER BY annotated_at, annotation_id, review_id", (kind, project_id)
     )
-    return [
-        ReviewRow(task_id=r["task_id"], annotation_id=r["annotation_id"], annotator=r["annotator"],
-                  item_id=r["item_id"], sha256=r["sha256"], decision=r["decision"],
-                  annotated_at=r["annotated_at"], result_sha=r["result_sha"], answer=r["answer"],
-                  editor=r["editor"])
-        for r in rows
-    ]
+    return [ReviewRow(**{f.name: r[f.name] for f in fields(ReviewRow)}) for r in rows]

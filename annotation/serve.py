@@ -18,7 +18,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -95,13 +94,6 @@ def make_handler(images_dir: Path) -> type[BaseHTTPRequestHandler]:
 def make_server(images_dir: Path, host: str = "127.0.0.1", port: int = 0) -> ThreadingHTTPServer:
     """The server (not started); ``port=0`` picks a free port (see ``server_address``)."""
     return ThreadingHTTPServer((host, port), make_handler(Path(images_dir)))
-
-
-def serve_in_thread(images_dir: Path, host: str = "127.0.0.1", port: int = 0) -> ThreadingHTTPServer:
-    """Start the server in a daemon thread; call ``shutdown()`` and ``server_close()`` to stop."""
-    srv = make_server(images_dir, host, port)
-    threading.Thread(target=srv.serve_forever, args=(0.05,), daemon=True, name="serve-images").start()
-    return srv
 
 
 # -- Label Studio ---------------------------------------------------------------------------

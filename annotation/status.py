@@ -39,8 +39,7 @@ def project_status(
     kind = base_kind(key)
     required = min_annotators or DEFAULT_MIN[kind]
     tasks = export_tasks(conn.client, pid, all_tasks=True)
-    known = known_tasks(cat, key, conn.server, pid)
-    task_map = {int(t["task_id"]): t for t in known.values()}
+    task_map = {int(t["task_id"]): t for t in known_tasks(cat, key, conn.server, pid).values()}
     retired = {tid for tid, t in task_map.items() if t.get("retired_at")}
     live = {int(t["id"]) for t in tasks if t["id"] in task_map and t["id"] not in retired}
     users = user_names(conn.client)
@@ -49,10 +48,8 @@ def project_status(
     rows = [r for r in rows if r.task_id in live]
     # the order pull decides in (current_rows: oldest annotation first, undated first)
     rows.sort(key=lambda r: (r.annotated_at or "", r.annotation_id))
-    assigned = None
-    if kind == "queries":
-        locale = key.split(":", 1)[1]
-        assigned = assigned_reviewers(cat, locale).get(locale, [])
+    locale = key.partition(":")[2]
+    assigned = assigned_reviewers(cat, locale).get(locale, []) if kind == "queries" else None
     states = answer_states(kind, rows, assigned)
     counts = task_counts(states)
     by_n = Counter(min(len(counts.get(t, (set(), set()))[1]), 3) for t in live)

@@ -8,11 +8,12 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
 
-from annotation.serve import resolve_image, serve_in_thread
+from annotation.serve import make_server, resolve_image
 from builder.workdir import WorkDir
 from tests.annotation.synth import png
 
@@ -23,7 +24,8 @@ def served(tmp_path):
     sha, _ = wd.store_image_bytes(png(1), "png")
     (tmp_path / "wd" / "catalog.sqlite").write_text("secret")
     (tmp_path / "outside.png").write_bytes(b"outside")
-    srv = serve_in_thread(wd.images_dir)
+    srv = make_server(wd.images_dir)
+    threading.Thread(target=srv.serve_forever, args=(0.05,), daemon=True).start()
     try:
         yield srv.server_address[1], sha, wd
     finally:
