@@ -101,12 +101,7 @@ def _croissant_ok(folder: Path, max_lines: int) -> bool:
 def cmd_validate(args: argparse.Namespace) -> int:
     from triplets.rules import check_triplets
     from triplets.sample_run import validate_workdir
-    from triplets.sources import (
-        counts_table,
-        image_byte_violations,
-        read_authors_csv,
-        read_release,
-    )
+    from triplets.sources import counts_table, read_authors_csv, release_violations
 
     if args.authors_csv:
         a = read_authors_csv(Path(args.authors_csv))
@@ -118,13 +113,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
         print(f"image ids given two labels in different rows: {len(a.conflicting_ids)}")
         n = len(a.rows)
     elif args.release:
-        rows, images, build = read_release(Path(args.release))
-        sampling = build.get("sampling", {})
-        bad = check_triplets(rows, images, tags_known=True,
-                             distinct_language=bool(sampling.get("distinct_language", False)),
-                             seed=sampling.get("seed"),
-                             candidate_countries=sampling.get("candidate_countries"))
-        bad += image_byte_violations(Path(args.release))
+        rows, bad = release_violations(Path(args.release))
         n = len(rows)
         print(counts_table(rows))
         if not _croissant_ok(Path(args.release), args.max_lines) and not bad:

@@ -20,7 +20,7 @@ from core.rules import (
     check_unique_images,
     image_bytes_violation,
 )
-from triplets.rules import TRIPLET_COLUMNS, ImageInfo, Violation
+from triplets.rules import TRIPLET_COLUMNS, ImageInfo, Violation, check_sampled
 
 
 class SourceError(ValueError):
@@ -80,6 +80,13 @@ def read_release(release: Path) -> tuple[list[dict], dict[str, ImageInfo], dict]
     build = read_build_record(release)
     rows = trip[TRIPLET_COLUMNS].astype(object).where(trip[TRIPLET_COLUMNS].notna(), None)
     return rows.to_dict("records"), images, build
+
+
+def release_violations(release: Path) -> tuple[list[dict], list[Violation]]:
+    """(triplet rows, every rule broken): the rows under the build's recorded sampling, and the
+    embedded image bytes."""
+    rows, images, build = read_release(release)
+    return rows, check_sampled(rows, images, build.get("sampling", {})) + image_byte_violations(release)
 
 
 def _has_tags(t: object) -> bool:
