@@ -13,7 +13,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 from core.clikit import CliKit, add_verbose, add_version, add_workdir
-from core.logs import configure_logging
 from core.options import plain
 
 Handler = Callable[[argparse.Namespace], int]
@@ -197,9 +196,8 @@ def _user_errors() -> tuple[type[Exception], ...]:
     from triplets.export import ExportError
     from triplets.publish import PublishError
     from triplets.sampling import SamplingError
-    from triplets.sources import SourceError
 
-    return (SourceError, SamplingError, ExportError, PublishError, DataError, TableError)
+    return (SamplingError, ExportError, PublishError, DataError, TableError)
 
 
 def _damaged_database(exc: BaseException) -> str | None:
@@ -213,16 +211,11 @@ KIT = CliKit(extra="all", user_errors=_user_errors, error_lines=(_damaged_databa
              database="the work dir's database")
 
 
-def _run(args: argparse.Namespace) -> int:
-    configure_logging(getattr(args, "verbose", False))  # the stage parser has no -v default
-    return KIT.run(lambda: args.handler(args))
-
-
 def main(argv: list[str] | None = None) -> int:
     """``python -m triplets COMMAND ...``."""
-    return _run(build_parser().parse_args(argv))
+    return KIT.main(build_parser(), lambda args: args.handler(args), argv)
 
 
 def stage_main(argv: list[str] | None = None) -> int:
     """The ``triplets`` stage of ``python -m pipeline run``: ``sample`` with ``argv`` as its flags."""
-    return _run(build_stage_parser().parse_args(argv))
+    return KIT.main(build_stage_parser(), lambda args: args.handler(args), argv)
