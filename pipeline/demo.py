@@ -233,27 +233,26 @@ def run_demo(workdir: str | Path, real: bool = False, seed: int = 0) -> dict[str
     w = Path(workdir).resolve()
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
-    prepare(w, real)
-    timings["prepare"] = time.perf_counter() - t0
+
+    def timed(name: str, fn: Callable[..., Any], *args: Any) -> Any:
+        t1 = time.perf_counter()
+        value = fn(*args)
+        timings[name] = time.perf_counter() - t1
+        return value
+
+    timed("prepare", prepare, w, real)
     for step in plan(w, real, seed):
         took = run_step(step)
         if not step.skip:
             timings[step.name] = took
     n_trip, n_img = load_release(w / "release", w / "hf-cache")
     out: dict[str, Any] = {"triplets": n_trip, "images": n_img, "release": str(w / "release")}
-    t1 = time.perf_counter()
     if real:
-        out["results"] = str(evaluate(w, "hash"))
-        timings["evaluate"] = time.perf_counter() - t1
+        out["results"] = str(timed("evaluate", evaluate, w, "hash"))
     else:
-        model = train(w, seed)
-        timings["train"] = time.perf_counter() - t1
-        t1 = time.perf_counter()
-        result = evaluate(w, f"open_clip:local-dir:{model}")
-        timings["evaluate"] = time.perf_counter() - t1
-        t1 = time.perf_counter()
-        out["story"] = tell(w, result)
-        timings["report"] = time.perf_counter() - t1
+        model = timed("train", train, w, seed)
+        result = timed("evaluate", evaluate, w, f"open_clip:local-dir:{model}")
+        out["story"] = timed("report", tell, w, result)
         out["results"] = str(result)
     timings["total"] = time.perf_counter() - t0
     out["timings"] = timings

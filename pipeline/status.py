@@ -53,14 +53,11 @@ def empty_status(root: Any, stages: list[Stage]) -> dict[str, Any]:
 
 
 def _brief(counts: dict[str, Any], width: int = 70) -> str:
-    text = ", ".join(
-        f"{k}={v if not isinstance(v, dict) else sum(_ints(v))}" for k, v in counts.items()
-    )
+    def total(v: Any) -> Any:  # a dict of counts: the sum of its numbers
+        return sum(x for x in v.values() if isinstance(x, int)) if isinstance(v, dict) else v
+
+    text = ", ".join(f"{k}={total(v)}" for k, v in counts.items())
     return text if len(text) <= width else text[: width - 3] + "..."
-
-
-def _ints(d: dict) -> list[int]:
-    return [v for v in d.values() if isinstance(v, int)]
 
 
 def format_status(st: dict[str, Any]) -> str:

@@ -77,10 +77,7 @@ LICENCE_TERMS = [
 
 def size_category(n: int) -> str:
     """The Hub's size category of ``n`` rows (``n>1T`` past the last bound)."""
-    for bound, label in SIZE_CATEGORIES:
-        if n < bound:
-            return label
-    return "n>1T"
+    return next((label for bound, label in SIZE_CATEGORIES if n < bound), "n>1T")
 
 
 def licence_text() -> str:
@@ -97,7 +94,7 @@ def release_languages() -> list[str]:
 def front_matter(features: dict[str, Any], splits: dict[str, dict[str, int]], n_triplets: int) -> dict:
     """The card's YAML metadata: licence, categories, ``configs`` and ``dataset_info``."""
     rows = max([n_triplets, *(s.get("num_examples", 0) for s in splits.values())])
-    meta: dict[str, Any] = {
+    return {
         "pretty_name": "3XCM",
         "license": "other",
         "license_name": "3xcm-mixed",
@@ -109,15 +106,10 @@ def front_matter(features: dict[str, Any], splits: dict[str, dict[str, int]], n_
         "tags": ["cross-modal-retrieval", "text-to-image-retrieval", "bias", "multilingual",
                  "multicultural", "benchmark"],
         "configs": configs_yaml(),
-        "dataset_info": [],
+        "dataset_info": [{"config_name": name, "features": features[name],
+                          "splits": [{"name": SPLITS[name], **splits[name]}]}
+                         for name in ("triplets", "images")],
     }
-    for name in ("triplets", "images"):
-        meta["dataset_info"].append({
-            "config_name": name,
-            "features": features[name],
-            "splits": [{"name": SPLITS[name], **splits[name]}],
-        })
-    return meta
 
 
 def _table(header: list[str], rows: list[list[Any]]) -> str:

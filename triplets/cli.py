@@ -13,7 +13,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 from core.clikit import CliKit, add_verbose, add_version, add_workdir
-from core.logs import configure_logging
 from core.options import plain
 
 Handler = Callable[[argparse.Namespace], int]
@@ -101,12 +100,7 @@ def _croissant_ok(folder: Path, max_lines: int) -> bool:
 def cmd_validate(args: argparse.Namespace) -> int:
     from triplets.rules import check_triplets
     from triplets.sample_run import validate_workdir
-    from triplets.sources import (
-        counts_table,
-        image_byte_violations,
-        read_authors_csv,
-        read_release,
-    )
+    from triplets.sources import counts_table, read_authors_csv, release_violations
 
     if args.authors_csv:
         a = read_authors_csv(Path(args.authors_csv))
@@ -118,13 +112,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
         print(f"image ids given two labels in different rows: {len(a.conflicting_ids)}")
         n = len(a.rows)
     elif args.release:
-        rows, images, build = read_release(Path(args.release))
-        sampling = build.get("sampling", {})
-        bad = check_triplets(rows, images, tags_known=True,
-                             distinct_language=bool(sampling.get("distinct_language", False)),
-                             seed=sampling.get("seed"),
-                             candidate_countries=sampling.get("candidate_countries"))
-        bad += image_byte_violations(Path(args.release))
+        rows, bad = release_violations(Path(args.release))
         n = len(rows)
         print(counts_table(rows))
         if not _croissant_ok(Path(args.release), args.max_lines) and not bad:
@@ -208,9 +196,8 @@ def _user_errors() -> tuple[type[Exception], ...]:
     from triplets.export import ExportError
     from triplets.publish import PublishError
     from triplets.sampling import SamplingError
-    from triplets.sources import SourceError
 
-    return (SourceError, SamplingError, ExportError, PublishError, DataError, TableError)
+    return (SamplingError, ExportError, PublishError, DataError, TableError)
 
 
 def _damaged_database(exc: BaseException) -> str | None:
@@ -224,16 +211,11 @@ KIT = CliKit(extra="all", user_errors=_user_errors, error_lines=(_damaged_databa
              database="the work dir's database")
 
 
-def _run(args: argparse.Namespace) -> int:
-    configure_logging(getattr(args, "verbose", False))  # the stage parser has no -v default
-    return KIT.run(lambda: args.handler(args))
-
-
 def main(argv: list[str] | None = None) -> int:
     """``python -m triplets COMMAND ...``."""
-    return _run(build_parser().parse_args(argv))
+    return KIT.main(build_parser(), lambda args: args.handler(args), argv)
 
 
 def stage_main(argv: list[str] | None = None) -> int:
     """The ``triplets`` stage of ``python -m pipeline run``: ``sample`` with ``argv`` as its flags."""
-    return _run(build_stage_parser().parse_args(argv))
+    return KIT.main(build_stage_parser(), lambda args: args.handler(args), argv)

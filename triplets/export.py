@@ -36,8 +36,8 @@ from triplets.card import card_text, front_matter, licence_text
 from triplets.croissant import write_croissant
 from triplets.pool import Pool, PoolImage, load_pool
 from triplets.release_stats import release_numbers, stage_records
-from triplets.rules import Violation, check_triplets
-from triplets.sample_run import pool_image_infos, read_workdir_triplets, run_params, with_locale
+from triplets.rules import Violation, check_sampled
+from triplets.sample_run import pool_image_infos, read_workdir_triplets, with_locale
 
 log = logging.getLogger(__name__)
 
@@ -162,20 +162,12 @@ def export_release(
         may_write_into(out, RELEASE_KIND)
     with Catalog.open(workdir) as cat:
         pool = load_pool(cat)
-        rows, seed, distinct = read_workdir_triplets(cat, pool)
+        rows, sampling = read_workdir_triplets(cat, pool)
         if not rows:
             raise ExportError("no triplets in the catalog: run `python -m triplets sample` first")
-        params = run_params(cat)
-        candidates = params.get("candidate_countries")
-        bad = check_triplets(rows, pool_image_infos(pool), tags_known=True,
-                             distinct_language=distinct, seed=seed,
-                             candidate_countries=candidates)
+        bad = check_sampled(rows, pool_image_infos(pool), sampling)
         if bad:
             raise ExportError(f"{len(bad)} triplet rule violation(s); nothing exported", bad)
-        sampling = {"seed": seed, "per_image": params.get("per_image"),
-                    "distinct_language": distinct}
-        if candidates is not None:
-            sampling["candidate_countries"] = list(candidates)
         numbers = release_numbers(cat, pool, rows, sampling)
         build = {"format": fmt.FORMAT, "format_version": fmt.FORMAT_VERSION,
                  "exported_at": utcnow(), "package_version": __version__,
@@ -191,7 +183,7 @@ def export_release(
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
     try:
         n_shards = _write_files(wd, tmp, pool, rows, numbers, build, provenance, shard_bytes)
-        _check_written(tmp, distinct, seed, candidates)
+        _check_written(tmp)
         with _ours():
             install_folder(tmp, out, RELEASE_KIND)
     except BaseException:
@@ -219,15 +211,11 @@ def _write_files(wd: WorkDir, tmp: Path, pool: Pool, rows: list[dict], numbers: 
     return len(shards)
 
 
-def _check_written(folder: Path, distinct: bool, seed: int | None,
-                   candidates: list[str] | None = None) -> None:
+def _check_written(folder: Path) -> None:
     """Validate the files as a user will read them (rules and embedded bytes) before the swap."""
-    from triplets.sources import image_byte_violations, read_release
+    from triplets.sources import release_violations
 
-    rows, images, _ = read_release(folder)
-    bad = check_triplets(rows, images, tags_known=True, distinct_language=distinct, seed=seed,
-                         candidate_countries=candidates)
-    bad += image_byte_violations(folder)
+    _, bad = release_violations(folder)
     if bad:
         raise ExportError(f"the written release breaks {len(bad)} rule(s); not installed", bad)
 

@@ -206,11 +206,6 @@ def load_terms(cat: Catalog) -> dict[tuple[str, str], tuple[str, str, int]]:
     return out
 
 
-def load_native_terms(cat: Catalog) -> dict[tuple[str, str], str]:
-    """(concept, country) -> the text query (:func:`load_terms`)."""
-    return {k: text for k, (text, _, _) in load_terms(cat).items()}
-
-
 def native_term(pool: Pool, concept: str, country: str) -> str | None:
     """The query text of (concept, country): its term, else (English countries) the label."""
     term = pool.native_terms.get((concept, country))

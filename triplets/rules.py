@@ -6,11 +6,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from core.release import TRIPLET_COLUMNS
 from core.rules import ROLES, Violation, summarize, triplet_violations
 
-__all__ = ["TRIPLET_COLUMNS", "ImageInfo", "Violation", "check_triplets", "summarize", "ROLES"]
+__all__ = ["TRIPLET_COLUMNS", "ImageInfo", "Violation", "check_sampled", "check_triplets",
+           "summarize", "ROLES"]
 
 
 @dataclass(frozen=True)
@@ -74,3 +76,12 @@ def check_triplets(
         order = {str(r["triplet_id"]): i for i, r in enumerate(rows)}
         out = sorted(out + extra, key=lambda v: (order.get(v.row_id, -1), v.rule))
     return out
+
+
+def check_sampled(rows: Iterable[Mapping[str, object]], images: Mapping[str, ImageInfo] | None,
+                  sampling: Mapping[str, Any]) -> list[Violation]:
+    """:func:`check_triplets` of a build's rows under its recorded ``sampling`` settings."""
+    return check_triplets(rows, images, tags_known=True,
+                          distinct_language=bool(sampling.get("distinct_language", False)),
+                          seed=sampling.get("seed"),
+                          candidate_countries=sampling.get("candidate_countries"))

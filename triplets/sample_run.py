@@ -20,7 +20,7 @@ from core import datatables
 from core.files import atomic_write_text
 from core.release import RELEASE_TRIPLET_COLUMNS
 from triplets.pool import Pool, load_pool
-from triplets.rules import TRIPLET_COLUMNS, ImageInfo, Violation, check_triplets
+from triplets.rules import TRIPLET_COLUMNS, ImageInfo, Violation, check_sampled
 from triplets.sampling import SampleConfig, SampleResult, release_order, sample_triplets
 
 log = logging.getLogger(__name__)
@@ -73,11 +73,7 @@ def run_sample(workdir: str | Path | WorkDir | None, cfg: SampleConfig) -> Sampl
         with stage_run(cat, STAGE, cfg.record(), inputs=inputs) as rec, _frozen_heap():
             result = sample_triplets(pool, cfg)
             rows = [t.release_row() for t in result.triplets]
-            bad = check_triplets(
-                rows, pool_image_infos(pool), tags_known=True,
-                distinct_language=cfg.distinct_language, seed=cfg.seed,
-                candidate_countries=cfg.candidate_countries,
-            )
+            bad = check_sampled(rows, pool_image_infos(pool), cfg.record())
             if bad:  # a sampler bug, never bad input: refuse to store
                 raise RuntimeError(f"sampler produced {len(bad)} rule violations: {bad[:3]}")
             _store(cat, result, cfg, rec.run_id)
@@ -127,9 +123,9 @@ def summary_text(result: SampleResult, pool: Pool, cfg: SampleConfig) -> str:
     return "\n".join(lines)
 
 
-def read_workdir_triplets(cat: Catalog, pool: Pool) -> tuple[list[dict], int | None, bool]:
-    """The catalog's triplets as release rows, the seed and the distinct-language setting; a gone
-    item becomes ``missing-item-<id>``, which validation reports."""
+def read_workdir_triplets(cat: Catalog, pool: Pool) -> tuple[list[dict], dict]:
+    """The catalog's triplets as release rows and their sampling settings (``seed``: the rows'
+    one seed, else None); a gone item becomes ``missing-item-<id>``, which validation reports."""
     by_item = pool.by_item()
     rows: list[dict] = []
     seeds: set[int] = set()
@@ -149,9 +145,12 @@ def read_workdir_triplets(cat: Catalog, pool: Pool) -> tuple[list[dict], int | N
     order = release_order()
     rows.sort(key=lambda r: order(r["query_country"], r["query_concept"], r["triplet_id"]))
     params = run_params(cat, run_ids)
-    distinct = bool(params.get("distinct_language", True))
-    seed = seeds.pop() if len(seeds) == 1 else None
-    return rows, seed, distinct
+    sampling = {"seed": seeds.pop() if len(seeds) == 1 else None,
+                "per_image": params.get("per_image"),
+                "distinct_language": bool(params.get("distinct_language", True))}
+    if params.get("candidate_countries") is not None:
+        sampling["candidate_countries"] = list(params["candidate_countries"])
+    return rows, sampling
 
 
 def run_params(cat: Catalog, run_ids: set[int] | None = None) -> dict:
@@ -171,11 +170,7 @@ def validate_workdir(workdir: str | Path | WorkDir | None) -> tuple[list[Violati
     """Every rule on the work dir's stored triplets; returns (violations, the rows)."""
     with Catalog.open(workdir) as cat:
         pool = load_pool(cat)
-        rows, seed, distinct = read_workdir_triplets(cat, pool)
-        candidates = run_params(cat).get("candidate_countries")
-    return (
-        check_triplets(rows, pool_image_infos(pool), tags_known=True,
-                       distinct_language=distinct, seed=seed if rows else 0,
-                       candidate_countries=candidates),
-        rows,
-    )
+        rows, sampling = read_workdir_triplets(cat, pool)
+    if not rows:  # nothing sampled: no seed to miss
+        sampling["seed"] = 0
+    return check_sampled(rows, pool_image_infos(pool), sampling), rows

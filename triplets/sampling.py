@@ -315,28 +315,16 @@ def _one(
         counts["skipped_no_native_term"] += 1
         return None
 
-    def ok(role: str, *taken: PoolImage) -> Callable[[PoolImage], bool]:
-        shas = {t.sha256 for t in taken}
-        return lambda im: eligible(role, im, a, shas, cfg, lang)
-
-    si = _find(semantic[c], ok("semantic"), avoid)
-    if si is None:
-        counts["skipped_no_semantic"] += 1
-        return None
-    s = semantic[c].queue[si]
-    ci = _find(cultural[k], ok("cultural", s), avoid)
-    if ci is None:
-        counts["skipped_no_cultural"] += 1
-        return None
-    cu = cultural[k].queue[ci]
-    ni = _find(non_relevant, ok("non_relevant", s, cu), avoid)
-    if ni is None:
-        counts["skipped_no_non_relevant"] += 1
-        return None
-    n = non_relevant.queue[ni]
-    semantic[c].commit(si)
-    cultural[k].commit(ci)
-    non_relevant.commit(ni)
+    found: list[tuple[Rotation, int]] = []  # each role's rotation and its pick there
+    for role, rot in zip(CANDIDATE_ROLES, (semantic[c], cultural[k], non_relevant), strict=True):
+        shas = {r.queue[i].sha256 for r, i in found}  # the roles picked before this one
+        i = _find(rot, lambda im, role=role, shas=shas: eligible(role, im, a, shas, cfg, lang),
+                  avoid)
+        if i is None:
+            counts[f"skipped_no_{role}"] += 1
+            return None
+        found.append((rot, i))
+    s, cu, n = (rot.commit(i) for rot, i in found)
     return Triplet(
         triplet_id=f"{a.image_id}-t{j}",
         query_image_id=a.image_id,

@@ -20,32 +20,16 @@ from core.rules import (
     check_unique_images,
     image_bytes_violation,
 )
-from triplets.rules import TRIPLET_COLUMNS, ImageInfo, Violation
-
-
-class SourceError(ValueError):
-    """Unreadable or malformed input: one clear line, exit code 2."""
-
+from triplets.rules import TRIPLET_COLUMNS, ImageInfo, Violation, check_sampled
 
 # -- release folder ------------------------------------------------------------------------------
-
-def read_config_table(release: Path, config: str, columns: list[str] | None = None):
-    """All splits of one config as one frame, today's column names."""
-    try:
-        return fmt.read_config_table(release, config, columns)
-    except DataError as e:
-        raise SourceError(str(e)) from e
-
 
 def image_byte_violations(release: Path) -> list[Violation]:
     """Rule ``image_bytes`` per image row, reading the ``images`` shards one at a time."""
     import pyarrow.parquet as pq
 
     out: list[Violation] = []
-    try:
-        paths = fmt.config_paths(release, "images") if "images" in fmt.card_configs(release) else []
-    except DataError as e:
-        raise SourceError(str(e)) from e
+    paths = fmt.config_paths(release, "images") if "images" in fmt.card_configs(release) else []
     for path in paths:
         t = pq.read_table(path, columns=["image_id", "image", "sha256"])
         for iid, cell, sha in zip(*(t.column(c).to_pylist() for c in ("image_id", "image", "sha256")),
@@ -59,13 +43,13 @@ def image_byte_violations(release: Path) -> list[Violation]:
 def read_release(release: Path) -> tuple[list[dict], dict[str, ImageInfo], dict]:
     """(triplet rows, image table, build record) of a release folder, table checks passed."""
     if not release.is_dir():
-        raise SourceError(f"--release: not a folder: {release}")
+        raise DataError(f"--release: not a folder: {release}")
     what = str(release)
-    trip = read_config_table(release, "triplets")
+    trip = fmt.read_config_table(release, "triplets")
     check_columns(trip, TRIPLET_COLUMNS, f"{what} triplets")
     check_not_empty(len(trip), f"{what} triplets")
     img_cols = ["image_id", "concept", "country", "tags", "sha256"]
-    imgs = read_config_table(release, "images", img_cols)
+    imgs = fmt.read_config_table(release, "images", img_cols)
     check_columns(imgs, ["image_id", "concept", "country"], f"{what} images")
     imgs["image_id"] = imgs["image_id"].astype(str)
     check_unique_images(imgs["image_id"].tolist(), f"{what} images")
@@ -80,6 +64,13 @@ def read_release(release: Path) -> tuple[list[dict], dict[str, ImageInfo], dict]
     build = read_build_record(release)
     rows = trip[TRIPLET_COLUMNS].astype(object).where(trip[TRIPLET_COLUMNS].notna(), None)
     return rows.to_dict("records"), images, build
+
+
+def release_violations(release: Path) -> tuple[list[dict], list[Violation]]:
+    """(triplet rows, every rule broken): the rows under the build's recorded sampling, and the
+    embedded image bytes."""
+    rows, images, build = read_release(release)
+    return rows, check_sampled(rows, images, build.get("sampling", {})) + image_byte_violations(release)
 
 
 def _has_tags(t: object) -> bool:
@@ -105,12 +96,9 @@ def read_authors_csv(path: Path) -> AuthorsFile:
     from core.rules import AUTHORS_ROLES
 
     if not path.is_file():
-        raise SourceError(f"--authors-csv: no such file: {path}")
-    try:
-        raw = read_authors_frame(path)
-        tr = authors_to_triplets(raw)
-    except DataError as e:
-        raise SourceError(str(e)) from e
+        raise DataError(f"--authors-csv: no such file: {path}")
+    raw = read_authors_frame(path)
+    tr = authors_to_triplets(raw)
     lang = {c.code: c.language for c in datatables.countries()}
     out = AuthorsFile(rows=tr.to_dict("records"), extra=authors_violations(raw, tr))
     out.same_language_semantic = int(sum(
