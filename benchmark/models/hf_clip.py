@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from benchmark.models import hub
-from benchmark.models.base import Adapter, model_spec
+from benchmark.models.base import Adapter, model_spec, torch_dtype
 from core.vectors import l2_normalize
 
 log = logging.getLogger(__name__)
@@ -62,8 +62,6 @@ class HFDualEncoder(Adapter):
         what = f"model {name}"
         hub.require(("torch", "transformers", "safetensors"), "hf", what)
         from transformers import AutoModel, AutoProcessor
-
-        from benchmark.models.base import torch_dtype
 
         folder, rev = hub.locate(checkpoint, revision, what=what, allow_patterns=_ALLOW)
         hub.sync_offline_flag()

@@ -223,6 +223,19 @@ def resolve_file(repo_id: str, filename: str, revision: str | None, *, what: str
         repo_id, filename, revision=revision, local_files_only=local))
 
 
+def read_safetensors(folder: Path, exclude: tuple[str, ...] = ("adapter_model",)) -> dict[str, Any]:
+    """All tensors of a folder's ``*.safetensors`` files (top level only)."""
+    from safetensors.torch import load_file
+
+    files = sorted(f for f in folder.glob("*.safetensors") if not f.name.startswith(exclude))
+    if not files:
+        raise ModelLoadError(f"{folder}: no *.safetensors weights")
+    out: dict[str, Any] = {}
+    for f in files:
+        out.update(load_file(str(f)))
+    return out
+
+
 def folder_fingerprint(path: Path, patterns: Sequence[str] = ("*.json", "*.safetensors", "*.bin", "*.pt")) -> str:
     """sha256 over a local checkpoint's weight/config files: the revision of a local folder."""
     h = hashlib.sha256()

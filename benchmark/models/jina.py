@@ -15,7 +15,7 @@ import numpy as np
 
 from benchmark.embeddings import Embeddings
 from benchmark.models import hub, qwenvl
-from benchmark.models.base import Adapter
+from benchmark.models.base import Adapter, as_float32, torch_dtype
 from core.vectors import l2_normalize
 
 log = logging.getLogger(__name__)
@@ -195,19 +195,17 @@ class JinaCLIPModel(Adapter):
         kw: dict[str, Any] = {"truncate_dim": self.truncate_dim}
         if role == "query" and self.query_task:
             kw["task"] = self.query_task
-        return l2_normalize(_numpy(self.model.encode_text(texts, **kw)))
+        return l2_normalize(as_float32(self.model.encode_text(texts, **kw)))
 
     def _encode_image_batch(self, images: list[Any], role: str) -> np.ndarray:
         out = self.model.encode_image(qwenvl.rgb(images), truncate_dim=self.truncate_dim)
-        return l2_normalize(_numpy(out))
+        return l2_normalize(as_float32(out))
 
 
 def load_remote_code_model(folder: Path, what: str, dtype: str, code_revision: str | None = None) -> Any:
     """``AutoModel.from_pretrained(folder, trust_remote_code=True)``; one-line failure.
     ``code_revision`` pins the revision of a code repo the config's ``auto_map`` points to."""
     from transformers import AutoModel
-
-    from benchmark.models.base import torch_dtype
 
     hub.sync_offline_flag()
     try:
@@ -220,9 +218,3 @@ def load_remote_code_model(folder: Path, what: str, dtype: str, code_revision: s
             f"({type(e).__name__}: {first}); its code repo must be cached too "
             f"(HF_HUB_OFFLINE={int(hub.offline())})"
         ) from e
-
-
-def _numpy(x: Any) -> np.ndarray:
-    if hasattr(x, "detach"):
-        x = x.detach().float().cpu().numpy()
-    return np.asarray(x, np.float32)
