@@ -89,11 +89,8 @@ class HFDualEncoder(Adapter):
         ip = self.processor.image_processor
         keys = ("size", "crop_size", "do_center_crop", "resample", "image_mean", "image_std",
                 "max_num_patches", "patch_size", "do_resize", "do_rescale", "rescale_factor")
-        conv = {k: getattr(ip, k) for k in keys if getattr(ip, k, None) is not None}
-        conv = {k: _plain(v) for k, v in conv.items()}
-        conv["image_processor"] = type(ip).__name__
-        conv["dtype"] = self.dtype
-        return conv
+        conv = {k: _plain(getattr(ip, k)) for k in keys if getattr(ip, k, None) is not None}
+        return {**conv, "image_processor": type(ip).__name__, "dtype": self.dtype}
 
     def _encode_text_batch(self, texts: list[str], role: str) -> np.ndarray:
         tok = self.processor.tokenizer(

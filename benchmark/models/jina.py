@@ -126,16 +126,12 @@ class JinaV4Model(Adapter):
     def _forward(self, batch: Any, image: bool) -> Embeddings:
         """Forward, pooling and normalisation; with ``autocast`` all of it inside
         ``torch.autocast(dtype=...)``, as the remote code's ``_process_batches``."""
-        import contextlib
-
         import torch
 
-        if self.autocast is None:
-            return self._forward_inner(batch, image)
         device_type = torch.device(self.device).type
-        ctx = torch.autocast(device_type=device_type, dtype=getattr(torch, self.autocast)) \
-            if device_type in ("cuda", "cpu") else contextlib.nullcontext()
-        with ctx:
+        if self.autocast is None or device_type not in ("cuda", "cpu"):
+            return self._forward_inner(batch, image)
+        with torch.autocast(device_type=device_type, dtype=getattr(torch, self.autocast)):
             return self._forward_inner(batch, image)
 
     def _forward_inner(self, batch: Any, image: bool) -> Embeddings:
