@@ -64,13 +64,7 @@ def namespace(adapter: Adapter, modality: str, role: str) -> str:
     profile = getattr(adapter, "profile", None)
     if profile is not None:  # a profile change never reuses the other profile's vectors
         key["profile"] = profile.cache_key()
-    blob = json.dumps(
-        key,
-        sort_keys=True,
-        ensure_ascii=False,
-        default=str,
-    )
-    return sha256_text(blob)
+    return sha256_text(json.dumps(key, sort_keys=True, ensure_ascii=False, default=str))
 
 
 @dataclass(frozen=True)
