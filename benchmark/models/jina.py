@@ -16,6 +16,7 @@ import numpy as np
 from benchmark.embeddings import Embeddings
 from benchmark.models import hub, qwenvl
 from benchmark.models.base import Adapter, as_float32, torch_dtype
+from core.hub import one_line
 from core.vectors import l2_normalize
 
 log = logging.getLogger(__name__)
@@ -208,9 +209,8 @@ def load_remote_code_model(folder: Path, what: str, dtype: str, code_revision: s
         kw = {"code_revision": code_revision} if code_revision else {}
         return AutoModel.from_pretrained(str(folder), trust_remote_code=True, dtype=torch_dtype(dtype), **kw)
     except Exception as e:  # remote code written for other transformers versions: say so
-        first = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise hub.ModelLoadError(
             f"{what}: the checkpoint's remote code failed to load on this transformers "
-            f"({type(e).__name__}: {first}); its code repo must be cached too "
+            f"({one_line(e)}); its code repo must be cached too "
             f"(HF_HUB_OFFLINE={int(hub.offline())})"
         ) from e
