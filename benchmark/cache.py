@@ -64,13 +64,7 @@ def namespace(adapter: Adapter, modality: str, role: str) -> str:
     profile = getattr(adapter, "profile", None)
     if profile is not None:  # a profile change never reuses the other profile's vectors
         key["profile"] = profile.cache_key()
-    blob = json.dumps(
-        key,
-        sort_keys=True,
-        ensure_ascii=False,
-        default=str,
-    )
-    return sha256_text(blob)
+    return sha256_text(json.dumps(key, sort_keys=True, ensure_ascii=False, default=str))
 
 
 @dataclass(frozen=True)
@@ -269,14 +263,9 @@ class EmbeddingCache:
             (ns, sha, json.dumps(list(a.shape)), np.ascontiguousarray(a, np.float32).tobytes())
             for sha, a in items.items()
         ]
-        self.con.execute("BEGIN IMMEDIATE")
-        try:
+        with self.con:  # COMMIT, or ROLLBACK where SQLite has not already (a full disk)
+            self.con.execute("BEGIN IMMEDIATE")
             self.con.executemany("INSERT OR REPLACE INTO emb VALUES (?, ?, ?, ?)", rows)
-        except BaseException:
-            if self.con.in_transaction:  # SQLite already rolled back on a full disk
-                self.con.execute("ROLLBACK")
-            raise
-        self.con.execute("COMMIT")
 
     def count(self) -> int:
         """Rows in the file this cache writes."""
@@ -346,9 +335,16 @@ def embed_cached(
         mine = [k for k in missing if shard.owns(k)]
         stats.other_shards = len(missing) - len(mine)
         missing = mine
-    if missing:
-        _embed_batches(adapter, modality, role, missing, first, load, cache, ns,
-                       None if shard is not None else found)
+    if missing:  # one adapter batch at a time (the one batching loop), each stored as it comes
+        batches = adapter.encode_batches(modality, role, len(missing),
+                                         lambda a, b: load([first[k] for k in missing[a:b]]))
+        for s, emb in batches:
+            rows = emb.to_list() if isinstance(emb, MultiVector) else list(emb)
+            new = dict(zip(missing[s : s + len(rows)], rows, strict=True))
+            if cache is not None:
+                cache.put_many(ns, new)
+            if shard is None:
+                found.update(new)
         stats.embedded = len(missing)
     stats.seconds = time.perf_counter() - t0
     if shard is not None:
@@ -362,21 +358,3 @@ def embed_cached(
         return concat([]), stats
     return np.stack(ordered).astype(np.float32), stats
 
-
-def _embed_batches(
-    adapter: Adapter, modality: str, role: str, missing: list[str], first: dict[str, int],
-    load: Callable[[list[int]], list[Any]], cache: EmbeddingCache | None, ns: str,
-    found: dict[str, np.ndarray] | None,
-) -> None:
-    """Embed ``missing`` one adapter batch at a time (``Adapter.encode_batches``, the one
-    batching loop), storing each batch as it comes (and adding it to ``found`` when given)."""
-    def batch(s: int, e: int) -> list[Any]:
-        return load([first[k] for k in missing[s:e]])
-
-    for s, emb in adapter.encode_batches(modality, role, len(missing), batch):
-        rows = emb.to_list() if isinstance(emb, MultiVector) else list(emb)
-        new = dict(zip(missing[s : s + len(rows)], rows, strict=True))
-        if cache is not None:
-            cache.put_many(ns, new)
-        if found is not None:
-            found.update(new)

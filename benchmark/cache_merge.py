@@ -57,14 +57,9 @@ def merge_shards(root: str | os.PathLike[str] | None = None,
             cache.con.execute("ATTACH DATABASE ? AS shard", (str(f),))
             try:
                 n = cache.con.execute("SELECT COUNT(*) FROM shard.emb").fetchone()[0]
-                cache.con.execute("BEGIN IMMEDIATE")
-                try:
+                with cache.con:  # COMMIT, or ROLLBACK where SQLite has not already
+                    cache.con.execute("BEGIN IMMEDIATE")
                     added, bad = _merge_rows(cache.con)
-                except BaseException:
-                    if cache.con.in_transaction:  # SQLite already rolled back on a full disk
-                        cache.con.execute("ROLLBACK")
-                    raise
-                cache.con.execute("COMMIT")
                 if bad:
                     log.warning("%s: %d row(s) whose bytes do not fit their shape left out; "
                                 "a run embeds those items again", f, bad)

@@ -220,7 +220,13 @@ def ls(args: argparse.Namespace) -> int:
         print(format_differences())
         return 0
     if getattr(args, "mteb", False):
-        return ls_mteb()
+        from benchmark.models import hub
+
+        hub.require(("mteb",), "mteb", "ls --mteb")
+        from benchmark.mteb.models import format_listing, text_image_metas
+
+        print(format_listing(text_image_metas()))
+        return 0
     models = registry.models()
     width = max(len(n) for n in models)
     print("models:")
@@ -236,16 +242,6 @@ def ls(args: argparse.Namespace) -> int:
         except registry.RegistryError as e:
             desc = f"(unavailable: {e})"
         print(f"  {name:<12} {desc}")
-    return 0
-
-
-def ls_mteb() -> int:
-    from benchmark.models import hub
-
-    hub.require(("mteb",), "mteb", "ls --mteb")
-    from benchmark.mteb.models import format_listing, text_image_metas
-
-    print(format_listing(text_image_metas()))
     return 0
 
 

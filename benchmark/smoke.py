@@ -93,10 +93,7 @@ def _timed(fn: Any, items: list[Any], device: str, **kw: Any) -> tuple[Any, floa
 
 
 def _norms(e: Any) -> list[float]:
-    if isinstance(e, MultiVector):
-        rows = np.concatenate(e.to_list())
-    else:
-        rows = np.asarray(e)
+    rows = np.concatenate(e.to_list()) if isinstance(e, MultiVector) else np.asarray(e)
     n = np.linalg.norm(rows, axis=-1)
     return [float(n.min()), float(n.max())]
 
@@ -108,11 +105,7 @@ def run_smoke(
     """Load ``model``, embed ``triplets`` queries and 3 images each, score; the numbers."""
     from benchmark.registry import load_model
 
-    kw: dict[str, Any] = {}
-    if device:
-        kw["device"] = device
-    if dtype:
-        kw["dtype"] = dtype
+    kw = {k: v for k, v in (("device", device), ("dtype", dtype)) if v}
     texts = queries(triplets)
     images = synthetic_images(3 * triplets, *image_size)
     t0 = time.perf_counter()

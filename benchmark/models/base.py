@@ -179,6 +179,13 @@ def torch_dtype(name: str) -> Any:
     return {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}[name]
 
 
+def as_float32(x: Any) -> np.ndarray:
+    """A torch tensor (detached, on the CPU) or array-like as a float32 numpy array."""
+    if hasattr(x, "detach"):
+        x = x.detach().float().cpu().numpy()
+    return np.asarray(x, np.float32)
+
+
 def _inference_mode() -> Any:
     """``torch.inference_mode()`` when torch is importable, else a no-op."""
     try:

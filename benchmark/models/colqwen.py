@@ -71,24 +71,6 @@ def resolve_base(
     }
 
 
-def load_colqwen(
-    folder: Path, base_folder: Path | None, what: str, *, dtype: str, device: str,
-) -> tuple[Any, Any, int]:
-    """(backbone, projection, number of LoRA modules merged) of a ColQwen checkpoint."""
-    n = 0
-    if base_folder is not None:
-        state, n = qwenvl.merged_state(qwenvl.read_state(base_folder), folder)
-        config_folder = base_folder
-    else:
-        state, config_folder = qwenvl.read_state(folder), folder
-    backbone, rest, _ = qwenvl.load_backbone(
-        config_folder, dtype=dtype, device=device, arch="qwen2_5_vl", state=state,
-    )
-    proj = qwenvl.load_head(rest, PROJ, device=device, dtype=backbone.dtype,
-                            what=f"{what}: {folder} (not a ColQwen checkpoint)")
-    return backbone, proj, n
-
-
 class ColQwenModel(Adapter):
     """ColQwen2.5: one 128-d vector per token; similarity is MaxSim."""
 
@@ -121,12 +103,20 @@ class ColQwenModel(Adapter):
         self.processor.tokenizer.padding_side = "left"
 
     def _loaded(self) -> tuple[Any, Any]:
+        """(backbone, with a LoRA adapter merged into its base, projection) on first use."""
         if self._net is None:
-            backbone, proj, n = load_colqwen(
-                self._folder, self._base_folder, self._what, dtype=self.dtype, device=self.device,
-            )
+            base, n = self._base_folder, 0
+            if base is not None:
+                state, n = qwenvl.merged_state(qwenvl.read_state(base), self._folder)
+            else:
+                state = qwenvl.read_state(self._folder)
+            backbone, rest, _ = qwenvl.load_backbone(base or self._folder, dtype=self.dtype,
+                                                     device=self.device, arch="qwen2_5_vl",
+                                                     state=state)
+            self._net = (backbone, qwenvl.load_head(
+                rest, PROJ, device=self.device, dtype=backbone.dtype,
+                what=f"{self._what}: {self._folder} (not a ColQwen checkpoint)"))
             self.load_info["lora_modules"] = n
-            self._net = (backbone, proj)
         return self._net
 
     @property

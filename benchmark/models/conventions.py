@@ -90,8 +90,13 @@ _MCLIP_TEXT = ("XLM-R tokenizer, padding longest, truncation at 512 (the package
 _MCLIP_POOL = "attention-masked mean of XLM-R states, then the linear map (multilingual-clip)"
 
 
+def _profiles(ref: Conventions, **authors: Any) -> dict[str, Conventions]:
+    """The reference record and the authors' (the reference with ``authors`` changed)."""
+    return {"reference": ref, "authors": dataclasses.replace(ref, **authors)}
+
+
 def _colqwen(dtype_src: str) -> dict[str, Conventions]:
-    ref = Conventions(
+    return _profiles(Conventions(
         implementation="colpali-engine ColQwen2_5 + ColQwen2_5_Processor, re-implemented on "
                        "transformers' Qwen2_5_VLModel (LoRA merged)",
         text="left padding; no truncation",
@@ -101,9 +106,7 @@ def _colqwen(dtype_src: str) -> dict[str, Conventions]:
         normalization="L2 per token (float32)",
         sources="colpali-engine <= 0.3.12 process_queries (the prefix the checkpoints were "
                 "trained with; 0.3.13+ dropped it); model cards",
-    )
-    auth = dataclasses.replace(
-        ref, dtype="bfloat16",
+    ), dtype="bfloat16",
         scorer="colpali score_multi_vector, one document per call (no zero padding "
                "enters: equals masked MaxSim)",
         retrieval=TWO_STAGE_L2,
@@ -113,13 +116,11 @@ def _colqwen(dtype_src: str) -> dict[str, Conventions]:
                 f"'Query: ' + text + '<|endoftext|>' x 10; {dtype_src}; RQ2 scores per "
                 f"candidate (BE l.26-39, 103-118); RQ1 two-stage: mean-pooled vectors in faiss "
                 f"IndexFlatL2 top-100, reranked one caption per score_multi_vector call, top "
-                f"100 kept, ties in L2 order (colqwen25_score_v2.py l.76-196, 2B cells 1-5)",
-    )
-    return {"reference": ref, "authors": auth}
+                f"100 kept, ties in L2 order (colqwen25_score_v2.py l.76-196, 2B cells 1-5)")
 
 
 def _gme() -> dict[str, Conventions]:
-    ref = Conventions(
+    return _profiles(Conventions(
         implementation="gme_inference.py GmeQwen2VL, re-implemented on transformers' "
                        "Qwen2VLModel (sequential positions, as upstream)",
         text="right padding, truncation at 1800 tokens",
@@ -129,45 +130,34 @@ def _gme() -> dict[str, Conventions]:
         pooling="last token", normalization="L2 (float32)",
         sources="model card: text->image queries with the instruction "
                 f"{_GME_T2I!r}; corpus sides use the default instruction",
-    )
-    auth = dataclasses.replace(
-        ref, dtype="float16",
+    ), dtype="float16",
         query_prompt=_GME_CHAT.replace("{instruction}", _GME_DEFAULT),
         normalization="L2 in float16 (the wrapper normalises the float16 output)",
         options={"query_instruction": None, "normalize_dtype": "model"},
         sources="R1E cell 8, gme_embed_v3.py: AutoModel float16, get_text_embeddings(texts=...) "
                 "with no instruction, so the wrapper's default 'You are a helpful assistant.' "
-                "for every text; get_image_embeddings(images=[PIL])",
-    )
-    return {"reference": ref, "authors": auth}
+                "for every text; get_image_embeddings(images=[PIL])")
 
 
 def _mclip(image_ref: str, image_model: str, image_auth: str, auth_dtype: str,
            why: str) -> dict[str, Conventions]:
-    ref = Conventions(
+    return _profiles(Conventions(
         implementation="multilingual-clip MultilingualCLIP text tower (built from its state "
                        "dict) + open_clip image tower",
         text=_MCLIP_TEXT, image=image_ref, pooling=_MCLIP_POOL,
         sources="M-CLIP model cards: each text tower with the image tower it was trained on",
-    )
-    auth = dataclasses.replace(
-        ref, dtype="float32", image=image_auth,
-        options={"image_model": image_model, "image_dtype": auth_dtype}, sources=why,
-    )
-    return {"reference": ref, "authors": auth}
+    ), dtype="float32", image=image_auth,
+        options={"image_model": image_model, "image_dtype": auth_dtype}, sources=why)
 
 
 def _chinese_clip() -> dict[str, Conventions]:
-    ref = Conventions(
+    return _profiles(Conventions(
         implementation="transformers AutoModel + AutoProcessor (ChineseCLIPModel)",
         text="padding=True, truncation at text_config.max_position_embeddings (512)",
         image=f"ChineseCLIPImageProcessor, {_PIL}",
         pooling="get_text_features / get_image_features", normalization="L2",
         sources="OFA-Sys model card (processor(text=..., padding=True))",
-    )
-    auth = dataclasses.replace(
-        ref, dtype="float32", sources="R2E cells 8-10 (the same code as CLIP-L/14, float32)")
-    return {"reference": ref, "authors": auth}
+    ), dtype="float32", sources="R2E cells 8-10 (the same code as CLIP-L/14, float32)")
 
 
 def _jina() -> dict[str, Conventions]:
@@ -182,7 +172,7 @@ def _jina() -> dict[str, Conventions]:
         normalization="L2 (float32)",
         sources="model card: encode_text(task='retrieval', prompt_name='query'|'passage')",
     )
-    auth = dataclasses.replace(
+    return _profiles(
         ref, dtype="float16", document_prompt="Query: {text}",
         implementation=ref.implementation + "; float16 weights, every encode under "
                        "torch.autocast(dtype=bfloat16) (the remote code's _process_batches)",
@@ -199,7 +189,6 @@ def _jina() -> dict[str, Conventions]:
                 "processor with use_fast=True and runs forward, pooling and F.normalize under "
                 "torch.autocast(device_type, dtype=torch.bfloat16)",
     )
-    return {"reference": ref, "authors": auth}
 
 
 def _clip_l14(m: zoo.Model) -> dict[str, Conventions]:

@@ -119,12 +119,11 @@ class GMEModel(Adapter):
         return conv
 
     def _encode_text_batch(self, texts: list[str], role: str) -> np.ndarray:
-        instr = self.instruction("text", role)
-        return self._embed([chat(instr, t) for t in texts], None)
+        return self._embed([chat(self.instruction("text", role), t) for t in texts], None)
 
     def _encode_image_batch(self, images: list[Any], role: str) -> np.ndarray:
-        instr = self.instruction("image", role)
-        return self._embed([chat(instr, IMAGE_INPUT)] * len(images), [fetch_image(im) for im in images])
+        prompt = chat(self.instruction("image", role), IMAGE_INPUT)
+        return self._embed([prompt] * len(images), [fetch_image(im) for im in images])
 
     def _embed(self, prompts: list[str], images: list[Any] | None) -> np.ndarray:
         import torch

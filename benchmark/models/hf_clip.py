@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from benchmark.models import hub
-from benchmark.models.base import Adapter, model_spec
+from benchmark.models.base import Adapter, model_spec, torch_dtype
 from core.vectors import l2_normalize
 
 log = logging.getLogger(__name__)
@@ -63,8 +63,6 @@ class HFDualEncoder(Adapter):
         hub.require(("torch", "transformers", "safetensors"), "hf", what)
         from transformers import AutoModel, AutoProcessor
 
-        from benchmark.models.base import torch_dtype
-
         folder, rev = hub.locate(checkpoint, revision, what=what, allow_patterns=_ALLOW)
         hub.sync_offline_flag()
         model = AutoModel.from_pretrained(str(folder), dtype=torch_dtype(dtype or "float32"))
@@ -91,11 +89,8 @@ class HFDualEncoder(Adapter):
         ip = self.processor.image_processor
         keys = ("size", "crop_size", "do_center_crop", "resample", "image_mean", "image_std",
                 "max_num_patches", "patch_size", "do_resize", "do_rescale", "rescale_factor")
-        conv = {k: getattr(ip, k) for k in keys if getattr(ip, k, None) is not None}
-        conv = {k: _plain(v) for k, v in conv.items()}
-        conv["image_processor"] = type(ip).__name__
-        conv["dtype"] = self.dtype
-        return conv
+        conv = {k: _plain(getattr(ip, k)) for k in keys if getattr(ip, k, None) is not None}
+        return {**conv, "image_processor": type(ip).__name__, "dtype": self.dtype}
 
     def _encode_text_batch(self, texts: list[str], role: str) -> np.ndarray:
         tok = self.processor.tokenizer(

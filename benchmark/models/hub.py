@@ -17,6 +17,7 @@ from typing import Any
 
 from benchmark.models.base import ModelSpec, model_spec
 from benchmark.registry import RegistryError
+from core.hub import hub_unreachable, one_line
 
 log = logging.getLogger(__name__)
 
@@ -130,8 +131,6 @@ def not_found_message(
 def _reachable(what: str, repo_id: str, revision: str | None, filename: str | None = None,
                ) -> None:
     """Before a download: fail in a second when the hub cannot be reached (no retries)."""
-    from core.hub import hub_unreachable
-
     why = hub_unreachable()
     if why:
         raise CheckpointNotFound(not_found_message(
@@ -181,9 +180,8 @@ def _cache_then_download(what: str, repo_id: str, revision: str | None, filename
     try:
         return Path(fetch(False))
     except Exception as e:  # noqa: BLE001 - network, auth, missing revision: one line
-        reason = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
         raise CheckpointNotFound(
-            not_found_message(what, repo_id, revision, reason, filename=filename)) from e
+            not_found_message(what, repo_id, revision, one_line(e), filename=filename)) from e
 
 
 def locate(
@@ -221,6 +219,19 @@ def resolve_file(repo_id: str, filename: str, revision: str | None, *, what: str
 
     return _cache_then_download(what, repo_id, revision, filename, lambda local: hf_hub_download(
         repo_id, filename, revision=revision, local_files_only=local))
+
+
+def read_safetensors(folder: Path, exclude: tuple[str, ...] = ("adapter_model",)) -> dict[str, Any]:
+    """All tensors of a folder's ``*.safetensors`` files (top level only)."""
+    from safetensors.torch import load_file
+
+    files = sorted(f for f in folder.glob("*.safetensors") if not f.name.startswith(exclude))
+    if not files:
+        raise ModelLoadError(f"{folder}: no *.safetensors weights")
+    out: dict[str, Any] = {}
+    for f in files:
+        out.update(load_file(str(f)))
+    return out
 
 
 def folder_fingerprint(path: Path, patterns: Sequence[str] = ("*.json", "*.safetensors", "*.bin", "*.pt")) -> str:

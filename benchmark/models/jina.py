@@ -15,7 +15,8 @@ import numpy as np
 
 from benchmark.embeddings import Embeddings
 from benchmark.models import hub, qwenvl
-from benchmark.models.base import Adapter
+from benchmark.models.base import Adapter, as_float32, torch_dtype
+from core.hub import one_line
 from core.vectors import l2_normalize
 
 log = logging.getLogger(__name__)
@@ -126,16 +127,12 @@ class JinaV4Model(Adapter):
     def _forward(self, batch: Any, image: bool) -> Embeddings:
         """Forward, pooling and normalisation; with ``autocast`` all of it inside
         ``torch.autocast(dtype=...)``, as the remote code's ``_process_batches``."""
-        import contextlib
-
         import torch
 
-        if self.autocast is None:
-            return self._forward_inner(batch, image)
         device_type = torch.device(self.device).type
-        ctx = torch.autocast(device_type=device_type, dtype=getattr(torch, self.autocast)) \
-            if device_type in ("cuda", "cpu") else contextlib.nullcontext()
-        with ctx:
+        if self.autocast is None or device_type not in ("cuda", "cpu"):
+            return self._forward_inner(batch, image)
+        with torch.autocast(device_type=device_type, dtype=getattr(torch, self.autocast)):
             return self._forward_inner(batch, image)
 
     def _forward_inner(self, batch: Any, image: bool) -> Embeddings:
@@ -195,11 +192,11 @@ class JinaCLIPModel(Adapter):
         kw: dict[str, Any] = {"truncate_dim": self.truncate_dim}
         if role == "query" and self.query_task:
             kw["task"] = self.query_task
-        return l2_normalize(_numpy(self.model.encode_text(texts, **kw)))
+        return l2_normalize(as_float32(self.model.encode_text(texts, **kw)))
 
     def _encode_image_batch(self, images: list[Any], role: str) -> np.ndarray:
         out = self.model.encode_image(qwenvl.rgb(images), truncate_dim=self.truncate_dim)
-        return l2_normalize(_numpy(out))
+        return l2_normalize(as_float32(out))
 
 
 def load_remote_code_model(folder: Path, what: str, dtype: str, code_revision: str | None = None) -> Any:
@@ -207,22 +204,13 @@ def load_remote_code_model(folder: Path, what: str, dtype: str, code_revision: s
     ``code_revision`` pins the revision of a code repo the config's ``auto_map`` points to."""
     from transformers import AutoModel
 
-    from benchmark.models.base import torch_dtype
-
     hub.sync_offline_flag()
     try:
         kw = {"code_revision": code_revision} if code_revision else {}
         return AutoModel.from_pretrained(str(folder), trust_remote_code=True, dtype=torch_dtype(dtype), **kw)
     except Exception as e:  # remote code written for other transformers versions: say so
-        first = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise hub.ModelLoadError(
             f"{what}: the checkpoint's remote code failed to load on this transformers "
-            f"({type(e).__name__}: {first}); its code repo must be cached too "
+            f"({one_line(e)}); its code repo must be cached too "
             f"(HF_HUB_OFFLINE={int(hub.offline())})"
         ) from e
-
-
-def _numpy(x: Any) -> np.ndarray:
-    if hasattr(x, "detach"):
-        x = x.detach().float().cpu().numpy()
-    return np.asarray(x, np.float32)

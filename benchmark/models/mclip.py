@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from benchmark.models import hub
-from benchmark.models.base import Adapter, model_spec
+from benchmark.models.base import Adapter, model_spec, torch_dtype
 from benchmark.models.conventions import resolve_dtype
 from benchmark.models.openclip import OpenCLIPModel
 from core.devices import default_device
@@ -50,18 +50,12 @@ def load_state(folder: Path) -> dict[str, Any]:
     """The M-CLIP checkpoint's tensors (safetensors preferred, else pytorch_model.bin)."""
     import torch
 
-    st = sorted(folder.glob("*.safetensors"))
-    if st:
-        from safetensors.torch import load_file
-
-        out: dict[str, Any] = {}
-        for f in st:
-            out.update(load_file(str(f)))
-        return out
+    if any(folder.glob("*.safetensors")):
+        return hub.read_safetensors(folder, exclude=())
     bins = sorted(folder.glob("pytorch_model*.bin"))
     if not bins:
         raise hub.ModelLoadError(f"{folder}: no model.safetensors or pytorch_model.bin")
-    out = {}
+    out: dict[str, Any] = {}
     for f in bins:
         out.update(torch.load(str(f), map_location="cpu", weights_only=True))
     return out
@@ -112,8 +106,6 @@ class MCLIPModel(Adapter):
         dtype: str | None = None, image_model: str = "ViT-L-14/openai", image_revision: str | None = None,
         image_dtype: str | None = None, **kw: Any,
     ):
-        from benchmark.models.base import torch_dtype
-
         what = f"model {name}"
         hub.require(("torch", "transformers", "open_clip", "multilingual_clip"), "mclip", what)
         folder, rev = hub.locate(checkpoint, revision, what=what, allow_patterns=_ALLOW)

@@ -16,7 +16,7 @@ from typing import Any
 
 from benchmark.embeddings import MultiVector
 from benchmark.models.base import torch_dtype
-from benchmark.models.hub import ModelLoadError
+from benchmark.models.hub import ModelLoadError, read_safetensors
 
 log = logging.getLogger(__name__)
 
@@ -55,19 +55,6 @@ def detect_arch(cfg: dict[str, Any]) -> str:
         return mt
     vision = cfg.get("vision_config") or {}
     return "qwen2_5_vl" if "fullatt_block_indexes" in vision or "window_size" in vision else "qwen2_vl"
-
-
-def read_safetensors(folder: Path, exclude: tuple[str, ...] = ("adapter_model",)) -> dict[str, Any]:
-    """All tensors of a folder's ``*.safetensors`` files (top level only)."""
-    from safetensors.torch import load_file
-
-    files = sorted(f for f in folder.glob("*.safetensors") if not f.name.startswith(exclude))
-    if not files:
-        raise ModelLoadError(f"{folder}: no *.safetensors weights")
-    out: dict[str, Any] = {}
-    for f in files:
-        out.update(load_file(str(f)))
-    return out
 
 
 def read_state(folder: Path) -> dict[str, Any]:

@@ -13,7 +13,7 @@ import numpy as np
 
 from benchmark.embeddings import Embeddings, MultiVector
 from benchmark.models import hub
-from benchmark.models.base import Adapter, model_spec
+from benchmark.models.base import Adapter, as_float32, model_spec
 from benchmark.mteb.meta import DESCRIPTIONS, EXTRA_LANGS, HF_SUBSET, MAIN, NAMES, OURS, SPLIT
 from core import datatables
 
@@ -98,12 +98,6 @@ def metadata(kind: str) -> Any:
     )
 
 
-def _to_numpy(x: Any) -> np.ndarray:
-    if hasattr(x, "detach"):
-        x = x.detach().float().cpu().numpy()
-    return np.asarray(x, dtype=np.float32)
-
-
 def _multi(arr: np.ndarray) -> MultiVector:
     """(n, L, d) padded token vectors -> MultiVector; all-zero trailing rows are padding."""
     nonzero = np.abs(arr).sum(axis=-1) > 0  # (n, L)
@@ -178,7 +172,7 @@ class MTEBModel(Adapter):
         ptype = PromptType.query if role == "query" else PromptType.document
         loader = create_dataloader(ds, task_metadata=md, prompt_type=ptype,
                                    batch_size=max(1, len(items)))
-        out = _to_numpy(self.encoder.encode(loader, task_metadata=md, hf_split=SPLIT,
+        out = as_float32(self.encoder.encode(loader, task_metadata=md, hf_split=SPLIT,
                                             hf_subset=HF_SUBSET, prompt_type=ptype,
                                             show_progress_bar=False))
         return _multi(out) if out.ndim == 3 else out
@@ -201,4 +195,4 @@ class MTEBModel(Adapter):
             return super().similarity(queries, docs)
         q = queries.vectors if isinstance(queries, MultiVector) else queries
         d = docs.vectors if isinstance(docs, MultiVector) else docs
-        return _to_numpy(fn(q, d))
+        return as_float32(fn(q, d))

@@ -82,14 +82,10 @@ def _classes() -> dict[str, type]:
         def load_data(self, num_proc: int | None = None, **kwargs: Any) -> None:
             if self.data_loaded:
                 return
-            if self.kind == "i2t":
-                from benchmark.tasks.xm3600 import load_data
+            from benchmark.tasks.xcm import load_xcm
+            from benchmark.tasks.xm3600 import load_data
 
-                ds = load_data(self._context(), self.config)
-            else:
-                from benchmark.tasks.xcm import load_xcm
-
-                ds = load_xcm(self._context(), self.config)
+            ds = (load_data if self.kind == "i2t" else load_xcm)(self._context(), self.config)
             self.metadata.dataset["revision"] = ds.fingerprint
             self.dataset = {HF_SUBSET: {SPLIT: ds}}
             self.data_loaded = True
