@@ -212,8 +212,7 @@ def _dataset_texts(df: pd.DataFrame, key: list[str], col: str, id_col: str
 
 def _matched(kind: str, origin: str, df: pd.DataFrame, key: list[str], col: str, id_col: str,
              fallback: str, why: str) -> QueryTexts:
-    """A dataset's texts, each with the status of the same text in data/queries.csv (when it
-    is reviewed there, or ``fallback`` is ``unmatched``), else ``fallback``."""
+    """A dataset's texts, each with its status matched against data/queries.csv."""
     best, notes, sha = _dataset_texts(df, key, col, id_col)
     try:
         default: QueryTexts | None = default_table()

@@ -29,7 +29,6 @@ log = logging.getLogger(__name__)
 HUB_ID = "mteb/xm3600"
 HUB_REVISION = "536cd45bbfe53de9b08c0483bb4a76a4bd3673fa"  # the revision MTEB pins
 HUB_COLUMNS = ["image_id", "image", "captions", "image_locale"]
-AUTHORS_HUB_ID = "Tierone2025part2/crossmodal_3600"
 AUTHORS_COLUMNS = ["image_key", "image", "captions"]
 AUTHORS_LOCALES = "authors/xm3600-image-locales.csv"
 ALIASES = {"iw": "he", "nb": "no", "tl": "fil"}
@@ -232,8 +231,7 @@ def _collect_authors(ds: Any, col: _Collector) -> dict[str, Any]:
 
 
 def _hub_data(path_or_id: str, revision: str | None) -> tuple[str, Any]:
-    """("authors", the one split) or ("hub", (per-language caption splits, a split with
-    images)), by the columns of the data."""
+    """("authors", its one split) or ("hub", :func:`_hub_splits`), by the data's columns."""
     import datasets
 
     cache = cache_kwargs(path_or_id)
@@ -256,8 +254,7 @@ def _hub_data(path_or_id: str, revision: str | None) -> tuple[str, Any]:
 
 def _hub_splits(path_or_id: str, revision: str | None, builder: Any,
                 cache: dict[str, str]) -> tuple[Any, Any]:
-    """(per-language caption splits, one split with images): for parquet repositories only
-    one split's images are converted, not 36 copies."""
+    """(per-language caption splits, one split with images: parquet converts only its images)."""
     import datasets
 
     meta_cols = [c for c in HUB_COLUMNS if c != "image"]
