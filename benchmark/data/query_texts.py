@@ -93,14 +93,6 @@ def resolve_source(query_source: str | None, layout: str) -> tuple[str, Path | N
 
 
 # -- reading the sources ------------------------------------------------------------------------
-def _decode(raw: bytes, what: str) -> str:
-    try:
-        return raw.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        raise DataError(f"{what}: not UTF-8 text (byte 0x{raw[e.start]:02x} at offset "
-                        f"{e.start}); save it as UTF-8") from e
-
-
 def default_table() -> QueryTexts:
     """``native_term`` of ``data/queries.csv`` by (concept, country), with each row's source."""
     try:  # the one reader of the table (validated: locales, sources, reviewers)
@@ -124,7 +116,12 @@ def read_file(path: Path) -> QueryTexts:
     if not path.is_file():
         raise DataError(f"{what}: no such file")
     raw = path.read_bytes()
-    reader = StrictDictReader(io.StringIO(_decode(raw, what), newline=""), what, DataError)
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise DataError(f"{what}: not UTF-8 text (byte 0x{raw[e.start]:02x} at offset "
+                        f"{e.start}); save it as UTF-8") from e
+    reader = StrictDictReader(io.StringIO(text, newline=""), what, DataError)
     cols = list(reader.fieldnames or [])
     key = "country" if "country" in cols else "language" if "language" in cols else None
     if key is None or "concept" not in cols or "text" not in cols:
@@ -226,12 +223,6 @@ def _matched(kind: str, origin: str, df: pd.DataFrame, key: list[str], col: str,
                       status_from=f"the text matched against data/queries.csv ({why})")
 
 
-def from_published(meta: pd.DataFrame, origin: str) -> QueryTexts:
-    """The authors' ``concept_in_native`` per (concept, country), the most frequent one."""
-    return _matched("published", origin, meta, ["concept", "country"], "concept_in_native",
-                    "image_id", "authors", "the authors' layout records none")
-
-
 def from_release(tr: pd.DataFrame, origin: str) -> QueryTexts:
     """The release's ``query_text`` per (concept, country), with its recorded review status."""
     key = ["query_concept", "query_country"]
@@ -256,8 +247,10 @@ def load_table(kind: str, path: Path | None) -> QueryTexts:
 def table_for(ds: XCMDataset, query_source: str | None) -> QueryTexts:
     """The query texts ``--query-source`` chooses for ``ds``."""
     kind, path = resolve_source(query_source, ds.source_format)
-    if kind == "published":
-        return from_published(ds.image_meta, ds.dataset_id)
+    if kind == "published":  # each image's concept_in_native; the most frequent per pair
+        return _matched("published", ds.dataset_id, ds.image_meta, ["concept", "country"],
+                        "concept_in_native", "image_id", "authors",
+                        "the authors' layout records none")
     if kind == "release":
         return from_release(ds.triplets, ds.dataset_id)
     return load_table(kind, path)

@@ -196,17 +196,14 @@ def load_hub(path_or_id: str, revision: str | None = None) -> XM3600:
     return col.build(store, did, "hub")
 
 
-def _authors_locales() -> dict[str, str]:
-    """Image key -> locale, from the authors' ``captions_index_key_native.csv`` copy."""
-    f = datatables.data_file(AUTHORS_LOCALES)
-    return {r["key"]: r["native"] for r in StrictDictReader(io.StringIO(f.text, newline=""),
-                                                             str(f.path), DataError)}
-
-
 def _collect_authors(ds: Any, col: _Collector) -> dict[str, Any]:
     """Feed the authors' rows to ``col``; notes on where the locales came from."""
     has_locale = "image_locale" in ds.column_names
-    locales = {} if has_locale else _authors_locales()
+    locales = {}  # else image key -> locale, from their captions_index_key_native.csv copy
+    if not has_locale:
+        f = datatables.data_file(AUTHORS_LOCALES)
+        reader = StrictDictReader(io.StringIO(f.text, newline=""), str(f.path), DataError)
+        locales = {r["key"]: r["native"] for r in reader}
     cols = ["image_key", "captions"] + (["image_locale"] if has_locale else [])
     no_locale = 0
     for r, row in enumerate(ds.select_columns(cols)):
