@@ -322,11 +322,9 @@ def _reviewer_counts(table: QueryTexts, terms: list[tuple[str, str, str | None]]
     if not table.text_reviewers:
         return {}
     counts: Counter = Counter()
-    for c, k, t in terms:
-        text = t if t is not None else (table.terms[(c, k)].text if (c, k) in table.terms
-                                        else None)
-        n = table.text_reviewers.get((c, k, text)) if text is not None else None
-        counts["unknown" if n is None else str(n)] += 1
+    for c, k, t in terms:  # t None: the pair's term
+        text = t if t is not None else getattr(table.terms.get((c, k)), "text", None)
+        counts[str(table.text_reviewers.get((c, k, text), "unknown"))] += 1
     return {"used_reviewer_counts": dict(sorted(counts.items()))}
 
 
