@@ -8,6 +8,7 @@ per ``xm3600-i2t`` model each image's top captions. Data files are scripts that 
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import logging
@@ -123,12 +124,9 @@ def open_images(candidates: list[str]) -> tuple[ImageStore | None, str | None]:
             return open_xcm(XCMSource(dataset=str(p))).images, None
         except DataError as e:
             first = str(e).splitlines()[0] if str(e) else type(e).__name__
-            try:
-                store = ImageStore.from_folder(p)
-            except DataError:
-                store = None
-            if store is not None and store.ids:
-                return store, None
+            with contextlib.suppress(DataError):  # else a plain folder of images
+                if (store := ImageStore.from_folder(p)).ids:
+                    return store, None
             tried.append(f"{c} ({first})")
     return None, "no images for thumbnails: " + ("; ".join(tried) or "no dataset recorded") + \
         " (pass --gallery-dataset)"
