@@ -147,9 +147,7 @@ def score_topk(
     for c in sorted(set(locales) - set(codes)):
         by_locale[c or "unknown"] = pm.mean_scores(per_q, locales == c)
     counts = pm.rank_counts(lang_idx[indices[:, : ks[-1]]], len(codes))  # (K, 36)
-    tiers = list(pm.TIERS)
-    by_tier = {t: counts[:, [i for i, c in enumerate(codes) if tier_of[c] == t]].sum(axis=1)
-               for t in tiers}
+    tier_cols = {t: [i for i, c in enumerate(codes) if tier_of[c] == t] for t in pm.TIERS}
     pool = np.bincount(lang_idx, minlength=len(codes))
     scores = {
         "overall": pm.mean_scores(per_q),
@@ -157,11 +155,10 @@ def score_topk(
         "retrieved_language_counts": {
             "ranks": int(counts.shape[0]),
             "by_language": {c: counts[:, i].tolist() for i, c in enumerate(codes)},
-            "by_tier": {t: v.tolist() for t, v in by_tier.items()},
+            "by_tier": {t: counts[:, i].sum(axis=1).tolist() for t, i in tier_cols.items()},
         },
         "pool_language_counts": {c: int(pool[i]) for i, c in enumerate(codes)},
-        "pool_tier_counts": {t: int(sum(pool[i] for i, c in enumerate(codes) if tier_of[c] == t))
-                             for t in tiers},
+        "pool_tier_counts": {t: int(pool[i].sum()) for t, i in tier_cols.items()},
     }
     return scores, per_q
 
