@@ -239,11 +239,6 @@ def from_release(tr: pd.DataFrame, origin: str) -> QueryTexts:
                       "release columns query_term_source, query_term_reviewers")
 
 
-def load_table(kind: str, path: Path | None) -> QueryTexts:
-    """The ``table`` or ``file`` source (the others are built from the dataset)."""
-    return read_file(path) if kind == "file" and path is not None else default_table()
-
-
 def table_for(ds: XCMDataset, query_source: str | None) -> QueryTexts:
     """The query texts ``--query-source`` chooses for ``ds``."""
     kind, path = resolve_source(query_source, ds.source_format)
@@ -253,7 +248,7 @@ def table_for(ds: XCMDataset, query_source: str | None) -> QueryTexts:
                         "the authors' layout records none")
     if kind == "release":
         return from_release(ds.triplets, ds.dataset_id)
-    return load_table(kind, path)
+    return read_file(path) if path is not None else default_table()  # file, or table
 
 
 # -- using and recording them -------------------------------------------------------------------

@@ -138,8 +138,7 @@ def load_authors_csv(
     ds = XCMDataset(tr, store, str(csv_path.resolve()), "authors-csv")
     if not with_texts:
         return ds
-    path = Path(queries_csv) if queries_csv else None
-    return query_texts.with_query_table(ds, query_texts.load_table("file" if path else "table",
-                                                                    path))
+    return query_texts.with_query_table(ds, query_texts.read_file(Path(queries_csv)) if queries_csv
+                                        else query_texts.default_table())
 
 
