@@ -33,6 +33,7 @@ from benchmark.tasks.base import (
     result_file,
 )
 from benchmark.tasks.xcm import (
+    CANDIDATE_COLUMNS,
     AssociationConfig,
     interval_settings,
     load_xcm,
@@ -41,8 +42,6 @@ from core import datatables
 from core.options import option
 
 log = logging.getLogger(__name__)
-
-CANDIDATE_COLS = ("semantic_image_id", "cultural_image_id", "non_relevant_image_id")
 
 
 @dataclass
@@ -72,15 +71,10 @@ def text_items(tr: pd.DataFrame) -> pd.DataFrame:
 
 def image_countries(ds: XCMDataset) -> pd.DataFrame:
     """Every image the triplets reference, with its country (image table first)."""
-    tr = ds.triplets
-    parts = [
-        tr[["query_image_id", "query_country"]].set_axis(["image_id", "country"], axis=1),
-        tr[["semantic_image_id", "semantic_country"]].set_axis(["image_id", "country"], axis=1),
-        tr[["cultural_image_id", "query_country"]].set_axis(["image_id", "country"], axis=1),
-        tr[["non_relevant_image_id", "non_relevant_country"]].set_axis(["image_id", "country"],
-                                                                        axis=1),
-    ]
-    df = pd.concat(parts, ignore_index=True).drop_duplicates()
+    pairs = [("query", "query"), ("semantic", "semantic"), ("cultural", "query"),
+             ("non_relevant", "non_relevant")]  # (image, its country) column prefixes
+    df = pd.concat([ds.triplets[[f"{i}_image_id", f"{c}_country"]].set_axis(
+        ["image_id", "country"], axis=1) for i, c in pairs], ignore_index=True).drop_duplicates()
     if ds.image_meta is not None and "country" in ds.image_meta:
         meta = ds.image_meta.set_index("image_id")["country"].to_dict()
         df["country"] = [meta.get(i, c) for i, c in zip(df["image_id"], df["country"], strict=True)]
@@ -101,7 +95,7 @@ def sp_scores(adapter: Any, tr: pd.DataFrame, texts: pd.DataFrame, t_emb: Embedd
     i_pos = {iid: i for i, iid in enumerate(imgs["image_id"])}
     sims = adapter.indexed_pair_similarity(
         t_emb, tr["query_text"].map(t_pos).to_numpy(), i_emb,
-        [tr[c].map(i_pos).to_numpy() for c in CANDIDATE_COLS]).astype(np.float64)
+        [tr[c].map(i_pos).to_numpy() for c in CANDIDATE_COLUMNS]).astype(np.float64)
     return association_scores(
         sims, {"country": tr["query_country"].to_numpy(), "language": tr["query_language"].to_numpy()},
         n_resamples=n_resamples, seed=seed, ci=ci, ties=ties,

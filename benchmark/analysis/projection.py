@@ -80,9 +80,7 @@ def scatter(
         ax.annotate(text, coords[idx], fontsize=8, xytext=(3, 3), textcoords="offset points",
                     bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none",
                           "alpha": 0.7})
-    ax.set_title(title)
-    ax.set_xlabel("UMAP 1")
-    ax.set_ylabel("UMAP 2")
+    ax.set(title=title, xlabel="UMAP 1", ylabel="UMAP 2")
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False,
               markerscale=1.5, ncol=1 if len(keys) <= 20 else 2)
     style.save(fig, path)

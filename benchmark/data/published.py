@@ -43,11 +43,6 @@ REQUIRED_IMAGE_COLUMNS = ["image", "image_id", "concept", "concept_in_native", "
 SHIPPED_TRIPLETS = "authors/xcm-bench.csv"
 
 
-def _strings(df: pd.DataFrame) -> pd.DataFrame:
-    """Every cell as text (nulls as ""), as the authors' CSV reads."""
-    return df.astype(object).where(df.notna(), "").astype(str)
-
-
 def _triplet_rows(what: str, bench: Any, triplets_csv: Path | None) -> tuple[pd.DataFrame, str]:
     """(triplets in release shape, where they came from)."""
     if triplets_csv is not None:
@@ -57,7 +52,8 @@ def _triplet_rows(what: str, bench: Any, triplets_csv: Path | None) -> tuple[pd.
         raw = bench.to_pandas()
         check_columns(raw, AUTHORS_COLUMNS, src)
         check_not_empty(len(raw), src)
-        return authors_rows(_strings(raw), src), src
+        text = raw.astype(object).where(raw.notna(), "").astype(str)  # as their CSV reads
+        return authors_rows(text, src), src
     path = datatables.data_path(SHIPPED_TRIPLETS)
     src = f"data/{SHIPPED_TRIPLETS}"
     log.info("%s has no benchmark config: triplets from %s", what, src)

@@ -93,14 +93,6 @@ def resolve_source(query_source: str | None, layout: str) -> tuple[str, Path | N
 
 
 # -- reading the sources ------------------------------------------------------------------------
-def _decode(raw: bytes, what: str) -> str:
-    try:
-        return raw.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        raise DataError(f"{what}: not UTF-8 text (byte 0x{raw[e.start]:02x} at offset "
-                        f"{e.start}); save it as UTF-8") from e
-
-
 def default_table() -> QueryTexts:
     """``native_term`` of ``data/queries.csv`` by (concept, country), with each row's source."""
     try:  # the one reader of the table (validated: locales, sources, reviewers)
@@ -124,7 +116,12 @@ def read_file(path: Path) -> QueryTexts:
     if not path.is_file():
         raise DataError(f"{what}: no such file")
     raw = path.read_bytes()
-    reader = StrictDictReader(io.StringIO(_decode(raw, what), newline=""), what, DataError)
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise DataError(f"{what}: not UTF-8 text (byte 0x{raw[e.start]:02x} at offset "
+                        f"{e.start}); save it as UTF-8") from e
+    reader = StrictDictReader(io.StringIO(text, newline=""), what, DataError)
     cols = list(reader.fieldnames or [])
     key = "country" if "country" in cols else "language" if "language" in cols else None
     if key is None or "concept" not in cols or "text" not in cols:
@@ -172,42 +169,12 @@ def read_file(path: Path) -> QueryTexts:
     return QueryTexts("file", str(path), sha256_bytes(raw), terms, notes)
 
 
-def _most_common(pairs: pd.DataFrame, key: list[str], col: str) -> tuple[dict, int]:
-    """(key -> the majority text, number of keys with several texts)."""
-    texts: dict[tuple, list[Any]] = {}
-    for *k, t in pairs[key + [col]].itertuples(index=False):
-        texts.setdefault(tuple(k), []).append(
-            None if t is None or (isinstance(t, float) and t != t) else t)
-    best, several = {}, 0
-    for k, ts in texts.items():
-        counts = term_counts(ts)
-        if counts:
-            best[k] = majority_terms(counts)
-            several += len(counts) > 1
-    return best, several
-
-
 def _reviewed_source(pair: tuple[str, str], text: str, fallback: str,
                      default: QueryTexts | None) -> str:
     t = default.terms.get(pair) if default else None
     if t is not None and t.text == text:
         return t.source if fallback == "unmatched" or t.source == query_table.REVIEWED else fallback
     return fallback
-
-
-def _default_or_none() -> QueryTexts | None:
-    try:
-        return default_table()
-    except DataError:
-        return None
-
-
-def _text_sources(df: pd.DataFrame, key: list[str], col: str, fallback: str,
-                  default: QueryTexts | None) -> dict[tuple[str, str, str], str]:
-    """(concept, country, text) -> source for every distinct non-empty text of ``df``."""
-    rows = df[key + [col]].dropna().astype(str).drop_duplicates()
-    return {(c, k, t): _reviewed_source((c, k), t, fallback, default)
-            for c, k, t in rows.itertuples(index=False) if t.strip()}
 
 
 def choose_term(tr: pd.DataFrame, table: QueryTexts, choice: str) -> tuple[pd.DataFrame,
@@ -223,56 +190,65 @@ def choose_term(tr: pd.DataFrame, table: QueryTexts, choice: str) -> tuple[pd.Da
     return (apply_table(tr, table) if choice == "majority" else tr), notes
 
 
-def from_published(meta: pd.DataFrame, origin: str) -> QueryTexts:
-    """The authors' ``concept_in_native`` per (concept, country), the most frequent one."""
-    best, several = _most_common(meta, ["concept", "country"], "concept_in_native")
-    default = _default_or_none()
-    terms = {k: Term(v, _reviewed_source(k, v, "authors", default)) for k, v in best.items()}
-    lines = sorted(f"{i}\t{t}" for i, t in zip(meta["image_id"], meta["concept_in_native"],
-                                                strict=True))
-    notes = {"pairs_with_several_terms": several} if several else {}
-    texts = _text_sources(meta, ["concept", "country"], "concept_in_native", "authors", default)
-    return QueryTexts("published", origin, sha256_text("\n".join(lines)), terms, notes, texts,
-                      status_from="the text matched against data/queries.csv (the authors' "
-                                  "layout records none)")
+def _dataset_texts(df: pd.DataFrame, key: list[str], col: str, id_col: str
+                   ) -> tuple[dict, dict[str, Any], str]:
+    """(pair -> its majority text, notes: pairs with several, sha256 of every item's text)."""
+    texts: dict[tuple, list[Any]] = {}
+    for *k, t in df[key + [col]].itertuples(index=False):
+        texts.setdefault(tuple(k), []).append(
+            None if t is None or (isinstance(t, float) and t != t) else t)
+    best, several = {}, 0
+    for k, ts in texts.items():
+        if counts := term_counts(ts):
+            best[k] = majority_terms(counts)
+            several += len(counts) > 1
+    lines = sorted(f"{i}\t{t}" for i, t in zip(df[id_col], df[col], strict=True))
+    return best, {"pairs_with_several_terms": several} if several else {}, sha256_text(
+        "\n".join(lines))
+
+
+def _matched(kind: str, origin: str, df: pd.DataFrame, key: list[str], col: str, id_col: str,
+             fallback: str, why: str) -> QueryTexts:
+    """A dataset's texts, each with its status matched against data/queries.csv."""
+    best, notes, sha = _dataset_texts(df, key, col, id_col)
+    try:
+        default: QueryTexts | None = default_table()
+    except DataError:
+        default = None
+    terms = {k: Term(v, _reviewed_source(k, v, fallback, default)) for k, v in best.items()}
+    rows = df[key + [col]].dropna().astype(str).drop_duplicates()
+    texts = {(c, k, t): _reviewed_source((c, k), t, fallback, default)
+             for c, k, t in rows.itertuples(index=False) if t.strip()}
+    return QueryTexts(kind, origin, sha, terms, notes, texts,
+                      status_from=f"the text matched against data/queries.csv ({why})")
 
 
 def from_release(tr: pd.DataFrame, origin: str) -> QueryTexts:
     """The release's ``query_text`` per (concept, country), with its recorded review status."""
-    best, several = _most_common(tr, ["query_concept", "query_country"], "query_text")
-    lines = sorted(f"{i}\t{t}" for i, t in zip(tr["triplet_id"], tr["query_text"], strict=True))
-    notes = {"pairs_with_several_terms": several} if several else {}
-    if {"query_term_source", "query_term_reviewers"} <= set(tr.columns):
-        rows = tr[["query_concept", "query_country", "query_text", "query_term_source",
-                   "query_term_reviewers"]].drop_duplicates(
-            ["query_concept", "query_country", "query_text"])
-        texts = {(c, k, t): str(s) for c, k, t, s, _ in rows.itertuples(index=False)}
-        reviewers = {(c, k, t): int(n) for c, k, t, _, n in rows.itertuples(index=False)}
-        terms = {k: Term(v, texts.get((*k, v), "unmatched")) for k, v in best.items()}
-        return QueryTexts("release", origin, sha256_text("\n".join(lines)), terms, notes, texts,
-                          reviewers, "release columns query_term_source, query_term_reviewers")
-    default = _default_or_none()
-    terms = {k: Term(v, _reviewed_source(k, v, "unmatched", default)) for k, v in best.items()}
-    texts = _text_sources(tr, ["query_concept", "query_country"], "query_text", "unmatched",
-                          default)
-    return QueryTexts("release", origin, sha256_text("\n".join(lines)), terms, notes, texts,
-                      status_from="the text matched against data/queries.csv (the release "
-                                  "has no query_term_source column)")
-
-
-def load_table(kind: str, path: Path | None) -> QueryTexts:
-    """The ``table`` or ``file`` source (the others are built from the dataset)."""
-    return read_file(path) if kind == "file" and path is not None else default_table()
+    key = ["query_concept", "query_country"]
+    if not {"query_term_source", "query_term_reviewers"} <= set(tr.columns):
+        return _matched("release", origin, tr, key, "query_text", "triplet_id", "unmatched",
+                        "the release has no query_term_source column")
+    best, notes, sha = _dataset_texts(tr, key, "query_text", "triplet_id")
+    rows = tr[[*key, "query_text", "query_term_source", "query_term_reviewers"]].drop_duplicates(
+        [*key, "query_text"])
+    texts = {(c, k, t): str(s) for c, k, t, s, _ in rows.itertuples(index=False)}
+    reviewers = {(c, k, t): int(n) for c, k, t, _, n in rows.itertuples(index=False)}
+    terms = {k: Term(v, texts.get((*k, v), "unmatched")) for k, v in best.items()}
+    return QueryTexts("release", origin, sha, terms, notes, texts, reviewers,
+                      "release columns query_term_source, query_term_reviewers")
 
 
 def table_for(ds: XCMDataset, query_source: str | None) -> QueryTexts:
     """The query texts ``--query-source`` chooses for ``ds``."""
     kind, path = resolve_source(query_source, ds.source_format)
-    if kind == "published":
-        return from_published(ds.image_meta, ds.dataset_id)
+    if kind == "published":  # each image's concept_in_native; the most frequent per pair
+        return _matched("published", ds.dataset_id, ds.image_meta, ["concept", "country"],
+                        "concept_in_native", "image_id", "authors",
+                        "the authors' layout records none")
     if kind == "release":
         return from_release(ds.triplets, ds.dataset_id)
-    return load_table(kind, path)
+    return read_file(path) if path is not None else default_table()  # file, or table
 
 
 # -- using and recording them -------------------------------------------------------------------
@@ -341,11 +317,9 @@ def _reviewer_counts(table: QueryTexts, terms: list[tuple[str, str, str | None]]
     if not table.text_reviewers:
         return {}
     counts: Counter = Counter()
-    for c, k, t in terms:
-        text = t if t is not None else (table.terms[(c, k)].text if (c, k) in table.terms
-                                        else None)
-        n = table.text_reviewers.get((c, k, text)) if text is not None else None
-        counts["unknown" if n is None else str(n)] += 1
+    for c, k, t in terms:  # t None: the pair's term
+        text = t if t is not None else getattr(table.terms.get((c, k)), "text", None)
+        counts[str(table.text_reviewers.get((c, k, text), "unknown"))] += 1
     return {"used_reviewer_counts": dict(sorted(counts.items()))}
 
 

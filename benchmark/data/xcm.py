@@ -44,13 +44,10 @@ from core.rules import (
 
 log = logging.getLogger(__name__)
 
-CANDIDATES = ("semantic", "cultural", "non_relevant")
-
 
 # -- the release -------------------------------------------------------------------------------
 def _release_image_shas(ids: list[str], read: Any, meta: pd.DataFrame, what: str) -> dict[str, str]:
-    """sha256 of every image's embedded bytes, after rule ``image_bytes`` (where the images
-    carry a ``sha256`` column, as a release does)."""
+    """sha256 of every image's embedded bytes, checked by rule ``image_bytes``."""
     want = dict(zip(meta["image_id"], meta["sha256"], strict=True)) if "sha256" in meta else {}
     shas: dict[str, str] = {}
     bad = []
@@ -71,8 +68,7 @@ def _release_image_shas(ids: list[str], read: Any, meta: pd.DataFrame, what: str
 
 
 def _clean_provenance(tr: pd.DataFrame) -> pd.DataFrame:
-    """Sources as text and reviewer counts as non-negative integers; a cell that is neither
-    makes its term ``unmatched`` with 0 reviewers (untrusted input, never a crash)."""
+    """Sources as text, reviewers as integers >= 0; a bad cell: ``unmatched``, 0 reviewers."""
     n = pd.to_numeric(tr["query_term_reviewers"], errors="coerce")
     src = tr["query_term_source"].where(tr["query_term_source"].notna(), "").astype(str)
     bad = n.isna() | (n < 0) | (n != n.round()) | (src.str.strip() == "")
@@ -142,8 +138,7 @@ def load_authors_csv(
     ds = XCMDataset(tr, store, str(csv_path.resolve()), "authors-csv")
     if not with_texts:
         return ds
-    path = Path(queries_csv) if queries_csv else None
-    return query_texts.with_query_table(ds, query_texts.load_table("file" if path else "table",
-                                                                    path))
+    return query_texts.with_query_table(ds, query_texts.read_file(Path(queries_csv)) if queries_csv
+                                        else query_texts.default_table())
 
 

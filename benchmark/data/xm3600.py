@@ -29,7 +29,6 @@ log = logging.getLogger(__name__)
 HUB_ID = "mteb/xm3600"
 HUB_REVISION = "536cd45bbfe53de9b08c0483bb4a76a4bd3673fa"  # the revision MTEB pins
 HUB_COLUMNS = ["image_id", "image", "captions", "image_locale"]
-AUTHORS_HUB_ID = "Tierone2025part2/crossmodal_3600"
 AUTHORS_COLUMNS = ["image_key", "image", "captions"]
 AUTHORS_LOCALES = "authors/xm3600-image-locales.csv"
 ALIASES = {"iw": "he", "nb": "no", "tl": "fil"}
@@ -197,17 +196,14 @@ def load_hub(path_or_id: str, revision: str | None = None) -> XM3600:
     return col.build(store, did, "hub")
 
 
-def _authors_locales() -> dict[str, str]:
-    """Image key -> locale, from the authors' ``captions_index_key_native.csv`` copy."""
-    f = datatables.data_file(AUTHORS_LOCALES)
-    return {r["key"]: r["native"] for r in StrictDictReader(io.StringIO(f.text, newline=""),
-                                                             str(f.path), DataError)}
-
-
 def _collect_authors(ds: Any, col: _Collector) -> dict[str, Any]:
     """Feed the authors' rows to ``col``; notes on where the locales came from."""
     has_locale = "image_locale" in ds.column_names
-    locales = {} if has_locale else _authors_locales()
+    locales = {}  # else image key -> locale, from their captions_index_key_native.csv copy
+    if not has_locale:
+        f = datatables.data_file(AUTHORS_LOCALES)
+        reader = StrictDictReader(io.StringIO(f.text, newline=""), str(f.path), DataError)
+        locales = {r["key"]: r["native"] for r in reader}
     cols = ["image_key", "captions"] + (["image_locale"] if has_locale else [])
     no_locale = 0
     for r, row in enumerate(ds.select_columns(cols)):
@@ -232,8 +228,7 @@ def _collect_authors(ds: Any, col: _Collector) -> dict[str, Any]:
 
 
 def _hub_data(path_or_id: str, revision: str | None) -> tuple[str, Any]:
-    """("authors", the one split) or ("hub", (per-language caption splits, a split with
-    images)), by the columns of the data."""
+    """("authors", its one split) or ("hub", :func:`_hub_splits`), by the data's columns."""
     import datasets
 
     cache = cache_kwargs(path_or_id)
@@ -256,8 +251,7 @@ def _hub_data(path_or_id: str, revision: str | None) -> tuple[str, Any]:
 
 def _hub_splits(path_or_id: str, revision: str | None, builder: Any,
                 cache: dict[str, str]) -> tuple[Any, Any]:
-    """(per-language caption splits, one split with images): for parquet repositories only
-    one split's images are converted, not 36 copies."""
+    """(per-language caption splits, one split with images: parquet converts only its images)."""
     import datasets
 
     meta_cols = [c for c in HUB_COLUMNS if c != "image"]

@@ -160,10 +160,8 @@ def rates(credit: np.ndarray, group: np.ndarray, n_groups: int, u: Units,
 
 def paired(ca: np.ndarray, cb: np.ndarray, group: np.ndarray, n_groups: int, u: Units,
            level: float = LEVEL) -> dict[str, np.ndarray]:
-    """Per group, columns M_sem, M_cul, M_non, SP: a, b, diff = a - b, lo, hi, p, se, mde.
-
-    SP's p tests theta = cul / (sem + cul) (equal exactly when SP is; bounded, so it holds at
-    SP's extremes)."""
+    """Per group, columns M_sem, M_cul, M_non, SP: a, b, diff = a - b, lo, hi, p, se, mde; SP's
+    p tests theta = cul / (sem + cul) (equal exactly when SP is; bounded at SP's extremes)."""
     ca, cb = np.asarray(ca, np.float64), np.asarray(cb, np.float64)
     n = np.bincount(group, minlength=n_groups).astype(np.float64)
     sums = [np.stack([np.bincount(group, c[:, k], n_groups) for k in range(3)], 1)

@@ -13,10 +13,9 @@ from typing import Any
 import numpy as np
 
 from benchmark.metrics import clustered
-from benchmark.metrics.association import INFINITE
+from benchmark.metrics.association import INFINITE, WIN_KEYS
 
 ALPHA = 0.05
-WIN_KEYS = ("M_sem", "M_cul", "M_non")
 KEYS = ("SP", *WIN_KEYS)
 METHOD = ("paired by item id; Δ = A - B; cluster-robust standard error over {unit} (what "
           "resampling them estimates, in closed form; for ΔSP by the delta method); 95% "

@@ -66,14 +66,6 @@ def load_scope(scope: str, folder: Path | None = None) -> pd.DataFrame:
     return df.astype({c: "int64" for c in WIN_COLS})
 
 
-def load_authors(folder: Path | None = None) -> pd.DataFrame:
-    """Overall and per-country rows, the country as an ISO code ('' overall)."""
-    country = load_scope("country", folder)
-    country["group"] = [datatables.country(n).code for n in country["group"]]
-    df = pd.concat([load_scope("overall", folder), country], ignore_index=True)
-    return df.rename(columns={"group": "country"})
-
-
 def authors_name(model: str, names: dict[str, str], known: set[str]) -> str | None:
     """The authors' name of our ``model``: the mapping table, else the same name (any case)."""
     if model in names:
@@ -115,7 +107,10 @@ def _row(model: str, amodel: str, task: str, scope: str, code: str,
 
 def compare(col: Collection, folder: Path | None = None) -> pd.DataFrame:
     """One row per (model present in both, task, overall | country): ours, theirs, ours - theirs."""
-    ref = load_authors(folder)
+    country = load_scope("country", folder)  # their overall and per-country rows, ISO codes
+    country["group"] = [datatables.country(n).code for n in country["group"]]
+    ref = pd.concat([load_scope("overall", folder), country], ignore_index=True).rename(
+        columns={"group": "country"})
     names = model_names(folder)
     known = set(ref["authors_model"])
     rows: list[dict[str, Any]] = []

@@ -150,8 +150,7 @@ def authors_part(col: Collection, output: Path, folder: Path | None,
     if comp.empty:
         return "", [], {}
     csv_path = output / "authors-comparison.csv"
-    with files.atomic_path(csv_path, suffix=".csv") as tmp:
-        comp.to_csv(tmp, index=False)
+    files.atomic_write_text(csv_path, comp.to_csv(index=False))
     comp_md = authors.to_markdown(comp)
     files.atomic_write_text(output / "authors-comparison.md", comp_md)
     country = comp[comp["scope"] == "country"]

@@ -8,6 +8,7 @@ per ``xm3600-i2t`` model each image's top captions. Data files are scripts that 
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import logging
@@ -23,6 +24,7 @@ from benchmark.data.images import ImageStore
 from benchmark.report import page
 from benchmark.report.collect import Collection
 from benchmark.results import ResultFile, model_slug
+from benchmark.tasks.xcm import CANDIDATE_COLUMNS, OUTCOME_TRIPLET_COLUMNS, SIM_COLUMNS
 from core import datatables, files, query_table
 from core.devices import cpu_threads
 from core.errors import DataError
@@ -33,10 +35,7 @@ ASSOCIATION_TASKS = ("3xcm", "3xcm-i2i")
 PREVALENCE_TASK = "xm3600-i2t"
 DEFAULT_PAGE_SIZE = 24
 THUMB_PX = 160
-CANDIDATES = ("semantic", "cultural", "non_relevant")
-NEEDED = ["triplet_id", "query_country", "winner", "query_concept", "query_text",
-          "query_image_id", "semantic_image_id", "cultural_image_id", "non_relevant_image_id",
-          "sim_semantic", "sim_cultural", "sim_non_relevant"]
+NEEDED = ["triplet_id", "query_country", "winner", *OUTCOME_TRIPLET_COLUMNS, *SIM_COLUMNS]
 XM_NEEDED = ["query_image_id", "query_locale", "top_caption", "top_language", "top_relevant"]
 
 
@@ -125,12 +124,9 @@ def open_images(candidates: list[str]) -> tuple[ImageStore | None, str | None]:
             return open_xcm(XCMSource(dataset=str(p))).images, None
         except DataError as e:
             first = str(e).splitlines()[0] if str(e) else type(e).__name__
-            try:
-                store = ImageStore.from_folder(p)
-            except DataError:
-                store = None
-            if store is not None and store.ids:
-                return store, None
+            with contextlib.suppress(DataError):  # else a plain folder of images
+                if (store := ImageStore.from_folder(p)).ids:
+                    return store, None
             tried.append(f"{c} ({first})")
     return None, "no images for thumbnails: " + ("; ".join(tried) or "no dataset recorded") + \
         " (pass --gallery-dataset)"
@@ -176,7 +172,7 @@ def triplet_table(df: pd.DataFrame, thumbs: dict[str, str]) -> dict[str, Any]:
     except (OSError, datatables.TableError):
         eng = {}
     images = list(dict.fromkeys(np.concatenate(
-        [df[c].to_numpy() for c in ("query_image_id", *[f"{k}_image_id" for k in CANDIDATES])])))
+        [df[c].to_numpy() for c in ("query_image_id", *CANDIDATE_COLUMNS)])))
     ix = {v: i for i, v in enumerate(images)}
     return {
         "ids": df["triplet_id"].tolist(),
@@ -188,7 +184,7 @@ def triplet_table(df: pd.DataFrame, thumbs: dict[str, str]) -> dict[str, Any]:
         "concept": df["query_concept"].map({c: i for i, c in enumerate(concepts)}).tolist(),
         "text": df["query_text"].map({t: i for i, t in enumerate(texts)}).tolist(),
         "query_image": df["query_image_id"].map(ix).tolist(),
-        "candidates": np.stack([df[f"{k}_image_id"].map(ix).to_numpy() for k in CANDIDATES],
+        "candidates": np.stack([df[c].map(ix).to_numpy() for c in CANDIDATE_COLUMNS],
                                axis=1).tolist(),
     }
 
@@ -196,7 +192,7 @@ def triplet_table(df: pd.DataFrame, thumbs: dict[str, str]) -> dict[str, Any]:
 def model_data(df: pd.DataFrame, ids: list[str], name: str) -> dict[str, Any]:
     """One model's winner and similarities per triplet, in the triplets file's order."""
     d = df.set_index("triplet_id").loc[ids]
-    sims = d[["sim_semantic", "sim_cultural", "sim_non_relevant"]].to_numpy(np.float64)
+    sims = d[SIM_COLUMNS].to_numpy(np.float64)
     return {"name": name, "winner": d["winner"].astype(int).tolist(),
             "sims": [[round(float(x), 6) for x in row] for row in sims]}
 

@@ -21,26 +21,25 @@ class Column:
     task: str
     field: str  # key in scores.overall
     digits: int = 3
-    lower_is_better: bool | None = None
 
 
 COLUMNS = (
     Column("n", "n", "3xcm", "n", 0),
-    Column("M_sem", "M_sem", "3xcm", "M_sem", lower_is_better=False),
+    Column("M_sem", "M_sem", "3xcm", "M_sem"),
     Column("M_sem_ci95", "M_sem 95% CI", "3xcm", "M_sem_ci95"),
-    Column("M_cul", "M_cul", "3xcm", "M_cul", lower_is_better=True),
+    Column("M_cul", "M_cul", "3xcm", "M_cul"),
     Column("M_cul_ci95", "M_cul 95% CI", "3xcm", "M_cul_ci95"),
-    Column("M_non", "M_non", "3xcm", "M_non", lower_is_better=True),
+    Column("M_non", "M_non", "3xcm", "M_non"),
     Column("M_non_ci95", "M_non 95% CI", "3xcm", "M_non_ci95"),
-    Column("SP", "SP", "3xcm", "SP", lower_is_better=True),
+    Column("SP", "SP", "3xcm", "SP"),
     Column("SP_ci95", "SP 95% CI", "3xcm", "SP_ci95"),
-    Column("SP_i2i", "SP (i2i)", "3xcm-i2i", "SP", lower_is_better=True),
-    Column("accuracy@5", "acc@5", "xm3600-i2t", "accuracy@5", lower_is_better=False),
-    Column("ndcg@10", "nDCG@10", "xm3600-i2t", "ndcg@10", lower_is_better=False),
-    Column("lbkl@10", "LBKL@10", "xm3600-i2t", "lbkl@10", lower_is_better=True),
-    Column("dlbkl@10", "DLBKL@10", "xm3600-i2t", "dlbkl@10", lower_is_better=True),
-    Column("missing@10", "missing@10", "xm3600-i2t", "missing@10", lower_is_better=True),
-    Column("lbjs@10", "LBJS@10", "xm3600-i2t", "lbjs@10", lower_is_better=True),
+    Column("SP_i2i", "SP (i2i)", "3xcm-i2i", "SP"),
+    Column("accuracy@5", "acc@5", "xm3600-i2t", "accuracy@5"),
+    Column("ndcg@10", "nDCG@10", "xm3600-i2t", "ndcg@10"),
+    Column("lbkl@10", "LBKL@10", "xm3600-i2t", "lbkl@10"),
+    Column("dlbkl@10", "DLBKL@10", "xm3600-i2t", "dlbkl@10"),
+    Column("missing@10", "missing@10", "xm3600-i2t", "missing@10"),
+    Column("lbjs@10", "LBJS@10", "xm3600-i2t", "lbjs@10"),
 )
 
 

@@ -159,8 +159,7 @@ def sp_colours(m: np.ndarray) -> np.ndarray:
 
 def _sp_grid(rows: dict[str, dict[str, Any]], row_labels: list[str], path: Path, title: str,
              margins: tuple[float, float], xlabel: str = "", ylabel: str = "") -> None:
-    """A heat map of SP (row -> country -> scores), values in the cells, on the one scale
-    :data:`SP_SCALE` stated in the colour bar, so two heat maps compare by eye."""
+    """A heat map of SP (row -> country -> scores) on the one scale :data:`SP_SCALE`."""
     plt = style.setup()
     keys = list(rows)
     codes = country_order({c for row in rows.values() for c in row})

@@ -39,10 +39,6 @@ def _scores(res: dict[str, ResultFile], task: str) -> dict[str, Any] | None:
     return r.scores if r is not None else None
 
 
-def _country(label: str) -> str:
-    return datatables.country(label).code
-
-
 def xm_getter(column: str) -> tuple[str, Getter]:
     """Tables 1 and 5: the xm3600-i2t overall score of ``column`` (NDCG: the authors' ideal)."""
     kind = "accuracy" if column.startswith("accuracy") else "ndcg" if column.startswith(
@@ -65,14 +61,14 @@ def t2_getter(column: str) -> tuple[str, Getter]:
 
 def t11_getter(column: str) -> tuple[str, Getter]:
     """Table 11: per-country win rates in % (the row's metric names the win rate)."""
-    code = _country(column)
+    code = datatables.country(column).code
     return "win_rate_pct", lambda res, m: _pct(number(dig(
         _scores(res, "3xcm"), "by_country", code, (m or "").removesuffix("_pct"))))
 
 
 def t8_getter(column: str) -> tuple[str, Getter]:
     """Table 8: per-country SP, text (TS) and image (IS) silhouette, by the row's metric."""
-    code = _country(column)
+    code = datatables.country(column).code
 
     def get(res: dict[str, ResultFile], metric: str | None) -> float | None:
         if metric == "SP":
@@ -116,7 +112,7 @@ def cell_se(key: str, column: str, metric: str | None, model: str | None,
     if key == "table2":
         group, what, scale = dig(_scores(res, "3xcm"), "overall"), column, 100.0
     elif key in ("table11", "table8"):
-        group = dig(_scores(res, "3xcm"), "by_country", _country(column))
+        group = dig(_scores(res, "3xcm"), "by_country", datatables.country(column).code)
         what, scale = metric or "", 100.0 if key == "table11" else 1.0
     else:
         return None

@@ -263,11 +263,11 @@ def human_bytes(n: int | None) -> str:
     if n is None:
         return "size unknown"
     x = float(n)
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if x < 1000 or unit == "TB":
+    for unit in ("B", "KB", "MB", "GB"):
+        if x < 1000:
             return f"{x:.1f} {unit}" if unit != "B" else f"{int(x)} B"
         x /= 1000
-    raise AssertionError("unreachable: the loop returns at TB")
+    return f"{x:.1f} TB"
 
 
 def format_dry_run(plan: Plan, items_: list[Download], ests: list[JobEstimate]) -> str:

@@ -243,10 +243,9 @@ def build_plan(cfg: ReproduceConfig) -> Plan:
     """Every job of ``cfg``, model by model (the paper's with the authors' conventions)."""
     models, rqs = resolve_models(cfg.models), resolve_tasks(cfg.tasks)
     entries = registry.models()
-    xcm = dataset_ref(cfg.xcm_dataset, cfg.xcm_revision, "--xcm-dataset") \
-        if "rq2" in rqs else None
-    xm = dataset_ref(cfg.xm3600_dataset, cfg.xm3600_revision, "--xm3600-dataset") \
-        if "rq1" in rqs else None
+    flags = {"rq2": (cfg.xcm_dataset, cfg.xcm_revision, "--xcm-dataset"),
+             "rq1": (cfg.xm3600_dataset, cfg.xm3600_revision, "--xm3600-dataset")}
+    refs = {rq: dataset_ref(*flags[rq]) for rq in flags if rq in rqs}
     jobs: list[Job] = []
     for m in models:
         e = entries.get(m)
@@ -257,11 +256,9 @@ def build_plan(cfg: ReproduceConfig) -> Plan:
         pin["profile"] = profile_sha(m, pin["conventions"])
         for rq in rqs:
             for task in RQ_TASKS[rq]:
-                ds = xcm if rq == "rq2" else xm
-                assert ds is not None
                 ks = PAPER_KS if task == "xm3600-i2t" else ()
                 boot = cfg.bootstrap if rq == "rq2" else None
-                jobs.append(Job(m, task, ds, ks=ks, bootstrap=boot, dtype=cfg.dtype,
+                jobs.append(Job(m, task, refs[rq], ks=ks, bootstrap=boot, dtype=cfg.dtype,
                                 compare_engines=task == "xm3600-i2t", **pin))
     return Plan(tuple(jobs), Path(cfg.output_dir))
 

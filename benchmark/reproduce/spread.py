@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmark.metrics.association import group_seed
+from benchmark.metrics.association import WIN_KEYS, group_seed
 from benchmark.report.compare import CompareError, load_outcomes
 from benchmark.results import ResultFile
 
@@ -19,7 +19,6 @@ log = logging.getLogger(__name__)
 
 RESAMPLES = 2000
 SEED = 0
-WIN_KEYS = ("M_sem", "M_cul", "M_non")
 
 
 def group_se(group: dict | None, label: str = "") -> dict[str, float | None]:

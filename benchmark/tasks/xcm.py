@@ -135,15 +135,12 @@ SIM_COLUMNS = ["sim_semantic", "sim_cultural", "sim_non_relevant"]
 def outcome_frame(tr: pd.DataFrame, sims: np.ndarray) -> pd.DataFrame:
     """The per-triplet outcomes: id, query country, winner (0 semantic, 1 cultural,
     2 non-relevant), the triplet's query and candidates, and the three similarities."""
-    df = pd.DataFrame({
+    return pd.DataFrame({
         "triplet_id": tr["triplet_id"].astype(str).to_numpy(),
         "query_country": tr["query_country"].astype(str).to_numpy(),
-        "winner": winners(sims)[0].astype(np.int8)})
-    for c in OUTCOME_TRIPLET_COLUMNS:
-        df[c] = tr[c].astype(str).to_numpy()
-    for j, c in enumerate(SIM_COLUMNS):
-        df[c] = sims[:, j]
-    return df
+        "winner": winners(sims)[0].astype(np.int8),
+        **{c: tr[c].astype(str).to_numpy() for c in OUTCOME_TRIPLET_COLUMNS},
+        **{c: sims[:, j] for j, c in enumerate(SIM_COLUMNS)}})
 
 
 class XCMTextToImage(Task):

@@ -147,9 +147,7 @@ def score_topk(
     for c in sorted(set(locales) - set(codes)):
         by_locale[c or "unknown"] = pm.mean_scores(per_q, locales == c)
     counts = pm.rank_counts(lang_idx[indices[:, : ks[-1]]], len(codes))  # (K, 36)
-    tiers = list(pm.TIERS)
-    by_tier = {t: counts[:, [i for i, c in enumerate(codes) if tier_of[c] == t]].sum(axis=1)
-               for t in tiers}
+    tier_cols = {t: [i for i, c in enumerate(codes) if tier_of[c] == t] for t in pm.TIERS}
     pool = np.bincount(lang_idx, minlength=len(codes))
     scores = {
         "overall": pm.mean_scores(per_q),
@@ -157,11 +155,10 @@ def score_topk(
         "retrieved_language_counts": {
             "ranks": int(counts.shape[0]),
             "by_language": {c: counts[:, i].tolist() for i, c in enumerate(codes)},
-            "by_tier": {t: v.tolist() for t, v in by_tier.items()},
+            "by_tier": {t: counts[:, i].sum(axis=1).tolist() for t, i in tier_cols.items()},
         },
         "pool_language_counts": {c: int(pool[i]) for i, c in enumerate(codes)},
-        "pool_tier_counts": {t: int(sum(pool[i] for i, c in enumerate(codes) if tier_of[c] == t))
-                             for t in tiers},
+        "pool_tier_counts": {t: int(pool[i].sum()) for t, i in tier_cols.items()},
     }
     return scores, per_q
 
@@ -277,7 +274,6 @@ class XM3600ImageToText(Task):
         """Exact top-``depth`` (or two-stage for multi-vector models) and its settings;
         ``engine`` overrides ``--engine``."""
         cfg, ad = self.config, ctx.adapter
-        kmax = depth
         chunk = cfg.chunk_size
         multi = isinstance(q, MultiVector) or isinstance(d, MultiVector)
         bk = retrieval.get_backend(cfg.retrieval_backend, ctx.device or ad.device)
@@ -291,7 +287,7 @@ class XM3600ImageToText(Task):
         if engine == "chromadb":
             if multi or not ad.uses_default_similarity():
                 raise DataError("--engine chromadb: single-vector cosine models only")
-            top = chroma.chromadb_topk(np.asarray(q), np.asarray(d), kmax)
+            top = chroma.chromadb_topk(np.asarray(q), np.asarray(d), depth)
             st.update(method="chromadb-hnsw", backend="chromadb", device="cpu",
                       chromadb=chroma.chromadb_version(), hnsw=dict(chroma.CHROMADB_SETTINGS),
                       tie_break="chromadb's order")
@@ -301,24 +297,24 @@ class XM3600ImageToText(Task):
             return retrieval.topk_by_function(
                 lambda qs, qe, ds_, de: ad.similarity(take(q, np.arange(qs, qe)),
                                                      take(d, np.arange(ds_, de))),
-                len(q), len(d), kmax, chunk_size=chunk), st, None
+                len(q), len(d), depth, chunk_size=chunk), st, None
         two = cfg.two_stage
         authors_l2 = getattr(ad.profile, "retrieval", None) == TWO_STAGE_L2
         if (two or authors_l2) and multi:
-            two = two or kmax
-            if two < kmax:
-                raise DataError(f"--two-stage {two} must be >= the list depth ({kmax})")
+            two = two or depth
+            if two < depth:
+                raise DataError(f"--two-stage {two} must be >= the list depth ({depth})")
             metric, ties = ("l2", "shortlist") if authors_l2 else ("cosine", "index")
             st.update(method="two-stage", shortlist=two, shortlist_similarity=(
                 "exact L2 of unnormalised mean-pooled token vectors (faiss IndexFlatL2)"
                 if authors_l2 else "cosine of mean-pooled token vectors"),
                 rerank_ties="shortlist order" if authors_l2 else retrieval.TIE_BREAK)
-            top = shortlist.two_stage_topk(q, d, kmax, two, chunk_size=chunk, backend=bk,
+            top = shortlist.two_stage_topk(q, d, depth, two, chunk_size=chunk, backend=bk,
                                            shortlist_metric=metric, ties=ties)
             rng = np.random.default_rng(cfg.seed)
             m = min(len(q), max(1, cfg.two_stage_check))
             check = np.sort(rng.choice(len(q), m, replace=False))
-            exact = retrieval.exact_maxsim_topk(take(q, check), d, kmax, chunk_size=chunk,
+            exact = retrieval.exact_maxsim_topk(take(q, check), d, depth, chunk_size=chunk,
                                                 backend=bk)
             agree = shortlist.topk_agreement(top.indices[check], exact.indices, ks)
             agree["method"] = st["shortlist_similarity"]
@@ -326,7 +322,7 @@ class XM3600ImageToText(Task):
             return top, st, agree
         if two:
             log.warning("--two-stage ignored: the model gives single vectors (exact is cheap)")
-        top = retrieval.exact_topk(q, d, kmax, chunk_size=chunk, backend=bk)
+        top = retrieval.exact_topk(q, d, depth, chunk_size=chunk, backend=bk)
         return top, st, None
 
     def prefill(self, ctx: RunContext) -> None:
