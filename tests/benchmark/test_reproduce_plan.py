@@ -252,3 +252,22 @@ def test_devices_reports_up_to_date_jobs_of_a_failing_model_as_up_to_date(tmp_pa
     monkeypatch.setattr(launch, "run_jobs", failing)
     summary = execute_on_devices(plan, c, ["cpu"])
     assert {o.status for o in summary.outcomes} == {"up-to-date"}
+
+
+def test_devices_claim_the_results_folder_before_any_process_starts(tmp_path, xm, monkeypatch):
+    """Two model processes starting at once must both find results/ ours: the launcher leaves
+    the marker there first (else one saw the other's half-written marker and refused)."""
+    from benchmark import launch
+    from core import files
+
+    seen = []
+
+    def fake_run_jobs(jobs, devices, log_dir):
+        seen.append(files.read_marker(tmp_path / "repro" / "results"))
+        return [launch.JobOutcome(j, "cpu", 1, 0.0, log_dir / "x.log", "not run")
+                for j in jobs]
+
+    monkeypatch.setattr(launch, "run_jobs", fake_run_jobs)
+    out = reproduce(cfg(tmp_path, xm, models="hash", devices="cpu,cpu", no_compare=True))
+    assert {o.status for o in out.summary.outcomes} == {"failed"}
+    assert seen and seen[0] is not None and seen[0]["kind"] == "3xcm-results"
