@@ -9,10 +9,9 @@ import logging
 from pathlib import Path
 
 from benchmark import launch
-from benchmark.reproduce.plan import Plan, PlanError, ReproduceConfig, load_state, up_to_date
+from benchmark.reproduce.plan import Plan, ReproduceConfig, load_state, up_to_date
 from benchmark.reproduce.run import JobOutcome, Summary
-from benchmark.results import RESULTS_KIND
-from core import files
+from benchmark.tasks.base import check_output_dir
 
 log = logging.getLogger(__name__)
 
@@ -35,10 +34,7 @@ def child_args(cfg: ReproduceConfig, model: str) -> list[str]:
 def execute_on_devices(plan: Plan, cfg: ReproduceConfig, devices: list[str]) -> Summary:
     """Run the plan's models concurrently over ``devices``; every job's outcome, from the
     state file the processes wrote (a job whose record did not change is up to date)."""
-    try:  # claimed before the processes start: none may see another's marker half-written
-        files.claim(plan.results_dir, RESULTS_KIND)
-    except files.FolderNotOursError as e:
-        raise PlanError(f"--output-dir {e}") from e
+    check_output_dir(plan.results_dir)  # claimed before the processes: none sees a half-written marker
     before = load_state(plan.state_path)
     jobs = [launch.Job(m, child_args(cfg, m), name=m, command="reproduce")
             for m in plan.models]
